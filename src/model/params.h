@@ -1,0 +1,56 @@
+// The parameter table: every tensor of the text trunk by its checkpoint name (`model.llm.*`), with
+// quill's internal shape, its dtype in a checkpoint, whether it trains, and its fp32 master value
+// and gradient. Internal layout equals the checkpoint's except the gate/up (`w13`) tensors, whose rows
+// quill keeps split (gate rows [0, F), up rows [F, 2F)) while checkpoints interleave them (even rows
+// gate, odd rows up); io converts (docs/decisions/gate-up-layout.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "tensor/tensor.h"
+
+namespace quill {
+
+struct Param {
+  std::string name;
+  Shape shape;
+  DType checkpoint_dtype = DType::BF16;
+  bool is_buffer = false;           // the router's selection bias: in the checkpoint, never trained
+  bool trainable = true;            // false for buffers and frozen parameters
+  bool weight_decay = true;         // Megatron: no decay on 1-D parameters
+  bool gate_up_interleaved = false; // checkpoint interleaves gate/up rows on dimension -2
+  Tensor value;                     // fp32 master (the CPU reference computes with it directly)
+  Tensor grad;                      // fp32 accumulation, same shape; undefined when not trainable
+};
+
+class ParamTable {
+ public:
+  // Builds the table for a config, values and grads allocated (zero) on the host.
+  static ParamTable for_config(const InklingConfig& config);
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  Param& at(const std::string& name);  // throws naming the missing parameter
+  const Param& at(const std::string& name) const;
+  Param* find(const std::string& name);
+  const Tensor& value(const std::string& name) const { return at(name).value; }
+
+  void zero_grads();
+  // Freezes every parameter whose name matches one of the patterns (a '*' matches any run of characters).
+  void freeze(const std::vector<std::string>& patterns);
+  // Fills values as transformers' _init_weights does for a fresh model: normal(0, std) for matrices,
+  // the relative-bias tables and router weights; ones for norms and global scales; zeros for the
+  // router bias; short convolutions normal(0, std). Deterministic in (seed, name).
+  void init_random(uint64_t seed, double std = 0.02);
+
+ private:
+  std::vector<Param> params_;
+};
+
+// miles' frozen set: the relative-bias tables and every global scale.
+std::vector<std::string> miles_frozen_patterns();
+bool name_matches(const std::string& name, const std::string& pattern);
+
+}  // namespace quill

@@ -1,0 +1,150 @@
+#include "tensor/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace quill {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+namespace {
+struct HostAllocator final : Allocator {
+  void* allocate(size_t bytes) override {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+    QUILL_CHECK(p != nullptr, "out of host memory allocating {} bytes", bytes);
+    return p;
+  }
+  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+  Device device() const override { return Device::CPU; }
+};
+}  // namespace
+
+Allocator& host_allocator() {
+  static HostAllocator allocator;
+  return allocator;
+}
+
+Storage::Storage(Allocator& allocator, size_t bytes)
+    : data_(allocator.allocate(bytes)), bytes_(bytes), device_(allocator.device()), allocator_(&allocator) {}
+
+Storage::Storage(void* data, size_t bytes, Device device, std::function<void()> release)
+    : data_(data), bytes_(bytes), device_(device), release_(std::move(release)) {}
+
+Storage::~Storage() {
+  if (allocator_) allocator_->deallocate(data_, bytes_);
+  if (release_) release_();
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& allocator) {
+  for (int64_t d : shape) QUILL_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(allocator, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator) {
+  Tensor t = empty(shape, dtype, allocator);
+  t.fill_zero();
+  return t;
+}
+
+Tensor Tensor::wrap(std::shared_ptr<Storage> storage, size_t offset_bytes, const Shape& shape, DType dtype) {
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.offset_ = offset_bytes;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  QUILL_CHECK(offset_bytes + t.nbytes() <= t.storage_->bytes(), "tensor {} does not fit its storage", t.describe());
+  return t;
+}
+
+void* Tensor::data() const {
+  return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr;
+}
+
+int64_t Tensor::dim(int i) const {
+  int n = ndim();
+  if (i < 0) i += n;
+  QUILL_CHECK(i >= 0 && i < n, "dimension {} out of range for {}", i, describe());
+  return shape_[static_cast<size_t>(i)];
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  QUILL_CHECK(shape_numel(shape) == numel(), "cannot reshape {} to {}", describe(), shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::rows(int64_t begin, int64_t end) const {
+  QUILL_CHECK(ndim() >= 1 && begin >= 0 && begin <= end && end <= shape_[0], "rows [{}, {}) out of range for {}",
+              begin, end, describe());
+  Tensor t = *this;
+  int64_t row_elems = shape_[0] ? numel() / shape_[0] : 0;
+  t.offset_ += static_cast<size_t>(begin * row_elems) * dtype_size(dtype_);
+  t.shape_[0] = end - begin;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  QUILL_CHECK(device() == Device::CPU, "clone of a device tensor needs the CUDA backend");
+  Tensor t = empty(shape_, dtype_);
+  std::memcpy(t.data(), data(), nbytes());
+  return t;
+}
+
+void Tensor::fill_zero() const {
+  QUILL_CHECK(device() == Device::CPU, "fill_zero of a device tensor needs the CUDA backend");
+  if (nbytes()) std::memset(data(), 0, nbytes());
+}
+
+std::string Tensor::describe() const {
+  return std::string(dtype_name(dtype_)) + shape_str(shape_) + " " + device_name(device());
+}
+
+namespace {
+double load_as_double(const void* p, DType d, int64_t i) {
+  switch (d) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::F64: return static_cast<const double*>(p)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default: QUILL_FAIL("convert_dtype: {} is not a floating type", dtype_name(d));
+  }
+}
+void store_from_double(void* p, DType d, int64_t i, double v) {
+  switch (d) {
+    case DType::F32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case DType::F64: static_cast<double*>(p)[i] = v; break;
+    case DType::BF16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); break;
+    case DType::F16: static_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); break;
+    default: QUILL_FAIL("convert_dtype: {} is not a floating type", dtype_name(d));
+  }
+}
+}  // namespace
+
+Tensor convert_dtype(const Tensor& src, DType dtype) {
+  QUILL_CHECK(src.device() == Device::CPU, "convert_dtype needs a CPU tensor, got {}", src.describe());
+  if (src.dtype() == dtype) return src.clone();
+  Tensor out = Tensor::empty(src.shape(), dtype);
+  int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) store_from_double(out.data(), dtype, i, load_as_double(src.data(), src.dtype(), i));
+  return out;
+}
+
+}  // namespace quill

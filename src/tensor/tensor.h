@@ -1,0 +1,91 @@
+// Tensor: a reference-counted, contiguous, row-major block of elements with a shape, a dtype and
+// a device. Copies share storage (cheap to pass by value); `clone` copies the elements.
+// Views (`reshape`, `rows`) share storage too. Allocation goes through an Allocator so the CUDA
+// backend can add device and pinned-host memory without this layer knowing CUDA.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace quill {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);
+
+struct Allocator {
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  virtual Device device() const = 0;
+};
+
+// 64-byte-aligned host memory.
+Allocator& host_allocator();
+
+class Storage {
+ public:
+  Storage(Allocator& allocator, size_t bytes);
+  // Wraps memory owned elsewhere (a memory-mapped file); `release` runs when the last user goes.
+  Storage(void* data, size_t bytes, Device device, std::function<void()> release);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_ = Device::CPU;
+  Allocator* allocator_ = nullptr;
+  std::function<void()> release_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  static Tensor empty(const Shape& shape, DType dtype, Allocator& allocator = host_allocator());
+  static Tensor zeros(const Shape& shape, DType dtype, Allocator& allocator = host_allocator());
+  static Tensor wrap(std::shared_ptr<Storage> storage, size_t offset_bytes, const Shape& shape, DType dtype);
+
+  bool defined() const { return storage_ != nullptr; }
+  void* data() const;
+  template <typename T>
+  T* data_as() const { return static_cast<T*>(data()); }
+
+  const Shape& shape() const { return shape_; }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const;  // negative counts from the end
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::CPU; }
+
+  // Same elements, another shape of equal numel.
+  Tensor reshape(const Shape& shape) const;
+  // Rows [begin, end) along dimension 0, sharing storage.
+  Tensor rows(int64_t begin, int64_t end) const;
+  // Deep copy on the host (CPU tensors only).
+  Tensor clone() const;
+  void fill_zero() const;
+  std::string describe() const;  // "F32[3, 4] cpu"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;
+  Shape shape_;
+  DType dtype_ = DType::F32;
+};
+
+// Element-wise conversion of a CPU tensor to another dtype (F32/F64/BF16/F16 among themselves).
+Tensor convert_dtype(const Tensor& src, DType dtype);
+
+}  // namespace quill
