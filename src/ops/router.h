@@ -23,6 +23,10 @@ struct RouterParams {
 
 void router_forward(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& bias_E, const Tensor& global_scale,
                     const RouterParams& params, const Tensor& topk_idx_Nk, const Tensor& weights_NW);
+// Routing replay (miles' R3): the choice topk_idx_Nk is an input, recorded by an earlier forward;
+// only the weights are computed. Same backward.
+void router_forward_replay(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& global_scale,
+                           const RouterParams& params, const Tensor& topk_idx_Nk, const Tensor& weights_NW);
 void router_backward(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& topk_idx_Nk,
                      const Tensor& weights_NW, const Tensor& global_scale, const RouterParams& params,
                      const Tensor& dweights_NW, const Tensor& dlogits_NX, const Tensor& dglobal_scale);

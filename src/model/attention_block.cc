@@ -1,0 +1,103 @@
+#include "model/attention_block.h"
+
+#include <fmt/format.h>
+
+#include "model/layer_util.h"
+#include "ops/elementwise.h"
+#include "ops/linear.h"
+#include "ops/rmsnorm.h"
+#include "ops/short_conv.h"
+
+namespace quill {
+
+AttentionBlock::AttentionBlock(const InklingConfig& c, int64_t layer, ParamTable& params)
+    : H_(c.heads(layer)), G_(c.kv_heads(layer)), d_(c.layer_head_dim(layer)), R_(c.d_rel), eps_(c.rms_norm_eps) {
+  attn_.window = c.window(layer);
+  attn_.scale = 1.0 / static_cast<double>(d_);  // q and k are RMS-normed per head: 1/d, not 1/sqrt(d)
+  attn_.log_scaling = c.log_scaling && !c.is_local(layer);
+  attn_.log_floor = c.log_scaling_n_floor;
+  attn_.log_alpha = c.log_scaling_alpha;
+  const std::string p = fmt::format("model.llm.layers.{}.attn.", layer);
+  wq_ = &params.at(p + "wq_du.weight");
+  wk_ = &params.at(p + "wk_dv.weight");
+  wv_ = &params.at(p + "wv_dv.weight");
+  wr_ = &params.at(p + "wr_du.weight");
+  wo_ = &params.at(p + "wo_ud.weight");
+  q_norm_ = &params.at(p + "q_norm.weight");
+  k_norm_ = &params.at(p + "k_norm.weight");
+  table_ = &params.at(p + "rel_logits_proj.proj");
+  k_conv_ = &params.at(p + "k_sconv.weight");
+  v_conv_ = &params.at(p + "v_sconv.weight");
+}
+
+Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s) const {
+  const int64_t T = x_TD.dim(0);
+  s.x_TD = x_TD;
+  s.q_TX = new_activation(ctx, {T, H_ * d_});
+  s.k0_TY = new_activation(ctx, {T, G_ * d_});
+  s.v0_TY = new_activation(ctx, {T, G_ * d_});
+  s.r_TZ = new_activation(ctx, {T, H_ * R_});
+  ops::linear_forward(ctx, x_TD, wq_->value, s.q_TX);
+  ops::linear_forward(ctx, x_TD, wk_->value, s.k0_TY);
+  ops::linear_forward(ctx, x_TD, wv_->value, s.v0_TY);
+  ops::linear_forward(ctx, x_TD, wr_->value, s.r_TZ);
+
+  s.k1_TY = new_activation(ctx, {T, G_ * d_});
+  s.v1_TY = new_activation(ctx, {T, G_ * d_});
+  ops::short_conv_forward(ctx, s.k0_TY, conv_weight(k_conv_->value), s.k1_TY);
+  ops::short_conv_forward(ctx, s.v0_TY, conv_weight(v_conv_->value), s.v1_TY);
+
+  s.qn_TX = new_activation(ctx, {T, H_ * d_});
+  s.kn_TY = new_activation(ctx, {T, G_ * d_});
+  s.rstd_q = new_activation(ctx, {T * H_});
+  s.rstd_k = new_activation(ctx, {T * G_});
+  ops::rmsnorm_forward(ctx, s.q_TX.reshape({T * H_, d_}), q_norm_->value, eps_, s.qn_TX.reshape({T * H_, d_}), s.rstd_q);
+  ops::rmsnorm_forward(ctx, s.k1_TY.reshape({T * G_, d_}), k_norm_->value, eps_, s.kn_TY.reshape({T * G_, d_}),
+                       s.rstd_k);
+
+  s.o_TX = new_activation(ctx, {T, H_ * d_});
+  s.lse_HT = new_activation(ctx, {H_, T});
+  ops::attention_forward(ctx, s.qn_TX.reshape({T, H_, d_}), s.kn_TY.reshape({T, G_, d_}), s.v1_TY.reshape({T, G_, d_}),
+                         s.r_TZ.reshape({T, H_, R_}), table_->value, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT);
+
+  Tensor out_TD = new_activation(ctx, {T, x_TD.dim(1)});
+  ops::linear_forward(ctx, s.o_TX, wo_->value, out_TD);
+  return out_TD;
+}
+
+Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dout_TD) const {
+  const int64_t T = dout_TD.dim(0);
+  Tensor do_TX = new_activation(ctx, {T, H_ * d_});
+  ops::linear_backward_weight(ctx, dout_TD, s.o_TX, grad_target(ctx, *wo_));
+  ops::linear_backward_input(ctx, dout_TD, wo_->value, do_TX);
+
+  Tensor dqn = new_activation(ctx, {T, H_ * d_}), dkn = new_activation(ctx, {T, G_ * d_});
+  Tensor dv1 = new_activation(ctx, {T, G_ * d_}), dr = new_activation(ctx, {T, H_ * R_});
+  ops::attention_backward(ctx, s.qn_TX.reshape({T, H_, d_}), s.kn_TY.reshape({T, G_, d_}), s.v1_TY.reshape({T, G_, d_}),
+                          s.r_TZ.reshape({T, H_, R_}), table_->value, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT,
+                          do_TX.reshape({T, H_, d_}), dqn.reshape({T, H_, d_}), dkn.reshape({T, G_, d_}),
+                          dv1.reshape({T, G_, d_}), dr.reshape({T, H_, R_}), grad_target(ctx, *table_));
+
+  Tensor dq = new_activation(ctx, {T, H_ * d_}), dk1 = new_activation(ctx, {T, G_ * d_});
+  ops::rmsnorm_backward(ctx, s.q_TX.reshape({T * H_, d_}), q_norm_->value, s.rstd_q, dqn.reshape({T * H_, d_}),
+                        dq.reshape({T * H_, d_}), grad_target(ctx, *q_norm_));
+  ops::rmsnorm_backward(ctx, s.k1_TY.reshape({T * G_, d_}), k_norm_->value, s.rstd_k, dkn.reshape({T * G_, d_}),
+                        dk1.reshape({T * G_, d_}), grad_target(ctx, *k_norm_));
+
+  Tensor dk0 = new_activation(ctx, {T, G_ * d_}), dv0 = new_activation(ctx, {T, G_ * d_});
+  ops::short_conv_backward(ctx, s.k0_TY, conv_weight(k_conv_->value), dk1, dk0, conv_weight(grad_target(ctx, *k_conv_)));
+  ops::short_conv_backward(ctx, s.v0_TY, conv_weight(v_conv_->value), dv1, dv0, conv_weight(grad_target(ctx, *v_conv_)));
+
+  Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
+  ops::linear_backward_input(ctx, dq, wq_->value, dx_TD);
+  ops::linear_backward_input(ctx, dk0, wk_->value, dx_TD, /*accumulate=*/true);
+  ops::linear_backward_input(ctx, dv0, wv_->value, dx_TD, true);
+  ops::linear_backward_input(ctx, dr, wr_->value, dx_TD, true);
+  ops::linear_backward_weight(ctx, dq, s.x_TD, grad_target(ctx, *wq_));
+  ops::linear_backward_weight(ctx, dk0, s.x_TD, grad_target(ctx, *wk_));
+  ops::linear_backward_weight(ctx, dv0, s.x_TD, grad_target(ctx, *wv_));
+  ops::linear_backward_weight(ctx, dr, s.x_TD, grad_target(ctx, *wr_));
+  return dx_TD;
+}
+
+}  // namespace quill

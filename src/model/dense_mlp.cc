@@ -1,0 +1,48 @@
+#include "model/dense_mlp.h"
+
+#include <fmt/format.h>
+
+#include "model/layer_util.h"
+#include "ops/elementwise.h"
+#include "ops/linear.h"
+#include "ops/swiglu.h"
+
+namespace quill {
+
+DenseMlp::DenseMlp(const InklingConfig& c, int64_t layer, ParamTable& params) : F_(c.dense_intermediate_size) {
+  const std::string p = fmt::format("model.llm.layers.{}.mlp.", layer);
+  w13_ = &params.at(p + "w13_dn.weight");
+  w2_ = &params.at(p + "w2_md.weight");
+  scale_ = &params.at(p + "global_scale");
+}
+
+Tensor DenseMlp::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s) const {
+  const int64_t T = x_TD.dim(0), D = x_TD.dim(1);
+  s.x_TD = x_TD;
+  s.h_T2F = new_activation(ctx, {T, 2 * F_});
+  s.a_TF = new_activation(ctx, {T, F_});
+  s.o_TD = new_activation(ctx, {T, D});
+  ops::linear_forward(ctx, x_TD, w13_->value, s.h_T2F);
+  ops::swiglu_forward(ctx, s.h_T2F, s.a_TF);
+  ops::linear_forward(ctx, s.a_TF, w2_->value, s.o_TD);
+  Tensor y_TD = new_activation(ctx, {T, D});
+  ops::scale_by_scalar(ctx, s.o_TD, scale_->value, y_TD);
+  return y_TD;
+}
+
+Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_TD) const {
+  const int64_t T = dy_TD.dim(0);
+  Tensor do_TD = new_activation(ctx, dy_TD.shape());
+  ops::scale_by_scalar_backward(ctx, s.o_TD, scale_->value, dy_TD, do_TD, grad_target(ctx, *scale_));
+  Tensor da_TF = new_activation(ctx, {T, F_});
+  ops::linear_backward_weight(ctx, do_TD, s.a_TF, grad_target(ctx, *w2_));
+  ops::linear_backward_input(ctx, do_TD, w2_->value, da_TF);
+  Tensor dh_T2F = new_activation(ctx, {T, 2 * F_});
+  ops::swiglu_backward(ctx, s.h_T2F, da_TF, dh_T2F);
+  ops::linear_backward_weight(ctx, dh_T2F, s.x_TD, grad_target(ctx, *w13_));
+  Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
+  ops::linear_backward_input(ctx, dh_T2F, w13_->value, dx_TD);
+  return dx_TD;
+}
+
+}  // namespace quill

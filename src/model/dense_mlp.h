@@ -1,0 +1,27 @@
+// The dense SwiGLU MLP of Inkling's first layers (transformers' InklingMLP):
+//   y = (W2 * swiglu(W13 * x)) * global_scale
+// with W13 in quill's split gate/up layout. Legend: T tokens, D hidden, F dense width.
+#pragma once
+
+#include "model/config.h"
+#include "model/params.h"
+#include "ops/device_context.h"
+
+namespace quill {
+
+class DenseMlp {
+ public:
+  DenseMlp(const InklingConfig& config, int64_t layer, ParamTable& params);
+
+  struct Saved {
+    Tensor x_TD, h_T2F, a_TF, o_TD;
+  };
+  Tensor forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& saved) const;
+  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD) const;
+
+ private:
+  int64_t F_;
+  Param *w13_, *w2_, *scale_;
+};
+
+}  // namespace quill

@@ -1,0 +1,66 @@
+// The Inkling text decoder as one trainable model (transformers' InklingForCausalLM):
+//   h = embed_norm(embed[ids]);  h = layers(h);  logits = unembed(norm(h) / logits_mup_width_multiplier)
+// and the masked next-token loss of recipes-and-measurement.md §3 over one row (one sequence).
+// Gradients accumulate into the ParamTable, so a global batch is a loop over rows.
+#pragma once
+
+#include <vector>
+
+#include "model/config.h"
+#include "model/decoder_layer.h"
+#include "model/parallel_context.h"
+#include "model/params.h"
+#include "ops/device_context.h"
+
+namespace quill {
+
+struct ModelOptions {
+  // Softmax over all vocab_size rows (miles) instead of the unpadded vocabulary (transformers).
+  bool loss_over_padded_vocab = false;
+};
+
+struct RowResult {
+  double loss_sum = 0;          // sum of -log p(target) over supervised targets (unnormalised)
+  int64_t supervised = 0;       // supervised targets in the row
+  // Tokens routed to each expert of each MoE layer (layer order), for load-balance reporting.
+  std::vector<std::vector<int64_t>> expert_tokens;
+};
+
+class InklingModel {
+ public:
+  InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx,
+               const ParallelContext& parallel = ParallelContext::single_device(), ModelOptions options = {});
+
+  // Forward and backward of one row of T tokens. Targets: position t predicts tokens[t+1] with
+  // weight mask[t+1]. Parameter gradients accumulate with factor grad_scale (1 / supervised targets
+  // of the global batch). When logits_out is given it receives the [T, V_loss] logits.
+  RowResult train_row(const int32_t* tokens, const uint8_t* mask, int64_t T, double grad_scale,
+                      Tensor* logits_out = nullptr);
+  // Forward only: loss sum and supervised count of one row.
+  RowResult eval_row(const int32_t* tokens, const uint8_t* mask, int64_t T);
+
+  // Routing replay: with Record, each forward stores every MoE layer's expert choice; with Replay,
+  // forwards reuse the stored choice (miles' R3; also what makes finite-difference checks of the
+  // whole model well defined).
+  enum class Routing { Free, Record, Replay };
+  void set_routing(Routing mode) { routing_ = mode; }
+
+  int64_t loss_vocab() const;
+  static int64_t supervised_targets(const uint8_t* mask, int64_t T);
+
+ private:
+  RowResult run(const int32_t* tokens, const uint8_t* mask, int64_t T, double grad_scale, bool backward,
+                Tensor* logits_out);
+
+  InklingConfig config_;
+  ParamTable& params_;
+  DeviceContext ctx_;
+  ParallelContext parallel_;
+  ModelOptions options_;
+  std::vector<DecoderLayer> layers_;
+  Routing routing_ = Routing::Free;
+  std::vector<Tensor> recorded_topk_;  // per layer (undefined for dense layers)
+  Param *embed_, *embed_norm_, *norm_, *unembed_;
+};
+
+}  // namespace quill

@@ -1,0 +1,37 @@
+// The MoE sub-layer (transformers' InklingMoE): router, top-k routed experts and the router-weighted
+// shared experts ("shared-expert sink").
+//   logits = Wg x;  (topk, w, gammas) = router(logits)
+//   y = sum_{j<k} w_j * E_{topk_j}(x) + sum_s W2_s (swiglu(W13_s x) * gamma_s)
+// Routed tokens are permuted into expert-sorted order and run through grouped GEMMs, as the CUDA
+// backend does. Legend: T tokens, D hidden, F expert width, E routed, S shared, k top-k, P = T*k.
+#pragma once
+
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "ops/device_context.h"
+#include "ops/router.h"
+
+namespace quill {
+
+class MoeBlock {
+ public:
+  MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params);
+
+  struct Saved {
+    Tensor x_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, xp_PD, hp_P2F, ap_PF, yp_PD;
+    std::vector<Tensor> hs_T2F, as_TF, gamma_T1, asc_TF;  // per shared expert
+  };
+  // replay_topk_Tk, when defined, fixes the expert choice (routing replay); the forward's own
+  // choice is in saved.topk_Tk either way.
+  Tensor forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& saved, const Tensor& replay_topk_Tk = {}) const;
+  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD) const;
+
+ private:
+  int64_t E_, S_, k_, F_;
+  ops::RouterParams router_;
+  Param *gate_, *bias_, *scale_, *w13_, *w2_, *sw13_, *sw2_;
+};
+
+}  // namespace quill
