@@ -1,0 +1,106 @@
+// CPU reference of the depthwise causal short convolution with residual (InklingShortConvolution).
+//   forward:  y[t, c] = x[t, c] + sum_{j<K} w[c, j] * x[t - (K-1) + j, c]       (x[negative] = 0)
+//   backward: dx[s, c] = dy[s, c] + sum_{j<K} w[c, j] * dy[s + (K-1) - j, c]   (dy[>= T] = 0; overwritten)
+//             dw[c, j] += sum_t dy[t, c] * x[t - (K-1) + j, c]                  (accumulated)
+// Legend: T positions of one sequence, C channels, K taps. x_TC, w_CK, y_TC, dy_TC, dx_TC, dw_CK share
+// one float dtype. y must not alias x (nor dx alias dy or x): outputs are written while inputs are still read.
+#include "ops/short_conv.h"
+
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace quill::ops {
+namespace {
+
+using ops_detail::dispatch_float;
+using ops_detail::require_cpu;
+using ops_detail::require_dtype;
+using ops_detail::require_shape;
+
+template <typename T>
+void forward_impl(const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC) {
+  const int64_t n_pos = x_TC.dim(0), C = x_TC.dim(1), K = w_CK.dim(1);
+  const T* x = x_TC.data_as<T>();
+  const T* w = w_CK.data_as<T>();
+  T* y = y_TC.data_as<T>();
+  for (int64_t t = 0; t < n_pos; ++t) {
+    for (int64_t c = 0; c < C; ++c) {
+      T acc = x[t * C + c];
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t s = t - (K - 1) + j;
+        if (s >= 0) acc += w[c * K + j] * x[s * C + c];
+      }
+      y[t * C + c] = acc;
+    }
+  }
+}
+
+template <typename T>
+void backward_impl(const Tensor& x_TC, const Tensor& w_CK, const Tensor& dy_TC, const Tensor& dx_TC,
+                   const Tensor& dw_CK) {
+  const int64_t n_pos = x_TC.dim(0), C = x_TC.dim(1), K = w_CK.dim(1);
+  const T* x = x_TC.data_as<T>();
+  const T* w = w_CK.data_as<T>();
+  const T* dy = dy_TC.data_as<T>();
+  T* dx = dx_TC.data_as<T>();
+  std::vector<double> dw_acc(static_cast<size_t>(C * K), 0.0);
+  for (int64_t s = 0; s < n_pos; ++s) {
+    for (int64_t c = 0; c < C; ++c) {
+      T acc = dy[s * C + c];
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t t = s + (K - 1) - j;  // the output position that read x[s] through tap j
+        if (t < n_pos) acc += w[c * K + j] * dy[t * C + c];
+        const int64_t src = s - (K - 1) + j;  // the input position output s read through tap j
+        if (src >= 0) dw_acc[static_cast<size_t>(c * K + j)] += static_cast<double>(dy[s * C + c]) * x[src * C + c];
+      }
+      dx[s * C + c] = acc;
+    }
+  }
+  T* dw = dw_CK.data_as<T>();
+  for (int64_t i = 0; i < C * K; ++i) dw[i] += static_cast<T>(dw_acc[static_cast<size_t>(i)]);
+}
+
+void check_2d(const char* op, const char* name, const char* dims, const Tensor& t) {
+  QUILL_CHECK(t.defined() && t.ndim() == 2, "{}: {} must be 2-D {}, got {}", op, name, dims, t.describe());
+}
+
+}  // namespace
+
+void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC) {
+  const char* op = "short_conv_forward";
+  check_2d(op, "x", "[T, C]", x_TC);
+  check_2d(op, "w", "[C, K]", w_CK);
+  const int64_t C = x_TC.dim(1), K = w_CK.dim(1);
+  QUILL_CHECK(K >= 1, "{}: w has no taps (shape {})", op, shape_str(w_CK.shape()));
+  require_shape(op, "w", w_CK, {C, K});
+  require_shape(op, "y", y_TC, x_TC.shape());
+  require_dtype(op, "w", w_CK, x_TC.dtype());
+  require_dtype(op, "y", y_TC, x_TC.dtype());
+  QUILL_CHECK(y_TC.data() != x_TC.data() || x_TC.numel() == 0, "{}: y must not alias x", op);
+  require_cpu(op, ctx);
+  dispatch_float(op, x_TC, [&]<typename T>() { forward_impl<T>(x_TC, w_CK, y_TC); });
+}
+
+void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& dy_TC,
+                         const Tensor& dx_TC, const Tensor& dw_CK) {
+  const char* op = "short_conv_backward";
+  check_2d(op, "x", "[T, C]", x_TC);
+  check_2d(op, "w", "[C, K]", w_CK);
+  const int64_t C = x_TC.dim(1), K = w_CK.dim(1);
+  QUILL_CHECK(K >= 1, "{}: w has no taps (shape {})", op, shape_str(w_CK.shape()));
+  require_shape(op, "w", w_CK, {C, K});
+  require_shape(op, "dy", dy_TC, x_TC.shape());
+  require_shape(op, "dx", dx_TC, x_TC.shape());
+  require_shape(op, "dw", dw_CK, {C, K});
+  require_dtype(op, "w", w_CK, x_TC.dtype());
+  require_dtype(op, "dy", dy_TC, x_TC.dtype());
+  require_dtype(op, "dx", dx_TC, x_TC.dtype());
+  require_dtype(op, "dw", dw_CK, x_TC.dtype());
+  QUILL_CHECK((dx_TC.data() != dy_TC.data() && dx_TC.data() != x_TC.data()) || x_TC.numel() == 0,
+              "{}: dx must not alias dy or x", op);
+  require_cpu(op, ctx);
+  dispatch_float(op, x_TC, [&]<typename T>() { backward_impl<T>(x_TC, w_CK, dy_TC, dx_TC, dw_CK); });
+}
+
+}  // namespace quill::ops
