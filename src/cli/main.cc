@@ -1,2 +1,30 @@
+// quill: one executable, subcommands. Errors from bad input arrive as quill::Error and become one
+// line on stderr and exit status 1.
 #include <cstdio>
-int main() { std::puts("quill"); return 0; }
+
+#include "base/error.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"quill: a C++/CUDA trainer for Inkling-family Mixture-of-Experts models"};
+  app.require_subcommand(1);
+  quill::cli::Runner run;
+  quill::cli::add_model_commands(app, run);
+  quill::cli::add_train_command(app, run);
+  quill::cli::add_data_commands(app, run);
+  quill::cli::add_demo_command(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run ? run() : 0;
+  } catch (const quill::Error& e) {
+    std::fprintf(stderr, "quill: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "quill: error: %s\n", e.what());
+    return 1;
+  }
+}

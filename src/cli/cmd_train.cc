@@ -1,0 +1,66 @@
+// `quill train`: train a model on rows, one process, CPU reference backend.
+#include <cstdio>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "model/params.h"
+#include "train/trainer.h"
+
+namespace quill::cli {
+
+void add_train_command(CLI::App& app, Runner& run) {
+  CLI::App* cmd = app.add_subcommand("train", "train on a rows directory; writes OUT/metrics.jsonl and checkpoints");
+  static TrainOptions o;
+  static std::string freeze_preset = "miles";
+  static std::string loss_vocab = "unpadded";
+  static std::vector<std::string> freeze;
+  // Megatron's defaults where its flags are silent (recipes-and-measurement.md §3).
+  o.lr.max_lr = 1e-5;
+  o.adam.weight_decay = 0.01;
+  o.adam.beta2 = 0.999;
+  cmd->add_option("--config", o.config_path, "config.json (or a directory holding it); default: --init's");
+  cmd->add_option("--rows", o.rows_dir, "rows directory (rows.bin + manifest.json)")->required();
+  auto* init = cmd->add_option("--init", o.init_dir, "start from this Hugging Face checkpoint directory");
+  cmd->add_option("--seed", o.seed, "random initialisation seed (when no --init)")->excludes(init);
+  cmd->add_option("--steps", o.steps, "optimizer steps")->required();
+  cmd->add_option("--global-batch", o.global_batch, "rows per optimizer step (one row per micro-batch)")->required();
+  cmd->add_option("--lr", o.lr.max_lr, "peak learning rate");
+  cmd->add_option("--min-lr", o.lr.min_lr, "final learning rate of the decay");
+  cmd->add_option("--warmup-fraction", o.lr.warmup_fraction, "fraction of decay steps spent warming up");
+  cmd->add_option("--lr-decay-style", o.lr.style, "cosine | linear | constant");
+  cmd->add_option("--lr-decay-steps", o.lr.decay_steps, "decay steps (default: --steps)");
+  cmd->add_option("--weight-decay", o.adam.weight_decay, "AdamW decoupled weight decay (not on 1-D parameters)");
+  cmd->add_option("--beta1", o.adam.beta1, "Adam beta1");
+  cmd->add_option("--beta2", o.adam.beta2, "Adam beta2");
+  cmd->add_option("--adam-eps", o.adam.eps, "Adam epsilon");
+  cmd->add_option("--clip-grad", o.adam.clip_grad, "clip gradients to this global L2 norm (0: off)");
+  cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
+  cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
+  cmd->add_option("--loss-vocab", loss_vocab, "unpadded (transformers) | padded (miles)");
+  cmd->add_option("--out", o.out_dir, "output directory")->required();
+  cmd->add_option("--save-every", o.save_every, "write a training checkpoint every N steps");
+  cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
+  cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint)");
+  cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
+  cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
+  cmd->callback([&run] {
+    run = [] {
+      o.freeze_patterns = freeze;
+      if (freeze_preset == "miles") {
+        for (const std::string& p : miles_frozen_patterns()) o.freeze_patterns.push_back(p);
+      } else {
+        QUILL_CHECK(freeze_preset == "none", "--freeze-preset: unknown preset '{}' (miles or none)", freeze_preset);
+      }
+      QUILL_CHECK(loss_vocab == "unpadded" || loss_vocab == "padded", "--loss-vocab: '{}' is not unpadded or padded",
+                  loss_vocab);
+      o.loss_over_padded_vocab = loss_vocab == "padded";
+      TrainResult r = run_training(o);
+      if (!r.steps.empty())
+        std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
+                    r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace quill::cli

@@ -1,0 +1,17 @@
+// Subcommands of the one `quill` executable. Each registers its options on a CLI11 app and returns
+// the function that runs it; each is a thin shell over the library layers.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace quill::cli {
+
+using Runner = std::function<int()>;
+
+void add_model_commands(CLI::App& app, Runner& run);
+void add_train_command(CLI::App& app, Runner& run);
+void add_data_commands(CLI::App& app, Runner& run);
+void add_demo_command(CLI::App& app, Runner& run);
+
+}  // namespace quill::cli

@@ -1,0 +1,291 @@
+#include "io/hf_checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "base/error.h"
+#include "base/file_util.h"
+
+namespace quill {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_float(DType d) { return d == DType::F32 || d == DType::F64 || d == DType::BF16 || d == DType::F16; }
+
+// Row r of an interleaved [.., 2F, C] block is split row r/2 (gate, r even) or F + r/2 (up, r odd).
+int64_t split_row_of(int64_t r, int64_t f) { return (r % 2 == 0) ? r / 2 : f + r / 2; }
+
+// n elements of `src` (any float dtype, possibly unaligned) to fp32.
+void to_f32(const char* src, DType dtype, float* dst, int64_t n) {
+  switch (dtype) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, src + 2 * i, 2);
+        dst[i] = bf16_to_f32(b);
+      }
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = f16_to_f32(h);
+      }
+      return;
+    case DType::F64:
+      for (int64_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, src + 8 * i, 8);
+        dst[i] = static_cast<float>(v);
+      }
+      return;
+    default: QUILL_FAIL("to_f32: {} is not a float dtype", dtype_name(dtype));
+  }
+}
+
+// n fp32 elements to `dtype` (round to nearest even).
+void from_f32(const float* src, DType dtype, char* dst, int64_t n) {
+  switch (dtype) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t b = f32_to_bf16(src[i]);
+        std::memcpy(dst + 2 * i, &b, 2);
+      }
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h = f32_to_f16(src[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return;
+    case DType::F64:
+      for (int64_t i = 0; i < n; ++i) {
+        double v = src[i];
+        std::memcpy(dst + 8 * i, &v, 8);
+      }
+      return;
+    default: QUILL_FAIL("from_f32: {} is not a float dtype", dtype_name(dtype));
+  }
+}
+
+// Rows of the last dimension: (row count over all leading dims, F = dim(-2)/2, row length).
+struct RowLayout {
+  int64_t rows = 1, f = 0, cols = 1;
+};
+
+RowLayout gate_up_layout(const Shape& shape, const std::string& what) {
+  QUILL_CHECK(shape.size() >= 2 && shape[shape.size() - 2] % 2 == 0,
+              "{}: gate/up tensor of shape {} needs at least 2 dimensions and an even dimension -2", what,
+              shape_str(shape));
+  RowLayout l;
+  l.cols = shape.back();
+  for (size_t i = 0; i + 1 < shape.size(); ++i) l.rows *= shape[i];
+  l.f = shape[shape.size() - 2] / 2;
+  return l;
+}
+
+// Global row r (over leading blocks of 2F rows) in one layout -> global row in the other.
+int64_t to_split(int64_t r, int64_t f) { return (r / (2 * f)) * 2 * f + split_row_of(r % (2 * f), f); }
+int64_t to_interleaved(int64_t s, int64_t f) {
+  int64_t block = s / (2 * f), i = s % (2 * f);
+  return block * 2 * f + (i < f ? 2 * i : 2 * (i - f) + 1);
+}
+
+Tensor reorder_rows(const Tensor& t, bool to_split_layout) {
+  QUILL_CHECK(t.device() == Device::CPU, "gate/up reorder needs a CPU tensor, got {}", t.describe());
+  RowLayout l = gate_up_layout(t.shape(), "gate/up reorder");
+  Tensor out = Tensor::empty(t.shape(), t.dtype());
+  size_t row_bytes = static_cast<size_t>(l.cols) * dtype_size(t.dtype());
+  const char* src = static_cast<const char*>(t.data());
+  char* dst = static_cast<char*>(out.data());
+  for (int64_t r = 0; r < l.rows && l.f > 0; ++r) {
+    int64_t d = to_split_layout ? to_split(r, l.f) : to_interleaved(r, l.f);
+    std::memcpy(dst + static_cast<size_t>(d) * row_bytes, src + static_cast<size_t>(r) * row_bytes, row_bytes);
+  }
+  return out;
+}
+
+std::string normalized_dir(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename() && p.has_parent_path()) p = p.parent_path();  // "out/" -> "out"
+  return p.string();
+}
+
+bool is_side_file(const std::string& name) {
+  if (name == "config.json" || name == CheckpointDir::kIndexFile) return false;
+  if (name.find(".tmp") != std::string::npos) return false;
+  for (const char* ext : {".json", ".jinja", ".txt", ".model", ".tiktoken"})
+    if (name.size() > std::strlen(ext) && name.ends_with(ext)) return true;
+  return false;
+}
+
+// The item that writes one parameter in `dtype`, interleaving gate/up rows when the checkpoint does.
+SafetensorsItem param_item(const Param& p, DType dtype) {
+  SafetensorsItem item;
+  item.name = p.name;
+  item.dtype = dtype_name(dtype);
+  item.shape = p.shape;
+  item.nbytes = static_cast<size_t>(shape_numel(p.shape)) * dtype_size(dtype);
+  Tensor value = p.value;
+  bool interleave = p.gate_up_interleaved;
+  Shape shape = p.shape;
+  item.bytes = [value, interleave, shape, dtype]() -> Tensor {
+    if (!interleave && dtype == DType::F32) return value;
+    Tensor out = Tensor::empty(shape, dtype);
+    const float* src = value.data_as<float>();
+    char* dst = static_cast<char*>(out.data());
+    if (!interleave) {
+      from_f32(src, dtype, dst, value.numel());
+      return out;
+    }
+    RowLayout l = gate_up_layout(shape, "save");
+    size_t row_bytes = static_cast<size_t>(l.cols) * dtype_size(dtype);
+    for (int64_t s = 0; s < l.rows && l.f > 0; ++s)
+      from_f32(src + s * l.cols, dtype, dst + static_cast<size_t>(to_interleaved(s, l.f)) * row_bytes, l.cols);
+    return out;
+  };
+  return item;
+}
+
+void check_param_for_save(const Param& p, DType dtype) {
+  QUILL_CHECK(is_float(dtype), "save: parameter {} has checkpoint dtype {}, not a float dtype", p.name, dtype_name(dtype));
+  QUILL_CHECK(p.value.defined(), "save: parameter {} has no value", p.name);
+  QUILL_CHECK(p.value.device() == Device::CPU && p.value.dtype() == DType::F32,
+              "save: parameter {} value is {}, expected an F32 CPU tensor", p.name, p.value.describe());
+  QUILL_CHECK(p.value.shape() == p.shape, "save: parameter {} value has shape {}, the table says {}", p.name,
+              shape_str(p.value.shape()), shape_str(p.shape));
+  if (p.gate_up_interleaved) gate_up_layout(p.shape, "save: parameter " + p.name);
+}
+
+// Puts the complete tmp directory in place of out (moving an existing one aside until it succeeded).
+void swap_into_place(const std::string& tmp, const std::string& out) {
+  if (fs::exists(out)) {
+    if (fs::is_empty(out)) {
+      fs::remove(out);
+    } else {
+      std::string old = out + ".old-" + std::to_string(::getpid());
+      fs::remove_all(old);
+      fs::rename(out, old);
+      try {
+        fs::rename(tmp, out);
+      } catch (...) {
+        std::error_code ec;
+        fs::rename(old, out, ec);
+        throw;
+      }
+      std::error_code ec;
+      fs::remove_all(old, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, out);
+}
+
+}  // namespace
+
+Tensor deinterleave_gate_up(const Tensor& interleaved) { return reorder_rows(interleaved, true); }
+Tensor interleave_gate_up(const Tensor& split) { return reorder_rows(split, false); }
+
+void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* report) {
+  CheckpointDir ckpt = CheckpointDir::open(dir);
+  std::set<std::string> in_table;
+  LoadReport local;
+  for (Param& p : table.params()) {
+    in_table.insert(p.name);
+    QUILL_CHECK(ckpt.contains(p.name), "{}: tensor {} missing", dir, p.name);
+    const SafetensorsEntry& e = ckpt.entry(p.name);
+    QUILL_CHECK(e.shape == p.shape, "{}: tensor {} has shape {} in the checkpoint, the model expects {}", dir, p.name,
+                shape_str(e.shape), shape_str(p.shape));
+    QUILL_CHECK(e.dtype.has_value() && is_float(*e.dtype), "{}: tensor {} has dtype {}, which does not load into a parameter",
+                dir, p.name, e.dtype_str);
+    if (!p.value.defined()) p.value = Tensor::empty(p.shape, DType::F32);
+    QUILL_CHECK(p.value.device() == Device::CPU && p.value.dtype() == DType::F32 && p.value.shape() == p.shape,
+                "load: parameter {} value is {}, expected F32{} on the CPU", p.name, p.value.describe(), shape_str(p.shape));
+    Tensor src = ckpt.tensor(p.name);
+    const char* s = static_cast<const char*>(src.data());
+    float* d = p.value.data_as<float>();
+    if (!p.gate_up_interleaved) {
+      to_f32(s, *e.dtype, d, src.numel());
+    } else {
+      RowLayout l = gate_up_layout(p.shape, fmt::format("{}: tensor {}", dir, p.name));
+      size_t row_bytes = static_cast<size_t>(l.cols) * dtype_size(*e.dtype);
+      for (int64_t r = 0; r < l.rows && l.f > 0; ++r)
+        to_f32(s + static_cast<size_t>(r) * row_bytes, *e.dtype, d + to_split(r, l.f) * l.cols, l.cols);
+    }
+    p.checkpoint_dtype = *e.dtype;
+    local.loaded.push_back(p.name);
+    local.bytes_read += e.nbytes();
+  }
+  for (const std::string& name : ckpt.names())
+    if (!in_table.count(name)) local.pass_through.push_back(name);
+  if (report) *report = std::move(local);
+}
+
+void save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, const std::string& source_dir,
+                        const std::string& config_json, const SaveOptions& options) {
+  const std::string out = normalized_dir(out_dir);
+  QUILL_CHECK(!out.empty() && out != "." && out != "/", "save: '{}' is not a usable output directory", out_dir);
+  if (fs::exists(out)) {
+    QUILL_CHECK(fs::is_directory(out), "{}: exists and is not a directory", out);
+    QUILL_CHECK(fs::is_empty(out) || options.overwrite, "{}: exists and is not empty (pass overwrite to replace it)", out);
+  }
+  try {
+    (void)nlohmann::json::parse(config_json);
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{}: the config.json text to write is not valid JSON ({})", out, e.what());
+  }
+
+  // Everything that can be checked is checked before anything is written.
+  std::vector<SafetensorsItem> items;
+  std::set<std::string> in_table;
+  for (const Param& p : table.params()) {
+    QUILL_CHECK(in_table.insert(p.name).second, "save: parameter {} appears twice in the table", p.name);
+    DType dtype = options.force_dtype.value_or(p.checkpoint_dtype);
+    check_param_for_save(p, dtype);
+    items.push_back(param_item(p, dtype));
+  }
+  std::optional<CheckpointDir> source;
+  if (!source_dir.empty()) {
+    source = CheckpointDir::open(source_dir);
+    for (const std::string& name : source->names())
+      if (!in_table.count(name)) items.push_back(SafetensorsItem::from_file(name, source->file_of(name), name));
+  }
+
+  const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
+  try {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    make_dirs(tmp);
+    CheckpointWriteOptions wopt;
+    wopt.max_shard_bytes = options.max_shard_bytes;
+    write_checkpoint_dir(tmp, items, wopt);
+    write_file_atomic((fs::path(tmp) / "config.json").string(), config_json);
+    if (source && options.copy_side_files) {
+      for (const auto& entry : fs::directory_iterator(source_dir)) {
+        std::string name = entry.path().filename().string();
+        if (entry.is_regular_file() && is_side_file(name))
+          fs::copy_file(entry.path(), fs::path(tmp) / name, fs::copy_options::overwrite_existing);
+      }
+    }
+    swap_into_place(tmp, out);
+  } catch (const fs::filesystem_error& e) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    QUILL_FAIL("{}: save failed ({})", out, e.what());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace quill

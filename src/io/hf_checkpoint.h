@@ -1,0 +1,54 @@
+// The Hugging Face Inkling checkpoint <-> quill's parameter table.
+//
+// Names are the checkpoint's (`model.llm.*`) and shapes equal quill's internal shapes. The one layout
+// difference is the gate/up (`w13`) tensors: the checkpoint interleaves their rows on dimension -2
+// (row 2i = gate i, row 2i+1 = up i; leading dimensions such as experts are independent), quill keeps
+// them split (gate rows [0, F), up rows [F, 2F)); docs/decisions/gate-up-layout.md. Load converts any
+// float dtype to the fp32 master value and records the checkpoint dtype; save writes each parameter
+// in that dtype (round to nearest even) and copies every tensor the table does not hold (MTP,
+// vision, audio) byte for byte from the source checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint_dir.h"
+#include "model/params.h"
+
+namespace quill {
+
+struct LoadReport {
+  std::vector<std::string> loaded;        // parameter names, table order
+  std::vector<std::string> pass_through;  // checkpoint tensors not in the table, sorted
+  uint64_t bytes_read = 0;                // checkpoint bytes of the loaded parameters
+};
+
+// Fills every Param of the table (buffers included) from the checkpoint in dir: value (fp32,
+// allocated if undefined, else written in place) and checkpoint_dtype. Throws "DIR: tensor NAME
+// missing", or naming the tensor and both shapes when they differ, or its dtype when not a float.
+void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* report = nullptr);
+
+struct SaveOptions {
+  bool overwrite = false;              // replace an existing non-empty out_dir
+  std::optional<DType> force_dtype;    // write every parameter in this dtype (F32 for exact tests)
+  uint64_t max_shard_bytes = 5'000'000'000;
+  // Copy the source directory's other top-level files (tokenizer, chat template, generation
+  // config: *.json, *.jinja, *.txt, *.model, *.tiktoken) except config.json and the weight index.
+  bool copy_side_files = true;
+};
+
+// Writes a complete checkpoint to out_dir: every parameter, every pass-through tensor of source_dir
+// (empty: none), and config.json = config_json (must parse as JSON). Everything goes to
+// "out_dir.tmp-<pid>", renamed to out_dir only when complete; a failure leaves no out_dir (and the
+// old one, when overwriting). Refuses an existing non-empty out_dir unless options.overwrite.
+// source_dir may equal out_dir when overwriting.
+void save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, const std::string& source_dir,
+                        const std::string& config_json, const SaveOptions& options = {});
+
+// Row reorderings on dimension -2 of a CPU tensor of any dtype (ndim >= 2, even dim(-2)); new tensors.
+Tensor deinterleave_gate_up(const Tensor& interleaved);  // checkpoint -> quill
+Tensor interleave_gate_up(const Tensor& split);          // quill -> checkpoint
+
+}  // namespace quill

@@ -1,0 +1,167 @@
+#include "train/trainer.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "base/timer.h"
+#include "data/rows.h"
+#include "io/hf_checkpoint.h"
+#include "model/inkling_model.h"
+#include "train/train_checkpoint.h"
+
+namespace quill {
+
+std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t total_rows) {
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < global_batch; ++i) rows.push_back((step * global_batch + i) % total_rows);
+  return rows;
+}
+
+std::string metrics_json_line(const StepMetrics& m) {
+  nlohmann::json j;
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["grad_norm"] = m.grad_norm;
+  j["lr"] = m.lr;
+  j["tokens"] = m.tokens;
+  j["supervised_tokens"] = m.supervised;
+  j["step_time_s"] = m.step_time_s;
+  j["expert_tokens"] = m.expert_tokens;
+  return j.dump();
+}
+
+std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch) {
+  std::time_t now = std::time(nullptr);
+  return fmt::format(
+      " [{:%Y-%m-%d %H:%M:%S}] iteration {:>8}/{:>8} | consumed samples: {:>12} | elapsed time per iteration (ms): "
+      "{:.1f} | learning rate: {:.6E} | global batch size: {:>5} | lm loss: {:.6E} | grad norm: {:.3f} | "
+      "number of skipped iterations: {:>3} | number of nan iterations: {:>3} |",
+      fmt::localtime(now), m.step + 1, total_steps, (m.step + 1) * global_batch, m.step_time_s * 1000.0, m.lr,
+      global_batch, m.loss, m.grad_norm, 0, 0);
+}
+
+namespace {
+
+InklingConfig resolve_config(const TrainOptions& o) {
+  if (!o.config_path.empty()) return load_inkling_config(o.config_path);
+  QUILL_CHECK(!o.init_dir.empty(), "quill train: give --config, or --init with a checkpoint holding config.json");
+  return load_inkling_config(o.init_dir);
+}
+
+void check_rows_fit(const RowsReader& rows, const InklingConfig& config) {
+  for (int64_t r = 0; r < rows.rows(); ++r) {
+    const uint32_t* t = rows.tokens(r);
+    for (int64_t i = 0; i < rows.row_tokens(); ++i)
+      QUILL_CHECK(t[i] < static_cast<uint32_t>(config.vocab_size),
+                  "rows: row {} position {} has token id {}, outside the model's vocabulary of {}", r, i, t[i],
+                  config.vocab_size);
+  }
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& o) {
+  Timer wall;
+  QUILL_CHECK(o.steps > 0, "--steps must be positive, got {}", o.steps);
+  QUILL_CHECK(o.global_batch > 0, "--global-batch must be positive, got {}", o.global_batch);
+  QUILL_CHECK(!o.out_dir.empty(), "--out is required");
+
+  const InklingConfig config = resolve_config(o);
+  RowsReader rows = RowsReader::open(o.rows_dir);
+  check_rows_fit(rows, config);
+
+  ParamTable params = ParamTable::for_config(config);
+  if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
+  else params.init_random(o.seed);
+  params.freeze(o.freeze_patterns);
+
+  DeviceContext ctx = DeviceContext::cpu();
+  ModelOptions model_options;
+  model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
+  InklingModel model(config, params, ctx, ParallelContext::single_device(), model_options);
+  AdamW optimizer(params, o.adam);
+
+  int64_t first_step = 0;
+  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer);
+
+  make_dirs(o.out_dir);
+  const std::string metrics_path = o.out_dir + "/metrics.jsonl";
+  // A fresh run starts a fresh metrics file; a resumed run keeps the lines of the steps before it.
+  std::string kept;
+  if (first_step > 0 && path_exists(metrics_path)) {
+    std::ifstream in(metrics_path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (nlohmann::json::parse(line).at("step").get<int64_t>() < first_step) kept += line + "\n";
+    }
+  }
+  write_file_atomic(metrics_path, kept);
+  std::FILE* metrics = std::fopen(metrics_path.c_str(), "a");
+  QUILL_CHECK(metrics != nullptr, "{}: cannot open for appending", metrics_path);
+
+  TrainResult result;
+  const int64_t T = rows.row_tokens();
+  std::vector<int32_t> tokens(static_cast<size_t>(T));
+  const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
+  try {
+    for (int64_t step = first_step; step < last_step; ++step) {
+      Timer step_timer;
+      StepMetrics m;
+      m.step = step;
+      m.lr = o.lr.lr_at(step, o.steps);
+      const std::vector<int64_t> batch = rows_for_step(step, o.global_batch, rows.rows());
+      for (int64_t r : batch) m.supervised += rows.supervised_targets(r);
+      QUILL_CHECK(m.supervised > 0, "step {}: the global batch has no supervised target", step);
+      const double grad_scale = 1.0 / static_cast<double>(m.supervised);
+
+      params.zero_grads();
+      double loss_sum = 0;
+      for (int64_t r : batch) {
+        const uint32_t* src = rows.tokens(r);
+        for (int64_t i = 0; i < T; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>(src[i]);
+        RowResult rr = model.train_row(tokens.data(), rows.mask(r), T, grad_scale);
+        loss_sum += rr.loss_sum;
+        m.tokens += T;
+        if (m.expert_tokens.empty()) m.expert_tokens = rr.expert_tokens;
+        else
+          for (size_t l = 0; l < rr.expert_tokens.size(); ++l)
+            for (size_t e = 0; e < rr.expert_tokens[l].size(); ++e) m.expert_tokens[l][e] += rr.expert_tokens[l][e];
+      }
+      m.loss = loss_sum / static_cast<double>(m.supervised);
+      QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
+      m.grad_norm = optimizer.step(m.lr);
+      m.step_time_s = step_timer.seconds();
+
+      std::fprintf(metrics, "%s\n", metrics_json_line(m).c_str());
+      std::fflush(metrics);
+      if (!o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch).c_str()), std::fflush(stdout);
+      result.steps.push_back(m);
+
+      const bool last = step + 1 == last_step;
+      if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last)
+        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer);
+    }
+  } catch (...) {
+    std::fclose(metrics);
+    throw;
+  }
+  std::fclose(metrics);
+  if (o.save_hf) {
+    SaveOptions save;
+    save.overwrite = true;
+    save_hf_checkpoint(o.out_dir + "/hf", params, o.init_dir, config_to_hf_json(config), save);
+  }
+  result.wall_time_s = wall.seconds();
+  return result;
+}
+
+}  // namespace quill

@@ -1,0 +1,45 @@
+// The training loop of `quill train`: a global batch of rows per optimizer step (one row per
+// micro-batch, fp32 gradient accumulation), the per-token loss normalised over the whole global
+// batch (recipes-and-measurement.md §3), AdamW with Megatron's schedule and clipping, a metrics
+// line per step, training checkpoints and resume.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "optim/adamw.h"
+#include "train/train_options.h"
+
+namespace quill {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;         // per supervised token over the global batch
+  double grad_norm = 0;    // before clipping
+  double lr = 0;
+  int64_t tokens = 0;      // all tokens of the global batch
+  int64_t supervised = 0;  // supervised targets of the global batch
+  double step_time_s = 0;
+  std::vector<std::vector<int64_t>> expert_tokens;  // per MoE layer, per expert
+};
+
+struct TrainResult {
+  std::vector<StepMetrics> steps;
+  double wall_time_s = 0;
+};
+
+// Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).
+TrainResult run_training(const TrainOptions& options);
+
+// The row indices of optimizer step `step`: consecutive rows, wrapping over the rows file.
+std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t total_rows);
+
+// One metrics.jsonl line.
+std::string metrics_json_line(const StepMetrics& m);
+// Megatron's familiar per-iteration log line.
+std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch);
+
+}  // namespace quill
