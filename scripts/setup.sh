@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything quill needs to build and test from Debian's packages (run as root).
+# The CUDA toolkit is optional: without nvcc the CPU backend alone is built.
+set -euo pipefail
+packages=(build-essential cmake ninja-build ccache nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
+          libspdlog-dev libssl-dev libpcre2-dev libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "quill setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,30 @@
+// The CUDA backend's per-device resources (one stream, a cuBLASLt handle and its workspace) and
+// its device allocator. Created explicitly and owned by whoever runs the model; nothing global.
+#pragma once
+
+#include <memory>
+
+#include "ops/device_context.h"
+
+namespace quill {
+
+// True when the CUDA runtime sees at least one GPU (false, not an error, on a machine without one).
+bool cuda_device_available();
+
+// Owns the resources behind a DeviceContext for one GPU.
+class CudaBackend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend();
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  DeviceContext context() const;
+  void synchronize() const;
+
+ private:
+  std::unique_ptr<CudaResources> resources_;
+  std::unique_ptr<Allocator> allocator_;
+};
+
+}  // namespace quill
