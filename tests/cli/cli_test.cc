@@ -1,0 +1,94 @@
+// The quill executable as a user meets it: exit status and the one-line error for bad input, and
+// that a failed command leaves no partial output behind.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult quill(const std::string& args) {
+  const std::string cmd = std::string(QUILL_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string temp(const std::string& name) {
+  std::string d = (fs::temp_directory_path() / ("quill-cli-" + std::to_string(::getpid()) + "-" + name)).string();
+  fs::remove_all(d);
+  return d;
+}
+
+const std::string kSrc = QUILL_SOURCE_DIR;
+const std::string kConfigs = kSrc + "/tests/fixtures/configs";
+
+TEST(Cli, ModelInfoGivesInklingSmallCounts) {
+  CommandResult r = quill("model info --config " + kConfigs + "/inkling-small-release.json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["total_params"].get<int64_t>(), 263655199274);
+  EXPECT_EQ(j["active_params"].get<int64_t>(), 11173191680);
+}
+
+TEST(Cli, MalformedConfigIsOneClearError) {
+  CommandResult r = quill("model info --config " + kConfigs + "/bad/malformed.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("quill: error:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("malformed.json"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
+TEST(Cli, MissingRowsNamesThePathAndWritesNothing) {
+  const std::string out = temp("missing-rows");
+  CommandResult r = quill("train --config " + kSrc + "/configs/tiny.json --rows /nonexistent/rows --steps 1 --global-batch 1 --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("/nonexistent/rows"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(Cli, CheckpointMissingATensorNamesItAndLeavesNoCheckpoint) {
+  const std::string rows = temp("rows"), init = temp("init"), out = temp("out");
+  ASSERT_EQ(quill("data synth --conversations 50 --row-tokens 64 --out " + rows).status, 0);
+  ASSERT_EQ(quill("train --config " + kSrc + "/configs/tiny.json --rows " + rows +
+                  " --steps 1 --global-batch 1 --save-hf --quiet --out " + init).status, 0);
+  const std::string hf = init + "/hf";
+  ASSERT_TRUE(fs::exists(hf + "/model.safetensors"));
+  // A config that asks for one more layer than the checkpoint holds: layer 4's tensors are missing.
+  auto config = nlohmann::json::parse(std::ifstream(hf + "/config.json"));
+  config["num_hidden_layers"] = 5;
+  config["layer_types"].push_back("hybrid_sliding");
+  config["mlp_layer_types"].push_back("sparse");
+  std::ofstream(hf + "/config.json") << config.dump();
+  CommandResult r = quill("train --init " + hf + " --rows " + rows + " --steps 1 --global-batch 1 --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("model.llm.layers.4."), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/checkpoint"));
+}
+
+TEST(Cli, UnknownFreezePresetIsRejected) {
+  CommandResult r = quill("train --config " + kSrc + "/configs/tiny.json --rows x --steps 1 --global-batch 1 --freeze-preset bogus --out " +
+                temp("preset"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("bogus"), std::string::npos) << r.output;
+}
+
+}  // namespace
