@@ -1,0 +1,58 @@
+// Packing rendered conversations into SFT rows (recipes-and-measurement.md section 6).
+//
+// 1. Order: a Fisher-Yates permutation driven by SplitMix64(seed) (base/rng.h):
+//      perm = [0, 1, ..., n-1]
+//      for i = n-1 down to 1: j = rng.below(i + 1); swap(perm[i], perm[j])
+//    where below() is Lemire's unbiased multiply-shift with rejection. Conversations are then
+//    taken in the order perm[0], perm[1], ..., perm[n-1].
+// 2. Their tokens (and mask bits) are concatenated in that order without any separator.
+// 3. The stream is cut into consecutive rows of exactly row_tokens tokens; the tail shorter than a
+//    row is dropped. No padding.
+// 4. A row without a single supervised target (mask[t] == 1 for some t in 1..T-1) is skipped.
+// 5. Packing stops once max_rows rows are kept (max_rows < 0: no limit).
+// Pure and deterministic: the same conversations and options give the same rows.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/masked_tokens.h"
+#include "data/rows.h"
+
+namespace quill {
+
+// The permutation of step 1.
+std::vector<int64_t> fisher_yates_permutation(int64_t n, uint64_t seed);
+
+struct PackOptions {
+  uint64_t seed = 42;
+  int64_t row_tokens = 8192;
+  int64_t max_rows = -1;  // < 0: no limit; 0 is an error
+};
+
+struct PackStats {
+  int64_t rows = 0;                        // rows kept (written)
+  int64_t conversations = 0;               // input conversations
+  int64_t conversations_used = 0;          // with at least one token in a kept row
+  int64_t conversations_skipped = 0;       // the others (dropped tail, skipped rows, past max_rows, empty)
+  int64_t stream_tokens = 0;               // tokens of all conversations together
+  int64_t rows_without_target_skipped = 0;
+  int64_t tail_tokens_dropped = 0;         // tokens after the last full row (0 when stopped by max_rows)
+  bool stopped_at_max_rows = false;
+
+  // {"conversations": {"input", "used", "skipped"}, "packing": {...}} for the manifest.
+  nlohmann::json to_manifest() const;
+};
+
+// Packs into `writer` (appends rows; the caller finishes it). writer.row_tokens() must equal
+// options.row_tokens.
+PackStats pack_rows(const std::vector<MaskedTokens>& conversations, const PackOptions& options, RowsWriter& writer);
+
+// Packs into a new rows directory and writes it. The manifest gets `manifest_extras` (an object)
+// plus seed and the PackStats fields. Zero kept rows is an error (nothing to train on).
+nlohmann::json write_packed_rows(const std::string& out_dir, const std::vector<MaskedTokens>& conversations,
+                                 const PackOptions& options, const nlohmann::json& manifest_extras);
+
+}  // namespace quill

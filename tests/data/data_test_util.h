@@ -1,0 +1,50 @@
+// Helpers for the data tests: a fresh temporary directory per test, and small builders.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "base/error.h"
+
+namespace quill::test {
+
+// A directory under the system temp folder, unique to this process and test, removed on exit.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string("quill_data_") + info->test_suite_name() + "_" + info->name() + "_" +
+                       std::to_string(::getpid()) + "_" + std::to_string(counter_++);
+    path_ = std::filesystem::temp_directory_path() / name;
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string str() const { return path_.string(); }
+  std::string sub(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+// Expects `fn` to throw quill::Error whose message contains every one of `needles`.
+template <typename Fn>
+void expect_error(Fn&& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+  } catch (const quill::Error& e) {
+    std::string msg = e.what();
+    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "message: " << msg << "\nmissing: " << n;
+    return;
+  }
+  ADD_FAILURE() << "expected a quill::Error";
+}
+
+}  // namespace quill::test
