@@ -8,10 +8,15 @@
 namespace quill {
 
 struct CudaResources;  // defined by the CUDA backend
+struct OpTable;        // ops/op_table.h
 
 struct DeviceContext {
   Device device = Device::CPU;
   CudaResources* cuda = nullptr;
+  // The CUDA backend's op implementations; every public op forwards to it on a CUDA context.
+  const OpTable* cuda_ops = nullptr;
+  // Element type of activations and their gradients: F32 on the CPU reference, BF16 on the GPU.
+  DType activation = DType::F32;
   // Allocator for activations and gradients on this device.
   Allocator* allocator = &host_allocator();
 

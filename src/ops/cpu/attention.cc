@@ -24,6 +24,7 @@
 // O(T^2 / 2). Arithmetic runs in the element type; tau is computed in double and rounded once.
 // Preconditions: every tensor on the CPU, contiguous, one dtype (F32 or F64); outputs do not alias inputs.
 #include "ops/attention.h"
+#include "ops/op_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -196,6 +197,7 @@ void backward_impl(const Dims& n, const AttentionParams& p, const T* q, const T*
 void attention_forward(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
                        const Tensor& r_THR, const Tensor& table_RE, const AttentionParams& params,
                        const Tensor& out_THd, const Tensor& lse_HT) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::attention_forward, "attention_forward")(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT);
   const char* op = "attention_forward";
   ops_detail::require_cpu(op, ctx);
   const Dims n = check_inputs(op, q_THd, k_TGd, v_TGd, r_THR, table_RE, params);
@@ -211,6 +213,7 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
                         const Tensor& r_THR, const Tensor& table_RE, const AttentionParams& params,
                         const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,
                         const Tensor& dk_TGd, const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::attention_backward, "attention_backward")(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT, dout_THd, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
   const char* op = "attention_backward";
   ops_detail::require_cpu(op, ctx);
   const Dims n = check_inputs(op, q_THd, k_TGd, v_TGd, r_THR, table_RE, params);

@@ -1,5 +1,6 @@
 // CPU reference of ops/columns.h: plain strided copies.
 #include "ops/columns.h"
+#include "ops/op_table.h"
 
 #include <cstring>
 
@@ -18,6 +19,7 @@ void check(const char* op, const DeviceContext& ctx, const Tensor& x_NW, int64_t
 }  // namespace
 
 void get_columns(const DeviceContext& ctx, const Tensor& x_NW, int64_t col, const Tensor& out_Nw) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::get_columns, "get_columns")(ctx, x_NW, col, out_Nw);
   check("get_columns", ctx, x_NW, col, out_Nw);
   const size_t es = dtype_size(x_NW.dtype());
   const int64_t N = x_NW.dim(0), W = x_NW.dim(1), w = out_Nw.dim(1);
@@ -27,6 +29,7 @@ void get_columns(const DeviceContext& ctx, const Tensor& x_NW, int64_t col, cons
 }
 
 void set_columns(const DeviceContext& ctx, const Tensor& x_NW, int64_t col, const Tensor& v_Nw) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::set_columns, "set_columns")(ctx, x_NW, col, v_Nw);
   check("set_columns", ctx, x_NW, col, v_Nw);
   const size_t es = dtype_size(x_NW.dtype());
   const int64_t N = x_NW.dim(0), W = x_NW.dim(1), w = v_Nw.dim(1);

@@ -8,6 +8,7 @@
 // Legend: T positions, V padded vocabulary. logits_TV, weights_T, dlogits_TV share one float dtype;
 // targets_T is I32. dlogits may alias logits (each row is read fully before it is written).
 #include "ops/cross_entropy.h"
+#include "ops/op_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,6 +63,7 @@ double forward_backward_impl(const Tensor& logits_TV, const Tensor& targets_T, c
 double cross_entropy_forward_backward(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T,
                                       const Tensor& weights_T, int64_t vocab_limit, double grad_scale,
                                       const Tensor& dlogits_TV) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::cross_entropy_forward_backward, "cross_entropy_forward_backward")(ctx, logits_TV, targets_T, weights_T, vocab_limit, grad_scale, dlogits_TV);
   const char* op = "cross_entropy_forward_backward";
   QUILL_CHECK(logits_TV.defined() && logits_TV.ndim() == 2, "{}: logits must be 2-D [T, V], got {}", op,
               logits_TV.describe());

@@ -9,6 +9,7 @@
 // Legend: N rows, D features; s_1 has shape [1], s_N shape [N]. Float tensors of one op share one dtype.
 // Outputs may alias inputs of the same shape (every element is read before it is written).
 #include "ops/elementwise.h"
+#include "ops/op_table.h"
 
 #include <cstring>
 
@@ -68,6 +69,7 @@ void check_rows(const char* op, const Tensor& x_ND) {
 }  // namespace
 
 void copy(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::copy, "copy")(ctx, src, dst);
   const char* op = "copy";
   check_defined(op, "src", src);
   require_shape(op, "dst", dst, src.shape());
@@ -77,6 +79,7 @@ void copy(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
 }
 
 void add_inplace(const DeviceContext& ctx, const Tensor& y, const Tensor& x) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::add_inplace, "add_inplace")(ctx, y, x);
   const char* op = "add_inplace";
   check_defined(op, "y", y);
   require_shape(op, "x", x, y.shape());
@@ -90,6 +93,7 @@ void add_inplace(const DeviceContext& ctx, const Tensor& y, const Tensor& x) {
 }
 
 void scale_inplace(const DeviceContext& ctx, const Tensor& y, double s) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::scale_inplace, "scale_inplace")(ctx, y, s);
   const char* op = "scale_inplace";
   check_defined(op, "y", y);
   require_cpu(op, ctx);
@@ -101,6 +105,7 @@ void scale_inplace(const DeviceContext& ctx, const Tensor& y, double s) {
 }
 
 void scale_by_scalar(const DeviceContext& ctx, const Tensor& x, const Tensor& s_1, const Tensor& y) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::scale_by_scalar, "scale_by_scalar")(ctx, x, s_1, y);
   const char* op = "scale_by_scalar";
   check_defined(op, "x", x);
   require_shape(op, "s", s_1, {1});
@@ -118,6 +123,7 @@ void scale_by_scalar(const DeviceContext& ctx, const Tensor& x, const Tensor& s_
 
 void scale_by_scalar_backward(const DeviceContext& ctx, const Tensor& x, const Tensor& s_1, const Tensor& dy,
                               const Tensor& dx, const Tensor& ds_1) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::scale_by_scalar_backward, "scale_by_scalar_backward")(ctx, x, s_1, dy, dx, ds_1);
   const char* op = "scale_by_scalar_backward";
   check_defined(op, "x", x);
   require_shape(op, "s", s_1, {1});
@@ -133,6 +139,7 @@ void scale_by_scalar_backward(const DeviceContext& ctx, const Tensor& x, const T
 }
 
 void scale_rows(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& s_N, const Tensor& y_ND) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::scale_rows, "scale_rows")(ctx, x_ND, s_N, y_ND);
   const char* op = "scale_rows";
   check_rows(op, x_ND);
   const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
@@ -152,6 +159,7 @@ void scale_rows(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& s_N,
 
 void scale_rows_backward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& s_N, const Tensor& dy_ND,
                          const Tensor& dx_ND, const Tensor& ds_N) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::scale_rows_backward, "scale_rows_backward")(ctx, x_ND, s_N, dy_ND, dx_ND, ds_N);
   const char* op = "scale_rows_backward";
   check_rows(op, x_ND);
   const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
@@ -168,6 +176,7 @@ void scale_rows_backward(const DeviceContext& ctx, const Tensor& x_ND, const Ten
 }
 
 double sum_squares(const DeviceContext& ctx, const Tensor& x) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::sum_squares, "sum_squares")(ctx, x);
   const char* op = "sum_squares";
   check_defined(op, "x", x);
   require_cpu(op, ctx);

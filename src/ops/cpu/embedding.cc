@@ -4,6 +4,7 @@
 // Legend: V vocabulary rows, D model width, T tokens. table_VD, out_TD, dout_TD, dtable_VD share one
 // float dtype (F32 or F64); ids_T is I32. An id outside [0, V) is an error naming the position.
 #include "ops/embedding.h"
+#include "ops/op_table.h"
 
 #include <cstring>
 
@@ -51,6 +52,7 @@ void backward_impl(const Tensor& ids_T, const Tensor& dout_TD, const Tensor& dta
 }  // namespace
 
 void embedding_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, const Tensor& out_TD) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::embedding_forward, "embedding_forward")(ctx, table_VD, ids_T, out_TD);
   const char* op = "embedding_forward";
   QUILL_CHECK(table_VD.defined() && table_VD.ndim() == 2, "{}: table must be 2-D [V, D], got {}", op,
               table_VD.describe());
@@ -64,6 +66,7 @@ void embedding_forward(const DeviceContext& ctx, const Tensor& table_VD, const T
 }
 
 void embedding_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, const Tensor& dtable_VD) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::embedding_backward, "embedding_backward")(ctx, ids_T, dout_TD, dtable_VD);
   const char* op = "embedding_backward";
   QUILL_CHECK(dtable_VD.defined() && dtable_VD.ndim() == 2, "{}: dtable must be 2-D [V, D], got {}", op,
               dtable_VD.describe());

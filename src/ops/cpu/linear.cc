@@ -7,6 +7,7 @@
 // vectorise it without reassociating a reduction; the forward transposes w once to get that shape.
 // Outputs must not alias inputs.
 #include "ops/linear.h"
+#include "ops/op_table.h"
 
 #include <algorithm>
 #include <vector>
@@ -78,6 +79,7 @@ void check_2d(const char* op, const char* name, const char* dims, const Tensor& 
 }  // namespace
 
 void linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const Tensor& w_MK, const Tensor& y_NM) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::linear_forward, "linear_forward")(ctx, x_NK, w_MK, y_NM);
   const char* op = "linear_forward";
   check_2d(op, "x", "[N, K]", x_NK);
   check_2d(op, "w", "[M, K]", w_MK);
@@ -92,6 +94,7 @@ void linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const Tensor& 
 
 void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& w_MK, const Tensor& dx_NK,
                            bool accumulate) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::linear_backward_input, "linear_backward_input")(ctx, dy_NM, w_MK, dx_NK, accumulate);
   const char* op = "linear_backward_input";
   check_2d(op, "dy", "[N, M]", dy_NM);
   check_2d(op, "w", "[M, K]", w_MK);
@@ -105,6 +108,7 @@ void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const 
 }
 
 void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::linear_backward_weight, "linear_backward_weight")(ctx, dy_NM, x_NK, dw_MK);
   const char* op = "linear_backward_weight";
   check_2d(op, "dy", "[N, M]", dy_NM);
   check_2d(op, "x", "[N, K]", x_NK);

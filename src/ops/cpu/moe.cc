@@ -14,6 +14,7 @@
 // Float tensors (x, w, y and their gradients, weights) share one dtype, F32 or F64; dot products
 // accumulate in double.
 #include "ops/moe.h"
+#include "ops/op_table.h"
 
 #include <algorithm>
 #include <limits>
@@ -213,6 +214,7 @@ GroupedDims check_grouped_w(const char* op, const char* w_name, const Tensor& w_
 
 void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P,
                     const Tensor& counts_E) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_route_plan, "moe_route_plan")(ctx, topk_idx_Nk, n_experts, perm_P, counts_E);
   const char* op = "moe_route_plan";
   require_cpu(op, ctx);
   require_2d(op, "topk_idx_Nk", topk_idx_Nk);
@@ -246,6 +248,7 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
 
 void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k,
                  const Tensor& xp_PD) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_permute, "moe_permute")(ctx, x_ND, perm_P, top_k, xp_PD);
   const char* op = "moe_permute";
   require_cpu(op, ctx);
   require_2d(op, "x_ND", x_ND);
@@ -258,6 +261,7 @@ void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& per
 
 void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& perm_P, int64_t top_k,
                           const Tensor& dx_ND) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_permute_backward, "moe_permute_backward")(ctx, dxp_PD, perm_P, top_k, dx_ND);
   const char* op = "moe_permute_backward";
   require_cpu(op, ctx);
   require_2d(op, "dx_ND", dx_ND);
@@ -270,6 +274,7 @@ void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const 
 
 void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk,
                    const Tensor& out_ND) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_unpermute, "moe_unpermute")(ctx, yp_PD, perm_P, weights_Nk, out_ND);
   const char* op = "moe_unpermute";
   require_cpu(op, ctx);
   require_2d(op, "weights_Nk", weights_Nk);
@@ -286,6 +291,7 @@ void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& 
 void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD,
                             const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& dyp_PD,
                             const Tensor& dweights_Nk) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_unpermute_backward, "moe_unpermute_backward")(ctx, dout_ND, yp_PD, perm_P, weights_Nk, dyp_PD, dweights_Nk);
   const char* op = "moe_unpermute_backward";
   require_cpu(op, ctx);
   require_2d(op, "weights_Nk", weights_Nk);
@@ -306,6 +312,7 @@ void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, con
 
 void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Tensor& w_EMK, const Tensor& counts_E,
                             const Tensor& y_PM) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::grouped_linear_forward, "grouped_linear_forward")(ctx, x_PK, w_EMK, counts_E, y_PM);
   const char* op = "grouped_linear_forward";
   require_cpu(op, ctx);
   GroupedDims g = check_grouped_w(op, "w_EMK", w_EMK);
@@ -324,6 +331,7 @@ void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const 
 
 void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& w_EMK,
                                    const Tensor& counts_E, const Tensor& dx_PK) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::grouped_linear_backward_input, "grouped_linear_backward_input")(ctx, dy_PM, w_EMK, counts_E, dx_PK);
   const char* op = "grouped_linear_backward_input";
   require_cpu(op, ctx);
   GroupedDims g = check_grouped_w(op, "w_EMK", w_EMK);
@@ -342,6 +350,7 @@ void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM
 
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
                                     const Tensor& counts_E, const Tensor& dw_EMK) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::grouped_linear_backward_weight, "grouped_linear_backward_weight")(ctx, dy_PM, x_PK, counts_E, dw_EMK);
   const char* op = "grouped_linear_backward_weight";
   require_cpu(op, ctx);
   GroupedDims g = check_grouped_w(op, "dw_EMK", dw_EMK);

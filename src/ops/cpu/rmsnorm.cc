@@ -7,6 +7,7 @@
 // Legend: N rows, D features. x_ND, w_D, y_ND, rstd_N, dy_ND, dx_ND, dw_D share one float dtype.
 // Row sums are accumulated in double. y may alias x (each row is read fully before it is written).
 #include "ops/rmsnorm.h"
+#include "ops/op_table.h"
 
 #include <cmath>
 #include <vector>
@@ -74,6 +75,7 @@ void check_x(const char* op, const Tensor& x_ND) {
 
 void rmsnorm_forward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& w_D, double eps, const Tensor& y_ND,
                      const Tensor& rstd_N) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::rmsnorm_forward, "rmsnorm_forward")(ctx, x_ND, w_D, eps, y_ND, rstd_N);
   const char* op = "rmsnorm_forward";
   check_x(op, x_ND);
   const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
@@ -90,6 +92,7 @@ void rmsnorm_forward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor&
 
 void rmsnorm_backward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& w_D, const Tensor& rstd_N,
                       const Tensor& dy_ND, const Tensor& dx_ND, const Tensor& dw_D) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::rmsnorm_backward, "rmsnorm_backward")(ctx, x_ND, w_D, rstd_N, dy_ND, dx_ND, dw_D);
   const char* op = "rmsnorm_backward";
   check_x(op, x_ND);
   const int64_t N = x_ND.dim(0), D = x_ND.dim(1);

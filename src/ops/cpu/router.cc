@@ -11,6 +11,7 @@
 // Dtypes: logits, bias, global_scale, weights and their gradients share one float dtype (F32/F64);
 // topk_idx is I32. The softmax sums accumulate in double.
 #include "ops/router.h"
+#include "ops/op_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -178,6 +179,7 @@ void check_topk_range(const char* op, const Tensor& topk_idx_Nk, int64_t n_route
 
 void router_forward(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& bias_E, const Tensor& global_scale,
                     const RouterParams& params, const Tensor& topk_idx_Nk, const Tensor& weights_NW) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::router_forward, "router_forward")(ctx, logits_NX, bias_E, global_scale, params, topk_idx_Nk, weights_NW);
   const char* op = "router_forward";
   require_cpu(op, ctx);
   check_router_tensors(op, logits_NX, topk_idx_Nk, weights_NW, global_scale, params);
@@ -190,6 +192,7 @@ void router_forward(const DeviceContext& ctx, const Tensor& logits_NX, const Ten
 
 void router_forward_replay(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& global_scale,
                            const RouterParams& params, const Tensor& topk_idx_Nk, const Tensor& weights_NW) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::router_forward_replay, "router_forward_replay")(ctx, logits_NX, global_scale, params, topk_idx_Nk, weights_NW);
   const char* op = "router_forward_replay";
   require_cpu(op, ctx);
   check_router_tensors(op, logits_NX, topk_idx_Nk, weights_NW, global_scale, params);
@@ -202,6 +205,7 @@ void router_forward_replay(const DeviceContext& ctx, const Tensor& logits_NX, co
 void router_backward(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& topk_idx_Nk,
                      const Tensor& weights_NW, const Tensor& global_scale, const RouterParams& params,
                      const Tensor& dweights_NW, const Tensor& dlogits_NX, const Tensor& dglobal_scale) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::router_backward, "router_backward")(ctx, logits_NX, topk_idx_Nk, weights_NW, global_scale, params, dweights_NW, dlogits_NX, dglobal_scale);
   const char* op = "router_backward";
   require_cpu(op, ctx);
   check_router_tensors(op, logits_NX, topk_idx_Nk, weights_NW, global_scale, params);

@@ -5,6 +5,7 @@
 // Legend: T positions of one sequence, C channels, K taps. x_TC, w_CK, y_TC, dy_TC, dx_TC, dw_CK share
 // one float dtype. y must not alias x (nor dx alias dy or x): outputs are written while inputs are still read.
 #include "ops/short_conv.h"
+#include "ops/op_table.h"
 
 #include <vector>
 
@@ -68,6 +69,7 @@ void check_2d(const char* op, const char* name, const char* dims, const Tensor& 
 }  // namespace
 
 void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::short_conv_forward, "short_conv_forward")(ctx, x_TC, w_CK, y_TC);
   const char* op = "short_conv_forward";
   check_2d(op, "x", "[T, C]", x_TC);
   check_2d(op, "w", "[C, K]", w_CK);
@@ -84,6 +86,7 @@ void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tens
 
 void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& dy_TC,
                          const Tensor& dx_TC, const Tensor& dw_CK) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::short_conv_backward, "short_conv_backward")(ctx, x_TC, w_CK, dy_TC, dx_TC, dw_CK);
   const char* op = "short_conv_backward";
   check_2d(op, "x", "[T, C]", x_TC);
   check_2d(op, "w", "[C, K]", w_CK);

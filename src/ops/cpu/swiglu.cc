@@ -5,6 +5,7 @@
 // Legend: N rows, F intermediate width. h_N2F [N, 2F], a_NF / da_NF [N, F], dh_N2F [N, 2F], one float dtype.
 // Computed in double per element; dh may alias h (each element pair is read before it is written).
 #include "ops/swiglu.h"
+#include "ops/op_table.h"
 
 #include <cmath>
 
@@ -63,6 +64,7 @@ void check_h(const char* op, const char* name, const Tensor& t) {
 }  // namespace
 
 void swiglu_forward(const DeviceContext& ctx, const Tensor& h_N2F, const Tensor& a_NF) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::swiglu_forward, "swiglu_forward")(ctx, h_N2F, a_NF);
   const char* op = "swiglu_forward";
   check_h(op, "h", h_N2F);
   const int64_t N = h_N2F.dim(0), F = h_N2F.dim(1) / 2;
@@ -73,6 +75,7 @@ void swiglu_forward(const DeviceContext& ctx, const Tensor& h_N2F, const Tensor&
 }
 
 void swiglu_backward(const DeviceContext& ctx, const Tensor& h_N2F, const Tensor& da_NF, const Tensor& dh_N2F) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::swiglu_backward, "swiglu_backward")(ctx, h_N2F, da_NF, dh_N2F);
   const char* op = "swiglu_backward";
   check_h(op, "h", h_N2F);
   const int64_t N = h_N2F.dim(0), F = h_N2F.dim(1) / 2;
