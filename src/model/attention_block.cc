@@ -37,31 +37,31 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Sav
   s.k0_TY = new_activation(ctx, {T, G_ * d_});
   s.v0_TY = new_activation(ctx, {T, G_ * d_});
   s.r_TZ = new_activation(ctx, {T, H_ * R_});
-  ops::linear_forward(ctx, x_TD, wq_->value, s.q_TX);
-  ops::linear_forward(ctx, x_TD, wk_->value, s.k0_TY);
-  ops::linear_forward(ctx, x_TD, wv_->value, s.v0_TY);
-  ops::linear_forward(ctx, x_TD, wr_->value, s.r_TZ);
+  ops::linear_forward(ctx, x_TD, wq_->compute, s.q_TX);
+  ops::linear_forward(ctx, x_TD, wk_->compute, s.k0_TY);
+  ops::linear_forward(ctx, x_TD, wv_->compute, s.v0_TY);
+  ops::linear_forward(ctx, x_TD, wr_->compute, s.r_TZ);
 
   s.k1_TY = new_activation(ctx, {T, G_ * d_});
   s.v1_TY = new_activation(ctx, {T, G_ * d_});
-  ops::short_conv_forward(ctx, s.k0_TY, conv_weight(k_conv_->value), s.k1_TY);
-  ops::short_conv_forward(ctx, s.v0_TY, conv_weight(v_conv_->value), s.v1_TY);
+  ops::short_conv_forward(ctx, s.k0_TY, conv_weight(k_conv_->compute), s.k1_TY);
+  ops::short_conv_forward(ctx, s.v0_TY, conv_weight(v_conv_->compute), s.v1_TY);
 
   s.qn_TX = new_activation(ctx, {T, H_ * d_});
   s.kn_TY = new_activation(ctx, {T, G_ * d_});
-  s.rstd_q = new_activation(ctx, {T * H_});
-  s.rstd_k = new_activation(ctx, {T * G_});
-  ops::rmsnorm_forward(ctx, s.q_TX.reshape({T * H_, d_}), q_norm_->value, eps_, s.qn_TX.reshape({T * H_, d_}), s.rstd_q);
-  ops::rmsnorm_forward(ctx, s.k1_TY.reshape({T * G_, d_}), k_norm_->value, eps_, s.kn_TY.reshape({T * G_, d_}),
+  s.rstd_q = new_tensor(ctx, {T * H_}, DType::F32);
+  s.rstd_k = new_tensor(ctx, {T * G_}, DType::F32);
+  ops::rmsnorm_forward(ctx, s.q_TX.reshape({T * H_, d_}), q_norm_->compute, eps_, s.qn_TX.reshape({T * H_, d_}), s.rstd_q);
+  ops::rmsnorm_forward(ctx, s.k1_TY.reshape({T * G_, d_}), k_norm_->compute, eps_, s.kn_TY.reshape({T * G_, d_}),
                        s.rstd_k);
 
   s.o_TX = new_activation(ctx, {T, H_ * d_});
-  s.lse_HT = new_activation(ctx, {H_, T});
+  s.lse_HT = new_tensor(ctx, {H_, T}, DType::F32);
   ops::attention_forward(ctx, s.qn_TX.reshape({T, H_, d_}), s.kn_TY.reshape({T, G_, d_}), s.v1_TY.reshape({T, G_, d_}),
-                         s.r_TZ.reshape({T, H_, R_}), table_->value, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT);
+                         s.r_TZ.reshape({T, H_, R_}), table_->compute, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT);
 
   Tensor out_TD = new_activation(ctx, {T, x_TD.dim(1)});
-  ops::linear_forward(ctx, s.o_TX, wo_->value, out_TD);
+  ops::linear_forward(ctx, s.o_TX, wo_->compute, out_TD);
   return out_TD;
 }
 
@@ -69,30 +69,30 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   const int64_t T = dout_TD.dim(0);
   Tensor do_TX = new_activation(ctx, {T, H_ * d_});
   ops::linear_backward_weight(ctx, dout_TD, s.o_TX, grad_target(ctx, *wo_));
-  ops::linear_backward_input(ctx, dout_TD, wo_->value, do_TX);
+  ops::linear_backward_input(ctx, dout_TD, wo_->compute, do_TX);
 
   Tensor dqn = new_activation(ctx, {T, H_ * d_}), dkn = new_activation(ctx, {T, G_ * d_});
   Tensor dv1 = new_activation(ctx, {T, G_ * d_}), dr = new_activation(ctx, {T, H_ * R_});
   ops::attention_backward(ctx, s.qn_TX.reshape({T, H_, d_}), s.kn_TY.reshape({T, G_, d_}), s.v1_TY.reshape({T, G_, d_}),
-                          s.r_TZ.reshape({T, H_, R_}), table_->value, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT,
+                          s.r_TZ.reshape({T, H_, R_}), table_->compute, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT,
                           do_TX.reshape({T, H_, d_}), dqn.reshape({T, H_, d_}), dkn.reshape({T, G_, d_}),
                           dv1.reshape({T, G_, d_}), dr.reshape({T, H_, R_}), grad_target(ctx, *table_));
 
   Tensor dq = new_activation(ctx, {T, H_ * d_}), dk1 = new_activation(ctx, {T, G_ * d_});
-  ops::rmsnorm_backward(ctx, s.q_TX.reshape({T * H_, d_}), q_norm_->value, s.rstd_q, dqn.reshape({T * H_, d_}),
+  ops::rmsnorm_backward(ctx, s.q_TX.reshape({T * H_, d_}), q_norm_->compute, s.rstd_q, dqn.reshape({T * H_, d_}),
                         dq.reshape({T * H_, d_}), grad_target(ctx, *q_norm_));
-  ops::rmsnorm_backward(ctx, s.k1_TY.reshape({T * G_, d_}), k_norm_->value, s.rstd_k, dkn.reshape({T * G_, d_}),
+  ops::rmsnorm_backward(ctx, s.k1_TY.reshape({T * G_, d_}), k_norm_->compute, s.rstd_k, dkn.reshape({T * G_, d_}),
                         dk1.reshape({T * G_, d_}), grad_target(ctx, *k_norm_));
 
   Tensor dk0 = new_activation(ctx, {T, G_ * d_}), dv0 = new_activation(ctx, {T, G_ * d_});
-  ops::short_conv_backward(ctx, s.k0_TY, conv_weight(k_conv_->value), dk1, dk0, conv_weight(grad_target(ctx, *k_conv_)));
-  ops::short_conv_backward(ctx, s.v0_TY, conv_weight(v_conv_->value), dv1, dv0, conv_weight(grad_target(ctx, *v_conv_)));
+  ops::short_conv_backward(ctx, s.k0_TY, conv_weight(k_conv_->compute), dk1, dk0, conv_weight(grad_target(ctx, *k_conv_)));
+  ops::short_conv_backward(ctx, s.v0_TY, conv_weight(v_conv_->compute), dv1, dv0, conv_weight(grad_target(ctx, *v_conv_)));
 
   Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
-  ops::linear_backward_input(ctx, dq, wq_->value, dx_TD);
-  ops::linear_backward_input(ctx, dk0, wk_->value, dx_TD, /*accumulate=*/true);
-  ops::linear_backward_input(ctx, dv0, wv_->value, dx_TD, true);
-  ops::linear_backward_input(ctx, dr, wr_->value, dx_TD, true);
+  ops::linear_backward_input(ctx, dq, wq_->compute, dx_TD);
+  ops::linear_backward_input(ctx, dk0, wk_->compute, dx_TD, /*accumulate=*/true);
+  ops::linear_backward_input(ctx, dv0, wv_->compute, dx_TD, true);
+  ops::linear_backward_input(ctx, dr, wr_->compute, dx_TD, true);
   ops::linear_backward_weight(ctx, dq, s.x_TD, grad_target(ctx, *wq_));
   ops::linear_backward_weight(ctx, dk0, s.x_TD, grad_target(ctx, *wk_));
   ops::linear_backward_weight(ctx, dv0, s.x_TD, grad_target(ctx, *wv_));

@@ -24,19 +24,19 @@ Tensor DecoderLayer::forward(const DeviceContext& ctx, const Tensor& h_TD, Saved
   const int64_t T = h_TD.dim(0), D = h_TD.dim(1);
   s.h_in = h_TD;
   s.a_norm = new_activation(ctx, {T, D});
-  s.rstd_a = new_activation(ctx, {T});
-  ops::rmsnorm_forward(ctx, h_TD, attn_norm_->value, eps_, s.a_norm, s.rstd_a);
+  s.rstd_a = new_tensor(ctx, {T}, DType::F32);
+  ops::rmsnorm_forward(ctx, h_TD, attn_norm_->compute, eps_, s.a_norm, s.rstd_a);
   s.attn_out = attn_.forward(ctx, s.a_norm, s.attn);
   s.h_mid = new_activation(ctx, {T, D});
-  ops::short_conv_forward(ctx, s.attn_out, conv_weight(attn_conv_->value), s.h_mid);
+  ops::short_conv_forward(ctx, s.attn_out, conv_weight(attn_conv_->compute), s.h_mid);
   ops::add_inplace(ctx, s.h_mid, h_TD);
 
   s.m_norm = new_activation(ctx, {T, D});
-  s.rstd_m = new_activation(ctx, {T});
-  ops::rmsnorm_forward(ctx, s.h_mid, mlp_norm_->value, eps_, s.m_norm, s.rstd_m);
+  s.rstd_m = new_tensor(ctx, {T}, DType::F32);
+  ops::rmsnorm_forward(ctx, s.h_mid, mlp_norm_->compute, eps_, s.m_norm, s.rstd_m);
   s.mlp_out = moe_ ? moe_->forward(ctx, s.m_norm, s.moe, replay_topk) : dense_->forward(ctx, s.m_norm, s.dense);
   Tensor h_out = new_activation(ctx, {T, D});
-  ops::short_conv_forward(ctx, s.mlp_out, conv_weight(mlp_conv_->value), h_out);
+  ops::short_conv_forward(ctx, s.mlp_out, conv_weight(mlp_conv_->compute), h_out);
   ops::add_inplace(ctx, h_out, s.h_mid);
   return h_out;
 }
@@ -45,20 +45,20 @@ Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Te
   const Shape shape = dh_TD.shape();
   // MLP branch: dh_mid = dh + d(mlp_norm input).
   Tensor dmlp = new_activation(ctx, shape);
-  ops::short_conv_backward(ctx, s.mlp_out, conv_weight(mlp_conv_->value), dh_TD, dmlp,
+  ops::short_conv_backward(ctx, s.mlp_out, conv_weight(mlp_conv_->compute), dh_TD, dmlp,
                            conv_weight(grad_target(ctx, *mlp_conv_)));
   Tensor dm = moe_ ? moe_->backward(ctx, s.moe, dmlp) : dense_->backward(ctx, s.dense, dmlp);
   Tensor dh_mid = new_activation(ctx, shape);
-  ops::rmsnorm_backward(ctx, s.h_mid, mlp_norm_->value, s.rstd_m, dm, dh_mid, grad_target(ctx, *mlp_norm_));
+  ops::rmsnorm_backward(ctx, s.h_mid, mlp_norm_->compute, s.rstd_m, dm, dh_mid, grad_target(ctx, *mlp_norm_));
   ops::add_inplace(ctx, dh_mid, dh_TD);
 
   // Attention branch.
   Tensor dattn = new_activation(ctx, shape);
-  ops::short_conv_backward(ctx, s.attn_out, conv_weight(attn_conv_->value), dh_mid, dattn,
+  ops::short_conv_backward(ctx, s.attn_out, conv_weight(attn_conv_->compute), dh_mid, dattn,
                            conv_weight(grad_target(ctx, *attn_conv_)));
   Tensor da = attn_.backward(ctx, s.attn, dattn);
   Tensor dh_in = new_activation(ctx, shape);
-  ops::rmsnorm_backward(ctx, s.h_in, attn_norm_->value, s.rstd_a, da, dh_in, grad_target(ctx, *attn_norm_));
+  ops::rmsnorm_backward(ctx, s.h_in, attn_norm_->compute, s.rstd_a, da, dh_in, grad_target(ctx, *attn_norm_));
   ops::add_inplace(ctx, dh_in, dh_mid);
   return dh_in;
 }

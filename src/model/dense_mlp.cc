@@ -22,26 +22,26 @@ Tensor DenseMlp::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s)
   s.h_T2F = new_activation(ctx, {T, 2 * F_});
   s.a_TF = new_activation(ctx, {T, F_});
   s.o_TD = new_activation(ctx, {T, D});
-  ops::linear_forward(ctx, x_TD, w13_->value, s.h_T2F);
+  ops::linear_forward(ctx, x_TD, w13_->compute, s.h_T2F);
   ops::swiglu_forward(ctx, s.h_T2F, s.a_TF);
-  ops::linear_forward(ctx, s.a_TF, w2_->value, s.o_TD);
+  ops::linear_forward(ctx, s.a_TF, w2_->compute, s.o_TD);
   Tensor y_TD = new_activation(ctx, {T, D});
-  ops::scale_by_scalar(ctx, s.o_TD, scale_->value, y_TD);
+  ops::scale_by_scalar(ctx, s.o_TD, scale_->compute, y_TD);
   return y_TD;
 }
 
 Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_TD) const {
   const int64_t T = dy_TD.dim(0);
   Tensor do_TD = new_activation(ctx, dy_TD.shape());
-  ops::scale_by_scalar_backward(ctx, s.o_TD, scale_->value, dy_TD, do_TD, grad_target(ctx, *scale_));
+  ops::scale_by_scalar_backward(ctx, s.o_TD, scale_->compute, dy_TD, do_TD, grad_target(ctx, *scale_));
   Tensor da_TF = new_activation(ctx, {T, F_});
   ops::linear_backward_weight(ctx, do_TD, s.a_TF, grad_target(ctx, *w2_));
-  ops::linear_backward_input(ctx, do_TD, w2_->value, da_TF);
+  ops::linear_backward_input(ctx, do_TD, w2_->compute, da_TF);
   Tensor dh_T2F = new_activation(ctx, {T, 2 * F_});
   ops::swiglu_backward(ctx, s.h_T2F, da_TF, dh_T2F);
   ops::linear_backward_weight(ctx, dh_T2F, s.x_TD, grad_target(ctx, *w13_));
   Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
-  ops::linear_backward_input(ctx, dh_T2F, w13_->value, dx_TD);
+  ops::linear_backward_input(ctx, dh_T2F, w13_->compute, dx_TD);
   return dx_TD;
 }
 

@@ -1,6 +1,10 @@
 #include "model/inkling_model.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "base/error.h"
+#include "ops/convert.h"
 #include "model/layer_util.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
@@ -40,24 +44,41 @@ RowResult InklingModel::eval_row(const int32_t* tokens, const uint8_t* mask, int
   return run(tokens, mask, T, 0.0, false, nullptr);
 }
 
+namespace {
+// Rows of the LM head handled at once: the [chunk, V] logits are the largest activation of the
+// step (201,024 columns for Inkling), so they are never held for a whole 8,192-token row.
+constexpr int64_t kHeadChunkRows = 1024;
+
+Tensor upload(const DeviceContext& ctx, const Tensor& host) {
+  if (ctx.device == Device::CPU) return host;
+  Tensor t = Tensor::empty(host.shape(), host.dtype(), *ctx.allocator);
+  ops::transfer(ctx, host, t);
+  return t;
+}
+}  // namespace
+
 RowResult InklingModel::run(const int32_t* tokens, const uint8_t* mask, int64_t T, double grad_scale, bool backward,
                             Tensor* logits_out) {
   QUILL_CHECK(T >= 2, "a row needs at least 2 tokens, got {}", T);
-  const int64_t D = config_.hidden_size, V = config_.vocab_size;
-  Tensor ids = Tensor::empty({T}, DType::I32);
-  Tensor targets = Tensor::empty({T}, DType::I32);
-  Tensor weights = Tensor::empty({T}, DType::F32);
+  const int64_t D = config_.hidden_size, V = config_.vocab_size, VL = loss_vocab();
+  Tensor ids_host = Tensor::empty({T}, DType::I32);
+  Tensor targets_host = Tensor::empty({T}, DType::I32);
+  Tensor weights_host = Tensor::empty({T}, DType::F32);
   for (int64_t t = 0; t < T; ++t) {
-    ids.data_as<int32_t>()[t] = tokens[t];
+    QUILL_CHECK(tokens[t] >= 0 && tokens[t] < V, "token id {} at position {} is outside the vocabulary of {}", tokens[t],
+                t, V);
+    ids_host.data_as<int32_t>()[t] = tokens[t];
     const bool has_target = t + 1 < T;
-    targets.data_as<int32_t>()[t] = has_target ? tokens[t + 1] : 0;
-    weights.data_as<float>()[t] = has_target && mask[t + 1] ? 1.0f : 0.0f;
+    targets_host.data_as<int32_t>()[t] = has_target ? tokens[t + 1] : 0;
+    weights_host.data_as<float>()[t] = has_target && mask[t + 1] ? 1.0f : 0.0f;
   }
+  const Tensor ids = upload(ctx_, ids_host), targets = upload(ctx_, targets_host), weights = upload(ctx_, weights_host);
 
   // Embedding and its norm.
-  Tensor emb = new_activation(ctx_, {T, D}), h = new_activation(ctx_, {T, D}), rstd0 = new_activation(ctx_, {T});
-  ops::embedding_forward(ctx_, embed_->value, ids, emb);
-  ops::rmsnorm_forward(ctx_, emb, embed_norm_->value, config_.rms_norm_eps, h, rstd0);
+  Tensor emb = new_activation(ctx_, {T, D}), h = new_activation(ctx_, {T, D});
+  Tensor rstd0 = new_tensor(ctx_, {T}, DType::F32);
+  ops::embedding_forward(ctx_, embed_->compute, ids, emb);
+  ops::rmsnorm_forward(ctx_, emb, embed_norm_->compute, config_.rms_norm_eps, h, rstd0);
 
   std::vector<DecoderLayer::Saved> saved(layers_.size());
   if (routing_ == Routing::Record) recorded_topk_.assign(layers_.size(), Tensor());
@@ -69,36 +90,44 @@ RowResult InklingModel::run(const int32_t* tokens, const uint8_t* mask, int64_t 
     if (routing_ == Routing::Record && layers_[i].is_moe()) recorded_topk_[i] = saved[i].moe.topk_Tk;
   }
 
-  // Head: final norm, muP division, unembedding.
-  Tensor hn = new_activation(ctx_, {T, D}), rstd_f = new_activation(ctx_, {T});
-  ops::rmsnorm_forward(ctx_, h, norm_->value, config_.rms_norm_eps, hn, rstd_f);
+  // Head: final norm, muP division, then unembedding and the loss in chunks of rows, each chunk's
+  // logits gradient consumed at once (dhn rows and the unembedding gradient).
+  Tensor hn = new_activation(ctx_, {T, D}), rstd_f = new_tensor(ctx_, {T}, DType::F32);
+  ops::rmsnorm_forward(ctx_, h, norm_->compute, config_.rms_norm_eps, hn, rstd_f);
   ops::scale_inplace(ctx_, hn, 1.0 / config_.logits_mup_width_multiplier);
-  Tensor logits = new_activation(ctx_, {T, V});
-  ops::linear_forward(ctx_, hn, unembed_->value, logits);
+  Tensor dhn = new_activation(ctx_, {T, D});
+  const Tensor dunembed = backward ? grad_target(ctx_, *unembed_) : Tensor();
+  if (logits_out) *logits_out = Tensor::empty({T, VL}, DType::F32);
 
   RowResult result;
   result.supervised = supervised_targets(mask, T);
-  Tensor dlogits = new_activation(ctx_, {T, V});
-  result.loss_sum = ops::cross_entropy_forward_backward(ctx_, logits, targets, weights, loss_vocab(), grad_scale, dlogits);
+  for (int64_t r0 = 0; r0 < T; r0 += kHeadChunkRows) {
+    const int64_t r1 = std::min(T, r0 + kHeadChunkRows), n = r1 - r0;
+    Tensor logits = new_activation(ctx_, {n, V}), dlogits = new_activation(ctx_, {n, V});
+    ops::linear_forward(ctx_, hn.rows(r0, r1), unembed_->compute, logits);
+    result.loss_sum += ops::cross_entropy_forward_backward(ctx_, logits, targets.rows(r0, r1), weights.rows(r0, r1), VL,
+                                                           grad_scale, dlogits);
+    if (logits_out) {
+      Tensor host = Tensor::empty({n, V}, ctx_.activation);
+      ops::transfer(ctx_, logits, host);
+      const Tensor f32 = convert_dtype(host, DType::F32);
+      for (int64_t t = 0; t < n; ++t)
+        std::memcpy(logits_out->data_as<float>() + (r0 + t) * VL, f32.data_as<float>() + t * V, VL * sizeof(float));
+    }
+    if (!backward) continue;
+    ops::linear_backward_weight(ctx_, dlogits, hn.rows(r0, r1), dunembed);
+    ops::linear_backward_input(ctx_, dlogits, unembed_->compute, dhn.rows(r0, r1));
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (!layers_[i].is_moe()) continue;
     const Tensor& counts = saved[i].moe.counts_E;
     result.expert_tokens.emplace_back(counts.data_as<int64_t>(), counts.data_as<int64_t>() + counts.numel());
   }
-  if (logits_out) {
-    *logits_out = new_activation(ctx_, {T, loss_vocab()});
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t v = 0; v < loss_vocab(); ++v) logits_out->data_as<float>()[t * loss_vocab() + v] = logits.data_as<float>()[t * V + v];
-  }
   if (!backward) return result;
 
-  // Backward through the head.
-  Tensor dhn = new_activation(ctx_, {T, D});
-  ops::linear_backward_weight(ctx_, dlogits, hn, grad_target(ctx_, *unembed_));
-  ops::linear_backward_input(ctx_, dlogits, unembed_->value, dhn);
   ops::scale_inplace(ctx_, dhn, 1.0 / config_.logits_mup_width_multiplier);
   Tensor dh = new_activation(ctx_, {T, D});
-  ops::rmsnorm_backward(ctx_, h, norm_->value, rstd_f, dhn, dh, grad_target(ctx_, *norm_));
+  ops::rmsnorm_backward(ctx_, h, norm_->compute, rstd_f, dhn, dh, grad_target(ctx_, *norm_));
 
   for (size_t i = layers_.size(); i-- > 0;) {
     dh = layers_[i].backward(ctx_, saved[i], dh);
@@ -106,7 +135,7 @@ RowResult InklingModel::run(const int32_t* tokens, const uint8_t* mask, int64_t 
   }
 
   Tensor demb = new_activation(ctx_, {T, D});
-  ops::rmsnorm_backward(ctx_, emb, embed_norm_->value, rstd0, dh, demb, grad_target(ctx_, *embed_norm_));
+  ops::rmsnorm_backward(ctx_, emb, embed_norm_->compute, rstd0, dh, demb, grad_target(ctx_, *embed_norm_));
   if (embed_->grad.defined()) ops::embedding_backward(ctx_, ids, demb, embed_->grad);
   return result;
 }

@@ -4,22 +4,27 @@
 #pragma once
 
 #include "model/params.h"
+#include "ops/convert.h"
 #include "ops/device_context.h"
 
 namespace quill {
 
-inline Tensor new_activation(const DeviceContext& ctx, const Shape& shape, DType dtype = DType::F32) {
+// An activation (or activation gradient): the context's activation dtype unless told otherwise
+// (statistics, router values and the loss stay fp32 on every backend).
+inline Tensor new_activation(const DeviceContext& ctx, const Shape& shape) {
+  return Tensor::empty(shape, ctx.activation, *ctx.allocator);
+}
+inline Tensor new_tensor(const DeviceContext& ctx, const Shape& shape, DType dtype) {
   return Tensor::empty(shape, dtype, *ctx.allocator);
 }
-
-inline Tensor new_zeros(const DeviceContext& ctx, const Shape& shape, DType dtype = DType::F32) {
+inline Tensor new_zeros(const DeviceContext& ctx, const Shape& shape, DType dtype) {
   Tensor t = Tensor::empty(shape, dtype, *ctx.allocator);
-  t.fill_zero();
+  ops::zero(ctx, t);
   return t;
 }
 
 inline Tensor grad_target(const DeviceContext& ctx, const Param& p) {
-  return p.grad.defined() ? p.grad : new_zeros(ctx, p.shape);
+  return p.grad.defined() ? p.grad : new_zeros(ctx, p.shape, DType::F32);
 }
 
 // A [K] convolution weight stored as [C, 1, K], seen as [C, K].

@@ -35,31 +35,33 @@ Tensor expert_slice(const Tensor& w_SMK, int64_t s) { return w_SMK.rows(s, s + 1
 Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s, const Tensor& replay_topk_Tk) const {
   const int64_t T = x_TD.dim(0), D = x_TD.dim(1), P = T * k_;
   s.x_TD = x_TD;
-  s.logits_TX = new_activation(ctx, {T, E_ + S_});
-  ops::linear_forward(ctx, x_TD, gate_->value, s.logits_TX);
-  s.topk_Tk = new_activation(ctx, {T, k_}, DType::I32);
-  s.weights_TW = new_activation(ctx, {T, k_ + S_});
+  s.x32_TD = new_tensor(ctx, {T, D}, DType::F32);
+  ops::convert(ctx, x_TD, s.x32_TD);
+  s.logits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
+  ops::linear_forward(ctx, s.x32_TD, gate_->compute, s.logits_TX);
+  s.topk_Tk = new_tensor(ctx, {T, k_}, DType::I32);
+  s.weights_TW = new_tensor(ctx, {T, k_ + S_}, DType::F32);
   if (replay_topk_Tk.defined()) {
     ops::copy(ctx, replay_topk_Tk, s.topk_Tk);
-    ops::router_forward_replay(ctx, s.logits_TX, scale_->value, router_, s.topk_Tk, s.weights_TW);
+    ops::router_forward_replay(ctx, s.logits_TX, scale_->compute, router_, s.topk_Tk, s.weights_TW);
   } else {
-    ops::router_forward(ctx, s.logits_TX, bias_->value, scale_->value, router_, s.topk_Tk, s.weights_TW);
+    ops::router_forward(ctx, s.logits_TX, bias_->compute, scale_->compute, router_, s.topk_Tk, s.weights_TW);
   }
 
   // Routed experts: permute into expert order, two grouped GEMMs around SwiGLU, weighted unpermute.
-  s.wr_Tk = new_activation(ctx, {T, k_});
+  s.wr_Tk = new_tensor(ctx, {T, k_}, DType::F32);
   ops::get_columns(ctx, s.weights_TW, 0, s.wr_Tk);
-  s.perm_P = new_activation(ctx, {P}, DType::I32);
+  s.perm_P = new_tensor(ctx, {P}, DType::I32);
   s.counts_E = Tensor::empty({E_}, DType::I64);  // host: the grouped GEMMs need the group sizes
   ops::moe_route_plan(ctx, s.topk_Tk, E_, s.perm_P, s.counts_E);
   s.xp_PD = new_activation(ctx, {P, D});
   ops::moe_permute(ctx, x_TD, s.perm_P, k_, s.xp_PD);
   s.hp_P2F = new_activation(ctx, {P, 2 * F_});
-  ops::grouped_linear_forward(ctx, s.xp_PD, w13_->value, s.counts_E, s.hp_P2F);
+  ops::grouped_linear_forward(ctx, s.xp_PD, w13_->compute, s.counts_E, s.hp_P2F);
   s.ap_PF = new_activation(ctx, {P, F_});
   ops::swiglu_forward(ctx, s.hp_P2F, s.ap_PF);
   s.yp_PD = new_activation(ctx, {P, D});
-  ops::grouped_linear_forward(ctx, s.ap_PF, w2_->value, s.counts_E, s.yp_PD);
+  ops::grouped_linear_forward(ctx, s.ap_PF, w2_->compute, s.counts_E, s.yp_PD);
   Tensor y_TD = new_activation(ctx, {T, D});
   ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
 
@@ -67,12 +69,12 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s,
   Tensor ys_TD = new_activation(ctx, {T, D});
   for (int64_t e = 0; e < S_; ++e) {
     Tensor h = new_activation(ctx, {T, 2 * F_}), a = new_activation(ctx, {T, F_});
-    Tensor g = new_activation(ctx, {T, 1}), asc = new_activation(ctx, {T, F_});
-    ops::linear_forward(ctx, x_TD, expert_slice(sw13_->value, e), h);
+    Tensor g = new_tensor(ctx, {T, 1}, DType::F32), asc = new_activation(ctx, {T, F_});
+    ops::linear_forward(ctx, x_TD, expert_slice(sw13_->compute, e), h);
     ops::swiglu_forward(ctx, h, a);
     ops::get_columns(ctx, s.weights_TW, k_ + e, g);
     ops::scale_rows(ctx, a, g.reshape({T}), asc);
-    ops::linear_forward(ctx, asc, expert_slice(sw2_->value, e), ys_TD);
+    ops::linear_forward(ctx, asc, expert_slice(sw2_->compute, e), ys_TD);
     ops::add_inplace(ctx, y_TD, ys_TD);
     s.hs_T2F.push_back(h);
     s.as_TF.push_back(a);
@@ -85,42 +87,45 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s,
 Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_TD) const {
   const int64_t T = dy_TD.dim(0), D = dy_TD.dim(1), P = T * k_;
   Tensor dx_TD = new_activation(ctx, {T, D});
-  Tensor dweights_TW = new_activation(ctx, {T, k_ + S_});
+  Tensor dweights_TW = new_tensor(ctx, {T, k_ + S_}, DType::F32);
 
   // Routed path, in reverse.
-  Tensor dyp_PD = new_activation(ctx, {P, D}), dwr_Tk = new_activation(ctx, {T, k_});
+  Tensor dyp_PD = new_activation(ctx, {P, D}), dwr_Tk = new_tensor(ctx, {T, k_}, DType::F32);
   ops::moe_unpermute_backward(ctx, dy_TD, s.yp_PD, s.perm_P, s.wr_Tk, dyp_PD, dwr_Tk);
   ops::set_columns(ctx, dweights_TW, 0, dwr_Tk);
   Tensor dap_PF = new_activation(ctx, {P, F_});
   ops::grouped_linear_backward_weight(ctx, dyp_PD, s.ap_PF, s.counts_E, grad_target(ctx, *w2_));
-  ops::grouped_linear_backward_input(ctx, dyp_PD, w2_->value, s.counts_E, dap_PF);
+  ops::grouped_linear_backward_input(ctx, dyp_PD, w2_->compute, s.counts_E, dap_PF);
   Tensor dhp_P2F = new_activation(ctx, {P, 2 * F_});
   ops::swiglu_backward(ctx, s.hp_P2F, dap_PF, dhp_P2F);
   ops::grouped_linear_backward_weight(ctx, dhp_P2F, s.xp_PD, s.counts_E, grad_target(ctx, *w13_));
   Tensor dxp_PD = new_activation(ctx, {P, D});
-  ops::grouped_linear_backward_input(ctx, dhp_P2F, w13_->value, s.counts_E, dxp_PD);
+  ops::grouped_linear_backward_input(ctx, dhp_P2F, w13_->compute, s.counts_E, dxp_PD);
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
   // Shared experts.
   Tensor sw13_grad = grad_target(ctx, *sw13_), sw2_grad = grad_target(ctx, *sw2_);
   for (int64_t e = 0; e < S_; ++e) {
     Tensor dasc = new_activation(ctx, {T, F_}), da = new_activation(ctx, {T, F_});
-    Tensor dg = new_activation(ctx, {T, 1}), dh = new_activation(ctx, {T, 2 * F_});
+    Tensor dg = new_tensor(ctx, {T, 1}, DType::F32), dh = new_activation(ctx, {T, 2 * F_});
     ops::linear_backward_weight(ctx, dy_TD, s.asc_TF[e], expert_slice(sw2_grad, e));
-    ops::linear_backward_input(ctx, dy_TD, expert_slice(sw2_->value, e), dasc);
+    ops::linear_backward_input(ctx, dy_TD, expert_slice(sw2_->compute, e), dasc);
     ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({T}), dasc, da, dg.reshape({T}));
     ops::set_columns(ctx, dweights_TW, k_ + e, dg);
     ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
     ops::linear_backward_weight(ctx, dh, s.x_TD, expert_slice(sw13_grad, e));
-    ops::linear_backward_input(ctx, dh, expert_slice(sw13_->value, e), dx_TD, /*accumulate=*/true);
+    ops::linear_backward_input(ctx, dh, expert_slice(sw13_->compute, e), dx_TD, /*accumulate=*/true);
   }
 
   // Router.
-  Tensor dlogits_TX = new_activation(ctx, {T, E_ + S_});
-  ops::router_backward(ctx, s.logits_TX, s.topk_Tk, s.weights_TW, scale_->value, router_, dweights_TW, dlogits_TX,
+  Tensor dlogits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
+  ops::router_backward(ctx, s.logits_TX, s.topk_Tk, s.weights_TW, scale_->compute, router_, dweights_TW, dlogits_TX,
                        grad_target(ctx, *scale_));
-  ops::linear_backward_weight(ctx, dlogits_TX, s.x_TD, grad_target(ctx, *gate_));
-  ops::linear_backward_input(ctx, dlogits_TX, gate_->value, dx_TD, true);
+  ops::linear_backward_weight(ctx, dlogits_TX, s.x32_TD, grad_target(ctx, *gate_));
+  Tensor dx32_TD = new_tensor(ctx, {T, D}, DType::F32), dxr_TD = new_activation(ctx, {T, D});
+  ops::linear_backward_input(ctx, dlogits_TX, gate_->compute, dx32_TD);
+  ops::convert(ctx, dx32_TD, dxr_TD);
+  ops::add_inplace(ctx, dx_TD, dxr_TD);
   return dx_TD;
 }
 

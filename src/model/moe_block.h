@@ -3,7 +3,7 @@
 //   logits = Wg x;  (topk, w, gammas) = router(logits)
 //   y = sum_{j<k} w_j * E_{topk_j}(x) + sum_s W2_s (swiglu(W13_s x) * gamma_s)
 // Routed tokens are permuted into expert-sorted order and run through grouped GEMMs, as the CUDA
-// backend does. Legend: T tokens, D hidden, F expert width, E routed, S shared, k top-k, P = T*k.
+// backend does. The router runs in fp32 (its input is converted). Legend: T tokens, D hidden, F expert width, E routed, S shared, k top-k, P = T*k.
 #pragma once
 
 #include <vector>
@@ -20,7 +20,7 @@ class MoeBlock {
   MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params);
 
   struct Saved {
-    Tensor x_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, xp_PD, hp_P2F, ap_PF, yp_PD;
+    Tensor x_TD, x32_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, xp_PD, hp_P2F, ap_PF, yp_PD;
     std::vector<Tensor> hs_T2F, as_TF, gamma_T1, asc_TF;  // per shared expert
   };
   // replay_topk_Tk, when defined, fixes the expert choice (routing replay); the forward's own

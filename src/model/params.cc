@@ -22,6 +22,7 @@ struct TableBuilder {
     p.weight_decay = shape.size() >= 2;  // Megatron: no decay on 1-D parameters (norms, scales, biases)
     p.gate_up_interleaved = interleaved;
     p.value = Tensor::zeros(shape, DType::F32);
+    p.compute = p.value;
     out.push_back(std::move(p));
   }
 };

@@ -21,7 +21,9 @@ struct Param {
   bool trainable = true;            // false for buffers and frozen parameters
   bool weight_decay = true;         // Megatron: no decay on 1-D parameters
   bool gate_up_interleaved = false; // checkpoint interleaves gate/up rows on dimension -2
-  Tensor value;                     // fp32 master (the CPU reference computes with it directly)
+  Tensor value;                     // fp32 master, on the device that trains it
+  Tensor compute;                   // what the ops read: `value` itself on the CPU reference; on a GPU
+                                    // a bf16 copy for matrices, `value` for fp32-policy tensors
   Tensor grad;                      // fp32 accumulation, same shape; undefined when not trainable
 };
 
@@ -37,7 +39,7 @@ class ParamTable {
   Param* find(const std::string& name);
   const Tensor& value(const std::string& name) const { return at(name).value; }
 
-  void zero_grads();
+  void zero_grads();  // host tensors only; model/param_placement.h has the device version
   // Freezes every parameter whose name matches one of the patterns (a '*' matches any run of characters).
   void freeze(const std::vector<std::string>& patterns);
   // Fills values as transformers' _init_weights does for a fresh model: normal(0, std) for matrices,

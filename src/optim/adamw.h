@@ -20,7 +20,8 @@ struct AdamWConfig {
 
 class AdamW {
  public:
-  AdamW(ParamTable& params, AdamWConfig config);
+  // The moments live on ctx's device, beside the parameters' fp32 values.
+  AdamW(ParamTable& params, AdamWConfig config, const DeviceContext& ctx = DeviceContext::cpu());
 
   // Global L2 norm of the trainable gradients (before clipping).
   double grad_norm() const;
@@ -37,6 +38,7 @@ class AdamW {
  private:
   ParamTable& params_;
   AdamWConfig config_;
+  DeviceContext ctx_;
   std::vector<Param*> trainable_;
   std::vector<Tensor> m_, v_;
   int64_t step_ = 0;

@@ -11,13 +11,15 @@
 #include <string>
 
 #include "model/params.h"
+#include "ops/device_context.h"
 #include "optim/adamw.h"
 
 namespace quill {
 
-void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, AdamW& optimizer);
+void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, AdamW& optimizer,
+                           const DeviceContext& ctx);
 // Loads into params and optimizer; returns the next step to run. Throws naming the file and tensor
 // when the checkpoint does not match the model.
-int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer);
+int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer, const DeviceContext& ctx);
 
 }  // namespace quill

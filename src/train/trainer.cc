@@ -15,6 +15,7 @@
 #include "data/rows.h"
 #include "io/hf_checkpoint.h"
 #include "model/inkling_model.h"
+#include "model/param_placement.h"
 #include "train/train_checkpoint.h"
 
 namespace quill {
@@ -68,7 +69,7 @@ void check_rows_fit(const RowsReader& rows, const InklingConfig& config) {
 
 }  // namespace
 
-TrainResult run_training(const TrainOptions& o) {
+TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
   Timer wall;
   QUILL_CHECK(o.steps > 0, "--steps must be positive, got {}", o.steps);
   QUILL_CHECK(o.global_batch > 0, "--global-batch must be positive, got {}", o.global_batch);
@@ -82,15 +83,14 @@ TrainResult run_training(const TrainOptions& o) {
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
   else params.init_random(o.seed);
   params.freeze(o.freeze_patterns);
-
-  DeviceContext ctx = DeviceContext::cpu();
+  place_params(params, ctx);
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   InklingModel model(config, params, ctx, ParallelContext::single_device(), model_options);
-  AdamW optimizer(params, o.adam);
+  AdamW optimizer(params, o.adam, ctx);
 
   int64_t first_step = 0;
-  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer);
+  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx);
 
   make_dirs(o.out_dir);
   const std::string metrics_path = o.out_dir + "/metrics.jsonl";
@@ -123,7 +123,7 @@ TrainResult run_training(const TrainOptions& o) {
       QUILL_CHECK(m.supervised > 0, "step {}: the global batch has no supervised target", step);
       const double grad_scale = 1.0 / static_cast<double>(m.supervised);
 
-      params.zero_grads();
+      zero_grads(params, ctx);
       double loss_sum = 0;
       for (int64_t r : batch) {
         const uint32_t* src = rows.tokens(r);
@@ -148,7 +148,7 @@ TrainResult run_training(const TrainOptions& o) {
 
       const bool last = step + 1 == last_step;
       if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last)
-        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer);
+        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer, ctx);
     }
   } catch (...) {
     std::fclose(metrics);
@@ -158,7 +158,7 @@ TrainResult run_training(const TrainOptions& o) {
   if (o.save_hf) {
     SaveOptions save;
     save.overwrite = true;
-    save_hf_checkpoint(o.out_dir + "/hf", params, o.init_dir, config_to_hf_json(config), save);
+    save_hf_checkpoint(o.out_dir + "/hf", host_copy(params, ctx), o.init_dir, config_to_hf_json(config), save);
   }
   result.wall_time_s = wall.seconds();
   return result;

@@ -10,6 +10,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "ops/device_context.h"
 #include "optim/adamw.h"
 #include "train/train_options.h"
 
@@ -32,7 +33,7 @@ struct TrainResult {
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).
-TrainResult run_training(const TrainOptions& options);
+TrainResult run_training(const TrainOptions& options, const DeviceContext& ctx = DeviceContext::cpu());
 
 // The row indices of optimizer step `step`: consecutive rows, wrapping over the rows file.
 std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t total_rows);

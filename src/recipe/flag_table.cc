@@ -1,0 +1,179 @@
+#include "recipe/flag_table.h"
+
+#include <algorithm>
+
+namespace quill {
+
+const char* class_name(SettingClass c) {
+  switch (c) {
+    case SettingClass::Numerics: return "numerics";
+    case SettingClass::Placement: return "placement";
+    case SettingClass::Launcher: return "launcher";
+    case SettingClass::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr SettingClass N = SettingClass::Numerics;
+constexpr SettingClass P = SettingClass::Placement;
+constexpr SettingClass L = SettingClass::Launcher;
+constexpr FlagKind SW = FlagKind::Switch, I = FlagKind::Int, F = FlagKind::Float, S = FlagKind::String,
+                   LI = FlagKind::List;
+
+// Defaults: Megatron-LM megatron/training/arguments.py (core 0.16) unless noted; "=tp" and the like
+// are resolved by the reader.
+const std::vector<FlagSpec> kFlags = {
+    // -- optimizer and schedule (numerics)
+    {"optimizer", N, S, "adam", "optimizer (adam is AdamW: decoupled weight decay)"},
+    {"lr", N, F, nullptr, "peak learning rate"},
+    {"min-lr", N, F, "0.0", "learning rate at the end of the decay"},
+    {"lr-decay-style", N, S, "linear", "decay after warm-up: constant | linear | cosine | ..."},
+    {"lr-warmup-fraction", N, F, nullptr, "warm-up steps as a fraction of the decay steps"},
+    {"lr-warmup-iters", N, I, "0", "warm-up steps (when no fraction)"},
+    {"lr-warmup-init", N, F, "0.0", "learning rate at the start of the warm-up"},
+    {"lr-decay-iters", N, I, nullptr, "decay steps (default: the train steps)"},
+    {"weight-decay", N, F, "0.01", "decoupled weight decay (none on 1-D parameters)"},
+    {"adam-beta1", N, F, "0.9", "Adam beta1"},
+    {"adam-beta2", N, F, "0.999", "Adam beta2"},
+    {"adam-eps", N, F, "1e-08", "Adam epsilon"},
+    {"clip-grad", N, F, "1.0", "gradient clipping by global norm (0: off)"},
+    {"use-precision-aware-optimizer", N, SW, "false", "TE's optimizer that may keep state in lower precision"},
+    {"accumulate-allreduce-grads-in-fp32", N, SW, "false", "fp32 gradient accumulation and reduction"},
+    // -- batch and steps
+    {"global-batch-size", N, I, nullptr, "rows per optimizer step"},
+    {"micro-batch-size", P, I, nullptr, "rows per micro-batch (per-token loss: grouping only)"},
+    {"train-iters", N, I, nullptr, "optimizer steps"},
+    {"num-rollout", N, I, nullptr, "miles: rollouts; with one step per rollout, the train steps"},
+    {"rollout-batch-size", N, I, nullptr, "miles: prompts per rollout"},
+    {"n-samples-per-prompt", N, I, "1", "miles: samples per prompt"},
+    {"seed", N, I, "1234", "random seed"},
+    // -- loss and data
+    {"loss-type", N, S, nullptr, "miles: the loss (sft_loss)"},
+    {"calculate-per-token-loss", N, SW, "false", "normalise the loss by the supervised tokens of the global batch"},
+    {"prompt-data", N, S, nullptr, "miles: the training rows"},
+    {"input-key", N, S, nullptr, "miles: field of a row holding the conversation"},
+    {"metadata-key", N, S, nullptr, "miles: field of a row holding its metadata"},
+    {"rollout-function-path", N, S, nullptr, "miles: the function producing the rows of a step"},
+    {"apply-chat-template", N, SW, "false", "miles: render conversations with the chat template"},
+    {"data-path", N, LI, nullptr, "training data"},
+    {"seq-length", N, I, nullptr, "tokens per row"},
+    // -- model and weights
+    {"hf-checkpoint", N, S, nullptr, "Hugging Face checkpoint (tokenizer, config; initial weights)"},
+    {"ref-load", N, S, nullptr, "miles: reference/initial weights (Megatron format)"},
+    {"load", N, S, nullptr, "initial weights or checkpoint"},
+    {"pretrained-checkpoint", N, S, nullptr, "initial weights"},
+    {"model-name", N, S, nullptr, "miles: model family"},
+    {"bf16", N, SW, "false", "bf16 parameters and activations"},
+    {"fp16", N, SW, "false", "fp16 parameters and activations"},
+    {"attention-dropout", N, F, "0.1", "attention dropout"},
+    {"hidden-dropout", N, F, "0.1", "hidden dropout"},
+    {"attention-softmax-in-fp32", N, SW, "false", "softmax in fp32"},
+    {"no-bias-dropout-fusion", N, SW, "false", "unfused bias+dropout kernels"},
+    {"transformer-impl", N, S, "transformer_engine", "layer implementation (kernels)"},
+    {"num-layers", N, I, nullptr, "model shape"},
+    {"hidden-size", N, I, nullptr, "model shape"},
+    {"ffn-hidden-size", N, I, nullptr, "model shape"},
+    {"num-attention-heads", N, I, nullptr, "model shape"},
+    {"num-query-groups", N, I, nullptr, "model shape"},
+    {"group-query-attention", N, SW, "false", "model shape"},
+    {"kv-channels", N, I, nullptr, "model shape"},
+    {"max-position-embeddings", N, I, nullptr, "model shape"},
+    {"vocab-size", N, I, nullptr, "model shape"},
+    {"make-vocab-size-divisible-by", N, I, "128", "vocabulary padding"},
+    {"normalization", N, S, "LayerNorm", "model shape"},
+    {"norm-epsilon", N, F, "1e-05", "model shape"},
+    {"swiglu", N, SW, "false", "model shape"},
+    {"untie-embeddings-and-output-weights", N, SW, "false", "model shape"},
+    {"disable-bias-linear", N, SW, "false", "model shape"},
+    {"position-embedding-type", N, S, "learned_absolute", "model shape"},
+    {"rotary-base", N, F, "10000", "model shape"},
+    {"num-experts", N, I, nullptr, "model shape"},
+    {"moe-router-topk", N, I, "2", "model shape"},
+    {"moe-ffn-hidden-size", N, I, nullptr, "model shape"},
+    {"moe-shared-expert-intermediate-size", N, I, nullptr, "model shape"},
+    {"moe-router-score-function", N, S, "softmax", "router"},
+    {"moe-router-enable-expert-bias", N, SW, "false", "router"},
+    {"moe-aux-loss-coeff", N, F, "0.0", "router auxiliary loss"},
+    {"moe-layer-freq", N, S, "1", "model shape"},
+    {"qk-layernorm", N, SW, "false", "model shape"},
+    // -- placement: parallel layout
+    {"tensor-model-parallel-size", P, I, "1", "TP"},
+    {"pipeline-model-parallel-size", P, I, "1", "PP"},
+    {"context-parallel-size", P, I, "1", "CP"},
+    {"expert-model-parallel-size", P, I, "1", "EP"},
+    {"expert-tensor-parallel-size", P, I, "=tp", "ETP (default: the TP size)"},
+    {"virtual-pipeline-model-parallel-size", P, I, "1", "VPP"},
+    {"num-layers-per-virtual-pipeline-stage", P, I, nullptr, "VPP by layers"},
+    {"sequence-parallel", P, SW, "false", "sequence parallelism"},
+    {"decoder-first-pipeline-num-layers", P, I, nullptr, "layers of the first pipeline stage"},
+    {"decoder-last-pipeline-num-layers", P, I, nullptr, "layers of the last pipeline stage"},
+    {"actor-num-nodes", P, I, "1", "miles: nodes of the training job"},
+    {"actor-num-gpus-per-node", P, I, "8", "miles: GPUs per node of the training job"},
+    {"num-gpus-per-node", P, I, "8", "GPUs per node"},
+    {"use-distributed-optimizer", P, SW, "false", "sharded optimizer state"},
+    {"overlap-grad-reduce", P, SW, "false", "overlapped gradient reduction"},
+    {"overlap-param-gather", P, SW, "false", "overlapped parameter gathering"},
+    {"moe-token-dispatcher-type", P, S, "allgather", "expert dispatcher"},
+    {"max-tokens-per-gpu", P, I, nullptr, "miles: dynamic micro-batching by tokens"},
+    {"use-dynamic-batch-size", P, SW, "false", "miles: dynamic micro-batching"},
+    {"recompute-granularity", P, S, nullptr, "activation recompute: full | selective"},
+    {"recompute-method", P, S, nullptr, "activation recompute: uniform | block"},
+    {"recompute-num-layers", P, I, nullptr, "activation recompute: layers per group"},
+    {"recompute-activations", P, SW, "false", "selective recompute"},
+    {"optimizer-cpu-offload", P, SW, "false", "optimizer state on the CPU"},
+    {"optimizer-offload-fraction", P, F, "1.0", "share of the optimizer state on the CPU"},
+    {"overlap-cpu-optimizer-d2h-h2d", P, SW, "false", "overlapped optimizer copies"},
+    // -- launcher: irrelevant to the math
+    {"no-check-for-nan-in-loss-and-grad", L, SW, "false", "a NaN check, not math"},
+    {"distributed-timeout-minutes", L, I, "10", "timeout"},
+    {"save", L, S, nullptr, "checkpoint path"},
+    {"save-interval", L, I, nullptr, "checkpoint interval"},
+    {"no-save-optim", L, SW, "false", "checkpoint content"},
+    {"log-interval", L, I, "100", "logging"},
+    {"log-throughput", L, SW, "false", "logging"},
+    {"timing-log-level", L, I, "0", "logging"},
+    {"tensorboard-dir", L, S, nullptr, "logging"},
+    {"use-wandb", L, SW, "false", "logging"},
+    {"wandb-project", L, S, nullptr, "logging"},
+    {"wandb-group", L, S, nullptr, "logging"},
+    {"wandb-key", L, S, nullptr, "logging"},
+    {"eval-interval", L, I, nullptr, "evaluation, not training"},
+    {"eval-iters", L, I, nullptr, "evaluation, not training"},
+    {"ray-address", L, S, nullptr, "Ray"},
+    {"colocate", L, SW, "false", "miles: rollout engines beside the trainer"},
+    {"rollout-num-gpus", L, I, nullptr, "miles: rollout engines (none in a train-only run)"},
+    {"rollout-num-gpus-per-engine", L, I, nullptr, "miles: rollout engines"},
+};
+
+std::string normalise(std::string_view name) {
+  while (!name.empty() && name.front() == '-') name.remove_prefix(1);
+  std::string s(name);
+  std::replace(s.begin(), s.end(), '_', '-');
+  return s;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+}  // namespace
+
+const std::vector<FlagSpec>& flag_table() { return kFlags; }
+
+const FlagSpec* find_flag(std::string_view name) {
+  std::string n = normalise(name);
+  for (const FlagSpec& f : kFlags)
+    if (n == f.name) return &f;
+  return nullptr;
+}
+
+SettingClass env_class(std::string_view name) {
+  if (starts_with(name, "NCCL_") || name == "CUDA_DEVICE_MAX_CONNECTIONS" || name == "PYTORCH_CUDA_ALLOC_CONF")
+    return SettingClass::Placement;
+  if (starts_with(name, "FI_") || starts_with(name, "RAY_") || name == "TRITON_CACHE_DIR" ||
+      name == "TORCHINDUCTOR_CACHE_DIR")
+    return SettingClass::Launcher;
+  return SettingClass::Unknown;
+}
+
+}  // namespace quill

@@ -1,0 +1,38 @@
+// The Megatron/miles flags the recipe layer understands, each with its class
+// (recipes-and-measurement.md §5), its value kind and the default that applies when a run is silent
+// (Megatron-LM's arguments.py, miles' where miles adds the flag). Two tables in one list:
+//   - understood flags, classed numerics (changes the function computed) or placement (changes
+//     only where and when work runs);
+//   - flags known to be irrelevant to the math (logging, paths, timeouts, Ray, checks), class
+//     launcher.
+// A flag in neither table is unknown: reported, never assumed placement.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quill {
+
+enum class SettingClass { Numerics, Placement, Launcher, Unknown };
+const char* class_name(SettingClass c);
+
+enum class FlagKind { Switch, Int, Float, String, List };
+
+struct FlagSpec {
+  const char* name;           // without the leading "--"
+  SettingClass cls;
+  FlagKind kind;
+  const char* default_value;  // when the run is silent; nullptr: no default (unset)
+  const char* meaning;
+};
+
+const std::vector<FlagSpec>& flag_table();
+// The spec of `name` (with or without "--"; '_' read as '-'), or nullptr when unknown.
+const FlagSpec* find_flag(std::string_view name);
+
+// Class of an environment variable of the recipe's `env` section (NCCL and allocator settings are
+// placement, caches and fabric providers launcher, anything else unknown).
+SettingClass env_class(std::string_view name);
+
+}  // namespace quill
