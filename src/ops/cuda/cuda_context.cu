@@ -1,25 +1,9 @@
 // CUDA resources and the device allocator. Every CUDA call is checked; a failure names the call.
-#include <cublasLt.h>
-#include <cuda_runtime.h>
-
-#include "base/error.h"
 #include "ops/cuda/cuda_context.h"
+#include "ops/cuda/cuda_resources.h"
+#include "ops/op_table.h"
 
 namespace quill {
-
-#define QUILL_CUDA_CHECK(call)                                                                       \
-  do {                                                                                               \
-    cudaError_t err_ = (call);                                                                       \
-    QUILL_CHECK(err_ == cudaSuccess, "CUDA call {} failed: {}", #call, cudaGetErrorString(err_));    \
-  } while (0)
-
-struct CudaResources {
-  int device = 0;
-  cudaStream_t stream = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  void* workspace = nullptr;
-  size_t workspace_bytes = 32u << 20;  // cuBLASLt's recommended workspace on Hopper is 32 MiB
-};
 
 namespace {
 class DeviceAllocator final : public Allocator {
@@ -65,6 +49,8 @@ DeviceContext CudaBackend::context() const {
   ctx.device = Device::CUDA;
   ctx.cuda = resources_.get();
   ctx.allocator = allocator_.get();
+  ctx.activation = DType::BF16;
+  ctx.cuda_ops = &cuda_op_table();
   return ctx;
 }
 

@@ -11,6 +11,10 @@ namespace quill {
 // True when the CUDA runtime sees at least one GPU (false, not an error, on a machine without one).
 bool cuda_device_available();
 
+struct OpTable;
+// The CUDA implementations of the ops (ops/cuda/op_table.cu).
+const OpTable& cuda_op_table();
+
 // Owns the resources behind a DeviceContext for one GPU.
 class CudaBackend {
  public:

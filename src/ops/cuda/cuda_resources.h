@@ -1,0 +1,44 @@
+// What CUDA kernel files need from the backend: the resources behind a CUDA DeviceContext, and
+// the error-checking macros. Included only by CUDA sources (it includes CUDA headers).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "base/error.h"
+#include "ops/device_context.h"
+
+namespace quill {
+
+struct CudaResources {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 32u << 20;  // cuBLASLt's recommended workspace on Hopper is 32 MiB
+};
+
+inline cudaStream_t stream_of(const DeviceContext& ctx) { return ctx.cuda->stream; }
+
+}  // namespace quill
+
+// Checks a CUDA runtime call; the error names the call.
+#define QUILL_CUDA_CHECK(call)                                                                    \
+  do {                                                                                            \
+    cudaError_t err_ = (call);                                                                    \
+    QUILL_CHECK(err_ == cudaSuccess, "CUDA call {} failed: {}", #call, cudaGetErrorString(err_)); \
+  } while (0)
+
+// Checks the launch that just happened (configuration errors surface here, not at sync).
+#define QUILL_CUDA_CHECK_LAUNCH(kernel_name)                                                          \
+  do {                                                                                                \
+    cudaError_t err_ = cudaGetLastError();                                                            \
+    QUILL_CHECK(err_ == cudaSuccess, "CUDA kernel {} failed to launch: {}", kernel_name, cudaGetErrorString(err_)); \
+  } while (0)
+
+#define QUILL_CUBLAS_CHECK(call)                                                                       \
+  do {                                                                                                 \
+    cublasStatus_t st_ = (call);                                                                       \
+    QUILL_CHECK(st_ == CUBLAS_STATUS_SUCCESS, "cuBLAS call {} failed: {}", #call, cublasGetStatusString(st_)); \
+  } while (0)

@@ -1,0 +1,101 @@
+#include "cuda/harness.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "util/test_util.h"
+
+namespace quill::test {
+
+CudaBackend& gpu() {
+  static CudaBackend backend(0);
+  return backend;
+}
+
+DeviceContext gpu_ctx() { return gpu().context(); }
+
+namespace {
+constexpr unsigned char kGuardPattern = 0xA5;
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw Error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+}  // namespace
+
+GuardedDevice::GuardedDevice(const Shape& shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const size_t total = bytes + 2 * kGuardBytes;
+  void* p = nullptr;
+  check(cudaMalloc(&p, total), "cudaMalloc");
+  check(cudaMemset(p, kGuardPattern, total), "cudaMemset");
+  storage_ = std::make_shared<Storage>(p, total, Device::CUDA, [p] { cudaFree(p); });
+  tensor_ = Tensor::wrap(storage_, kGuardBytes, shape, dtype);
+}
+
+bool GuardedDevice::guards_intact() const {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  std::vector<unsigned char> band(kGuardBytes);
+  const char* base = static_cast<const char*>(storage_->data());
+  for (size_t offset : {size_t{0}, kGuardBytes + tensor_.nbytes()}) {
+    check(cudaMemcpy(band.data(), base + offset, kGuardBytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    for (unsigned char b : band)
+      if (b != kGuardPattern) return false;
+  }
+  return true;
+}
+
+Tensor round_bf16(const Tensor& host_f32) { return convert_dtype(convert_dtype(host_f32, DType::BF16), DType::F32); }
+
+namespace {
+Tensor host_in_dtype(const Tensor& host, DType dtype) {
+  if (host.dtype() == dtype) return host;
+  return convert_dtype(host, dtype);
+}
+}  // namespace
+
+Tensor to_device(const Tensor& host, DType dtype) {
+  Tensor h = host_in_dtype(host, dtype);
+  Tensor d = Tensor::empty(h.shape(), dtype, *gpu_ctx().allocator);
+  check(cudaMemcpy(d.data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  return d;
+}
+
+std::unique_ptr<GuardedDevice> to_guarded_device(const Tensor& host, DType dtype) {
+  Tensor h = host_in_dtype(host, dtype);
+  auto g = std::make_unique<GuardedDevice>(h.shape(), dtype);
+  check(cudaMemcpy(g->tensor().data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  return g;
+}
+
+std::unique_ptr<GuardedDevice> poisoned_output(const Shape& shape, DType dtype) {
+  auto g = std::make_unique<GuardedDevice>(shape, dtype);
+  Tensor h = Tensor::empty(shape, dtype);
+  if (dtype == DType::F32) for (int64_t i = 0; i < h.numel(); ++i) h.data_as<float>()[i] = NAN;
+  else if (dtype == DType::BF16) for (int64_t i = 0; i < h.numel(); ++i) h.data_as<uint16_t>()[i] = 0x7fc0;
+  else std::memset(h.data(), 0x7f, h.nbytes());
+  check(cudaMemcpy(g->tensor().data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  return g;
+}
+
+Tensor to_host(const Tensor& device) {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  Tensor h = Tensor::empty(device.shape(), device.dtype());
+  check(cudaMemcpy(h.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  return h;
+}
+
+Tensor to_host_f32(const Tensor& device) {
+  Tensor h = to_host(device);
+  if (h.dtype() == DType::BF16 || h.dtype() == DType::F64) return convert_dtype(h, DType::F32);
+  return h;
+}
+
+double expect_close(const std::string& what, const Tensor& got, const Tensor& ref, double tol) {
+  const double err = rel_l2(got, ref);
+  EXPECT_LE(err, tol) << what << ": relative L2 error " << err << " (tolerance " << tol << ")";
+  return err;
+}
+
+}  // namespace quill::test

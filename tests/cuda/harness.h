@@ -1,0 +1,60 @@
+// The CUDA op-test harness (in the spirit of ggml's test-backend-ops): build inputs on the host in
+// fp32, run the CPU reference, run the CUDA op on device copies in the dtypes of
+// docs/decisions/cuda-precision.md, and compare by relative L2 error with a tolerance per op.
+// Outputs live inside guard bands that must come back untouched, and are poisoned with NaN before
+// the op runs so that an element the kernel never wrote fails the comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/cuda/cuda_context.h"
+#include "tensor/tensor.h"
+
+namespace quill::test {
+
+// Skips the calling test when the machine has no GPU (CI).
+#define QUILL_REQUIRE_GPU()                                               \
+  do {                                                                    \
+    if (!::quill::cuda_device_available()) GTEST_SKIP() << "no GPU here"; \
+  } while (0)
+
+// One backend per test process.
+CudaBackend& gpu();
+DeviceContext gpu_ctx();
+
+// A device tensor inside guard bands of `kGuardBytes` on each side, filled with a byte pattern.
+class GuardedDevice {
+ public:
+  static constexpr size_t kGuardBytes = 256;
+  GuardedDevice(const Shape& shape, DType dtype);
+  const Tensor& tensor() const { return tensor_; }
+  // True when both guard bands still hold the pattern.
+  bool guards_intact() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Tensor tensor_;
+};
+
+// Host fp32 tensor -> device tensor of `dtype` (converted on the host first).
+Tensor to_device(const Tensor& host_f32, DType dtype);
+// Same, inside guard bands; the caller keeps the GuardedDevice alive.
+std::unique_ptr<GuardedDevice> to_guarded_device(const Tensor& host_f32, DType dtype);
+// A guarded device output poisoned with NaN (float dtypes) or 0x7f bytes (integers).
+std::unique_ptr<GuardedDevice> poisoned_output(const Shape& shape, DType dtype);
+// Device tensor (any float dtype, or I32/I64) -> host tensor (floats converted to fp32).
+Tensor to_host_f32(const Tensor& device);
+Tensor to_host(const Tensor& device);
+
+// Rounds a host fp32 tensor through bf16 (so the CPU reference sees exactly the GPU's inputs).
+Tensor round_bf16(const Tensor& host_f32);
+
+// Relative L2 error of got against ref (both host fp32); NaN or Inf anywhere fails. Adds a gtest
+// failure naming `what` when above tol, and returns the error.
+double expect_close(const std::string& what, const Tensor& got, const Tensor& ref, double tol);
+
+}  // namespace quill::test
