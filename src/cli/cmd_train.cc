@@ -5,6 +5,9 @@
 #include "cli/commands.h"
 #include "model/params.h"
 #include "train/trainer.h"
+#ifdef QUILL_HAVE_CUDA
+#include "ops/cuda/cuda_context.h"
+#endif
 
 namespace quill::cli {
 
@@ -14,6 +17,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   static std::string freeze_preset = "miles";
   static std::string loss_vocab = "unpadded";
   static std::vector<std::string> freeze;
+  static std::string device = "cpu";
   // Megatron's defaults where its flags are silent (recipes-and-measurement.md §3).
   o.lr.max_lr = 1e-5;
   o.adam.weight_decay = 0.01;
@@ -41,8 +45,10 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--save-every", o.save_every, "write a training checkpoint every N steps");
   cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
   cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint)");
+  cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
   cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
   cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
+  cmd->add_option("--device", device, "cpu (fp32 reference) | cuda (bf16 on GPU 0)");
   cmd->callback([&run] {
     run = [] {
       o.freeze_patterns = freeze;
@@ -54,7 +60,19 @@ void add_train_command(CLI::App& app, Runner& run) {
       QUILL_CHECK(loss_vocab == "unpadded" || loss_vocab == "padded", "--loss-vocab: '{}' is not unpadded or padded",
                   loss_vocab);
       o.loss_over_padded_vocab = loss_vocab == "padded";
-      TrainResult r = run_training(o);
+      TrainResult r;
+      if (device == "cuda") {
+#ifdef QUILL_HAVE_CUDA
+        QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
+        CudaBackend backend(0);
+        r = run_training(o, backend.context());
+#else
+        QUILL_FAIL("--device cuda: this quill was built without the CUDA backend");
+#endif
+      } else {
+        QUILL_CHECK(device == "cpu", "--device: '{}' is not cpu or cuda", device);
+        r = run_training(o);
+      }
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());

@@ -26,7 +26,8 @@ struct TrainOptions {
   std::string resume_dir;    // a training checkpoint to resume from
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
   bool quiet = false;        // no per-step log lines
-  int64_t stop_after = -1;   // stop (with a checkpoint) after this many steps: tests of resume
+  int64_t stop_after = -1;
+  int64_t dump_grads_step = -1;  // write that step's gradients to out_dir/grads_step{K}.safetensors   // stop (with a checkpoint) after this many steps: tests of resume
 };
 
 }  // namespace quill

@@ -15,7 +15,9 @@
 #include "data/rows.h"
 #include "io/hf_checkpoint.h"
 #include "model/inkling_model.h"
+#include "io/safetensors.h"
 #include "model/param_placement.h"
+#include "ops/convert.h"
 #include "train/train_checkpoint.h"
 
 namespace quill {
@@ -55,6 +57,19 @@ InklingConfig resolve_config(const TrainOptions& o) {
   if (!o.config_path.empty()) return load_inkling_config(o.config_path);
   QUILL_CHECK(!o.init_dir.empty(), "quill train: give --config, or --init with a checkpoint holding config.json");
   return load_inkling_config(o.init_dir);
+}
+
+// Gradients before clipping, fp32, under checkpoint names and in checkpoint layout (gate/up rows
+// interleaved), for tensor-by-tensor comparison with a reference implementation.
+void dump_gradients(const std::string& path, const ParamTable& params, const DeviceContext& ctx) {
+  std::vector<std::pair<std::string, Tensor>> grads;
+  for (const Param& p : params.params()) {
+    if (!p.trainable) continue;
+    Tensor host = Tensor::empty(p.shape, DType::F32);
+    ops::transfer(ctx, p.grad, host);
+    grads.emplace_back(p.name, p.gate_up_interleaved ? interleave_gate_up(host) : host);
+  }
+  write_safetensors(path, grads);
 }
 
 void check_rows_fit(const RowsReader& rows, const InklingConfig& config) {
@@ -137,6 +152,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
             for (size_t e = 0; e < rr.expert_tokens[l].size(); ++e) m.expert_tokens[l][e] += rr.expert_tokens[l][e];
       }
       m.loss = loss_sum / static_cast<double>(m.supervised);
+      if (step == o.dump_grads_step) dump_gradients(o.out_dir + fmt::format("/grads_step{}.safetensors", step), params, ctx);
       QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
       m.grad_norm = optimizer.step(m.lr);
       m.step_time_s = step_timer.seconds();

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "data/synthetic.h"
 #include "io/hf_checkpoint.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
 namespace quill {
@@ -34,6 +35,12 @@ const std::string& shared_rows() {
     return d;
   }();
   return dir;
+}
+
+double test_sum_squares(const Tensor& t) {
+  double s = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) s += static_cast<double>(t.data_as<float>()[i]) * t.data_as<float>()[i];
+  return s;
 }
 
 TrainOptions tiny_options(const std::string& out) {
@@ -139,6 +146,29 @@ TEST(Training, HuggingFaceExportLoadsBackBitExactly) {
     ASSERT_EQ(pa.checkpoint_dtype, pb.checkpoint_dtype) << pa.name;
     EXPECT_EQ(std::memcmp(pa.value.data(), pb.value.data(), pa.value.nbytes()), 0) << pa.name;
   }
+}
+
+TEST(Training, DumpsGradientsOfOneStepInCheckpointLayout) {
+  TrainOptions o = tiny_options(temp_dir("dump"));
+  o.steps = 2;
+  o.dump_grads_step = 1;
+  run_training(o);
+  const SafetensorsFile f = SafetensorsFile::open(o.out_dir + "/grads_step1.safetensors");
+  InklingConfig config = load_inkling_config(o.config_path);
+  ParamTable table = ParamTable::for_config(config);
+  table.freeze(o.freeze_patterns);
+  size_t trainable = 0;
+  for (const Param& p : table.params()) {
+    if (!p.trainable) {
+      EXPECT_FALSE(f.contains(p.name)) << p.name;
+      continue;
+    }
+    ++trainable;
+    ASSERT_TRUE(f.contains(p.name)) << p.name;
+    EXPECT_EQ(f.entry(p.name).shape, p.shape) << p.name;
+    EXPECT_GT(test_sum_squares(f.tensor(p.name)), 0.0) << p.name;
+  }
+  EXPECT_EQ(f.names().size(), trainable);
 }
 
 }  // namespace
