@@ -14,20 +14,24 @@ bool computes_in_bf16(const Param& p) {
 }
 
 void place_params(ParamTable& table, const DeviceContext& ctx) {
-  for (Param& p : table.params()) {
-    if (ctx.device == Device::CPU) {
-      p.compute = p.value;
-      continue;
-    }
-    Tensor value = Tensor::empty(p.shape, DType::F32, *ctx.allocator);
-    ops::transfer(ctx, p.value, value);
+  const std::vector<int64_t> offsets = table.flat_offsets();
+  int64_t total = 0;
+  for (const Param& p : table.params())
+    if (p.trainable) total += shape_numel(p.shape);
+  Tensor flat_values = Tensor::empty({total}, DType::F32, *ctx.allocator);
+  Tensor flat_grads = Tensor::empty({total}, DType::F32, *ctx.allocator);
+  ops::zero(ctx, flat_grads);
+  for (size_t i = 0; i < table.params().size(); ++i) {
+    Param& p = table.params()[i];
+    Tensor value = p.trainable ? flat_values.view_flat(offsets[i], p.shape)
+                               : Tensor::empty(p.shape, DType::F32, *ctx.allocator);
+    ops::transfer(ctx, p.value, value);  // host master -> its place (the same device on the CPU)
     p.value = value;
-    if (p.grad.defined()) {
-      p.grad = Tensor::empty(p.shape, DType::F32, *ctx.allocator);
-      ops::zero(ctx, p.grad);
-    }
-    p.compute = computes_in_bf16(p) ? Tensor::empty(p.shape, DType::BF16, *ctx.allocator) : p.value;
+    p.grad = p.trainable ? flat_grads.view_flat(offsets[i], p.shape) : Tensor();
+    const bool bf16 = ctx.device == Device::CUDA && computes_in_bf16(p);
+    p.compute = bf16 ? Tensor::empty(p.shape, DType::BF16, *ctx.allocator) : p.value;
   }
+  table.set_flat(flat_values, flat_grads);
   refresh_compute(table, ctx);
 }
 
@@ -50,6 +54,10 @@ ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx) {
 }
 
 void zero_grads(ParamTable& table, const DeviceContext& ctx) {
+  if (table.flat_grads().defined()) {
+    ops::zero(ctx, table.flat_grads());
+    return;
+  }
   for (Param& p : table.params())
     if (p.grad.defined()) ops::zero(ctx, p.grad);
 }

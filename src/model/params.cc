@@ -91,6 +91,16 @@ Param& ParamTable::at(const std::string& name) {
 
 const Param& ParamTable::at(const std::string& name) const { return const_cast<ParamTable*>(this)->at(name); }
 
+std::vector<int64_t> ParamTable::flat_offsets() const {
+  std::vector<int64_t> offsets;
+  int64_t at = 0;
+  for (const Param& p : params_) {
+    offsets.push_back(p.trainable ? at : -1);
+    if (p.trainable) at += shape_numel(p.shape);
+  }
+  return offsets;
+}
+
 void ParamTable::zero_grads() {
   for (Param& p : params_)
     if (p.grad.defined()) p.grad.fill_zero();
@@ -118,6 +128,7 @@ bool name_matches(const std::string& name, const std::string& pattern) {
 }
 
 void ParamTable::freeze(const std::vector<std::string>& patterns) {
+  QUILL_CHECK(!flat_grads_.defined(), "freeze: parameters are already placed; freeze before placing them");
   for (Param& p : params_) {
     for (const std::string& pat : patterns) {
       if (name_matches(p.name, pat)) {

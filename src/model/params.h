@@ -37,6 +37,18 @@ class ParamTable {
   Param& at(const std::string& name);  // throws naming the missing parameter
   const Param& at(const std::string& name) const;
   Param* find(const std::string& name);
+
+  // After placement (model/param_placement.h) the trainable parameters' fp32 values and gradients
+  // are views into two flat buffers with equal offsets, in table order: one reduce-scatter, one
+  // optimizer shard and one zeroing cover them all. Undefined before placement.
+  const Tensor& flat_values() const { return flat_values_; }
+  const Tensor& flat_grads() const { return flat_grads_; }
+  void set_flat(Tensor values, Tensor grads) {
+    flat_values_ = std::move(values);
+    flat_grads_ = std::move(grads);
+  }
+  // Offset of each trainable parameter in the flat buffers (table order; -1 for frozen ones).
+  std::vector<int64_t> flat_offsets() const;
   const Tensor& value(const std::string& name) const { return at(name).value; }
 
   void zero_grads();  // host tensors only; model/param_placement.h has the device version
@@ -49,6 +61,7 @@ class ParamTable {
 
  private:
   std::vector<Param> params_;
+  Tensor flat_values_, flat_grads_;
 };
 
 // miles' frozen set: the relative-bias tables and every global scale.

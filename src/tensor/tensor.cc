@@ -91,6 +91,15 @@ Tensor Tensor::reshape(const Shape& shape) const {
   return t;
 }
 
+Tensor Tensor::view_flat(int64_t offset, const Shape& shape) const {
+  QUILL_CHECK(offset >= 0 && offset + shape_numel(shape) <= numel(), "view_flat: [{}, {}) out of range for {}", offset,
+              offset + shape_numel(shape), describe());
+  Tensor t = *this;
+  t.offset_ += static_cast<size_t>(offset) * dtype_size(dtype_);
+  t.shape_ = shape;
+  return t;
+}
+
 Tensor Tensor::rows(int64_t begin, int64_t end) const {
   QUILL_CHECK(ndim() >= 1 && begin >= 0 && begin <= end && end <= shape_[0], "rows [{}, {}) out of range for {}",
               begin, end, describe());

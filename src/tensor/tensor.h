@@ -71,6 +71,8 @@ class Tensor {
 
   // Same elements, another shape of equal numel.
   Tensor reshape(const Shape& shape) const;
+  // Elements [offset, offset + numel(shape)) of this contiguous tensor, seen with `shape`, sharing storage.
+  Tensor view_flat(int64_t offset, const Shape& shape) const;
   // Rows [begin, end) along dimension 0, sharing storage.
   Tensor rows(int64_t begin, int64_t end) const;
   // Deep copy on the host (CPU tensors only).
