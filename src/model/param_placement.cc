@@ -13,12 +13,14 @@ bool computes_in_bf16(const Param& p) {
   return true;
 }
 
-void place_params(ParamTable& table, const DeviceContext& ctx) {
+void place_params(ParamTable& table, const DeviceContext& ctx, int64_t pad_multiple) {
   const std::vector<int64_t> offsets = table.flat_offsets();
   int64_t total = 0;
   for (const Param& p : table.params())
     if (p.trainable) total += shape_numel(p.shape);
+  total = (total + pad_multiple - 1) / pad_multiple * pad_multiple;
   Tensor flat_values = Tensor::empty({total}, DType::F32, *ctx.allocator);
+  ops::zero(ctx, flat_values);
   Tensor flat_grads = Tensor::empty({total}, DType::F32, *ctx.allocator);
   ops::zero(ctx, flat_grads);
   for (size_t i = 0; i < table.params().size(); ++i) {

@@ -13,7 +13,9 @@ namespace quill {
 bool computes_in_bf16(const Param& p);
 
 // Moves a host table onto ctx's device (no-op on the CPU backend) and sets up compute and grad.
-void place_params(ParamTable& table, const DeviceContext& ctx);
+// The flat buffers are padded with zeros to a multiple of pad_multiple elements (the
+// data-parallel size, so that they split into equal shards).
+void place_params(ParamTable& table, const DeviceContext& ctx, int64_t pad_multiple = 1);
 // Refreshes every bf16 compute copy from its fp32 value (after loading or an update on the host).
 void refresh_compute(ParamTable& table, const DeviceContext& ctx);
 // A host copy of the values (checkpoint dtypes, flags and names kept), for saving.

@@ -16,6 +16,7 @@
 #include "io/hf_checkpoint.h"
 #include "io/safetensors.h"
 #include "model/inkling_model.h"
+#include "model/param_placement.h"
 #include "optim/adamw.h"
 #include "util/test_util.h"
 
@@ -61,6 +62,7 @@ Model load_model(const Golden& g) {
   std::vector<std::string> frozen;
   for (const auto& p : g.meta.at("frozen")) frozen.push_back(p.get<std::string>());
   m.params.freeze(frozen);
+  place_params(m.params, DeviceContext::cpu());
   m.model = std::make_unique<InklingModel>(g.config, m.params, DeviceContext::cpu());
   return m;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "model/param_placement.h"
 
 namespace quill {
 namespace {
@@ -30,6 +31,7 @@ TEST(AdamW, MatchesTorchUpdateWithDecoupledDecayAndClipping) {
   const float g[6] = {0.3f, -0.4f, 1.2f, 0.05f, -0.7f, 0.9f};
   for (int i = 0; i < 4; ++i) t.at("w").value.data_as<float>()[i] = w0[i];
   for (int i = 0; i < 2; ++i) t.at("b").value.data_as<float>()[i] = b0[i];
+  place_params(t, DeviceContext::cpu());
   AdamWConfig c;
   c.beta1 = 0.9;
   c.beta2 = 0.98;
@@ -63,6 +65,7 @@ TEST(AdamW, MatchesTorchUpdateWithDecoupledDecayAndClipping) {
 TEST(AdamW, NonFiniteGradientStopsWithoutTouchingWeights) {
   ParamTable t = two_params();
   t.at("w").value.data_as<float>()[0] = 3.0f;
+  place_params(t, DeviceContext::cpu());
   AdamW opt(t, AdamWConfig{});
   t.at("w").grad.data_as<float>()[1] = NAN;
   EXPECT_THROW(opt.step(1e-3), Error);
