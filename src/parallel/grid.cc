@@ -29,7 +29,7 @@ std::vector<std::string> split_order(const std::string& order) {
   return tokens;
 }
 
-// One layout: the order's axes minus `dropped`, each token renamed and sized by `axis`; an axis
+// One layout: the order's axes minus `dropped`, each token renamed and sized by `specs`; an axis
 // the order leaves out is appended (Megatron does the same), which is harmless only at size 1.
 struct AxisSpec {
   std::string token, name, role;  // role names the size in messages: "tp", "etp", "edp (derived)"
@@ -164,6 +164,8 @@ Grid::Grid(int world, GridSizes sizes) : world_(world), sizes_(std::move(sizes))
   for (auto [name, v] : {std::pair{"tp", s.tp}, {"cp", s.cp}, {"dp", s.dp}, {"pp", s.pp}, {"ep", s.ep}, {"etp", s.etp}})
     QUILL_CHECK(v >= 1, "grid: {} must be at least 1 (got {})", name, v);
   const std::vector<std::string> tokens = split_order(s.order);
+  dense_ = make_axes(tokens, s.order, "ep",
+                     {{"tp", "tp", "tp", s.tp}, {"cp", "cp", "cp", s.cp}, {"dp", "dp", "dp", s.dp}, {"pp", "pp", "pp", s.pp}});
 
   const long dense = 1L * s.tp * s.cp * s.dp * s.pp;
   QUILL_CHECK(dense == world, "grid: world size {} must equal tp*cp*dp*pp = {}*{}*{}*{} = {} (every rank holds exactly one "
@@ -178,8 +180,6 @@ Grid::Grid(int world, GridSizes sizes) : world_(world), sizes_(std::move(sizes))
               "equal dp = {} (Megatron's rule: otherwise dense and expert layers would place pipeline stages differently)",
               s.pp, s.order, edp_, s.dp);
 
-  dense_ = make_axes(tokens, s.order, "ep",
-                     {{"tp", "tp", "tp", s.tp}, {"cp", "cp", "cp", s.cp}, {"dp", "dp", "dp", s.dp}, {"pp", "pp", "pp", s.pp}});
   expert_ = make_axes(tokens, s.order, "cp",
                       {{"tp", "etp", "etp", s.etp}, {"ep", "ep", "ep", s.ep}, {"dp", "edp", "edp (world/(etp*ep*pp))", edp_},
                        {"pp", "pp", "pp", s.pp}});

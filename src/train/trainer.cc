@@ -84,11 +84,31 @@ void check_rows_fit(const RowsReader& rows, const InklingConfig& config) {
 
 }  // namespace
 
-TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
+namespace {
+
+// Sums host values over the data-parallel ranks (through device memory when the communicator
+// is a GPU one).
+void all_reduce_host(Comm* dp, const DeviceContext& ctx, const Tensor& host) {
+  if (dp == nullptr || dp->size() == 1) return;
+  Tensor t = dp->device() == Device::CPU ? host : Tensor::empty(host.shape(), host.dtype(), *ctx.allocator);
+  ops::transfer(ctx, host, t);
+  dp->all_reduce(t, ReduceOp::Sum);
+  ops::transfer(ctx, t, host);
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const ParallelContext& parallel) {
+  Comm* dp = parallel.dp > 1 ? parallel.dp_comm : nullptr;
+  QUILL_CHECK(parallel.dp == 1 || dp != nullptr, "data parallelism of {} needs a data-parallel communicator", parallel.dp);
+  const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
+  const bool lead = dp_rank == 0;
   Timer wall;
   QUILL_CHECK(o.steps > 0, "--steps must be positive, got {}", o.steps);
   QUILL_CHECK(o.global_batch > 0, "--global-batch must be positive, got {}", o.global_batch);
   QUILL_CHECK(!o.out_dir.empty(), "--out is required");
+  QUILL_CHECK(o.global_batch % dp_size == 0, "--global-batch {} does not divide over {} data-parallel ranks",
+              o.global_batch, dp_size);
 
   const InklingConfig config = resolve_config(o);
   RowsReader rows = RowsReader::open(o.rows_dir);
@@ -98,16 +118,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
   else params.init_random(o.seed);
   params.freeze(o.freeze_patterns);
-  place_params(params, ctx);
+  place_params(params, ctx, dp_size);
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   InklingModel model(config, params, ctx, ParallelContext::single_device(), model_options);
-  AdamW optimizer(params, o.adam, ctx);
+  AdamW optimizer(params, o.adam, ctx, dp);
 
   int64_t first_step = 0;
-  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx);
+  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, dp);
 
-  make_dirs(o.out_dir);
+  if (lead) make_dirs(o.out_dir);
+  if (dp) dp->barrier();
   const std::string metrics_path = o.out_dir + "/metrics.jsonl";
   // A fresh run starts a fresh metrics file; a resumed run keeps the lines of the steps before it.
   std::string kept;
@@ -119,9 +140,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
       if (nlohmann::json::parse(line).at("step").get<int64_t>() < first_step) kept += line + "\n";
     }
   }
-  write_file_atomic(metrics_path, kept);
-  std::FILE* metrics = std::fopen(metrics_path.c_str(), "a");
-  QUILL_CHECK(metrics != nullptr, "{}: cannot open for appending", metrics_path);
+  std::FILE* metrics = nullptr;
+  if (lead) {
+    write_file_atomic(metrics_path, kept);
+    metrics = std::fopen(metrics_path.c_str(), "a");
+    QUILL_CHECK(metrics != nullptr, "{}: cannot open for appending", metrics_path);
+  }
 
   TrainResult result;
   const int64_t T = rows.row_tokens();
@@ -140,38 +164,57 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
 
       zero_grads(params, ctx);
       double loss_sum = 0;
-      for (int64_t r : batch) {
+      const int64_t share = o.global_batch / dp_size;
+      const std::vector<int64_t> mine(batch.begin() + dp_rank * share, batch.begin() + (dp_rank + 1) * share);
+      for (int64_t r : mine) {
         const uint32_t* src = rows.tokens(r);
         for (int64_t i = 0; i < T; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>(src[i]);
         RowResult rr = model.train_row(tokens.data(), rows.mask(r), T, grad_scale);
         loss_sum += rr.loss_sum;
-        m.tokens += T;
         if (m.expert_tokens.empty()) m.expert_tokens = rr.expert_tokens;
         else
           for (size_t l = 0; l < rr.expert_tokens.size(); ++l)
             for (size_t e = 0; e < rr.expert_tokens[l].size(); ++e) m.expert_tokens[l][e] += rr.expert_tokens[l][e];
       }
+      m.tokens = T * o.global_batch;
+      if (dp) {
+        Tensor sums = Tensor::empty({1}, DType::F64);
+        sums.data_as<double>()[0] = loss_sum;
+        all_reduce_host(dp, ctx, sums);
+        loss_sum = sums.data_as<double>()[0];
+        for (auto& layer : m.expert_tokens) {
+          Tensor counts = Tensor::empty({static_cast<int64_t>(layer.size())}, DType::I64);
+          std::copy(layer.begin(), layer.end(), counts.data_as<int64_t>());
+          all_reduce_host(dp, ctx, counts);
+          std::copy(counts.data_as<int64_t>(), counts.data_as<int64_t>() + counts.numel(), layer.begin());
+        }
+      }
       m.loss = loss_sum / static_cast<double>(m.supervised);
-      if (step == o.dump_grads_step) dump_gradients(o.out_dir + fmt::format("/grads_step{}.safetensors", step), params, ctx);
+      if (step == o.dump_grads_step) {
+        QUILL_CHECK(dp == nullptr, "--dump-grads-step needs a single data-parallel rank");
+        dump_gradients(o.out_dir + fmt::format("/grads_step{}.safetensors", step), params, ctx);
+      }
       QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
       m.grad_norm = optimizer.step(m.lr);
       m.step_time_s = step_timer.seconds();
 
-      std::fprintf(metrics, "%s\n", metrics_json_line(m).c_str());
-      std::fflush(metrics);
-      if (!o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch).c_str()), std::fflush(stdout);
+      if (lead) {
+        std::fprintf(metrics, "%s\n", metrics_json_line(m).c_str());
+        std::fflush(metrics);
+      }
+      if (lead && !o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch).c_str()), std::fflush(stdout);
       result.steps.push_back(m);
 
       const bool last = step + 1 == last_step;
       if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last)
-        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer, ctx);
+        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer, ctx, dp);
     }
   } catch (...) {
-    std::fclose(metrics);
+    if (metrics) std::fclose(metrics);
     throw;
   }
-  std::fclose(metrics);
-  if (o.save_hf) {
+  if (metrics) std::fclose(metrics);
+  if (o.save_hf && lead) {
     SaveOptions save;
     save.overwrite = true;
     save_hf_checkpoint(o.out_dir + "/hf", host_copy(params, ctx), o.init_dir, config_to_hf_json(config), save);

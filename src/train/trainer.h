@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/parallel_context.h"
 #include "model/params.h"
 #include "ops/device_context.h"
 #include "optim/adamw.h"
@@ -33,7 +34,11 @@ struct TrainResult {
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).
-TrainResult run_training(const TrainOptions& options, const DeviceContext& ctx = DeviceContext::cpu());
+// With a data-parallel communicator in `parallel`, every rank runs this with the same options: each
+// takes its contiguous share of every global batch, gradients are reduced by the distributed
+// optimizer, and rank 0 alone writes metrics, logs and Hugging Face exports.
+TrainResult run_training(const TrainOptions& options, const DeviceContext& ctx = DeviceContext::cpu(),
+                         const ParallelContext& parallel = ParallelContext::single_device());
 
 // The row indices of optimizer step `step`: consecutive rows, wrapping over the rows file.
 std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t total_rows);

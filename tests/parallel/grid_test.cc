@@ -210,8 +210,9 @@ TEST(Grid, MegatronDocstringExamples) {
   EXPECT_EQ(dp[0], (std::vector<int>{0, 2, 4}));
   EXPECT_EQ(dp[1], (std::vector<int>{1, 3, 5}));
   EXPECT_EQ(dp[7], (std::vector<int>{19, 21, 23}));
-  // ... and with order tp-pp-dp, 8 GPUs of 2-2-2: dp groups [0,4], [1,5], [2,6], [3,7].
-  Grid d(8, sizes(2, 1, 2, 2, 1, 1, "tp-cp-ep-pp-dp"));
+  // ... and with order tp-pp-dp, 8 GPUs of 2-2-2: dp groups [0,4], [1,5], [2,6], [3,7]. (etp = tp,
+  // Megatron's default, keeps edp = dp as a pp-not-last order requires.)
+  Grid d(8, sizes(2, 1, 2, 2, 1, 2, "tp-cp-ep-pp-dp"));
   EXPECT_EQ(d.groups(GroupKind::DP), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
 }
 
@@ -273,8 +274,9 @@ void expect_error(int world, const GridSizes& s, const std::string& needle) {
 
 TEST(Grid, Errors) {
   expect_error(30, sizes(4, 1, 2, 4), "world size 30 must equal tp*cp*dp*pp = 4*1*2*4 = 32");
-  expect_error(12, sizes(2, 2, 3, 1, 4, 1), "etp*ep*pp = 1*4*1 = 4 must divide the world size 12");
-  expect_error(12, sizes(2, 2, 3, 1, 4, 1), "etp*ep = 4 must divide tp*cp*dp = 12");
+  expect_error(12, sizes(2, 2, 3, 1, 8, 1), "etp*ep*pp = 1*8*1 = 8 must divide the world size 12");
+  expect_error(12, sizes(2, 2, 3, 1, 8, 1), "etp*ep = 8 must divide tp*cp*dp = 12");
+  expect_error(16, sizes(2, 1, 2, 4, 1, 3), "etp*ep*pp = 3*1*4 = 12 must divide the world size 16");
   expect_error(8, sizes(2, 1, 2, 2, 4, 1, "tp-cp-ep-pp-dp"), "edp = world/(etp*ep*pp) = 1 must equal dp = 2");
   expect_error(8, sizes(2, 1, 4, 1, 4, 1, "tp-dp"), "leaves out axis 'ep', but ep is 4");
   expect_error(8, sizes(2, 1, 4, 1, 1, 1, "tp-dp-xp"), "unknown axis 'xp'");

@@ -1,0 +1,444 @@
+// NcclComm and its watchdog. See nccl_comm.h for the contract.
+#include "comm/nccl/nccl_comm.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "base/error.h"
+#include "comm/comm_checks.h"
+#include "comm/mpi_comm.h"
+
+namespace quill {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t nccl_type(DType d) {
+  switch (d) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+    case DType::U8:
+    case DType::Bool: return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::Sum ? ncclSum : ncclMax; }
+
+int mpi_world_rank_or(int fallback) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return fallback;
+  int r = fallback;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::string count_str(const Tensor& t) { return fmt::format("{} {}", t.numel(), dtype_name(t.dtype())); }
+
+}  // namespace
+
+// Follows every NCCL operation of a family of communicators (one made by init and those split
+// from it): host calls (init, split, destroy) from begin() to end_host(), device work until an
+// event recorded after it completes. Polls asynchronous NCCL errors. On a timeout or an error it
+// ends the job with a message; it never lets a rank wait forever.
+class NcclWatchdog {
+ public:
+  NcclWatchdog(int device, double timeout_s) : device_(device), timeout_s_(timeout_s), thread_([this] { loop(); }) {}
+
+  ~NcclWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    for (auto& [ticket, p] : pending_)
+      if (p.event) cudaEventDestroy(p.event);
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+  }
+
+  uint64_t begin(std::string what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t ticket = next_++;
+    pending_[ticket] = Pending{std::move(what), Clock::now(), nullptr};
+    return ticket;
+  }
+
+  void end_host(uint64_t ticket) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.erase(ticket);
+  }
+
+  // The host call of `ticket` returned; its device work is done when the stream passes here.
+  void enqueued(uint64_t ticket, cudaStream_t stream, const std::string& who) {
+    cudaEvent_t event = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_events_.empty()) {
+        event = free_events_.back();
+        free_events_.pop_back();
+      }
+    }
+    cudaError_t err = event ? cudaSuccess : cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (err == cudaSuccess) err = cudaEventRecord(event, stream);
+    if (err != cudaSuccess) fatal(fmt::format("{}: cudaEventRecord after an NCCL call failed: {}", who, cudaGetErrorString(err)));
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_[ticket].event = event;
+  }
+
+  void watch(ncclComm_t comm, std::string who) {
+    std::lock_guard<std::mutex> lock(mu_);
+    comms_.emplace_back(comm, std::move(who));
+  }
+
+  void unwatch(ncclComm_t comm) {
+    std::lock_guard<std::mutex> lock(mu_);
+    comms_.erase(std::remove_if(comms_.begin(), comms_.end(), [&](const auto& c) { return c.first == comm; }), comms_.end());
+  }
+
+  // Prints the message, aborts the NCCL communicators (bounded wait), and ends every rank.
+  [[noreturn]] void fatal(const std::string& message) {
+    if (fatal_started_.exchange(true)) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // the first caller ends the process
+    }
+    std::fprintf(stderr, "quill: %s; aborting NCCL and stopping every rank\n", message.c_str());
+    std::fflush(stderr);
+    std::vector<ncclComm_t> comms;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& c : comms_) comms.push_back(c.first);
+    }
+    auto aborted = std::make_shared<std::atomic<bool>>(false);
+    std::thread([comms, aborted] {
+      for (ncclComm_t c : comms) ncclCommAbort(c);
+      *aborted = true;
+    }).detach();
+    for (int i = 0; i < 100 && !*aborted; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    MpiComm::abort_job("");  // the message is out already
+  }
+
+ private:
+  struct Pending {
+    std::string what;
+    Clock::time_point start;
+    cudaEvent_t event;  // null while the host call runs
+  };
+
+  void loop() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      if (stop_) break;
+      std::string problem;
+      const auto now = Clock::now();
+      for (auto it = pending_.begin(); it != pending_.end() && problem.empty();) {
+        Pending& p = it->second;
+        if (p.event) {
+          const cudaError_t q = cudaEventQuery(p.event);
+          if (q == cudaSuccess) {
+            free_events_.push_back(p.event);
+            it = pending_.erase(it);
+            continue;
+          }
+          if (q != cudaErrorNotReady) problem = fmt::format("{}: CUDA error while it ran: {}", p.what, cudaGetErrorString(q));
+        }
+        const double waited = std::chrono::duration<double>(now - p.start).count();
+        if (problem.empty() && waited > timeout_s_)
+          problem = fmt::format("{} did not complete within {} s (a rank of the communicator never reached it, is stuck "
+                                "elsewhere, or died)", p.what, timeout_s_);
+        ++it;
+      }
+      for (const auto& [comm, who] : comms_) {
+        if (!problem.empty()) break;
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+          const std::string during = pending_.empty() ? "" : " during " + pending_.begin()->second.what;
+          problem = fmt::format("{}: NCCL reported an asynchronous error{}: {} ({})", who, during, ncclGetErrorString(async),
+                                ncclGetLastError(comm));
+        }
+      }
+      if (!problem.empty()) {
+        lock.unlock();
+        fatal(problem);
+      }
+    }
+  }
+
+  int device_;
+  double timeout_s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<bool> fatal_started_{false};
+  uint64_t next_ = 1;
+  std::map<uint64_t, Pending> pending_;
+  std::vector<std::pair<ncclComm_t, std::string>> comms_;
+  std::vector<cudaEvent_t> free_events_;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+int select_cuda_device(int local_rank, int local_size) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  QUILL_CHECK(err == cudaSuccess && count > 0, "rank with local rank {}: no CUDA device is visible ({})", local_rank,
+              err == cudaSuccess ? "device count 0" : cudaGetErrorString(err));
+  // One GPU visible: the launcher gave each rank its own (CUDA_VISIBLE_DEVICES per task).
+  const int device = count == 1 ? 0 : local_rank;
+  QUILL_CHECK(count == 1 || local_size <= count,
+              "{} ranks run on this node but only {} GPUs are visible; run one rank per GPU", local_size, count);
+  const cudaError_t set = cudaSetDevice(device);
+  QUILL_CHECK(set == cudaSuccess, "cudaSetDevice({}) failed for local rank {}: {}", device, local_rank, cudaGetErrorString(set));
+  return device;
+}
+
+std::unique_ptr<NcclComm> NcclComm::create(Comm& bootstrap, cudaStream_t stream, CommOptions options, std::string name) {
+  QUILL_CHECK(bootstrap.device() == Device::CPU, "NcclComm::create: the bootstrap communicator '{}' must move CPU tensors",
+              bootstrap.name());
+  Tensor id_bytes = Tensor::zeros({static_cast<int64_t>(sizeof(ncclUniqueId))}, DType::U8);
+  if (bootstrap.rank() == 0) {
+    ncclUniqueId id;
+    const ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+      MpiComm::abort_job(fmt::format("rank 0 of comm '{}': ncclGetUniqueId failed: {}", bootstrap.name(), ncclGetErrorString(r)));
+    std::memcpy(id_bytes.data(), &id, sizeof(id));
+  }
+  bootstrap.broadcast(id_bytes, 0);
+  ncclUniqueId id;
+  std::memcpy(&id, id_bytes.data(), sizeof(id));
+  return std::make_unique<NcclComm>(id, bootstrap.size(), bootstrap.rank(), stream, options, std::move(name));
+}
+
+NcclComm::NcclComm(const ncclUniqueId& id, int size, int rank, cudaStream_t stream, CommOptions options, std::string name)
+    : stream_(stream), options_(options), name_(std::move(name)), rank_(rank), size_(size) {
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  QUILL_CHECK(cudaGetDevice(&device_) == cudaSuccess, "NcclComm '{}': no current CUDA device", name_);
+  watchdog_ = std::make_shared<NcclWatchdog>(device_, options_.timeout_s);
+  // Default (blocking) configuration: calls return once enqueued; the watchdog bounds waits.
+  const std::string what = fmt::format("{}: NCCL init of {} ranks on GPU {}", who(), size, device_);
+  const uint64_t ticket = watchdog_->begin(what);
+  const ncclResult_t r = ncclCommInitRank(&comm_, size, id, rank);
+  watchdog_->end_host(ticket);
+  if (r != ncclSuccess) watchdog_->fatal(fmt::format("{} failed: {}", what, ncclGetErrorString(r)));
+  init_common();
+}
+
+NcclComm::NcclComm(ncclComm_t comm, cudaStream_t stream, CommOptions options, std::string name,
+                   std::shared_ptr<NcclWatchdog> watchdog)
+    : comm_(comm), stream_(stream), options_(options), name_(std::move(name)), watchdog_(std::move(watchdog)) {
+  cudaGetDevice(&device_);
+  init_common();
+}
+
+void NcclComm::init_common() {
+  ncclCommUserRank(comm_, &rank_);
+  ncclCommCount(comm_, &size_);
+  who_ = fmt::format("rank {} (rank {} of {} in comm '{}')", mpi_world_rank_or(rank_), rank_, size_, name_);
+  const cudaError_t err = cudaMalloc(&scratch_, sizeof(int32_t));
+  if (err != cudaSuccess) watchdog_->fatal(fmt::format("{}: cudaMalloc of the barrier word failed: {}", who(), cudaGetErrorString(err)));
+  watchdog_->watch(comm_, who());
+}
+
+NcclComm::~NcclComm() {
+  if (!comm_) return;
+  watchdog_->unwatch(comm_);
+  // Finalize waits for this communicator's outstanding work; the watchdog bounds the wait.
+  const uint64_t ticket = watchdog_->begin(fmt::format("{}: NCCL finalize", who()));
+  ncclResult_t r = ncclCommFinalize(comm_);
+  if (r == ncclSuccess) r = ncclCommDestroy(comm_);
+  else ncclCommAbort(comm_);
+  watchdog_->end_host(ticket);
+  if (r != ncclSuccess) std::fprintf(stderr, "quill: %s: NCCL finalize failed: %s\n", who().c_str(), ncclGetErrorString(r));
+  cudaFree(scratch_);
+}
+
+std::string NcclComm::who() const {
+  if (!who_.empty()) return who_;
+  return fmt::format("rank {} (rank {} of {} in comm '{}')", mpi_world_rank_or(rank_), rank_, size_, name_);
+}
+
+void NcclComm::fail(const std::string& message) const {
+  const std::string full = who() + ": " + message;
+  if (options_.on_error == CommOptions::OnError::Throw) throw Error(full);
+  watchdog_->fatal(full);
+}
+
+void NcclComm::check(const std::string& problem) const {
+  if (!problem.empty()) fail(problem);
+}
+
+template <typename F>
+void NcclComm::run(const std::string& what, F&& enqueue) {
+  const std::string full = fmt::format("{}: NCCL {}", who(), what);
+  const uint64_t ticket = watchdog_->begin(full);
+  const ncclResult_t r = enqueue();
+  if (r != ncclSuccess)
+    watchdog_->fatal(fmt::format("{} failed: {} ({})", full, ncclGetErrorString(r), ncclGetLastError(comm_)));
+  watchdog_->enqueued(ticket, stream_, who());
+}
+
+namespace {
+// A GPU tensor on another GPU than the communicator's is a bug worth naming.
+std::string on_device(const Tensor& t, int device, const char* op) {
+  if (!t.defined() || t.nbytes() == 0) return "";
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, t.data()) != cudaSuccess) {
+    cudaGetLastError();
+    return fmt::format("{}: {} is not CUDA memory", op, t.describe());
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+    return fmt::format("{}: {} is not device memory", op, t.describe());
+  if (attr.device != device)
+    return fmt::format("{}: {} lives on GPU {}, but the communicator is on GPU {}", op, t.describe(), attr.device, device);
+  return "";
+}
+}  // namespace
+
+void NcclComm::all_reduce(const Tensor& t, ReduceOp op) {
+  check(comm_checks::tensor(t, Device::CUDA, "all_reduce", ""));
+  check(on_device(t, device_, "all_reduce"));
+  check(comm_checks::reducible(t, "all_reduce"));
+  run(fmt::format("all_reduce of {} ({})", count_str(t), comm_checks::reduce_name(op)), [&] {
+    return ncclAllReduce(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), nccl_op(op), comm_, stream_);
+  });
+}
+
+void NcclComm::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  check(comm_checks::tensor(in, Device::CUDA, "reduce_scatter", "input"));
+  check(comm_checks::tensor(out, Device::CUDA, "reduce_scatter", "output"));
+  check(on_device(in, device_, "reduce_scatter"));
+  check(on_device(out, device_, "reduce_scatter"));
+  bool in_place = false;  // NCCL handles out == in's block rank itself
+  check(comm_checks::reduce_scatter(in, out, size_, rank_, &in_place));
+  run(fmt::format("reduce_scatter of {} ({})", count_str(out), comm_checks::reduce_name(op)), [&] {
+    return ncclReduceScatter(in.data(), out.data(), out.numel(), nccl_type(in.dtype()), nccl_op(op), comm_, stream_);
+  });
+}
+
+void NcclComm::all_gather(const Tensor& in, const Tensor& out) {
+  check(comm_checks::tensor(in, Device::CUDA, "all_gather", "input"));
+  check(comm_checks::tensor(out, Device::CUDA, "all_gather", "output"));
+  check(on_device(in, device_, "all_gather"));
+  check(on_device(out, device_, "all_gather"));
+  bool in_place = false;
+  check(comm_checks::all_gather(in, out, size_, rank_, &in_place));
+  run(fmt::format("all_gather of {}", count_str(in)), [&] {
+    return ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()), comm_, stream_);
+  });
+}
+
+void NcclComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
+                          const std::vector<int64_t>& recv_counts) {
+  check(comm_checks::tensor(in, Device::CUDA, "all_to_all", "input"));
+  check(comm_checks::tensor(out, Device::CUDA, "all_to_all", "output"));
+  check(on_device(in, device_, "all_to_all"));
+  check(on_device(out, device_, "all_to_all"));
+  check(comm_checks::all_to_all(in, send_counts, out, recv_counts, size_, name_));
+  const size_t es = dtype_size(in.dtype());
+  const ncclDataType_t type = nccl_type(in.dtype());
+  int64_t send_total = 0, recv_total = 0;
+  for (int r = 0; r < size_; ++r) send_total += send_counts[r], recv_total += recv_counts[r];
+  run(fmt::format("all_to_all of {} (sending {} elements, receiving {})", dtype_name(in.dtype()), send_total, recv_total), [&] {
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    auto* src = static_cast<char*>(in.data());
+    auto* dst = static_cast<char*>(out.data());
+    int64_t so = 0, ro = 0;
+    for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
+      if (send_counts[p] > 0) r = ncclSend(src + so * es, send_counts[p], type, p, comm_, stream_);
+      if (r == ncclSuccess && recv_counts[p] > 0) r = ncclRecv(dst + ro * es, recv_counts[p], type, p, comm_, stream_);
+      so += send_counts[p];
+      ro += recv_counts[p];
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return r != ncclSuccess ? r : end;
+  });
+}
+
+void NcclComm::broadcast(const Tensor& t, int root) {
+  check(comm_checks::tensor(t, Device::CUDA, "broadcast", ""));
+  check(on_device(t, device_, "broadcast"));
+  check(comm_checks::peer(root, size_, name_, "broadcast"));
+  run(fmt::format("broadcast of {} from root {}", count_str(t), root), [&] {
+    return ncclBroadcast(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), root, comm_, stream_);
+  });
+}
+
+void NcclComm::send(const Tensor& t, int peer) {
+  check(comm_checks::tensor(t, Device::CUDA, "send", ""));
+  check(on_device(t, device_, "send"));
+  check(comm_checks::peer(peer, size_, name_, "send"));
+  if (peer == rank_) fail("send: a rank cannot send to itself with a lone send (use send_recv)");
+  run(fmt::format("send of {} to rank {}", count_str(t), peer),
+      [&] { return ncclSend(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, stream_); });
+}
+
+void NcclComm::recv(const Tensor& t, int peer) {
+  check(comm_checks::tensor(t, Device::CUDA, "recv", ""));
+  check(on_device(t, device_, "recv"));
+  check(comm_checks::peer(peer, size_, name_, "recv"));
+  if (peer == rank_) fail("recv: a rank cannot receive from itself with a lone recv (use send_recv)");
+  run(fmt::format("recv of {} from rank {}", count_str(t), peer),
+      [&] { return ncclRecv(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, stream_); });
+}
+
+void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  check(comm_checks::tensor(send, Device::CUDA, "send_recv", "send"));
+  check(comm_checks::tensor(recv, Device::CUDA, "send_recv", "receive"));
+  check(on_device(send, device_, "send_recv"));
+  check(on_device(recv, device_, "send_recv"));
+  check(comm_checks::peer(dst, size_, name_, "send_recv"));
+  check(comm_checks::peer(src, size_, name_, "send_recv"));
+  if (comm_checks::overlaps(send, recv)) fail("send_recv: send and receive tensors overlap");
+  run(fmt::format("send_recv ({} to rank {}, {} from rank {})", count_str(send), dst, count_str(recv), src), [&] {
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    r = ncclSend(send.data(), send.numel(), nccl_type(send.dtype()), dst, comm_, stream_);
+    if (r == ncclSuccess) r = ncclRecv(recv.data(), recv.numel(), nccl_type(recv.dtype()), src, comm_, stream_);
+    const ncclResult_t end = ncclGroupEnd();
+    return r != ncclSuccess ? r : end;
+  });
+}
+
+void NcclComm::barrier() {
+  run("barrier", [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_); });
+  const cudaError_t err = cudaStreamSynchronize(stream_);  // the watchdog bounds this wait
+  if (err != cudaSuccess) watchdog_->fatal(fmt::format("{}: barrier: {}", who(), cudaGetErrorString(err)));
+}
+
+std::unique_ptr<Comm> NcclComm::split(const std::vector<int>& group, const std::string& name) {
+  check(comm_checks::split(group, rank_, size_, name_, name));
+  const int color = *std::min_element(group.begin(), group.end());
+  const int key = static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
+  ncclComm_t sub = nullptr;
+  const std::string what = fmt::format("{}: NCCL split into '{}' {}", who(), name, comm_checks::list_str(group));
+  const uint64_t ticket = watchdog_->begin(what);
+  const ncclResult_t r = ncclCommSplit(comm_, color, key, &sub, /*config: the parent's*/ nullptr);
+  watchdog_->end_host(ticket);
+  if (r != ncclSuccess || !sub)
+    watchdog_->fatal(fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), ncclGetLastError(comm_)));
+  std::unique_ptr<NcclComm> comm(new NcclComm(sub, stream_, options_, name, watchdog_));
+  if (comm->size_ != static_cast<int>(group.size()) || group[comm->rank_] != rank_)
+    watchdog_->fatal(fmt::format("{}: the new communicator has {} ranks with this rank at {}; every member must pass the "
+                                 "same list", what, comm->size_, comm->rank_));
+  return comm;
+}
+
+}  // namespace quill

@@ -1,0 +1,86 @@
+// NcclComm: the Comm interface over NCCL, for GPU tensors; built only with the CUDA backend
+// (QUILL_HAVE_NCCL). One process per GPU; NCCL is bootstrapped through MPI (rank 0 of the
+// bootstrap communicator makes the unique id and broadcasts it). Operations are enqueued on the
+// stream passed in and return at once; results are read after that stream.
+//
+// Nothing hangs silently: a watchdog thread, shared by a communicator and those split from it,
+// follows every operation (a CUDA event recorded after it) and polls ncclCommGetAsyncError.
+// When an operation is not done after CommOptions::timeout_s, or NCCL reports an error, it
+// prints which rank, communicator and operation, aborts the NCCL communicators
+// (ncclCommAbort) and ends the job (MPI_Abort). check_args is not implemented for NCCL.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm.h"
+
+namespace quill {
+
+class NcclWatchdog;  // nccl_comm.cc
+
+// Makes this process's GPU current: device local_rank, or device 0 when the launcher shows each
+// rank one GPU (CUDA_VISIBLE_DEVICES per task). Fails, naming the counts, when the node runs
+// more ranks than it has GPUs. Returns the device index.
+int select_cuda_device(int local_rank, int local_size);
+
+class NcclComm final : public Comm {
+ public:
+  // Collective over `bootstrap` (a CPU communicator, the MPI world say): ranks and size are
+  // bootstrap's. The current CUDA device must be this rank's GPU (select_cuda_device).
+  static std::unique_ptr<NcclComm> create(Comm& bootstrap, cudaStream_t stream, CommOptions options = {},
+                                          std::string name = "world");
+  // Every rank passes the same id (from ncclGetUniqueId on one of them), e.g. one thread per GPU.
+  NcclComm(const ncclUniqueId& id, int size, int rank, cudaStream_t stream, CommOptions options = {},
+           std::string name = "world");
+  ~NcclComm() override;
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return Device::CUDA; }
+  const std::string& name() const override { return name_; }
+
+  void all_reduce(const Tensor& t, ReduceOp op) override;
+  void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override;
+  void all_gather(const Tensor& in, const Tensor& out) override;
+  void all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
+                  const std::vector<int64_t>& recv_counts) override;
+  void broadcast(const Tensor& t, int root) override;
+  void send(const Tensor& t, int peer) override;
+  void recv(const Tensor& t, int peer) override;
+  void send_recv(const Tensor& send, int dst, const Tensor& recv, int src) override;
+  // Waits (host) until every rank has reached it and this stream's earlier work is done.
+  void barrier() override;
+  // ncclCommSplit; the new communicator shares this one's stream and watchdog.
+  std::unique_ptr<Comm> split(const std::vector<int>& group, const std::string& name) override;
+
+  cudaStream_t stream() const { return stream_; }
+  ncclComm_t handle() const { return comm_; }
+  int cuda_device() const { return device_; }
+
+ private:
+  NcclComm(ncclComm_t comm, cudaStream_t stream, CommOptions options, std::string name, std::shared_ptr<NcclWatchdog> watchdog);
+  void init_common();
+  std::string who() const;
+  [[noreturn]] void fail(const std::string& message) const;  // local argument errors: policy
+  void check(const std::string& problem) const;
+  // Runs `enqueue` (NCCL calls on stream_) under the watchdog; a failed call ends the job.
+  template <typename F>
+  void run(const std::string& what, F&& enqueue);
+
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  CommOptions options_;
+  std::string name_, who_;
+  int rank_ = 0, size_ = 1, device_ = 0;
+  void* scratch_ = nullptr;  // one int on the device, for barrier()
+  std::shared_ptr<NcclWatchdog> watchdog_;
+};
+
+}  // namespace quill
