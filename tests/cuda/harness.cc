@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/error.h"
 #include "util/test_util.h"
 
 namespace quill::test {
