@@ -31,6 +31,8 @@ GuardedDevice::GuardedDevice(const Shape& shape, DType dtype) {
   void* p = nullptr;
   check(cudaMalloc(&p, total), "cudaMalloc");
   check(cudaMemset(p, kGuardPattern, total), "cudaMemset");
+  // The backend's stream does not order against the legacy default stream: finish here.
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   storage_ = std::make_shared<Storage>(p, total, Device::CUDA, [p] { cudaFree(p); });
   tensor_ = Tensor::wrap(storage_, kGuardBytes, shape, dtype);
 }
@@ -60,6 +62,7 @@ Tensor to_device(const Tensor& host, DType dtype) {
   Tensor h = host_in_dtype(host, dtype);
   Tensor d = Tensor::empty(h.shape(), dtype, *gpu_ctx().allocator);
   check(cudaMemcpy(d.data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return d;
 }
 
@@ -67,6 +70,7 @@ std::unique_ptr<GuardedDevice> to_guarded_device(const Tensor& host, DType dtype
   Tensor h = host_in_dtype(host, dtype);
   auto g = std::make_unique<GuardedDevice>(h.shape(), dtype);
   check(cudaMemcpy(g->tensor().data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return g;
 }
 
@@ -77,6 +81,7 @@ std::unique_ptr<GuardedDevice> poisoned_output(const Shape& shape, DType dtype) 
   else if (dtype == DType::BF16) for (int64_t i = 0; i < h.numel(); ++i) h.data_as<uint16_t>()[i] = 0x7fc0;
   else std::memset(h.data(), 0x7f, h.nbytes());
   check(cudaMemcpy(g->tensor().data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return g;
 }
 

@@ -40,5 +40,5 @@ inline cudaStream_t stream_of(const DeviceContext& ctx) { return ctx.cuda->strea
 #define QUILL_CUBLAS_CHECK(call)                                                                       \
   do {                                                                                                 \
     cublasStatus_t st_ = (call);                                                                       \
-    QUILL_CHECK(st_ == CUBLAS_STATUS_SUCCESS, "cuBLAS call {} failed: {}", #call, cublasGetStatusString(st_)); \
+    QUILL_CHECK(st_ == CUBLAS_STATUS_SUCCESS, "cuBLAS call {} failed: {}", #call, cublasLtGetStatusString(st_)); \
   } while (0)

@@ -1,0 +1,456 @@
+// CUDA element-wise, column, conversion and transfer ops (elementwise.cu, columns.cu, convert.cu)
+// against the CPU reference.
+// The maps round once from fp32 (or compute in fp64 for F64), exactly as the CPU reference does
+// before its result is rounded to bf16, so their results are compared bit for bit with the CPU
+// result (rounded to the output dtype): a stricter check than the 1e-2 bf16 tolerance. Reductions
+// (ds, sum_squares) are compared by relative error: the CPU sums in order, the GPU in a tree.
+// Every case runs on 16-byte-aligned tensors (vector path, sizes with a tail) and on views that
+// start one element/row into their buffer (element path); outputs are poisoned and guarded.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "base/error.h"
+#include "cuda/harness.h"
+#include "ops/columns.h"
+#include "ops/convert.h"
+#include "ops/elementwise.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using test::GuardedDevice;
+using test::gpu_ctx;
+using test::to_device;
+using test::to_host;
+
+const DeviceContext kCpu = DeviceContext::cpu();
+
+// The harness writes inputs with cudaMemcpy/cudaMemset on the legacy stream, which does not order
+// against the backend's non-blocking stream: wait for them before an op runs.
+void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "inputs did not reach the GPU"; }
+
+// The CPU reference runs in F32 for BF16 and F32 GPU tensors, in F64 for F64.
+DType cpu_dtype(DType d) { return d == DType::F64 ? DType::F64 : DType::F32; }
+
+// A random host input in the CPU dtype holding exactly the values the GPU sees in `d`.
+Tensor input(const Shape& shape, DType d, uint64_t seed, double scale = 1.0) {
+  if (d == DType::F64) return test::random_tensor(shape, DType::F64, seed, scale);
+  Tensor t = test::random_tensor(shape, DType::F32, seed, scale);
+  return d == DType::BF16 ? test::round_bf16(t) : t;
+}
+
+// The CPU result as the GPU must store it.
+Tensor expected(const Tensor& ref, DType d) { return ref.dtype() == d ? ref : convert_dtype(ref, d); }
+
+// A device tensor of the host tensor's shape and values (in dtype d), starting `offset` rows into a
+// guarded buffer of `offset` extra leading rows (offset 1 with an odd row misaligns it).
+struct Placed {
+  std::unique_ptr<GuardedDevice> buffer;
+  Tensor view;
+};
+Placed place(const Tensor& host, DType d, int64_t offset) {
+  Shape big = host.shape();
+  big[0] += offset;
+  Tensor hb = Tensor::zeros(big, host.dtype());
+  std::memcpy(static_cast<char*>(hb.data()) + (hb.nbytes() - host.nbytes()), host.data(), host.nbytes());
+  Placed p;
+  p.buffer = test::to_guarded_device(hb, d);
+  p.view = p.buffer->tensor().rows(offset, big[0]);
+  return p;
+}
+Placed place_poisoned(const Shape& shape, DType d, int64_t offset) {
+  Shape big = shape;
+  big[0] += offset;
+  Placed p;
+  p.buffer = test::poisoned_output(big, d);
+  p.view = p.buffer->tensor().rows(offset, big[0]);
+  return p;
+}
+
+std::string label(const char* op, DType d, const Shape& shape, int64_t offset) {
+  return std::string(op) + " " + dtype_name(d) + shape_str(shape) + (offset ? " (offset view)" : " (aligned)");
+}
+
+// Bit-for-bit comparison of a device result with the host expectation of the same dtype; reports
+// how many elements differ and the first few.
+void expect_bits(const std::string& what, const Tensor& device, const Tensor& want) {
+  const Tensor got = to_host(device);
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  const size_t es = dtype_size(got.dtype());
+  int64_t differ = 0;
+  std::string first;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    if (std::memcmp(static_cast<const char*>(got.data()) + i * es, static_cast<const char*>(want.data()) + i * es,
+                    es) == 0)
+      continue;
+    if (differ++ < 5)
+      first += " [" + std::to_string(i) + "] got " + std::to_string(test::get(got, i)) + " want " +
+               std::to_string(test::get(want, i)) + ";";
+  }
+  EXPECT_EQ(differ, 0) << what << ": " << differ << " of " << got.numel() << " elements differ:" << first;
+  std::printf("  %-64s %s\n", what.c_str(), differ ? "DIFFERS" : "bit-exact");
+}
+
+void expect_rel(const std::string& what, const Tensor& device, const Tensor& ref, double tol) {
+  const double err = test::expect_close(what, test::to_host_f32(device), ref, tol);
+  std::printf("  %-64s rel L2 %.3g (tol %.0e)\n", what.c_str(), err, tol);
+}
+
+void expect_guards(const std::string& what, const Placed& p) {
+  EXPECT_TRUE(p.buffer->guards_intact()) << what << ": wrote outside its buffer";
+}
+
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a quill::Error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST(ElementwiseCuda, CopyAnyDtype) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = gpu_ctx();
+  for (int64_t offset : {0, 1}) {
+    const Tensor x = input({37, 131}, DType::BF16, 1);
+    Placed src = place(x, DType::BF16, offset), dst = place_poisoned({37, 131}, DType::BF16, offset);
+    Tensor ids = Tensor::empty({1001}, DType::I32);
+    for (int64_t i = 0; i < 1001; ++i) ids.data_as<int32_t>()[i] = static_cast<int32_t>(i * 7919 % 1009 - 500);
+    Placed isrc = place(ids, DType::I32, offset), idst = place_poisoned({1001}, DType::I32, offset);
+    inputs_ready();
+    ops::copy(ctx, src.view, dst.view);
+    ops::copy(ctx, isrc.view, idst.view);
+    expect_bits(label("copy", DType::BF16, {37, 131}, offset), dst.view, expected(x, DType::BF16));
+    expect_bits(label("copy", DType::I32, {1001}, offset), idst.view, ids);
+    expect_guards("copy", dst);
+    expect_guards("copy I32", idst);
+  }
+}
+
+void check_add(DType d, const Shape& shape, int64_t offset, uint64_t seed) {
+  const std::string what = label("add_inplace", d, shape, offset);
+  SCOPED_TRACE(what);
+  const Tensor y0 = input(shape, d, seed), x = input(shape, d, seed + 1);
+  Tensor ref = y0.clone();
+  ops::add_inplace(kCpu, ref, x);
+  Placed y = place(y0, d, offset), xd = place(x, d, offset);
+  inputs_ready();
+  ops::add_inplace(gpu_ctx(), y.view, xd.view);
+  expect_bits(what, y.view, expected(ref, d));
+  expect_guards(what, y);
+}
+
+TEST(ElementwiseCuda, AddInplace) {
+  QUILL_REQUIRE_GPU();
+  for (DType d : {DType::BF16, DType::F32, DType::F64})
+    for (int64_t offset : {0, 1}) {
+      check_add(d, {37, 131}, offset, 10);
+      check_add(d, {4847}, offset, 11);
+    }
+  check_add(DType::BF16, {2053, 1100}, 0, 12);  // more elements than one pass of the grid
+  // y += y (the output is its own input).
+  const Tensor y0 = input({37, 131}, DType::F32, 13);
+  Tensor ref = y0.clone();
+  ops::add_inplace(kCpu, ref, y0.clone());
+  Placed y = place(y0, DType::F32, 0);
+  inputs_ready();
+  ops::add_inplace(gpu_ctx(), y.view, y.view);
+  expect_bits("add_inplace y += y", y.view, ref);
+}
+
+void check_scale_inplace(DType d, const Shape& shape, int64_t offset, uint64_t seed) {
+  const std::string what = label("scale_inplace", d, shape, offset);
+  SCOPED_TRACE(what);
+  const double s = -0.3712345678;
+  const Tensor y0 = input(shape, d, seed);
+  Tensor ref = y0.clone();
+  ops::scale_inplace(kCpu, ref, s);
+  Placed y = place(y0, d, offset);
+  inputs_ready();
+  ops::scale_inplace(gpu_ctx(), y.view, s);
+  expect_bits(what, y.view, expected(ref, d));
+  expect_guards(what, y);
+}
+
+TEST(ElementwiseCuda, ScaleInplace) {
+  QUILL_REQUIRE_GPU();
+  for (DType d : {DType::BF16, DType::F32, DType::F64})
+    for (int64_t offset : {0, 1}) {
+      check_scale_inplace(d, {37, 131}, offset, 20);
+      check_scale_inplace(d, {4847}, offset, 21);
+    }
+}
+
+// y = x * s, then dx = dy * s and ds += sum(dy * x) onto a nonzero ds.
+void check_scale_by_scalar(DType d, const Shape& shape, int64_t offset, uint64_t seed) {
+  const std::string what = label("scale_by_scalar", d, shape, offset);
+  SCOPED_TRACE(what);
+  const Tensor x = input(shape, d, seed), dy = input(shape, d, seed + 1);
+  Tensor s = Tensor::empty({1}, DType::F32), ds0 = Tensor::empty({1}, DType::F32);
+  s.data_as<float>()[0] = 0.7318f;
+  ds0.data_as<float>()[0] = 0.25f;
+  Tensor y_ref = Tensor::empty(shape, DType::F32), dx_ref = Tensor::empty(shape, DType::F32), ds_ref = ds0.clone();
+  ops::scale_by_scalar(kCpu, x, s, y_ref);
+  ops::scale_by_scalar_backward(kCpu, x, s, dy, dx_ref, ds_ref);
+
+  const DeviceContext ctx = gpu_ctx();
+  Placed xd = place(x, d, offset), dyd = place(dy, d, offset), sd = place(s, DType::F32, 0);
+  Placed y = place_poisoned(shape, d, offset), dx = place_poisoned(shape, d, offset);
+  Placed ds = place(ds0, DType::F32, 0);
+  inputs_ready();
+  ops::scale_by_scalar(ctx, xd.view, sd.view, y.view);
+  ops::scale_by_scalar_backward(ctx, xd.view, sd.view, dyd.view, dx.view, ds.view);
+  expect_bits(what + " y", y.view, expected(y_ref, d));
+  expect_bits(what + " dx", dx.view, expected(dx_ref, d));
+  expect_rel(what + " ds (+= onto 0.25)", ds.view, ds_ref, 1e-6);
+  expect_guards(what + " y", y);
+  expect_guards(what + " dx", dx);
+  expect_guards(what + " ds", ds);
+}
+
+TEST(ElementwiseCuda, ScaleByScalarAndBackward) {
+  QUILL_REQUIRE_GPU();
+  for (DType d : {DType::BF16, DType::F32})
+    for (int64_t offset : {0, 1}) {
+      check_scale_by_scalar(d, {37, 130}, offset, 30);
+      check_scale_by_scalar(d, {4847}, offset, 31);
+    }
+  // Many blocks, each thread looping over the grid: the two-pass reduction at scale.
+  check_scale_by_scalar(DType::BF16, {2053, 1100}, 0, 32);
+  check_scale_by_scalar(DType::F32, {2053, 1100}, 1, 33);
+}
+
+// y = x * s[n] per row, then dx = dy * s[n] and ds[n] = dy[n] . x[n] (overwritten).
+void check_scale_rows(DType d, int64_t N, int64_t D, int64_t offset, uint64_t seed) {
+  const std::string what = label("scale_rows", d, {N, D}, offset);
+  SCOPED_TRACE(what);
+  const Tensor x = input({N, D}, d, seed), dy = input({N, D}, d, seed + 1);
+  const Tensor s = input({N}, DType::F32, seed + 2);
+  Tensor y_ref = Tensor::empty({N, D}, DType::F32), dx_ref = Tensor::empty({N, D}, DType::F32);
+  Tensor ds_ref = Tensor::empty({N}, DType::F32);
+  ops::scale_rows(kCpu, x, s, y_ref);
+  ops::scale_rows_backward(kCpu, x, s, dy, dx_ref, ds_ref);
+
+  const DeviceContext ctx = gpu_ctx();
+  Placed xd = place(x, d, offset), dyd = place(dy, d, offset), sd = place(s, DType::F32, offset);
+  Placed y = place_poisoned({N, D}, d, offset), dx = place_poisoned({N, D}, d, offset);
+  Placed ds = place_poisoned({N}, DType::F32, offset);
+  inputs_ready();
+  ops::scale_rows(ctx, xd.view, sd.view, y.view);
+  ops::scale_rows_backward(ctx, xd.view, sd.view, dyd.view, dx.view, ds.view);
+  expect_bits(what + " y", y.view, expected(y_ref, d));
+  expect_bits(what + " dx", dx.view, expected(dx_ref, d));
+  expect_rel(what + " ds", ds.view, ds_ref, 1e-6);
+  expect_guards(what + " y", y);
+  expect_guards(what + " dx", dx);
+  expect_guards(what + " ds", ds);
+}
+
+TEST(ElementwiseCuda, ScaleRowsAndBackward) {
+  QUILL_REQUIRE_GPU();
+  for (DType d : {DType::BF16, DType::F32})
+    for (int64_t offset : {0, 1}) {
+      check_scale_rows(d, 37, 130, offset, 40);
+      check_scale_rows(d, 37, 13, offset, 41);
+    }
+  check_scale_rows(DType::BF16, 40099, 257, 0, 42);  // more rows than warps in the grid
+  check_scale_rows(DType::BF16, 3, 5000, 0, 43);      // long rows
+
+  // ds may be s itself (the reference allows it: each row's s is read before its ds is written).
+  const int64_t N = 37, D = 130;
+  const Tensor x = input({N, D}, DType::BF16, 44), dy = input({N, D}, DType::BF16, 45);
+  const Tensor s = input({N}, DType::F32, 46);
+  Tensor dx_ref = Tensor::empty({N, D}, DType::F32), s_ref = s.clone();
+  ops::scale_rows_backward(kCpu, x, s_ref, dy, dx_ref, s_ref);
+  Placed xd = place(x, DType::BF16, 0), dyd = place(dy, DType::BF16, 0), sd = place(s, DType::F32, 0);
+  Placed dx = place_poisoned({N, D}, DType::BF16, 0);
+  inputs_ready();
+  ops::scale_rows_backward(gpu_ctx(), xd.view, sd.view, dyd.view, dx.view, sd.view);
+  expect_bits("scale_rows_backward ds aliasing s: dx", dx.view, expected(dx_ref, DType::BF16));
+  expect_rel("scale_rows_backward ds aliasing s: ds", sd.view, s_ref, 1e-6);
+}
+
+void check_sum_squares(DType d, const Shape& shape, int64_t offset, uint64_t seed) {
+  const std::string what = label("sum_squares", d, shape, offset);
+  SCOPED_TRACE(what);
+  const Tensor x = input(shape, d, seed, 0.5);
+  const double ref = ops::sum_squares(kCpu, x);
+  Placed xd = place(x, d, offset);
+  inputs_ready();
+  const double got = ops::sum_squares(gpu_ctx(), xd.view);
+  const double rel = std::fabs(got - ref) / ref;
+  EXPECT_LE(rel, 1e-9) << what << ": got " << got << ", CPU " << ref;
+  std::printf("  %-64s got %.17g CPU %.17g rel %.3g\n", what.c_str(), got, ref, rel);
+}
+
+TEST(ElementwiseCuda, SumSquares) {
+  QUILL_REQUIRE_GPU();
+  for (DType d : {DType::BF16, DType::F32, DType::F64})
+    for (int64_t offset : {0, 1}) {
+      check_sum_squares(d, {37, 131}, offset, 50);
+      check_sum_squares(d, {1}, offset, 51);
+    }
+  check_sum_squares(DType::BF16, {2053, 1100}, 0, 52);
+  check_sum_squares(DType::F32, {2053, 1100}, 1, 53);
+  const Tensor empty = to_device(Tensor::empty({0}, DType::F32), DType::F32);
+  EXPECT_EQ(ops::sum_squares(gpu_ctx(), empty), 0.0);
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST(ColumnsCuda, GetAndSetColumns) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = gpu_ctx();
+  const int64_t N = 37, W = 13, col = 3, w = 5;
+  for (DType d : {DType::BF16, DType::F32})
+    for (int64_t offset : {0, 1}) {
+      const Tensor x = input({N, W}, d, 60), v = input({N, w}, d, 61);
+      Tensor out_ref = Tensor::empty({N, w}, cpu_dtype(d)), x_ref = x.clone();
+      ops::get_columns(kCpu, x, col, out_ref);
+      ops::set_columns(kCpu, x_ref, col, v);
+      Placed xd = place(x, d, offset), vd = place(v, d, offset), out = place_poisoned({N, w}, d, offset);
+      inputs_ready();
+      ops::get_columns(ctx, xd.view, col, out.view);
+      ops::set_columns(ctx, xd.view, col, vd.view);
+      expect_bits(label("get_columns [3, 8)", d, {N, W}, offset), out.view, expected(out_ref, d));
+      expect_bits(label("set_columns [3, 8) (other columns kept)", d, {N, W}, offset), xd.view, expected(x_ref, d));
+      expect_guards("get_columns out", out);
+      expect_guards("set_columns x", xd);
+    }
+  // The last columns, and all of them.
+  const Tensor x = input({N, W}, DType::F32, 62);
+  Tensor tail_ref = Tensor::empty({N, 2}, DType::F32);
+  ops::get_columns(kCpu, x, W - 2, tail_ref);
+  Placed xd = place(x, DType::F32, 0), tail = place_poisoned({N, 2}, DType::F32, 0);
+  Placed all = place_poisoned({N, W}, DType::F32, 0);
+  inputs_ready();
+  ops::get_columns(ctx, xd.view, W - 2, tail.view);
+  ops::get_columns(ctx, xd.view, 0, all.view);
+  expect_bits("get_columns last two", tail.view, tail_ref);
+  expect_bits("get_columns all", all.view, x);
+  expect_error([&] { ops::get_columns(ctx, xd.view, W - 1, tail.view); }, "get_columns: columns [12, 14)");
+}
+
+// ------------------------------------------------------------------------------------------------
+
+// Values where rounding to bf16 is delicate: exact ties (to even, both directions), infinities,
+// signed zero, an fp32 subnormal, the largest finite fp32.
+void add_specials(const Tensor& t) {
+  const uint32_t bits[] = {0x3F808000u, 0x3F818000u, 0xBF808000u, 0x3F80FFFFu, 0x7F800000u,
+                           0xFF800000u, 0x80000000u, 0x00000123u, 0x7F7FFFFFu, 0x3F7FFFFFu};
+  for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]) && static_cast<int64_t>(i) < t.numel(); ++i) {
+    float f;
+    std::memcpy(&f, &bits[i], 4);
+    t.data_as<float>()[i] = f;
+  }
+}
+
+TEST(ConvertCuda, EveryFloatPairBitExact) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = gpu_ctx();
+  const DType all[] = {DType::F32, DType::BF16, DType::F64};
+  for (DType from : all)
+    for (DType to : all)
+      for (int64_t offset : {0, 1}) {
+        const std::string what = std::string("convert ") + dtype_name(from) + " -> " + dtype_name(to) +
+                                 (offset ? " (offset view)" : " (aligned)");
+        SCOPED_TRACE(what);
+        // The source in its own dtype on the host (F64 with full double precision).
+        Tensor src;
+        if (from == DType::F64) {
+          src = test::random_tensor({1001}, DType::F64, 70, 3.0);
+        } else {
+          Tensor f = test::random_tensor({1001}, DType::F32, 71, 3.0);
+          add_specials(f);
+          src = from == DType::BF16 ? convert_dtype(f, DType::BF16) : f;
+        }
+        Tensor want = Tensor::empty({1001}, to);
+        ops::convert(kCpu, src, want);
+        Placed sd = place(src, from, offset), dd = place_poisoned({1001}, to, offset);
+        inputs_ready();
+        ops::convert(ctx, sd.view, dd.view);
+        expect_bits(what, dd.view, want);
+        expect_guards(what, dd);
+      }
+}
+
+TEST(ConvertCuda, ZeroAndTransfer) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = gpu_ctx();
+  for (int64_t offset : {0, 1}) {
+    const Tensor x = input({37, 13}, DType::BF16, 80);
+    Placed z = place(x, DType::BF16, offset);
+    inputs_ready();
+    ops::zero(ctx, z.view);
+    expect_bits(label("zero", DType::BF16, {37, 13}, offset), z.view, Tensor::zeros({37, 13}, DType::BF16));
+    expect_guards("zero", z);
+  }
+  // Host (pageable) -> device -> device -> host, for a float and an integer dtype.
+  const Tensor xb = convert_dtype(input({37, 13}, DType::BF16, 81), DType::BF16);
+  const Tensor ids = Tensor::empty({257}, DType::I64);
+  for (int64_t i = 0; i < 257; ++i) ids.data_as<int64_t>()[i] = i * 1000003 - 7;
+  for (const Tensor* h : {&xb, &ids}) {
+    const std::string what = std::string("transfer ") + dtype_name(h->dtype());
+    Placed d1 = place_poisoned(h->shape(), h->dtype(), 1), d2 = place_poisoned(h->shape(), h->dtype(), 0);
+    inputs_ready();
+    ops::transfer(ctx, *h, d1.view);
+    ops::transfer(ctx, d1.view, d2.view);
+    Tensor back = Tensor::empty(h->shape(), h->dtype()), host_copy = Tensor::empty(h->shape(), h->dtype());
+    ops::transfer(ctx, d2.view, back);
+    ops::transfer(ctx, back, host_copy);
+    EXPECT_EQ(std::memcmp(back.data(), h->data(), h->nbytes()), 0) << what << ": host -> device -> device -> host";
+    EXPECT_EQ(std::memcmp(host_copy.data(), h->data(), h->nbytes()), 0) << what << ": host -> host";
+    expect_bits(what + " host -> device", d1.view, *h);
+    expect_guards(what, d1);
+    expect_guards(what, d2);
+  }
+  Placed f32 = place_poisoned({37, 13}, DType::F32, 0);
+  expect_error([&] { ops::transfer(ctx, xb, f32.view); }, "transfer: dst has dtype F32, expected BF16");
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST(ElementwiseCuda, WrongDtypesThrow) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = gpu_ctx();
+  const Tensor xb = to_device(input({5, 4}, DType::BF16, 90), DType::BF16);
+  const Tensor xf = to_device(input({5, 4}, DType::F32, 91), DType::F32);
+  const Tensor sb = to_device(input({1}, DType::BF16, 92), DType::BF16);
+  const Tensor sf = to_device(input({1}, DType::F32, 92), DType::F32);
+  const Tensor rows_b = to_device(input({5}, DType::BF16, 93), DType::BF16);
+  const Tensor rows_f = to_device(input({5}, DType::F32, 93), DType::F32);
+  Tensor ids = Tensor::zeros({5, 4}, DType::I32);
+  const Tensor xi = to_device(ids, DType::I32);
+  const Tensor host = input({5, 4}, DType::F32, 94);
+  inputs_ready();
+  expect_error([&] { ops::add_inplace(ctx, xb, xf); }, "add_inplace: x has dtype F32, expected BF16");
+  expect_error([&] { ops::add_inplace(ctx, xi, xi); }, "add_inplace: y has dtype I32");
+  expect_error([&] { ops::add_inplace(ctx, xf, host); }, "add_inplace: x must be a CUDA tensor");
+  expect_error([&] { ops::scale_inplace(ctx, xi, 2.0); }, "scale_inplace: y has dtype I32");
+  expect_error([&] { ops::scale_by_scalar(ctx, xb, sb, xb); }, "scale_by_scalar: s has dtype BF16, expected F32");
+  expect_error([&] { ops::scale_by_scalar(ctx, xb, sf, xf); }, "scale_by_scalar: y has dtype F32, expected BF16");
+  expect_error([&] { ops::scale_by_scalar_backward(ctx, xb, sf, xb, xb, sb); },
+               "scale_by_scalar_backward: ds has dtype BF16, expected F32");
+  expect_error([&] { ops::scale_rows(ctx, xb, rows_b, xb); }, "scale_rows: s has dtype BF16, expected F32");
+  expect_error([&] { ops::scale_rows_backward(ctx, xb, rows_f, xb, xb, rows_b); },
+               "scale_rows_backward: ds has dtype BF16, expected F32");
+  expect_error([&] { ops::scale_rows(ctx, xb, sf, xb); }, "scale_rows: s has shape [1], expected [5]");
+  expect_error([&] { ops::sum_squares(ctx, xi); }, "sum_squares: x has dtype I32");
+  expect_error([&] { ops::convert(ctx, xi, xf); }, "convert: src has dtype I32");
+  expect_error([&] { ops::copy(ctx, xb, xf); }, "copy: dst has dtype F32, expected BF16");
+}
+
+}  // namespace
+}  // namespace quill
