@@ -11,6 +11,47 @@ namespace {
 OpTable make_table() {
   OpTable t;
   // Entries are added family by family as kernels land (see kernels.h for the full list).
+  // GEMMs (gemm.cu), element-wise (elementwise.cu), columns, convert, AdamW.
+  t.linear_forward = &cuda::linear_forward;
+  t.linear_backward_input = &cuda::linear_backward_input;
+  t.linear_backward_weight = &cuda::linear_backward_weight;
+  t.grouped_linear_forward = &cuda::grouped_linear_forward;
+  t.grouped_linear_backward_input = &cuda::grouped_linear_backward_input;
+  t.grouped_linear_backward_weight = &cuda::grouped_linear_backward_weight;
+  t.copy = &cuda::copy;
+  t.add_inplace = &cuda::add_inplace;
+  t.scale_inplace = &cuda::scale_inplace;
+  t.scale_by_scalar = &cuda::scale_by_scalar;
+  t.scale_by_scalar_backward = &cuda::scale_by_scalar_backward;
+  t.scale_rows = &cuda::scale_rows;
+  t.scale_rows_backward = &cuda::scale_rows_backward;
+  t.sum_squares = &cuda::sum_squares;
+  t.get_columns = &cuda::get_columns;
+  t.set_columns = &cuda::set_columns;
+  t.convert = &cuda::convert;
+  t.zero = &cuda::zero;
+  t.transfer = &cuda::transfer;
+  t.adamw_update = &cuda::adamw_update;
+  t.attention_forward = &cuda::attention_forward;
+  t.attention_backward = &cuda::attention_backward;
+  // Embedding, norms, short convolutions, SwiGLU, the loss, the router and the MoE token plumbing.
+  t.embedding_forward = &cuda::embedding_forward;
+  t.embedding_backward = &cuda::embedding_backward;
+  t.rmsnorm_forward = &cuda::rmsnorm_forward;
+  t.rmsnorm_backward = &cuda::rmsnorm_backward;
+  t.short_conv_forward = &cuda::short_conv_forward;
+  t.short_conv_backward = &cuda::short_conv_backward;
+  t.swiglu_forward = &cuda::swiglu_forward;
+  t.swiglu_backward = &cuda::swiglu_backward;
+  t.cross_entropy_forward_backward = &cuda::cross_entropy_forward_backward;
+  t.router_forward = &cuda::router_forward;
+  t.router_forward_replay = &cuda::router_forward_replay;
+  t.router_backward = &cuda::router_backward;
+  t.moe_route_plan = &cuda::moe_route_plan;
+  t.moe_permute = &cuda::moe_permute;
+  t.moe_permute_backward = &cuda::moe_permute_backward;
+  t.moe_unpermute = &cuda::moe_unpermute;
+  t.moe_unpermute_backward = &cuda::moe_unpermute_backward;
   return t;
 }
 }  // namespace

@@ -1,0 +1,248 @@
+// CUDA masked next-token cross-entropy fused with its gradient (ops/cross_entropy.h; dtypes:
+// docs/decisions/cuda-precision.md).
+//   L = vocab_limit (the unpadded vocabulary); per row t with weight w[t] != 0:
+//     lse[t] = log sum_{v<L} exp(logits[t, v])                         (online max/sum, fp32)
+//     loss  += w[t] * (lse[t] - logits[t, target[t]])                   (per row in double, summed in double)
+//     dlogits[t, v] = grad_scale * w[t] * (exp(logits[t, v] - lse[t]) - [v == target[t]])   for v < L
+//   dlogits[t, v >= L] = 0; rows with w[t] == 0 get an all-zero gradient (their target is not read).
+// Legend: T positions, V padded vocabulary (up to 201,024). logits_TV and dlogits_TV BF16 (or both F32)
+// [T, V]; targets_T I32 [T]; weights_T F32 [T]; all on the device. Returns the loss sum (synchronises).
+// Layout: one block per row, two passes over the row (online max/sum, then the gradient), 16-byte
+// loads when V and the pointers allow; nothing of the row is held beyond registers. A second kernel
+// sums the per-row losses in a fixed order (deterministic), and one copy brings back that sum with the
+// first bad position.
+// Preconditions: a target outside [0, L) with a nonzero weight is an error naming the position; it is
+// detected before the gradient kernel writes anything, so dlogits stays untouched then.
+// dlogits may alias logits: each element is read by the thread that later writes it, after the row's
+// statistics (and the target logit) are taken.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/kernels.h"
+#include "ops/dispatch.h"
+
+namespace quill::cuda {
+namespace {
+
+using ops_detail::require_dtype;
+using ops_detail::require_shape;
+
+void require_device(const char* op, const char* name, const Tensor& t) {
+  QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be in GPU memory, got {}", op, name,
+              t.defined() ? t.describe() : std::string("(undefined)"));
+}
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+// Running (max, sum of exp(x - max)) of a stream of values.
+__device__ __forceinline__ void online_add(float& m, float& s, float x) {
+  if (x == -INFINITY) return;  // contributes nothing (and -inf - -inf would be NaN)
+  if (x > m) {
+    s = s * expf(m - x) + 1.0f;
+    m = x;
+  } else {
+    s += expf(x - m);  // NaN propagates through here
+  }
+}
+
+__device__ __forceinline__ void online_merge(float& m, float& s, float m2, float s2) {
+  const float mx = fmaxf(m, m2);
+  if (mx == -INFINITY) return;  // both empty
+  s = (m == -INFINITY ? 0.f : s * expf(m - mx)) + (m2 == -INFINITY ? 0.f : s2 * expf(m2 - mx));
+  m = (m != m || m2 != m2) ? NAN : mx;  // fmaxf drops a NaN; keep it
+}
+
+struct Status {
+  double total;
+  unsigned first_bad;  // UINT_MAX when every weighted target is in range
+};
+
+__global__ void check_targets_kernel(const int32_t* targets, const float* weights, int64_t n_pos, int64_t L,
+                                     unsigned* first_bad) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n_pos; t += int64_t(gridDim.x) * blockDim.x)
+    if (weights[t] != 0.f && (targets[t] < 0 || targets[t] >= L)) atomicMin(first_bad, static_cast<unsigned>(t));
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(1024)
+    cross_entropy_kernel(const T* logits, const int32_t* targets, const float* weights, int64_t V, int64_t L,
+                         float grad_scale, T* dlogits, double* row_loss, const unsigned* first_bad) {
+  if (*first_bad != UINT_MAX) return;  // a bad target: write nothing
+  using P = Pack<T, VEC>;
+  const int64_t t = blockIdx.x, n_vec = V / VEC;
+  const P* row = reinterpret_cast<const P*>(logits + t * V);
+  P* grow = reinterpret_cast<P*>(dlogits + t * V);
+  const float w = weights[t];
+  if (w == 0.f) {
+    P z;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) z.v[j] = from_f32<T>(0.f);
+    for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) grow[i] = z;
+    if (threadIdx.x == 0) row_loss[t] = 0.0;
+    return;
+  }
+  const int64_t target = targets[t];
+  __shared__ float s_target_logit, s_m[32], s_s[32];
+  if (threadIdx.x == 0) s_target_logit = to_f32(logits[t * V + target]);
+
+  float m = -INFINITY, s = 0.f;
+  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
+    const P p = row[i];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      if (i * VEC + j < L) online_add(m, s, to_f32(p.v[j]));
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    online_merge(m, s, m2, s2);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  if (lane == 0) {
+    s_m[warp] = m;
+    s_s[warp] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    m = lane < n_warps ? s_m[lane] : -INFINITY;
+    s = lane < n_warps ? s_s[lane] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      online_merge(m, s, m2, s2);
+    }
+    if (lane == 0) {
+      s_m[0] = m;
+      s_s[0] = s;
+    }
+  }
+  __syncthreads();
+  const float lse = s_m[0] + logf(s_s[0]);
+  const float g = grad_scale * w;
+  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
+    const P p = row[i];
+    P out;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int64_t col = i * VEC + j;
+      const float prob = expf(to_f32(p.v[j]) - lse);
+      out.v[j] = from_f32<T>(col < L ? g * (col == target ? prob - 1.0f : prob) : 0.f);
+    }
+    grow[i] = out;
+  }
+  if (threadIdx.x == 0) row_loss[t] = static_cast<double>(w) * (static_cast<double>(lse) - s_target_logit);
+}
+
+// One block of 1024 threads: a fixed-order sum of the row losses (the same bits every run).
+__global__ void __launch_bounds__(1024) sum_losses_kernel(const double* row_loss, int64_t n_pos, Status* status) {
+  __shared__ double part[1024];
+  double acc = 0;
+  if (status->first_bad == UINT_MAX)
+    for (int64_t i = threadIdx.x; i < n_pos; i += blockDim.x) acc += row_loss[i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) status->total = part[0];
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+template <typename T, int VEC>
+void launch_rows(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T, const Tensor& weights_T,
+                 int64_t L, double grad_scale, const Tensor& dlogits_TV, double* row_loss, const unsigned* first_bad) {
+  const int64_t n_pos = logits_TV.dim(0), V = logits_TV.dim(1);
+  const int threads = V / VEC >= 8192 ? 1024 : 256;
+  cross_entropy_kernel<T, VEC><<<static_cast<unsigned>(n_pos), threads, 0, stream_of(ctx)>>>(
+      logits_TV.data_as<T>(), targets_T.data_as<int32_t>(), weights_T.data_as<float>(), V, L,
+      static_cast<float>(grad_scale), dlogits_TV.data_as<T>(), row_loss, first_bad);
+  QUILL_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+}
+
+}  // namespace
+
+double cross_entropy_forward_backward(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T,
+                                      const Tensor& weights_T, int64_t vocab_limit, double grad_scale,
+                                      const Tensor& dlogits_TV) {
+  const char* op = "cross_entropy_forward_backward";
+  QUILL_CHECK(logits_TV.defined() && logits_TV.ndim() == 2, "{}: logits must be 2-D [T, V], got {}", op,
+              logits_TV.defined() ? logits_TV.describe() : std::string("(undefined)"));
+  const int64_t n_pos = logits_TV.dim(0), V = logits_TV.dim(1);
+  QUILL_CHECK(vocab_limit >= 1 && vocab_limit <= V, "{}: vocab_limit {} is outside [1, {}] (the logits' columns)", op,
+              vocab_limit, V);
+  QUILL_CHECK(logits_TV.dtype() == DType::BF16 || logits_TV.dtype() == DType::F32,
+              "{}: logits has dtype {}, expected BF16 or F32", op, dtype_name(logits_TV.dtype()));
+  require_shape(op, "targets", targets_T, {n_pos});
+  require_shape(op, "weights", weights_T, {n_pos});
+  require_shape(op, "dlogits", dlogits_TV, {n_pos, V});
+  require_dtype(op, "targets", targets_T, DType::I32);
+  require_dtype(op, "weights", weights_T, DType::F32);
+  require_dtype(op, "dlogits", dlogits_TV, logits_TV.dtype());
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"logits", &logits_TV}, {"targets", &targets_T},
+                         {"weights", &weights_T}, {"dlogits", &dlogits_TV}})
+    require_device(op, name, *t);
+  QUILL_CHECK(std::isfinite(grad_scale), "{}: grad_scale must be finite, got {}", op, grad_scale);
+  QUILL_CHECK(n_pos <= INT_MAX, "{}: {} rows exceed the kernel's grid", op, n_pos);
+  if (n_pos == 0) return 0.0;
+
+  cudaStream_t stream = stream_of(ctx);
+  Tensor scratch = Tensor::empty({static_cast<int64_t>(sizeof(Status)) + 8 * n_pos}, DType::U8, *ctx.allocator);
+  Status* status = static_cast<Status*>(scratch.data());
+  double* row_loss = reinterpret_cast<double*>(static_cast<char*>(scratch.data()) + sizeof(Status));
+  QUILL_CUDA_CHECK(cudaMemsetAsync(&status->first_bad, 0xff, sizeof(unsigned), stream));
+  const int check_blocks = static_cast<int>(std::min<int64_t>((n_pos + 255) / 256, 1024));
+  check_targets_kernel<<<check_blocks, 256, 0, stream>>>(targets_T.data_as<int32_t>(), weights_T.data_as<float>(),
+                                                        n_pos, vocab_limit, &status->first_bad);
+  QUILL_CUDA_CHECK_LAUNCH("check_targets_kernel");
+
+  const bool aligned = aligned16(logits_TV.data()) && aligned16(dlogits_TV.data());
+  if (logits_TV.dtype() == DType::BF16) {
+    if (aligned && V % 8 == 0)
+      launch_rows<__nv_bfloat16, 8>(ctx, logits_TV, targets_T, weights_T, vocab_limit, grad_scale, dlogits_TV,
+                                    row_loss, &status->first_bad);
+    else
+      launch_rows<__nv_bfloat16, 1>(ctx, logits_TV, targets_T, weights_T, vocab_limit, grad_scale, dlogits_TV,
+                                    row_loss, &status->first_bad);
+  } else {
+    if (aligned && V % 4 == 0)
+      launch_rows<float, 4>(ctx, logits_TV, targets_T, weights_T, vocab_limit, grad_scale, dlogits_TV, row_loss,
+                            &status->first_bad);
+    else
+      launch_rows<float, 1>(ctx, logits_TV, targets_T, weights_T, vocab_limit, grad_scale, dlogits_TV, row_loss,
+                            &status->first_bad);
+  }
+  sum_losses_kernel<<<1, 1024, 0, stream>>>(row_loss, n_pos, status);
+  QUILL_CUDA_CHECK_LAUNCH("sum_losses_kernel");
+
+  Status host{};
+  QUILL_CUDA_CHECK(cudaMemcpyAsync(&host, status, sizeof(Status), cudaMemcpyDeviceToHost, stream));
+  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host.first_bad != UINT_MAX) {
+    int32_t target = 0;
+    float weight = 0;
+    QUILL_CUDA_CHECK(cudaMemcpy(&target, targets_T.data_as<int32_t>() + host.first_bad, sizeof(target),
+                                cudaMemcpyDeviceToHost));
+    QUILL_CUDA_CHECK(cudaMemcpy(&weight, weights_T.data_as<float>() + host.first_bad, sizeof(weight),
+                                cudaMemcpyDeviceToHost));
+    QUILL_FAIL("{}: target {} at position {} (weight {}) is outside the vocabulary [0, {})", op, target,
+               host.first_bad, static_cast<double>(weight), vocab_limit);
+  }
+  return host.total;
+}
+
+}  // namespace quill::cuda

@@ -1,0 +1,363 @@
+// CUDA routed-expert token plumbing (ops/moe.h; dtypes: docs/decisions/cuda-precision.md): the route
+// plan and token permutation. The grouped GEMMs live elsewhere.
+//
+// Legend: N tokens, k = top_k slots per token, E experts, P = N * k permuted rows, D the hidden width.
+// An assignment a = token * k + slot; p(a) its permuted row (inv[a], the inverse of perm).
+//   moe_route_plan: perm_P lists the assignments sorted stably by (expert, token, slot), counts_E the
+//     rows per expert. topk_idx_Nk I32 [N, k] and perm_P I32 [P] on the device; counts_E I64 [E] in
+//     host memory (one small copy back, which synchronises).
+//   moe_permute:            xp[p] = x[perm[p] / k]                               x_ND, xp_PD BF16
+//   moe_permute_backward:   dx[t] = sum_slot dxp[p(t, slot)]  (overwritten)       dxp_PD, dx_ND BF16
+//   moe_unpermute:          out[t] = sum_slot w[t, slot] * yp[p(t, slot)]         yp_PD, out_ND BF16; w F32
+//   moe_unpermute_backward: dyp[p] = w[a] * dout[a / k];  dweights[a] = dout[a / k] . yp[p]
+//                                                          dout, yp, dyp BF16; weights, dweights F32 [N, k]
+// All sums in fp32, per token in slot order (deterministic: no atomics anywhere here).
+// Layout: the plan is one block of 1024 threads: shared-memory counts, a scan, then a stable placement
+// in batches of 1024 assignments, warp by warp in order, ranks within a warp from __match_any_sync.
+// The row ops are one block per output row.
+// Preconditions: every topk entry in [0, E) (an error naming [token, slot] otherwise); perm_P a
+// permutation of [0, P) (checked on the device while building its inverse; an error naming the first
+// bad element, as the CPU reference reports it). Each check costs one synchronisation.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/kernels.h"
+#include "ops/dispatch.h"
+
+namespace quill::cuda {
+namespace {
+
+using ops_detail::require_dtype;
+using ops_detail::require_shape;
+
+constexpr int kRowThreads = 256;
+constexpr int kPlanThreads = 1024;
+constexpr int64_t kMaxPlanExperts = 8 * 1024;  // the cursors live in (at most 32 KB of) shared memory
+
+void require_device(const char* op, const char* name, const Tensor& t) {
+  QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be in GPU memory, got {}", op, name,
+              t.defined() ? t.describe() : std::string("(undefined)"));
+}
+
+void require_2d(const char* op, const char* name, const Tensor& t) {
+  QUILL_CHECK(t.defined() && t.ndim() == 2, "{}: {} must be 2-D, got {}", op, name,
+              t.defined() ? shape_str(t.shape()) : std::string("(undefined)"));
+}
+
+// ---- route plan -------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kPlanThreads)
+    route_plan_kernel(const int32_t* topk, int64_t P, int E, int32_t* perm, long long* counts, unsigned* first_bad) {
+  extern __shared__ int cursor[];  // [E]: counts, then each expert's next free row
+  __shared__ unsigned s_bad;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, n_warps = blockDim.x >> 5;
+  if (tid == 0) s_bad = UINT_MAX;
+  for (int e = tid; e < E; e += blockDim.x) cursor[e] = 0;
+  __syncthreads();
+  for (int64_t a = tid; a < P; a += blockDim.x) {
+    const int e = topk[a];
+    if (e < 0 || e >= E) atomicMin(&s_bad, static_cast<unsigned>(a));
+    else atomicAdd(&cursor[e], 1);
+  }
+  __syncthreads();
+  if (s_bad != UINT_MAX) {
+    if (tid == 0) *first_bad = s_bad;
+    return;  // uniform: every thread read the same s_bad after the barrier
+  }
+  for (int e = tid; e < E; e += blockDim.x) counts[e] = cursor[e];
+  __syncthreads();
+  if (tid == 0) {
+    int off = 0;
+    for (int e = 0; e < E; ++e) {
+      const int c = cursor[e];
+      cursor[e] = off;
+      off += c;
+    }
+  }
+  __syncthreads();
+  // Stable placement: batches in order, warps of a batch in order, lanes of a warp in order.
+  for (int64_t base = 0; base < P; base += blockDim.x) {
+    const int64_t a = base + tid;
+    const bool valid = a < P;
+    const int e = valid ? topk[a] : -1;
+    for (int w = 0; w < n_warps; ++w) {
+      if (warp == w) {
+        const unsigned active = __ballot_sync(0xffffffffu, valid);
+        if (valid) {
+          const unsigned same = __match_any_sync(active, e);
+          const int rank = __popc(same & ((1u << lane) - 1u));
+          perm[cursor[e] + rank] = static_cast<int32_t>(a);
+          __syncwarp(active);
+          if (lane == 31 - __clz(same)) cursor[e] += __popc(same);
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// ---- the inverse permutation (and the check that perm is one) --------------------------------
+
+// inv[a] = the smallest p with perm[p] == a (inv starts at UINT_MAX).
+__global__ void first_row_kernel(const int32_t* perm, int64_t P, unsigned* inv) {
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < P; p += int64_t(gridDim.x) * blockDim.x) {
+    const int32_t a = perm[p];
+    if (a >= 0 && a < P) atomicMin(inv + a, static_cast<unsigned>(p));
+  }
+}
+
+// The first p that is out of range or repeats an assignment seen at a lower p (the CPU's first error).
+__global__ void check_perm_kernel(const int32_t* perm, int64_t P, const unsigned* inv, unsigned* first_bad) {
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < P; p += int64_t(gridDim.x) * blockDim.x) {
+    const int32_t a = perm[p];
+    if (a < 0 || a >= P || inv[a] != static_cast<unsigned>(p)) atomicMin(first_bad, static_cast<unsigned>(p));
+  }
+}
+
+unsigned grid_for(int64_t n, int threads) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
+}
+
+// Checks perm_P's shape and that it permutes [0, N * k); returns its inverse (I32 [P], device).
+// Synchronises once.
+Tensor checked_inverse(const char* op, const DeviceContext& ctx, const Tensor& perm_P, int64_t n_tokens,
+                       int64_t top_k) {
+  QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
+  const int64_t P = n_tokens * top_k;
+  require_shape(op, "perm_P", perm_P, {P});
+  require_dtype(op, "perm_P", perm_P, DType::I32);
+  require_device(op, "perm_P", perm_P);
+  QUILL_CHECK(P < INT_MAX, "{}: {} assignments do not fit the I32 perm_P", op, P);
+  cudaStream_t stream = stream_of(ctx);
+  Tensor inv = Tensor::empty({P + 1}, DType::I32, *ctx.allocator);  // the last word: the first bad p
+  unsigned* inv_p = static_cast<unsigned*>(inv.data());
+  unsigned* first_bad = inv_p + P;
+  QUILL_CUDA_CHECK(cudaMemsetAsync(inv_p, 0xff, (P + 1) * sizeof(unsigned), stream));
+  if (P > 0) {
+    first_row_kernel<<<grid_for(P, 256), 256, 0, stream>>>(perm_P.data_as<int32_t>(), P, inv_p);
+    QUILL_CUDA_CHECK_LAUNCH("first_row_kernel");
+    check_perm_kernel<<<grid_for(P, 256), 256, 0, stream>>>(perm_P.data_as<int32_t>(), P, inv_p, first_bad);
+    QUILL_CUDA_CHECK_LAUNCH("check_perm_kernel");
+  }
+  unsigned bad = UINT_MAX;
+  QUILL_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
+  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (bad != UINT_MAX) {
+    int32_t a = 0;
+    QUILL_CUDA_CHECK(cudaMemcpy(&a, perm_P.data_as<int32_t>() + bad, sizeof(a), cudaMemcpyDeviceToHost));
+    QUILL_CHECK(a >= 0 && a < P, "{}: perm_P[{}] is {}, outside [0, {})", op, bad, a, P);
+    QUILL_FAIL("{}: perm_P[{}] repeats assignment {}", op, bad, a);
+  }
+  return inv.rows(0, P);
+}
+
+// ---- row kernels --------------------------------------------------------------------------------
+
+__global__ void permute_kernel(const __nv_bfloat16* x, const int32_t* perm, int k, int64_t D, bool vec,
+                               __nv_bfloat16* xp) {
+  const int64_t p = blockIdx.x;
+  const __nv_bfloat16* src = x + static_cast<int64_t>(perm[p] / k) * D;
+  __nv_bfloat16* dst = xp + p * D;
+  if (vec) {
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (int64_t i = threadIdx.x; i < D / 8; i += blockDim.x) d[i] = s[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+// One block per token t: dx[t] = sum over slots (in order) of dxp[inv[t * k + slot]].
+__global__ void permute_backward_kernel(const __nv_bfloat16* dxp, const int32_t* inv, int k, int64_t D,
+                                        __nv_bfloat16* dx) {
+  const int64_t t = blockIdx.x;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < k; ++s) acc += __bfloat162float(dxp[static_cast<int64_t>(inv[t * k + s]) * D + d]);
+    dx[t * D + d] = __float2bfloat16(acc);
+  }
+}
+
+// One block per token t: out[t] = sum over slots (in order) of w[t, slot] * yp[inv[t * k + slot]].
+__global__ void unpermute_kernel(const __nv_bfloat16* yp, const int32_t* inv, const float* w, int k, int64_t D,
+                                 __nv_bfloat16* out) {
+  const int64_t t = blockIdx.x;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < k; ++s)
+      acc = fmaf(w[t * k + s], __bfloat162float(yp[static_cast<int64_t>(inv[t * k + s]) * D + d]), acc);
+    out[t * D + d] = __float2bfloat16(acc);
+  }
+}
+
+// One block per permuted row p (assignment a = perm[p], token a / k).
+__global__ void unpermute_backward_kernel(const __nv_bfloat16* dout, const __nv_bfloat16* yp, const int32_t* perm,
+                                          const float* w, int k, int64_t D, __nv_bfloat16* dyp, float* dweights) {
+  __shared__ float part[kRowThreads / 32];
+  const int64_t p = blockIdx.x;
+  const int64_t a = perm[p], t = a / k;
+  const float wa = w[a];
+  const __nv_bfloat16* g = dout + t * D;
+  const __nv_bfloat16* y = yp + p * D;
+  __nv_bfloat16* dy = dyp + p * D;
+  float acc = 0.f;
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    const float gd = __bfloat162float(g[d]);
+    dy[d] = __float2bfloat16(wa * gd);
+    acc = fmaf(gd, __bfloat162float(y[d]), acc);
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.f;
+    for (int i = 0; i < kRowThreads / 32; ++i) s += part[i];
+    dweights[a] = s;
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+void require_bf16_on_device(const char* op, const char* name, const Tensor& t) {
+  require_dtype(op, name, t, DType::BF16);
+  require_device(op, name, t);
+}
+
+}  // namespace
+
+void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P,
+                    const Tensor& counts_E) {
+  const char* op = "moe_route_plan";
+  require_2d(op, "topk_idx_Nk", topk_idx_Nk);
+  require_dtype(op, "topk_idx_Nk", topk_idx_Nk, DType::I32);
+  require_device(op, "topk_idx_Nk", topk_idx_Nk);
+  QUILL_CHECK(n_experts > 0, "{}: n_experts is {}, expected > 0", op, n_experts);
+  QUILL_CHECK(n_experts <= kMaxPlanExperts, "{}: n_experts is {}; the CUDA kernel supports at most {}", op, n_experts,
+              kMaxPlanExperts);
+  const int64_t P = topk_idx_Nk.numel();
+  QUILL_CHECK(P < INT_MAX, "{}: {} assignments do not fit the I32 perm_P", op, P);
+  require_shape(op, "perm_P", perm_P, {P});
+  require_dtype(op, "perm_P", perm_P, DType::I32);
+  require_device(op, "perm_P", perm_P);
+  require_shape(op, "counts_E", counts_E, {n_experts});
+  require_dtype(op, "counts_E", counts_E, DType::I64);
+  QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory", op);
+  int64_t* counts = counts_E.data_as<int64_t>();
+  if (P == 0) {
+    std::fill(counts, counts + n_experts, int64_t{0});
+    return;
+  }
+  cudaStream_t stream = stream_of(ctx);
+  // Device scratch: E counts, then the first bad assignment in the low word of one more int64.
+  Tensor scratch = Tensor::empty({n_experts + 1}, DType::I64, *ctx.allocator);
+  long long* d_counts = static_cast<long long*>(scratch.data());
+  unsigned* first_bad = reinterpret_cast<unsigned*>(d_counts + n_experts);
+  QUILL_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream));
+  const int E = static_cast<int>(n_experts);
+  route_plan_kernel<<<1, kPlanThreads, E * sizeof(int), stream>>>(topk_idx_Nk.data_as<int32_t>(), P, E,
+                                                                  perm_P.data_as<int32_t>(), d_counts, first_bad);
+  QUILL_CUDA_CHECK_LAUNCH("route_plan_kernel");
+  std::vector<long long> host(static_cast<size_t>(n_experts + 1));
+  QUILL_CUDA_CHECK(cudaMemcpyAsync(host.data(), d_counts, (n_experts + 1) * sizeof(long long), cudaMemcpyDeviceToHost,
+                                   stream));
+  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  unsigned bad = 0;
+  std::memcpy(&bad, &host[static_cast<size_t>(n_experts)], sizeof(bad));
+  if (bad != UINT_MAX) {
+    int32_t expert = 0;
+    QUILL_CUDA_CHECK(cudaMemcpy(&expert, topk_idx_Nk.data_as<int32_t>() + bad, sizeof(expert), cudaMemcpyDeviceToHost));
+    const int64_t k = topk_idx_Nk.dim(1);
+    QUILL_FAIL("{}: topk_idx_Nk[{}, {}] is expert {}, outside [0, {})", op, bad / k, bad % k, expert, n_experts);
+  }
+  for (int64_t e = 0; e < n_experts; ++e) counts[e] = host[static_cast<size_t>(e)];
+}
+
+void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k,
+                 const Tensor& xp_PD) {
+  const char* op = "moe_permute";
+  require_2d(op, "x_ND", x_ND);
+  const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
+  require_bf16_on_device(op, "x_ND", x_ND);
+  QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
+  require_shape(op, "xp_PD", xp_PD, {N * top_k, D});
+  require_bf16_on_device(op, "xp_PD", xp_PD);
+  checked_inverse(op, ctx, perm_P, N, top_k);
+  const int64_t P = N * top_k;
+  if (P == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && aligned16(x_ND.data()) && aligned16(xp_PD.data());
+  permute_kernel<<<static_cast<unsigned>(P), kRowThreads, 0, stream_of(ctx)>>>(
+      x_ND.data_as<__nv_bfloat16>(), perm_P.data_as<int32_t>(), static_cast<int>(top_k), D, vec,
+      xp_PD.data_as<__nv_bfloat16>());
+  QUILL_CUDA_CHECK_LAUNCH("permute_kernel");
+}
+
+void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& perm_P, int64_t top_k,
+                          const Tensor& dx_ND) {
+  const char* op = "moe_permute_backward";
+  require_2d(op, "dx_ND", dx_ND);
+  const int64_t N = dx_ND.dim(0), D = dx_ND.dim(1);
+  require_bf16_on_device(op, "dx_ND", dx_ND);
+  QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
+  require_shape(op, "dxp_PD", dxp_PD, {N * top_k, D});
+  require_bf16_on_device(op, "dxp_PD", dxp_PD);
+  const Tensor inv = checked_inverse(op, ctx, perm_P, N, top_k);
+  if (N == 0 || D == 0) return;
+  permute_backward_kernel<<<static_cast<unsigned>(N), kRowThreads, 0, stream_of(ctx)>>>(
+      dxp_PD.data_as<__nv_bfloat16>(), inv.data_as<int32_t>(), static_cast<int>(top_k), D,
+      dx_ND.data_as<__nv_bfloat16>());
+  QUILL_CUDA_CHECK_LAUNCH("permute_backward_kernel");
+}
+
+void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk,
+                   const Tensor& out_ND) {
+  const char* op = "moe_unpermute";
+  require_2d(op, "weights_Nk", weights_Nk);
+  require_2d(op, "out_ND", out_ND);
+  const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = out_ND.dim(1);
+  require_shape(op, "yp_PD", yp_PD, {N * k, D});
+  require_shape(op, "out_ND", out_ND, {N, D});
+  require_bf16_on_device(op, "yp_PD", yp_PD);
+  require_bf16_on_device(op, "out_ND", out_ND);
+  require_dtype(op, "weights_Nk", weights_Nk, DType::F32);
+  require_device(op, "weights_Nk", weights_Nk);
+  const Tensor inv = checked_inverse(op, ctx, perm_P, N, k);
+  if (N == 0 || D == 0) return;
+  unpermute_kernel<<<static_cast<unsigned>(N), kRowThreads, 0, stream_of(ctx)>>>(
+      yp_PD.data_as<__nv_bfloat16>(), inv.data_as<int32_t>(), weights_Nk.data_as<float>(), static_cast<int>(k), D,
+      out_ND.data_as<__nv_bfloat16>());
+  QUILL_CUDA_CHECK_LAUNCH("unpermute_kernel");
+}
+
+void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD,
+                            const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& dyp_PD,
+                            const Tensor& dweights_Nk) {
+  const char* op = "moe_unpermute_backward";
+  require_2d(op, "weights_Nk", weights_Nk);
+  require_2d(op, "dout_ND", dout_ND);
+  const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = dout_ND.dim(1);
+  require_shape(op, "dout_ND", dout_ND, {N, D});
+  require_shape(op, "yp_PD", yp_PD, {N * k, D});
+  require_shape(op, "dyp_PD", dyp_PD, {N * k, D});
+  require_shape(op, "dweights_Nk", dweights_Nk, {N, k});
+  require_bf16_on_device(op, "dout_ND", dout_ND);
+  require_bf16_on_device(op, "yp_PD", yp_PD);
+  require_bf16_on_device(op, "dyp_PD", dyp_PD);
+  require_dtype(op, "weights_Nk", weights_Nk, DType::F32);
+  require_device(op, "weights_Nk", weights_Nk);
+  require_dtype(op, "dweights_Nk", dweights_Nk, DType::F32);
+  require_device(op, "dweights_Nk", dweights_Nk);
+  checked_inverse(op, ctx, perm_P, N, k);
+  const int64_t P = N * k;
+  if (P == 0) return;
+  unpermute_backward_kernel<<<static_cast<unsigned>(P), kRowThreads, 0, stream_of(ctx)>>>(
+      dout_ND.data_as<__nv_bfloat16>(), yp_PD.data_as<__nv_bfloat16>(), perm_P.data_as<int32_t>(),
+      weights_Nk.data_as<float>(), static_cast<int>(k), D, dyp_PD.data_as<__nv_bfloat16>(),
+      dweights_Nk.data_as<float>());
+  QUILL_CUDA_CHECK_LAUNCH("unpermute_backward_kernel");
+}
+
+}  // namespace quill::cuda

@@ -1,0 +1,130 @@
+// CUDA embedding (src/ops/cuda/embedding.cu) against the CPU reference. The table and dout are
+// rounded through bf16 first so both backends see the same numbers; outputs are poisoned inside guard
+// bands; dtable starts from nonzero contents and must come back as those plus the reference's sum.
+// Legend: V vocabulary rows, D width, T tokens (with repeated ids, so backward adds rows up).
+#include "ops/embedding.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "base/error.h"
+#include "cuda/harness.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using test::expect_close;
+using test::poisoned_output;
+using test::random_tensor;
+using test::round_bf16;
+using test::to_device;
+using test::to_guarded_device;
+using test::to_host_f32;
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error mentioning " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// T ids in [0, V), drawn from the first V/3 rows so that many repeat.
+Tensor random_ids(int64_t T, int64_t V, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Tensor ids = Tensor::empty({T}, DType::I32);
+  const int64_t range = std::max<int64_t>(1, V / 3);
+  for (int64_t t = 0; t < T; ++t) ids.data_as<int32_t>()[t] = static_cast<int32_t>(rng() % range);
+  ids.data_as<int32_t>()[T - 1] = static_cast<int32_t>(V - 1);  // the last row too
+  return ids;
+}
+
+struct Case {
+  int64_t V, D, T;
+};
+
+class CudaEmbeddingTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaEmbeddingTest, ForwardMatchesCpu) {
+  QUILL_REQUIRE_GPU();
+  const Case c = GetParam();
+  const Tensor table = round_bf16(random_tensor({c.V, c.D}, DType::F32, 11));
+  const Tensor ids = random_ids(c.T, c.V, 12);
+  Tensor ref = Tensor::empty({c.T, c.D}, DType::F32);
+  ops::embedding_forward(DeviceContext::cpu(), table, ids, ref);
+
+  const Tensor d_table = to_device(table, DType::BF16), d_ids = to_device(ids, DType::I32);
+  auto out = poisoned_output({c.T, c.D}, DType::BF16);
+  ops::embedding_forward(test::gpu_ctx(), d_table, d_ids, out->tensor());
+  EXPECT_EQ(test::max_abs_diff(to_host_f32(out->tensor()), ref), 0.0) << "a lookup is an exact copy";
+  EXPECT_TRUE(out->guards_intact()) << "out written outside its bounds";
+}
+
+TEST_P(CudaEmbeddingTest, BackwardAccumulatesLikeCpu) {
+  QUILL_REQUIRE_GPU();
+  const Case c = GetParam();
+  const Tensor ids = random_ids(c.T, c.V, 21);
+  const Tensor dout = round_bf16(random_tensor({c.T, c.D}, DType::F32, 22));
+  const Tensor init = random_tensor({c.V, c.D}, DType::F32, 23, 0.5);
+  Tensor ref = init.clone();
+  ops::embedding_backward(DeviceContext::cpu(), ids, dout, ref);
+
+  auto dtable = to_guarded_device(init, DType::F32);
+  ops::embedding_backward(test::gpu_ctx(), to_device(ids, DType::I32), to_device(dout, DType::BF16), dtable->tensor());
+  expect_close("dtable", to_host_f32(dtable->tensor()), ref, 1e-5);
+  EXPECT_TRUE(dtable->guards_intact()) << "dtable written outside its bounds";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaEmbeddingTest,
+                         ::testing::Values(Case{1003, 200, 517},  // D % 8 == 0: 16-byte copies
+                                           Case{257, 77, 300},    // odd D: element copies
+                                           Case{5, 4096, 64}));   // model width, every row repeated
+
+TEST(CudaEmbedding, IdOutsideVocabularyNamesThePositionAndWritesNothing) {
+  QUILL_REQUIRE_GPU();
+  const int64_t V = 50, D = 24, T = 90;
+  Tensor ids = random_ids(T, V, 31);
+  ids.data_as<int32_t>()[61] = -1;
+  ids.data_as<int32_t>()[37] = static_cast<int32_t>(V);
+  const Tensor d_ids = to_device(ids, DType::I32);
+  const Tensor table = to_device(random_tensor({V, D}, DType::F32, 32), DType::BF16);
+  auto out = poisoned_output({T, D}, DType::BF16);
+  expect_error([&] { ops::embedding_forward(test::gpu_ctx(), table, d_ids, out->tensor()); },
+               "embedding_forward: token id 50 at position 37 is outside the vocabulary [0, 50)");
+
+  const Tensor init = random_tensor({V, D}, DType::F32, 33);
+  auto dtable = to_guarded_device(init, DType::F32);
+  const Tensor dout = to_device(random_tensor({T, D}, DType::F32, 34), DType::BF16);
+  expect_error([&] { ops::embedding_backward(test::gpu_ctx(), d_ids, dout, dtable->tensor()); },
+               "embedding_backward: token id 50 at position 37");
+  EXPECT_EQ(test::max_abs_diff(to_host_f32(dtable->tensor()), init), 0.0) << "dtable changed by a failed backward";
+}
+
+TEST(CudaEmbedding, WrongDtypesAndShapesNameTheTensor) {
+  QUILL_REQUIRE_GPU();
+  const Tensor ids = to_device(random_ids(8, 10, 41), DType::I32);
+  const Tensor table_f32 = to_device(random_tensor({10, 16}, DType::F32, 42), DType::F32);
+  const Tensor table = to_device(random_tensor({10, 16}, DType::F32, 42), DType::BF16);
+  auto out = poisoned_output({8, 16}, DType::BF16);
+  expect_error([&] { ops::embedding_forward(test::gpu_ctx(), table_f32, ids, out->tensor()); },
+               "embedding_forward: table has dtype F32, expected BF16");
+  auto short_out = poisoned_output({7, 16}, DType::BF16);
+  expect_error([&] { ops::embedding_forward(test::gpu_ctx(), table, ids, short_out->tensor()); },
+               "embedding_forward: out has shape");
+  const Tensor dtable_bf16 = to_device(random_tensor({10, 16}, DType::F32, 43), DType::BF16);
+  const Tensor dout = to_device(random_tensor({8, 16}, DType::F32, 44), DType::BF16);
+  expect_error([&] { ops::embedding_backward(test::gpu_ctx(), ids, dout, dtable_bf16); },
+               "embedding_backward: dtable has dtype BF16, expected F32");
+  const Tensor host_ids = random_ids(8, 10, 45);
+  expect_error([&] { ops::embedding_forward(test::gpu_ctx(), table, host_ids, out->tensor()); },
+               "embedding_forward: ids must be in GPU memory");
+}
+
+}  // namespace
+}  // namespace quill
