@@ -91,6 +91,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--loss-vocab", loss_vocab, "unpadded (transformers) | padded (miles)");
   cmd->add_option("--out", o.out_dir, "output directory")->required();
   cmd->add_option("--save-every", o.save_every, "write a training checkpoint every N steps");
+  cmd->add_flag("!--no-final-checkpoint", o.final_checkpoint, "skip the training checkpoint at the end");
   cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
   cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint)");
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");

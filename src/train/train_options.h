@@ -23,6 +23,7 @@ struct TrainOptions {
   bool loss_over_padded_vocab = false;
   std::string out_dir;
   int64_t save_every = 0;    // training checkpoint every N steps (0: only at the end)
+  bool final_checkpoint = true;  // false: no checkpoint at the end (benchmarks, parity runs)
   std::string resume_dir;    // a training checkpoint to resume from
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
   bool quiet = false;        // no per-step log lines

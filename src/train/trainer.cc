@@ -206,7 +206,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
       result.steps.push_back(m);
 
       const bool last = step + 1 == last_step;
-      if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || last)
+      if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || (last && o.final_checkpoint))
         save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer, ctx, dp);
     }
   } catch (...) {
