@@ -13,5 +13,7 @@ void add_model_commands(CLI::App& app, Runner& run);
 void add_train_command(CLI::App& app, Runner& run);
 void add_data_commands(CLI::App& app, Runner& run);
 void add_demo_command(CLI::App& app, Runner& run);
+void add_recipe_commands(CLI::App& app, Runner& run);
+void add_check_commands(CLI::App& app, Runner& run);
 
 }  // namespace quill::cli

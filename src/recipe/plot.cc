@@ -48,7 +48,7 @@ std::string frame(double top, const Axis& y, const std::string& label, size_t st
     const double v = y.lo + (y.hi - y.lo) * i / 4.0, py = y.map(v, top + kPanelHeight, top);
     s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="11" text-anchor="end">{:.4g}</text>)", kLeft - 6, py + 4, v);
   }
-  s += fmt::format(R"(<text x="14" y="{:.1f}" font-size="12" transform="rotate(-90 14 {:.1f})">{}</text>)",
+  s += fmt::format(R"svg(<text x="14" y="{:.1f}" font-size="12" transform="rotate(-90 14 {:.1f})">{}</text>)svg",
                    top + kPanelHeight / 2, top + kPanelHeight / 2, label);
   s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="11">step 0</text>)", kLeft, top + kPanelHeight + 16);
   s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="11" text-anchor="end">step {}</text>)", kWidth - kRight,

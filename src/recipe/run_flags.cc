@@ -41,6 +41,8 @@ struct Value {
   std::string text;
   bool known = true;
   std::string source;  // why it is not known
+  static Value of(std::string t) { return {std::move(t), true, {}}; }
+  static Value unknown(std::string t, std::string why) { return {std::move(t), false, std::move(why)}; }
 };
 
 struct ArrayValue {
@@ -48,6 +50,8 @@ struct ArrayValue {
   std::vector<std::vector<std::string>> unresolved;  // per item: variables it uses without a value
   bool known = true;
   std::string source;
+  static ArrayValue of(std::vector<std::string> items) { return {std::move(items), {}, true, {}}; }
+  static ArrayValue unknown(std::string why) { return {{}, {}, false, std::move(why)}; }
 };
 
 std::vector<std::string> split_words(const std::string& s) {
@@ -61,19 +65,23 @@ struct Vars {
   const VarMap& set;
   std::map<std::string, Value> scalars;
   std::map<std::string, ArrayValue> arrays;
+  VarMap exported;  // by the script, to the environment
 
   std::optional<Value> scalar(const std::string& name) const {
-    if (auto it = set.find(name); it != set.end()) return Value{it->second};
+    if (auto it = set.find(name); it != set.end()) return Value::of(it->second);
     if (auto it = scalars.find(name); it != scalars.end()) return it->second;
     return std::nullopt;
   }
   std::optional<ArrayValue> array(const std::string& name) const {
-    if (auto it = set.find(name); it != set.end()) return ArrayValue{split_words(it->second)};
+    if (auto it = set.find(name); it != set.end()) return ArrayValue::of(split_words(it->second));
     if (auto it = arrays.find(name); it != arrays.end()) return it->second;
     return std::nullopt;
   }
   void assign(const std::string& name, Value v) {
     if (!set.count(name)) scalars[name] = std::move(v);
+  }
+  void export_var(const std::string& name) {
+    if (auto v = scalar(name)) exported[name] = v->text;
   }
   void assign_array(const std::string& name, ArrayValue v, bool append) {
     if (set.count(name)) return;
@@ -134,6 +142,10 @@ class ShellReader {
       } else if (c == '<' || c == '>') {
         Word w;
         w.op = true;
+        if (fd_prefix_ && !cmd.empty()) {  // "2>": the descriptor belongs to the operator
+          w.text = cmd.back().text;
+          cmd.pop_back();
+        }
         while (i_ < s_.size() && (s_[i_] == '<' || s_[i_] == '>')) w.text += s_[i_++];
         if (i_ < s_.size() && s_[i_] == '&') {
           w.text += s_[i_++];
@@ -141,8 +153,14 @@ class ShellReader {
         }
         cmd.push_back(std::move(w));
       } else {
+        const size_t start = i_;
         cmd.push_back(read_word());
+        const std::string& t = cmd.back().text;
+        fd_prefix_ = i_ < s_.size() && (s_[i_] == '<' || s_[i_] == '>') && i_ - start == t.size() && !t.empty() &&
+                     std::all_of(t.begin(), t.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); });
+        continue;
       }
+      fd_prefix_ = false;
     }
     return !cmd.empty();
   }
@@ -373,6 +391,7 @@ class ShellReader {
   const std::string& s_;
   const Vars& vars_;
   size_t i_ = 0;
+  bool fd_prefix_ = false;  // the last word was a file descriptor written against a redirection
 };
 
 // ---- commands -----------------------------------------------------------------------------------
@@ -427,9 +446,9 @@ void assign(Vars& vars, const std::string& name, bool append, const Word& w) {
     if (append) {
       if (auto old = vars.scalar(name); old && old->known) value = old->text + value;
     }
-    vars.assign(name, Value{value});
+    vars.assign(name, Value::of(value));
   } else {
-    vars.assign(name, Value{value, false, unknown_source(w, vars)});
+    vars.assign(name, Value::unknown(value, unknown_source(w, vars)));
   }
 }
 
@@ -448,30 +467,39 @@ void run_read(Vars& vars, const std::vector<Word>& cmd) {
   }
   if (array_name.empty() || !is_name(array_name)) return;
   if (!input) {
-    vars.assign_array(array_name, {{}, false, "standard input"}, false);
+    vars.assign_array(array_name, ArrayValue::unknown("standard input"), false);
   } else if (input->unresolved.empty()) {
-    vars.assign_array(array_name, {split_words(input->text)}, false);
+    vars.assign_array(array_name, ArrayValue::of(split_words(input->text)), false);
   } else {
-    vars.assign_array(array_name, {{}, false, unknown_source(*input, vars)}, false);
+    vars.assign_array(array_name, ArrayValue::unknown(unknown_source(*input, vars)), false);
   }
 }
 
 // Applies a command's effect on variables; returns the words of a command that runs something
-// (assignments before it stripped), or nothing.
-std::vector<Word> run_command(Vars& vars, std::vector<Word> cmd) {
+// (assignments before it stripped, their names in `prefix`), or nothing.
+std::vector<Word> run_command(Vars& vars, std::vector<Word> cmd, std::vector<std::string>& prefix) {
   size_t first = 0;
   std::string name;
   bool append = false;
+  prefix.clear();
   while (first < cmd.size() && is_assignment(cmd[first], &name, &append)) {
     assign(vars, name, append, cmd[first]);
+    prefix.push_back(name);
     ++first;
   }
   cmd.erase(cmd.begin(), cmd.begin() + static_cast<std::ptrdiff_t>(first));
   if (cmd.empty()) return {};
   const std::string& verb = cmd[0].text;
   if (verb == "export" || verb == "declare" || verb == "local" || verb == "readonly" || verb == "typeset") {
-    for (size_t k = 1; k < cmd.size(); ++k)
+    const bool exports = verb == "export" || std::any_of(cmd.begin() + 1, cmd.end(), [](const Word& w) {
+                           return w.text.size() > 1 && w.text[0] == '-' && w.text.find('x') != std::string::npos;
+                         });
+    for (size_t k = 1; k < cmd.size(); ++k) {
       if (is_assignment(cmd[k], &name, &append)) assign(vars, name, append, cmd[k]);
+      else if (is_name(cmd[k].text)) name = cmd[k].text;
+      else continue;
+      if (exports) vars.export_var(name);
+    }
     return {};
   }
   if (verb == "read") {
@@ -506,7 +534,7 @@ void read_flags(const std::vector<Word>& words, const Vars& vars, RunFlags& out)
   while (k < words.size()) {
     const Word& w = words[k];
     if (w.op) {
-      k += 2;  // a redirection and its target
+      k += w.text.find('&') == std::string::npos ? 2 : 1;  // a redirection and its target (">&1" has it inside)
       continue;
     }
     if (w.pure_array() && !w.unresolved.empty()) {
@@ -578,14 +606,16 @@ std::vector<Word> splice_arrays(const std::vector<Word>& cmd, const Vars& vars) 
 
 RunFlags parse_run_flags(const std::string& script, const VarMap& env, const VarMap& set) {
   Vars vars{set, {}, {}};
-  for (const auto& [k, v] : env) vars.scalars[k] = Value{v};
+  for (const auto& [k, v] : env) vars.scalars[k] = Value::of(v);
   RunFlags out;
   std::vector<Word> best;
   size_t best_count = 0;
+  VarMap best_prefix;
   ShellReader reader(script, vars);
   std::vector<Word> cmd;
+  std::vector<std::string> prefix;
   while (reader.next(cmd)) {
-    std::vector<Word> words = run_command(vars, cmd);
+    std::vector<Word> words = run_command(vars, cmd, prefix);
     if (words.empty()) continue;
     words = splice_arrays(words, vars);
     // A launcher that wraps the trainer (`ray job submit ... -- python3 train.py ...`).
@@ -595,6 +625,10 @@ RunFlags parse_run_flags(const std::string& script, const VarMap& env, const Var
     if (n > best_count) {
       best_count = n;
       best = std::move(words);
+      best_prefix.clear();
+      for (const std::string& p : prefix)
+        if (auto v = vars.scalar(p)) best_prefix[p] = v->text;
+      out.exported = vars.exported;
     }
   }
   if (best_count > 0) {
@@ -604,6 +638,7 @@ RunFlags parse_run_flags(const std::string& script, const VarMap& env, const Var
   for (const auto& [k, v] : vars.scalars)
     if (v.known) out.variables[k] = v.text;
   for (const auto& [k, v] : set) out.variables[k] = v;
+  for (const auto& [k, v] : best_prefix) out.exported[k] = v;
   return out;
 }
 

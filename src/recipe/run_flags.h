@@ -46,6 +46,9 @@ struct RunFlags {
   std::vector<std::string> unknown;       // flags in neither table ("--name"), in order, once each
   std::vector<std::string> problems;      // repeated flags, stray words
   VarMap variables;                       // the known variables after the script ran
+  VarMap exported;                        // what the script exports to the training command's environment
+                                          // (`export`, and assignments written before the command), as
+                                          // expanded (an unknown part stays as written)
 
   // The last occurrence of a flag (argparse: the last wins), or nullptr.
   const ParsedFlag* find(std::string_view name) const;

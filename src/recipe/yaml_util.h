@@ -10,7 +10,8 @@
 
 namespace quill {
 
-// Same kind, same scalars (and the same quoted-ness), same keys in the same order.
+// Same kind, same scalars (the same text, read as the same type: '13.0' is not 13.0), same keys in
+// the same order.
 bool yaml_equal(const YAML::Node& a, const YAML::Node& b);
 
 // A string scalar; quoted on output when a YAML reader would otherwise not read it back as this
