@@ -95,6 +95,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
   cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint)");
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
+  cmd->add_option("--replay-routing", o.replay_routing_file,
+                  "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");
   cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
   cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
   cmd->add_option("--device", device, "cpu (fp32 reference) | cuda (bf16; one GPU per rank)");

@@ -25,6 +25,22 @@ InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, cons
   unembed_ = &params.at("model.llm.unembed.weight");
 }
 
+void InklingModel::replay_routing(const std::vector<Tensor>& topk_per_layer) {
+  QUILL_CHECK(topk_per_layer.size() == layers_.size(), "routing replay: {} layers given, the model has {}",
+              topk_per_layer.size(), layers_.size());
+  recorded_topk_.assign(layers_.size(), Tensor());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i].is_moe()) continue;
+    const Tensor& host = topk_per_layer[i];
+    QUILL_CHECK(host.defined() && host.dtype() == DType::I32 && host.ndim() == 2 &&
+                    host.dim(1) == config_.num_experts_per_tok,
+                "routing replay: layer {} needs an I32 [T, {}] choice", i, config_.num_experts_per_tok);
+    recorded_topk_[i] = Tensor::empty(host.shape(), DType::I32, *ctx_.allocator);
+    ops::transfer(ctx_, host, recorded_topk_[i]);
+  }
+  routing_ = Routing::Replay;
+}
+
 int64_t InklingModel::loss_vocab() const {
   return options_.loss_over_padded_vocab ? config_.vocab_size : config_.unpadded_vocab_size;
 }

@@ -44,6 +44,9 @@ class InklingModel {
   // whole model well defined).
   enum class Routing { Free, Record, Replay };
   void set_routing(Routing mode) { routing_ = mode; }
+  // Replays a given choice: per layer, a host I32 [T, top_k] tensor for MoE layers (undefined for
+  // dense ones); the next forwards use it until set_routing(Free).
+  void replay_routing(const std::vector<Tensor>& topk_per_layer);
 
   int64_t loss_vocab() const;
   static int64_t supervised_targets(const uint8_t* mask, int64_t T);

@@ -28,7 +28,10 @@ struct TrainOptions {
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
   bool quiet = false;        // no per-step log lines
   int64_t stop_after = -1;
-  int64_t dump_grads_step = -1;  // write that step's gradients to out_dir/grads_step{K}.safetensors   // stop (with a checkpoint) after this many steps: tests of resume
+  int64_t dump_grads_step = -1;
+  // At dump_grads_step, replay this routing (safetensors: "model.llm.layers.{i}.mlp.gate.topk" I32
+  // [rows * T, top_k], the step's rows in order), so that gradients compare under one expert choice.
+  std::string replay_routing_file;  // write that step's gradients to out_dir/grads_step{K}.safetensors   // stop (with a checkpoint) after this many steps: tests of resume
 };
 
 }  // namespace quill

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -70,6 +71,21 @@ void dump_gradients(const std::string& path, const ParamTable& params, const Dev
     grads.emplace_back(p.name, p.gate_up_interleaved ? interleave_gate_up(host) : host);
   }
   write_safetensors(path, grads);
+}
+
+// Row `row` of a routing file: per layer, its T x top_k slice (undefined for dense layers).
+std::vector<Tensor> routing_of_row(const SafetensorsFile& file, const InklingConfig& config, int64_t row, int64_t T) {
+  std::vector<Tensor> topk(static_cast<size_t>(config.num_layers));
+  for (int64_t i = 0; i < config.num_layers; ++i) {
+    if (!config.is_moe(i)) continue;
+    const std::string name = fmt::format("model.llm.layers.{}.mlp.gate.topk", i);
+    QUILL_CHECK(file.contains(name), "{}: tensor {} missing", file.path(), name);
+    const Tensor all = file.tensor(name);
+    QUILL_CHECK(all.dtype() == DType::I32 && all.ndim() == 2 && all.dim(0) >= (row + 1) * T,
+                "{}: {} is {}, too small for row {} of {} tokens", file.path(), name, all.describe(), row, T);
+    topk[static_cast<size_t>(i)] = all.rows(row * T, (row + 1) * T).clone();
+  }
+  return topk;
 }
 
 void check_rows_fit(const RowsReader& rows, const InklingConfig& config) {
@@ -166,7 +182,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
       double loss_sum = 0;
       const int64_t share = o.global_batch / dp_size;
       const std::vector<int64_t> mine(batch.begin() + dp_rank * share, batch.begin() + (dp_rank + 1) * share);
-      for (int64_t r : mine) {
+      std::unique_ptr<SafetensorsFile> replay;
+      if (step == o.dump_grads_step && !o.replay_routing_file.empty())
+        replay = std::make_unique<SafetensorsFile>(SafetensorsFile::open(o.replay_routing_file));
+      for (size_t j = 0; j < mine.size(); ++j) {
+        const int64_t r = mine[j];
+        if (replay) model.replay_routing(routing_of_row(*replay, config, dp_rank * share + j, T));
         const uint32_t* src = rows.tokens(r);
         for (int64_t i = 0; i < T; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>(src[i]);
         RowResult rr = model.train_row(tokens.data(), rows.mask(r), T, grad_scale);
@@ -176,6 +197,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
           for (size_t l = 0; l < rr.expert_tokens.size(); ++l)
             for (size_t e = 0; e < rr.expert_tokens[l].size(); ++e) m.expert_tokens[l][e] += rr.expert_tokens[l][e];
       }
+      model.set_routing(InklingModel::Routing::Free);
       m.tokens = T * o.global_batch;
       if (dp) {
         Tensor sums = Tensor::empty({1}, DType::F64);

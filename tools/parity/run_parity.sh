@@ -186,6 +186,17 @@ elif has_phase ref; then
   echo "run_parity: no init checkpoint for the reference"; status=3
 fi
 
+# ---- quill again, replaying the reference's step-K expert choice ----------------------------------
+# bf16 rounding can flip a near-tied top-k choice between implementations; with the reference's own
+# choice replayed (miles' routing replay), the step-K gradients compare numerics alone.
+if has_phase quill && [ -f "$WORK/ref1/routing_step$DUMP_STEP.safetensors" ] && [ -f "$WORK/ref1/$g" ]; then
+  rm -rf "$WORK/quill-replay"
+  "$QUILL" train --init "$WORK/init" --rows "$ROWS" --device cuda "${common[@]}" --lr-decay-style cosine \
+    --freeze-preset miles --loss-vocab unpadded --no-final-checkpoint --stop-after $((DUMP_STEP + 1)) \
+    --replay-routing "$WORK/ref1/routing_step$DUMP_STEP.safetensors" --out "$WORK/quill-replay" \
+    > "$WORK/quill-replay.log" 2>&1 || { echo "run_parity: quill (routing replay) failed"; tail "$WORK/quill-replay.log"; }
+fi
+
 # ---- compare -------------------------------------------------------------------------------------
 crc=0
 if has_phase compare; then
@@ -214,6 +225,13 @@ if has_phase compare; then
   else
     echo "run_parity: nothing to compare"; status=3
   fi
+  if [ -f "$WORK/quill-replay/$g" ] && [ -f "$WORK/ref1/$g" ] && [ -f "$WORK/quill/metrics.jsonl" ]; then
+    log "compare quill's step-$DUMP_STEP gradients under the reference's routing"
+    "$PY" "$here/compare.py" --candidate "$WORK/quill/metrics.jsonl" --reference "$WORK/ref1/metrics.jsonl" \
+      --candidate-grads "$WORK/quill-replay/$g" --reference-grads "$WORK/ref1/$g" \
+      --json "$OUT/$name-replay-compare.json" > "$OUT/$name-replay-compare.txt" 2>&1
+    grep -A14 "^gradients" "$OUT/$name-replay-compare.txt"
+  fi
 fi
 
 # ---- small files back, big files away --------------------------------------------------------------
@@ -229,7 +247,7 @@ fi
   tar czf "$OUT/$name-logs.tar.gz" "${files[@]}"
 )
 if [ "$KEEP" != 1 ]; then
-  rm -f "$WORK"/ref1/grads_step*.safetensors "$WORK"/quill/grads_step*.safetensors
+  rm -f "$WORK"/ref1/grads_step*.safetensors "$WORK"/quill/grads_step*.safetensors "$WORK"/quill-replay/grads_step*.safetensors
   if [ "${REUSE_INIT:-0}" != 1 ]; then rm -f "$WORK/init/model.safetensors"; fi
 fi
 log "done: compare exit $crc, arms status $status; in $OUT: $(cd "$OUT" && echo *)"
