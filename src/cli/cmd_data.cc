@@ -1,21 +1,91 @@
-// `quill data synth` and `quill data inspect`: the bundled synthetic SFT rows, and a look at a rows
-// directory. (The real tokenizer and `quill data build` come with the data issue.)
-#include <cstdio>
-#include <nlohmann/json.hpp>
+// `quill data ...`: build, inspect and check SFT rows, and use the tokenizer.
+//   synth         the bundled synthetic set with the byte tokenizer (the demo)
+//   build         conversations JSONL -> rows (docs/data-build.md)
+//   inspect       a rows directory's manifest, verified, and one row shown with its loss mask
+//   encode        UTF-8 text on stdin -> token ids as one JSON array
+//   decode        a JSON array of ids on stdin -> text
+//   bench-encode  tokenizer throughput on a file (MB/s), single- or multi-threaded
+#include <unistd.h>
 
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "base/timer.h"
 #include "cli/commands.h"
+#include "data/bpe_tokenizer.h"
 #include "data/build_rows.h"
 #include "data/byte_tokenizer.h"
 #include "data/conversation.h"
+#include "data/parallel.h"
+#include "data/row_view.h"
 #include "data/rows.h"
 #include "data/synthetic.h"
+#include "data/tokenizer_loader.h"
 
 namespace quill::cli {
 
+namespace {
+
+std::string read_stdin() {
+  std::string s((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  QUILL_CHECK(!std::cin.bad(), "stdin: read error");
+  return s;
+}
+
+std::string ids_json(const std::vector<uint32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  out += "]";
+  return out;
+}
+
+// SHA-256 of the ids as little-endian uint32 (what bench/tokenizer compares with tiktoken).
+std::string ids_sha256(const std::vector<uint32_t>& ids) {
+  return sha256_hex(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
+}
+
+std::vector<uint32_t> encode_with_threads(const Tokenizer& tok, std::string_view text, int threads) {
+  if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok)) return bpe->encode_parallel(text, threads);
+  return tok.encode(text);
+}
+
+// The tokenizer a rows manifest names, or the one given on the command line.
+std::unique_ptr<Tokenizer> manifest_tokenizer(const nlohmann::json& manifest, const std::string& path,
+                                              const std::string& special) {
+  const nlohmann::json tok = manifest.value("tokenizer", nlohmann::json::object());
+  std::unique_ptr<Tokenizer> t;
+  if (!path.empty()) {
+    t = load_tokenizer(path, special);
+  } else if (tok.value("name", "") == "quill-byte-v1" || tok.value("path", "") == "byte") {
+    t = std::make_unique<ByteTokenizer>();
+  } else {
+    QUILL_CHECK(tok.contains("path"), "the manifest records no tokenizer path: pass --tokenizer");
+    std::string p = tok.at("path").get<std::string>();
+    QUILL_CHECK(path_exists(p), "{}: the manifest's tokenizer is not there: pass --tokenizer", p);
+    t = load_tokenizer(p, tok.value("special_tokens", ""));
+  }
+  std::string want = tok.value("sha256", "");
+  QUILL_CHECK(want.empty() || t->definition_sha256() == want,
+              "tokenizer {} has sha256 {}, but the rows were built with {} (sha256 {})", t->name(),
+              t->definition_sha256(), tok.value("name", "?"), want);
+  return t;
+}
+
+}  // namespace
+
 void add_data_commands(CLI::App& app, Runner& run) {
-  CLI::App* data = app.add_subcommand("data", "build and inspect SFT rows");
+  CLI::App* data = app.add_subcommand("data", "build and inspect SFT rows; encode text");
   data->require_subcommand(1);
 
+  // ---- synth
   CLI::App* synth = data->add_subcommand("synth", "render conversations (JSONL, or generated) with the byte tokenizer into rows");
   static std::string input, out;
   static int64_t conversations = 2000, row_tokens = 128, max_rows = -1;
@@ -44,13 +114,146 @@ void add_data_commands(CLI::App& app, Runner& run) {
     };
   });
 
-  CLI::App* inspect = data->add_subcommand("inspect", "print a rows directory's manifest (and verify its hash)");
-  static std::string dir;
+  // ---- build
+  CLI::App* build = data->add_subcommand("build", "conversations JSONL -> Inkling-rendered, masked, packed rows");
+  static std::string b_input, b_tokenizer, b_special, b_out, b_effort = "high";
+  static int64_t b_row_tokens = 8192, b_max_rows = -1;
+  static uint64_t b_seed = 42;
+  static int b_threads = 0;
+  static bool b_skip_invalid = false, b_quiet = false;
+  build->add_option("--input", b_input, "conversations, one JSON object per line")->required();
+  build->add_option("--tokenizer", b_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
+  build->add_option("--special-tokens", b_special, "for a rank file: inkling (default), o200k, none or a JSON file");
+  build->add_option("--row-tokens", b_row_tokens, "tokens per row (8192)");
+  build->add_option("--seed", b_seed, "permutation seed (42)");
+  build->add_option("--max-rows", b_max_rows, "stop after this many rows (default: no limit)");
+  build->add_option("--reasoning-effort", b_effort, "none|minimal|low|medium|high|max or a number in [0, 0.99]");
+  build->add_option("--threads", b_threads, "worker threads (default: all cores)");
+  build->add_flag("--skip-invalid", b_skip_invalid, "skip and count bad lines instead of stopping");
+  build->add_flag("--quiet", b_quiet, "no progress display");
+  build->add_option("--out", b_out, "output rows directory")->required();
+  build->callback([&run] {
+    run = [] {
+      Timer timer;
+      std::unique_ptr<Tokenizer> tok = load_tokenizer(b_tokenizer, b_special);
+      BuildOptions options;
+      options.seed = b_seed;
+      options.row_tokens = b_row_tokens;
+      options.max_rows = b_max_rows;
+      options.reasoning_effort = b_effort;
+      options.source = b_input;
+      options.threads = b_threads;
+      options.skip_invalid = b_skip_invalid;
+      options.progress = !b_quiet;
+      options.tokenizer_source = tokenizer_source_json(b_tokenizer, b_special);
+      nlohmann::json manifest = build_rows_from_jsonl(b_input, *tok, options, b_out);
+      double s = timer.seconds();
+      double mb = manifest["input"]["bytes"].get<double>() / 1e6;
+      std::printf("%s\n", manifest.dump(2).c_str());
+      std::fprintf(stderr, "quill: data build: %lld rows in %s, %.1f MB of input in %.2f s (%.1f MB/s end to end)\n",
+                   static_cast<long long>(manifest["rows"].get<int64_t>()), b_out.c_str(), mb, s, mb / s);
+      return 0;
+    };
+  });
+
+  // ---- inspect
+  CLI::App* inspect = data->add_subcommand("inspect", "print a rows directory's manifest (verified) and show a row with its mask");
+  static std::string dir, i_tokenizer, i_special, i_color = "auto";
+  static int64_t i_row = 0, i_tokens = 2048;
+  static bool i_manifest_only = false;
   inspect->add_option("dir", dir, "rows directory")->required();
+  inspect->add_option("--tokenizer", i_tokenizer, "decode with this tokenizer (default: the one the manifest records)");
+  inspect->add_option("--special-tokens", i_special, "with --tokenizer: as for build");
+  inspect->add_option("--row", i_row, "the row to show (0)");
+  inspect->add_option("--tokens", i_tokens, "show the first this many tokens of the row (0: all; default 2048)");
+  inspect->add_option("--color", i_color, "auto|always|never: supervised tokens in green, else in [[ ]]");
+  inspect->add_flag("--manifest-only", i_manifest_only, "print the manifest only");
   inspect->callback([&run] {
     run = [] {
       RowsReader rows = RowsReader::open(dir, /*verify_sha256=*/true);
       std::printf("%s\n", rows.manifest().dump(2).c_str());
+      if (i_manifest_only) return 0;
+      QUILL_CHECK(i_row >= 0 && i_row < rows.rows(), "--row {}: the rows directory has rows 0..{}", i_row, rows.rows() - 1);
+      QUILL_CHECK(i_color == "auto" || i_color == "always" || i_color == "never", "--color {}: expected auto, always or never",
+                  i_color);
+      std::unique_ptr<Tokenizer> tok = manifest_tokenizer(rows.manifest(), i_tokenizer, i_special);
+      size_t n = static_cast<size_t>(i_tokens > 0 ? std::min(i_tokens, rows.row_tokens()) : rows.row_tokens());
+      bool color = i_color == "always" || (i_color == "auto" && ::isatty(STDOUT_FILENO));
+      std::string text = render_row_for_reading(*tok, {rows.tokens(i_row), n}, {rows.mask(i_row), n}, color);
+      std::printf("\n--- row %lld: first %zu of %lld tokens, %lld supervised targets; supervised text %s ---\n%s\n",
+                  static_cast<long long>(i_row), n, static_cast<long long>(rows.row_tokens()),
+                  static_cast<long long>(rows.supervised_targets(i_row)), color ? "in green" : "in [[ ]]", text.c_str());
+      return 0;
+    };
+  });
+
+  // ---- encode / decode
+  CLI::App* encode = data->add_subcommand("encode", "UTF-8 text on stdin -> token ids as one JSON array on stdout");
+  static std::string e_tokenizer, e_special;
+  encode->add_option("--tokenizer", e_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
+  encode->add_option("--special-tokens", e_special, "for a rank file: inkling (default), o200k, none or a JSON file");
+  encode->callback([&run] {
+    run = [] {
+      std::unique_ptr<Tokenizer> tok = load_tokenizer(e_tokenizer, e_special);
+      std::string text = read_stdin();
+      std::printf("%s\n", ids_json(tok->encode(text)).c_str());
+      return 0;
+    };
+  });
+  CLI::App* decode = data->add_subcommand("decode", "a JSON array of token ids on stdin -> text on stdout");
+  static std::string d_tokenizer, d_special;
+  decode->add_option("--tokenizer", d_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
+  decode->add_option("--special-tokens", d_special, "for a rank file: inkling (default), o200k, none or a JSON file");
+  decode->callback([&run] {
+    run = [] {
+      std::unique_ptr<Tokenizer> tok = load_tokenizer(d_tokenizer, d_special);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(read_stdin());
+      } catch (const nlohmann::json::parse_error& e) {
+        QUILL_FAIL("stdin: malformed JSON ({})", e.what());
+      }
+      QUILL_CHECK(j.is_array(), "stdin: expected a JSON array of token ids");
+      std::vector<uint32_t> ids;
+      for (const auto& v : j) {
+        QUILL_CHECK(v.is_number_unsigned() && v.get<uint64_t>() < (1ull << 32), "stdin: {} is not a token id", v.dump());
+        ids.push_back(v.get<uint32_t>());
+      }
+      std::string text = tok->decode(ids);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      return 0;
+    };
+  });
+
+  // ---- bench-encode
+  CLI::App* bench = data->add_subcommand("bench-encode", "tokenizer throughput on a file: one JSON line with MB/s");
+  static std::string x_tokenizer, x_special, x_input;
+  static int x_threads = 1, x_repeat = 3;
+  bench->add_option("--tokenizer", x_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
+  bench->add_option("--special-tokens", x_special, "for a rank file: inkling (default), o200k, none or a JSON file");
+  bench->add_option("--input", x_input, "text file (read as bytes)")->required();
+  bench->add_option("--threads", x_threads, "threads (1; 0 = all cores)");
+  bench->add_option("--repeat", x_repeat, "timed runs after one warm-up; the median is reported (3)");
+  bench->callback([&run] {
+    run = [] {
+      std::unique_ptr<Tokenizer> tok = load_tokenizer(x_tokenizer, x_special);
+      std::string text = read_file(x_input);
+      int threads = x_threads > 0 ? x_threads : hardware_threads();
+      std::vector<uint32_t> ids = encode_with_threads(*tok, text, threads);  // warm-up
+      std::vector<double> times;
+      for (int r = 0; r < std::max(1, x_repeat); ++r) {
+        Timer t;
+        ids = encode_with_threads(*tok, text, threads);
+        times.push_back(t.seconds());
+      }
+      std::sort(times.begin(), times.end());
+      double median = times[times.size() / 2];
+      nlohmann::json result = {{"tokenizer", tok->name()},     {"input", x_input},
+                               {"bytes", text.size()},         {"tokens", ids.size()},
+                               {"threads", threads},           {"seconds", median},
+                               {"seconds_all", times},         {"mb_per_s", static_cast<double>(text.size()) / 1e6 / median},
+                               {"ids_sha256", ids_sha256(ids)}};
+      std::printf("%s\n", result.dump().c_str());
       return 0;
     };
   });

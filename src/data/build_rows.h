@@ -1,5 +1,12 @@
 // The SFT data build: conversations -> Inkling rendering and loss mask -> packing -> rows
-// directory with its manifest (recipes-and-measurement.md section 6; docs/rows-format.md).
+// directory with its manifest (recipes-and-measurement.md section 6; docs/rows-format.md,
+// docs/data-build.md).
+//
+// Rendering runs on all cores: the permutation is fixed first (it depends only on the number of
+// conversations and the seed), then conversations are rendered in permutation order, a batch at
+// a time in parallel, each into its own slot, and handed to the packer in order. The output is
+// therefore byte-identical whatever the thread count, and a build with --max-rows stops
+// rendering once the rows are full.
 #pragma once
 
 #include <cstdint>
@@ -18,14 +25,33 @@ struct BuildOptions {
   int64_t max_rows = -1;                  // < 0: no limit
   std::string reasoning_effort = "high";  // see RenderOptions
   std::string source;                     // free text recorded in the manifest ("source")
+  int threads = 0;                        // <= 0: all cores
+  bool skip_invalid = false;              // JSONL input: skip and count bad lines instead of failing
+  bool progress = false;                  // progress display on stderr
+  // Merged into the manifest's "tokenizer" object (tokenizer_source_json: path, special_tokens).
+  nlohmann::json tokenizer_source = nlohmann::json::object();
 };
 
 // Renders every conversation, packs and writes out_dir/rows.bin and out_dir/manifest.json.
 // Returns the manifest: rows, row_tokens, padding_tokens, seed, max_rows, tokenizer {name,
-// sha256, vocab_size}, renderer, renderer_version, template_kwargs, supervised_targets,
-// supervised_token_ratio, rows_sha256, max_token_id, conversations {input, used, skipped},
-// packing {...}, source.
+// sha256, vocab_size, [path, special_tokens]}, renderer, renderer_version, template_kwargs,
+// supervised_targets, supervised_token_ratio, rows_sha256, max_token_id, conversations {input,
+// used, skipped, invalid_skipped}, packing {...}, source.
 nlohmann::json build_rows(const std::vector<Conversation>& conversations, const Tokenizer& tokenizer,
                           const BuildOptions& options, const std::string& out_dir);
+
+// The same from a JSONL file, read once to check every line (in parallel) and then again, line by
+// line in permutation order, to render. A bad line (malformed JSON, invalid UTF-8, unknown role,
+// missing content, a bad tool spec) is an error naming the file and line, or with skip_invalid
+// is skipped and counted (conversations.invalid_skipped). Blank lines are ignored. The manifest
+// also gets input {path, bytes, lines}. Nothing is written before every line is checked, and the
+// rows are written under temporary names and renamed at the end, so a failed build leaves no
+// rows file.
+nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& tokenizer, const BuildOptions& options,
+                                     const std::string& out_dir);
+
+// Checks one JSONL line and returns its conversation; errors are prefixed with `where`
+// ("file:line"). Used by the build and its tests.
+Conversation parse_conversation_line(std::string_view line, const std::string& where);
 
 }  // namespace quill

@@ -16,10 +16,15 @@
 // Mask: 1 on every token of an assistant turn after its leading <|message_model|>, through its
 // <|content_model_end_sampling|>; 0 elsewhere (tools, system, effort line, user, tool results).
 // Text is always plain text (Tokenizer::encode), so special-token spellings in content are not
-// special. Empty content renders no block at all (this includes a tool result with empty content,
-// and an assistant turn with nothing to render emits nothing, not a bare end-of-sampling token).
-// JSON (tool specs, tool-call args) is compact with sorted keys: nlohmann's dump(), which like
-// Python's json.dumps(..., ensure_ascii=False) leaves non-ASCII UTF-8 unescaped.
+// special. Empty system, user and assistant content renders no block, and an assistant turn with
+// nothing to render emits nothing, not a bare end-of-sampling token; a tool result always renders
+// its block, empty or not. This is miles' inkling_fixed.jinja exactly; tests/data/
+// chat_render_miles_test.cc compares the text with that template's output.
+// A tool message without a name takes the name of the assistant tool call whose id equals its
+// tool_call_id (searched over the whole conversation; the last such call wins).
+// JSON (tool specs, tool-call args) is written exactly as the template's tojson(sort_keys=True,
+// separators=(",", ":")) writes it, i.e. Python's json.dumps(..., ensure_ascii=False): see
+// python_json().
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -35,18 +40,28 @@ namespace quill {
 
 inline constexpr std::string_view kRendererName = "inkling";
 // Bumped whenever any rendered token could change.
-inline constexpr int kRendererVersion = 1;
+// 2: efforts written as Python floats, tool results rendered when empty, tool names looked up
+//    over the whole conversation, falsy tool-spec fields defaulted (all as miles' template does).
+inline constexpr int kRendererVersion = 2;
 
 struct RenderOptions {
   // none | minimal | low | medium | high | max, or a number in [0, 0.99] written as text.
   std::string reasoning_effort = "high";
 };
 
-// The number written after "Thinking effort level: ": none 0, minimal 0.1, low 0.2, medium 0.7,
-// high 0.9, max 0.99; a number is rounded to two decimals with trailing zeros (and a trailing
-// point) removed ("0.50" -> "0.5", "0" -> "0"). Anything else is an error naming the value.
+// The number written after "Thinking effort level: ", as miles' inkling_fixed.jinja writes it:
+// none 0, minimal 0.1, low 0.2, medium 0.7, high 0.9, max 0.99 (names may carry surrounding
+// spaces); a number in [0, 0.99] is written as Python's str(float) ("0.50" -> "0.5", "0.123" ->
+// "0.123", "0.00001" -> "1e-05"), and 0 as "0". Anything else is an error naming the value.
 std::string effort_level_text(std::string_view effort);
+// Python's repr() of a float (shortest round trip; exponent form outside [1e-4, 1e16)).
+std::string python_float_repr(double v);
 
+// Python's json.dumps(j, sort_keys=True, separators=(",", ":"), ensure_ascii=False): compact,
+// keys sorted by code point, non-ASCII left as UTF-8, floats as Python's repr (1e15 ->
+// "1000000000000000.0", where nlohmann's dump() writes "1e+15"). An integer beyond 64 bits, which
+// nlohmann reads as a float, is the one value that cannot match.
+std::string python_json(const nlohmann::json& j);
 // The tool declaration payload: a JSON list of {description, name, parameters, type} per tool
 // (an OpenAI {"type", "function": {...}} spec is flattened; description defaults to "",
 // parameters to {}, type to "function"), compact with sorted keys.

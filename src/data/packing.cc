@@ -1,5 +1,6 @@
 #include "data/packing.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/error.h"
@@ -28,56 +29,70 @@ nlohmann::json PackStats::to_manifest() const {
             {"stopped_at_max_rows", stopped_at_max_rows}}}};
 }
 
-PackStats pack_rows(const std::vector<MaskedTokens>& conversations, const PackOptions& options, RowsWriter& writer) {
+RowPacker::RowPacker(const PackOptions& options, RowsWriter& writer, int64_t conversations)
+    : options_(options), writer_(writer) {
   const int64_t T = options.row_tokens;
   QUILL_CHECK(T > 0, "packing: row_tokens must be positive, got {}", T);
   QUILL_CHECK(writer.row_tokens() == T, "packing: the writer holds rows of {} tokens, options say {}",
               writer.row_tokens(), T);
   QUILL_CHECK(options.max_rows != 0, "packing: max_rows 0 would keep nothing (use a negative value for no limit)");
+  QUILL_CHECK(conversations >= 0, "packing: negative conversation count {}", conversations);
+  stats_.conversations = conversations;
+  row_tokens_.resize(T);
+  row_mask_.resize(T);
+  used_.assign(static_cast<size_t>(conversations), 0);
+}
+
+bool RowPacker::add(const MaskedTokens& c, int64_t k) {
+  if (stats_.stopped_at_max_rows) return false;
+  QUILL_CHECK(k >= 0 && k < stats_.conversations, "packing: conversation index {} outside [0, {})", k,
+              stats_.conversations);
+  QUILL_CHECK(c.tokens.size() == c.mask.size(), "packing: conversation {} has {} tokens but {} mask bits", k,
+              c.tokens.size(), c.mask.size());
+  const int64_t T = options_.row_tokens;
+  stats_.stream_tokens += static_cast<int64_t>(c.tokens.size());
+  size_t pos = 0;
+  while (pos < c.tokens.size() && !stats_.stopped_at_max_rows) {
+    if (in_row_.empty() || in_row_.back() != k) in_row_.push_back(k);
+    size_t take = std::min<size_t>(c.tokens.size() - pos, static_cast<size_t>(T - fill_));
+    std::copy_n(c.tokens.begin() + pos, take, row_tokens_.begin() + fill_);
+    std::copy_n(c.mask.begin() + pos, take, row_mask_.begin() + fill_);
+    pos += take;
+    fill_ += static_cast<int64_t>(take);
+    if (fill_ < T) continue;
+    if (count_supervised_targets(row_mask_) > 0) {
+      writer_.append(row_tokens_, row_mask_);
+      ++stats_.rows;
+      for (int64_t u : in_row_) used_[u] = 1;
+    } else {
+      ++stats_.rows_without_target_skipped;
+    }
+    in_row_.clear();
+    fill_ = 0;
+    stats_.stopped_at_max_rows = stats_.rows == options_.max_rows;
+  }
+  return !stats_.stopped_at_max_rows;
+}
+
+PackStats RowPacker::finish() {
+  stats_.tail_tokens_dropped = stats_.stopped_at_max_rows ? 0 : fill_;
+  stats_.conversations_used = 0;
+  for (char u : used_) stats_.conversations_used += u;
+  stats_.conversations_skipped = stats_.conversations - stats_.conversations_used;
+  return stats_;
+}
+
+PackStats pack_rows(const std::vector<MaskedTokens>& conversations, const PackOptions& options, RowsWriter& writer) {
+  RowPacker packer(options, writer, static_cast<int64_t>(conversations.size()));
   for (size_t i = 0; i < conversations.size(); ++i) {
     QUILL_CHECK(conversations[i].tokens.size() == conversations[i].mask.size(),
                 "packing: conversation {} has {} tokens but {} mask bits", i, conversations[i].tokens.size(),
                 conversations[i].mask.size());
   }
-
-  PackStats stats;
-  stats.conversations = static_cast<int64_t>(conversations.size());
-  for (const MaskedTokens& c : conversations) stats.stream_tokens += static_cast<int64_t>(c.tokens.size());
-
-  std::vector<uint32_t> row_tokens(T);
-  std::vector<uint8_t> row_mask(T);
-  std::vector<char> used(conversations.size(), 0);
-  std::vector<int64_t> in_row;  // conversations with a token in the row being filled
-  int64_t fill = 0;
-
-  for (int64_t k : fisher_yates_permutation(stats.conversations, options.seed)) {
-    if (stats.stopped_at_max_rows) break;
-    const MaskedTokens& c = conversations[k];
-    size_t pos = 0;
-    while (pos < c.tokens.size() && !stats.stopped_at_max_rows) {
-      if (in_row.empty() || in_row.back() != k) in_row.push_back(k);
-      size_t take = std::min<size_t>(c.tokens.size() - pos, static_cast<size_t>(T - fill));
-      std::copy_n(c.tokens.begin() + pos, take, row_tokens.begin() + fill);
-      std::copy_n(c.mask.begin() + pos, take, row_mask.begin() + fill);
-      pos += take;
-      fill += static_cast<int64_t>(take);
-      if (fill < T) continue;
-      if (count_supervised_targets(row_mask) > 0) {
-        writer.append(row_tokens, row_mask);
-        ++stats.rows;
-        for (int64_t u : in_row) used[u] = 1;
-      } else {
-        ++stats.rows_without_target_skipped;
-      }
-      in_row.clear();
-      fill = 0;
-      stats.stopped_at_max_rows = stats.rows == options.max_rows;
-    }
+  for (int64_t k : fisher_yates_permutation(static_cast<int64_t>(conversations.size()), options.seed)) {
+    if (!packer.add(conversations[k], k)) break;
   }
-  stats.tail_tokens_dropped = stats.stopped_at_max_rows ? 0 : fill;
-  for (char u : used) stats.conversations_used += u;
-  stats.conversations_skipped = stats.conversations - stats.conversations_used;
-  return stats;
+  return packer.finish();
 }
 
 nlohmann::json write_packed_rows(const std::string& out_dir, const std::vector<MaskedTokens>& conversations,

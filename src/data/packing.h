@@ -37,13 +37,40 @@ struct PackStats {
   int64_t conversations = 0;               // input conversations
   int64_t conversations_used = 0;          // with at least one token in a kept row
   int64_t conversations_skipped = 0;       // the others (dropped tail, skipped rows, past max_rows, empty)
-  int64_t stream_tokens = 0;               // tokens of all conversations together
+  int64_t stream_tokens = 0;               // tokens of the conversations taken (all, unless stopped at max_rows)
   int64_t rows_without_target_skipped = 0;
   int64_t tail_tokens_dropped = 0;         // tokens after the last full row (0 when stopped by max_rows)
   bool stopped_at_max_rows = false;
 
   // {"conversations": {"input", "used", "skipped"}, "packing": {...}} for the manifest.
   nlohmann::json to_manifest() const;
+};
+
+// The streaming form of steps 2-5: conversations are added one at a time in the permuted order,
+// so a build can render them lazily and stop rendering at max_rows. pack_rows is this over a
+// vector.
+class RowPacker {
+ public:
+  // `conversations`: how many the permutation holds (for the stats). writer.row_tokens() must
+  // equal options.row_tokens.
+  RowPacker(const PackOptions& options, RowsWriter& writer, int64_t conversations);
+  // Adds conversation `index` (its index before the permutation, for the stats). Returns false
+  // once max_rows rows are kept: nothing more is taken.
+  bool add(const MaskedTokens& c, int64_t index);
+  bool done() const { return stats_.stopped_at_max_rows; }
+  int64_t rows() const { return stats_.rows; }
+  // The stats; call once, after the last add.
+  PackStats finish();
+
+ private:
+  PackOptions options_;
+  RowsWriter& writer_;
+  PackStats stats_;
+  std::vector<uint32_t> row_tokens_;
+  std::vector<uint8_t> row_mask_;
+  std::vector<char> used_;
+  std::vector<int64_t> in_row_;  // conversations with a token in the row being filled
+  int64_t fill_ = 0;
 };
 
 // Packs into `writer` (appends rows; the caller finishes it). writer.row_tokens() must equal

@@ -121,11 +121,39 @@ TEST(ChatRender, EffortLevels) {
   EXPECT_EQ(effort_level_text("0.25"), "0.25");
   EXPECT_EQ(effort_level_text("0"), "0");
   EXPECT_EQ(effort_level_text("0.9"), "0.9");
+  // Numbers are written as Python's str(float), as the template's {{ num }} does.
+  EXPECT_EQ(effort_level_text("0.123"), "0.123");
+  EXPECT_EQ(effort_level_text("0.0001"), "0.0001");
+  EXPECT_EQ(effort_level_text("0.00001"), "1e-05");
+  EXPECT_EQ(effort_level_text("0.000015"), "1.5e-05");
+  EXPECT_EQ(effort_level_text("1e-1"), "0.1");
+  EXPECT_EQ(effort_level_text("0.0"), "0");
+  EXPECT_EQ(effort_level_text(" high "), "0.9");  // the template trims names
+  EXPECT_EQ(effort_level_text("0.3"), "0.3");
+  EXPECT_EQ(effort_level_text("0.1234567890123"), "0.1234567890123");
   test::expect_error([] { effort_level_text("1.5"); }, {"reasoning_effort \"1.5\""});
+  test::expect_error([] { effort_level_text(""); }, {"reasoning_effort"});
+  test::expect_error([] { effort_level_text("nan"); }, {"nan"});
   test::expect_error([] { effort_level_text("extreme"); }, {"extreme"});
   test::expect_error([] { effort_level_text("0.5x"); }, {"0.5x"});
   ByteTokenizer tok;
   test::expect_error([&] { ChatRenderer(tok, {"-0.1"}); }, {"-0.1"});
+}
+
+TEST(ChatRender, PythonFloatRepr) {
+  EXPECT_EQ(python_float_repr(0.9), "0.9");
+  EXPECT_EQ(python_float_repr(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(python_float_repr(1.0), "1.0");
+  EXPECT_EQ(python_float_repr(100.0), "100.0");
+  EXPECT_EQ(python_float_repr(1e15), "1000000000000000.0");
+  EXPECT_EQ(python_float_repr(1e16), "1e+16");
+  EXPECT_EQ(python_float_repr(1.5e300), "1.5e+300");
+  EXPECT_EQ(python_float_repr(0.0001), "0.0001");
+  EXPECT_EQ(python_float_repr(0.00012), "0.00012");
+  EXPECT_EQ(python_float_repr(1.2e-5), "1.2e-05");
+  EXPECT_EQ(python_float_repr(-2.5), "-2.5");
+  EXPECT_EQ(python_float_repr(0.0), "0.0");
+  EXPECT_EQ(python_float_repr(123456.789), "123456.789");
 }
 
 TEST(ChatRender, ReasoningAndText) {
@@ -239,8 +267,38 @@ TEST(ChatRender, EmptyContentRendersNoBlock) {
   c.messages = {msg(Role::kSystem, ""), msg(Role::kUser, ""), msg(Role::kModel, ""), msg(Role::kTool, ""),
                 msg(Role::kUser, "q"), msg(Role::kModel, "a")};
   // The effort line still comes before the first non-system message; the empty assistant turn
-  // emits nothing, not even <|content_model_end_sampling|>.
-  expect_render(c, Golden().effort().user("q").model_text("a"));
+  // emits nothing, not even <|content_model_end_sampling|>. A tool result is the exception: miles'
+  // template always renders its block, empty or not.
+  expect_render(c, Golden().effort().block(TOOL, TEXT, "", 0).user("q").model_text("a"));
+}
+
+TEST(ChatRender, ToolNameFromAnyAssistantCall) {
+  // The template looks the id up over every assistant message, the last match winning, also one
+  // that comes after the tool message.
+  Message first = msg(Role::kModel, "");
+  first.tool_calls.push_back({"first", nlohmann::json::object(), "x"});
+  Message second = msg(Role::kModel, "");
+  second.tool_calls.push_back({"second", nlohmann::json::object(), "x"});
+  Message result = msg(Role::kTool, "r");
+  result.tool_call_id = "x";
+  Message early = msg(Role::kTool, "e");
+  early.tool_call_id = "later";
+  Message later = msg(Role::kModel, "");
+  later.tool_calls.push_back({"found_later", nlohmann::json::object(), "later"});
+  Conversation c;
+  c.messages = {msg(Role::kUser, "q"), early, first, second, result, later};
+  ByteTokenizer tok;
+  std::string text = tok.decode(ChatRenderer(tok).render(c).tokens);
+  EXPECT_NE(text.find("<|message_tool|>found_later<|content_text|>e<|end_message|>"), std::string::npos) << text;
+  EXPECT_NE(text.find("<|message_tool|>second<|content_text|>r<|end_message|>"), std::string::npos) << text;
+}
+
+TEST(ChatRender, FalsyToolSpecFieldsTakeDefaults) {
+  nlohmann::json tools = nlohmann::json::parse(R"([{"type": "", "function": {"name": "f", "description": null,
+      "parameters": []}}, {"name": "g", "description": "", "parameters": {}, "type": null}])");
+  EXPECT_EQ(tool_declare_json(tools),
+            R"([{"description":"","name":"f","parameters":{},"type":"function"},)"
+            R"({"description":"","name":"g","parameters":{},"type":"function"}])");
 }
 
 TEST(ChatRender, SpecialSpellingsInContentArePlainText) {

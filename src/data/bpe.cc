@@ -1,0 +1,394 @@
+#include "data/bpe.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <functional>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace quill {
+
+namespace {
+
+// Pieces up to this many bytes merge in the quadratic scan (on stack arrays); longer ones use
+// the tournament tree. The crossover was measured on mixed text (docs/tokenizer.md).
+constexpr size_t kSmallPiece = 96;
+
+inline uint64_t load_le(const uint8_t* p, size_t n) {  // n <= 8
+  uint64_t w = 0;
+  std::memcpy(&w, p, n);
+  return w;
+}
+
+inline uint64_t mix(uint64_t h) {
+  h ^= h >> 32;
+  h *= 0xD6E8FEB86659FD93ull;
+  h ^= h >> 32;
+  return h;
+}
+
+size_t table_size_for(size_t n) { return std::bit_ceil(std::max<size_t>(16, n * 2)); }
+
+std::atomic<uint64_t> next_instance{1};
+
+}  // namespace
+
+uint64_t hash_bytes(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
+  while (n >= 8) {
+    h = (h ^ load_le(p, 8)) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    p += 8;
+    n -= 8;
+  }
+  if (n > 0) h = (h ^ load_le(p, n)) * 0x94D049BB133111EBull;
+  return mix(h);
+}
+
+void BpeCore::set_tokens(std::vector<std::string> tokens, const std::string& source) {
+  QUILL_CHECK(!tokens.empty() && tokens.size() < kNoId, "{}: {} tokens", source, tokens.size());
+  size_t total = 0;
+  for (const std::string& t : tokens) total += t.size();
+  blob_.clear();
+  blob_.reserve(total);
+  offsets_.assign(1, 0);
+  for (const std::string& t : tokens) {
+    blob_ += t;
+    offsets_.push_back(static_cast<uint32_t>(blob_.size()));
+  }
+  build_piece_table();
+  for (int b = 0; b < 256; ++b) {
+    char c = static_cast<char>(b);
+    std::optional<uint32_t> id = find_token(std::string_view(&c, 1));
+    QUILL_CHECK(id.has_value(), "{}: the byte 0x{:02x} has no token (a byte-level BPE vocabulary has all 256)", source,
+                b);
+    byte_id_[b] = *id;
+  }
+}
+
+namespace {
+
+inline uint64_t head_bytes(const char* p, size_t n) {
+  uint64_t w = 0;
+  std::memcpy(&w, p, n < 8 ? n : 8);
+  return w;
+}
+
+}  // namespace
+
+void BpeCore::build_piece_table() {
+  size_t n = id_count();
+  pieces_.assign(table_size_for(n), PieceSlot{0, kNoId, 0});  // load <= 0.5: a miss ends after ~2 probes
+  piece_mask_ = pieces_.size() - 1;
+  for (uint32_t id = 0; id < n; ++id) {
+    std::string_view bytes = token_bytes(id);
+    if (bytes.empty()) continue;
+    std::optional<uint32_t> same = find_token(bytes);
+    QUILL_CHECK(!same.has_value(), "tokens {} and {} have the same bytes", same.value_or(0), id);
+    uint64_t i = hash_bytes(bytes.data(), bytes.size()) & piece_mask_;
+    while (pieces_[i].id != kNoId) i = (i + 1) & piece_mask_;
+    pieces_[i] = {head_bytes(bytes.data(), bytes.size()), id, static_cast<uint32_t>(bytes.size())};
+  }
+}
+
+std::optional<uint32_t> BpeCore::find_token(std::string_view bytes, uint64_t h) const {
+  if (pieces_.empty()) return std::nullopt;
+  const uint64_t head = head_bytes(bytes.data(), bytes.size());
+  for (uint64_t i = h & piece_mask_;; i = (i + 1) & piece_mask_) {
+    const PieceSlot& s = pieces_[i];
+    if (s.id == kNoId) return std::nullopt;
+    if (s.head == head && s.len == bytes.size() &&
+        (s.len <= 8 || std::memcmp(blob_.data() + offsets_[s.id] + 8, bytes.data() + 8, s.len - 8) == 0)) {
+      return s.id;
+    }
+  }
+}
+
+void BpeCore::reserve_pairs(size_t n) {
+  pairs_.assign(table_size_for(n), PairSlot{kEmptyKey, 0, 0});
+  pair_mask_ = pairs_.size() - 1;
+  pair_count_ = 0;
+}
+
+void BpeCore::add_pair(uint32_t left, uint32_t right, uint32_t rank, uint32_t id) {
+  uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
+  for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
+    PairSlot& s = pairs_[i];
+    if (s.key == kEmptyKey) {
+      s = {key, rank, id};
+      ++pair_count_;
+      return;
+    }
+    if (s.key == key) {  // a later duplicate replaces the earlier one (Hugging Face's map does)
+      s.rank = rank;
+      s.id = id;
+      return;
+    }
+  }
+}
+
+inline BpeCore::RankId BpeCore::lookup_pair(uint32_t left, uint32_t right) const {
+  if (compact_) {
+    uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
+    for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
+      uint64_t s = pairs8_[i];
+      if ((s >> 24) == key) {
+        uint32_t rank = static_cast<uint32_t>(s & 0xFFFFFF);
+        return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
+      }
+      if (s == kEmptyKey) return {kNoId, kNoId};
+    }
+  }
+  uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
+  for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
+    const PairSlot& s = pairs_[i];
+    if (s.key == key) return {s.rank, s.id};
+    if (s.key == kEmptyKey) return {kNoId, kNoId};
+  }
+}
+
+BpeCore BpeCore::from_ranks(std::vector<std::string> tokens, const std::string& source) {
+  BpeCore core;
+  core.instance_ = next_instance++;
+  core.set_tokens(std::move(tokens), source);
+  core.whole_piece_lookup_ = true;
+  // Every split of every token into two tokens is a merge, ranked by the token's rank.
+  std::vector<PairSlot> found;
+  found.reserve(core.id_count() * 3);
+  for (uint32_t id = 0; id < core.id_count(); ++id) {
+    std::string_view t = core.token_bytes(id);
+    for (size_t k = 1; k < t.size(); ++k) {
+      std::optional<uint32_t> left = core.find_token(t.substr(0, k));
+      if (!left) continue;
+      std::optional<uint32_t> right = core.find_token(t.substr(k));
+      if (right) found.push_back({(static_cast<uint64_t>(*left) << 32) | *right, id, id});
+    }
+  }
+  core.reserve_pairs(found.size());
+  for (const PairSlot& s : found) core.add_pair(static_cast<uint32_t>(s.key >> 32), static_cast<uint32_t>(s.key), s.rank, s.id);
+  core.compact_pairs();
+  core.build_byte_pairs();
+  return core;
+}
+
+BpeCore BpeCore::from_merges(std::vector<std::string> tokens, const std::vector<std::pair<uint32_t, uint32_t>>& merges,
+                             bool whole_piece_lookup, const std::string& source) {
+  BpeCore core;
+  core.instance_ = next_instance++;
+  core.set_tokens(std::move(tokens), source);
+  core.whole_piece_lookup_ = whole_piece_lookup;
+  core.reserve_pairs(merges.size());
+  std::string merged;
+  for (size_t r = 0; r < merges.size(); ++r) {
+    auto [a, b] = merges[r];
+    QUILL_CHECK(a < core.id_count() && b < core.id_count(), "{}: merges[{}] names an id outside the vocabulary", source,
+                r);
+    merged.assign(core.token_bytes(a));
+    merged += core.token_bytes(b);
+    std::optional<uint32_t> id = core.find_token(merged);
+    QUILL_CHECK(id.has_value(), "{}: merges[{}]: the merged token is not in the vocabulary", source, r);
+    core.add_pair(a, b, static_cast<uint32_t>(r), *id);
+  }
+  core.compact_pairs();
+  core.build_byte_pairs();
+  return core;
+}
+
+namespace {
+
+// The per-thread cache of merged pieces: open addressing over (hash, piece) -> ids, with the
+// pieces and ids in two arenas; everything is dropped when it is half full.
+class PieceCache {
+ public:
+  static constexpr size_t kSlots = 1 << 14;
+  static constexpr size_t kMaxBytes = 256;
+
+  void reset(uint64_t owner) {
+    if (owner_ == owner && used_ < kSlots / 2) return;
+    owner_ = owner;
+    used_ = 0;
+    slots_.assign(kSlots, Slot{});
+    bytes_.clear();
+    ids_.clear();
+  }
+  bool find(std::string_view piece, uint64_t h, std::vector<uint32_t>& out) const {
+    for (size_t i = h & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+      const Slot& s = slots_[i];
+      if (s.n_ids == 0) return false;
+      if (s.hash == h && s.n_bytes == piece.size() && std::memcmp(bytes_.data() + s.bytes, piece.data(), piece.size()) == 0) {
+        out.insert(out.end(), ids_.begin() + s.ids, ids_.begin() + s.ids + s.n_ids);
+        return true;
+      }
+    }
+  }
+  void insert(std::string_view piece, uint64_t h, const uint32_t* ids, size_t n_ids) {
+    if (piece.size() > kMaxBytes || n_ids == 0 || n_ids > 0xFFFF) return;
+    size_t i = h & (kSlots - 1);
+    while (slots_[i].n_ids != 0) i = (i + 1) & (kSlots - 1);
+    slots_[i] = {h, static_cast<uint32_t>(bytes_.size()), static_cast<uint32_t>(ids_.size()),
+                 static_cast<uint16_t>(piece.size()), static_cast<uint16_t>(n_ids)};
+    bytes_.append(piece);
+    ids_.insert(ids_.end(), ids, ids + n_ids);
+    ++used_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t bytes = 0, ids = 0;
+    uint16_t n_bytes = 0, n_ids = 0;  // n_ids 0: free
+  };
+  uint64_t owner_ = 0;
+  size_t used_ = 0;
+  std::vector<Slot> slots_;
+  std::string bytes_;
+  std::vector<uint32_t> ids_;
+};
+
+}  // namespace
+
+void BpeCore::compact_pairs() {
+  bool fits = id_count() < (1u << 20), identity = true;
+  uint32_t max_rank = 0;
+  for (const PairSlot& s : pairs_) {
+    if (s.key == kEmptyKey) continue;
+    fits = fits && s.rank < (1u << 24) - 1;
+    identity = identity && s.rank == s.id;
+    max_rank = std::max(max_rank, s.rank);
+  }
+  if (!fits) return;
+  std::vector<uint64_t> compact(pairs_.size(), kEmptyKey);
+  if (!identity) rank_to_id_.assign(max_rank + 1, kNoId);
+  for (const PairSlot& s : pairs_) {
+    if (s.key == kEmptyKey) continue;
+    uint64_t left = s.key >> 32, right = s.key & 0xFFFFFFFFu, key = (left << 20) | right;
+    uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;
+    while (compact[i] != kEmptyKey) i = (i + 1) & pair_mask_;
+    compact[i] = (key << 24) | s.rank;
+    if (!identity) rank_to_id_[s.rank] = s.id;
+  }
+  pairs8_ = std::move(compact);
+  pairs_.clear();
+  pairs_.shrink_to_fit();
+  compact_ = true;
+}
+
+void BpeCore::build_byte_pairs() {
+  byte_pairs_.resize(1 << 16);
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) byte_pairs_[(a << 8) | b] = lookup_pair(byte_id_[a], byte_id_[b]);
+  }
+}
+
+void BpeCore::encode_piece(std::string_view piece, std::vector<uint32_t>& out) const {
+  if (piece.size() == 1) {
+    out.push_back(byte_id_[static_cast<uint8_t>(piece[0])]);
+    return;
+  }
+  uint64_t h = hash_bytes(piece.data(), piece.size());
+  if (whole_piece_lookup_) {
+    if (std::optional<uint32_t> id = find_token(piece, h)) {
+      out.push_back(*id);
+      return;
+    }
+  }
+  if (piece.size() > PieceCache::kMaxBytes) {
+    merge_piece(piece, out);
+    return;
+  }
+  thread_local PieceCache cache;
+  cache.reset(instance_);
+  if (cache.find(piece, h, out)) return;
+  size_t before = out.size();
+  merge_piece(piece, out);
+  cache.insert(piece, h, out.data() + before, out.size() - before);
+}
+
+void BpeCore::merge_piece(std::string_view piece, std::vector<uint32_t>& out, bool force_tree) const {
+  const auto* p = reinterpret_cast<const uint8_t*>(piece.data());
+  if (piece.size() <= kSmallPiece && !force_tree) merge_small(p, piece.size(), out);
+  else merge_tree(p, piece.size(), out);
+}
+
+void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
+  // ids[i]: part i; pr[i]: (rank, merged id) of the pair (i, i+1).
+  uint32_t ids[kSmallPiece];
+  RankId pr[kSmallPiece];
+  size_t m = n;
+  for (size_t i = 0; i < n; ++i) ids[i] = byte_id_[p[i]];
+  for (size_t i = 0; i + 1 < m; ++i) pr[i] = byte_pairs_[(p[i] << 8) | p[i + 1]];
+  while (m > 1) {
+    uint32_t best = kNoId;
+    size_t bi = 0;
+    for (size_t i = 0; i + 1 < m; ++i) {
+      if (pr[i].rank < best) {
+        best = pr[i].rank;
+        bi = i;
+      }
+    }
+    if (best == kNoId) break;
+    ids[bi] = pr[bi].id;
+    // Remove part bi+1 and the pair (bi+1, bi+2).
+    std::memmove(ids + bi + 1, ids + bi + 2, (m - bi - 2) * sizeof ids[0]);
+    if (bi + 2 < m) std::memmove(pr + bi + 1, pr + bi + 2, (m - bi - 3) * sizeof pr[0]);
+    --m;
+    if (bi + 1 < m) pr[bi] = lookup_pair(ids[bi], ids[bi + 1]);
+    if (bi > 0) pr[bi - 1] = lookup_pair(ids[bi - 1], ids[bi]);
+  }
+  out.insert(out.end(), ids, ids + m);
+}
+
+void BpeCore::merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
+  // Parts form a linked list; node i is the part that starts at byte i and knows the rank and
+  // merged id of the pair it starts. A tournament tree over the nodes holds each pair's key
+  // rank << 32 | i (kEmpty for none), so the root is the lowest rank, leftmost on a tie: the pair
+  // to merge. A merge changes three leaves, each an O(log n) branch-free climb (a binary heap
+  // with lazy deletion spent its time in mispredicted sift branches).
+  struct Node {
+    uint32_t id;
+    uint32_t prev;  // kNoId: none
+    uint32_t next;  // n: none
+    uint32_t merged;
+  };
+  constexpr uint64_t kEmpty = ~0ull;
+  thread_local std::vector<Node> nodes;
+  thread_local std::vector<uint64_t> tree;
+  const uint32_t end = static_cast<uint32_t>(n);
+  const size_t size = std::bit_ceil(n);
+  nodes.resize(n);
+  tree.assign(2 * size, kEmpty);
+  for (uint32_t i = 0; i < end; ++i) {
+    RankId r = i + 1 < end ? byte_pairs_[(p[i] << 8) | p[i + 1]] : RankId{kNoId, kNoId};
+    nodes[i] = {byte_id_[p[i]], i == 0 ? kNoId : i - 1, i + 1, r.id};
+    if (r.rank != kNoId) tree[size + i] = (static_cast<uint64_t>(r.rank) << 32) | i;
+  }
+  for (size_t x = size - 1; x >= 1; --x) tree[x] = std::min(tree[2 * x], tree[2 * x + 1]);
+  auto set_leaf = [&](uint32_t i, uint64_t key) {
+    size_t x = size + i;
+    tree[x] = key;
+    for (x >>= 1; x >= 1; x >>= 1) tree[x] = std::min(tree[2 * x], tree[2 * x + 1]);
+  };
+  auto update = [&](uint32_t i) {  // recomputes the pair node i starts
+    Node& a = nodes[i];
+    RankId r = a.next != end ? lookup_pair(a.id, nodes[a.next].id) : RankId{kNoId, kNoId};
+    a.merged = r.id;
+    set_leaf(i, r.rank == kNoId ? kEmpty : (static_cast<uint64_t>(r.rank) << 32) | i);
+  };
+  while (tree[1] != kEmpty) {
+    uint32_t i = static_cast<uint32_t>(tree[1]);
+    Node& a = nodes[i];
+    uint32_t j = a.next;
+    a.id = a.merged;
+    a.next = nodes[j].next;
+    if (a.next != end) nodes[a.next].prev = i;
+    set_leaf(j, kEmpty);
+    update(i);
+    if (a.prev != kNoId) update(a.prev);
+  }
+  for (uint32_t i = 0; i != end; i = nodes[i].next) out.push_back(nodes[i].id);
+}
+
+}  // namespace quill

@@ -1,0 +1,113 @@
+// Byte-pair encoding of one pre-split piece, shared by the tiktoken and Hugging Face loaders.
+//
+// The algorithm is tiktoken's (and Hugging Face's): start from one part per byte; repeatedly take
+// the adjacent pair of parts with the lowest merge rank, the leftmost one on a tie, and merge it;
+// stop when no adjacent pair can merge. The result is the ids of the parts.
+//
+// Merges are held as a table (left id, right id) -> (rank, merged id):
+//   tiktoken: a pair merges when the concatenation of its bytes is a token; its rank is that
+//             token's rank (= id). The table lists every split of every token into two tokens.
+//   HF:       the merges list; the rank of a pair is its index in the list.
+// With whole_piece_lookup (always for tiktoken; HF's ignore_merges) a piece that is itself a
+// token is emitted directly, without merging, as tiktoken does.
+//
+// Pieces that are not tokens are cached per thread (pieces up to 256 bytes, 8192 of them,
+// pieces, flushed when full): real text repeats its rare words.
+//
+// Short pieces use tiktoken's quadratic scan over a small array; long pieces (long whitespace
+// runs, CJK text without spaces) use a tournament tree over the pairs, whose root is the same pair,
+// so the result is identical (tested against each other and a plain reference).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace quill {
+
+// 64-bit hash of a byte string (multiply-mix over 8-byte words).
+uint64_t hash_bytes(const void* data, size_t n);
+
+class BpeCore {
+ public:
+  static constexpr uint32_t kNoId = 0xFFFFFFFFu;
+
+  // tokens[id] = the token's bytes; an empty string marks an id that is no BPE token. Every
+  // single byte must be a token. Errors name `source`.
+  static BpeCore from_ranks(std::vector<std::string> tokens, const std::string& source);
+  // merges: (left id, right id) in priority order; the merged bytes must be a token.
+  static BpeCore from_merges(std::vector<std::string> tokens, const std::vector<std::pair<uint32_t, uint32_t>>& merges,
+                             bool whole_piece_lookup, const std::string& source);
+
+  // Appends the ids of one piece (non-empty).
+  void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
+  // The merge algorithm alone (no whole-piece lookup), choosing the small or the tree variant;
+  // `force_tree` is for tests.
+  void merge_piece(std::string_view piece, std::vector<uint32_t>& out, bool force_tree = false) const;
+
+  std::optional<uint32_t> find_token(std::string_view bytes) const {
+    return find_token(bytes, hash_bytes(bytes.data(), bytes.size()));
+  }
+  std::optional<uint32_t> find_token(std::string_view bytes, uint64_t hash) const;
+  // The bytes of `id` (empty when id is no BPE token).
+  std::string_view token_bytes(uint32_t id) const {
+    return id + 1 < offsets_.size() ? std::string_view(blob_).substr(offsets_[id], offsets_[id + 1] - offsets_[id])
+                                    : std::string_view();
+  }
+  size_t id_count() const { return offsets_.empty() ? 0 : offsets_.size() - 1; }
+  size_t pair_count() const { return pair_count_; }
+  bool whole_piece_lookup() const { return whole_piece_lookup_; }
+
+ private:
+  struct RankId {
+    uint32_t rank;  // kNoId: the pair does not merge
+    uint32_t id;    // the merged token
+  };
+  struct PairSlot {
+    uint64_t key;  // left << 32 | right; kEmptyKey when free
+    uint32_t rank;
+    uint32_t id;
+  };
+  // A token of the whole-piece table, with its first bytes inline so that most lookups touch
+  // one cache line (tokens up to 8 bytes never read the blob).
+  struct PieceSlot {
+    uint64_t head;  // the first min(len, 8) bytes, zero-padded
+    uint32_t id;    // kNoId when free
+    uint32_t len;
+  };
+  static constexpr uint64_t kEmptyKey = ~0ull;
+
+  void set_tokens(std::vector<std::string> tokens, const std::string& source);
+  void build_piece_table();
+  void reserve_pairs(size_t n);
+  void add_pair(uint32_t left, uint32_t right, uint32_t rank, uint32_t id);
+  // (rank, merged id) of a pair, or rank kNoId.
+  inline RankId lookup_pair(uint32_t left, uint32_t right) const;
+  void build_byte_pairs();
+  void compact_pairs();
+  void merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
+  void merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
+
+  std::string blob_;               // all token bytes, by id
+  std::vector<uint32_t> offsets_;  // token id's bytes: blob_[offsets_[id], offsets_[id+1])
+  uint32_t byte_id_[256] = {};
+  std::vector<PieceSlot> pieces_;
+  uint64_t piece_mask_ = 0;
+  std::vector<RankId> byte_pairs_;  // the pair of two single bytes a, b at a << 8 | b (the first merges)
+  std::vector<PairSlot> pairs_;
+  uint64_t pair_mask_ = 0;
+  // The compact form of the pair table, used when ids < 2^20 and ranks < 2^24 (o200k: half the
+  // memory, so fewer cache misses, which is where merging spends its time): one u64 per slot,
+  // left << 44 | right << 24 | rank; the merged id is the rank (tiktoken) or rank_to_id_[rank].
+  std::vector<uint64_t> pairs8_;
+  std::vector<uint32_t> rank_to_id_;  // empty: the merged id is the rank
+  bool compact_ = false;
+  size_t pair_count_ = 0;
+  bool whole_piece_lookup_ = true;
+  uint64_t instance_ = 0;  // tells the per-thread piece caches of different vocabularies apart
+};
+
+}  // namespace quill

@@ -1,0 +1,93 @@
+// `quill data build | inspect | encode | decode | bench-encode` through the executable (the
+// library behind them has its own tests). Skips when the quill binary has not been built.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
+#include "data/synthetic.h"
+#include "data_test_util.h"
+
+namespace quill {
+namespace {
+
+using test::TempDir;
+
+struct Result {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  std::string cmd = std::string(QUILL_BINARY) + " " + args + " 2>&1";
+  Result r{-1, ""};
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class DataCli : public ::testing::Test {
+  void SetUp() override {
+    if (!std::filesystem::exists(QUILL_BINARY)) GTEST_SKIP() << QUILL_BINARY << " is not built";
+  }
+};
+
+TEST_F(DataCli, EncodeDecodeByteTokenizer) {
+  TempDir tmp;
+  write_file_atomic(tmp.sub("in.txt"), "Hi<|end_message|>");
+  Result r = run("data encode --tokenizer byte < " + tmp.sub("in.txt"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out, "[72,105,60,124,101,110,100,95,109,101,115,115,97,103,101,124,62]\n");
+  write_file_atomic(tmp.sub("ids.json"), "[72, 105, 265]");
+  r = run("data decode --tokenizer byte < " + tmp.sub("ids.json"));
+  EXPECT_EQ(r.out, "Hi<|end_message|>");
+}
+
+TEST_F(DataCli, BuildInspectAndErrors) {
+  TempDir tmp;
+  std::string jsonl = conversations_to_jsonl(generate_synthetic_conversations(300, 1));
+  write_file_atomic(tmp.sub("in.jsonl"), jsonl);
+  std::string common = " --tokenizer byte --row-tokens 128 --seed 9 --quiet";
+  Result r = run("data build --input " + tmp.sub("in.jsonl") + common + " --threads 3 --out " + tmp.sub("a"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("MB/s end to end"), std::string::npos) << r.out;
+  r = run("data build --input " + tmp.sub("in.jsonl") + common + " --threads 1 --out " + tmp.sub("b"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(read_file(tmp.sub("a/rows.bin")) == read_file(tmp.sub("b/rows.bin")));
+
+  r = run("data inspect " + tmp.sub("a") + " --row 1 --tokens 200 --color never");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("\"rows_sha256\""), std::string::npos);
+  EXPECT_NE(r.out.find("--- row 1: first 128 of 128 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("]]"), std::string::npos) << r.out;
+
+  write_file_atomic(tmp.sub("bad.jsonl"), jsonl + "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n");
+  r = run("data build --input " + tmp.sub("bad.jsonl") + common + " --out " + tmp.sub("c"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("bad.jsonl:301: messages[0]: unknown role \"robot\""), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.sub("c/rows.bin")));
+  r = run("data build --input " + tmp.sub("bad.jsonl") + common + " --skip-invalid --out " + tmp.sub("c"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("\"invalid_skipped\": 1"), std::string::npos) << r.out;
+}
+
+TEST_F(DataCli, BenchEncode) {
+  TempDir tmp;
+  write_file_atomic(tmp.sub("t.txt"), std::string(100000, 'a'));
+  Result r = run("data bench-encode --tokenizer byte --input " + tmp.sub("t.txt") + " --repeat 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"], 100000);
+  EXPECT_GT(j["mb_per_s"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace quill

@@ -1,0 +1,47 @@
+// The thread pool of the data build: every index once, reuse across loops, the first error.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "base/error.h"
+#include "data/parallel.h"
+#include "data_test_util.h"
+
+namespace quill {
+namespace {
+
+TEST(ThreadPool, EveryIndexOnceAcrossManyLoops) {
+  ThreadPool pool(4);
+  EXPECT_EQ(pool.threads(), 4);
+  for (size_t n : {0u, 1u, 3u, 1000u, 17u}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallel_for(n, [&](size_t i) { hits[i]++; });
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+  }
+}
+
+TEST(ThreadPool, RethrowsTheErrorOfTheSmallestIndex) {
+  ThreadPool pool(8);
+  for (int round = 0; round < 20; ++round) {
+    test::expect_error(
+        [&] {
+          pool.parallel_for(2000, [](size_t i) {
+            if (i == 700 || i == 1500 || i == 1999) QUILL_FAIL("index {}", i);
+          });
+        },
+        {"index 700"});
+  }
+  std::atomic<int> after{0};
+  pool.parallel_for(10, [&](size_t) { after++; });  // still usable
+  EXPECT_EQ(after.load(), 10);
+}
+
+TEST(ThreadPool, FreeFunction) {
+  std::atomic<size_t> sum{0};
+  parallel_for(100, 0, [&](size_t i) { sum += i; });
+  EXPECT_EQ(sum.load(), 4950u);
+  EXPECT_GE(hardware_threads(), 1);
+}
+
+}  // namespace
+}  // namespace quill
