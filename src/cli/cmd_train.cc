@@ -5,58 +5,9 @@
 #include "cli/commands.h"
 #include "model/params.h"
 #include "train/trainer.h"
-#include "comm/distributed.h"
-#include "comm/mpi_comm.h"
-#include "parallel/grid.h"
-#ifdef QUILL_HAVE_CUDA
-#include "comm/nccl/nccl_comm.h"
-#include "ops/cuda/cuda_context.h"
-#include "ops/cuda/cuda_resources.h"
-#endif
+#include "cli/launch.h"
 
 namespace quill::cli {
-
-namespace {
-
-// Runs the training of `o` on `device` with `dp` data-parallel ranks: one process per rank,
-// started by mpirun/srun; dp 1 without a launcher is the plain single-process run.
-TrainResult run_layout_impl(const TrainOptions& o, const std::string& device, int dp) {
-  QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
-  QUILL_CHECK(dp >= 1, "--dp must be at least 1, got {}", dp);
-  std::unique_ptr<Distributed> dist;
-  if (dp > 1 || launched_by_mpi()) {
-    dist = init_distributed();
-    QUILL_CHECK(dist->size() == dp, "--dp {} but the launcher started {} ranks (mpirun -np {})", dp, dist->size(), dp);
-  }
-  GridSizes sizes;
-  sizes.dp = dp;
-  const Grid grid(dp, sizes);  // validates the layout against the world
-  ParallelContext parallel;
-  parallel.dp = dp;
-  if (device == "cpu") {
-    std::unique_ptr<Comm> dp_comm;
-    if (dist) dp_comm = dist->world().split(grid.group(GroupKind::DP, dist->rank()).ranks, "dp");
-    parallel.dp_comm = dp_comm.get();
-    return run_training(o, DeviceContext::cpu(), parallel);
-  }
-#ifdef QUILL_HAVE_CUDA
-  QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
-  const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size()) : 0;
-  CudaBackend backend(gpu);
-  const DeviceContext ctx = backend.context();
-  std::unique_ptr<Comm> world_nccl, dp_comm;
-  if (dist) {
-    world_nccl = NcclComm::create(dist->world(), stream_of(ctx));
-    dp_comm = world_nccl->split(grid.group(GroupKind::DP, dist->rank()).ranks, "dp");
-  }
-  parallel.dp_comm = dp_comm.get();
-  return run_training(o, ctx, parallel);
-#else
-  QUILL_FAIL("--device cuda: this quill was built without the CUDA backend");
-#endif
-}
-
-}  // namespace
 
 void add_train_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand("train", "train on a rows directory; writes OUT/metrics.jsonl and checkpoints");
@@ -112,7 +63,7 @@ void add_train_command(CLI::App& app, Runner& run) {
       QUILL_CHECK(loss_vocab == "unpadded" || loss_vocab == "padded", "--loss-vocab: '{}' is not unpadded or padded",
                   loss_vocab);
       o.loss_over_padded_vocab = loss_vocab == "padded";
-      TrainResult r = run_layout_impl(o, device, dp);
+      TrainResult r = train_with_layout(o, device, dp);
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());

@@ -15,5 +15,6 @@ void add_data_commands(CLI::App& app, Runner& run);
 void add_demo_command(CLI::App& app, Runner& run);
 void add_recipe_commands(CLI::App& app, Runner& run);
 void add_check_commands(CLI::App& app, Runner& run);
+void add_run_command(CLI::App& app, Runner& run);
 
 }  // namespace quill::cli

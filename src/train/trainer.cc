@@ -42,14 +42,15 @@ std::string metrics_json_line(const StepMetrics& m) {
   return j.dump();
 }
 
-std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch) {
+std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch, double eta_s) {
   std::time_t now = std::time(nullptr);
+  const int64_t eta = static_cast<int64_t>(eta_s + 0.5);
   return fmt::format(
       " [{:%Y-%m-%d %H:%M:%S}] iteration {:>8}/{:>8} | consumed samples: {:>12} | elapsed time per iteration (ms): "
       "{:.1f} | learning rate: {:.6E} | global batch size: {:>5} | lm loss: {:.6E} | grad norm: {:.3f} | "
-      "number of skipped iterations: {:>3} | number of nan iterations: {:>3} |",
+      "number of skipped iterations: {:>3} | number of nan iterations: {:>3} | tokens/s: {:.0f} | ETA {}:{:02}:{:02} |",
       fmt::localtime(now), m.step + 1, total_steps, (m.step + 1) * global_batch, m.step_time_s * 1000.0, m.lr,
-      global_batch, m.loss, m.grad_norm, 0, 0);
+      global_batch, m.loss, m.grad_norm, 0, 0, m.tokens / m.step_time_s, eta / 3600, eta / 60 % 60, eta % 60);
 }
 
 namespace {
@@ -164,6 +165,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
   }
 
   TrainResult result;
+  result.lead = lead;
+  double run_time_s = 0;
   const int64_t T = rows.row_tokens();
   std::vector<int32_t> tokens(static_cast<size_t>(T));
   const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
@@ -224,7 +227,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
         std::fprintf(metrics, "%s\n", metrics_json_line(m).c_str());
         std::fflush(metrics);
       }
-      if (lead && !o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch).c_str()), std::fflush(stdout);
+      run_time_s += m.step_time_s;
+      const double eta = run_time_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(o.steps - step - 1);
+      if (lead && !o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch, eta).c_str()), std::fflush(stdout);
       result.steps.push_back(m);
 
       const bool last = step + 1 == last_step;

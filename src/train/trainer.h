@@ -31,6 +31,7 @@ struct StepMetrics {
 struct TrainResult {
   std::vector<StepMetrics> steps;
   double wall_time_s = 0;
+  bool lead = true;  // data-parallel rank 0, the one that writes outputs
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).
@@ -46,6 +47,7 @@ std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t t
 // One metrics.jsonl line.
 std::string metrics_json_line(const StepMetrics& m);
 // Megatron's familiar per-iteration log line.
-std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch);
+// Megatron's familiar per-iteration log line, then tokens/s and the estimated time to the end.
+std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch, double eta_s);
 
 }  // namespace quill

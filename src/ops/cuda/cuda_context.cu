@@ -30,6 +30,12 @@ bool cuda_device_available() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
+std::string cuda_device_name(int device) {
+  cudaDeviceProp prop{};
+  QUILL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
 CudaBackend::CudaBackend(int device) : resources_(new CudaResources), allocator_(new DeviceAllocator(device)) {
   resources_->device = device;
   QUILL_CUDA_CHECK(cudaSetDevice(device));

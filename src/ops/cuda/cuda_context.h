@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "ops/device_context.h"
 
@@ -10,6 +11,8 @@ namespace quill {
 
 // True when the CUDA runtime sees at least one GPU (false, not an error, on a machine without one).
 bool cuda_device_available();
+// The name of GPU `device` ("NVIDIA H200").
+std::string cuda_device_name(int device);
 
 struct OpTable;
 // The CUDA implementations of the ops (ops/cuda/op_table.cu).

@@ -1,0 +1,60 @@
+// `quill run RECIPE.yaml`: run a recipe's workload with its layout, measure it by the recipe's
+// definitions, check it against a reference, and write the completed recipe.
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "base/timer.h"
+#include "cli/commands.h"
+#include "cli/launch.h"
+#include "recipe/recipe.h"
+#include "recipe/run_flags.h"
+#include "recipe/run_recipe.h"
+
+namespace quill::cli {
+
+void add_run_command(CLI::App& app, Runner& run) {
+  CLI::App* cmd = app.add_subcommand("run", "run a recipe, measure it, check it, write the completed recipe");
+  static std::string recipe_path, device;
+  static int64_t steps = 0;
+  static std::vector<std::string> sets;
+  static RecipeRunOptions o;
+  cmd->add_option("recipe", recipe_path, "the recipe YAML")->required();
+  cmd->add_option("--steps", steps, "optimizer steps (default: the run's --train-iters / --num-rollout)");
+  cmd->add_option("--price-per-gpu-hour", o.usd_per_gpu_hour, "USD per GPU-hour for $ per million tokens");
+  cmd->add_option("--reference", o.reference, "reference loss curve: metrics.jsonl, a loss file, or a run directory");
+  cmd->add_option("--model-dir", o.model_dir, "Hugging Face model directory (default: the run's --hf-checkpoint)");
+  cmd->add_option("--rows", o.rows_dir, "rows directory (default: the run's --prompt-data)");
+  cmd->add_option("--set", sets, "NAME=VALUE for a variable of the run script (repeatable)");
+  cmd->add_option("--device", device, "cpu | cuda (default: cuda when a GPU is visible)");
+  cmd->add_option("--out,--save", o.out_dir, "output directory")->required();
+  // The recipe's own run script calls `quill run RECIPE --save DIR <the flags that define the run>`:
+  // those flags are read from the recipe (recipe/run_flags.h), so on this command line they are
+  // accepted and left to the recipe.
+  cmd->allow_extras();
+  cmd->callback([&run] {
+    run = [] {
+      Timer wall;
+      for (const std::string& s : sets) o.set.insert(parse_assignment(s));
+      if (steps > 0) o.steps = steps;
+      const Recipe recipe = read_recipe(recipe_path);
+      const RecipeRunPlan plan = plan_recipe_run(recipe, o);
+      for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      for (const std::string& n : plan.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+      const std::string dev = device.empty() ? default_device() : device;
+      std::printf("quill run: %s, %lld steps of %lld x %lld tokens on %d x %s\n", recipe_path.c_str(),
+                  static_cast<long long>(plan.train.steps), static_cast<long long>(plan.train.global_batch),
+                  static_cast<long long>(plan.row_tokens), plan.dp, device_description(dev).c_str());
+      const TrainResult result = train_with_layout(plan.train, dev, plan.dp);
+      if (!result.lead) return 0;  // data-parallel ranks other than 0: rank 0 reports
+      const RecipeRunReport report =
+          complete_recipe(recipe, plan, result, o, device_description(dev), dev == "cuda", wall.seconds());
+      std::printf("%s", recipe_run_summary(report, plan).c_str());
+      std::printf("  wrote %s/recipe.yaml, %s/metrics.jsonl, %s/run.svg\n", o.out_dir.c_str(), o.out_dir.c_str(),
+                  o.out_dir.c_str());
+      return report.convergence && !report.convergence->passed ? 1 : 0;
+    };
+  });
+}
+
+}  // namespace quill::cli

@@ -1,0 +1,253 @@
+#include "recipe/run_recipe.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <ctime>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "data/rows.h"
+#include "model/params.h"
+#include "recipe/config_check.h"
+#include "recipe/plot.h"
+#include "recipe/run_definition.h"
+
+#ifndef QUILL_GIT_COMMIT
+#define QUILL_GIT_COMMIT "unknown"
+#endif
+
+namespace quill {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool has_weights(const std::string& dir) {
+  return fs::exists(dir + "/model.safetensors") || fs::exists(dir + "/model.safetensors.index.json");
+}
+
+std::string flag_value(const RunFlags& flags, const char* name) {
+  const ParsedFlag* f = flags.find(name);
+  return f ? f->value() : std::string();
+}
+
+bool unresolved(const std::string& value) { return value.empty() || value.find('$') != std::string::npos; }
+
+}  // namespace
+
+RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
+  RecipeRunPlan plan;
+  CheckOptions check_options;
+  check_options.set = o.set;
+  const RecipeCheck check = check_recipe(recipe, check_options);
+  if (!check.problems.empty()) {
+    std::string text;
+    for (const Problem& p : check.problems) text += "\n  " + p.field + ": " + p.message;
+    QUILL_FAIL("the recipe does not validate:{}", text);
+  }
+  plan.warnings = check.warnings;
+  const RunDefinition& def = check.definition;
+  const Layout& l = recipe.layout;
+
+  // Layout: quill runs data parallelism today; anything else stops here, never a silent fallback.
+  QUILL_CHECK(l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && l.etp == 1 && l.vpp == 1,
+              "layout {}: tensor, pipeline, context and expert parallelism (tp {}, pp {}, cp {}, ep {}, etp {}, vpp {}) "
+              "are not implemented in quill yet; it runs data parallelism only (tp = pp = cp = ep = etp = 1)",
+              l.label.value_or("(unlabelled)"), l.tp, l.pp, l.cp, l.ep, l.etp, l.vpp);
+  QUILL_CHECK(l.rows_per_microbatch == 1, "layout.rows_per_microbatch {}: quill runs one row per micro-batch",
+              l.rows_per_microbatch);
+  if (l.offload && l.offload->optimizer_fraction.value_or(0) > 0)
+    plan.notes.push_back("layout.offload: CPU optimizer offload is not implemented; the optimizer state stays on the device");
+  plan.dp = static_cast<int>(l.dp);
+
+  // Model: the Hugging Face directory the run names (or --model-dir).
+  std::string model_dir = o.model_dir.empty() ? def.hf_checkpoint.value_or("") : o.model_dir;
+  QUILL_CHECK(!unresolved(model_dir),
+              "the model directory is unknown: the run's --hf-checkpoint is '{}'; give --model-dir or --set NAME=VALUE",
+              model_dir);
+  plan.config = load_inkling_config(model_dir);
+  plan.active_params = count_params(plan.config).active;
+  if (has_weights(model_dir)) {
+    plan.train.init_dir = model_dir;
+  } else {
+    plan.train.config_path = model_dir;
+    plan.train.seed = static_cast<uint64_t>(def.seed);
+    plan.notes.push_back(fmt::format("{} holds no weights: random initialisation with seed {}", model_dir, def.seed));
+  }
+
+  // Rows: a quill rows directory (quill data build) that the run names (or --rows).
+  std::string rows_dir = o.rows_dir.empty() ? flag_value(check.flags, "prompt-data") : o.rows_dir;
+  QUILL_CHECK(!unresolved(rows_dir), "the rows are unknown: the run's --prompt-data is '{}'; give --rows or --set",
+              rows_dir);
+  const RowsReader rows = RowsReader::open(rows_dir);
+  QUILL_CHECK(rows.row_tokens() == recipe.workload.row_tokens, "{}: rows of {} tokens, the recipe's workload.row_tokens is {}",
+              rows_dir, rows.row_tokens(), recipe.workload.row_tokens);
+  plan.train.rows_dir = rows_dir;
+  plan.row_tokens = rows.row_tokens();
+
+  // Batch, steps, optimizer and schedule from the flags (Megatron's defaults where silent).
+  plan.train.global_batch = recipe.workload.global_batch;
+  QUILL_CHECK(!def.global_batch_size || *def.global_batch_size == recipe.workload.global_batch,
+              "workload.global_batch {} disagrees with the run's --global-batch-size {}", recipe.workload.global_batch,
+              *def.global_batch_size);
+  plan.train.steps = o.steps ? *o.steps : def.train_steps.value_or(0);
+  QUILL_CHECK(plan.train.steps > 0, "the run's length is unknown (no --train-iters or --num-rollout): give --steps");
+  plan.train.lr = def.lr_schedule();
+  plan.train.adam = def.adamw();
+  plan.train.freeze_patterns = miles_frozen_patterns();
+  // miles trains over the padded vocabulary (recipes-and-measurement.md §3).
+  plan.train.loss_over_padded_vocab = recipe.run.find("miles") != std::string::npos;
+  plan.train.out_dir = o.out_dir;
+  plan.train.final_checkpoint = false;
+  return plan;
+}
+
+namespace {
+
+std::string today() { return fmt::format("{:%Y-%m-%d}", fmt::localtime(std::time(nullptr))); }
+
+YAML::Node stack_node(const std::string& device, bool on_gpu) {
+  YAML::Node n;
+  n["framework"] = std::string("quill (commit ") + QUILL_GIT_COMMIT + ")";
+  n["backend"] = on_gpu ? "CUDA, bf16 compute with fp32 master weights (sm_90a)" : "CPU fp32 reference backend";
+  n["device"] = device;
+  n["source"] = "written by quill run";
+  return n;
+}
+
+std::optional<Recipe> reference_recipe(const std::string& reference) {
+  if (reference.empty()) return std::nullopt;
+  const fs::path p(reference);
+  const fs::path candidate = fs::is_directory(p) ? p / "recipe.yaml" : p.parent_path() / "recipe.yaml";
+  if (!fs::exists(candidate)) return std::nullopt;
+  return read_recipe(candidate.string());
+}
+
+std::string reference_curve_path(const std::string& reference) {
+  return fs::is_directory(reference) ? reference + "/metrics.jsonl" : reference;
+}
+
+}  // namespace
+
+RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan, const TrainResult& run,
+                                const RecipeRunOptions& o, const std::string& device, bool on_gpu, double wall_s) {
+  RecipeRunReport report;
+  report.completed = recipe;
+  Recipe& out = report.completed;
+  const int64_t steps = static_cast<int64_t>(run.steps.size());
+
+  // Measurement (§2), when the run is long enough for the window.
+  MetricsInput in;
+  for (const StepMetrics& s : run.steps) in.step_times_s.push_back(s.step_time_s);
+  in.global_batch = plan.train.global_batch;
+  in.row_tokens = plan.row_tokens;
+  in.num_gpus = plan.dp;
+  in.active_params = plan.active_params;
+  in.usd_per_gpu_hour = o.usd_per_gpu_hour;
+  in.wall_time_s = wall_s;
+  if (recipe.result && recipe.result->window && recipe.result->window->size() == 2 &&
+      (*recipe.result->window)[1] < steps)
+    in.window = std::array<int64_t, 2>{(*recipe.result->window)[0], (*recipe.result->window)[1]};
+  try {
+    report.metrics = compute_metrics(in);
+  } catch (const Error& e) {
+    report.notes.push_back(std::string("no result metrics: ") + e.what());
+  }
+  out.status = "measured";
+  out.gpu = Gpu{};
+  out.gpu.type = device;
+  out.gpu.count = plan.dp;
+  out.gpu.per_node = plan.dp;
+  out.stack = RawYaml{stack_node(device, on_gpu)};
+  if (report.metrics) {
+    fill_result(out, *report.metrics, steps, plan.active_params);
+    out.result->measured = today();
+    out.result->runs = 1;
+    out.result->profiler = false;
+    out.result->gpu_hours_note = "GPUs x wall time of the quill run command, start-up included";
+    out.result->mfu_note = on_gpu ? std::optional<std::string>()
+                                  : std::optional<std::string>("CPU reference backend: MFU against the 989 TFLOP/s "
+                                                               "GPU peak, not a GPU figure");
+  } else {
+    out.result.reset();
+  }
+
+  // Correctness (§4, §5) against the reference, when given.
+  Correctness c;
+  if (!o.reference.empty()) {
+    const LossCurve candidate = read_loss_curve(o.out_dir + "/metrics.jsonl");
+    const LossCurve reference = read_loss_curve(reference_curve_path(o.reference));
+    report.convergence = check_convergence(candidate, reference);
+    const ConvergenceResult& r = *report.convergence;
+    ConvergenceRecord rec;
+    rec.steps = steps;
+    rec.result = r.passed ? "pass" : "fail";
+    rec.correlation = r.correlation;
+    rec.final_loss_difference = r.final_loss_difference;
+    rec.pointwise_failures = static_cast<int64_t>(r.pointwise_failures.size());
+    rec.note = fmt::format("strict max relative loss difference {:.3g} at step {}; reference: {}",
+                           r.max_relative_difference, r.max_relative_difference_step, o.reference);
+    c.convergence = rec;
+    c.reference = o.reference;
+    bool configuration_pass = true;
+    if (const auto ref = reference_recipe(o.reference)) {
+      const ConfigCheckResult cc = check_config(recipe, *ref);
+      configuration_pass = cc.passed;
+      c.configuration = cc.passed ? "pass" : "fail";
+    } else {
+      c.configuration = "not checked (no reference recipe)";
+    }
+    c.result = r.passed && configuration_pass ? "pass" : "fail";
+    c.summary = r.passed ? "convergence check passed" : "convergence check failed: " + fmt::format("{}", fmt::join(r.failed, ", "));
+    c.rules = "20-step check by Megatron-Bridge validate_convergence with its pipeline thresholds "
+              "(recipes-and-measurement.md §4); argument classes of §5";
+  } else {
+    c.result = "not checked";
+    c.summary = "no reference was given (quill run --reference)";
+  }
+  out.correctness = c;
+
+  write_recipe(o.out_dir + "/recipe.yaml", out);
+  RunPicture pic;
+  pic.title = fmt::format("{} - {} on {} x {}", recipe.model, recipe.layout.label.value_or("layout"), plan.dp, device);
+  for (const StepMetrics& s : run.steps) {
+    pic.loss.push_back(s.loss);
+    pic.step_time_s.push_back(s.step_time_s);
+  }
+  if (!o.reference.empty()) pic.reference_loss = read_loss_curve(reference_curve_path(o.reference)).loss;
+  if (report.metrics) {
+    pic.window_begin = report.metrics->window[0];
+    pic.window_end = report.metrics->window[1];
+  }
+  write_file_atomic(o.out_dir + "/run.svg", run_picture_svg(pic));
+  return report;
+}
+
+std::string recipe_run_summary(const RecipeRunReport& r, const RecipeRunPlan& plan) {
+  std::string s = fmt::format("\n{} — {}\n", r.completed.model, r.completed.layout.label.value_or("layout"));
+  s += fmt::format("  GPUs            {} x {}\n", r.completed.gpu.count, r.completed.gpu.type);
+  if (r.metrics) {
+    const RunMetrics& m = *r.metrics;
+    s += fmt::format("  tokens/s/GPU    {:.2f}   (window steps {}-{}, {} tokens)\n", m.tokens_per_s_per_gpu, m.window[0],
+                     m.window[1], m.window_tokens);
+    s += fmt::format("  MFU             {:.4f}   (N = {} active parameters)\n", m.mfu, plan.active_params);
+    s += fmt::format("  $ / 1M tokens   {:.2f}\n", m.usd_per_million_tokens);
+    s += fmt::format("  step-time CV    {:.2f}%\n", m.step_time_cv_percent);
+    if (m.gpu_hours) s += fmt::format("  GPU-hours       {:.4f}\n", *m.gpu_hours);
+  }
+  if (r.convergence) {
+    const ConvergenceResult& c = *r.convergence;
+    s += fmt::format("  convergence     {}: correlation {:.6f}, final loss difference {:.3g}, {} point-wise failures\n",
+                     c.passed ? "pass" : "FAIL", c.correlation.value_or(NAN), c.final_loss_difference,
+                     c.pointwise_failures.size());
+  } else {
+    s += "  convergence     not checked (no --reference)\n";
+  }
+  for (const std::string& n : r.notes) s += "  note: " + n + "\n";
+  for (const std::string& n : plan.notes) s += "  note: " + n + "\n";
+  return s;
+}
+
+}  // namespace quill

@@ -1,0 +1,59 @@
+// `quill run`: from a recipe to a completed recipe. plan_recipe_run turns the recipe (its model,
+// workload, layout and the run flags that define the optimizer and schedule) into one training job,
+// refusing with a clear message what quill cannot run yet; complete_recipe measures the finished
+// run by the recipe's definitions (recipes-and-measurement.md §2), checks it against a reference
+// (§4, §5) and fills the result and correctness sections.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "recipe/convergence.h"
+#include "recipe/metrics.h"
+#include "recipe/recipe.h"
+#include "recipe/validate.h"
+#include "train/trainer.h"
+
+namespace quill {
+
+struct RecipeRunOptions {
+  std::optional<int64_t> steps;           // overrides the recipe's
+  double usd_per_gpu_hour = kUsdPerGpuHourP5en;
+  std::string reference;                  // a metrics.jsonl, a loss file, or a run directory
+  std::string model_dir, rows_dir;        // override what the run flags name
+  VarMap set;                             // --set NAME=VALUE for the run script
+  std::string out_dir;
+};
+
+struct RecipeRunPlan {
+  TrainOptions train;
+  int dp = 1;
+  InklingConfig config;
+  int64_t active_params = 0;
+  int64_t row_tokens = 0;
+  std::vector<std::string> notes;     // what a person should know about how it will run
+  std::vector<std::string> warnings;  // the recipe check's warnings
+};
+
+RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& options);
+
+struct RecipeRunReport {
+  Recipe completed;
+  std::optional<RunMetrics> metrics;
+  std::optional<ConvergenceResult> convergence;
+  std::vector<std::string> notes;
+};
+
+// `device` describes what ran it ("NVIDIA H200", "CPU (fp32 reference backend)"); wall_time_s is
+// the whole command, start-up included (the recipe's GPU-hours). Writes OUT/recipe.yaml and
+// OUT/run.svg.
+RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan, const TrainResult& run,
+                                const RecipeRunOptions& options, const std::string& device, bool on_gpu,
+                                double wall_time_s);
+
+// The one-screen summary in the seed's terms.
+std::string recipe_run_summary(const RecipeRunReport& report, const RecipeRunPlan& plan);
+
+}  // namespace quill
