@@ -60,7 +60,7 @@ TEST(DataParallel, Dp2AndDp4MatchOneRankEveryStep) {
   ASSERT_EQ(run(quill + " data synth --conversations 300 --row-tokens 64 --max-rows 64 --out " + rows), 0);
   const std::string flags = " train --config " + src + "/configs/tiny.json --rows " + rows +
                             " --seed 3 --steps 5 --global-batch 4 --lr 1e-2 --min-lr 1e-3 --warmup-fraction 0.2"
-                            " --weight-decay 0.1 --quiet";
+                            " --weight-decay 0.1 --quiet --save-hf";
   const std::string single = temp("dp1");
   ASSERT_EQ(run(quill + flags + " --out " + single), 0);
   const auto ref_losses = losses(single);
@@ -81,6 +81,38 @@ TEST(DataParallel, Dp2AndDp4MatchOneRankEveryStep) {
     ASSERT_EQ(w.names().size(), ref.names().size());
     for (const std::string& name : ref.names())
       EXPECT_LE(rel_l2(w.tensor(name), ref.tensor(name)), 1e-5) << "dp " << dp << ": " << name;
+
+    // The Hugging Face export of the DP run equals the single-rank export: same names and dtypes,
+    // and every value equal except where fp32 weights that differ by float rounding round to
+    // different bf16 values: then at most one bf16 step of the value apart, or,
+    // for values near zero, within 1e-5 of the tensor's RMS; and rarely.
+    const quill::SafetensorsFile hf_ref = quill::SafetensorsFile::open(single + "/hf/model.safetensors");
+    const quill::SafetensorsFile hf = quill::SafetensorsFile::open(out + "/hf/model.safetensors");
+    ASSERT_EQ(hf.names(), hf_ref.names());
+    int64_t values = 0, differing = 0;
+    for (const std::string& name : hf_ref.names()) {
+      ASSERT_EQ(hf.entry(name).dtype_str, hf_ref.entry(name).dtype_str) << name;
+      if (hf.entry(name).dtype_str != "BF16") {
+        EXPECT_LE(rel_l2(hf.tensor(name), hf_ref.tensor(name)), 1e-5) << "dp " << dp << " export: " << name;
+        continue;
+      }
+      const quill::Tensor a = quill::convert_dtype(hf.tensor(name), quill::DType::F32);
+      const quill::Tensor b = quill::convert_dtype(hf_ref.tensor(name), quill::DType::F32);
+      double sq = 0;
+      for (int64_t i = 0; i < b.numel(); ++i) sq += static_cast<double>(b.data_as<float>()[i]) * b.data_as<float>()[i];
+      const double rms = std::sqrt(sq / static_cast<double>(std::max<int64_t>(1, b.numel())));
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        const double x = a.data_as<float>()[i], y = b.data_as<float>()[i];
+        ++values;
+        if (x == y) continue;
+        ++differing;
+        int e = 0;
+        std::frexp(std::max(std::fabs(x), std::fabs(y)), &e);  // value in [2^(e-1), 2^e): bf16 step 2^(e-8)
+        EXPECT_LE(std::fabs(x - y), std::max(std::ldexp(1.0, e - 8), 1e-5 * rms))
+            << "dp " << dp << " export: " << name << " element " << i;
+      }
+    }
+    EXPECT_LT(static_cast<double>(differing) / static_cast<double>(values), 1e-3) << "dp " << dp;
 
     // The moments are sharded: rank r's file holds 1/dp of the (padded) flat buffer, and the
     // shards tile it.
