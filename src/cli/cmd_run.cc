@@ -1,5 +1,7 @@
 // `quill run RECIPE.yaml`: run a recipe's workload with its layout, measure it by the recipe's
 // definitions, check it against a reference, and write the completed recipe.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "base/error.h"
@@ -36,6 +38,12 @@ void add_run_command(CLI::App& app, Runner& run) {
     run = [] {
       Timer wall;
       for (const std::string& s : sets) o.set.insert(parse_assignment(s));
+      // $VARIABLES of the run script also come from this process's environment ($HF_CKPT, ...).
+      for (char** e = environ; *e; ++e) {
+        const std::string kv = *e;
+        const size_t eq = kv.find('=');
+        if (eq != std::string::npos) o.environment.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+      }
       if (steps > 0) o.steps = steps;
       const Recipe recipe = read_recipe(recipe_path);
       const RecipeRunPlan plan = plan_recipe_run(recipe, o);

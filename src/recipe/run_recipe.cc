@@ -41,6 +41,7 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   RecipeRunPlan plan;
   CheckOptions check_options;
   check_options.set = o.set;
+  check_options.extra_env = o.environment;
   const RecipeCheck check = check_recipe(recipe, check_options);
   if (!check.problems.empty()) {
     std::string text;

@@ -24,6 +24,7 @@ struct RecipeRunOptions {
   std::string reference;                  // a metrics.jsonl, a loss file, or a run directory
   std::string model_dir, rows_dir;        // override what the run flags name
   VarMap set;                             // --set NAME=VALUE for the run script
+  VarMap environment;                     // the caller's environment (below the recipe's env)
   std::string out_dir;
 };
 
