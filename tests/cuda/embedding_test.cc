@@ -26,14 +26,7 @@ using test::to_device;
 using test::to_guarded_device;
 using test::to_host_f32;
 
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 // T ids in [0, V), drawn from the first V/3 rows so that many repeat.
 Tensor random_ids(int64_t T, int64_t V, uint32_t seed) {

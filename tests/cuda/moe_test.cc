@@ -29,14 +29,7 @@ using test::to_device;
 using test::to_host;
 using test::to_host_f32;
 
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 // k distinct experts per token drawn from `allowed`, in a seeded random order.
 Tensor random_topk(int64_t N, int64_t k, const std::vector<int32_t>& allowed, uint32_t seed) {

@@ -28,14 +28,7 @@ using test::to_host_f32;
 
 constexpr double kEps = 1e-6;
 
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 struct Case {
   int64_t N, D;

@@ -63,14 +63,7 @@ Tensor counts_tensor(const std::vector<int64_t>& counts) {
   return t;
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(MoeTest, RoutePlanSortsStablyByExpert) {
   // Expert 1 gets no token.

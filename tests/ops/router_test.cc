@@ -225,14 +225,7 @@ TEST(RouterTest, FloatMatchesDouble) {
   EXPECT_NEAR(get(dgs32, 0), get(dgs64, 0), 1e-5 * std::fabs(get(dgs64, 0)));
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(RouterTest, RejectsBadInputs) {
   const int64_t N = 3, E = 4, S = 1, k = 2;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/error.h"
 #include "base/rng.h"
 
 namespace quill::test {
@@ -62,6 +63,15 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
   for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(get(a, i) - get(b, i)));
   return m;
+}
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error mentioning " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 double dot(const Tensor& a, const Tensor& b) {

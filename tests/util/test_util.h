@@ -36,6 +36,9 @@ struct GradInput {
 void check_gradients(const std::function<double()>& loss, const std::vector<GradInput>& inputs, double h = 1e-6,
                      double tol = 1e-6, int64_t max_elements = 4000);
 
+// Runs fn and expects a quill::Error whose message contains `needle` (a test failure otherwise).
+void expect_error(const std::function<void()>& fn, const std::string& needle);
+
 // Dot product of two F32/F64 tensors, in double: the loss sum(out * probe) of a gradient check.
 double dot(const Tensor& a, const Tensor& b);
 
