@@ -6,8 +6,67 @@
 #include "model/params.h"
 #include "train/trainer.h"
 #include "cli/launch.h"
+#ifdef QUILL_HAVE_CUDA
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "base/file_util.h"
+#include "ops/cuda/memory_stats.h"
+#include "ops/cuda/profiling.h"
+#endif
 
 namespace quill::cli {
+
+#ifdef QUILL_HAVE_CUDA
+namespace {
+// The CUDA StepProbe: the allocator's per-step peak (memory_stats.h), a stream synchronisation at the
+// end of each step (so the step's host time covers its device work) and, with --profile-step, the
+// per-op event timing of ops/cuda/profiling.h (then the wrapping op table serves the whole run, and
+// outside the profiled step each op pays one extra indirect call; without it the table is the backend's).
+class CudaStepProbe final : public StepProbe {
+ public:
+  CudaStepProbe(const DeviceContext& ctx, const Ceilings& ceilings, bool time_ops) : ceilings_(ceilings) {
+    if (time_ops) profiler_ = std::make_unique<OpProfiler>(ctx);
+    ctx_ = profiler_ ? profiler_->context() : ctx;
+  }
+  DeviceContext context() const override { return ctx_; }
+  void begin_step(int64_t step, bool profile_ops) override {
+    cuda_reset_peak_memory(ctx_);
+    if (profile_ops && profiler_) profiler_->begin(step);
+  }
+  StepMemory end_step(int64_t, bool profile_ops, const std::string&) override {
+    if (profile_ops && profiler_) profile_ = profiler_->end();  // synchronises the stream
+    cuda_synchronize(ctx_);
+    CudaMemoryStats stats;
+    StepMemory m;
+    if (!cuda_memory_stats(ctx_, stats)) return m;
+    m.peak_bytes = stats.peak_bytes;
+    m.in_use_bytes = stats.in_use_bytes;
+    if (stats.device_total_bytes >= 0) {
+      m.device_used_bytes = stats.device_total_bytes - stats.device_free_bytes;
+      m.device_total_bytes = stats.device_total_bytes;
+    }
+    return m;
+  }
+  void report(const std::string& out_dir) override {
+    if (!profile_) return;
+    std::printf("%s", op_profile_table(*profile_, ceilings_).c_str());
+    std::fflush(stdout);
+    const std::string base = fmt::format("{}/op_profile_step{}", out_dir, profile_->step);
+    write_file_atomic(base + ".json", op_profile_json(*profile_, ceilings_));
+    write_file_atomic(base + ".txt", op_profile_table(*profile_, ceilings_));
+    profile_.reset();
+  }
+
+ private:
+  Ceilings ceilings_;
+  std::unique_ptr<OpProfiler> profiler_;
+  DeviceContext ctx_;
+  std::optional<OpProfile> profile_;
+};
+}  // namespace
+#endif
 
 void add_train_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand("train", "train on a rows directory; writes OUT/metrics.jsonl and checkpoints");
@@ -17,6 +76,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   static std::vector<std::string> freeze;
   static std::string device = "cpu";
   static int dp = 1;
+  static std::vector<double> ceilings;
   // Megatron's defaults where its flags are silent (recipes-and-measurement.md §3).
   o.lr.max_lr = 1e-5;
   o.adam.weight_decay = 0.01;
@@ -52,6 +112,14 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
   cmd->add_option("--device", device, "cpu (fp32 reference) | cuda (bf16; one GPU per rank)");
   cmd->add_option("--dp", dp, "data-parallel ranks (launch with mpirun -np DP or srun)");
+  cmd->add_option("--warmup-steps", o.warmup_steps,
+                  "steps left out of the closing summary's median and spread (OUT/summary.json)");
+  cmd->add_option("--profile-step", o.profile_step,
+                  "time every op of step K with CUDA events: table to stdout, OUT/op_profile_stepK.{json,txt} "
+                  "(--device cuda)");
+  cmd->add_option("--profile-ceilings", ceilings,
+                  "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS (default 794 4240)")
+      ->expected(2);
   cmd->callback([&run] {
     run = [] {
       o.freeze_patterns = freeze;
@@ -63,10 +131,22 @@ void add_train_command(CLI::App& app, Runner& run) {
       QUILL_CHECK(loss_vocab == "unpadded" || loss_vocab == "padded", "--loss-vocab: '{}' is not unpadded or padded",
                   loss_vocab);
       o.loss_over_padded_vocab = loss_vocab == "padded";
+      QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
+#ifdef QUILL_HAVE_CUDA
+      if (device == "cuda") {
+        Ceilings c;
+        if (ceilings.size() == 2) c.matmul_tflops = ceilings[0], c.copy_gbps = ceilings[1];
+        const bool time_ops = o.profile_step >= 0;
+        o.make_probe = [c, time_ops](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
+          return std::make_unique<CudaStepProbe>(ctx, c, time_ops);
+        };
+      }
+#endif
       TrainResult r = train_with_layout(o, device, dp);
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());
+      if (!r.steps.empty() && r.lead) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
       return 0;
     };
   });

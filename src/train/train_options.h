@@ -2,13 +2,37 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "ops/device_context.h"
 
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 
 namespace quill {
+
+// Device instrumentation of a run, optional (the CLI makes one for CUDA: per-step peak memory and a
+// per-op timing table of one step). The trainer trains with context() and brackets each step.
+struct StepMemory {
+  int64_t peak_bytes = -1;          // most bytes the device allocator held during the step
+  int64_t in_use_bytes = -1;        // held at the end of the step
+  int64_t device_used_bytes = -1;   // cudaMemGetInfo: total - free, at the end of the step
+  int64_t device_total_bytes = -1;
+};
+class StepProbe {
+ public:
+  virtual ~StepProbe() = default;
+  virtual DeviceContext context() const = 0;
+  virtual void begin_step(int64_t step, bool profile_ops) = 0;
+  // After the step's last op: synchronises the device, so that the step's host time is complete.
+  virtual StepMemory end_step(int64_t step, bool profile_ops, const std::string& out_dir) = 0;
+  // After the profiled step's time was taken: prints the op table and writes
+  // out_dir/op_profile_step{step}.json (and .txt).
+  virtual void report(const std::string& out_dir) = 0;
+};
 
 struct TrainOptions {
   std::string config_path;   // config.json (file or directory); defaults to init_dir's
@@ -32,6 +56,12 @@ struct TrainOptions {
   // At dump_grads_step, replay this routing (safetensors: "model.llm.layers.{i}.mlp.gate.topk" I32
   // [rows * T, top_k], the step's rows in order), so that gradients compare under one expert choice.
   std::string replay_routing_file;  // write that step's gradients to out_dir/grads_step{K}.safetensors   // stop (with a checkpoint) after this many steps: tests of resume
+  // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and
+  // spread (out_dir/summary.json); profile_step's ops are timed one by one (needs make_probe).
+  int64_t warmup_steps = 0;
+  int64_t profile_step = -1;
+  // Makes the run's StepProbe for a device context (null or returning null: none).
+  std::function<std::unique_ptr<StepProbe>(const DeviceContext&)> make_probe;
 };
 
 }  // namespace quill

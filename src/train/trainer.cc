@@ -3,6 +3,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -39,7 +40,96 @@ std::string metrics_json_line(const StepMetrics& m) {
   j["supervised_tokens"] = m.supervised;
   j["step_time_s"] = m.step_time_s;
   j["expert_tokens"] = m.expert_tokens;
+  if (m.memory.peak_bytes >= 0) {
+    j["peak_gpu_bytes"] = m.memory.peak_bytes;
+    j["gpu_in_use_bytes"] = m.memory.in_use_bytes;
+    j["device_used_bytes"] = m.memory.device_used_bytes;
+  }
   return j.dump();
+}
+
+StepSummary summarize_steps(const TrainResult& r) {
+  StepSummary s;
+  std::vector<double> times;
+  for (const StepMetrics& m : r.steps)
+    if (m.step >= r.warmup_steps && m.step != r.profile_step) times.push_back(m.step_time_s);
+  if (times.empty())
+    for (const StepMetrics& m : r.steps) times.push_back(m.step_time_s);
+  for (const StepMetrics& m : r.steps) s.peak_gpu_bytes = std::max(s.peak_gpu_bytes, m.memory.peak_bytes);
+  if (times.empty()) return s;
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  s.measured_steps = static_cast<int64_t>(n);
+  s.median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  s.min_s = sorted.front();
+  s.max_s = sorted.back();
+  double sum = 0, sq = 0;
+  for (double t : times) sum += t;
+  s.mean_s = sum / static_cast<double>(n);
+  for (double t : times) sq += (t - s.mean_s) * (t - s.mean_s);
+  s.cv_pct = n > 1 && s.mean_s > 0 ? 100.0 * std::sqrt(sq / static_cast<double>(n - 1)) / s.mean_s : 0.0;
+  s.spread_pct = s.median_s > 0 ? 100.0 * (s.max_s - s.min_s) / s.median_s : 0.0;
+  s.tokens_per_step = r.steps.empty() ? 0.0 : static_cast<double>(r.steps.back().tokens);
+  s.tokens_per_s = s.median_s > 0 ? s.tokens_per_step / s.median_s : 0.0;
+  s.mfu = 6.0 * static_cast<double>(r.active_params) * s.tokens_per_s / 989e12;
+  return s;
+}
+
+std::string summary_json(const TrainResult& r) {
+  const StepSummary s = summarize_steps(r);
+  nlohmann::json j;
+  j["steps"] = r.steps.size();
+  j["warmup_steps"] = r.warmup_steps;
+  j["profile_step"] = r.profile_step;
+  j["measured_steps"] = s.measured_steps;
+  j["median_step_s"] = s.median_s;
+  j["min_step_s"] = s.min_s;
+  j["max_step_s"] = s.max_s;
+  j["mean_step_s"] = s.mean_s;
+  j["spread_pct"] = s.spread_pct;
+  j["cv_pct"] = s.cv_pct;
+  j["tokens_per_step"] = s.tokens_per_step;
+  j["tokens_per_s"] = s.tokens_per_s;
+  j["active_params"] = r.active_params;
+  j["mfu"] = s.mfu;
+  j["peak_gpu_bytes"] = s.peak_gpu_bytes;
+  if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0) {
+    j["device_used_bytes_end"] = r.steps.back().memory.device_used_bytes;
+    j["device_total_bytes"] = r.steps.back().memory.device_total_bytes;
+  }
+  j["wall_time_s"] = r.wall_time_s;
+  j["definitions"] = {
+      {"measured", "steps >= warmup_steps, the profiled step left out (all steps when that leaves none)"},
+      {"step_time", "host clock around the whole optimizer step, the device synchronised at its end"},
+      {"spread_pct", "(max - min) / median of the measured steps"},
+      {"mfu", "6 * active_params * tokens_per_s / 989e12"},
+      {"peak_gpu_bytes", "most bytes the device allocator held at once during a step (tensors; not the CUDA "
+                         "context, cuBLASLt workspace or stream-ordered scratch), max over steps"},
+      {"device_used_bytes_end", "cudaMemGetInfo total - free after the last step"}};
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepMetrics& m : r.steps)
+    steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s}, {"peak_gpu_bytes", m.memory.peak_bytes},
+                     {"device_used_bytes", m.memory.device_used_bytes}});
+  j["per_step"] = steps;
+  return j.dump(1) + "\n";
+}
+
+std::string summary_line(const TrainResult& r) {
+  const StepSummary s = summarize_steps(r);
+  if (s.measured_steps == 0) return "no steps measured";
+  std::string line = fmt::format(
+      "steps >= {} ({} measured{}): median {:.1f} ms, min {:.1f}, max {:.1f} (spread {:.1f}%, cv {:.1f}%); {:.0f} "
+      "tokens/s, MFU {:.1f}% (N = {})",
+      r.warmup_steps, s.measured_steps, r.profile_step >= 0 ? fmt::format(", step {} profiled and left out", r.profile_step) : "",
+      1e3 * s.median_s, 1e3 * s.min_s, 1e3 * s.max_s, s.spread_pct, s.cv_pct, s.tokens_per_s, 100 * s.mfu,
+      r.active_params);
+  if (s.peak_gpu_bytes >= 0) line += fmt::format("; peak GPU {:.2f} GiB", static_cast<double>(s.peak_gpu_bytes) / (1 << 30));
+  if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0)
+    line += fmt::format(" (device in use at the end {:.2f} of {:.2f} GiB)",
+                        static_cast<double>(r.steps.back().memory.device_used_bytes) / (1 << 30),
+                        static_cast<double>(r.steps.back().memory.device_total_bytes) / (1 << 30));
+  return line;
 }
 
 std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch, double eta_s) {
@@ -115,7 +205,7 @@ void all_reduce_host(Comm* dp, const DeviceContext& ctx, const Tensor& host) {
 
 }  // namespace
 
-TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const ParallelContext& parallel) {
+TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx, const ParallelContext& parallel) {
   Comm* dp = parallel.dp > 1 ? parallel.dp_comm : nullptr;
   QUILL_CHECK(parallel.dp == 1 || dp != nullptr, "data parallelism of {} needs a data-parallel communicator", parallel.dp);
   const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
@@ -126,6 +216,13 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
   QUILL_CHECK(!o.out_dir.empty(), "--out is required");
   QUILL_CHECK(o.global_batch % dp_size == 0, "--global-batch {} does not divide over {} data-parallel ranks",
               o.global_batch, dp_size);
+
+  // Optional instrumentation (peak memory per step, the per-op table of one step): its context
+  // wraps the device's op table, so everything below runs through it.
+  std::unique_ptr<StepProbe> probe;
+  if (o.make_probe) probe = o.make_probe(device_ctx);
+  QUILL_CHECK(o.profile_step < 0 || probe != nullptr, "--profile-step {} needs --device cuda", o.profile_step);
+  const DeviceContext ctx = probe ? probe->context() : device_ctx;
 
   const InklingConfig config = resolve_config(o);
   RowsReader rows = RowsReader::open(o.rows_dir);
@@ -166,6 +263,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
 
   TrainResult result;
   result.lead = lead;
+  result.warmup_steps = o.warmup_steps;
+  result.profile_step = o.profile_step;
+  result.active_params = count_params(config).active;
   double run_time_s = 0;
   const int64_t T = rows.row_tokens();
   std::vector<int32_t> tokens(static_cast<size_t>(T));
@@ -173,6 +273,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
   try {
     for (int64_t step = first_step; step < last_step; ++step) {
       Timer step_timer;
+      const bool profile_ops = step == o.profile_step;
+      if (probe) probe->begin_step(step, profile_ops);
       StepMetrics m;
       m.step = step;
       m.lr = o.lr.lr_at(step, o.steps);
@@ -221,7 +323,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
       }
       QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
       m.grad_norm = optimizer.step(m.lr);
+      if (probe) m.memory = probe->end_step(step, profile_ops, lead ? o.out_dir : std::string());
       m.step_time_s = step_timer.seconds();
+      if (probe && profile_ops && lead) probe->report(o.out_dir);
 
       if (lead) {
         std::fprintf(metrics, "%s\n", metrics_json_line(m).c_str());
@@ -247,6 +351,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx, const 
     save_hf_checkpoint(o.out_dir + "/hf", host_copy(params, ctx), o.init_dir, config_to_hf_json(config), save);
   }
   result.wall_time_s = wall.seconds();
+  if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
   return result;
 }
 

@@ -1,7 +1,10 @@
 // CUDA resources and the device allocator. Every CUDA call is checked; a failure names the call.
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/memory_stats.h"
 #include "ops/op_table.h"
+
+#include <atomic>
 
 namespace quill {
 
@@ -13,15 +16,30 @@ class DeviceAllocator final : public Allocator {
     void* p = nullptr;
     QUILL_CUDA_CHECK(cudaSetDevice(device_));
     cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
-    QUILL_CHECK(err == cudaSuccess, "out of GPU memory allocating {} bytes on device {} ({})", bytes, device_,
-                cudaGetErrorString(err));
+    QUILL_CHECK(err == cudaSuccess, "out of GPU memory allocating {} bytes on device {} ({} in use, {} at peak) ({})",
+                bytes, device_, in_use_.load(), peak_.load(), cudaGetErrorString(err));
+    // Byte counters for the benchmark's peak-memory figure (memory_stats.h); atomic, as frees may come from any thread.
+    const int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+    allocations_.fetch_add(1);
     return p;
   }
-  void deallocate(void* ptr, size_t) override { cudaFree(ptr); }
+  void deallocate(void* ptr, size_t bytes) override {
+    cudaFree(ptr);
+    in_use_.fetch_sub(static_cast<int64_t>(bytes));
+  }
   Device device() const override { return Device::CUDA; }
+
+  int64_t in_use() const { return in_use_.load(); }
+  int64_t peak() const { return peak_.load(); }
+  int64_t allocations() const { return allocations_.load(); }
+  void reset_peak() { peak_.store(in_use_.load()); }
 
  private:
   int device_;
+  std::atomic<int64_t> in_use_{0}, peak_{0}, allocations_{0};
 };
 }  // namespace
 
@@ -61,5 +79,32 @@ DeviceContext CudaBackend::context() const {
 }
 
 void CudaBackend::synchronize() const { QUILL_CUDA_CHECK(cudaStreamSynchronize(resources_->stream)); }
+
+bool cuda_memory_stats(const DeviceContext& ctx, CudaMemoryStats& out) {
+  auto* a = dynamic_cast<DeviceAllocator*>(ctx.allocator);
+  if (a == nullptr) return false;
+  out.in_use_bytes = a->in_use();
+  out.peak_bytes = a->peak();
+  out.allocations = a->allocations();
+  size_t free_b = 0, total_b = 0;
+  if (ctx.cuda != nullptr && cudaSetDevice(ctx.cuda->device) == cudaSuccess &&
+      cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    out.device_free_bytes = static_cast<int64_t>(free_b);
+    out.device_total_bytes = static_cast<int64_t>(total_b);
+  }
+  return true;
+}
+
+void cuda_synchronize(const DeviceContext& ctx) {
+  QUILL_CHECK(ctx.device == Device::CUDA && ctx.cuda != nullptr, "cuda_synchronize: not a CUDA context");
+  QUILL_CUDA_CHECK(cudaStreamSynchronize(ctx.cuda->stream));
+}
+
+bool cuda_reset_peak_memory(const DeviceContext& ctx) {
+  auto* a = dynamic_cast<DeviceAllocator*>(ctx.allocator);
+  if (a == nullptr) return false;
+  a->reset_peak();
+  return true;
+}
 
 }  // namespace quill
