@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "cli/commands.h"
 #include "model/params.h"
+#include "train/step_report.h"
 #include "train/trainer.h"
 #include "cli/launch.h"
 #ifdef QUILL_HAVE_CUDA

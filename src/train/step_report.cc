@@ -1,0 +1,127 @@
+#include "train/step_report.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace quill {
+
+std::string metrics_json_line(const StepMetrics& m) {
+  nlohmann::json j;
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["grad_norm"] = m.grad_norm;
+  j["lr"] = m.lr;
+  j["tokens"] = m.tokens;
+  j["supervised_tokens"] = m.supervised;
+  j["step_time_s"] = m.step_time_s;
+  j["expert_tokens"] = m.expert_tokens;
+  if (m.memory.peak_bytes >= 0) {
+    j["peak_gpu_bytes"] = m.memory.peak_bytes;
+    j["gpu_in_use_bytes"] = m.memory.in_use_bytes;
+    j["device_used_bytes"] = m.memory.device_used_bytes;
+  }
+  return j.dump();
+}
+
+StepSummary summarize_steps(const TrainResult& r) {
+  StepSummary s;
+  std::vector<double> times;
+  for (const StepMetrics& m : r.steps)
+    if (m.step >= r.warmup_steps && m.step != r.profile_step) times.push_back(m.step_time_s);
+  if (times.empty())
+    for (const StepMetrics& m : r.steps) times.push_back(m.step_time_s);
+  for (const StepMetrics& m : r.steps) s.peak_gpu_bytes = std::max(s.peak_gpu_bytes, m.memory.peak_bytes);
+  if (times.empty()) return s;
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  s.measured_steps = static_cast<int64_t>(n);
+  s.median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  s.min_s = sorted.front();
+  s.max_s = sorted.back();
+  double sum = 0, sq = 0;
+  for (double t : times) sum += t;
+  s.mean_s = sum / static_cast<double>(n);
+  for (double t : times) sq += (t - s.mean_s) * (t - s.mean_s);
+  s.cv_pct = n > 1 && s.mean_s > 0 ? 100.0 * std::sqrt(sq / static_cast<double>(n - 1)) / s.mean_s : 0.0;
+  s.spread_pct = s.median_s > 0 ? 100.0 * (s.max_s - s.min_s) / s.median_s : 0.0;
+  s.tokens_per_step = r.steps.empty() ? 0.0 : static_cast<double>(r.steps.back().tokens);
+  s.tokens_per_s = s.median_s > 0 ? s.tokens_per_step / s.median_s : 0.0;
+  s.mfu = 6.0 * static_cast<double>(r.active_params) * s.tokens_per_s / 989e12;
+  return s;
+}
+
+std::string summary_json(const TrainResult& r) {
+  const StepSummary s = summarize_steps(r);
+  nlohmann::json j;
+  j["steps"] = r.steps.size();
+  j["warmup_steps"] = r.warmup_steps;
+  j["profile_step"] = r.profile_step;
+  j["measured_steps"] = s.measured_steps;
+  j["median_step_s"] = s.median_s;
+  j["min_step_s"] = s.min_s;
+  j["max_step_s"] = s.max_s;
+  j["mean_step_s"] = s.mean_s;
+  j["spread_pct"] = s.spread_pct;
+  j["cv_pct"] = s.cv_pct;
+  j["tokens_per_step"] = s.tokens_per_step;
+  j["tokens_per_s"] = s.tokens_per_s;
+  j["active_params"] = r.active_params;
+  j["mfu"] = s.mfu;
+  j["peak_gpu_bytes"] = s.peak_gpu_bytes;
+  if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0) {
+    j["device_used_bytes_end"] = r.steps.back().memory.device_used_bytes;
+    j["device_total_bytes"] = r.steps.back().memory.device_total_bytes;
+  }
+  j["wall_time_s"] = r.wall_time_s;
+  j["definitions"] = {
+      {"measured", "steps >= warmup_steps, the profiled step left out (all steps when that leaves none)"},
+      {"step_time", "host clock around the whole optimizer step, the device synchronised at its end"},
+      {"spread_pct", "(max - min) / median of the measured steps"},
+      {"mfu", "6 * active_params * tokens_per_s / 989e12"},
+      {"peak_gpu_bytes", "most bytes the device allocator held at once during a step (tensors; not the CUDA "
+                         "context, cuBLASLt workspace or stream-ordered scratch), max over steps"},
+      {"device_used_bytes_end", "cudaMemGetInfo total - free after the last step"}};
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepMetrics& m : r.steps)
+    steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s}, {"peak_gpu_bytes", m.memory.peak_bytes},
+                     {"device_used_bytes", m.memory.device_used_bytes}});
+  j["per_step"] = steps;
+  return j.dump(1) + "\n";
+}
+
+std::string summary_line(const TrainResult& r) {
+  const StepSummary s = summarize_steps(r);
+  if (s.measured_steps == 0) return "no steps measured";
+  std::string line = fmt::format(
+      "steps >= {} ({} measured{}): median {:.1f} ms, min {:.1f}, max {:.1f} (spread {:.1f}%, cv {:.1f}%); {:.0f} "
+      "tokens/s, MFU {:.1f}% (N = {})",
+      r.warmup_steps, s.measured_steps, r.profile_step >= 0 ? fmt::format(", step {} profiled and left out", r.profile_step) : "",
+      1e3 * s.median_s, 1e3 * s.min_s, 1e3 * s.max_s, s.spread_pct, s.cv_pct, s.tokens_per_s, 100 * s.mfu,
+      r.active_params);
+  if (s.peak_gpu_bytes >= 0) line += fmt::format("; peak GPU {:.2f} GiB", static_cast<double>(s.peak_gpu_bytes) / (1 << 30));
+  if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0)
+    line += fmt::format(" (device in use at the end {:.2f} of {:.2f} GiB)",
+                        static_cast<double>(r.steps.back().memory.device_used_bytes) / (1 << 30),
+                        static_cast<double>(r.steps.back().memory.device_total_bytes) / (1 << 30));
+  return line;
+}
+
+std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t global_batch, double eta_s) {
+  std::time_t now = std::time(nullptr);
+  const int64_t eta = static_cast<int64_t>(eta_s + 0.5);
+  return fmt::format(
+      " [{:%Y-%m-%d %H:%M:%S}] iteration {:>8}/{:>8} | consumed samples: {:>12} | elapsed time per iteration (ms): "
+      "{:.1f} | learning rate: {:.6E} | global batch size: {:>5} | lm loss: {:.6E} | grad norm: {:.3f} | "
+      "number of skipped iterations: {:>3} | number of nan iterations: {:>3} | tokens/s: {:.0f} | ETA {}:{:02}:{:02} |",
+      fmt::localtime(now), m.step + 1, total_steps, (m.step + 1) * global_batch, m.step_time_s * 1000.0, m.lr,
+      global_batch, m.loss, m.grad_norm, 0, 0, m.tokens / m.step_time_s, eta / 3600, eta / 60 % 60, eta % 60);
+}
+
+}  // namespace quill
