@@ -12,7 +12,9 @@
 // token is emitted directly, without merging, as tiktoken does.
 //
 // Pieces that are not tokens are cached per thread (pieces up to 256 bytes, 8192 of them,
-// pieces, flushed when full): real text repeats its rare words.
+// pieces, flushed when full): real text repeats its rare words. In front of everything, a
+// per-thread direct-mapped cache of 4,096 pieces of 2 to 16 bytes (tokens or not, up to 4 ids)
+// keeps frequent words off the large tables (v4).
 //
 // Short pieces use tiktoken's quadratic scan over a small array; long pieces (long whitespace
 // runs, CJK text without spaces) use a tournament tree over the pairs, whose root is the same pair,
@@ -88,6 +90,7 @@ class BpeCore {
   inline RankId lookup_pair(uint32_t left, uint32_t right) const;
   void build_byte_pairs();
   void compact_pairs();
+  void encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const;  // n >= 2, no front cache
   void merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
   void merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
 

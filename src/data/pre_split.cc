@@ -4,6 +4,8 @@
 #include <pcre2.h>
 
 #include <array>
+#include <atomic>
+#include <cstring>
 #include <cstdint>
 
 #include "base/error.h"
@@ -180,6 +182,189 @@ size_t o200k_ascii_piece(std::string_view t, size_t i) {
   return e;                                 // \s+
 }
 
+namespace {
+
+// Unicode classes of the o200k pattern, per code point: bits of kUniClass. Non-ASCII code points
+// are classified on first use by PCRE2 itself (the same library and Unicode tables as the
+// pattern), so the hand-written matcher below agrees with PCRE2 by construction.
+enum : uint8_t {
+  kU = 1,       // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]  (the "upper" run)
+  kLw = 2,      // [\p{Ll}\p{Lm}\p{Lo}\p{M}]        (the "lower" run)
+  kLet = 4,     // \p{L}
+  kNum = 8,     // \p{N}
+  kWs = 16,     // White_Space (\s of Rust and Oniguruma)
+  kNl = 32,     // \r or \n
+  kKnown = 128  // the entry has been computed
+};
+
+constexpr std::array<uint8_t, 128> make_ascii_uni() {
+  std::array<uint8_t, 128> t{};
+  for (int c = 0; c < 128; ++c) {
+    uint8_t k = kKnown;
+    if (c >= 'A' && c <= 'Z') k |= kU | kLet;
+    else if (c >= 'a' && c <= 'z') k |= kLw | kLet;
+    else if (c >= '0' && c <= '9') k |= kNum;
+    else if (c == '\r' || c == '\n') k |= kWs | kNl;
+    else if (c == ' ' || (c >= '\t' && c <= '\f')) k |= kWs;
+    t[c] = k;
+  }
+  return t;
+}
+constexpr std::array<uint8_t, 128> kAsciiUni = make_ascii_uni();
+
+struct UniClassifier {
+  pcre2_code* code[4] = {};
+  UniClassifier() {
+    const char* patterns[4] = {R"([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])", R"([\p{Ll}\p{Lm}\p{Lo}\p{M}])", R"(\p{L})", R"(\p{N})"};
+    for (int k = 0; k < 4; ++k) {
+      int err = 0;
+      PCRE2_SIZE offset = 0;
+      code[k] = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(patterns[k]), PCRE2_ZERO_TERMINATED,
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &offset, nullptr);
+      QUILL_CHECK(code[k] != nullptr, "PCRE2: the class pattern {} does not compile", patterns[k]);
+    }
+  }
+  uint8_t classify(uint32_t cp, const char* utf8, size_t len) const {
+    uint8_t bits = kKnown;
+    if (cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+        cp == 0x202F || cp == 0x205F || cp == 0x3000) {
+      bits |= kWs;
+    }
+    pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+    const uint8_t flags[4] = {kU, kLw, kLet, kNum};
+    for (int k = 0; k < 4; ++k) {
+      if (pcre2_match(code[k], reinterpret_cast<PCRE2_SPTR>(utf8), len, 0, PCRE2_NO_UTF_CHECK, md, nullptr) >= 0) {
+        bits |= flags[k];
+      }
+    }
+    pcre2_match_data_free(md);
+    return bits;
+  }
+};
+
+std::atomic<uint8_t> g_uni_class[0x110000];
+
+struct UChar {
+  uint8_t bits;  // 0 at the end of the text
+  uint8_t len;   // bytes; 0 at the end
+  uint32_t cp;
+};
+
+UChar classify_slow(const uint8_t* p, uint32_t cp, uint8_t len) {
+  static const UniClassifier classifier;
+  uint8_t bits = classifier.classify(cp, reinterpret_cast<const char*>(p), len);
+  g_uni_class[cp].store(bits, std::memory_order_relaxed);
+  return {bits, len, cp};
+}
+
+// The character at t[i] of valid UTF-8.
+inline UChar uchar_at(std::string_view t, size_t i) {
+  if (i >= t.size()) return {0, 0, 0};
+  const auto* p = reinterpret_cast<const uint8_t*>(t.data()) + i;
+  uint8_t b = p[0];
+  if (b < 0x80) return {kAsciiUni[b], 1, b};
+  uint32_t cp;
+  uint8_t len;
+  if (b < 0xE0) {
+    cp = ((b & 0x1Fu) << 6) | (p[1] & 0x3Fu);
+    len = 2;
+  } else if (b < 0xF0) {
+    cp = ((b & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+    len = 3;
+  } else {
+    cp = ((b & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
+    len = 4;
+  }
+  uint8_t bits = g_uni_class[cp].load(std::memory_order_relaxed);
+  if (bits == 0) [[unlikely]] return classify_slow(p, cp, len);
+  return {bits, len, cp};
+}
+
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)? at m: its end, or m. Under Unicode case folding only 's has a
+// non-ASCII spelling (U+017F, the long s).
+size_t contraction_u(std::string_view t, size_t m) {
+  if (m >= t.size() || t[m] != '\'') return m;
+  UChar a = uchar_at(t, m + 1);
+  if (a.len == 0) return m;
+  uint32_t c = a.cp < 128 ? static_cast<uint32_t>(lower(static_cast<char>(a.cp))) : a.cp;
+  if (c == 's' || c == 't' || c == 'm' || c == 'd' || c == 0x17F) return m + 1 + a.len;
+  if ((c == 'r' || c == 'v' || c == 'l') && m + 2 < t.size()) {
+    char b = lower(t[m + 2]);
+    if ((c == 'l' && b == 'l') || (c != 'l' && b == 'e')) return m + 3;
+  }
+  return m;
+}
+
+// Alternative 1 from j (after the optional prefix): [U]*[Lw]+ contraction?; 0 when it fails.
+// The greedy U* gives back characters until Lw+ can start: the last Lw start in the U run.
+size_t word_upper_lower(std::string_view t, size_t j) {
+  size_t k = j, last = std::string_view::npos;
+  UChar u = uchar_at(t, k);
+  for (; u.bits & kU; u = uchar_at(t, k)) {
+    if (u.bits & kLw) last = k;
+    k += u.len;
+  }
+  if (u.bits & kLw) last = k;
+  if (last == std::string_view::npos) return 0;
+  size_t m = last;
+  for (u = uchar_at(t, m); u.bits & kLw; u = uchar_at(t, m)) m += u.len;
+  return contraction_u(t, m);
+}
+
+// Alternative 2 from j: [U]+[Lw]* contraction?; 0 when it fails.
+size_t word_upper(std::string_view t, size_t j) {
+  size_t k = j;
+  UChar u = uchar_at(t, k);
+  for (; u.bits & kU; u = uchar_at(t, k)) k += u.len;
+  if (k == j) return 0;
+  for (; u.bits & kLw; u = uchar_at(t, k)) k += u.len;
+  return contraction_u(t, k);
+}
+
+}  // namespace
+
+size_t o200k_piece(std::string_view t, size_t i) {
+  if (size_t e = o200k_ascii_piece(t, i); e > i) return e;
+  const UChar c = uchar_at(t, i);
+  if (c.len == 0) return 0;
+  const bool prefix = !(c.bits & (kLet | kNum | kNl));  // [^\r\n\p{L}\p{N}]
+  size_t e;
+  if (prefix && (e = word_upper_lower(t, i + c.len))) return e;
+  if ((e = word_upper_lower(t, i))) return e;
+  if (prefix && (e = word_upper(t, i + c.len))) return e;
+  if ((e = word_upper(t, i))) return e;
+  if (c.bits & kNum) {  // \p{N}{1,3}
+    size_t k = i + c.len;
+    for (int count = 1; count < 3; ++count) {
+      UChar u = uchar_at(t, k);
+      if (!(u.bits & kNum)) break;
+      k += u.len;
+    }
+    return k;
+  }
+  // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+  size_t k = t[i] == ' ' ? i + 1 : i;
+  UChar u = uchar_at(t, k);
+  if (u.len != 0 && !(u.bits & (kWs | kLet | kNum))) {
+    for (; u.len != 0 && !(u.bits & (kWs | kLet | kNum)); u = uchar_at(t, k)) k += u.len;
+    while (k < t.size() && (t[k] == '\r' || t[k] == '\n' || t[k] == '/')) ++k;
+    return k;
+  }
+  // \s*[\r\n]+ | \s+(?!\S) | \s+ on the whitespace run [i, end).
+  size_t end = i, last_start = i, last_newline = std::string_view::npos, count = 0;
+  for (u = uchar_at(t, end); u.bits & kWs; u = uchar_at(t, end)) {
+    if (u.bits & kNl) last_newline = end;
+    last_start = end;
+    end += u.len;
+    ++count;
+  }
+  if (count == 0) return 0;  // unreachable: every character starts some alternative
+  if (last_newline != std::string_view::npos) return last_newline + 1;
+  if (end >= t.size()) return end;
+  if (count >= 2) return last_start;
+  return end;
+}
+
 PreSplitRegex::PreSplitRegex(std::string_view pattern) : pattern_(pattern) {
   std::string translated = pcre2_pattern_from_rust(pattern);
   int err = 0;
@@ -197,7 +382,7 @@ PreSplitRegex::~PreSplitRegex() { pcre2_code_free(static_cast<pcre2_code*>(code_
 
 bool PreSplitRegex::find(std::string_view text, size_t start, size_t* begin, size_t* end) const {
   if (ascii_fast_) {
-    if (size_t e = o200k_ascii_piece(text, start); e > start) {
+    if (size_t e = o200k_piece(text, start); e > start) {
       *begin = start;
       *end = e;
       return true;

@@ -83,6 +83,25 @@ TEST(PreSplit, AsciiFastPathEqualsPcre2) {
   }
 }
 
+TEST(PreSplit, UnicodeMatcherEqualsPcre2) {
+  // o200k_piece decides non-ASCII text by hand (classes from PCRE2): every class of the pattern,
+  // marks after spaces and digits, title case, modifier letters, non-ASCII digits and spaces.
+  PreSplitRegex fast(kO200kPattern), slow(kO200kPattern);
+  slow.set_ascii_fast_path(false);
+  const std::vector<std::string> atoms = {
+      "a", "Z", "s", "l", "e", "'", " ", "  ", "\t", "\n", "\r", "/", ".", "0", "7", "\x01",
+      "\xC3\xA9", "\xC3\x89", "\xC5\xBF", "\xC2\xA0", "\xE3\x80\x80", "\xC2\x85", "\xE2\x80\xA8", "\xE1\x9A\x80",
+      "\xD9\xA3", "\xE2\x80\x94", "\xF0\x9F\x99\x82", "\xCC\x81", "\xE0\xA4\xBE", "\xE4\xB8\xAD", "\xC2\xB2",
+      "\xE2\x85\xA0", "\xE2\x80\x8B", "\xC7\x85", "\xCA\xB0", "\xE3\x83\xBC", "\xD7\x90", "\xCE\xA3", "\xCF\x83",
+      "\xF0\xA0\x80\x80", "\xEF\xBF\xBD", "\xE2\x84\xAA", "\xE0\xB9\x87", "\xE0\xB8\x81", "\xEF\xB8\x8F"};
+  SplitMix64 rng(17);
+  for (int round = 0; round < 50000; ++round) {
+    std::string text;
+    for (uint64_t n = 1 + rng.below(14); n > 0; --n) text += atoms[rng.below(atoms.size())];
+    ASSERT_EQ(split(fast, text), split(slow, text)) << "text: " << text;
+  }
+}
+
 TEST(PreSplit, PatternTranslation) {
   EXPECT_EQ(pcre2_pattern_from_rust(R"(a\sb)"),
             R"(a[\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]b)");
