@@ -13,12 +13,13 @@
 //
 // Pieces that are not tokens are cached per thread (pieces up to 256 bytes, 8192 of them,
 // pieces, flushed when full): real text repeats its rare words. In front of everything, a
-// per-thread direct-mapped cache of 4,096 pieces of 2 to 16 bytes (tokens or not, up to 4 ids)
-// keeps frequent words off the large tables (v4).
+// per-thread direct-mapped cache of 65,536 pieces of 2 to 16 bytes (tokens or not, up to 4 ids;
+// 3 MiB a thread, v5; 4,096 in v4) keeps frequent words off the large tables.
 //
-// Short pieces use tiktoken's quadratic scan over a small array; long pieces (long whitespace
-// runs, CJK text without spaces) use a tournament tree over the pairs, whose root is the same pair,
-// so the result is identical (tested against each other and a plain reference).
+// Short pieces use tiktoken's quadratic scan over a small array; long pieces (CJK text without
+// spaces) use a tournament tree over the pairs, whose root is the same pair, so the result is
+// identical (tested against each other and a plain reference). Pieces of at most 4 runs of one
+// byte (whitespace runs) merge on the runs (v5, merge_runs), also tested against the reference.
 #pragma once
 
 #include <cstdint>
@@ -93,6 +94,8 @@ class BpeCore {
   void encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const;  // n >= 2, no front cache
   void merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
   void merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
+  // Pieces made of a few runs of one byte (whitespace runs): false when it does not apply.
+  bool merge_runs(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
 
   std::string blob_;               // all token bytes, by id
   std::vector<uint32_t> offsets_;  // token id's bytes: blob_[offsets_[id], offsets_[id+1])

@@ -384,5 +384,48 @@ TEST(BpeCore, SmallAndTreeMergesMatchTheReference) {
   }
 }
 
+// v5: pieces of a few runs of one byte (whitespace runs) merge on the runs; the result must be the
+// per-part algorithm's, for vocabularies whose run tokens have scattered ranks.
+TEST(BpeCore, RunMergesMatchTheReference) {
+  for (uint64_t seed : {4u, 5u, 6u}) {
+    SplitMix64 rng(seed);
+    std::map<std::string, uint32_t> ranks;
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) {
+      tokens.emplace_back(1, static_cast<char>(b));
+      ranks[tokens.back()] = static_cast<uint32_t>(b);
+    }
+    // Runs of ' ', '\n', 'a' of random lengths and mixes of them, in random rank order; every
+    // split of a token into two tokens is a pair (tiktoken's rule).
+    const std::string alphabet = " \na";
+    std::vector<std::string> extra;
+    for (int len = 2; len <= 40; ++len) {
+      for (char c : alphabet) {
+        if (rng.below(3) != 0) extra.push_back(std::string(static_cast<size_t>(len), c));
+      }
+      if (len <= 12 && rng.below(2) == 0) extra.push_back(std::string(static_cast<size_t>(len / 2), ' ') + std::string(static_cast<size_t>(len - len / 2), '\n'));
+    }
+    for (size_t i = extra.size(); i > 1; --i) std::swap(extra[i - 1], extra[rng.below(i)]);
+    for (const std::string& t : extra) {
+      if (ranks.count(t)) continue;
+      ranks[t] = static_cast<uint32_t>(tokens.size());
+      tokens.push_back(t);
+    }
+    BpeCore core = BpeCore::from_ranks(tokens, "runs");
+    for (int i = 0; i < 300; ++i) {
+      std::string piece;
+      size_t runs = 1 + rng.below(i % 3 == 0 ? 6 : 3);
+      for (size_t r = 0; r < runs; ++r) {
+        piece += std::string(1 + rng.below(i % 10 == 0 ? 700 : 60), alphabet[rng.below(alphabet.size())]);
+      }
+      std::vector<uint32_t> want = reference_merge(ranks, piece), got, tree;
+      core.merge_piece(piece, got);
+      core.merge_piece(piece, tree, /*force_tree=*/true);
+      EXPECT_EQ(got, want) << "seed " << seed << " piece of " << piece.size();
+      EXPECT_EQ(tree, want) << "seed " << seed << " piece of " << piece.size();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace quill
