@@ -238,11 +238,7 @@ void save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, con
     QUILL_CHECK(fs::is_directory(out), "{}: exists and is not a directory", out);
     QUILL_CHECK(fs::is_empty(out) || options.overwrite, "{}: exists and is not empty (pass overwrite to replace it)", out);
   }
-  try {
-    (void)nlohmann::json::parse(config_json);
-  } catch (const nlohmann::json::exception& e) {
-    QUILL_FAIL("{}: the config.json text to write is not valid JSON ({})", out, e.what());
-  }
+  QUILL_CHECK(nlohmann::json::accept(config_json), "{}: the config.json text to write is not valid JSON", out);
 
   // Everything that can be checked is checked before anything is written.
   std::vector<SafetensorsItem> items;

@@ -101,11 +101,6 @@ std::vector<int64_t> ParamTable::flat_offsets() const {
   return offsets;
 }
 
-void ParamTable::zero_grads() {
-  for (Param& p : params_)
-    if (p.grad.defined()) p.grad.fill_zero();
-}
-
 bool name_matches(const std::string& name, const std::string& pattern) {
   // Glob with '*' only: classic two-pointer match with backtracking to the last star.
   size_t n = 0, p = 0, star = std::string::npos, mark = 0;

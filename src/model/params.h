@@ -51,7 +51,6 @@ class ParamTable {
   std::vector<int64_t> flat_offsets() const;
   const Tensor& value(const std::string& name) const { return at(name).value; }
 
-  void zero_grads();  // host tensors only; model/param_placement.h has the device version
   // Freezes every parameter whose name matches one of the patterns (a '*' matches any run of characters).
   void freeze(const std::vector<std::string>& patterns);
   // Fills values as transformers' _init_weights does for a fresh model: normal(0, std) for matrices,

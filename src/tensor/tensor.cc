@@ -147,12 +147,21 @@ void store_from_double(void* p, DType d, int64_t i, double v) {
 }
 }  // namespace
 
+void convert_into(const Tensor& src, const Tensor& dst) {
+  QUILL_CHECK(src.device() == Device::CPU && dst.device() == Device::CPU && src.numel() == dst.numel(),
+              "convert_into: {} into {} needs CPU tensors of equal size", src.describe(), dst.describe());
+  if (src.dtype() == dst.dtype()) {
+    if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), src.nbytes());
+    return;
+  }
+  for (int64_t i = 0, n = src.numel(); i < n; ++i)
+    store_from_double(dst.data(), dst.dtype(), i, load_as_double(src.data(), src.dtype(), i));
+}
+
 Tensor convert_dtype(const Tensor& src, DType dtype) {
   QUILL_CHECK(src.device() == Device::CPU, "convert_dtype needs a CPU tensor, got {}", src.describe());
-  if (src.dtype() == dtype) return src.clone();
   Tensor out = Tensor::empty(src.shape(), dtype);
-  int64_t n = src.numel();
-  for (int64_t i = 0; i < n; ++i) store_from_double(out.data(), dtype, i, load_as_double(src.data(), src.dtype(), i));
+  convert_into(src, out);
   return out;
 }
 

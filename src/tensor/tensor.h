@@ -89,5 +89,7 @@ class Tensor {
 
 // Element-wise conversion of a CPU tensor to another dtype (F32/F64/BF16/F16 among themselves).
 Tensor convert_dtype(const Tensor& src, DType dtype);
+// The same into an existing CPU tensor of equal numel (bf16 and f16 round to nearest even).
+void convert_into(const Tensor& src, const Tensor& dst);
 
 }  // namespace quill

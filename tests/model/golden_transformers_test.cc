@@ -78,7 +78,7 @@ int64_t batch_supervised(const Golden& g) {
 double run_batch(const Golden& g, Model& m, std::vector<Tensor>* logits) {
   const int64_t n = batch_supervised(g);
   double sum = 0;
-  m.params.zero_grads();
+  zero_grads(m.params, DeviceContext::cpu());
   for (size_t r = 0; r < g.tokens.size(); ++r) {
     Tensor l;
     sum += m.model->train_row(g.tokens[r].data(), g.masks[r].data(), static_cast<int64_t>(g.tokens[r].size()),

@@ -8,6 +8,7 @@
 
 #include "base/rng.h"
 #include "model/inkling_model.h"
+#include "model/param_placement.h"
 #include "util/test_util.h"
 
 namespace quill {
@@ -40,7 +41,7 @@ TEST(ModelGradient, DirectionalDerivativesMatchEveryParameter) {
   Row row = make_row(T, config.unpadded_vocab_size, 3);
   InklingModel model(config, params, DeviceContext::cpu());
   const int64_t n = InklingModel::supervised_targets(row.mask.data(), T);
-  params.zero_grads();
+  zero_grads(params, DeviceContext::cpu());
   model.set_routing(InklingModel::Routing::Record);
   model.train_row(row.tokens.data(), row.mask.data(), T, 1.0 / static_cast<double>(n));
 
