@@ -77,6 +77,10 @@ std::vector<Case> cases() {
       {"d64_T300_window5_E7", 300, 4, 2, 64, 3, 7, 5},
       {"d128_T300_window70_E130", 300, 2, 1, 128, 16, 130, 70},
       {"d128_T300_global_E300", 300, 4, 1, 128, 16, 300, 0},
+      // d = 128 runs the tensor-core path (attention_tc_*.cu); the others the CUDA-core kernels.
+      {"d128_T77_G_eq_H_E_beyond_T_log_scaling", 77, 4, 4, 128, 5, 200, 0, true, 10.0},
+      {"d128_T200_window64_E_above_window", 200, 8, 2, 128, 16, 96, 64},
+      {"d128_T129_R1_E2_window3", 129, 2, 1, 128, 1, 2, 3},
       {"realistic_local_T1024", 1024, 8, 2, 128, 16, 512, 512},
       {"realistic_global_T1024_log_scaling", 1024, 8, 2, 128, 16, 1024, 0, true, 300.0},
   };

@@ -33,6 +33,7 @@
 // Measured on one H200 (T = 8192, H = 32, G = 8, d = 128, R = 16): 17.6 ms for a local layer
 // (window 512), 103 ms for a global one (E = 1024); fp32 CUDA-core products, about 9 to 13 TFLOP/s.
 #include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/attention_tc.h"
 #include "ops/cuda/kernels.h"
 
 namespace quill::cuda {
@@ -351,6 +352,9 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
                                   stream>>>(p.T, p.H, p.d, dout_THd.data_as<__nv_bfloat16>(),
                                             out_THd.data_as<__nv_bfloat16>(), D.data_as<float>());
   QUILL_CUDA_CHECK_LAUNCH("attention_backward_dot_kernel");
+  if (attn_tc::takes(p))
+    return attn_tc::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
+                             dv_TGd, dr_THR, dtable_RE);
 
   switch (head_dim_pad(p.d)) {
     case 16: return launch_backward<16>(op, p, stream, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);

@@ -22,6 +22,7 @@
 // Measured on one H200 (T = 8192, H = 32, G = 8, d = 128, R = 16): 4.7 ms for a local layer
 // (window 512), 31 ms for a global one (E = 1024); fp32 CUDA-core products, about 14 to 18 TFLOP/s.
 #include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/attention_tc.h"
 #include "ops/cuda/kernels.h"
 
 namespace quill::cuda {
@@ -161,6 +162,7 @@ void attention_forward(const DeviceContext& ctx, const Tensor& q_THd, const Tens
   require_device(op, "out_THd", out_THd, {p.T, p.H, p.d}, DType::BF16);
   require_device(op, "lse_HT", lse_HT, {p.H, p.T}, DType::F32);
   if (p.T == 0 || p.H == 0) return;
+  if (attn_tc::takes(p)) return attn_tc::forward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, out_THd, lse_HT);
   const cudaStream_t stream = stream_of(ctx);
   switch (head_dim_pad(p.d)) {
     case 16: return launch_forward<16>(op, p, stream, q_THd, k_TGd, v_TGd, r_THR, table_RE, out_THd, lse_HT);

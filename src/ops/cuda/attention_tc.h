@@ -1,0 +1,34 @@
+// The head-dim-128 tensor-core attention path (attention_tc_*.cu), called by attention_forward and
+// attention_backward (attention_forward.cu, attention_backward.cu) when d == 128; the math and the
+// argument checks are theirs (ops/attention.h, attention_common.cuh). Design note:
+// docs/decisions/attention-tensor-cores.md.
+#pragma once
+
+#include "ops/attention.h"
+#include "ops/cuda/attention_common.cuh"
+
+namespace quill::cuda::attn_tc {
+
+// The head dim this path takes.
+inline bool takes(const attn::Problem& p) { return p.d == 128; }
+
+void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
+             const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& out_THd,
+             const Tensor& lse_HT);
+// D_HT [H, T] fp32: D[h, t] = dout[t, h] . out[t, h] (attention_backward.cu computes it for both paths).
+void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
+              const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& lse_HT,
+              const Tensor& D_HT, const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd,
+              const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE);
+
+// Bias rows and their gradient (attention_tc_bias.cu). rb_THE [T, H, E] fp32 = r . table;
+// tau_T [T] fp32 = the log scaling of each position (p.log_scaling on).
+void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
+               const Tensor& rb_THE);
+void tau_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& tau_T);
+// From drb_THE (the gradient of the bias rows): dr_THR (bf16) = drb . table^T, overwritten;
+// dtable_RE (fp32) += r^T . drb.
+void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,
+                        const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE);
+
+}  // namespace quill::cuda::attn_tc

@@ -1,0 +1,288 @@
+// Attention backward on tensor cores for head dim 128 (math: ops/attention.h and the comment of
+// attention_backward.cu; fragment layouts: attention_tc.cuh). Flash-attention-2 style: one CTA of 4
+// warps per (64-key tile, kv head); each warp owns 16 keys and keeps their dk and dv accumulators
+// (fp32, registers) over every query head of the group and every query tile that sees the keys. Per
+// (head, query tile), with keys as rows (S^T = K Q^T):
+//   P^T  = exp(score - lse)              dV += P^T dO
+//   dP^T = V dO^T                        dz  = tau * P * (dP - D)      (fp32)
+//   drb[t, h, t - s] = dz                dK += dz^T Q
+//   dQ  += dz K  (dz through shared memory, fp32 atomics into a [T, H, 128] accumulator)
+// and afterwards dq = scale * dQ (bf16), dk = scale * dK, dr and dtable from drb
+// (attention_tc_bias.cu). The next query tile's Q and dO load (cp.async) overlaps the dQ product.
+// Shared memory: K, V, Q, dO tiles and the 64 x 64 bf16 dz tile, 72 KiB.
+#include "ops/cuda/attention_tc.cuh"
+#include "ops/cuda/attention_tc.h"
+
+namespace quill::cuda::attn_tc {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The 64 x 64 dz tile: rows = keys, 8 chunks of 8 queries, chunk c of row r at c ^ (r % 8).
+__device__ __forceinline__ int swz64(int row, int chunk) { return row * kRows + ((chunk ^ (row & 7)) << 3); }
+
+__global__ void __launch_bounds__(kThreads, 2)
+    attention_tc_backward_kernel(TcProblem p, const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                                 const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dout,
+                                 const float* __restrict__ lse, const float* __restrict__ Dsum,
+                                 float* __restrict__ dq_acc, float* __restrict__ drb, __nv_bfloat16* __restrict__ dk,
+                                 __nv_bfloat16* __restrict__ dv) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* v_s = k_s + kTileElems;
+  __nv_bfloat16* q_s = v_s + kTileElems;
+  __nv_bfloat16* do_s = q_s + kTileElems;
+  __nv_bfloat16* dz_s = do_s + kTileElems;  // [64][64]
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+  const int s0 = blockIdx.x * kRows;  // tile 0 (the most query tiles) first
+  const int kvh = blockIdx.y;
+  const int heads_per_kv = p.H / p.G;
+  const int64_t q_stride = static_cast<int64_t>(p.H) * kD, kv_stride = static_cast<int64_t>(p.G) * kD;
+
+  // Query tiles that see these keys: from the diagonal to the last row within the window.
+  const int t_first = s0;
+  const int t_end = p.window > 0 ? min(p.T, s0 + kRows - 1 + p.window) : p.T;  // exclusive
+  const int n_qt = (t_end - t_first + kRows - 1) / kRows;
+  const int n_iter = n_qt * heads_per_kv;
+  auto head_of = [&](int it) { return kvh * heads_per_kv + it / n_qt; };
+  auto tile_of = [&](int it) { return t_first + (it % n_qt) * kRows; };
+
+  load_tile_async(k_s, k + static_cast<int64_t>(kvh) * kD, s0, p.T, kv_stride, tid, kThreads);
+  load_tile_async(v_s, v + static_cast<int64_t>(kvh) * kD, s0, p.T, kv_stride, tid, kThreads);
+  if (n_iter > 0) {
+    load_tile_async(q_s, q + static_cast<int64_t>(head_of(0)) * kD, tile_of(0), p.T, q_stride, tid, kThreads);
+    load_tile_async(do_s, dout + static_cast<int64_t>(head_of(0)) * kD, tile_of(0), p.T, q_stride, tid, kThreads);
+  }
+  cp_async_commit();
+
+  int s_row[2];
+  s_row[0] = s0 + 16 * warp + g;
+  s_row[1] = s_row[0] + 8;
+  float dk_acc[16][4], dv_acc[16][4];
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[j][e] = dv_acc[j][e] = 0.0f;
+
+  for (int it = 0; it < n_iter; ++it) {
+    const int h = head_of(it), t0 = tile_of(it);
+    cp_async_wait_all();  // Q, dO of this step (and K, V the first time)
+    __syncthreads();      // ... visible; every warp is done with the previous dz tile
+
+    // S^T = K Q^T: rows = this warp's 16 keys, columns = the 64 queries.
+    float st[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      uint32_t a[4];
+      load_a(a, k_s, 16 * warp, kk, lane);
+#pragma unroll
+      for (int nb2 = 0; nb2 < 4; ++nb2) {
+        uint32_t b[4];
+        load_b_rows_n(b, q_s, 16 * nb2, kk, lane);
+        mma(st[2 * nb2], a, b[0], b[1]);
+        mma(st[2 * nb2 + 1], a, b[2], b[3]);
+      }
+    }
+    // P^T = exp(score - lse), 0 where not allowed. Element (j, e): key s_row[e >> 1], query t0 + 8j + 2c + (e & 1).
+    const bool full = tile_fully_allowed(p, t0, s0);
+    const bool has_bias = p.rb != nullptr && t0 - (s0 + kRows - 1) < p.E;
+    const float* lse_h = lse + static_cast<int64_t>(h) * p.T;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int s = s_row[e >> 1], t = t0 + 8 * j + 2 * c + (e & 1);
+        const bool ok = full || tc_allowed(p, t, s);
+        float pr = 0.0f;
+        if (ok) {
+          const float tau = p.tau != nullptr ? __ldg(p.tau + t) : 1.0f;
+          float bias = 0.0f;
+          if (has_bias && t - s < p.E) bias = __ldg(p.rb + (static_cast<int64_t>(t) * p.H + h) * p.E + (t - s));
+          const float x = tau * kLog2e * fmaf(p.scale, st[j][e], bias);
+          pr = exp2f(x - __ldg(lse_h + t) * kLog2e);
+        }
+        st[j][e] = pr;
+      }
+    }
+    // dV += P^T dO
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t a[4];
+      a[0] = pack_bf16(st[2 * kk][0], st[2 * kk][1]);
+      a[1] = pack_bf16(st[2 * kk][2], st[2 * kk][3]);
+      a[2] = pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]);
+      a[3] = pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3]);
+#pragma unroll
+      for (int nd2 = 0; nd2 < 8; ++nd2) {
+        uint32_t b[4];
+        load_b_rows_k(b, do_s, 16 * nd2, kk, lane);
+        mma(dv_acc[2 * nd2], a, b[0], b[1]);
+        mma(dv_acc[2 * nd2 + 1], a, b[2], b[3]);
+      }
+    }
+    // dP^T = V dO^T
+    float dpt[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      uint32_t a[4];
+      load_a(a, v_s, 16 * warp, kk, lane);
+#pragma unroll
+      for (int nb2 = 0; nb2 < 4; ++nb2) {
+        uint32_t b[4];
+        load_b_rows_n(b, do_s, 16 * nb2, kk, lane);
+        mma(dpt[2 * nb2], a, b[0], b[1]);
+        mma(dpt[2 * nb2 + 1], a, b[2], b[3]);
+      }
+    }
+    // dz = tau * P * (dP - D); its bias-row gradient; dz^T into shared memory for dQ.
+    const float* D_h = Dsum + static_cast<int64_t>(h) * p.T;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int s = s_row[e >> 1], t = t0 + 8 * j + 2 * c + (e & 1);
+        float dz = 0.0f;
+        if (full || tc_allowed(p, t, s)) {
+          const float tau = p.tau != nullptr ? __ldg(p.tau + t) : 1.0f;
+          dz = tau * st[j][e] * (dpt[j][e] - __ldg(D_h + t));
+          if (has_bias && t - s < p.E) drb[(static_cast<int64_t>(t) * p.H + h) * p.E + (t - s)] = dz;
+        }
+        dpt[j][e] = dz;
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        *reinterpret_cast<__nv_bfloat162*>(dz_s + swz64(16 * warp + g + 8 * i, j) + 2 * c) =
+            __floats2bfloat162_rn(dpt[j][2 * i], dpt[j][2 * i + 1]);
+    }
+    // dK += dz^T Q
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t a[4];
+      a[0] = pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]);
+      a[1] = pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]);
+      a[2] = pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
+      a[3] = pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
+#pragma unroll
+      for (int nd2 = 0; nd2 < 8; ++nd2) {
+        uint32_t b[4];
+        load_b_rows_k(b, q_s, 16 * nd2, kk, lane);
+        mma(dk_acc[2 * nd2], a, b[0], b[1]);
+        mma(dk_acc[2 * nd2 + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // dz tile complete; every warp is done with Q and dO
+    if (it + 1 < n_iter) {
+      const int h_next = head_of(it + 1), t_next = tile_of(it + 1);
+      load_tile_async(q_s, q + static_cast<int64_t>(h_next) * kD, t_next, p.T, q_stride, tid, kThreads);
+      load_tile_async(do_s, dout + static_cast<int64_t>(h_next) * kD, t_next, p.T, q_stride, tid, kThreads);
+      cp_async_commit();
+    }
+    // dQ[t0 + 16 warp ..][:] += dz K: A = dz (queries x keys) from the transposed tile, B = K.
+    uint32_t za[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int krow = 16 * kk + (lane & 7) + 8 * (lane >> 4);
+      const int chunk = 2 * warp + ((lane >> 3) & 1);
+      ldsm_x4_t(za[kk], dz_s + swz64(krow, chunk));
+    }
+    const int tq0 = t0 + 16 * warp + g, tq1 = tq0 + 8;
+    float* dq0 = dq_acc + (static_cast<int64_t>(tq0) * p.H + h) * kD;
+    float* dq1 = dq_acc + (static_cast<int64_t>(tq1) * p.H + h) * kD;
+#pragma unroll
+    for (int nd2 = 0; nd2 < 8; ++nd2) {
+      float acc[2][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t b[4];
+        load_b_rows_k(b, k_s, 16 * nd2, kk, lane);
+        mma(acc[0], za[kk], b[0], b[1]);
+        mma(acc[1], za[kk], b[2], b[3]);
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int col = 16 * nd2 + 8 * half + 2 * c;
+        if (tq0 < p.T) atomicAdd(reinterpret_cast<float2*>(dq0 + col), make_float2(acc[half][0], acc[half][1]));
+        if (tq1 < p.T) atomicAdd(reinterpret_cast<float2*>(dq1 + col), make_float2(acc[half][2], acc[half][3]));
+      }
+    }
+  }
+
+  // dk = scale * dK, dv = dV, written once in bf16.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int s = s_row[i];
+    if (s >= p.T) continue;
+    __nv_bfloat16* dk_s = dk + (static_cast<int64_t>(s) * p.G + kvh) * kD;
+    __nv_bfloat16* dv_s = dv + (static_cast<int64_t>(s) * p.G + kvh) * kD;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      *reinterpret_cast<__nv_bfloat162*>(dk_s + 8 * j + 2 * c) =
+          __floats2bfloat162_rn(p.scale * dk_acc[j][2 * i], p.scale * dk_acc[j][2 * i + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(dv_s + 8 * j + 2 * c) =
+          __floats2bfloat162_rn(dv_acc[j][2 * i], dv_acc[j][2 * i + 1]);
+    }
+  }
+}
+
+// dq = scale * dq_acc, in bf16.
+__global__ void dq_finish_kernel(int64_t n, float scale, const float* __restrict__ acc, __nv_bfloat16* __restrict__ dq) {
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (i >= n) return;  // n is a multiple of 128
+  const float4 a = *reinterpret_cast<const float4*>(acc + i);
+  *reinterpret_cast<__nv_bfloat162*>(dq + i) = __floats2bfloat162_rn(scale * a.x, scale * a.y);
+  *reinterpret_cast<__nv_bfloat162*>(dq + i + 2) = __floats2bfloat162_rn(scale * a.z, scale * a.w);
+}
+
+}  // namespace
+
+void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
+              const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& lse_HT,
+              const Tensor& D_HT, const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd,
+              const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE) {
+  const cudaStream_t stream = stream_of(ctx);
+  Tensor rb, drb, tau;
+  TcProblem tp{p.T, p.H, p.G, p.E, p.window, p.scale, nullptr, nullptr};
+  const bool bias = p.R > 0 && p.E > 0;
+  if (bias) {
+    rb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
+    bias_rows(ctx, p, r_THR, table_RE, rb);
+    tp.rb = rb.data_as<float>();
+    // The kernel stores every (t, u) with an allowed pair: u <= t and u < window. Zero the rest first.
+    drb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
+    const bool window_below_E = p.window > 0 && p.window < p.E;
+    const int64_t zero_rows = window_below_E ? p.T : std::min(p.T, p.E);
+    QUILL_CUDA_CHECK(cudaMemsetAsync(drb.data(), 0, zero_rows * p.H * p.E * sizeof(float), stream));
+  } else if (p.R > 0) {
+    QUILL_CUDA_CHECK(cudaMemsetAsync(dr_THR.data(), 0, dr_THR.nbytes(), stream));
+  }
+  if (p.log_scaling) {
+    tau = Tensor::empty({p.T}, DType::F32, *ctx.allocator);
+    tau_rows(ctx, p, tau);
+    tp.tau = tau.data_as<float>();
+  }
+  Tensor dq_acc = Tensor::empty({p.T, p.H, kD}, DType::F32, *ctx.allocator);
+  QUILL_CUDA_CHECK(cudaMemsetAsync(dq_acc.data(), 0, dq_acc.nbytes(), stream));
+
+  constexpr size_t smem = (4 * kTileElems + kRows * kRows) * sizeof(__nv_bfloat16);
+  attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
+  const dim3 grid((p.T + kRows - 1) / kRows, p.G);
+  attention_tc_backward_kernel<<<grid, kThreads, smem, stream>>>(
+      tp, q_THd.data_as<__nv_bfloat16>(), k_TGd.data_as<__nv_bfloat16>(), v_TGd.data_as<__nv_bfloat16>(),
+      dout_THd.data_as<__nv_bfloat16>(), lse_HT.data_as<float>(), D_HT.data_as<float>(), dq_acc.data_as<float>(),
+      bias ? drb.data_as<float>() : nullptr, dk_TGd.data_as<__nv_bfloat16>(), dv_TGd.data_as<__nv_bfloat16>());
+  QUILL_CUDA_CHECK_LAUNCH("attention_tc_backward_kernel");
+
+  const int64_t n = dq_acc.numel();
+  dq_finish_kernel<<<static_cast<unsigned>((n / 4 + 255) / 256), 256, 0, stream>>>(n, p.scale, dq_acc.data_as<float>(),
+                                                                                 dq_THd.data_as<__nv_bfloat16>());
+  QUILL_CUDA_CHECK_LAUNCH("dq_finish_kernel");
+  if (bias) bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE);
+}
+
+}  // namespace quill::cuda::attn_tc
