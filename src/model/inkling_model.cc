@@ -61,9 +61,13 @@ RowResult InklingModel::eval_row(const int32_t* tokens, const uint8_t* mask, int
 }
 
 namespace {
-// Rows of the LM head handled at once: the [chunk, V] logits are the largest activation of the
-// step (201,024 columns for Inkling), so they are never held for a whole 8,192-token row.
-constexpr int64_t kHeadChunkRows = 1024;
+// Rows of the LM head handled at once: the [chunk, V] logits and their gradient are the largest
+// activations of the step (201,024 columns for Inkling). On the CPU (fp32) a chunk of 1,024 rows
+// bounds them at 0.8 GB each. On the GPU (bf16) a whole 8,192-token row is 3.3 GB each, and every
+// chunk costs one read-modify-write pass over the fp32 unembedding gradient (3.3 GB for Inkling):
+// 1,024-row chunks made that pass 8 times per row and the dW GEMM ran at 75% of the matmul
+// ceiling (bench/results/2026-11-30-slice-v2), so the GPU takes the whole row.
+int64_t head_chunk_rows(const DeviceContext& ctx) { return ctx.device == Device::CPU ? 1024 : 8192; }
 
 Tensor upload(const DeviceContext& ctx, const Tensor& host) {
   if (ctx.device == Device::CPU) return host;
@@ -117,8 +121,9 @@ RowResult InklingModel::run(const int32_t* tokens, const uint8_t* mask, int64_t 
 
   RowResult result;
   result.supervised = supervised_targets(mask, T);
-  for (int64_t r0 = 0; r0 < T; r0 += kHeadChunkRows) {
-    const int64_t r1 = std::min(T, r0 + kHeadChunkRows), n = r1 - r0;
+  const int64_t chunk_rows = head_chunk_rows(ctx_);
+  for (int64_t r0 = 0; r0 < T; r0 += chunk_rows) {
+    const int64_t r1 = std::min(T, r0 + chunk_rows), n = r1 - r0;
     Tensor logits = new_activation(ctx_, {n, V}), dlogits = new_activation(ctx_, {n, V});
     ops::linear_forward(ctx_, hn.rows(r0, r1), unembed_->compute, logits);
     result.loss_sum += ops::cross_entropy_forward_backward(ctx_, logits, targets.rows(r0, r1), weights.rows(r0, r1), VL,

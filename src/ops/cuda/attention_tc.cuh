@@ -135,4 +135,32 @@ __device__ __forceinline__ bool tile_fully_allowed(const TcProblem& p, int t0, i
   return s0 + kRows - 1 <= t0 && t0 + kRows <= p.T && (p.window == 0 || t0 + kRows - 1 - s0 < p.window);
 }
 
+// The bias of one tile pair, staged in shared memory: rb_s[r * kRbLd + kc] = rb[t0 + r, h, (t0 + r) -
+// (s0 + kc)], zero where that distance is outside [0, E) or the row is past T. Each query's 64 values
+// are contiguous (descending) in rb but start at any alignment, hence 4-byte copies. The leading
+// dimension 68 makes the backward's transposed reads (one query per column) conflict-free and the
+// forward's at most 2-way.
+constexpr int kRbLd = 68;
+constexpr int kRbTileFloats = kRows * kRbLd;
+__device__ __forceinline__ void load_bias_tile_async(float* rb_s, const TcProblem& p, int h, int t0, int s0, int tid,
+                                                     int n_threads) {
+  for (int idx = tid; idx < kRows * kRows; idx += n_threads) {
+    const int r = idx >> 6, kc = idx & 63;
+    const int t = t0 + r, u = t - (s0 + kc);
+    const bool in = t < p.T && u >= 0 && u < p.E;
+    const float* src = in ? p.rb + (static_cast<int64_t>(t) * p.H + h) * p.E + u : p.rb;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(rb_s + r * kRbLd + kc)), "l"(src),
+                 "r"(in ? 4 : 0));
+  }
+}
+// dst[i] = src[t0 + i] for i < 64 (zero past T).
+__device__ __forceinline__ void load_row_floats_async(float* dst, const float* src, int t0, int T, int tid,
+                                                      int n_threads) {
+  for (int i = tid; i < kRows; i += n_threads) {
+    const bool in = t0 + i < T;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst + i)), "l"(in ? src + t0 + i : src),
+                 "r"(in ? 4 : 0));
+  }
+}
+
 }  // namespace quill::cuda::attn_tc

@@ -4,13 +4,22 @@
 // docs/decisions/attention-tensor-cores.md.
 #pragma once
 
+#include <cstdlib>
+
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
 
 namespace quill::cuda::attn_tc {
 
-// The head dim this path takes.
-inline bool takes(const attn::Problem& p) { return p.d == 128; }
+// The head dim this path takes. QUILL_ATTENTION_CUDA_CORES=1 in the environment sends every call to
+// the CUDA-core kernels instead (for benchmarks comparing the two; bench/attention/).
+inline bool takes(const attn::Problem& p) {
+  static const bool cuda_cores = [] {
+    const char* v = std::getenv("QUILL_ATTENTION_CUDA_CORES");
+    return v != nullptr && v[0] == '1';
+  }();
+  return p.d == 128 && !cuda_cores;
+}
 
 void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
              const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& out_THd,

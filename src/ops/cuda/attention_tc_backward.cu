@@ -8,8 +8,9 @@
 //   drb[t, h, t - s] = dz                dK += dz^T Q
 //   dQ  += dz K  (dz through shared memory, fp32 atomics into a [T, H, 128] accumulator)
 // and afterwards dq = scale * dQ (bf16), dk = scale * dK, dr and dtable from drb
-// (attention_tc_bias.cu). The next query tile's Q and dO load (cp.async) overlaps the dQ product.
-// Shared memory: K, V, Q, dO tiles and the 64 x 64 bf16 dz tile, 72 KiB.
+// (attention_tc_bias.cu). The next step's Q, dO, per-query lse / D / tau and bias tile load
+// (cp.async) overlaps the dQ product. Shared memory: K, V, Q, dO tiles, the 64 x 64 bf16 dz tile,
+// the bias tile and the per-query rows, 90 KiB.
 #include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/attention_tc.h"
 
@@ -34,6 +35,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   __nv_bfloat16* q_s = v_s + kTileElems;
   __nv_bfloat16* do_s = q_s + kTileElems;
   __nv_bfloat16* dz_s = do_s + kTileElems;  // [64][64]
+  float* rb_s = reinterpret_cast<float*>(dz_s + kRows * kRows);  // bias of the tile pair
+  float* lse_s = rb_s + kRbTileFloats;                            // lse, D, tau of the 64 queries
+  float* d_s = lse_s + kRows;
+  float* tau_s = d_s + kRows;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int s0 = blockIdx.x * kRows;  // tile 0 (the most query tiles) first
@@ -49,13 +54,22 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto head_of = [&](int it) { return kvh * heads_per_kv + it / n_qt; };
   auto tile_of = [&](int it) { return t_first + (it % n_qt) * kRows; };
 
+  auto tile_has_bias = [&](int t0) { return p.rb != nullptr && t0 - (s0 + kRows - 1) < p.E; };
+  // Everything step `it` reads besides K and V: Q, dO, the queries' lse, D and tau, the bias tile.
+  auto stage_step = [&](int it) {
+    const int h = head_of(it), t0 = tile_of(it);
+    load_tile_async(q_s, q + static_cast<int64_t>(h) * kD, t0, p.T, q_stride, tid, kThreads);
+    load_tile_async(do_s, dout + static_cast<int64_t>(h) * kD, t0, p.T, q_stride, tid, kThreads);
+    load_row_floats_async(lse_s, lse + static_cast<int64_t>(h) * p.T, t0, p.T, tid, kThreads);
+    load_row_floats_async(d_s, Dsum + static_cast<int64_t>(h) * p.T, t0, p.T, tid, kThreads);
+    if (p.tau != nullptr) load_row_floats_async(tau_s, p.tau, t0, p.T, tid, kThreads);
+    if (tile_has_bias(t0)) load_bias_tile_async(rb_s, p, h, t0, s0, tid, kThreads);
+    cp_async_commit();
+  };
   load_tile_async(k_s, k + static_cast<int64_t>(kvh) * kD, s0, p.T, kv_stride, tid, kThreads);
   load_tile_async(v_s, v + static_cast<int64_t>(kvh) * kD, s0, p.T, kv_stride, tid, kThreads);
-  if (n_iter > 0) {
-    load_tile_async(q_s, q + static_cast<int64_t>(head_of(0)) * kD, tile_of(0), p.T, q_stride, tid, kThreads);
-    load_tile_async(do_s, dout + static_cast<int64_t>(head_of(0)) * kD, tile_of(0), p.T, q_stride, tid, kThreads);
-  }
   cp_async_commit();
+  if (n_iter > 0) stage_step(0);
 
   int s_row[2];
   s_row[0] = s0 + 16 * warp + g;
@@ -89,21 +103,20 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     // P^T = exp(score - lse), 0 where not allowed. Element (j, e): key s_row[e >> 1], query t0 + 8j + 2c + (e & 1).
     const bool full = tile_fully_allowed(p, t0, s0);
-    const bool has_bias = p.rb != nullptr && t0 - (s0 + kRows - 1) < p.E;
-    const float* lse_h = lse + static_cast<int64_t>(h) * p.T;
+    const bool has_bias = tile_has_bias(t0);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int s = s_row[e >> 1], t = t0 + 8 * j + 2 * c + (e & 1);
+        const int tq = 8 * j + 2 * c + (e & 1), kr = 16 * warp + g + 8 * (e >> 1);
+        const int s = s0 + kr, t = t0 + tq;
         const bool ok = full || tc_allowed(p, t, s);
         float pr = 0.0f;
         if (ok) {
-          const float tau = p.tau != nullptr ? __ldg(p.tau + t) : 1.0f;
-          float bias = 0.0f;
-          if (has_bias && t - s < p.E) bias = __ldg(p.rb + (static_cast<int64_t>(t) * p.H + h) * p.E + (t - s));
+          const float tau = p.tau != nullptr ? tau_s[tq] : 1.0f;
+          const float bias = has_bias ? rb_s[tq * kRbLd + kr] : 0.0f;
           const float x = tau * kLog2e * fmaf(p.scale, st[j][e], bias);
-          pr = exp2f(x - __ldg(lse_h + t) * kLog2e);
+          pr = exp2f(x - lse_s[tq] * kLog2e);
         }
         st[j][e] = pr;
       }
@@ -141,16 +154,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     // dz = tau * P * (dP - D); its bias-row gradient; dz^T into shared memory for dQ.
-    const float* D_h = Dsum + static_cast<int64_t>(h) * p.T;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int s = s_row[e >> 1], t = t0 + 8 * j + 2 * c + (e & 1);
+        const int tq = 8 * j + 2 * c + (e & 1);
+        const int s = s_row[e >> 1], t = t0 + tq;
         float dz = 0.0f;
         if (full || tc_allowed(p, t, s)) {
-          const float tau = p.tau != nullptr ? __ldg(p.tau + t) : 1.0f;
-          dz = tau * st[j][e] * (dpt[j][e] - __ldg(D_h + t));
+          const float tau = p.tau != nullptr ? tau_s[tq] : 1.0f;
+          dz = tau * st[j][e] * (dpt[j][e] - d_s[tq]);
           if (has_bias && t - s < p.E) drb[(static_cast<int64_t>(t) * p.H + h) * p.E + (t - s)] = dz;
         }
         dpt[j][e] = dz;
@@ -176,13 +189,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma(dk_acc[2 * nd2 + 1], a, b[2], b[3]);
       }
     }
-    __syncthreads();  // dz tile complete; every warp is done with Q and dO
-    if (it + 1 < n_iter) {
-      const int h_next = head_of(it + 1), t_next = tile_of(it + 1);
-      load_tile_async(q_s, q + static_cast<int64_t>(h_next) * kD, t_next, p.T, q_stride, tid, kThreads);
-      load_tile_async(do_s, dout + static_cast<int64_t>(h_next) * kD, t_next, p.T, q_stride, tid, kThreads);
-      cp_async_commit();
-    }
+    __syncthreads();  // dz tile complete; every warp is done with Q, dO and the staged rows
+    if (it + 1 < n_iter) stage_step(it + 1);
     // dQ[t0 + 16 warp ..][:] += dz K: A = dz (queries x keys) from the transposed tile, B = K.
     uint32_t za[4][4];
 #pragma unroll
@@ -269,7 +277,8 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   Tensor dq_acc = Tensor::empty({p.T, p.H, kD}, DType::F32, *ctx.allocator);
   QUILL_CUDA_CHECK(cudaMemsetAsync(dq_acc.data(), 0, dq_acc.nbytes(), stream));
 
-  constexpr size_t smem = (4 * kTileElems + kRows * kRows) * sizeof(__nv_bfloat16);
+  constexpr size_t smem =
+      (4 * kTileElems + kRows * kRows) * sizeof(__nv_bfloat16) + (kRbTileFloats + 3 * kRows) * sizeof(float);
   attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
   const dim3 grid((p.T + kRows - 1) / kRows, p.G);
   attention_tc_backward_kernel<<<grid, kThreads, smem, stream>>>(

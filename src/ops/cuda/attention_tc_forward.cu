@@ -3,9 +3,10 @@
 // each warp owns 16 query rows, keeps its Q fragments, running max / sum and the 16 x 128 output
 // accumulator in registers, and walks the 64-key tiles from the first inside the window to the
 // diagonal. Per key tile: S = Q K^T on mma.sync (bf16 in, fp32 out), then in fp32 the bias
-// rb[t, h, t - s] (one load per pair from the bias rows), tau, the mask and the online softmax in
+// rb[t, h, t - s] (staged per tile pair in shared memory), tau, the mask and the online softmax in
 // base 2; P is rounded to bf16 in registers and O += P V. K and V tiles arrive by cp.async, V's
-// load overlapping S and the next K's overlapping P V. Shared memory: Q, K, V tiles, 48 KiB.
+// load overlapping S and the next K's (with the tile pair's bias, attention_tc.cuh) overlapping P V.
+// Shared memory: Q, K, V tiles and the bias tile, 65 KiB.
 #include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/attention_tc.h"
 
@@ -24,6 +25,7 @@ __global__ void __launch_bounds__(kThreads)
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* k_s = q_s + kTileElems;
   __nv_bfloat16* v_s = k_s + kTileElems;
+  float* rb_s = reinterpret_cast<float*>(v_s + kTileElems);  // the bias of the current tile pair
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int n_qtiles = (p.T + kRows - 1) / kRows;
@@ -40,13 +42,15 @@ __global__ void __launch_bounds__(kThreads)
 
   load_tile_async(q_s, q + static_cast<int64_t>(h) * kD, t0, p.T, q_stride, tid, kThreads);
   load_tile_async(k_s, k_src, s_begin, p.T, kv_stride, tid, kThreads);
+  // A key tile needs bias rows when its smallest distance t0 - (s0 + 63) is below E.
+  auto tile_has_bias = [&](int s0) { return p.rb != nullptr && t0 - (s0 + kRows - 1) < p.E; };
+  if (tile_has_bias(s_begin)) load_bias_tile_async(rb_s, p, h, t0, s_begin, tid, kThreads);
   cp_async_commit();
 
   // This thread's two query rows: t_row[0] = t0 + 16 warp + g, t_row[1] = t_row[0] + 8. The score in
   // base 2 is coef_qk * (q . k) + coef_bias * bias, with tau, scale and log2(e) folded in.
   int t_row[2];
   float coef_qk[2], coef_bias[2], m[2], l[2];
-  const float* rb_row[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     t_row[i] = t0 + 16 * warp + g + 8 * i;
@@ -55,7 +59,6 @@ __global__ void __launch_bounds__(kThreads)
     coef_bias[i] = tau * kLog2e;
     m[i] = -INFINITY;
     l[i] = 0.0f;
-    rb_row[i] = p.rb != nullptr ? p.rb + (static_cast<int64_t>(t_row[i]) * p.H + h) * p.E : nullptr;
   }
   float o[16][4];
 #pragma unroll
@@ -88,7 +91,7 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     const bool full = tile_fully_allowed(p, t0, s0);
-    const bool has_bias = p.rb != nullptr && t0 - (s0 + kRows - 1) < p.E;
+    const bool has_bias = tile_has_bias(s0);
     float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -97,8 +100,7 @@ __global__ void __launch_bounds__(kThreads)
         const int i = e >> 1;
         const int t = t_row[i], s = s0 + 8 * j + 2 * c + (e & 1);
         const bool ok = full || tc_allowed(p, t, s);
-        float bias = 0.0f;
-        if (has_bias && ok && t - s < p.E) bias = __ldg(rb_row[i] + (t - s));
+        const float bias = has_bias ? rb_s[(16 * warp + g + 8 * i) * kRbLd + 8 * j + 2 * c + (e & 1)] : 0.0f;
         const float x = ok ? fmaf(coef_qk[i], sc[j][e], coef_bias[i] * bias) : -INFINITY;
         sc[j][e] = x;
         row_max[i] = fmaxf(row_max[i], x);
@@ -130,9 +132,10 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     cp_async_wait_all();  // V of this tile
-    __syncthreads();      // ... visible to all; every warp is done with K
+    __syncthreads();      // ... visible to all; every warp is done with K and the bias tile
     if (s0 + kRows <= t_last) {
       load_tile_async(k_s, k_src, s0 + kRows, p.T, kv_stride, tid, kThreads);
+      if (tile_has_bias(s0 + kRows)) load_bias_tile_async(rb_s, p, h, t0, s0 + kRows, tid, kThreads);
       cp_async_commit();
     }
     // O += P V: P's accumulator pairs are the A fragments (attention_tc.cuh).
@@ -187,7 +190,7 @@ void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_T
     tau_rows(ctx, p, tau);
     tp.tau = tau.data_as<float>();
   }
-  constexpr size_t smem = 3 * kTileElems * sizeof(__nv_bfloat16);
+  constexpr size_t smem = 3 * kTileElems * sizeof(__nv_bfloat16) + kRbTileFloats * sizeof(float);
   attn::set_smem("attention_forward", reinterpret_cast<const void*>(&attention_tc_forward_kernel), smem);
   const dim3 grid((p.T + kRows - 1) / kRows, p.H);
   attention_tc_forward_kernel<<<grid, kThreads, smem, stream_of(ctx)>>>(

@@ -1,0 +1,99 @@
+// Times the CUDA attention forward and backward on the slice's shapes (T = 8,192, 32 query heads,
+// 8 kv heads, head dim 128, bias rank 16): a local layer (window 512, E = 512) and a global one
+// (full causal, E = 1,024, log scaling). Prints the median of 10 timed calls after 3 warm-up
+// calls, CUDA events on the backend's stream, and the achieved TFLOP/s (causal or windowed pairs
+// counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
+// bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
+// machine. Usage: attention_bench [T]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ops/attention.h"
+#include "ops/cuda/cuda_context.h"
+#include "ops/cuda/cuda_resources.h"
+#include "ops/convert.h"
+#include "tensor/tensor.h"
+
+using namespace quill;
+
+namespace {
+
+Tensor random_device(const DeviceContext& ctx, const Shape& shape, DType dtype, uint64_t seed, float scale) {
+  Tensor host = Tensor::empty(shape, DType::F32);
+  uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    host.data_as<float>()[i] = scale * (static_cast<float>((x >> 40) & 0xffffff) / 8388608.0f - 1.0f);
+  }
+  Tensor dev = Tensor::empty(shape, dtype, *ctx.allocator);
+  ops::transfer(ctx, convert_dtype(host, dtype), dev);
+  return dev;
+}
+
+double pairs(int64_t T, int64_t window) {
+  double n = 0;
+  for (int64_t t = 0; t < T; ++t) n += static_cast<double>(window > 0 ? std::min(t + 1, window) : t + 1);
+  return n;
+}
+
+template <class F>
+double median_ms(cudaStream_t stream, F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> ms;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 10; ++i) {
+    cudaEventRecord(a, stream);
+    f();
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float m = 0;
+    cudaEventElapsedTime(&m, a, b);
+    ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t T = argc > 1 ? std::atoll(argv[1]) : 8192, H = 32, G = 8, d = 128, R = 16;
+  CudaBackend backend(0);
+  const DeviceContext ctx = backend.context();
+  const cudaStream_t stream = stream_of(ctx);
+  struct Layer {
+    const char* name;
+    int64_t window, E;
+    bool log_scaling;
+  };
+  for (const Layer& layer : {Layer{"local (window 512, E 512)", 512, 512, false},
+                             Layer{"global (causal, E 1024, log scaling)", 0, 1024, true}}) {
+    ops::AttentionParams p;
+    p.window = layer.window;
+    p.scale = 1.0 / static_cast<double>(d);
+    p.log_scaling = layer.log_scaling;
+    p.log_floor = 4096.0;
+    const Tensor q = random_device(ctx, {T, H, d}, DType::BF16, 1, 1.0f), k = random_device(ctx, {T, G, d}, DType::BF16, 2, 1.0f),
+                 v = random_device(ctx, {T, G, d}, DType::BF16, 3, 1.0f), r = random_device(ctx, {T, H, R}, DType::BF16, 4, 1.0f),
+                 table = random_device(ctx, {R, layer.E}, DType::F32, 5, 0.3f),
+                 dout = random_device(ctx, {T, H, d}, DType::BF16, 6, 1.0f);
+    Tensor out = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), lse = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
+    Tensor dq = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), dk = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator),
+           dv = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator), dr = Tensor::empty({T, H, R}, DType::BF16, *ctx.allocator),
+           dtable = Tensor::empty({R, layer.E}, DType::F32, *ctx.allocator);
+    const double fwd = median_ms(stream, [&] { ops::attention_forward(ctx, q, k, v, r, table, p, out, lse); });
+    const double bwd = median_ms(stream, [&] {
+      ops::attention_backward(ctx, q, k, v, r, table, p, out, lse, dout, dq, dk, dv, dr, dtable);
+    });
+    const double n = pairs(T, layer.window) * static_cast<double>(H);
+    std::printf("%-40s T=%lld  forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n", layer.name,
+                static_cast<long long>(T), fwd, 4.0 * n * d / fwd / 1e9, bwd, 10.0 * n * d / bwd / 1e9);
+  }
+  return 0;
+}

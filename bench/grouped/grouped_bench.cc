@@ -1,0 +1,116 @@
+// Times the slice's routed-expert GEMMs (32 experts, hidden 4,096, expert width 2,048; gate/up
+// 4,096 outputs after the gate/up split of docs/decisions/gate-up-layout.md) on given per-expert
+// token counts: the grouped ops as the model calls them, and each expert's GEMM alone, so that a
+// slow group size shows up. Not a test: a kernel-iteration tool for the GPU machine.
+// Usage: grouped_bench COUNTS...   (32 non-negative integers; default: a measured step of the slice)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ops/convert.h"
+#include "ops/cuda/cuda_context.h"
+#include "ops/cuda/cuda_resources.h"
+#include "ops/linear.h"
+#include "ops/moe.h"
+#include "tensor/tensor.h"
+
+using namespace quill;
+
+namespace {
+
+Tensor random_device(const DeviceContext& ctx, const Shape& shape, DType dtype, uint64_t seed) {
+  Tensor host = Tensor::empty(shape, DType::F32);
+  uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    host.data_as<float>()[i] = static_cast<float>((x >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+  }
+  Tensor dev = Tensor::empty(shape, dtype, *ctx.allocator);
+  ops::transfer(ctx, convert_dtype(host, dtype), dev);
+  return dev;
+}
+
+// Host time to issue one call (no synchronisation inside it): when it is close to the GPU time, the
+// GPU waits for the host (cuBLASLt's per-call descriptor and heuristic work).
+template <class F>
+double host_issue_ms(cudaStream_t stream, F&& f) {
+  cudaStreamSynchronize(stream);
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  const auto t1 = std::chrono::steady_clock::now();
+  cudaStreamSynchronize(stream);
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+template <class F>
+double median_ms(cudaStream_t stream, F&& f, int reps = 7) {
+  f();
+  std::vector<double> ms;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(a, stream);
+    f();
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float m = 0;
+    cudaEventElapsedTime(&m, a, b);
+    ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Layer 1 of the slice, step 4 of the gb1 run of bench/results/2026-11-30-slice-v3.
+  std::vector<int64_t> counts = {1529, 576, 1804, 1170, 3136, 803, 3053, 1352, 2043, 1168, 879, 758, 1062, 1647, 963, 1790,
+                                 1221, 1480, 856, 1120, 979, 2369, 558, 2589, 911, 3062, 1302, 2941, 1825, 1972, 934, 1300};
+  if (argc > 1) {
+    counts.clear();
+    for (int i = 1; i < argc; ++i) counts.push_back(std::atoll(argv[i]));
+  }
+  const int64_t E = static_cast<int64_t>(counts.size()), D = 4096, F = 2048;
+  int64_t P = 0;
+  for (int64_t c : counts) P += c;
+  CudaBackend backend(0);
+  const DeviceContext ctx = backend.context();
+  const cudaStream_t stream = stream_of(ctx);
+  Tensor counts_host = Tensor::empty({E}, DType::I64);
+  std::copy(counts.begin(), counts.end(), counts_host.data_as<int64_t>());
+  const Tensor x = random_device(ctx, {P, D}, DType::BF16, 1), w13 = random_device(ctx, {E, 2 * F, D}, DType::BF16, 2),
+               w2 = random_device(ctx, {E, D, F}, DType::BF16, 3), h = random_device(ctx, {P, F}, DType::BF16, 4),
+               dy = random_device(ctx, {P, D}, DType::BF16, 5), dg = random_device(ctx, {P, 2 * F}, DType::BF16, 6);
+  Tensor y13 = Tensor::empty({P, 2 * F}, DType::BF16, *ctx.allocator), y2 = Tensor::empty({P, D}, DType::BF16, *ctx.allocator),
+         dh = Tensor::empty({P, F}, DType::BF16, *ctx.allocator), dx = Tensor::empty({P, D}, DType::BF16, *ctx.allocator),
+         dw13 = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator), dw2 = Tensor::empty({E, D, F}, DType::F32, *ctx.allocator);
+  ops::zero(ctx, dw13);
+  ops::zero(ctx, dw2);
+  auto report = [&](const char* name, double ms, double flops, double host) {
+    std::printf("%-44s %8.3f ms %7.1f TFLOP/s  host issue %7.3f ms\n", name, ms, flops / ms / 1e9, host);
+  };
+  const double f13 = 2.0 * P * D * 2 * F, f2 = 2.0 * P * F * D;
+  report("forward gate/up (K 4096 -> 4096)", median_ms(stream, [&] { ops::grouped_linear_forward(ctx, x, w13, counts_host, y13); }), f13, host_issue_ms(stream, [&] { ops::grouped_linear_forward(ctx, x, w13, counts_host, y13); }));
+  report("forward down (K 2048 -> 4096)", median_ms(stream, [&] { ops::grouped_linear_forward(ctx, h, w2, counts_host, y2); }), f2, host_issue_ms(stream, [&] { ops::grouped_linear_forward(ctx, h, w2, counts_host, y2); }));
+  report("backward input down (dy 4096 -> 2048)", median_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dy, w2, counts_host, dh); }), f2, host_issue_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dy, w2, counts_host, dh); }));
+  report("backward input gate/up (4096 -> 4096)", median_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dg, w13, counts_host, dx); }), f13, host_issue_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dg, w13, counts_host, dx); }));
+  report("backward weight down", median_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2); }), f2, host_issue_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2); }));
+  report("backward weight gate/up", median_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13); }), f13, host_issue_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13); }));
+  // Each expert alone, backward input of the down projection (the slowest grouped op in the gb1 profile).
+  std::printf("per expert, backward input down: rows ms TFLOP/s\n");
+  for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {
+    if (counts[e] == 0) continue;
+    const Tensor dy_e = dy.rows(row, row + counts[e]), dh_e = dh.rows(row, row + counts[e]);
+    Tensor w_e = w2.reshape({E * D, F}).rows(e * D, (e + 1) * D);
+    const double ms = median_ms(stream, [&] { ops::linear_backward_input(ctx, dy_e, w_e, dh_e); });
+    std::printf("  %2lld %6lld %7.3f %7.1f\n", static_cast<long long>(e), static_cast<long long>(counts[e]), ms,
+                2.0 * counts[e] * F * D / ms / 1e9);
+  }
+  return 0;
+}
