@@ -14,6 +14,9 @@
 #include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/attention_tc.h"
 
+#include <cstdlib>
+#include <string>
+
 namespace quill::cuda::attn_tc {
 namespace {
 
@@ -23,6 +26,24 @@ constexpr float kLog2e = 1.4426950408889634f;
 // The 64 x 64 dz tile: rows = keys, 8 chunks of 8 queries, chunk c of row r at c ^ (r % 8).
 __device__ __forceinline__ int swz64(int row, int chunk) { return row * kRows + ((chunk ^ (row & 7)) << 3); }
 
+// How dQ partial sums reach the fp32 accumulator: per-thread float2 atomics (8,192 floats per tile
+// pair), or each warp's 16 x 64 block staged in shared memory and added by one bulk reduction per
+// row (cp.reduce.async.bulk, Hopper's TMA unit). QUILL_ATTENTION_DQ=atomic selects the first.
+enum class DqMode { kAtomic, kBulk };
+constexpr int kDqLd = 68;                          // staging row stride in floats (16-byte multiple)
+constexpr int kDqStageFloats = 4 * 16 * kDqLd;     // 4 warps x 16 rows
+
+__device__ __forceinline__ void bulk_reduce_add_f32(float* gdst, const float* ssrc, int bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst),
+               "r"(smem_addr(ssrc)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+template <DqMode kDq>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_tc_backward_kernel(TcProblem p, const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                                  const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dout,
@@ -39,6 +60,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* lse_s = rb_s + kRbTileFloats;                            // lse, D, tau of the 64 queries
   float* d_s = lse_s + kRows;
   float* tau_s = d_s + kRows;
+  float* dq_stage = tau_s + kRows;  // kBulk: this warp's rows at dq_stage + warp * 16 * kDqLd
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   const int s0 = blockIdx.x * kRows;  // tile 0 (the most query tiles) first
@@ -199,6 +221,42 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int chunk = 2 * warp + ((lane >> 3) & 1);
       ldsm_x4_t(za[kk], dz_s + swz64(krow, chunk));
     }
+    if constexpr (kDq == DqMode::kBulk) {
+      float* stage = dq_stage + warp * 16 * kDqLd;
+#pragma unroll
+      for (int part = 0; part < 2; ++part) {  // head dims 64 part .. 64 part + 63
+        float acc[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+        for (int nd2 = 0; nd2 < 4; ++nd2) {
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            uint32_t b[4];
+            load_b_rows_k(b, k_s, 64 * part + 16 * nd2, kk, lane);
+            mma(acc[2 * nd2], za[kk], b[0], b[1]);
+            mma(acc[2 * nd2 + 1], za[kk], b[2], b[3]);
+          }
+        }
+        if (lane < 16) bulk_wait_read();  // this lane's previous reduction has read its staging row
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          *reinterpret_cast<float2*>(stage + g * kDqLd + 8 * j + 2 * c) = make_float2(acc[j][0], acc[j][1]);
+          *reinterpret_cast<float2*>(stage + (g + 8) * kDqLd + 8 * j + 2 * c) = make_float2(acc[j][2], acc[j][3]);
+        }
+        fence_proxy_async_smem();  // the generic-proxy writes above, visible to the bulk copy engine
+        __syncwarp();
+        if (lane < 16) {
+          const int t = t0 + 16 * warp + lane;
+          if (t < p.T)
+            bulk_reduce_add_f32(dq_acc + (static_cast<int64_t>(t) * p.H + h) * kD + 64 * part, stage + lane * kDqLd,
+                                64 * sizeof(float));
+          bulk_commit();
+        }
+      }
+      continue;
+    }
     const int tq0 = t0 + 16 * warp + g, tq1 = tq0 + 8;
     float* dq0 = dq_acc + (static_cast<int64_t>(tq0) * p.H + h) * kD;
     float* dq1 = dq_acc + (static_cast<int64_t>(tq1) * p.H + h) * kD;
@@ -221,6 +279,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
 
+  if constexpr (kDq == DqMode::kBulk) {
+    if (lane < 16) bulk_wait_all();  // the staging rows stay valid until every reduction has completed
+  }
   // dk = scale * dK, dv = dV, written once in bf16.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -277,11 +338,17 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   Tensor dq_acc = Tensor::empty({p.T, p.H, kD}, DType::F32, *ctx.allocator);
   QUILL_CUDA_CHECK(cudaMemsetAsync(dq_acc.data(), 0, dq_acc.nbytes(), stream));
 
-  constexpr size_t smem =
-      (4 * kTileElems + kRows * kRows) * sizeof(__nv_bfloat16) + (kRbTileFloats + 3 * kRows) * sizeof(float);
-  attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
+  static const DqMode dq_mode = [] {
+    const char* v = std::getenv("QUILL_ATTENTION_DQ");
+    return v != nullptr && std::string(v) == "atomic" ? DqMode::kAtomic : DqMode::kBulk;
+  }();
+  auto kernel = dq_mode == DqMode::kBulk ? &attention_tc_backward_kernel<DqMode::kBulk>
+                                         : &attention_tc_backward_kernel<DqMode::kAtomic>;
+  const size_t smem = (4 * kTileElems + kRows * kRows) * sizeof(__nv_bfloat16) +
+                      (kRbTileFloats + 3 * kRows + (dq_mode == DqMode::kBulk ? kDqStageFloats : 0)) * sizeof(float);
+  attn::set_smem("attention_backward", reinterpret_cast<const void*>(kernel), smem);
   const dim3 grid((p.T + kRows - 1) / kRows, p.G);
-  attention_tc_backward_kernel<<<grid, kThreads, smem, stream>>>(
+  kernel<<<grid, kThreads, smem, stream>>>(
       tp, q_THd.data_as<__nv_bfloat16>(), k_TGd.data_as<__nv_bfloat16>(), v_TGd.data_as<__nv_bfloat16>(),
       dout_THd.data_as<__nv_bfloat16>(), lse_HT.data_as<float>(), D_HT.data_as<float>(), dq_acc.data_as<float>(),
       bias ? drb.data_as<float>() : nullptr, dk_TGd.data_as<__nv_bfloat16>(), dv_TGd.data_as<__nv_bfloat16>());
