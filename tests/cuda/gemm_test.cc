@@ -15,6 +15,8 @@
 
 #include "base/error.h"
 #include "cuda/harness.h"
+#include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/gemm_plan_cache.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "util/test_util.h"
@@ -257,6 +259,19 @@ TEST(GroupedLinearCuda, Bf16WithEmptyExperts) {
   check_grouped({13, 0, 29, 1, 20, 0}, 70, 37, DType::BF16, DType::BF16, 700);
   check_grouped({0, 0, 41}, 37, 70, DType::BF16, DType::BF16, 710);
   check_grouped({300, 0, 517, 211}, 264, 520, DType::BF16, DType::BF16, 720);
+}
+
+// The plan cache (src/ops/cuda/gemm_plan_cache.h) runs one bucket's algorithm on every row count of
+// the bucket: row counts spread over three buckets, each compared with the CPU, and the cache is hit.
+TEST(GroupedLinearCuda, PlanCacheBucketsRowCounts) {
+  QUILL_REQUIRE_GPU();
+  if (!cuda::GemmPlanCache::enabled()) GTEST_SKIP() << "QUILL_GEMM_PLAN_CACHE=0";
+  const DeviceContext ctx = gpu_ctx();
+  check_grouped({257, 300, 511, 512, 1, 513, 700, 768, 1000, 1023}, 256, 520, DType::BF16, DType::BF16, 730);
+  check_grouped({258, 301, 509, 766, 1021, 255}, 256, 520, DType::BF16, DType::BF16, 740);
+  ASSERT_NE(ctx.cuda->gemm_plans, nullptr);
+  EXPECT_GT(ctx.cuda->gemm_plans->hits, 0);
+  EXPECT_EQ(ctx.cuda->gemm_plans->fallbacks, 0) << "a bucket's algorithm refused a problem of its bucket";
 }
 
 TEST(GroupedLinearCuda, Fp32AndFp32Outputs) {

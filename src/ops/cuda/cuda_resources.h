@@ -6,10 +6,16 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <memory>
+
 #include "base/error.h"
 #include "ops/device_context.h"
 
 namespace quill {
+
+namespace cuda {
+struct GemmPlanCache;  // gemm_plan_cache.h
+}
 
 struct CudaResources {
   int device = 0;
@@ -17,6 +23,7 @@ struct CudaResources {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 32u << 20;  // cuBLASLt's recommended workspace on Hopper is 32 MiB
+  std::shared_ptr<cuda::GemmPlanCache> gemm_plans;  // created by the first GEMM (gemm.cu)
 };
 
 inline cudaStream_t stream_of(const DeviceContext& ctx) { return ctx.cuda->stream; }

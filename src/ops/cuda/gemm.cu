@@ -18,8 +18,10 @@
 // Preconditions: contiguous tensors on the context's device; outputs do not alias inputs. Any
 // pointer alignment works: the heuristic query is told each operand's real alignment (cuBLASLt
 // otherwise assumes 256 bytes), which matters for row views such as an expert's block of rows.
-// Descriptors are created per call (no cache: no mutable state outside the context).
+// Descriptors are created per call; the algorithm comes from the context's plan cache
+// (gemm_plan_cache.h: one heuristic query per shape, row counts bucketed).
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/gemm_plan_cache.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
 
@@ -80,15 +82,21 @@ void make_layout(Layout& l, const Operand& o) {
   QUILL_LT_CHECK(cublasLtMatrixLayoutCreate(&l.h, o.type, o.rows, o.cols, o.ld));
 }
 
+// Which dimension of a call follows a row count (an expert's rows, a chunk of positions): the plan
+// cache (gemm_plan_cache.h) buckets it. At every call site below it is a column count of the
+// column-major operands it appears in, so a bucketed layout keeps its leading dimensions.
+enum class Vary { kN, kK };
+
 void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, const Operand& a, cublasOperation_t tb,
-            const Operand& b, void* d, cudaDataType_t d_type, uint64_t m, uint64_t n, uint64_t k, float beta) {
+            const Operand& b, void* d, cudaDataType_t d_type, uint64_t m, uint64_t n, uint64_t k, float beta,
+            Vary vary) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: D = beta * D
     if (beta == 0.0f)
       QUILL_CUDA_CHECK(cudaMemsetAsync(d, 0, m * n * cuda_type_size(d_type), stream_of(ctx)));
     return;
   }
-  const CudaResources& res = *ctx.cuda;
+  CudaResources& res = *ctx.cuda;
   MatmulDesc desc;
   QUILL_LT_CHECK(cublasLtMatmulDescCreate(&desc.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const int32_t op_a = ta, op_b = tb;
@@ -115,21 +123,84 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
   QUILL_LT_CHECK(
       cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
 
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(res.lt, desc.h, la.h, lb.h, ld.h, ld.h, pref.h, 1, &heur, &found);
-  QUILL_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0 && heur.state == CUBLAS_STATUS_SUCCESS,
-              "{}: cuBLASLt has no algorithm for m={} n={} k={} (A {} {}x{} ld {} op {} align {}; B {} {}x{} ld {} "
-              "op {} align {}; D {} ld {} align {}): {}",
-              op, m, n, k, cuda_type_name(a.type), a.rows, a.cols, a.ld, ta == CUBLAS_OP_T ? "T" : "N", al_a,
-              cuda_type_name(b.type), b.rows, b.cols, b.ld, tb == CUBLAS_OP_T ? "T" : "N", al_b,
-              cuda_type_name(d_type), m, al_d,
-              st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st) : cublasLtGetStatusString(heur.state));
+  // The heuristic's first algorithm for the given layouts, or nullopt-like `false`.
+  auto ask = [&](const Layout& qa, const Layout& qb, const Layout& qd, cublasLtMatmulAlgo_t& algo,
+                 cublasStatus_t& why) {
+    cublasLtMatmulHeuristicResult_t heur{};
+    int found = 0;
+    why = cublasLtMatmulAlgoGetHeuristic(res.lt, desc.h, qa.h, qb.h, qd.h, qd.h, pref.h, 1, &heur, &found);
+    if (why == CUBLAS_STATUS_SUCCESS && (found == 0 || heur.state != CUBLAS_STATUS_SUCCESS))
+      why = found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : heur.state;
+    if (why == CUBLAS_STATUS_SUCCESS) algo = heur.algo;
+    return why == CUBLAS_STATUS_SUCCESS;
+  };
+  auto ask_exact = [&](cublasLtMatmulAlgo_t& algo) {
+    cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
+    QUILL_CHECK(ask(la, lb, ld, algo, why),
+                "{}: cuBLASLt has no algorithm for m={} n={} k={} (A {} {}x{} ld {} op {} align {}; B {} {}x{} ld {} "
+                "op {} align {}; D {} ld {} align {}): {}",
+                op, m, n, k, cuda_type_name(a.type), a.rows, a.cols, a.ld, ta == CUBLAS_OP_T ? "T" : "N", al_a,
+                cuda_type_name(b.type), b.rows, b.cols, b.ld, tb == CUBLAS_OP_T ? "T" : "N", al_b,
+                cuda_type_name(d_type), m, al_d, cublasLtGetStatusString(why));
+  };
+
+  cublasLtMatmulAlgo_t algo{};
+  bool from_cache = false;
+  // Bucketing needs the varying dimension to be a column count of the operands it appears in.
+  const bool can_bucket = vary == Vary::kN ? (tb == CUBLAS_OP_N && b.cols == n) : (a.cols == k && b.cols == k &&
+                                                                                  ta == CUBLAS_OP_N && tb == CUBLAS_OP_T);
+  if (GemmPlanCache::enabled() && can_bucket) {
+    if (!res.gemm_plans) res.gemm_plans = std::make_shared<GemmPlanCache>();
+    GemmPlanCache& cache = *res.gemm_plans;
+    const uint64_t nb = vary == Vary::kN ? GemmPlanCache::bucket(n) : n;
+    const uint64_t kb = vary == Vary::kK ? GemmPlanCache::bucket(k) : k;
+    const GemmPlanKey key{static_cast<int32_t>(ta), static_cast<int32_t>(tb), static_cast<int32_t>(a.type),
+                          static_cast<int32_t>(b.type), static_cast<int32_t>(d_type), m, nb, kb, a.ld, b.ld,
+                          al_a, al_b, al_d, beta != 0.0f};
+    auto it = cache.algos.find(key);
+    if (it != cache.algos.end()) {
+      algo = it->second;
+      from_cache = true;
+      ++cache.hits;
+    } else {
+      Operand ab = a, bb = b;
+      if (vary == Vary::kN) {
+        bb.cols = nb;
+      } else {
+        ab.cols = kb;
+        bb.cols = kb;
+      }
+      Layout qa, qb, qd;
+      make_layout(qa, ab);
+      make_layout(qb, bb);
+      make_layout(qd, Operand{d, d_type, m, nb, static_cast<int64_t>(m)});
+      cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
+      if (ask(qa, qb, qd, algo, why)) {
+        cache.algos.emplace(key, algo);
+        from_cache = true;
+        ++cache.misses;
+      } else {
+        ask_exact(algo);
+      }
+    }
+  } else {
+    ask_exact(algo);
+  }
 
   const float alpha = 1.0f;
-  QUILL_LT_CHECK(cublasLtMatmul(res.lt, desc.h, &alpha, a.ptr, la.h, b.ptr, lb.h, &beta, d, ld.h, d, ld.h,
-                                    &heur.algo, res.workspace, res.workspace_bytes, stream_of(ctx)));
+  auto run = [&] {
+    return cublasLtMatmul(res.lt, desc.h, &alpha, a.ptr, la.h, b.ptr, lb.h, &beta, d, ld.h, d, ld.h, &algo,
+                          res.workspace, res.workspace_bytes, stream_of(ctx));
+  };
+  cublasStatus_t st = run();
+  if (st != CUBLAS_STATUS_SUCCESS && from_cache) {
+    // The bucket's algorithm refused this exact problem: ask for this shape (not cached) and retry.
+    ++res.gemm_plans->fallbacks;
+    ask_exact(algo);
+    st = run();
+  }
+  QUILL_CHECK(st == CUBLAS_STATUS_SUCCESS, "{}: cublasLtMatmul failed for m={} n={} k={}: {}", op, m, n, k,
+              cublasLtGetStatusString(st));
 }
 
 // Row-major GEMMs on raw pointers (sizes already validated). `xt` is the dtype of x, w and dy.
@@ -139,7 +210,8 @@ void gemm_forward(const DeviceContext& ctx, const char* op, DType xt, DType yt, 
                   int64_t N, int64_t K, int64_t M) {
   const cudaDataType_t t = cuda_type(xt);
   matmul(ctx, op, CUBLAS_OP_T, Operand{w, t, uint64_t(K), uint64_t(M), K}, CUBLAS_OP_N,
-         Operand{x, t, uint64_t(K), uint64_t(N), K}, y, cuda_type(yt), uint64_t(M), uint64_t(N), uint64_t(K), 0.0f);
+         Operand{x, t, uint64_t(K), uint64_t(N), K}, y, cuda_type(yt), uint64_t(M), uint64_t(N), uint64_t(K), 0.0f,
+         Vary::kN);
 }
 
 // dx[N, K] = beta * dx + dy[N, M] w[M, K]:  dx^T (K x N) = (w^T as K x M) (dy^T as M x N).
@@ -148,7 +220,7 @@ void gemm_backward_input(const DeviceContext& ctx, const char* op, DType xt, DTy
   const cudaDataType_t t = cuda_type(xt);
   matmul(ctx, op, CUBLAS_OP_N, Operand{w, t, uint64_t(K), uint64_t(M), K}, CUBLAS_OP_N,
          Operand{dy, t, uint64_t(M), uint64_t(N), M}, dx, cuda_type(dxt), uint64_t(K), uint64_t(N), uint64_t(M),
-         accumulate ? 1.0f : 0.0f);
+         accumulate ? 1.0f : 0.0f, Vary::kN);
 }
 
 // dw[M, K] (F32) += dy[N, M]^T x[N, K]:  dw^T (K x M) += (x^T as K x N) (dy^T as M x N)^T.
@@ -156,7 +228,8 @@ void gemm_backward_weight(const DeviceContext& ctx, const char* op, DType xt, co
                           int64_t N, int64_t K, int64_t M) {
   const cudaDataType_t t = cuda_type(xt);
   matmul(ctx, op, CUBLAS_OP_N, Operand{x, t, uint64_t(K), uint64_t(N), K}, CUBLAS_OP_T,
-         Operand{dy, t, uint64_t(M), uint64_t(N), M}, dw, CUDA_R_32F, uint64_t(K), uint64_t(M), uint64_t(N), 1.0f);
+         Operand{dy, t, uint64_t(M), uint64_t(N), M}, dw, CUDA_R_32F, uint64_t(K), uint64_t(M), uint64_t(N), 1.0f,
+         Vary::kK);
 }
 
 // ---------------------------------------------------------------------------------------------
