@@ -2,7 +2,7 @@
 # Issue 7's GPU figure, for one call on the `nvidia-h200-x2` machine: the slice trained with DP2
 # (mpirun, NCCL, one GPU per rank) and on one GPU, same rows, same global batch; losses side by side
 # and the per-GPU tokens/s of both (scaling efficiency = DP2 tokens/s per GPU / one GPU's).
-# Carry the bundle from `scripts/gpu-bundle.sh build-cuda .gpu`. Not yet run.
+# Carry the bundle from `scripts/gpu-bundle.sh build-cuda .gpu`. Measured: bench/results/2026-11-30-callA/.
 set -uo pipefail
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
 Q=$PWD/.gpu/bin/quill
