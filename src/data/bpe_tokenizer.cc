@@ -349,7 +349,9 @@ std::vector<uint32_t> BpeTokenizer::encode_parallel(std::string_view text, int t
   cuts.push_back(text.size());
   const size_t n_parts = cuts.size() - 1;
   std::vector<std::vector<uint32_t>> parts(n_parts);
-  ThreadPool pool(static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), n_parts)));
+  // The shared pool keeps its workers (and their thread-local caches) from one call to the next.
+  SharedThreadPool shared(threads);
+  ThreadPool& pool = shared.pool();
   pool.parallel_for(n_parts, [&](size_t k) {
     parts[k].reserve((cuts[k + 1] - cuts[k]) / 3);
     encode_append(text.substr(cuts[k], cuts[k + 1] - cuts[k]), parts[k]);

@@ -101,4 +101,30 @@ void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn) 
   pool.parallel_for(n, fn);
 }
 
+namespace {
+std::mutex& shared_pool_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::unique_ptr<ThreadPool>& shared_pool() {
+  static std::unique_ptr<ThreadPool> pool;  // joined at exit, after its last lease
+  return pool;
+}
+}  // namespace
+
+SharedThreadPool::SharedThreadPool(int threads) : lease_(shared_pool_mutex(), std::try_to_lock) {
+  if (threads <= 0) threads = hardware_threads();
+  if (!lease_.owns_lock()) {
+    own_ = std::make_unique<ThreadPool>(threads);
+    pool_ = own_.get();
+    return;
+  }
+  std::unique_ptr<ThreadPool>& shared = shared_pool();
+  if (!shared || shared->threads() != threads) {
+    shared.reset();
+    shared = std::make_unique<ThreadPool>(threads);
+  }
+  pool_ = shared.get();
+}
+
 }  // namespace quill

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,5 +47,23 @@ class ThreadPool {
 
 // One loop on a pool of `threads` made for it.
 void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn);
+
+// The process-wide pool of `threads` threads for as long as this lives, so that repeated calls
+// (encode_parallel, bench-encode's timed runs) find workers whose thread-local tokenizer caches are
+// warm instead of new threads with cold, freshly allocated ones. When the shared pool is already in
+// use (a nested or concurrent caller), a private pool is made instead; a different thread count
+// replaces the shared pool.
+class SharedThreadPool {
+ public:
+  explicit SharedThreadPool(int threads);
+  SharedThreadPool(const SharedThreadPool&) = delete;
+  SharedThreadPool& operator=(const SharedThreadPool&) = delete;
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  std::unique_lock<std::mutex> lease_;
+  std::unique_ptr<ThreadPool> own_;
+  ThreadPool* pool_ = nullptr;
+};
 
 }  // namespace quill

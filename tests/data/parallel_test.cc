@@ -45,3 +45,38 @@ TEST(ThreadPool, FreeFunction) {
 
 }  // namespace
 }  // namespace quill
+
+namespace quill {
+namespace {
+
+// The shared pool is the same pool (the same worker threads) from one lease to the next, so the
+// workers' thread-local caches stay warm; a lease taken while another is held gets a private pool
+// instead of waiting (no deadlock when a parallel loop starts another).
+TEST(SharedThreadPool, ReusedAcrossLeasesAndPrivateWhenNested) {
+  ThreadPool* pool_a = nullptr;
+  std::atomic<int> calls{0};
+  {
+    SharedThreadPool lease(3);
+    pool_a = &lease.pool();
+    EXPECT_EQ(lease.pool().threads(), 3);
+    lease.pool().parallel_for(64, [&](size_t) { ++calls; });
+    std::atomic<int> inner_calls{0};
+    lease.pool().parallel_for(2, [&](size_t) {
+      SharedThreadPool nested(2);
+      EXPECT_NE(&nested.pool(), pool_a);
+      nested.pool().parallel_for(4, [&](size_t) { ++inner_calls; });
+    });
+    EXPECT_EQ(inner_calls.load(), 8);
+  }
+  {
+    SharedThreadPool lease(3);
+    EXPECT_EQ(&lease.pool(), pool_a);  // the same pool object: the same worker threads
+    lease.pool().parallel_for(64, [&](size_t) { ++calls; });
+  }
+  EXPECT_EQ(calls.load(), 128);
+  SharedThreadPool other(2);
+  EXPECT_EQ(other.pool().threads(), 2);
+}
+
+}  // namespace
+}  // namespace quill
