@@ -64,7 +64,12 @@ void AdamW::update(double lr, double norm) {
   s.bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
   s.bias_correction2 = 1.0 - std::pow(config_.beta2, static_cast<double>(step_));
 
-  // Update the part of each parameter that falls in this rank's shard.
+  // Update the part of each parameter that falls in this rank's shard. On one rank the kernel also
+  // writes the compute copy (the bf16 weights the CUDA backend computes with) from the value it just
+  // updated, rounded as ops::convert rounds: that saves refresh_compute's second pass over every
+  // fp32 value (7 ms of a one-row slice step on an H200, bench/results/2026-11-30-slice-v3). With
+  // data parallelism the other ranks' shards arrive by the all-gather, so the copies are refreshed after it.
+  const bool write_compute = !distributed(dp_);
   const std::vector<int64_t> offsets = params_.flat_offsets();
   const Tensor& values = params_.flat_values();
   const Tensor& grads = params_.flat_grads();
@@ -75,11 +80,16 @@ void AdamW::update(double lr, double norm) {
     if (begin >= end) continue;
     s.weight_decay = p.weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f;
     const Shape n{end - begin};
+    Tensor compute;
+    if (write_compute && p.compute.defined() && p.compute.data() != p.value.data())
+      compute = p.compute.view_flat(begin - offsets[i], n);
     ops::adamw_update(ctx_, values.view_flat(begin, n), grads.view_flat(begin, n), m_.view_flat(begin - shard_begin_, n),
-                      v_.view_flat(begin - shard_begin_, n), Tensor(), s);
+                      v_.view_flat(begin - shard_begin_, n), compute, s);
   }
-  if (distributed(dp_)) dp_->all_gather(values.view_flat(shard_begin_, {shard_end_ - shard_begin_}), values);
-  refresh_compute(params_, ctx_);
+  if (distributed(dp_)) {
+    dp_->all_gather(values.view_flat(shard_begin_, {shard_end_ - shard_begin_}), values);
+    refresh_compute(params_, ctx_);
+  }
 }
 
 double AdamW::step(double lr) {
