@@ -1,7 +1,7 @@
 // CUDA short convolution (src/ops/cuda/short_conv.cu) against the CPU reference. x and dy are rounded
 // through bf16 first; w stays fp32. dw starts from nonzero contents and must come back as those plus
 // the reference's sums over T. Shapes include T shorter than the taps and channel counts that leave a
-// partial 32-channel tile.
+// partial 32-channel tile; channel counts that are multiples of 8 run the vectorised kernels.
 // Legend: T positions, C channels, K taps.
 #include "ops/short_conv.h"
 
@@ -76,7 +76,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaShortConvTest,
                                            Case{1000, 256, 3},  // another tap count
                                            Case{4099, 96, 4},   // many positions: several chunks for dw
                                            Case{9, 5, 1},       // one tap: y = x + w * x
-                                           Case{70, 33, 8}));   // the kernel's largest tap count
+                                           Case{70, 33, 8},     // the kernel's largest tap count
+                                           // C % 8 == 0: the vectorised kernels (8 channels a thread)
+                                           Case{1000, 264, 4},  // 33 channel groups: a partial block
+                                           Case{300, 8, 2},     // one group; rows not a multiple of a run
+                                           Case{2100, 512, 8},  // several position blocks for dw, 8 taps
+                                           Case{5, 16, 7}));    // fewer positions than taps
 
 TEST(CudaShortConv, RejectsAliasingTooManyTapsAndWrongDtypes) {
   QUILL_REQUIRE_GPU();
