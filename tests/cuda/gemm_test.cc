@@ -261,6 +261,30 @@ TEST(GroupedLinearCuda, Bf16WithEmptyExperts) {
   check_grouped({300, 0, 517, 211}, 264, 520, DType::BF16, DType::BF16, 720);
 }
 
+// The plan cache's buckets: sizes up to one bucket are exact, larger ones round up to a multiple of it,
+// so every size maps to a bucket at least as large (a bucket's algorithm never sees a larger problem).
+TEST(GemmPlanCache, BucketsRoundUpAndKeysCompareByValue) {
+  using cuda::GemmPlanCache;
+  EXPECT_EQ(GemmPlanCache::bucket(1), 1u);
+  EXPECT_EQ(GemmPlanCache::bucket(256), 256u);
+  EXPECT_EQ(GemmPlanCache::bucket(257), 512u);
+  EXPECT_EQ(GemmPlanCache::bucket(512), 512u);
+  EXPECT_EQ(GemmPlanCache::bucket(8191), 8192u);
+  for (uint64_t n : {1ull, 100ull, 255ull, 300ull, 1000ull, 4097ull, 49152ull}) {
+    EXPECT_GE(GemmPlanCache::bucket(n), n);
+    EXPECT_LT(GemmPlanCache::bucket(n), n + GemmPlanCache::kBucket);
+  }
+  cuda::GemmPlanKey a{0, 1, 2, 2, 0, 4096, 512, 2048, 2048, 2048, 256, 256, 256, false};
+  cuda::GemmPlanKey b = a;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(cuda::GemmPlanKeyHash{}(a), cuda::GemmPlanKeyHash{}(b));
+  b.accumulate = true;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.n = 768;
+  EXPECT_FALSE(a == b);
+}
+
 // The plan cache (src/ops/cuda/gemm_plan_cache.h) runs one bucket's algorithm on every row count of
 // the bucket: row counts spread over three buckets, each compared with the CPU, and the cache is hit.
 TEST(GroupedLinearCuda, PlanCacheBucketsRowCounts) {
