@@ -227,7 +227,7 @@ __global__ void short_conv_backward_vec_kernel(const __nv_bfloat16* __restrict__
 #pragma unroll
     for (int j = 0; j < K; ++j) part[threadIdx.y][threadIdx.x][ch * K + j] = dw_acc[ch][j];
   __syncthreads();
-  // The block's 32 x 8 threads finish its 32 groups x (8 channels x K taps) sums over the chunks.
+  // The block's threads finish its 32 groups x (8 channels x K taps) sums over the kBwdChunks chunks.
   const int tid = threadIdx.y * kGroupsPerBlock + threadIdx.x;
   for (int idx = tid; idx < kGroupsPerBlock * kVec * K; idx += kGroupsPerBlock * kBwdChunks) {
     const int gx = idx / (kVec * K), e = idx % (kVec * K);
