@@ -15,49 +15,20 @@
 #include "ops/attention.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
-#include "ops/convert.h"
 #include "tensor/tensor.h"
 
+#include "cuda_bench_util.h"
+
 using namespace quill;
+using bench::median_ms;
+using bench::random_device;
 
 namespace {
-
-Tensor random_device(const DeviceContext& ctx, const Shape& shape, DType dtype, uint64_t seed, float scale) {
-  Tensor host = Tensor::empty(shape, DType::F32);
-  uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    host.data_as<float>()[i] = scale * (static_cast<float>((x >> 40) & 0xffffff) / 8388608.0f - 1.0f);
-  }
-  Tensor dev = Tensor::empty(shape, dtype, *ctx.allocator);
-  ops::transfer(ctx, convert_dtype(host, dtype), dev);
-  return dev;
-}
 
 double pairs(int64_t T, int64_t window) {
   double n = 0;
   for (int64_t t = 0; t < T; ++t) n += static_cast<double>(window > 0 ? std::min(t + 1, window) : t + 1);
   return n;
-}
-
-template <class F>
-double median_ms(cudaStream_t stream, F&& f) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> ms;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 10; ++i) {
-    cudaEventRecord(a, stream);
-    f();
-    cudaEventRecord(b, stream);
-    cudaEventSynchronize(b);
-    float m = 0;
-    cudaEventElapsedTime(&m, a, b);
-    ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 }  // namespace

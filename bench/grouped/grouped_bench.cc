@@ -9,30 +9,22 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
-#include "ops/convert.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "tensor/tensor.h"
 
+#include "cuda_bench_util.h"
+
 using namespace quill;
+using bench::median_ms;
+using bench::random_device;
 
 namespace {
-
-Tensor random_device(const DeviceContext& ctx, const Shape& shape, DType dtype, uint64_t seed) {
-  Tensor host = Tensor::empty(shape, DType::F32);
-  uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    host.data_as<float>()[i] = static_cast<float>((x >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-  }
-  Tensor dev = Tensor::empty(shape, dtype, *ctx.allocator);
-  ops::transfer(ctx, convert_dtype(host, dtype), dev);
-  return dev;
-}
 
 // Host time to issue one call (no synchronisation inside it): when it is close to the GPU time, the
 // GPU waits for the host (cuBLASLt's per-call descriptor and heuristic work).
@@ -44,26 +36,6 @@ double host_issue_ms(cudaStream_t stream, F&& f) {
   const auto t1 = std::chrono::steady_clock::now();
   cudaStreamSynchronize(stream);
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
-}
-
-template <class F>
-double median_ms(cudaStream_t stream, F&& f, int reps = 7) {
-  f();
-  std::vector<double> ms;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a, stream);
-    f();
-    cudaEventRecord(b, stream);
-    cudaEventSynchronize(b);
-    float m = 0;
-    cudaEventElapsedTime(&m, a, b);
-    ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 }  // namespace
@@ -95,20 +67,24 @@ int main(int argc, char** argv) {
   auto report = [&](const char* name, double ms, double flops, double host) {
     std::printf("%-44s %8.3f ms %7.1f TFLOP/s  host issue %7.3f ms\n", name, ms, flops / ms / 1e9, host);
   };
+  // GPU time (median by events) and the host time to issue the same call.
+  auto measure = [&](const char* name, double flops, const std::function<void()>& call) {
+    report(name, median_ms(stream, call, 7, 1), flops, host_issue_ms(stream, call));
+  };
   const double f13 = 2.0 * P * D * 2 * F, f2 = 2.0 * P * F * D;
-  report("forward gate/up (K 4096 -> 4096)", median_ms(stream, [&] { ops::grouped_linear_forward(ctx, x, w13, counts_host, y13); }), f13, host_issue_ms(stream, [&] { ops::grouped_linear_forward(ctx, x, w13, counts_host, y13); }));
-  report("forward down (K 2048 -> 4096)", median_ms(stream, [&] { ops::grouped_linear_forward(ctx, h, w2, counts_host, y2); }), f2, host_issue_ms(stream, [&] { ops::grouped_linear_forward(ctx, h, w2, counts_host, y2); }));
-  report("backward input down (dy 4096 -> 2048)", median_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dy, w2, counts_host, dh); }), f2, host_issue_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dy, w2, counts_host, dh); }));
-  report("backward input gate/up (4096 -> 4096)", median_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dg, w13, counts_host, dx); }), f13, host_issue_ms(stream, [&] { ops::grouped_linear_backward_input(ctx, dg, w13, counts_host, dx); }));
-  report("backward weight down", median_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2); }), f2, host_issue_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2); }));
-  report("backward weight gate/up", median_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13); }), f13, host_issue_ms(stream, [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13); }));
+  measure("forward gate/up (K 4096 -> 4096)", f13, [&] { ops::grouped_linear_forward(ctx, x, w13, counts_host, y13); });
+  measure("forward down (K 2048 -> 4096)", f2, [&] { ops::grouped_linear_forward(ctx, h, w2, counts_host, y2); });
+  measure("backward input down (dy 4096 -> 2048)", f2, [&] { ops::grouped_linear_backward_input(ctx, dy, w2, counts_host, dh); });
+  measure("backward input gate/up (4096 -> 4096)", f13, [&] { ops::grouped_linear_backward_input(ctx, dg, w13, counts_host, dx); });
+  measure("backward weight down", f2, [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2); });
+  measure("backward weight gate/up", f13, [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13); });
   // Each expert alone, backward input of the down projection (the slowest grouped op in the gb1 profile).
   std::printf("per expert, backward input down: rows ms TFLOP/s\n");
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {
     if (counts[e] == 0) continue;
     const Tensor dy_e = dy.rows(row, row + counts[e]), dh_e = dh.rows(row, row + counts[e]);
     Tensor w_e = w2.reshape({E * D, F}).rows(e * D, (e + 1) * D);
-    const double ms = median_ms(stream, [&] { ops::linear_backward_input(ctx, dy_e, w_e, dh_e); });
+    const double ms = median_ms(stream, [&] { ops::linear_backward_input(ctx, dy_e, w_e, dh_e); }, 7, 1);
     std::printf("  %2lld %6lld %7.3f %7.1f\n", static_cast<long long>(e), static_cast<long long>(counts[e]), ms,
                 2.0 * counts[e] * F * D / ms / 1e9);
   }

@@ -109,6 +109,51 @@ __device__ __forceinline__ void load_b_rows_k(uint32_t (&b)[4], const __nv_bfloa
   ldsm_x4_t(b, tile + swz(k, chunk));
 }
 
+// ---- Strip products: one warp's 16-row strip times a staged 64-row tile. ----
+
+// acc (16 x 64) += A . tile^T at k-step kk (16 of the 128 columns), where tile's rows are the 64 N
+// positions (keys for S = Q K^T) and A's fragment for that k-step is `a`.
+__device__ __forceinline__ void mma_kstep_by_rows_n(float (&acc)[8][4], const uint32_t (&a)[4],
+                                                    const __nv_bfloat16* tile, int kk, int lane) {
+#pragma unroll
+  for (int nb2 = 0; nb2 < 4; ++nb2) {
+    uint32_t b[4];
+    load_b_rows_n(b, tile, 16 * nb2, kk, lane);
+    mma(acc[2 * nb2], a, b[0], b[1]);
+    mma(acc[2 * nb2 + 1], a, b[2], b[3]);
+  }
+}
+// acc (16 x 64) += (rows a_row0 .. a_row0+15 of a_tile) . tile^T over all 128 columns.
+__device__ __forceinline__ void mma_strip_by_rows_n(float (&acc)[8][4], const __nv_bfloat16* a_tile, int a_row0,
+                                                    const __nv_bfloat16* tile, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    uint32_t a[4];
+    load_a(a, a_tile, a_row0, kk, lane);
+    mma_kstep_by_rows_n(acc, a, tile, kk, lane);
+  }
+}
+// acc (16 x 128) += P . tile, where P (16 x 64) is the strip held as accumulators (rounded to bf16
+// here: each accumulator pair is an A fragment) and tile's rows are the 64 K positions.
+__device__ __forceinline__ void mma_acc_by_rows_k(float (&acc)[16][4], const float (&p)[8][4],
+                                                  const __nv_bfloat16* tile, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4];
+    a[0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
+    a[1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
+    a[2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+    a[3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+#pragma unroll
+    for (int nd2 = 0; nd2 < 8; ++nd2) {
+      uint32_t b[4];
+      load_b_rows_k(b, tile, 16 * nd2, kk, lane);
+      mma(acc[2 * nd2], a, b[0], b[1]);
+      mma(acc[2 * nd2 + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 }  // namespace quill::cuda::attn_tc
 
 // ---- What the kernels read, and the host-side pieces shared by forward and backward. ----
@@ -125,6 +170,8 @@ struct TcProblem {
   const float* tau;
 };
 
+// attention_common.cuh's allowed() on a TcProblem. (Calling attn:: with (T, window) arguments instead
+// changed the backward kernel's register allocation: more spills, measured with ptxas -v.)
 __device__ __forceinline__ bool tc_allowed(const TcProblem& p, int t, int s) {
   return t < p.T && s <= t && (p.window == 0 || t - s < p.window);
 }

@@ -16,6 +16,16 @@ constexpr int kColThreads = 128;  // distances per CTA (one per thread)
 constexpr int kRowsPerCta = 64;   // (t, h) rows per CTA in rb and dtable
 constexpr int kMaxRank = 64;      // as make_problem allows
 
+// r_s[rr][i] = r[row0 + rr, i] (fp32) for the CTA's 64 rows, zero past n_rows; all kColThreads threads.
+template <int RMAX>
+__device__ __forceinline__ void load_r_rows(float (*r_s)[RMAX], const __nv_bfloat16* __restrict__ r, int64_t row0,
+                                            int64_t n_rows, int R) {
+  for (int idx = threadIdx.x; idx < kRowsPerCta * R; idx += kColThreads) {
+    const int rr = idx / R, i = idx % R;
+    r_s[rr][i] = row0 + rr < n_rows ? __bfloat162float(r[(row0 + rr) * R + i]) : 0.0f;
+  }
+}
+
 // rb[row, u] for rows row0 .. row0+63: thread u keeps table[:, u] in registers, r rows come from
 // shared memory; stores are coalesced along u.
 template <int RMAX>
@@ -24,10 +34,7 @@ __global__ void bias_rows_kernel(int64_t n_rows, int R, int E, const __nv_bfloat
   __shared__ float r_s[kRowsPerCta][RMAX];
   const int u = blockIdx.x * kColThreads + threadIdx.x;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRowsPerCta;
-  for (int idx = threadIdx.x; idx < kRowsPerCta * R; idx += kColThreads) {
-    const int rr = idx / R, i = idx % R;
-    r_s[rr][i] = row0 + rr < n_rows ? __bfloat162float(r[(row0 + rr) * R + i]) : 0.0f;
-  }
+  load_r_rows(r_s, r, row0, n_rows, R);
   __syncthreads();
   if (u >= E) return;
   float tab[RMAX];
@@ -82,10 +89,7 @@ __global__ void bias_rows_dtable_kernel(int64_t n_rows, int R, int E, const __nv
   for (int i = 0; i < RMAX; ++i) acc[i] = 0.0f;
   for (int64_t row0 = first; row0 < first + kDtableRows && row0 < n_rows; row0 += kRowsPerCta) {
     __syncthreads();
-    for (int idx = threadIdx.x; idx < kRowsPerCta * R; idx += kColThreads) {
-      const int rr = idx / R, i = idx % R;
-      r_s[rr][i] = row0 + rr < n_rows ? __bfloat162float(r[(row0 + rr) * R + i]) : 0.0f;
-    }
+    load_r_rows(r_s, r, row0, n_rows, R);
     __syncthreads();
     if (u < E) {
       for (int rr = 0; rr < kRowsPerCta && row0 + rr < n_rows; ++rr) {
@@ -102,10 +106,9 @@ __global__ void bias_rows_dtable_kernel(int64_t n_rows, int R, int E, const __nv
     if (i < R) atomicAdd(dtable + static_cast<int64_t>(i) * E + u, acc[i]);
 }
 
-__global__ void tau_rows_kernel(int T, double log_floor, double log_alpha, float* __restrict__ tau) {
+__global__ void tau_rows_kernel(attn::Problem p, float* __restrict__ tau) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  // As attention_common.cuh's tau_at (and the CPU reference): fp64, rounded once.
-  if (t < T) tau[t] = static_cast<float>(1.0 + log_alpha * log(fmax(static_cast<double>(t + 1) / log_floor, 1.0)));
+  if (t < p.T) tau[t] = attn::tau_at(p, t);
 }
 
 }  // namespace
@@ -127,7 +130,7 @@ void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r
 
 void tau_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& tau_T) {
   if (p.T == 0) return;
-  tau_rows_kernel<<<(p.T + 255) / 256, 256, 0, stream_of(ctx)>>>(p.T, p.log_floor, p.log_alpha, tau_T.data_as<float>());
+  tau_rows_kernel<<<(p.T + 255) / 256, 256, 0, stream_of(ctx)>>>(p, tau_T.data_as<float>());
   QUILL_CUDA_CHECK_LAUNCH("tau_rows_kernel");
 }
 

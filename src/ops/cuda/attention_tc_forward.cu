@@ -80,15 +80,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < 8; ++j) sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-#pragma unroll
-      for (int nb2 = 0; nb2 < 4; ++nb2) {
-        uint32_t b[4];
-        load_b_rows_n(b, k_s, 16 * nb2, kk, lane);
-        mma(sc[2 * nb2], qf[kk], b[0], b[1]);
-        mma(sc[2 * nb2 + 1], qf[kk], b[2], b[3]);
-      }
-    }
+    for (int kk = 0; kk < 8; ++kk) mma_kstep_by_rows_n(sc, qf[kk], k_s, kk, lane);  // S = Q K^T
 
     const bool full = tile_fully_allowed(p, t0, s0);
     const bool has_bias = tile_has_bias(s0);
@@ -138,22 +130,7 @@ __global__ void __launch_bounds__(kThreads)
       if (tile_has_bias(s0 + kRows)) load_bias_tile_async(rb_s, p, h, t0, s0 + kRows, tid, kThreads);
       cp_async_commit();
     }
-    // O += P V: P's accumulator pairs are the A fragments (attention_tc.cuh).
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t a[4];
-      a[0] = pack_bf16(sc[2 * kk][0], sc[2 * kk][1]);
-      a[1] = pack_bf16(sc[2 * kk][2], sc[2 * kk][3]);
-      a[2] = pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-      a[3] = pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
-#pragma unroll
-      for (int nd2 = 0; nd2 < 8; ++nd2) {
-        uint32_t b[4];
-        load_b_rows_k(b, v_s, 16 * nd2, kk, lane);
-        mma(o[2 * nd2], a, b[0], b[1]);
-        mma(o[2 * nd2 + 1], a, b[2], b[3]);
-      }
-    }
+    mma_acc_by_rows_k(o, sc, v_s, lane);  // O += P V
   }
 
 #pragma unroll

@@ -137,6 +137,15 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&acc)[kVec
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// wr[ch][j] = w[c0 + ch, j]: the taps of a thread's 8 channels.
+template <int K>
+__device__ __forceinline__ void load_taps(float (&wr)[kVec][K], const float* __restrict__ w, int64_t c0) {
+#pragma unroll
+  for (int ch = 0; ch < kVec; ++ch)
+#pragma unroll
+    for (int j = 0; j < K; ++j) wr[ch][j] = w[(c0 + ch) * K + j];
+}
+
 // Grid (channel groups / 32, ceil(T / kFwdRows)), block 32.
 template <int K>
 __global__ void short_conv_forward_vec_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
@@ -146,10 +155,7 @@ __global__ void short_conv_forward_vec_kernel(const __nv_bfloat16* __restrict__ 
   const int64_t c0 = group * kVec;
   const int64_t t0 = blockIdx.y * int64_t(kFwdRows), t1 = min(T, t0 + kFwdRows);
   float wr[kVec][K];
-#pragma unroll
-  for (int ch = 0; ch < kVec; ++ch)
-#pragma unroll
-    for (int j = 0; j < K; ++j) wr[ch][j] = w[(c0 + ch) * K + j];
+  load_taps<K>(wr, w, c0);
   Vec8 hist[K];  // hist[j] = x[t - (K-1) + j]; hist[K-1] is row t
 #pragma unroll
   for (int j = 0; j < K - 1; ++j) {
@@ -189,10 +195,7 @@ __global__ void short_conv_backward_vec_kernel(const __nv_bfloat16* __restrict__
     for (int j = 0; j < K; ++j) dw_acc[ch][j] = 0.0f;
   if (active && t0 < T) {
     float wr[kVec][K];
-#pragma unroll
-    for (int ch = 0; ch < kVec; ++ch)
-#pragma unroll
-      for (int j = 0; j < K; ++j) wr[ch][j] = w[(c0 + ch) * K + j];
+    load_taps<K>(wr, w, c0);
     Vec8 xh[K];   // xh[j] = x[t - (K-1) + j]
     Vec8 fut[K];  // fut[i] = dy[t + i]
 #pragma unroll
