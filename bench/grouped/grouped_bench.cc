@@ -26,16 +26,23 @@ using bench::random_device;
 
 namespace {
 
-// Host time to issue one call (no synchronisation inside it): when it is close to the GPU time, the
-// GPU waits for the host (cuBLASLt's per-call descriptor and heuristic work).
+// Host time to issue one call (no synchronisation inside it), the median of five: when it is close to
+// the GPU time, the GPU waits for the host (cuBLASLt's per-call descriptor and heuristic work). One
+// sample alone is not enough: a single call measured 86 ms once (bench/results/2026-11-30-slice-v4)
+// while the same calls inside a training step left 0.7 ms of gaps.
 template <class F>
 double host_issue_ms(cudaStream_t stream, F&& f) {
+  std::vector<double> samples;
+  for (int i = 0; i < 5; ++i) {
+    cudaStreamSynchronize(stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    const auto t1 = std::chrono::steady_clock::now();
+    samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
   cudaStreamSynchronize(stream);
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  const auto t1 = std::chrono::steady_clock::now();
-  cudaStreamSynchronize(stream);
-  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
 }
 
 }  // namespace
