@@ -37,16 +37,21 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 
 // Copies rows row0 .. row0+63 (row r at src + r * row_stride elements, 128 bf16 each) into a swizzled
 // tile; rows at or past `n_rows` are zero-filled (cp.async with source size 0). All threads of the
-// CTA take part (`n_threads` of them).
+// CTA take part (`n_threads` of them, a multiple of 16). Thread tid copies chunk tid % 16 of rows
+// tid / 16, + n_threads / 16, ...: its swizzled chunk is the same in every row it copies (the row step
+// is a multiple of 8), and its source pointer advances by a constant, so the loop is a few adds per
+// copy (ncu, bench/results/2026-11-30-attention-v5: the former idx / 16 form spent ~25 integer
+// instructions per 16-byte copy).
 __device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* __restrict__ src, int row0,
                                                 int n_rows, int64_t row_stride, int tid, int n_threads) {
-  for (int idx = tid; idx < kRows * kChunks; idx += n_threads) {
-    const int r = idx / kChunks, c = idx % kChunks;
+  const int c = tid & (kChunks - 1), r_first = tid / kChunks, r_step = n_threads / kChunks;
+  const __nv_bfloat16* g = src + static_cast<int64_t>(row0 + r_first) * row_stride + c * 8;
+  const int64_t g_step = static_cast<int64_t>(r_step) * row_stride;
+  uint32_t s = smem_addr(tile + swz(r_first, c));
+  const uint32_t s_step = static_cast<uint32_t>(r_step * kD * sizeof(__nv_bfloat16));
+  for (int r = r_first; r < kRows; r += r_step, g += g_step, s += s_step) {
     const bool in = row0 + r < n_rows;
-    const __nv_bfloat16* g = src + (in ? static_cast<int64_t>(row0 + r) * row_stride + c * 8 : 0);
-    const int bytes = in ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(tile + swz(r, c))), "l"(g),
-                 "r"(bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(in ? g : src), "r"(in ? 16 : 0));
   }
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -182,21 +187,41 @@ __device__ __forceinline__ bool tile_fully_allowed(const TcProblem& p, int t0, i
   return s0 + kRows - 1 <= t0 && t0 + kRows <= p.T && (p.window == 0 || t0 + kRows - 1 - s0 < p.window);
 }
 
-// The bias of one tile pair, staged in shared memory: rb_s[r * kRbLd + kc] = rb[t0 + r, h, (t0 + r) -
-// (s0 + kc)], zero where that distance is outside [0, E) or the row is past T. Each query's 64 values
-// are contiguous (descending) in rb but start at any alignment, hence 4-byte copies. The leading
-// dimension 68 makes the backward's transposed reads (one query per column) conflict-free and the
-// forward's at most 2-way.
+// The bias of one tile pair, staged in shared memory. Query row r (t = t0 + r) needs rb[t, h, u] for the
+// distances u = t - s0 - kc of its 64 keys kc, i.e. the contiguous run u_lo .. u_lo + 63 with
+// u_lo = t - s0 - 63. Since t0 - s0 is a multiple of 64, u_lo = (r + 1) mod 4 (mod 4) for every tile pair,
+// so the run starts (r + 1) & 3 floats into the 16-byte-aligned chunk at u_lo - ((r + 1) & 3): the row is
+// staged as the 17 aligned chunks from there, and key kc of row r sits at bias_at(r, kc). With E a multiple of
+// 4 a chunk is wholly inside or wholly outside [0, E), so whole chunks are copied or zero-filled (2 threads per
+// row, 8-9 16-byte copies each; before: 64 4-byte copies per row with ~30 integer instructions each, ~45% of the
+// forward kernel's instructions). Other E use 4-byte copies into the same layout. Zero where u is outside
+// [0, E) or the row is past T. Row stride 68 floats (272 bytes, 16-byte aligned).
 constexpr int kRbLd = 68;
 constexpr int kRbTileFloats = kRows * kRbLd;
+__device__ __forceinline__ int bias_at(int r, int kc) { return r * kRbLd + ((r + 1) & 3) + 63 - kc; }
 __device__ __forceinline__ void load_bias_tile_async(float* rb_s, const TcProblem& p, int h, int t0, int s0, int tid,
                                                      int n_threads) {
+  if (p.E % 4 == 0) {
+    // n_threads = 128: thread tid copies chunks tid & 1, + 2, ... of row tid >> 1.
+    for (int r = tid >> 1; r < kRows; r += n_threads >> 1) {
+      const int t = t0 + r;
+      const int u_al = t - s0 - 63 - ((r + 1) & 3);  // a multiple of 4
+      const float* row = p.rb + (static_cast<int64_t>(min(t, p.T - 1)) * p.H + h) * p.E;
+      for (int ch = tid & 1; ch < kRbLd / 4; ch += 2) {
+        const int u = u_al + 4 * ch;
+        const bool in = t < p.T && u >= 0 && u < p.E;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(rb_s + r * kRbLd + 4 * ch)),
+                     "l"(in ? row + u : p.rb), "r"(in ? 16 : 0));
+      }
+    }
+    return;
+  }
   for (int idx = tid; idx < kRows * kRows; idx += n_threads) {
     const int r = idx >> 6, kc = idx & 63;
     const int t = t0 + r, u = t - (s0 + kc);
     const bool in = t < p.T && u >= 0 && u < p.E;
     const float* src = in ? p.rb + (static_cast<int64_t>(t) * p.H + h) * p.E + u : p.rb;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(rb_s + r * kRbLd + kc)), "l"(src),
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(rb_s + bias_at(r, kc))), "l"(src),
                  "r"(in ? 4 : 0));
   }
 }

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         float pr = 0.0f;
         if (ok) {
           const float tau = p.tau != nullptr ? tau_s[tq] : 1.0f;
-          const float bias = has_bias ? rb_s[tq * kRbLd + kr] : 0.0f;
+          const float bias = has_bias ? rb_s[bias_at(tq, kr)] : 0.0f;
           const float x = tau * kLog2e * fmaf(p.scale, st[j][e], bias);
           pr = exp2f(x - lse_s[tq] * kLog2e);
         }
@@ -139,7 +139,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int j = 0; j < 8; ++j) dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
     mma_strip_by_rows_n(dpt, v_s, 16 * warp, do_s, lane);
-    // dz = tau * P * (dP - D); its bias-row gradient; dz^T into shared memory for dQ.
+    // dz = tau * P * (dP - D); its bias-row gradient; dz^T into shared memory for dQ. drb's index
+    // (t * H + h) * E + (t - s) grows by H * E + 1 per query: one base per key row, constant steps.
+    const int64_t drb_step = static_cast<int64_t>(p.H) * p.E + 1;
+    int64_t drb_base[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) drb_base[i] = (t0 + 2 * c) * drb_step + static_cast<int64_t>(h) * p.E - s_row[i];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
@@ -150,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (full || tc_allowed(p, t, s)) {
           const float tau = p.tau != nullptr ? tau_s[tq] : 1.0f;
           dz = tau * st[j][e] * (dpt[j][e] - d_s[tq]);
-          if (has_bias && t - s < p.E) drb[(static_cast<int64_t>(t) * p.H + h) * p.E + (t - s)] = dz;
+          if (has_bias && t - s < p.E) drb[drb_base[e >> 1] + (8 * j + (e & 1)) * drb_step] = dz;
         }
         dpt[j][e] = dz;
       }

@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
         const int i = e >> 1;
         const int t = t_row[i], s = s0 + 8 * j + 2 * c + (e & 1);
         const bool ok = full || tc_allowed(p, t, s);
-        const float bias = has_bias ? rb_s[(16 * warp + g + 8 * i) * kRbLd + 8 * j + 2 * c + (e & 1)] : 0.0f;
+        const float bias = has_bias ? rb_s[bias_at(16 * warp + g + 8 * i, 8 * j + 2 * c + (e & 1))] : 0.0f;
         const float x = ok ? fmaf(coef_qk[i], sc[j][e], coef_bias[i] * bias) : -INFINITY;
         sc[j][e] = x;
         row_max[i] = fmaxf(row_max[i], x);
