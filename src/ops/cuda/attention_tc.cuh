@@ -114,6 +114,15 @@ __device__ __forceinline__ void load_b_rows_k(uint32_t (&b)[4], const __nv_bfloa
   ldsm_x4_t(b, tile + swz(k, chunk));
 }
 
+// 2^x on the SFU (ex2.approx.ftz, what exp2f becomes under --use_fast_math). exp2f's default form adds
+// range scaling for results below 2^-126 (3 more instructions per score): such probabilities are far below
+// what P's bf16 rounding or the fp32 sums keep.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // ---- Strip products: one warp's 16-row strip times a staged 64-row tile. ----
 
 // acc (16 x 64) += A . tile^T at k-step kk (16 of the 128 columns), where tile's rows are the 64 N

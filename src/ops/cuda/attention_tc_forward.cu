@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
       const float m_new = fmaxf(m[i], row_max[i]);
       // A row with nothing allowed so far keeps m = -inf; subtract 0 then, so exp2 gives 0, not NaN.
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = exp2f(m[i] - m_use);
+      const float corr = fast_exp2(m[i] - m_use);
       l[i] *= corr;
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const float p0 = exp2f(sc[j][2 * i] - m_use), p1 = exp2f(sc[j][2 * i + 1] - m_use);
+        const float p0 = fast_exp2(sc[j][2 * i] - m_use), p1 = fast_exp2(sc[j][2 * i + 1] - m_use);
         sc[j][2 * i] = p0;
         sc[j][2 * i + 1] = p1;
         l[i] += p0 + p1;  // this thread's part of the row sum; the 4 parts are added at the end
