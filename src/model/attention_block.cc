@@ -68,7 +68,7 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Sav
 Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dout_TD) const {
   const int64_t T = dout_TD.dim(0);
   Tensor do_TX = new_activation(ctx, {T, H_ * d_});
-  ops::linear_backward_weight(ctx, dout_TD, s.o_TX, grad_target(ctx, *wo_));
+  write_weight_grad(ctx, dout_TD, s.o_TX, *wo_);
   ops::linear_backward_input(ctx, dout_TD, wo_->compute, do_TX);
 
   Tensor dqn = new_activation(ctx, {T, H_ * d_}), dkn = new_activation(ctx, {T, G_ * d_});
@@ -93,10 +93,10 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   ops::linear_backward_input(ctx, dk0, wk_->compute, dx_TD, /*accumulate=*/true);
   ops::linear_backward_input(ctx, dv0, wv_->compute, dx_TD, true);
   ops::linear_backward_input(ctx, dr, wr_->compute, dx_TD, true);
-  ops::linear_backward_weight(ctx, dq, s.x_TD, grad_target(ctx, *wq_));
-  ops::linear_backward_weight(ctx, dk0, s.x_TD, grad_target(ctx, *wk_));
-  ops::linear_backward_weight(ctx, dv0, s.x_TD, grad_target(ctx, *wv_));
-  ops::linear_backward_weight(ctx, dr, s.x_TD, grad_target(ctx, *wr_));
+  write_weight_grad(ctx, dq, s.x_TD, *wq_);
+  write_weight_grad(ctx, dk0, s.x_TD, *wk_);
+  write_weight_grad(ctx, dv0, s.x_TD, *wv_);
+  write_weight_grad(ctx, dr, s.x_TD, *wr_);
   return dx_TD;
 }
 

@@ -35,11 +35,11 @@ Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor do_TD = new_activation(ctx, dy_TD.shape());
   ops::scale_by_scalar_backward(ctx, s.o_TD, scale_->compute, dy_TD, do_TD, grad_target(ctx, *scale_));
   Tensor da_TF = new_activation(ctx, {T, F_});
-  ops::linear_backward_weight(ctx, do_TD, s.a_TF, grad_target(ctx, *w2_));
+  write_weight_grad(ctx, do_TD, s.a_TF, *w2_);
   ops::linear_backward_input(ctx, do_TD, w2_->compute, da_TF);
   Tensor dh_T2F = new_activation(ctx, {T, 2 * F_});
   ops::swiglu_backward(ctx, s.h_T2F, da_TF, dh_T2F);
-  ops::linear_backward_weight(ctx, dh_T2F, s.x_TD, grad_target(ctx, *w13_));
+  write_weight_grad(ctx, dh_T2F, s.x_TD, *w13_);
   Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
   ops::linear_backward_input(ctx, dh_T2F, w13_->compute, dx_TD);
   return dx_TD;

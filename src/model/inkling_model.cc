@@ -116,7 +116,8 @@ RowResult InklingModel::run(const int32_t* tokens, const uint8_t* mask, int64_t 
   ops::rmsnorm_forward(ctx_, h, norm_->compute, config_.rms_norm_eps, hn, rstd_f);
   ops::scale_inplace(ctx_, hn, 1.0 / config_.logits_mup_width_multiplier);
   Tensor dhn = new_activation(ctx_, {T, D});
-  const Tensor dunembed = backward ? grad_target(ctx_, *unembed_) : Tensor();
+  // The chunks write the same unembedding gradient: the first by grad_write's rule, the rest add.
+  GradWrite dunembed = backward ? grad_write(ctx_, *unembed_) : GradWrite{Tensor(), true};
   if (logits_out) *logits_out = Tensor::empty({T, VL}, DType::F32);
 
   RowResult result;
@@ -136,7 +137,8 @@ RowResult InklingModel::run(const int32_t* tokens, const uint8_t* mask, int64_t 
         std::memcpy(logits_out->data_as<float>() + (r0 + t) * VL, f32.data_as<float>() + t * V, VL * sizeof(float));
     }
     if (!backward) continue;
-    ops::linear_backward_weight(ctx_, dlogits, hn.rows(r0, r1), dunembed);
+    ops::linear_backward_weight(ctx_, dlogits, hn.rows(r0, r1), dunembed.grad, dunembed.accumulate);
+    dunembed.accumulate = true;
     ops::linear_backward_input(ctx_, dlogits, unembed_->compute, dhn.rows(r0, r1));
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -157,7 +159,7 @@ RowResult InklingModel::run(const int32_t* tokens, const uint8_t* mask, int64_t 
 
   Tensor demb = new_activation(ctx_, {T, D});
   ops::rmsnorm_backward(ctx_, emb, embed_norm_->compute, rstd0, dh, demb, grad_target(ctx_, *embed_norm_));
-  if (embed_->grad.defined()) ops::embedding_backward(ctx_, ids, demb, embed_->grad);
+  if (embed_->grad.defined()) ops::embedding_backward(ctx_, ids, demb, grad_target(ctx_, *embed_));
   return result;
 }
 

@@ -6,6 +6,8 @@
 #include "model/params.h"
 #include "ops/convert.h"
 #include "ops/device_context.h"
+#include "ops/linear.h"
+#include "ops/moe.h"
 
 namespace quill {
 
@@ -23,11 +25,45 @@ inline Tensor new_zeros(const DeviceContext& ctx, const Shape& shape, DType dtyp
   return t;
 }
 
+// The gradient tensor for an op that can only add to it (norms, convolutions, scatters): zeroed first
+// when this is the step's first write (Param::grad_unset); a zeroed scratch tensor when p is frozen.
 inline Tensor grad_target(const DeviceContext& ctx, const Param& p) {
-  return p.grad.defined() ? p.grad : new_zeros(ctx, p.shape, DType::F32);
+  if (!p.grad.defined()) return new_zeros(ctx, p.shape, DType::F32);
+  if (p.grad_unset) {
+    ops::zero(ctx, p.grad);
+    p.grad_unset = false;
+  }
+  return p.grad;
+}
+
+// The gradient tensor for an op that can overwrite or add (the GEMMs' `accumulate`), and which to do:
+// overwrite on the step's first write, which saves zeroing the tensor and the GEMM's read of it
+// (docs/decisions/gradient-first-write.md). A parameter written in parts (expert slices, row chunks) takes
+// the flag once and gives each part's first write that flag.
+struct GradWrite {
+  Tensor grad;
+  bool accumulate;
+};
+inline GradWrite grad_write(const DeviceContext& ctx, const Param& p) {
+  if (!p.grad.defined()) return {new_tensor(ctx, p.shape, DType::F32), false};  // frozen: scratch, overwritten
+  const bool accumulate = !p.grad_unset;
+  p.grad_unset = false;
+  return {p.grad, accumulate};
 }
 
 // A [K] convolution weight stored as [C, 1, K], seen as [C, K].
 inline Tensor conv_weight(const Tensor& w_C1K) { return w_C1K.reshape({w_C1K.dim(0), w_C1K.dim(2)}); }
+
+// dw(p) = dy^T x, overwriting or adding by grad_write's rule.
+inline void write_weight_grad(const DeviceContext& ctx, const Tensor& dy, const Tensor& x, const Param& p) {
+  const GradWrite w = grad_write(ctx, p);
+  ops::linear_backward_weight(ctx, dy, x, w.grad, w.accumulate);
+}
+// The same per expert: dw(p)[e] = dy[rows of e]^T x[rows of e].
+inline void write_grouped_weight_grad(const DeviceContext& ctx, const Tensor& dy, const Tensor& x,
+                                      const Tensor& counts_E, const Param& p) {
+  const GradWrite w = grad_write(ctx, p);
+  ops::grouped_linear_backward_weight(ctx, dy, x, counts_E, w.grad, w.accumulate);
+}
 
 }  // namespace quill

@@ -94,26 +94,27 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   ops::moe_unpermute_backward(ctx, dy_TD, s.yp_PD, s.perm_P, s.wr_Tk, dyp_PD, dwr_Tk);
   ops::set_columns(ctx, dweights_TW, 0, dwr_Tk);
   Tensor dap_PF = new_activation(ctx, {P, F_});
-  ops::grouped_linear_backward_weight(ctx, dyp_PD, s.ap_PF, s.counts_E, grad_target(ctx, *w2_));
+  write_grouped_weight_grad(ctx, dyp_PD, s.ap_PF, s.counts_E, *w2_);
   ops::grouped_linear_backward_input(ctx, dyp_PD, w2_->compute, s.counts_E, dap_PF);
   Tensor dhp_P2F = new_activation(ctx, {P, 2 * F_});
   ops::swiglu_backward(ctx, s.hp_P2F, dap_PF, dhp_P2F);
-  ops::grouped_linear_backward_weight(ctx, dhp_P2F, s.xp_PD, s.counts_E, grad_target(ctx, *w13_));
+  write_grouped_weight_grad(ctx, dhp_P2F, s.xp_PD, s.counts_E, *w13_);
   Tensor dxp_PD = new_activation(ctx, {P, D});
   ops::grouped_linear_backward_input(ctx, dhp_P2F, w13_->compute, s.counts_E, dxp_PD);
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
   // Shared experts.
-  Tensor sw13_grad = grad_target(ctx, *sw13_), sw2_grad = grad_target(ctx, *sw2_);
+  // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
+  const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
   for (int64_t e = 0; e < S_; ++e) {
     Tensor dasc = new_activation(ctx, {T, F_}), da = new_activation(ctx, {T, F_});
     Tensor dg = new_tensor(ctx, {T, 1}, DType::F32), dh = new_activation(ctx, {T, 2 * F_});
-    ops::linear_backward_weight(ctx, dy_TD, s.asc_TF[e], expert_slice(sw2_grad, e));
+    ops::linear_backward_weight(ctx, dy_TD, s.asc_TF[e], expert_slice(sw2_grad.grad, e), sw2_grad.accumulate);
     ops::linear_backward_input(ctx, dy_TD, expert_slice(sw2_->compute, e), dasc);
     ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({T}), dasc, da, dg.reshape({T}));
     ops::set_columns(ctx, dweights_TW, k_ + e, dg);
     ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
-    ops::linear_backward_weight(ctx, dh, s.x_TD, expert_slice(sw13_grad, e));
+    ops::linear_backward_weight(ctx, dh, s.x_TD, expert_slice(sw13_grad.grad, e), sw13_grad.accumulate);
     ops::linear_backward_input(ctx, dh, expert_slice(sw13_->compute, e), dx_TD, /*accumulate=*/true);
   }
 
@@ -121,7 +122,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dlogits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
   ops::router_backward(ctx, s.logits_TX, s.topk_Tk, s.weights_TW, scale_->compute, router_, dweights_TW, dlogits_TX,
                        grad_target(ctx, *scale_));
-  ops::linear_backward_weight(ctx, dlogits_TX, s.x32_TD, grad_target(ctx, *gate_));
+  write_weight_grad(ctx, dlogits_TX, s.x32_TD, *gate_);
   Tensor dx32_TD = new_tensor(ctx, {T, D}, DType::F32), dxr_TD = new_activation(ctx, {T, D});
   ops::linear_backward_input(ctx, dlogits_TX, gate_->compute, dx32_TD);
   ops::convert(ctx, dx32_TD, dxr_TD);

@@ -55,13 +55,27 @@ ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx) {
   return copy;
 }
 
-void zero_grads(ParamTable& table, const DeviceContext& ctx) {
+void zero_grads(ParamTable& table, const DeviceContext& ctx, GradReset how) {
+  if (how == GradReset::kOnFirstWrite) {
+    // (The flat buffer's padding past the last parameter was zeroed by place_params and is never written.)
+    for (Param& p : table.params()) p.grad_unset = p.grad.defined();
+    return;
+  }
+  for (Param& p : table.params()) p.grad_unset = false;
   if (table.flat_grads().defined()) {
     ops::zero(ctx, table.flat_grads());
     return;
   }
   for (Param& p : table.params())
     if (p.grad.defined()) ops::zero(ctx, p.grad);
+}
+
+void settle_grads(ParamTable& table, const DeviceContext& ctx) {
+  for (Param& p : table.params()) {
+    if (!p.grad_unset) continue;
+    ops::zero(ctx, p.grad);
+    p.grad_unset = false;
+  }
 }
 
 }  // namespace quill

@@ -20,7 +20,13 @@ void place_params(ParamTable& table, const DeviceContext& ctx, int64_t pad_multi
 void refresh_compute(ParamTable& table, const DeviceContext& ctx);
 // A host copy of the values (checkpoint dtypes, flags and names kept), for saving.
 ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx);
-// Zeroes every gradient on its device.
-void zero_grads(ParamTable& table, const DeviceContext& ctx);
+// Starts a step's gradients. kZero zeroes every gradient on its device. kOnFirstWrite zeroes nothing and
+// marks every gradient unset: the step's first write to each overwrites it (layer_util.h), and
+// settle_grads zeroes any gradient no write reached. Equal results; kOnFirstWrite saves a pass over every
+// fp32 gradient and the first GEMM's read of it (docs/decisions/gradient-first-write.md).
+enum class GradReset { kZero, kOnFirstWrite };
+void zero_grads(ParamTable& table, const DeviceContext& ctx, GradReset how = GradReset::kOnFirstWrite);
+// After a step's backward passes: zeroes the gradients still unset (parameters no row reached).
+void settle_grads(ParamTable& table, const DeviceContext& ctx);
 
 }  // namespace quill

@@ -25,6 +25,10 @@ struct Param {
   Tensor compute;                   // what the ops read: `value` itself on the CPU reference; on a GPU
                                     // a bf16 copy for matrices, `value` for fp32-policy tensors
   Tensor grad;                      // fp32 accumulation, same shape; undefined when not trainable
+  // True from zero_grads(kOnFirstWrite) until the step's first write: `grad` still holds the previous
+  // step's sums, so that write must overwrite it (model/layer_util.h: grad_write, grad_target).
+  // Mutable: layers hold const parameters and record their writes through them.
+  mutable bool grad_unset = false;
 };
 
 class ParamTable {

@@ -32,7 +32,9 @@ void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const 
                             const Tensor& y_PM);
 void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& w_EMK,
                                    const Tensor& counts_E, const Tensor& dx_PK);
+// dw[e] += (or, accumulate false, =) dy[rows of e]^T x[rows of e]; an expert without rows adds nothing
+// (or is zeroed).
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
-                                    const Tensor& counts_E, const Tensor& dw_EMK);
+                                    const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate = true);
 
 }  // namespace quill::ops

@@ -190,6 +190,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
           for (size_t l = 0; l < rr.expert_tokens.size(); ++l)
             for (size_t e = 0; e < rr.expert_tokens[l].size(); ++e) m.expert_tokens[l][e] += rr.expert_tokens[l][e];
       }
+      settle_grads(params, ctx);
       model.set_routing(InklingModel::Routing::Free);
       m.tokens = T * o.global_batch;
       if (dp) {

@@ -85,6 +85,7 @@ double run_batch(const Golden& g, Model& m, std::vector<Tensor>* logits) {
                               1.0 / static_cast<double>(n), &l).loss_sum;
     if (logits) logits->push_back(l);
   }
+  settle_grads(m.params, DeviceContext::cpu());
   return sum / static_cast<double>(n);
 }
 

@@ -33,6 +33,7 @@
 #   quill runs with --no-final-checkpoint: its fp32 weights + Adam moments would be 55 GB for the slice.
 #   QUILL_EXTRA_ARGS   more flags for quill train
 #   REF_DEVICE [cuda]  the reference's device (cpu only to test these scripts without a GPU)
+#   REF_REPEAT [1]     0: train the reference once (no run-to-run figure; it measured 0 on the H200, saves a run)
 set -uo pipefail
 
 if [ $# -lt 3 ]; then
@@ -169,7 +170,8 @@ fi
 if has_phase ref && [ -f "$WORK/init/model.safetensors" ]; then
   rm -rf "$WORK/ref1" "$WORK/ref2"
   refargs=(--init "$WORK/init" --rows "$ROWS" "${common[@]}" --precision "$PRECISION" --device "${REF_DEVICE:-cuda}"
-           --out "$WORK/ref1" --repeat-out "$WORK/ref2")
+           --out "$WORK/ref1")
+  [ "${REF_REPEAT:-1}" = 1 ] && refargs+=(--repeat-out "$WORK/ref2")
   if [ -f "$WORK/quill/$g" ]; then refargs+=(--compare-grads "$WORK/quill/$g"); fi
   files=$GRAD_FILES
   if [ "$files" = auto ]; then

@@ -60,11 +60,12 @@ void backward_input_impl(const Tensor& dy_NM, const Tensor& w_MK, const Tensor& 
 }
 
 template <typename T>
-void backward_weight_impl(const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK) {
+void backward_weight_impl(const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK, bool accumulate) {
   const int64_t N = dy_NM.dim(0), M = dy_NM.dim(1), K = x_NK.dim(1);
   const T* dy = dy_NM.data_as<T>();
   const T* x = x_NK.data_as<T>();
   T* dw = dw_MK.data_as<T>();
+  if (!accumulate) std::fill(dw, dw + M * K, T(0));  // then the same sums as accumulating into zeros
   for (int64_t n0 = 0; n0 < N; n0 += kRowBlock) {
     const int64_t n1 = std::min(N, n0 + kRowBlock);
     for (int64_t m = 0; m < M; ++m)
@@ -107,8 +108,9 @@ void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const 
   dispatch_float(op, dy_NM, [&]<typename T>() { backward_input_impl<T>(dy_NM, w_MK, dx_NK, accumulate); });
 }
 
-void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::linear_backward_weight, "linear_backward_weight")(ctx, dy_NM, x_NK, dw_MK);
+void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
+                            bool accumulate) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::linear_backward_weight, "linear_backward_weight")(ctx, dy_NM, x_NK, dw_MK, accumulate);
   const char* op = "linear_backward_weight";
   check_2d(op, "dy", "[N, M]", dy_NM);
   check_2d(op, "x", "[N, K]", x_NK);
@@ -118,7 +120,7 @@ void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const
   require_dtype(op, "x", x_NK, dy_NM.dtype());
   require_dtype(op, "dw", dw_MK, dy_NM.dtype());
   require_cpu(op, ctx);
-  dispatch_float(op, dy_NM, [&]<typename T>() { backward_weight_impl<T>(dy_NM, x_NK, dw_MK); });
+  dispatch_float(op, dy_NM, [&]<typename T>() { backward_weight_impl<T>(dy_NM, x_NK, dw_MK, accumulate); });
 }
 
 }  // namespace quill::ops

@@ -181,7 +181,7 @@ void grouped_backward_input_impl(const Tensor& dy_PM, const Tensor& w_EMK, const
 // dw[e] += dy[rows of e]^T * x[rows of e] (accumulated).
 template <typename T>
 void grouped_backward_weight_impl(const Tensor& dy_PM, const Tensor& x_PK, const int64_t* counts,
-                                  const Tensor& dw_EMK) {
+                                  const Tensor& dw_EMK, bool accumulate) {
   const int64_t E = dw_EMK.dim(0), M = dw_EMK.dim(1), K = dw_EMK.dim(2);
   const T* dy = dy_PM.data_as<T>();
   const T* x = x_PK.data_as<T>();
@@ -193,7 +193,7 @@ void grouped_backward_weight_impl(const Tensor& dy_PM, const Tensor& x_PK, const
       for (int64_t j = 0; j < K; ++j) {
         double acc = 0;
         for (int64_t r = row; r < row + counts[e]; ++r) acc += static_cast<double>(dy[r * M + m]) * x[r * K + j];
-        dwe[m * K + j] += static_cast<T>(acc);
+        dwe[m * K + j] = (accumulate ? dwe[m * K + j] : T(0)) + static_cast<T>(acc);
       }
     row += counts[e];
   }
@@ -349,8 +349,8 @@ void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM
 }
 
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
-                                    const Tensor& counts_E, const Tensor& dw_EMK) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::grouped_linear_backward_weight, "grouped_linear_backward_weight")(ctx, dy_PM, x_PK, counts_E, dw_EMK);
+                                    const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::grouped_linear_backward_weight, "grouped_linear_backward_weight")(ctx, dy_PM, x_PK, counts_E, dw_EMK, accumulate);
   const char* op = "grouped_linear_backward_weight";
   require_cpu(op, ctx);
   GroupedDims g = check_grouped_w(op, "dw_EMK", dw_EMK);
@@ -363,7 +363,7 @@ void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_P
   require_same_float(op, "x_PK", x_PK, dy_PM);
   require_same_float(op, "dw_EMK", dw_EMK, dy_PM);
   dispatch_float(op, dy_PM, [&]<typename T>() {
-    grouped_backward_weight_impl<T>(dy_PM, x_PK, counts_E.data_as<int64_t>(), dw_EMK);
+    grouped_backward_weight_impl<T>(dy_PM, x_PK, counts_E.data_as<int64_t>(), dw_EMK, accumulate);
   });
 }
 

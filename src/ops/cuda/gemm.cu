@@ -3,15 +3,16 @@
 // Math (row-major, as torch's nn.Linear without bias):
 //   linear_forward:         y[n, m]  = sum_k x[n, k] * w[m, k]                 (y overwritten)
 //   linear_backward_input:  dx[n, k] = sum_m dy[n, m] * w[m, k]                (overwritten, or added when accumulate)
-//   linear_backward_weight: dw[m, k] += sum_n dy[n, m] * x[n, k]               (always accumulated)
+//   linear_backward_weight: dw[m, k] += sum_n dy[n, m] * x[n, k]               (accumulated, or overwritten)
 //   grouped_linear_*:       the same per expert e on rows [off_e, off_e + counts[e]) of x/y/dy/dx with
 //                           w[e] / dw[e], off_e the prefix sum of counts. An expert with no rows writes
-//                           nothing, and its dw[e] is left untouched.
+//                           nothing, and its dw[e] is left untouched when accumulating, zeroed otherwise.
 // Legend: N (P) rows, K input features, M output features, E experts.
 // Dtypes (docs/decisions/cuda-precision.md): x, w, dy all BF16 (fp32 accumulation, CUBLAS_COMPUTE_32F)
 // or all F32 (the router: CUBLAS_COMPUTE_32F, which excludes TF32, so the product is plain fp32);
 // y and dx are the input dtype or F32 (a bf16 product written in fp32); dw is always F32 and is
-// accumulated with beta = 1 (bf16 A/B with fp32 C = D is a supported cuBLASLt combination).
+// accumulated with beta = 1 (bf16 A/B with fp32 C = D is a supported cuBLASLt combination), or written
+// with beta = 0 by a step's first write (docs/decisions/gradient-first-write.md).
 // Outputs are rounded once, from fp32, to their dtype. counts_E is I64 in host memory.
 // Row-major to column-major: a row-major [R, C] matrix is the column-major [C, R] matrix (its
 // transpose) with leading dimension C, so y = x w^T is computed as y^T = w x^T, and so on below.
@@ -223,13 +224,13 @@ void gemm_backward_input(const DeviceContext& ctx, const char* op, DType xt, DTy
          accumulate ? 1.0f : 0.0f, Vary::kN);
 }
 
-// dw[M, K] (F32) += dy[N, M]^T x[N, K]:  dw^T (K x M) += (x^T as K x N) (dy^T as M x N)^T.
+// dw[M, K] (F32) = beta * dw + dy[N, M]^T x[N, K]:  dw^T (K x M) = beta * dw^T + (x^T as K x N) (dy^T as M x N)^T.
 void gemm_backward_weight(const DeviceContext& ctx, const char* op, DType xt, const void* dy, const void* x, void* dw,
-                          int64_t N, int64_t K, int64_t M) {
+                          int64_t N, int64_t K, int64_t M, bool accumulate) {
   const cudaDataType_t t = cuda_type(xt);
   matmul(ctx, op, CUBLAS_OP_N, Operand{x, t, uint64_t(K), uint64_t(N), K}, CUBLAS_OP_T,
-         Operand{dy, t, uint64_t(M), uint64_t(N), M}, dw, CUDA_R_32F, uint64_t(K), uint64_t(M), uint64_t(N), 1.0f,
-         Vary::kK);
+         Operand{dy, t, uint64_t(M), uint64_t(N), M}, dw, CUDA_R_32F, uint64_t(K), uint64_t(M), uint64_t(N),
+         accumulate ? 1.0f : 0.0f, Vary::kK);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,7 +321,8 @@ void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const 
                       accumulate);
 }
 
-void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK) {
+void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
+                            bool accumulate) {
   const char* op = "linear_backward_weight";
   require_2d(op, "dy", "[N, M]", dy_NM);
   require_2d(op, "x", "[N, K]", x_NK);
@@ -333,7 +335,7 @@ void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const
   require_cuda(op, "dy", dy_NM);
   require_cuda(op, "x", x_NK);
   require_cuda(op, "dw", dw_MK);
-  gemm_backward_weight(ctx, op, dy_NM.dtype(), dy_NM.data(), x_NK.data(), dw_MK.data(), N, K, M);
+  gemm_backward_weight(ctx, op, dy_NM.dtype(), dy_NM.data(), x_NK.data(), dw_MK.data(), N, K, M, accumulate);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -387,7 +389,7 @@ void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM
 }
 
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
-                                    const Tensor& counts_E, const Tensor& dw_EMK) {
+                                    const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate) {
   const char* op = "grouped_linear_backward_weight";
   require_3d(op, "dw_EMK", dw_EMK);
   require_2d(op, "dy_PM", "[P, M]", dy_PM);
@@ -403,9 +405,9 @@ void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_P
   require_cuda(op, "dw_EMK", dw_EMK);
   const size_t xs = dtype_size(dy_PM.dtype());
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {
-    if (counts[e] == 0) continue;
+    if (counts[e] == 0 && accumulate) continue;  // (an empty sum with beta 0 zeroes dw[e]: matmul's k == 0 case)
     gemm_backward_weight(ctx, op, dy_PM.dtype(), byte_ptr(dy_PM) + row * M * xs, byte_ptr(x_PK) + row * K * xs,
-                         byte_ptr_mut(dw_EMK) + e * M * K * sizeof(float), counts[e], K, M);
+                         byte_ptr_mut(dw_EMK) + e * M * K * sizeof(float), counts[e], K, M, accumulate);
   }
 }
 

@@ -52,7 +52,7 @@ void embedding_backward(const DeviceContext& ctx, const Tensor& ids_T, const Ten
 // ops/linear.h
 void linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const Tensor& w_MK, const Tensor& y_NM);
 void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& w_MK, const Tensor& dx_NK, bool accumulate);
-void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK);
+void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK, bool accumulate);
 // ops/moe.h
 void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P, const Tensor& counts_E);
 void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k, const Tensor& xp_PD);
@@ -61,7 +61,7 @@ void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& 
 void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& dyp_PD, const Tensor& dweights_Nk);
 void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Tensor& w_EMK, const Tensor& counts_E, const Tensor& y_PM);
 void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& w_EMK, const Tensor& counts_E, const Tensor& dx_PK);
-void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK, const Tensor& counts_E, const Tensor& dw_EMK);
+void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK, const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate);
 // ops/rmsnorm.h
 void rmsnorm_forward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& w_D, double eps, const Tensor& y_ND, const Tensor& rstd_N);
 void rmsnorm_backward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& w_D, const Tensor& rstd_N, const Tensor& dy_ND, const Tensor& dx_ND, const Tensor& dw_D);

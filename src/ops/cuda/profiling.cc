@@ -65,8 +65,9 @@ OpCost op_cost(OpTag<OpId::linear_backward_input>, const Tensor& dy_NM, const Te
                bool accumulate) {
   return matmul(dy_NM.dim(0), w_MK.dim(0), w_MK.dim(1), tb(dy_NM) + tb(w_MK) + tb(dx_NK) * (accumulate ? 2 : 1));
 }
-OpCost op_cost(OpTag<OpId::linear_backward_weight>, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK) {
-  return matmul(dy_NM.dim(0), dw_MK.dim(0), dw_MK.dim(1), tb(dy_NM) + tb(x_NK) + 2 * tb(dw_MK));
+OpCost op_cost(OpTag<OpId::linear_backward_weight>, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
+               bool accumulate) {
+  return matmul(dy_NM.dim(0), dw_MK.dim(0), dw_MK.dim(1), tb(dy_NM) + tb(x_NK) + tb(dw_MK) * (accumulate ? 2 : 1));
 }
 
 // Rows the grouped GEMM really multiplies: the sum of the host counts, else every row.
@@ -92,9 +93,9 @@ OpCost op_cost(OpTag<OpId::grouped_linear_backward_input>, const Tensor& dy_PM, 
   return matmul(p, w_EMK.dim(1), w_EMK.dim(2), f * (tb(dy_PM) + tb(dx_PK)) + tb(w_EMK));
 }
 OpCost op_cost(OpTag<OpId::grouped_linear_backward_weight>, const Tensor& dy_PM, const Tensor& x_PK,
-               const Tensor& counts_E, const Tensor& dw_EMK) {
+               const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate) {
   const double p = grouped_rows(dy_PM, counts_E), f = row_fraction(dy_PM, p);
-  return matmul(p, dw_EMK.dim(1), dw_EMK.dim(2), f * (tb(dy_PM) + tb(x_PK)) + 2 * tb(dw_EMK));
+  return matmul(p, dw_EMK.dim(1), dw_EMK.dim(2), f * (tb(dy_PM) + tb(x_PK)) + tb(dw_EMK) * (accumulate ? 2 : 1));
 }
 
 // (query, key) pairs a causal attention with this window computes: sum over t of min(t + 1, W).
