@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "util/test_util.h"
@@ -25,24 +27,26 @@ void check(cudaError_t err, const char* what) {
 }
 }  // namespace
 
-GuardedDevice::GuardedDevice(const Shape& shape, DType dtype) {
+GuardedDevice::GuardedDevice(const Shape& shape, DType dtype, size_t misalign_bytes)
+    : front_bytes_(kGuardBytes + misalign_bytes) {
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  const size_t total = bytes + 2 * kGuardBytes;
+  const size_t total = front_bytes_ + bytes + kGuardBytes;
   void* p = nullptr;
   check(cudaMalloc(&p, total), "cudaMalloc");
   check(cudaMemset(p, kGuardPattern, total), "cudaMemset");
   // The backend's stream does not order against the legacy default stream: finish here.
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   storage_ = std::make_shared<Storage>(p, total, Device::CUDA, [p] { cudaFree(p); });
-  tensor_ = Tensor::wrap(storage_, kGuardBytes, shape, dtype);
+  tensor_ = Tensor::wrap(storage_, front_bytes_, shape, dtype);
 }
 
 bool GuardedDevice::guards_intact() const {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  std::vector<unsigned char> band(kGuardBytes);
   const char* base = static_cast<const char*>(storage_->data());
-  for (size_t offset : {size_t{0}, kGuardBytes + tensor_.nbytes()}) {
-    check(cudaMemcpy(band.data(), base + offset, kGuardBytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  const std::pair<size_t, size_t> bands[] = {{0, front_bytes_}, {front_bytes_ + tensor_.nbytes(), kGuardBytes}};
+  for (auto [offset, size] : bands) {
+    std::vector<unsigned char> band(size);
+    check(cudaMemcpy(band.data(), base + offset, size, cudaMemcpyDeviceToHost), "cudaMemcpy");
     for (unsigned char b : band)
       if (b != kGuardPattern) return false;
   }
@@ -66,16 +70,16 @@ Tensor to_device(const Tensor& host, DType dtype) {
   return d;
 }
 
-std::unique_ptr<GuardedDevice> to_guarded_device(const Tensor& host, DType dtype) {
+std::unique_ptr<GuardedDevice> to_guarded_device(const Tensor& host, DType dtype, size_t misalign_bytes) {
   Tensor h = host_in_dtype(host, dtype);
-  auto g = std::make_unique<GuardedDevice>(h.shape(), dtype);
+  auto g = std::make_unique<GuardedDevice>(h.shape(), dtype, misalign_bytes);
   check(cudaMemcpy(g->tensor().data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return g;
 }
 
-std::unique_ptr<GuardedDevice> poisoned_output(const Shape& shape, DType dtype) {
-  auto g = std::make_unique<GuardedDevice>(shape, dtype);
+std::unique_ptr<GuardedDevice> poisoned_output(const Shape& shape, DType dtype, size_t misalign_bytes) {
+  auto g = std::make_unique<GuardedDevice>(shape, dtype, misalign_bytes);
   Tensor h = Tensor::empty(shape, dtype);
   if (dtype == DType::F32) for (int64_t i = 0; i < h.numel(); ++i) h.data_as<float>()[i] = NAN;
   else if (dtype == DType::BF16) for (int64_t i = 0; i < h.numel(); ++i) h.data_as<uint16_t>()[i] = 0x7fc0;

@@ -27,10 +27,13 @@ CudaBackend& gpu();
 DeviceContext gpu_ctx();
 
 // A device tensor inside guard bands of `kGuardBytes` on each side, filled with a byte pattern.
+// With misalign_bytes > 0 the tensor starts that many bytes past a 16-byte boundary (as a view of
+// rows inside a larger buffer may), so that kernels with 16-byte accesses must take their fallback;
+// the front band then grows by those bytes.
 class GuardedDevice {
  public:
   static constexpr size_t kGuardBytes = 256;
-  GuardedDevice(const Shape& shape, DType dtype);
+  GuardedDevice(const Shape& shape, DType dtype, size_t misalign_bytes = 0);
   const Tensor& tensor() const { return tensor_; }
   // True when both guard bands still hold the pattern.
   bool guards_intact() const;
@@ -38,14 +41,15 @@ class GuardedDevice {
  private:
   std::shared_ptr<Storage> storage_;
   Tensor tensor_;
+  size_t front_bytes_ = kGuardBytes;
 };
 
 // Host fp32 tensor -> device tensor of `dtype` (converted on the host first).
 Tensor to_device(const Tensor& host_f32, DType dtype);
-// Same, inside guard bands; the caller keeps the GuardedDevice alive.
-std::unique_ptr<GuardedDevice> to_guarded_device(const Tensor& host_f32, DType dtype);
+// Same, inside guard bands (misaligned by misalign_bytes); the caller keeps the GuardedDevice alive.
+std::unique_ptr<GuardedDevice> to_guarded_device(const Tensor& host_f32, DType dtype, size_t misalign_bytes = 0);
 // A guarded device output poisoned with NaN (float dtypes) or 0x7f bytes (integers).
-std::unique_ptr<GuardedDevice> poisoned_output(const Shape& shape, DType dtype);
+std::unique_ptr<GuardedDevice> poisoned_output(const Shape& shape, DType dtype, size_t misalign_bytes = 0);
 // Device tensor (any float dtype, or I32/I64) -> host tensor (floats converted to fp32).
 Tensor to_host_f32(const Tensor& device);
 Tensor to_host(const Tensor& device);

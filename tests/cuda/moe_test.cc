@@ -26,6 +26,7 @@ using test::poisoned_output;
 using test::random_tensor;
 using test::round_bf16;
 using test::to_device;
+using test::to_guarded_device;
 using test::to_host;
 using test::to_host_f32;
 
@@ -123,11 +124,17 @@ TEST(CudaRoutePlan, ExpertOutsideRangeNamesTokenAndSlot) {
 
 // ---- permute / unpermute --------------------------------------------------------------------------
 
+// shift: the bf16 tensors start that many bytes past a 16-byte boundary (a row view), which sends
+// D % 8 == 0 to the scalar path too.
 struct RowCase {
   int64_t N, k, E, D;
+  size_t shift = 0;
 };
 
-void PrintTo(const RowCase& c, std::ostream* os) { *os << "N" << c.N << "_k" << c.k << "_D" << c.D; }
+void PrintTo(const RowCase& c, std::ostream* os) {
+  *os << "N" << c.N << "_k" << c.k << "_D" << c.D;
+  if (c.shift) *os << "_misaligned" << c.shift;
+}
 
 struct Routed {
   Tensor perm;      // host I32 [P]
@@ -151,8 +158,9 @@ TEST_P(CudaPermuteTest, PermuteIsAnExactGather) {
   const Tensor x = round_bf16(random_tensor({c.N, c.D}, DType::F32, 2301));
   Tensor ref = Tensor::empty({c.N * c.k, c.D}, DType::F32);
   ops::moe_permute(DeviceContext::cpu(), x, r.perm, c.k, ref);
-  auto xp = poisoned_output({c.N * c.k, c.D}, DType::BF16);
-  ops::moe_permute(test::gpu_ctx(), to_device(x, DType::BF16), r.d_perm, c.k, xp->tensor());
+  auto xp = poisoned_output({c.N * c.k, c.D}, DType::BF16, c.shift);
+  auto d_x = to_guarded_device(x, DType::BF16, c.shift);
+  ops::moe_permute(test::gpu_ctx(), d_x->tensor(), r.d_perm, c.k, xp->tensor());
   EXPECT_EQ(test::max_abs_diff(to_host_f32(xp->tensor()), ref), 0.0) << "permute is a copy";
   EXPECT_TRUE(xp->guards_intact()) << "xp written outside its bounds";
 }
@@ -164,8 +172,9 @@ TEST_P(CudaPermuteTest, PermuteBackwardSumsSlots) {
   const Tensor dxp = round_bf16(random_tensor({c.N * c.k, c.D}, DType::F32, 2401));
   Tensor ref = Tensor::empty({c.N, c.D}, DType::F32);
   ops::moe_permute_backward(DeviceContext::cpu(), dxp, r.perm, c.k, ref);
-  auto dx = poisoned_output({c.N, c.D}, DType::BF16);
-  ops::moe_permute_backward(test::gpu_ctx(), to_device(dxp, DType::BF16), r.d_perm, c.k, dx->tensor());
+  auto dx = poisoned_output({c.N, c.D}, DType::BF16, c.shift);
+  auto d_dxp = to_guarded_device(dxp, DType::BF16, c.shift);
+  ops::moe_permute_backward(test::gpu_ctx(), d_dxp->tensor(), r.d_perm, c.k, dx->tensor());
   expect_close("dx", to_host_f32(dx->tensor()), ref, 1e-2);
   EXPECT_TRUE(dx->guards_intact()) << "dx written outside its bounds";
 }
@@ -178,8 +187,9 @@ TEST_P(CudaPermuteTest, UnpermuteWeighsSlots) {
   const Tensor w = random_tensor({c.N, c.k}, DType::F32, 2502, 0.5);
   Tensor ref = Tensor::empty({c.N, c.D}, DType::F32);
   ops::moe_unpermute(DeviceContext::cpu(), yp, r.perm, w, ref);
-  auto out = poisoned_output({c.N, c.D}, DType::BF16);
-  ops::moe_unpermute(test::gpu_ctx(), to_device(yp, DType::BF16), r.d_perm, to_device(w, DType::F32), out->tensor());
+  auto out = poisoned_output({c.N, c.D}, DType::BF16, c.shift);
+  auto d_yp = to_guarded_device(yp, DType::BF16, c.shift);
+  ops::moe_unpermute(test::gpu_ctx(), d_yp->tensor(), r.d_perm, to_device(w, DType::F32), out->tensor());
   expect_close("out", to_host_f32(out->tensor()), ref, 1e-2);
   EXPECT_TRUE(out->guards_intact()) << "out written outside its bounds";
 }
@@ -193,21 +203,31 @@ TEST_P(CudaPermuteTest, UnpermuteBackwardMatchesCpu) {
   const Tensor w = random_tensor({c.N, c.k}, DType::F32, 2603, 0.5);
   Tensor dyp_ref = Tensor::empty({c.N * c.k, c.D}, DType::F32), dw_ref = Tensor::empty({c.N, c.k}, DType::F32);
   ops::moe_unpermute_backward(DeviceContext::cpu(), dout, yp, r.perm, w, dyp_ref, dw_ref);
-  auto dyp = poisoned_output({c.N * c.k, c.D}, DType::BF16);
+  auto dyp = poisoned_output({c.N * c.k, c.D}, DType::BF16, c.shift);
   auto dw = poisoned_output({c.N, c.k}, DType::F32);
-  ops::moe_unpermute_backward(test::gpu_ctx(), to_device(dout, DType::BF16), to_device(yp, DType::BF16), r.d_perm,
-                              to_device(w, DType::F32), dyp->tensor(), dw->tensor());
+  auto d_dout = to_guarded_device(dout, DType::BF16, c.shift);
+  auto d_yp = to_guarded_device(yp, DType::BF16, c.shift);
+  ops::moe_unpermute_backward(test::gpu_ctx(), d_dout->tensor(), d_yp->tensor(), r.d_perm, to_device(w, DType::F32),
+                              dyp->tensor(), dw->tensor());
   expect_close("dyp", to_host_f32(dyp->tensor()), dyp_ref, 1e-2);
   expect_close("dweights", to_host_f32(dw->tensor()), dw_ref, 1e-4);
   EXPECT_TRUE(dyp->guards_intact()) << "dyp written outside its bounds";
   EXPECT_TRUE(dw->guards_intact()) << "dweights written outside its bounds";
 }
 
+// The kernel paths (src/ops/cuda/moe_plumbing.cu): D % 8 == 0 with aligned rows moves 16-byte units,
+// anything else single elements; a thread loads up to 8 slots' rows before summing them, so k > 8
+// takes a second batch.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaPermuteTest,
-                         ::testing::Values(RowCase{77, 3, 10, 200},    // D % 8 == 0: 16-byte copies
-                                           RowCase{64, 2, 5, 77},      // odd D
-                                           RowCase{33, 8, 256, 1024},  // Inkling-like k and E
-                                           RowCase{5, 1, 3, 4096}));   // k = 1, model width
+                         ::testing::Values(RowCase{77, 3, 10, 200},       // D % 8 == 0: 16-byte units
+                                           RowCase{64, 2, 5, 77},         // odd D
+                                           RowCase{33, 8, 256, 1024},     // Inkling-like k and E
+                                           RowCase{5, 1, 3, 4096},        // k = 1, model width
+                                           RowCase{40, 6, 32, 4096},      // the slice: k = 6, 32 experts
+                                           RowCase{21, 10, 12, 64},       // k = 10: two slot batches
+                                           RowCase{19, 9, 10, 36},        // k = 9, D % 8 == 4: scalar
+                                           RowCase{30, 3, 7, 64, 2},      // D % 8 == 0, misaligned: scalar
+                                           RowCase{12, 6, 8, 4096, 8}));  // 8-byte aligned only: scalar
 
 TEST(CudaPermute, PermThatIsNotAPermutationNamesTheElement) {
   QUILL_REQUIRE_GPU();

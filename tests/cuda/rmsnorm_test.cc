@@ -10,6 +10,8 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "base/error.h"
 #include "cuda/harness.h"
@@ -84,12 +86,22 @@ TEST_P(CudaRmsNormTest, BackwardMatchesCpu) {
   EXPECT_TRUE(dw->guards_intact()) << "dw written outside its bounds";
 }
 
+// The kernel paths (src/ops/cuda/rmsnorm.cu): D % 8 == 0 and D <= 8192 take the 16-byte vector path
+// with G threads per row and kCpt chunks of 8 per thread; anything else the scalar path.
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaRmsNormTest,
-                         ::testing::Values(Case{37, 16},     // per-head norm, head_dim 16: half a warp idle
-                                           Case{300, 128},   // per-head norm, head_dim 128
-                                           Case{19, 4096},   // model width
-                                           Case{65, 1000},   // width not a multiple of 32
-                                           Case{1, 33},      // one row, one lane with two elements
+                         ::testing::Values(Case{37, 16},     // per-head norm, head_dim 16: G = 2, 128 rows a block
+                                           Case{300, 128},   // per-head norm, head_dim 128: G = 8 of 2 chunks
+                                           Case{5003, 128},  // many rows per block and several blocks for dw
+                                           Case{19, 4096},   // model width: G = 256 of 2 chunks
+                                           Case{65, 1000},   // G = 64, some threads' second chunk past the row
+                                           Case{40, 512},    // G = 32: one warp per row
+                                           Case{11, 2056},   // G = 160 (5 warps), one row per block
+                                           Case{7, 8192},    // widest vector row: 4 chunks per thread
+                                           Case{3, 8200},    // D % 8 == 0 but too wide: scalar path
+                                           Case{33, 8},      // G = 1: one chunk per row
+                                           Case{1, 33},      // scalar: one row, one lane with two elements
+                                           Case{50, 36},     // scalar: D % 8 == 4
+                                           Case{9, 20},      // scalar
                                            Case{2053, 48})); // many rows: several row chunks for dw
 
 TEST(CudaRmsNorm, ForwardInPlace) {
@@ -104,6 +116,67 @@ TEST(CudaRmsNorm, ForwardInPlace) {
   ops::rmsnorm_forward(test::gpu_ctx(), xy->tensor(), to_device(w, DType::F32), kEps, xy->tensor(), rstd->tensor());
   expect_close("y (in place)", to_host_f32(xy->tensor()), y_ref, 1e-2);
   expect_close("rstd", to_host_f32(rstd->tensor()), rstd_ref, 1e-5);
+}
+
+// Backward with dx written over dy or over x (the op allows both), and with every bf16 tensor
+// misaligned by 2 bytes (a row view; the scalar path). Vector-path and scalar-path widths.
+enum class Layout { DxOverDy, DxOverX, Misaligned };
+
+void check_backward_layout(int64_t N, int64_t D, Layout layout) {
+  const char* name = layout == Layout::DxOverDy ? " dx over dy"
+                     : layout == Layout::DxOverX  ? " dx over x"
+                                                  : " misaligned";
+  const std::string what = "N" + std::to_string(N) + "_D" + std::to_string(D) + name;
+  const Tensor x = round_bf16(random_tensor({N, D}, DType::F32, 501, 1.3));
+  const Tensor w = weight(D, 502);
+  const Tensor dy = round_bf16(random_tensor({N, D}, DType::F32, 503));
+  Tensor y_ref = Tensor::empty({N, D}, DType::F32), rstd = Tensor::empty({N}, DType::F32);
+  ops::rmsnorm_forward(DeviceContext::cpu(), x, w, kEps, y_ref, rstd);
+  const Tensor dw_init = random_tensor({D}, DType::F32, 504, 0.5);
+  Tensor dx_ref = Tensor::empty({N, D}, DType::F32), dw_ref = dw_init.clone();
+  ops::rmsnorm_backward(DeviceContext::cpu(), x, w, rstd, dy, dx_ref, dw_ref);
+
+  const size_t shift = layout == Layout::Misaligned ? 2 : 0;
+  auto d_x = to_guarded_device(x, DType::BF16, shift);
+  auto d_dy = to_guarded_device(dy, DType::BF16, shift);
+  auto d_dx = poisoned_output({N, D}, DType::BF16, shift);
+  const Tensor& dx = layout == Layout::DxOverDy ? d_dy->tensor()
+                     : layout == Layout::DxOverX  ? d_x->tensor()
+                                                  : d_dx->tensor();
+  auto dw = to_guarded_device(dw_init, DType::F32);
+  ops::rmsnorm_backward(test::gpu_ctx(), d_x->tensor(), to_device(w, DType::F32), to_device(rstd, DType::F32),
+                        d_dy->tensor(), dx, dw->tensor());
+  expect_close("dx " + what, to_host_f32(dx), dx_ref, 1e-2);
+  expect_close("dw " + what, to_host_f32(dw->tensor()), dw_ref, 1e-4);
+  EXPECT_TRUE(d_x->guards_intact() && d_dy->guards_intact() && d_dx->guards_intact() && dw->guards_intact())
+      << what << ": written outside its bounds";
+}
+
+TEST(CudaRmsNorm, BackwardInPlaceAndMisaligned) {
+  QUILL_REQUIRE_GPU();
+  for (auto [N, D] : {std::pair<int64_t, int64_t>{301, 128}, {13, 4096}, {45, 36}})
+    for (Layout layout : {Layout::DxOverDy, Layout::DxOverX, Layout::Misaligned}) check_backward_layout(N, D, layout);
+}
+
+// Forward with x and y misaligned by 2 bytes (scalar path), and in place (y over x) at model width.
+TEST(CudaRmsNorm, ForwardMisalignedAndInPlaceWide) {
+  QUILL_REQUIRE_GPU();
+  for (auto [N, D, shift] : {std::tuple<int64_t, int64_t, size_t>{301, 128, 2}, {13, 4096, 2}, {13, 4096, 0}}) {
+    const std::string what = "N" + std::to_string(N) + "_D" + std::to_string(D) + (shift ? " misaligned" : " in place");
+    const Tensor x = round_bf16(random_tensor({N, D}, DType::F32, 601));
+    const Tensor w = weight(D, 602);
+    Tensor y_ref = Tensor::empty({N, D}, DType::F32), rstd_ref = Tensor::empty({N}, DType::F32);
+    ops::rmsnorm_forward(DeviceContext::cpu(), x, w, kEps, y_ref, rstd_ref);
+    auto d_x = to_guarded_device(x, DType::BF16, shift);
+    auto d_y = poisoned_output({N, D}, DType::BF16, shift);
+    const Tensor& y = shift ? d_y->tensor() : d_x->tensor();
+    auto rstd = poisoned_output({N}, DType::F32);
+    ops::rmsnorm_forward(test::gpu_ctx(), d_x->tensor(), to_device(w, DType::F32), kEps, y, rstd->tensor());
+    expect_close("y " + what, to_host_f32(y), y_ref, 1e-2);
+    expect_close("rstd " + what, to_host_f32(rstd->tensor()), rstd_ref, 1e-5);
+    EXPECT_TRUE(d_x->guards_intact() && d_y->guards_intact() && rstd->guards_intact())
+        << what << ": written outside its bounds";
+  }
 }
 
 TEST(CudaRmsNorm, WrongDtypesNameTheTensor) {

@@ -27,11 +27,17 @@ using test::to_host_f32;
 
 using test::expect_error;
 
+// shift: every tensor starts that many bytes past a 16-byte boundary (a row view), which sends F % 8 == 0
+// to the scalar path too.
 struct Case {
   int64_t N, F;
+  size_t shift = 0;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << "N" << c.N << "_F" << c.F; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "N" << c.N << "_F" << c.F;
+  if (c.shift) *os << "_misaligned" << c.shift;
+}
 
 class CudaSwigluTest : public ::testing::TestWithParam<Case> {};
 
@@ -41,8 +47,9 @@ TEST_P(CudaSwigluTest, ForwardMatchesCpu) {
   const Tensor h = round_bf16(random_tensor({c.N, 2 * c.F}, DType::F32, 801, 2.0));
   Tensor a_ref = Tensor::empty({c.N, c.F}, DType::F32);
   ops::swiglu_forward(DeviceContext::cpu(), h, a_ref);
-  auto a = poisoned_output({c.N, c.F}, DType::BF16);
-  ops::swiglu_forward(test::gpu_ctx(), to_device(h, DType::BF16), a->tensor());
+  auto a = poisoned_output({c.N, c.F}, DType::BF16, c.shift);
+  auto d_h = to_guarded_device(h, DType::BF16, c.shift);
+  ops::swiglu_forward(test::gpu_ctx(), d_h->tensor(), a->tensor());
   expect_close("a", to_host_f32(a->tensor()), a_ref, 1e-2);
   EXPECT_TRUE(a->guards_intact()) << "a written outside its bounds";
 }
@@ -55,20 +62,35 @@ TEST_P(CudaSwigluTest, BackwardMatchesCpu) {
   Tensor dh_ref = Tensor::empty({c.N, 2 * c.F}, DType::F32);
   ops::swiglu_backward(DeviceContext::cpu(), h, da, dh_ref);
 
-  const Tensor d_h = to_device(h, DType::BF16), d_da = to_device(da, DType::BF16);
-  auto dh = poisoned_output({c.N, 2 * c.F}, DType::BF16);
-  ops::swiglu_backward(test::gpu_ctx(), d_h, d_da, dh->tensor());
+  auto d_h = to_guarded_device(h, DType::BF16, c.shift);
+  auto d_da = to_guarded_device(da, DType::BF16, c.shift);
+  auto dh = poisoned_output({c.N, 2 * c.F}, DType::BF16, c.shift);
+  ops::swiglu_backward(test::gpu_ctx(), d_h->tensor(), d_da->tensor(), dh->tensor());
   expect_close("dh", to_host_f32(dh->tensor()), dh_ref, 1e-2);
   EXPECT_TRUE(dh->guards_intact()) << "dh written outside its bounds";
 
-  auto in_place = to_guarded_device(h, DType::BF16);
-  ops::swiglu_backward(test::gpu_ctx(), in_place->tensor(), d_da, in_place->tensor());
+  auto in_place = to_guarded_device(h, DType::BF16, c.shift);
+  ops::swiglu_backward(test::gpu_ctx(), in_place->tensor(), d_da->tensor(), in_place->tensor());
   expect_close("dh (in place)", to_host_f32(in_place->tensor()), dh_ref, 1e-2);
   EXPECT_TRUE(in_place->guards_intact()) << "dh (in place) written outside its bounds";
 }
 
+// The kernel paths (src/ops/cuda/swiglu.cu): F % 8 == 0 with aligned tensors takes units of 8 columns
+// (16-byte accesses), anything else units of 1. A grid of one resident wave walks the units two per
+// trip; the large cases take more than one trip per thread, with a stride that is not a multiple of
+// the row (the row/column stepping wraps).
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaSwigluTest,
-                         ::testing::Values(Case{129, 333}, Case{1, 7}, Case{64, 1024}, Case{3001, 40}));
+                         ::testing::Values(Case{129, 333},        // scalar
+                                           Case{1, 7},            // scalar, one row
+                                           Case{64, 1024},        // vector
+                                           Case{3001, 40},        // vector, 5 units per row
+                                           Case{100, 2048},       // vector, the routed experts' F
+                                           Case{9, 8},            // vector, one unit per row
+                                           Case{33, 20},          // scalar: F % 8 == 4
+                                           Case{3000, 1000},      // vector, several trips per thread
+                                           Case{2000, 333},       // scalar, several trips per thread
+                                           Case{50, 64, 2},       // F % 8 == 0 but misaligned: scalar
+                                           Case{70, 2048, 6}));   // misaligned at the experts' F
 
 TEST(CudaSwiglu, WrongShapesAndDtypesNameTheTensor) {
   QUILL_REQUIRE_GPU();

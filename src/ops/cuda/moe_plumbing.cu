@@ -14,16 +14,19 @@
 // All sums in fp32, per token in slot order (deterministic: no atomics anywhere here).
 // Layout: the plan is one block of 1024 threads: shared-memory counts, a scan, then a stable placement
 // in batches of 1024 assignments, warp by warp in order, ranks within a warp from __match_any_sync.
-// The row ops are one block per output row.
+// The row ops are one block per token (16-byte accesses where D % 8 == 0 and the rows are aligned;
+// see "row kernels"), so each token row of x, dx, out or dout is read or written once per op.
 // Preconditions: every topk entry in [0, E) (an error naming [token, slot] otherwise); perm_P a
 // permutation of [0, P) (checked on the device while building its inverse; an error naming the first
 // bad element, as the CPU reference reports it). Each check costs one synchronisation.
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
@@ -34,7 +37,7 @@ namespace {
 using ops_detail::require_dtype;
 using ops_detail::require_shape;
 
-constexpr int kRowThreads = 256;
+constexpr int kMaxRowThreads = 256;
 constexpr int kPlanThreads = 1024;
 constexpr int64_t kMaxPlanExperts = 8 * 1024;  // the cursors live in (at most 32 KB of) shared memory
 
@@ -156,71 +159,125 @@ Tensor checked_inverse(const char* op, const DeviceContext& ctx, const Tensor& p
 }
 
 // ---- row kernels --------------------------------------------------------------------------------
+//
+// One block per token t, its slots' rows p(t, s) = inv[t * k + s]. A row is C = D / kW units
+// (bf16_units.cuh: kW = 8, one 16-byte access, when D % 8 == 0 and the rows are 16-byte aligned;
+// kW = 1 otherwise); thread i takes units i, i + blockDim, ... Each row of x / dout is read once
+// (not once per slot), and a thread issues the loads of up to kSlotBatch slots before using any, so
+// that ~100 bytes per thread are in flight.
 
-__global__ void permute_kernel(const __nv_bfloat16* x, const int32_t* perm, int k, int64_t D, bool vec,
-                               __nv_bfloat16* xp) {
-  const int64_t p = blockIdx.x;
-  const __nv_bfloat16* src = x + static_cast<int64_t>(perm[p] / k) * D;
-  __nv_bfloat16* dst = xp + p * D;
-  if (vec) {
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* d = reinterpret_cast<uint4*>(dst);
-    for (int64_t i = threadIdx.x; i < D / 8; i += blockDim.x) d[i] = s[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) dst[i] = src[i];
+constexpr int kSlotBatch = 8;
+using units::Bf16Unit;
+using units::load_unit;
+using units::store_unit;
+
+__device__ __forceinline__ int64_t slot_row(const int32_t* inv, int64_t t, int k, int s) {
+  return static_cast<int64_t>(inv[t * k + s]);
+}
+
+// xp[p(t, s)] = x[t] for every slot s: one read of x[t], k copies.
+template <int kW>
+__global__ void permute_kernel(const __nv_bfloat16* x, const int32_t* inv, int k, int64_t D, __nv_bfloat16* xp) {
+  const int64_t t = blockIdx.x, C = D / kW;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const Bf16Unit<kW> v = load_unit<kW>(x + t * D + c * kW);
+    for (int s = 0; s < k; ++s) store_unit<kW>(xp + slot_row(inv, t, k, s) * D + c * kW, v);
   }
 }
 
-// One block per token t: dx[t] = sum over slots (in order) of dxp[inv[t * k + slot]].
-__global__ void permute_backward_kernel(const __nv_bfloat16* dxp, const int32_t* inv, int k, int64_t D,
-                                        __nv_bfloat16* dx) {
-  const int64_t t = blockIdx.x;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < k; ++s) acc += __bfloat162float(dxp[static_cast<int64_t>(inv[t * k + s]) * D + d]);
-    dx[t * D + d] = __float2bfloat16(acc);
+// out[t] = sum over slots s in order of src[p(t, s)], scaled by w[t, s] when kWeighted (moe_unpermute;
+// moe_permute_backward otherwise). fp32 from 0, one rounding at the end: the same operations in the same
+// order as one thread per element, so the results are bit-identical to that.
+template <int kW, bool kWeighted>
+__global__ void gather_slots_kernel(const __nv_bfloat16* src, const int32_t* inv, const float* w, int k, int64_t D,
+                                    __nv_bfloat16* out) {
+  const int64_t t = blockIdx.x, C = D / kW;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc[kW];
+#pragma unroll
+    for (int e = 0; e < kW; ++e) acc[e] = 0.f;
+    for (int s0 = 0; s0 < k; s0 += kSlotBatch) {
+      Bf16Unit<kW> v[kSlotBatch];
+#pragma unroll
+      for (int i = 0; i < kSlotBatch; ++i)
+        if (s0 + i < k) v[i] = load_unit<kW>(src + slot_row(inv, t, k, s0 + i) * D + c * kW);
+#pragma unroll
+      for (int i = 0; i < kSlotBatch; ++i) {
+        if (s0 + i >= k) break;
+        if constexpr (kWeighted) {
+          const float ws = w[t * k + s0 + i];
+#pragma unroll
+          for (int e = 0; e < kW; ++e) acc[e] = fmaf(ws, v[i][e], acc[e]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kW; ++e) acc[e] += v[i][e];
+        }
+      }
+    }
+    store_unit<kW>(out + t * D + c * kW, acc);
   }
 }
 
-// One block per token t: out[t] = sum over slots (in order) of w[t, slot] * yp[inv[t * k + slot]].
-__global__ void unpermute_kernel(const __nv_bfloat16* yp, const int32_t* inv, const float* w, int k, int64_t D,
-                                 __nv_bfloat16* out) {
-  const int64_t t = blockIdx.x;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < k; ++s)
-      acc = fmaf(w[t * k + s], __bfloat162float(yp[static_cast<int64_t>(inv[t * k + s]) * D + d]), acc);
-    out[t * D + d] = __float2bfloat16(acc);
+// For each slot s of token t, p = p(t, s): dyp[p] = w[t, s] * dout[t] and dweights[t, s] = dout[t] . yp[p].
+// dout[t] is read once per batch of kSlotBatch slots (once for k <= 8). Each dot product: per thread in
+// unit order, then warp shuffles, then the warp sums in order (deterministic).
+template <int kW>
+__global__ void __launch_bounds__(kMaxRowThreads)
+    unpermute_backward_kernel(const __nv_bfloat16* dout, const __nv_bfloat16* yp, const int32_t* inv, const float* w,
+                              int k, int64_t D, __nv_bfloat16* dyp, float* dweights) {
+  __shared__ float part[kSlotBatch][kMaxRowThreads / 32];
+  const int64_t t = blockIdx.x, C = D / kW;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  for (int s0 = 0; s0 < k; s0 += kSlotBatch) {
+    const int n_slots = min(kSlotBatch, k - s0);
+    float dot[kSlotBatch];
+#pragma unroll
+    for (int i = 0; i < kSlotBatch; ++i) dot[i] = 0.f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const Bf16Unit<kW> g = load_unit<kW>(dout + t * D + c * kW);
+      Bf16Unit<kW> y[kSlotBatch];
+#pragma unroll
+      for (int i = 0; i < kSlotBatch; ++i)
+        if (i < n_slots) y[i] = load_unit<kW>(yp + slot_row(inv, t, k, s0 + i) * D + c * kW);
+#pragma unroll
+      for (int i = 0; i < kSlotBatch; ++i) {
+        if (i >= n_slots) break;
+        const float wa = w[t * k + s0 + i];
+        float out[kW];
+#pragma unroll
+        for (int e = 0; e < kW; ++e) {
+          out[e] = wa * g[e];
+          dot[i] = fmaf(g[e], y[i][e], dot[i]);
+        }
+        store_unit<kW>(dyp + slot_row(inv, t, k, s0 + i) * D + c * kW, out);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kSlotBatch; ++i) {
+      const float v = units::warp_sum(dot[i]);
+      if (lane == 0) part[i][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < n_slots) {
+      float s = 0.f;
+      for (int q = 0; q < n_warps; ++q) s += part[threadIdx.x][q];
+      dweights[t * k + s0 + threadIdx.x] = s;
+    }
+    __syncthreads();  // part is rewritten by the next batch
   }
 }
 
-// One block per permuted row p (assignment a = perm[p], token a / k).
-__global__ void unpermute_backward_kernel(const __nv_bfloat16* dout, const __nv_bfloat16* yp, const int32_t* perm,
-                                          const float* w, int k, int64_t D, __nv_bfloat16* dyp, float* dweights) {
-  __shared__ float part[kRowThreads / 32];
-  const int64_t p = blockIdx.x;
-  const int64_t a = perm[p], t = a / k;
-  const float wa = w[a];
-  const __nv_bfloat16* g = dout + t * D;
-  const __nv_bfloat16* y = yp + p * D;
-  __nv_bfloat16* dy = dyp + p * D;
-  float acc = 0.f;
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    const float gd = __bfloat162float(g[d]);
-    dy[d] = __float2bfloat16(wa * gd);
-    acc = fmaf(gd, __bfloat162float(y[d]), acc);
-  }
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float s = 0.f;
-    for (int i = 0; i < kRowThreads / 32; ++i) s += part[i];
-    dweights[a] = s;
-  }
+// Threads per token block: one per unit up to kMaxRowThreads, whole warps (the dot products' warp sums).
+unsigned row_threads(int64_t units_per_row) {
+  return static_cast<unsigned>(std::clamp<int64_t>(units::ceil_div(units_per_row, 32) * 32, 32, kMaxRowThreads));
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+bool vec_rows(int64_t D, std::initializer_list<const void*> bf16_data) {
+  if (D % units::kVec != 0) return false;
+  for (const void* p : bf16_data)
+    if (!units::aligned16(p)) return false;
+  return true;
+}
 
 void require_bf16_on_device(const char* op, const char* name, const Tensor& t) {
   require_dtype(op, name, t, DType::BF16);
@@ -285,13 +342,16 @@ void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& per
   QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
   require_shape(op, "xp_PD", xp_PD, {N * top_k, D});
   require_bf16_on_device(op, "xp_PD", xp_PD);
-  checked_inverse(op, ctx, perm_P, N, top_k);
-  const int64_t P = N * top_k;
-  if (P == 0 || D == 0) return;
-  const bool vec = D % 8 == 0 && aligned16(x_ND.data()) && aligned16(xp_PD.data());
-  permute_kernel<<<static_cast<unsigned>(P), kRowThreads, 0, stream_of(ctx)>>>(
-      x_ND.data_as<__nv_bfloat16>(), perm_P.data_as<int32_t>(), static_cast<int>(top_k), D, vec,
-      xp_PD.data_as<__nv_bfloat16>());
+  const Tensor inv = checked_inverse(op, ctx, perm_P, N, top_k);
+  if (N * top_k == 0 || D == 0) return;
+  const __nv_bfloat16* x = x_ND.data_as<__nv_bfloat16>();
+  __nv_bfloat16* xp = xp_PD.data_as<__nv_bfloat16>();
+  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int k = static_cast<int>(top_k);
+  const bool vec = vec_rows(D, {x, xp});
+  const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
+  if (vec) permute_kernel<units::kVec><<<blocks, threads, 0, stream_of(ctx)>>>(x, inv_p, k, D, xp);
+  else permute_kernel<1><<<blocks, threads, 0, stream_of(ctx)>>>(x, inv_p, k, D, xp);
   QUILL_CUDA_CHECK_LAUNCH("permute_kernel");
 }
 
@@ -306,10 +366,16 @@ void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const 
   require_bf16_on_device(op, "dxp_PD", dxp_PD);
   const Tensor inv = checked_inverse(op, ctx, perm_P, N, top_k);
   if (N == 0 || D == 0) return;
-  permute_backward_kernel<<<static_cast<unsigned>(N), kRowThreads, 0, stream_of(ctx)>>>(
-      dxp_PD.data_as<__nv_bfloat16>(), inv.data_as<int32_t>(), static_cast<int>(top_k), D,
-      dx_ND.data_as<__nv_bfloat16>());
-  QUILL_CUDA_CHECK_LAUNCH("permute_backward_kernel");
+  const __nv_bfloat16* dxp = dxp_PD.data_as<__nv_bfloat16>();
+  __nv_bfloat16* dx = dx_ND.data_as<__nv_bfloat16>();
+  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int k = static_cast<int>(top_k);
+  const bool vec = vec_rows(D, {dxp, dx});
+  const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
+  cudaStream_t stream = stream_of(ctx);
+  if (vec) gather_slots_kernel<units::kVec, false><<<blocks, threads, 0, stream>>>(dxp, inv_p, nullptr, k, D, dx);
+  else gather_slots_kernel<1, false><<<blocks, threads, 0, stream>>>(dxp, inv_p, nullptr, k, D, dx);
+  QUILL_CUDA_CHECK_LAUNCH("gather_slots_kernel (moe_permute_backward)");
 }
 
 void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk,
@@ -326,10 +392,16 @@ void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& 
   require_device(op, "weights_Nk", weights_Nk);
   const Tensor inv = checked_inverse(op, ctx, perm_P, N, k);
   if (N == 0 || D == 0) return;
-  unpermute_kernel<<<static_cast<unsigned>(N), kRowThreads, 0, stream_of(ctx)>>>(
-      yp_PD.data_as<__nv_bfloat16>(), inv.data_as<int32_t>(), weights_Nk.data_as<float>(), static_cast<int>(k), D,
-      out_ND.data_as<__nv_bfloat16>());
-  QUILL_CUDA_CHECK_LAUNCH("unpermute_kernel");
+  const __nv_bfloat16* yp = yp_PD.data_as<__nv_bfloat16>();
+  __nv_bfloat16* out = out_ND.data_as<__nv_bfloat16>();
+  const float* w = weights_Nk.data_as<float>();
+  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int ki = static_cast<int>(k);
+  const bool vec = vec_rows(D, {yp, out});
+  const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
+  if (vec) gather_slots_kernel<units::kVec, true><<<blocks, threads, 0, stream_of(ctx)>>>(yp, inv_p, w, ki, D, out);
+  else gather_slots_kernel<1, true><<<blocks, threads, 0, stream_of(ctx)>>>(yp, inv_p, w, ki, D, out);
+  QUILL_CUDA_CHECK_LAUNCH("gather_slots_kernel (moe_unpermute)");
 }
 
 void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD,
@@ -350,13 +422,20 @@ void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, con
   require_device(op, "weights_Nk", weights_Nk);
   require_dtype(op, "dweights_Nk", dweights_Nk, DType::F32);
   require_device(op, "dweights_Nk", dweights_Nk);
-  checked_inverse(op, ctx, perm_P, N, k);
-  const int64_t P = N * k;
-  if (P == 0) return;
-  unpermute_backward_kernel<<<static_cast<unsigned>(P), kRowThreads, 0, stream_of(ctx)>>>(
-      dout_ND.data_as<__nv_bfloat16>(), yp_PD.data_as<__nv_bfloat16>(), perm_P.data_as<int32_t>(),
-      weights_Nk.data_as<float>(), static_cast<int>(k), D, dyp_PD.data_as<__nv_bfloat16>(),
-      dweights_Nk.data_as<float>());
+  const Tensor inv = checked_inverse(op, ctx, perm_P, N, k);
+  if (N * k == 0) return;  // D == 0 still writes dweights (zeros)
+  const __nv_bfloat16* dout = dout_ND.data_as<__nv_bfloat16>();
+  const __nv_bfloat16* yp = yp_PD.data_as<__nv_bfloat16>();
+  __nv_bfloat16* dyp = dyp_PD.data_as<__nv_bfloat16>();
+  const float* w = weights_Nk.data_as<float>();
+  float* dw = dweights_Nk.data_as<float>();
+  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int ki = static_cast<int>(k);
+  const bool vec = vec_rows(D, {dout, yp, dyp});
+  const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
+  cudaStream_t stream = stream_of(ctx);
+  if (vec) unpermute_backward_kernel<units::kVec><<<blocks, threads, 0, stream>>>(dout, yp, inv_p, w, ki, D, dyp, dw);
+  else unpermute_backward_kernel<1><<<blocks, threads, 0, stream>>>(dout, yp, inv_p, w, ki, D, dyp, dw);
   QUILL_CUDA_CHECK_LAUNCH("unpermute_backward_kernel");
 }
 
