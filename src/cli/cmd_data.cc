@@ -52,9 +52,25 @@ std::string ids_sha256(const std::vector<uint32_t>& ids) {
   return sha256_hex(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * 4));
 }
 
-std::vector<uint32_t> encode_with_threads(const Tokenizer& tok, std::string_view text, int threads) {
-  if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok)) return bpe->encode_parallel(text, threads);
-  return tok.encode(text);
+// Replaces `ids` with the text's ids, reusing its storage; BPE tokenizers run in parallel.
+void encode_into(const Tokenizer& tok, std::string_view text, const ParallelEncodeOptions& options,
+                 std::vector<uint32_t>& ids) {
+  if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok)) return bpe->encode_parallel(text, options, ids);
+  ids.clear();
+  tok.encode_append(text, ids);
+}
+
+nlohmann::json stats_json(const ParallelEncodeStats& s) {
+  return {{"threads", s.threads},
+          {"chunks", s.chunks},
+          {"chunk_bytes", s.chunk_bytes},
+          {"seconds", s.seconds},
+          {"encode_s", s.encode_seconds},
+          {"resize_s", s.resize_seconds},
+          {"copy_s", s.copy_seconds},
+          {"busy_s", s.busy_seconds},
+          {"start_idle_s", s.start_idle_seconds},
+          {"end_idle_s", s.end_idle_seconds}};
 }
 
 // The tokenizer a rows manifest names, or the one given on the command line.
@@ -229,30 +245,55 @@ void add_data_commands(CLI::App& app, Runner& run) {
   CLI::App* bench = data->add_subcommand("bench-encode", "tokenizer throughput on a file: one JSON line with MB/s");
   static std::string x_tokenizer, x_special, x_input;
   static int x_threads = 1, x_repeat = 3;
+  static size_t x_chunk_kb = 0;
+  static bool x_fresh = false;
   bench->add_option("--tokenizer", x_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
   bench->add_option("--special-tokens", x_special, "for a rank file: inkling (default), o200k, none or a JSON file");
   bench->add_option("--input", x_input, "text file (read as bytes)")->required();
   bench->add_option("--threads", x_threads, "threads (1; 0 = all cores)");
   bench->add_option("--repeat", x_repeat, "timed runs after one warm-up; the median is reported (3)");
+  bench->add_option("--chunk-kb", x_chunk_kb, "parallel chunk size in KiB (0: automatic)");
+  bench->add_flag("--fresh-output", x_fresh,
+                  "a new id vector each run, the previous one freed inside the timed region (v6's timing) "
+                  "instead of one vector reused");
   bench->callback([&run] {
     run = [] {
       std::unique_ptr<Tokenizer> tok = load_tokenizer(x_tokenizer, x_special);
       std::string text = read_file(x_input);
       int threads = x_threads > 0 ? x_threads : hardware_threads();
-      std::vector<uint32_t> ids = encode_with_threads(*tok, text, threads);  // warm-up
-      std::vector<double> times;
+      ParallelEncodeStats stats;
+      ParallelEncodeOptions options;
+      options.threads = threads;
+      options.chunk_bytes = x_chunk_kb * 1024;
+      options.stats = &stats;
+      std::vector<uint32_t> ids;
+      encode_into(*tok, text, options, ids);  // warm-up
+      std::vector<std::pair<double, ParallelEncodeStats>> runs;
       for (int r = 0; r < std::max(1, x_repeat); ++r) {
         Timer t;
-        ids = encode_with_threads(*tok, text, threads);
-        times.push_back(t.seconds());
+        if (x_fresh) {
+          std::vector<uint32_t> fresh;
+          encode_into(*tok, text, options, fresh);
+          ids = std::move(fresh);  // frees the previous run's ids inside the timed region, as v6 did
+        } else {
+          encode_into(*tok, text, options, ids);
+        }
+        runs.emplace_back(t.seconds(), stats);
       }
-      std::sort(times.begin(), times.end());
-      double median = times[times.size() / 2];
+      std::vector<double> times;
+      for (const auto& run : runs) times.push_back(run.first);
+      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      const auto& [median, median_stats] = runs[runs.size() / 2];
       nlohmann::json result = {{"tokenizer", tok->name()},     {"input", x_input},
                                {"bytes", text.size()},         {"tokens", ids.size()},
                                {"threads", threads},           {"seconds", median},
                                {"seconds_all", times},         {"mb_per_s", static_cast<double>(text.size()) / 1e6 / median},
-                               {"ids_sha256", ids_sha256(ids)}};
+                               {"fresh_output", x_fresh},      {"ids_sha256", ids_sha256(ids)}};
+      if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(tok.get())) {
+        const BpeCacheSizes& c = bpe->core().cache_sizes();
+        result["caches"] = {{"front_entries", c.front_entries}, {"pair_slots", c.pair_slots}, {"piece_slots", c.piece_slots}};
+        result["parallel"] = stats_json(median_stats);  // of the median run
+      }
       std::printf("%s\n", result.dump().c_str());
       return 0;
     };

@@ -168,9 +168,16 @@ inline BpeCore::RankId BpeCore::lookup_pair(uint32_t left, uint32_t right) const
   }
 }
 
+void BpeCore::set_cache_sizes(const BpeCacheSizes& sizes) {
+  sizes.validate("tokenizer cache sizes");
+  cache_sizes_ = sizes;
+  instance_ = next_instance++;
+}
+
 BpeCore BpeCore::from_ranks(std::vector<std::string> tokens, const std::string& source) {
   BpeCore core;
   core.instance_ = next_instance++;
+  core.cache_sizes_ = BpeCacheSizes::from_env();
   core.set_tokens(std::move(tokens), source);
   core.whole_piece_lookup_ = true;
   // Every split of every token into two tokens is a merge, ranked by the token's rank.
@@ -196,6 +203,7 @@ BpeCore BpeCore::from_merges(std::vector<std::string> tokens, const std::vector<
                              bool whole_piece_lookup, const std::string& source) {
   BpeCore core;
   core.instance_ = next_instance++;
+  core.cache_sizes_ = BpeCacheSizes::from_env();
   core.set_tokens(std::move(tokens), source);
   core.whole_piece_lookup_ = whole_piece_lookup;
   core.reserve_pairs(merges.size());
@@ -218,22 +226,23 @@ BpeCore BpeCore::from_merges(std::vector<std::string> tokens, const std::vector<
 namespace {
 
 // The per-thread cache of merged pieces: open addressing over (hash, piece) -> ids, with the
-// pieces and ids in two arenas; everything is dropped when it is half full.
+// pieces and ids in two arenas; everything is dropped when it is half full. Its slot count is the
+// core's (BpeCacheSizes::piece_slots, a power of two); a core of another identity resets it.
 class PieceCache {
  public:
-  static constexpr size_t kSlots = 1 << 14;
   static constexpr size_t kMaxBytes = 256;
 
-  void reset(uint64_t owner) {
-    if (owner_ == owner && used_ < kSlots / 2) return;
+  void reset(uint64_t owner, size_t slots) {
+    if (owner_ == owner && used_ < slots / 2) return;
     owner_ = owner;
     used_ = 0;
-    slots_.assign(kSlots, Slot{});
+    mask_ = slots - 1;
+    slots_.assign(slots, Slot{});
     bytes_.clear();
     ids_.clear();
   }
   bool find(std::string_view piece, uint64_t h, std::vector<uint32_t>& out) const {
-    for (size_t i = h & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.n_ids == 0) return false;
       if (s.hash == h && s.n_bytes == piece.size() && std::memcmp(bytes_.data() + s.bytes, piece.data(), piece.size()) == 0) {
@@ -244,8 +253,8 @@ class PieceCache {
   }
   void insert(std::string_view piece, uint64_t h, const uint32_t* ids, size_t n_ids) {
     if (piece.size() > kMaxBytes || n_ids == 0 || n_ids > 0xFFFF) return;
-    size_t i = h & (kSlots - 1);
-    while (slots_[i].n_ids != 0) i = (i + 1) & (kSlots - 1);
+    size_t i = h & mask_;
+    while (slots_[i].n_ids != 0) i = (i + 1) & mask_;
     slots_[i] = {h, static_cast<uint32_t>(bytes_.size()), static_cast<uint32_t>(ids_.size()),
                  static_cast<uint16_t>(piece.size()), static_cast<uint16_t>(n_ids)};
     bytes_.append(piece);
@@ -260,7 +269,7 @@ class PieceCache {
     uint16_t n_bytes = 0, n_ids = 0;  // n_ids 0: free
   };
   uint64_t owner_ = 0;
-  size_t used_ = 0;
+  size_t used_ = 0, mask_ = 0;
   std::vector<Slot> slots_;
   std::string bytes_;
   std::vector<uint32_t> ids_;
@@ -307,9 +316,10 @@ namespace {
 // and ~+11% single-thread on the mixed corpus, results/2026-11-29-local-v5.txt): direct-mapped,
 // for pieces of 2 to 16 bytes whose encoding has at most 4 ids, tokens or not. Frequent words then never touch the 8 MB
 // whole-piece table or the pair table (perf: those cache misses were half of the encode time).
+// v7: the entry count is the core's (BpeCacheSizes::front_entries), so it can be swept on a
+// many-core host where 16 copies of 3 MiB compete for the shared caches.
 class FrontCache {
  public:
-  static constexpr size_t kEntries = 65536;
   static constexpr size_t kMaxBytes = 16;
   static constexpr size_t kMaxIds = 4;
   struct Entry {
@@ -318,16 +328,19 @@ class FrontCache {
     uint32_t n;
     uint32_t ids[kMaxIds];
   };
-  Entry* table(uint64_t owner) {
-    if (owner_ != owner) {
+  // The entry for `hash` in the table of `owner`, rebuilt with `entries` entries when the owner
+  // changed. The mask lives here, next to owner_, so the hit path loads nothing from the core.
+  Entry& entry(uint64_t owner, size_t entries, uint64_t hash) {
+    if (owner_ != owner) [[unlikely]] {
       owner_ = owner;
-      entries_.assign(kEntries, Entry{0, 0, 0, 0, {}});
+      mask_ = entries - 1;
+      entries_.assign(entries, Entry{0, 0, 0, 0, {}});
     }
-    return entries_.data();
+    return entries_[hash & mask_];
   }
 
  private:
-  uint64_t owner_ = 0;
+  uint64_t owner_ = 0, mask_ = 0;
   std::vector<Entry> entries_;
 };
 
@@ -349,9 +362,8 @@ void BpeCore::encode_piece(std::string_view piece, std::vector<uint32_t>& out) c
       k1 = load_le(bytes + 8, n - 8);
     }
     thread_local FrontCache front;
-    FrontCache::Entry* table = front.table(instance_);
-    FrontCache::Entry& e = table[mix((k0 ^ (k1 * 0x9E3779B97F4A7C15ull) ^ n) * 0xBF58476D1CE4E5B9ull) &
-                                 (FrontCache::kEntries - 1)];
+    FrontCache::Entry& e = front.entry(instance_, cache_sizes_.front_entries,
+                                       mix((k0 ^ (k1 * 0x9E3779B97F4A7C15ull) ^ n) * 0xBF58476D1CE4E5B9ull));
     if (e.len == n && e.k0 == k0 && e.k1 == k1) {
       for (uint32_t k = 0; k < e.n; ++k) out.push_back(e.ids[k]);  // inline (v5: insert called memmove)
       return;
@@ -384,7 +396,7 @@ void BpeCore::encode_piece_slow(std::string_view piece, std::vector<uint32_t>& o
     return;
   }
   thread_local PieceCache cache;
-  cache.reset(instance_);
+  cache.reset(instance_, cache_sizes_.piece_slots);
   if (cache.find(piece, h, out)) return;
   size_t before = out.size();
   merge_piece(piece, out);
@@ -511,27 +523,26 @@ bool BpeCore::merge_runs(const uint8_t* p, size_t n, std::vector<uint32_t>& out)
 namespace {
 
 // The per-thread cache of pair lookups for the compact table (v4): direct-mapped, 65,536 slots
-// (v5; 16,384 in v4) of the table's own format (key << 24 | rank; rank 0xFFFFFF: the pair does
-// not merge), 512 KiB, so
+// by default (v5; 16,384 in v4; v7: the core's BpeCacheSizes::pair_slots) of the table's own
+// format (key << 24 | rank; rank 0xFFFFFF: the pair does not merge), 512 KiB, so
 // the pairs a script keeps using stay in L2 instead of missing in the 8 MiB table (perf: the
 // table load was half of merge_small's time).
 struct PairCache {
-  static constexpr size_t kSlots = 1 << 16;
   uint64_t owner = 0;
   std::vector<uint64_t> slots;
-  uint64_t* get(uint64_t id) {
+  uint64_t* get(uint64_t id, size_t n) {
     if (owner != id) {
       owner = id;
-      slots.assign(kSlots, ~0ull);
+      slots.assign(n, ~0ull);
     }
     return slots.data();
   }
 };
 
 // One per thread, shared by merge_small and merge_tree.
-uint64_t* thread_pair_cache(uint64_t owner) {
+uint64_t* thread_pair_cache(uint64_t owner, size_t slots) {
   thread_local PairCache pair_cache;
-  return pair_cache.get(owner);
+  return pair_cache.get(owner, slots);
 }
 
 }  // namespace
@@ -544,8 +555,9 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
   for (size_t i = 0; i < n; ++i) ids[i] = byte_id_[p[i]];
   for (size_t i = 0; i + 1 < m; ++i) pr[i] = byte_pairs_[(p[i] << 8) | p[i + 1]];
   uint64_t* cache = nullptr;
+  const uint64_t cache_mask = cache_sizes_.pair_slots - 1;
   if (compact_) {
-    cache = thread_pair_cache(instance_);
+    cache = thread_pair_cache(instance_, cache_sizes_.pair_slots);
   }
   constexpr uint64_t kNoRank = 0xFFFFFF;
   auto decode = [&](uint64_t slot) -> RankId {
@@ -588,7 +600,7 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
     if (right) {
       kr = (static_cast<uint64_t>(ids[bi]) << 20) | ids[bi + 1];
       hr = mix(kr * 0x9E3779B97F4A7C15ull);
-      uint64_t c = cache[hr & (PairCache::kSlots - 1)];
+      uint64_t c = cache[hr & cache_mask];
       if ((c >> 24) == kr) pr[bi] = decode(c);
       else {
         miss_r = true;
@@ -598,7 +610,7 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
     if (left) {
       kl = (static_cast<uint64_t>(ids[bi - 1]) << 20) | ids[bi];
       hl = mix(kl * 0x9E3779B97F4A7C15ull);
-      uint64_t c = cache[hl & (PairCache::kSlots - 1)];
+      uint64_t c = cache[hl & cache_mask];
       if ((c >> 24) == kl) pr[bi - 1] = decode(c);
       else {
         miss_l = true;
@@ -607,12 +619,12 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
     }
     if (miss_r) {
       uint64_t s = probe(kr, hr);
-      cache[hr & (PairCache::kSlots - 1)] = s;
+      cache[hr & cache_mask] = s;
       pr[bi] = decode(s);
     }
     if (miss_l) {
       uint64_t s = probe(kl, hl);
-      cache[hl & (PairCache::kSlots - 1)] = s;
+      cache[hl & cache_mask] = s;
       pr[bi - 1] = decode(s);
     }
   }
@@ -656,14 +668,15 @@ void BpeCore::merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out)
   };
   // v5: the pair lookups go through the per-thread pair cache too (as in merge_small).
   uint64_t* cache = nullptr;
+  const uint64_t cache_mask = cache_sizes_.pair_slots - 1;
   if (compact_) {
-    cache = thread_pair_cache(instance_);
+    cache = thread_pair_cache(instance_, cache_sizes_.pair_slots);
   }
   auto lookup = [&](uint32_t left, uint32_t right) -> RankId {
     if (cache == nullptr) return lookup_pair(left, right);
     uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
     uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
-    uint64_t& c = cache[h & (PairCache::kSlots - 1)];
+    uint64_t& c = cache[h & cache_mask];
     if ((c >> 24) != key) {
       uint64_t i = h & pair_mask_;
       for (;; i = (i + 1) & pair_mask_) {

@@ -14,7 +14,8 @@
 // Pieces that are not tokens are cached per thread (pieces up to 256 bytes, 8192 of them,
 // pieces, flushed when full): real text repeats its rare words. In front of everything, a
 // per-thread direct-mapped cache of 65,536 pieces of 2 to 16 bytes (tokens or not, up to 4 ids;
-// 3 MiB a thread, v5; 4,096 in v4) keeps frequent words off the large tables.
+// 3 MiB a thread, v5; 4,096 in v4) keeps frequent words off the large tables. v7: the sizes of the
+// per-thread caches are the core's (bpe_cache_sizes.h: QUILL_BPE_* variables by default).
 //
 // Short pieces use tiktoken's quadratic scan over a small array; long pieces (CJK text without
 // spaces) use a tournament tree over the pairs, whose root is the same pair, so the result is
@@ -28,6 +29,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "data/bpe_cache_sizes.h"
 
 namespace quill {
 
@@ -63,6 +66,12 @@ class BpeCore {
   size_t id_count() const { return offsets_.empty() ? 0 : offsets_.size() - 1; }
   size_t pair_count() const { return pair_count_; }
   bool whole_piece_lookup() const { return whole_piece_lookup_; }
+
+  // The sizes of the per-thread caches this core's encodes use (BpeCacheSizes::from_env() when
+  // built). Setting them gives the core a new identity, so each thread's caches are rebuilt at
+  // that size on their next use. Not while another thread encodes with this core.
+  const BpeCacheSizes& cache_sizes() const { return cache_sizes_; }
+  void set_cache_sizes(const BpeCacheSizes& sizes);
 
  private:
   struct RankId {
@@ -113,7 +122,8 @@ class BpeCore {
   bool compact_ = false;
   size_t pair_count_ = 0;
   bool whole_piece_lookup_ = true;
-  uint64_t instance_ = 0;  // tells the per-thread piece caches of different vocabularies apart
+  BpeCacheSizes cache_sizes_;
+  uint64_t instance_ = 0;  // tells the per-thread caches of different vocabularies (and sizes) apart
 };
 
 }  // namespace quill

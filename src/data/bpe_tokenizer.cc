@@ -7,7 +7,6 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
-#include "data/parallel.h"
 #include "data/utf8.h"
 
 namespace quill {
@@ -320,50 +319,6 @@ void BpeTokenizer::encode_valid(std::string_view text, std::vector<uint32_t>& ou
     done = search = e;
   }
   if (done < n && keep_gaps_ && search >= n) core_.encode_piece(text.substr(done), out);
-}
-
-std::vector<uint32_t> BpeTokenizer::encode_parallel(std::string_view text, int threads) const {
-  if (threads <= 0) threads = hardware_threads();
-  if (threads == 1 || !safe_cuts_ || text.size() < (1u << 16)) {
-    std::vector<uint32_t> out;
-    encode_append(text, out);
-    return out;
-  }
-  // Cut points: after a '\n' followed by an ASCII letter or digit. No piece of these patterns
-  // contains that pair (letters never follow a newline inside a piece, punctuation pieces end in
-  // [\r\n/]*, whitespace pieces stop before a non-space), so the pieces are unchanged. The cuts
-  // are ASCII, so no UTF-8 sequence (well- or ill-formed) spans one: each chunk is validated and,
-  // if need be, sanitized on its own thread, with the same result as the whole text (v4: the
-  // serial validation and the serial concatenation below were ~6% of the one-thread time, which
-  // bounded 16 threads near 8x).
-  size_t chunk = std::max<size_t>(1u << 16, text.size() / (static_cast<size_t>(threads) * 8));
-  std::vector<size_t> cuts = {0};
-  auto ascii_alnum = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
-  for (size_t target = chunk; target < text.size();) {
-    size_t i = text.find('\n', target);
-    while (i != std::string_view::npos && i + 1 < text.size() && !ascii_alnum(text[i + 1])) i = text.find('\n', i + 1);
-    if (i == std::string_view::npos || i + 1 >= text.size()) break;
-    cuts.push_back(i + 1);
-    target = i + 1 + chunk;
-  }
-  cuts.push_back(text.size());
-  const size_t n_parts = cuts.size() - 1;
-  std::vector<std::vector<uint32_t>> parts(n_parts);
-  // The shared pool keeps its workers (and their thread-local caches) from one call to the next.
-  SharedThreadPool shared(threads);
-  ThreadPool& pool = shared.pool();
-  pool.parallel_for(n_parts, [&](size_t k) {
-    parts[k].reserve((cuts[k + 1] - cuts[k]) / 3);
-    encode_append(text.substr(cuts[k], cuts[k + 1] - cuts[k]), parts[k]);
-  });
-  std::vector<size_t> offsets(n_parts + 1, 0);
-  for (size_t k = 0; k < n_parts; ++k) offsets[k + 1] = offsets[k] + parts[k].size();
-  std::vector<uint32_t> out(offsets[n_parts]);
-  pool.parallel_for(n_parts, [&](size_t k) {
-    std::copy(parts[k].begin(), parts[k].end(), out.begin() + static_cast<ptrdiff_t>(offsets[k]));
-    std::vector<uint32_t>().swap(parts[k]);
-  });
-  return out;
 }
 
 std::string BpeTokenizer::decode(std::span<const uint32_t> ids) const {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "data/bpe.h"
+#include "data/parallel_encode.h"
 #include "data/pre_split.h"
 #include "data/tokenizer.h"
 
@@ -51,10 +52,18 @@ class BpeTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return vocab_size_; }
   std::string definition_sha256() const override { return sha256_; }
 
-  // encode() on `threads` threads (<= 0: all cores), cutting the text only where a piece boundary
-  // is certain (after a '\n' that an ASCII letter or digit follows), so the ids are exactly
-  // encode()'s. Patterns other than o200k's and GPT-2's are encoded on one thread.
+  // encode() on several threads (options: parallel_encode.h), cutting the text only where a piece
+  // boundary is certain (text_chunks.h: after a '\n' that an ASCII letter or digit follows), so
+  // the ids are exactly encode()'s whatever the thread count, chunk size or cache sizes. `out` is
+  // replaced and its storage reused: a caller that encodes into the same vector again allocates
+  // nothing. Patterns other than o200k's and GPT-2's are encoded on one thread.
+  void encode_parallel(std::string_view text, const ParallelEncodeOptions& options, std::vector<uint32_t>& out) const;
+  // The same on `threads` threads (<= 0: all cores) into a new vector, whose zero-fill is serial.
   std::vector<uint32_t> encode_parallel(std::string_view text, int threads) const;
+
+  // The sizes of encode's per-thread caches (bpe_cache_sizes.h; QUILL_BPE_* by default). The ids
+  // do not depend on them. Not while another thread encodes with this tokenizer.
+  void set_cache_sizes(const BpeCacheSizes& sizes) { core_.set_cache_sizes(sizes); }
 
   const std::string& pattern() const { return splitter_->pattern(); }
   bool jit() const { return splitter_->jit(); }

@@ -118,10 +118,32 @@ TEST_F(O200k, RoundTripsTheCorpus) {
 
 TEST_F(O200k, ParallelEncodeIsExact) {
   std::string text = read_file(test::tokenizer_fixture("o200k_corpus.txt"));
-  std::vector<uint32_t> serial = tok_->encode(text);
-  for (int threads : {2, 3, 8}) EXPECT_EQ(tok_->encode_parallel(text, threads), serial) << threads << " threads";
+  std::vector<uint32_t> serial = tok_->encode(text), out;
+  for (int threads : {1, 2, 3, 7, 16}) {
+    EXPECT_EQ(tok_->encode_parallel(text, threads), serial) << threads << " threads";
+    ParallelEncodeOptions options;  // small chunks: many cuts, most intervals without one
+    options.threads = threads;
+    options.chunk_bytes = 1000;
+    tok_->encode_parallel(text, options, out);
+    EXPECT_EQ(out, serial) << threads << " threads, 1000-byte chunks";
+  }
   std::string bad = read_file(test::tokenizer_fixture("o200k_invalid_utf8.bin"));
   EXPECT_EQ(tok_->encode_parallel(bad + text, 4), tok_->encode(bad + text));
+}
+
+// The per-thread cache sizes (QUILL_BPE_*) change only the speed: tiny caches (flushed or
+// overwritten all the time) and large ones give tiktoken's ids, serially and in parallel.
+TEST_F(O200k, CacheSizesDoNotChangeTheIds) {
+  std::string text = read_file(test::tokenizer_fixture("o200k_corpus.txt"));
+  const std::vector<uint32_t> want = tok_->encode(text);
+  const BpeCacheSizes before = tok_->core().cache_sizes();
+  for (BpeCacheSizes sizes : {BpeCacheSizes{1, 1, 16}, BpeCacheSizes{4096, 16384, 4096}, BpeCacheSizes{1u << 18, 1u << 18, 1u << 16}}) {
+    tok_->set_cache_sizes(sizes);
+    EXPECT_EQ(tok_->encode(text), want) << sizes.front_entries << "/" << sizes.pair_slots << "/" << sizes.piece_slots;
+    EXPECT_EQ(tok_->encode_parallel(text, 3), want) << sizes.front_entries << "/" << sizes.pair_slots << "/" << sizes.piece_slots;
+  }
+  tok_->set_cache_sizes(before);
+  expect_golden(*tok_, "o200k_corpus.txt");
 }
 
 TEST_F(O200k, InklingSpecialsOnTheO200kRanks) {

@@ -218,23 +218,7 @@ TEST(BpeHf, RefusesWhatItWouldEncodeDifferently) {
 
 // ---- tiktoken rank files
 
-std::string base64(std::string_view bytes) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += k[(v >> s) & 63];
-  }
-  if (i + 1 == bytes.size()) {
-    uint32_t v = uint8_t(bytes[i]) << 16;
-    out += std::string{k[(v >> 18) & 63], k[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == bytes.size()) {
-    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8);
-    out += std::string{k[(v >> 18) & 63], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
-  }
-  return out;
-}
+using test::base64;
 
 // Bytes at ranks 0..255 (by value), then kMerged in order from 256.
 std::string tiny_ranks(bool with_abcd = true) {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -87,6 +88,43 @@ TEST_F(DataCli, BenchEncode) {
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tokens"], 100000);
   EXPECT_GT(j["mb_per_s"].get<double>(), 0);
+}
+
+// v7: the parallel breakdown, chunk size and output options, and the QUILL_BPE_* cache sizes
+// (the child inherits this process's environment): the ids never change.
+TEST_F(DataCli, BenchEncodeParallelOptionsAndCacheSizes) {
+  TempDir tmp;
+  std::string ranks;
+  for (int b = 0; b < 256; ++b) ranks += test::base64(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
+  ranks += test::base64("ab") + " 256\n" + test::base64("ab ab") + " 257\n";
+  write_file_atomic(tmp.sub("r.tiktoken"), ranks);
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += i % 3 ? "ab ab\nab\n" : "  ab\n\n";
+  write_file_atomic(tmp.sub("t.txt"), text);
+  const std::string common = "data bench-encode --tokenizer " + tmp.sub("r.tiktoken") + " --special-tokens none --input " +
+                             tmp.sub("t.txt") + " --repeat 1";
+  ::unsetenv("QUILL_BPE_FRONT_ENTRIES");
+  Result one = run(common + " --threads 1"), three = run(common + " --threads 3 --chunk-kb 1 --fresh-output");
+  ASSERT_EQ(one.status, 0) << one.out;
+  ASSERT_EQ(three.status, 0) << three.out;
+  nlohmann::json a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(three.out);
+  EXPECT_EQ(a["ids_sha256"], b["ids_sha256"]);
+  EXPECT_EQ(a["caches"]["front_entries"], 65536);
+  EXPECT_EQ(b["fresh_output"], true);
+  EXPECT_EQ(b["parallel"]["threads"], 3);
+  EXPECT_EQ(b["parallel"]["chunk_bytes"], 1024);
+  EXPECT_GT(b["parallel"]["chunks"].get<int>(), 10);
+  ::setenv("QUILL_BPE_FRONT_ENTRIES", "4096", 1);
+  Result small = run(common + " --threads 2 --chunk-kb 1");
+  ::setenv("QUILL_BPE_FRONT_ENTRIES", "1000", 1);
+  Result bad = run(common);
+  ::unsetenv("QUILL_BPE_FRONT_ENTRIES");
+  ASSERT_EQ(small.status, 0) << small.out;
+  nlohmann::json c = nlohmann::json::parse(small.out);
+  EXPECT_EQ(c["caches"]["front_entries"], 4096);
+  EXPECT_EQ(c["ids_sha256"], a["ids_sha256"]);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.out.find("QUILL_BPE_FRONT_ENTRIES is 1000"), std::string::npos) << bad.out;
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "base/error.h"
 
@@ -45,6 +47,25 @@ void expect_error(Fn&& fn, std::initializer_list<std::string> needles) {
     return;
   }
   ADD_FAILURE() << "expected a quill::Error";
+}
+
+// Standard base64 with padding (for writing tiktoken rank files).
+inline std::string base64(std::string_view bytes) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += k[(v >> s) & 63];
+  }
+  if (i + 1 == bytes.size()) {
+    uint32_t v = uint8_t(bytes[i]) << 16;
+    out += std::string{k[(v >> 18) & 63], k[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == bytes.size()) {
+    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8);
+    out += std::string{k[(v >> 18) & 63], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
+  }
+  return out;
 }
 
 }  // namespace quill::test
