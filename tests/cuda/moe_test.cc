@@ -103,7 +103,11 @@ INSTANTIATE_TEST_SUITE_P(
                       PlanCase{"small_N4_k2_E4", 4, 2, 4, {0, 2, 3}},         // expert 1 empty
                       PlanCase{"skewed_N3000_k2_E37", 3000, 2, 37, {3, 5, 7, 11, 13}},
                       PlanCase{"one_expert_N1500_k1_E1", 1500, 1, 1, {}},
-                      PlanCase{"partial_batch_N1025_k3_E300", 1025, 3, 300, {}}),
+                      PlanCase{"partial_batch_N1025_k3_E300", 1025, 3, 300, {}},
+                      // the slice's layer: P = 49,152, exactly 24 chunks of the three-kernel plan
+                      PlanCase{"slice_N8192_k6_E32", 8192, 6, 32, {}},
+                      // the most experts the plan's shared memory holds; most experts empty
+                      PlanCase{"widest_N3000_k4_E8192", 3000, 4, 8192, {}}),
     [](const ::testing::TestParamInfo<PlanCase>& info) { return info.param.name; });
 
 TEST(CudaRoutePlan, ExpertOutsideRangeNamesTokenAndSlot) {

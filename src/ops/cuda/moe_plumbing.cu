@@ -12,8 +12,11 @@
 //   moe_unpermute_backward: dyp[p] = w[a] * dout[a / k];  dweights[a] = dout[a / k] . yp[p]
 //                                                          dout, yp, dyp BF16; weights, dweights F32 [N, k]
 // All sums in fp32, per token in slot order (deterministic: no atomics anywhere here).
-// Layout: the plan is one block of 1024 threads: shared-memory counts, a scan, then a stable placement
-// in batches of 1024 assignments, warp by warp in order, ranks within a warp from __match_any_sync.
+// Layout: the plan is three kernels over chunks of kPlanChunk assignments (one block each): per-chunk expert
+// histograms; one block that turns them into each (chunk, expert)'s first row (experts in order, chunks in
+// order within an expert) and the counts; then every chunk places its assignments stably from those rows, in
+// batches of a block, warp by warp in order, ranks within a warp from __match_any_sync. (Before: one block
+// did everything, 0.47 ms per call on the H200 while the rest of the GPU idled; bench/results/2026-11-30-slice-v5.)
 // The row ops are one block per token (16-byte accesses where D % 8 == 0 and the rows are aligned;
 // see "row kernels"), so each token row of x, dx, out or dout is read or written once per op.
 // Preconditions: every topk entry in [0, E) (an error naming [token, slot] otherwise); perm_P a
@@ -38,7 +41,6 @@ using ops_detail::require_dtype;
 using ops_detail::require_shape;
 
 constexpr int kMaxRowThreads = 256;
-constexpr int kPlanThreads = 1024;
 constexpr int64_t kMaxPlanExperts = 8 * 1024;  // the cursors live in (at most 32 KB of) shared memory
 
 void require_device(const char* op, const char* name, const Tensor& t) {
@@ -53,39 +55,71 @@ void require_2d(const char* op, const char* name, const Tensor& t) {
 
 // ---- route plan -------------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kPlanThreads)
-    route_plan_kernel(const int32_t* topk, int64_t P, int E, int32_t* perm, long long* counts, unsigned* first_bad) {
-  extern __shared__ int cursor[];  // [E]: counts, then each expert's next free row
-  __shared__ unsigned s_bad;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, n_warps = blockDim.x >> 5;
-  if (tid == 0) s_bad = UINT_MAX;
-  for (int e = tid; e < E; e += blockDim.x) cursor[e] = 0;
+constexpr int kPlanChunk = 2048;       // assignments per chunk (one block each)
+constexpr int kPlanBlockThreads = 512;  // threads of the histogram and placement blocks
+
+// hist[c * E + e] = assignments of chunk c routed to expert e; first_bad = the smallest assignment whose
+// expert is outside [0, E).
+__global__ void __launch_bounds__(kPlanBlockThreads)
+    plan_histogram_kernel(const int32_t* topk, int64_t P, int E, int* hist, unsigned* first_bad) {
+  extern __shared__ int count[];  // [E]
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
   __syncthreads();
-  for (int64_t a = tid; a < P; a += blockDim.x) {
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kPlanChunk, end = min(P, begin + kPlanChunk);
+  for (int64_t a = begin + threadIdx.x; a < end; a += blockDim.x) {
     const int e = topk[a];
-    if (e < 0 || e >= E) atomicMin(&s_bad, static_cast<unsigned>(a));
-    else atomicAdd(&cursor[e], 1);
+    if (e < 0 || e >= E) atomicMin(first_bad, static_cast<unsigned>(a));
+    else atomicAdd(&count[e], 1);
   }
   __syncthreads();
-  if (s_bad != UINT_MAX) {
-    if (tid == 0) *first_bad = s_bad;
-    return;  // uniform: every thread read the same s_bad after the barrier
+  for (int e = threadIdx.x; e < E; e += blockDim.x) hist[static_cast<int64_t>(blockIdx.x) * E + e] = count[e];
+}
+
+// One block: counts[e] = sum over chunks; first[c * E + e] = the row where chunk c's first assignment to
+// expert e goes = (rows of experts < e) + (chunk c' < c assignments to e).
+__global__ void __launch_bounds__(1024)
+    plan_offsets_kernel(const int* hist, int chunks, int E, long long* counts, int* first, const unsigned* first_bad) {
+  extern __shared__ int base[];  // [E]: rows of experts before e
+  if (*first_bad != UINT_MAX) return;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int total = 0;
+    for (int c = 0; c < chunks; ++c) total += hist[static_cast<int64_t>(c) * E + e];
+    counts[e] = total;
+    base[e] = total;
   }
-  for (int e = tid; e < E; e += blockDim.x) counts[e] = cursor[e];
   __syncthreads();
-  if (tid == 0) {
+  if (threadIdx.x == 0) {  // E is at most kMaxPlanExperts: a serial scan costs microseconds
     int off = 0;
     for (int e = 0; e < E; ++e) {
-      const int c = cursor[e];
-      cursor[e] = off;
-      off += c;
+      const int n = base[e];
+      base[e] = off;
+      off += n;
     }
   }
   __syncthreads();
-  // Stable placement: batches in order, warps of a batch in order, lanes of a warp in order.
-  for (int64_t base = 0; base < P; base += blockDim.x) {
-    const int64_t a = base + tid;
-    const bool valid = a < P;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int row = base[e];
+    for (int c = 0; c < chunks; ++c) {
+      first[static_cast<int64_t>(c) * E + e] = row;
+      row += hist[static_cast<int64_t>(c) * E + e];
+    }
+  }
+}
+
+// Chunk blockIdx.x: perm[row] = a for its assignments, stable within the chunk (batches in order, warps of a
+// batch in order, lanes of a warp in order), starting from first[chunk, e].
+__global__ void __launch_bounds__(kPlanBlockThreads)
+    plan_place_kernel(const int32_t* topk, int64_t P, int E, const int* first, const unsigned* first_bad,
+                      int32_t* perm) {
+  extern __shared__ int cursor[];  // [E]: each expert's next free row
+  if (*first_bad != UINT_MAX) return;  // uniform
+  for (int e = threadIdx.x; e < E; e += blockDim.x) cursor[e] = first[static_cast<int64_t>(blockIdx.x) * E + e];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kPlanChunk, end = min(P, begin + kPlanChunk);
+  for (int64_t batch = begin; batch < end; batch += blockDim.x) {
+    const int64_t a = batch + threadIdx.x;
+    const bool valid = a < end;
     const int e = valid ? topk[a] : -1;
     for (int w = 0; w < n_warps; ++w) {
       if (warp == w) {
@@ -309,15 +343,26 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
     return;
   }
   cudaStream_t stream = stream_of(ctx);
-  // Device scratch: E counts, then the first bad assignment in the low word of one more int64.
-  Tensor scratch = Tensor::empty({n_experts + 1}, DType::I64, *ctx.allocator);
+  // Device scratch: E counts, then the first bad assignment in the low word of one more int64; then the
+  // per-chunk histograms and first rows (int32, chunks x E each).
+  const int E = static_cast<int>(n_experts);
+  const int chunks = static_cast<int>((P + kPlanChunk - 1) / kPlanChunk);
+  const int64_t chunk_ints = static_cast<int64_t>(chunks) * E;
+  Tensor scratch = Tensor::empty({n_experts + 1 + chunk_ints}, DType::I64, *ctx.allocator);
   long long* d_counts = static_cast<long long*>(scratch.data());
   unsigned* first_bad = reinterpret_cast<unsigned*>(d_counts + n_experts);
+  int* hist = reinterpret_cast<int*>(d_counts + n_experts + 1);
+  int* first = hist + chunk_ints;
   QUILL_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream));
-  const int E = static_cast<int>(n_experts);
-  route_plan_kernel<<<1, kPlanThreads, E * sizeof(int), stream>>>(topk_idx_Nk.data_as<int32_t>(), P, E,
-                                                                  perm_P.data_as<int32_t>(), d_counts, first_bad);
-  QUILL_CUDA_CHECK_LAUNCH("route_plan_kernel");
+  const size_t smem = E * sizeof(int);
+  const int32_t* topk = topk_idx_Nk.data_as<int32_t>();
+  plan_histogram_kernel<<<chunks, kPlanBlockThreads, smem, stream>>>(topk, P, E, hist, first_bad);
+  QUILL_CUDA_CHECK_LAUNCH("plan_histogram_kernel");
+  plan_offsets_kernel<<<1, 1024, smem, stream>>>(hist, chunks, E, d_counts, first, first_bad);
+  QUILL_CUDA_CHECK_LAUNCH("plan_offsets_kernel");
+  plan_place_kernel<<<chunks, kPlanBlockThreads, smem, stream>>>(topk, P, E, first, first_bad,
+                                                                 perm_P.data_as<int32_t>());
+  QUILL_CUDA_CHECK_LAUNCH("plan_place_kernel");
   std::vector<long long> host(static_cast<size_t>(n_experts + 1));
   QUILL_CUDA_CHECK(cudaMemcpyAsync(host.data(), d_counts, (n_experts + 1) * sizeof(long long), cudaMemcpyDeviceToHost,
                                    stream));
