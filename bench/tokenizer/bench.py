@@ -10,7 +10,9 @@ scripts, emoji, code, long whitespace runs) and "code" (this Python's standard l
   tiktoken  encode_ordinary_batch on 64 KB chunks with 1, 4 and 16 threads (performance.md's anchor)
   quill     `quill data bench-encode` with 1 thread and with each thread count (exact cuts, same ids)
   quill     `quill data build` end to end (conversations cut from the mixed corpus, repeated
-            --build-copies times, -> rows of 8192), all threads and one thread, MB/s of JSONL input
+            --build-copies times, -> rows of 8192), all threads and one thread, MB/s of JSONL input;
+            with `--timing`, so each build row also says where its time went (the median run's
+            phases, serial fraction and Amdahl projection, in the JSON as "timing")
 Each figure is the median of --repeat runs after a warm-up; MB = 10^6 bytes. quill's ids are
 checked against tiktoken's (SHA-256 of the ids as little-endian u32). Prints a table.
 tiktoken needs the rank file (the machine may have no network): the encoding is built from it as
@@ -153,19 +155,30 @@ def main():
     for t in [0, 1]:
         out_dir = os.path.join(args.work, f"rows_t{t}")
         cmd = [args.quill, "data", "build", "--input", jsonl, "--tokenizer", args.ranks, "--row-tokens", "8192",
-               "--out", out_dir, "--quiet", "--threads", str(t)]
-        times = []
+               "--out", out_dir, "--quiet", "--threads", str(t), "--timing"]
+        runs = []
         for _ in range(max(1, args.repeat - 1)):
             t0 = time.perf_counter()
-            manifest = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            times.append(time.perf_counter() - t0)
-        s = statistics.median(times)
+            proc = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            runs.append((time.perf_counter() - t0, proc))
+        runs.sort(key=lambda r: r[0])
+        s, proc = runs[len(runs) // 2]
+        manifest = json.loads(proc.stdout)
+        timing = None
+        for line in proc.stderr.splitlines():
+            if line.startswith("quill: data build timing "):
+                timing = json.loads(line[len("quill: data build timing "):])
         r = {"corpus": "jsonl", "who": "quill", "what": "data build end to end (JSONL -> rows)",
              "threads": t or os.cpu_count(), "seconds": s, "mb_per_s": jsonl_mb / s,
-             "note": f"{jsonl_mb:.1f} MB JSONL, {manifest['rows']} rows"}
+             "note": f"{jsonl_mb:.1f} MB JSONL, {manifest['rows']} rows", "timing": timing}
         results["rows"].append(r)
         print(f"  {'jsonl':6} {'quill':9} {r['what']:40} {r['threads']:>7} {r['mb_per_s']:9.1f} MB/s  {r['note']}",
               flush=True)
+        if timing:  # the median run's breakdown; the process' own start and exit are the difference to `s`
+            phases = ", ".join(f"{p['name']} {p['s']:.3f}" for p in timing["phases"] if p["s"] >= 0.0005)
+            print(f"         timing (s, in-process {timing['total_s']:.3f} of {s:.3f} wall): {phases}; "
+                  f"serial {100 * timing['serial_fraction']:.1f}%, Amdahl at 16 threads {timing['amdahl_16']:.2f}x",
+                  flush=True)
         results.setdefault("build_rows_sha256", []).append(manifest["rows_sha256"])
 
     ratios = ", ".join(f"{label} {results[f'{label}_quill_vs_tiktoken_single_thread']:.2f}x" for label, _ in corpora)

@@ -136,7 +136,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
   static int64_t b_row_tokens = 8192, b_max_rows = -1;
   static uint64_t b_seed = 42;
   static int b_threads = 0;
-  static bool b_skip_invalid = false, b_quiet = false;
+  static bool b_skip_invalid = false, b_quiet = false, b_timing = false;
   build->add_option("--input", b_input, "conversations, one JSON object per line")->required();
   build->add_option("--tokenizer", b_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
   build->add_option("--special-tokens", b_special, "for a rank file: inkling (default), o200k, none or a JSON file");
@@ -147,11 +147,16 @@ void add_data_commands(CLI::App& app, Runner& run) {
   build->add_option("--threads", b_threads, "worker threads (default: all cores)");
   build->add_flag("--skip-invalid", b_skip_invalid, "skip and count bad lines instead of stopping");
   build->add_flag("--quiet", b_quiet, "no progress display");
+  build->add_flag("--timing", b_timing,
+                  "print where the time went (phases, serial fraction) to stderr, then the same as one JSON line "
+                  "starting \"quill: data build timing \"");
   build->add_option("--out", b_out, "output rows directory")->required();
   build->callback([&run] {
     run = [] {
       Timer timer;
+      BuildTiming timing;
       std::unique_ptr<Tokenizer> tok = load_tokenizer(b_tokenizer, b_special);
+      timing.add_phase("tokenizer load", true, timer.seconds());
       BuildOptions options;
       options.seed = b_seed;
       options.row_tokens = b_row_tokens;
@@ -162,8 +167,14 @@ void add_data_commands(CLI::App& app, Runner& run) {
       options.skip_invalid = b_skip_invalid;
       options.progress = !b_quiet;
       options.tokenizer_source = tokenizer_source_json(b_tokenizer, b_special);
+      if (b_timing) options.timing = &timing;
       nlohmann::json manifest = build_rows_from_jsonl(b_input, *tok, options, b_out);
       double s = timer.seconds();
+      if (b_timing) {
+        int threads = b_threads > 0 ? b_threads : hardware_threads();
+        std::fprintf(stderr, "%s", timing.table(threads, s).c_str());
+        std::fprintf(stderr, "quill: data build timing %s\n", timing.to_json(threads, s).dump().c_str());
+      }
       double mb = manifest["input"]["bytes"].get<double>() / 1e6;
       std::printf("%s\n", manifest.dump(2).c_str());
       std::fprintf(stderr, "quill: data build: %lld rows in %s, %.1f MB of input in %.2f s (%.1f MB/s end to end)\n",

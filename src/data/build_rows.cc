@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 #include "base/error.h"
 #include "data/chat_render.h"
@@ -85,23 +86,33 @@ nlohmann::json run_build(int64_t n, const RenderFn& render, const BytesFn& bytes
   extras["seed"] = options.seed;
   extras["max_rows"] = options.max_rows;
 
+  BuildTiming* timing = options.timing;
   PackOptions pack{options.seed, options.row_tokens, options.max_rows};
   RowsWriter writer(out_dir, options.row_tokens);
+  writer.set_timing(timing);
   RowPacker packer(pack, writer, n);
+  PhaseTimer perm_timer(timing, "permutation", true);
   std::vector<int64_t> perm = fisher_yates_permutation(n, options.seed);
+  perm_timer.stop();
   const size_t batch = static_cast<size_t>(std::max(512, pool.threads() * 128));
   std::vector<MaskedTokens> slots;
   Progress progress("data build: rendering", options.progress);
   int64_t rendered = 0, bytes_done = 0;
   for (size_t start = 0; start < perm.size() && !packer.done(); start += batch) {
     size_t count = std::min(batch, perm.size() - start);
+    PhaseTimer free_timer(timing, "free rendered conversations", true);
     slots.assign(count, MaskedTokens{});
+    free_timer.stop();
+    PhaseTimer render_timer(timing, "parse + render + tokenize", false);
     pool.parallel_for(count, [&](size_t i) { slots[i] = render(perm[start + i]); });
+    render_timer.stop();
+    PhaseTimer pack_timer(timing, "pack + write rows + sha256", true);
     for (size_t i = 0; i < count && !packer.done(); ++i) {
       packer.add(slots[i], perm[start + i]);
       ++rendered;
       bytes_done += bytes(perm[start + i]);
     }
+    pack_timer.stop();
     if (packer.done() || start + count >= perm.size()) break;  // the final line follows
     std::string rows = fmt::format("rows {}", packer.rows());
     if (options.max_rows > 0) {
@@ -110,6 +121,7 @@ nlohmann::json run_build(int64_t n, const RenderFn& render, const BytesFn& bytes
       progress.update(rendered, n, bytes_done, rows);
     }
   }
+  PhaseTimer finish_timer(timing, "finish (mask section, fsync, manifest)", true);
   PackStats stats = packer.finish();
   progress.update(options.max_rows > 0 ? stats.rows : rendered, options.max_rows > 0 ? options.max_rows : n, bytes_done,
                   fmt::format("rows {}", stats.rows), /*force=*/true);
@@ -155,8 +167,13 @@ Conversation parse_conversation_line(std::string_view line, const std::string& w
 
 nlohmann::json build_rows(const std::vector<Conversation>& conversations, const Tokenizer& tokenizer,
                           const BuildOptions& options, const std::string& out_dir) {
-  ChatRenderer renderer(tokenizer, RenderOptions{options.reasoning_effort});
-  auto render = [&](int64_t k) { return renderer.render(conversations[k]); };
+  std::optional<TimedTokenizer> timed;
+  if (options.timing) timed.emplace(tokenizer, *options.timing);
+  ChatRenderer renderer(timed ? *timed : tokenizer, RenderOptions{options.reasoning_effort});
+  auto render = [&](int64_t k) {
+    WorkTimer t(options.timing, BuildTiming::kRender);
+    return renderer.render(conversations[k]);
+  };
   auto bytes = [&](int64_t k) {
     int64_t b = 0;
     for (const Message& m : conversations[k].messages) b += static_cast<int64_t>(m.content.size() + m.reasoning_content.size());
@@ -169,7 +186,11 @@ nlohmann::json build_rows(const std::vector<Conversation>& conversations, const 
 
 nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& tokenizer, const BuildOptions& options,
                                      const std::string& out_dir) {
-  ChatRenderer renderer(tokenizer, RenderOptions{options.reasoning_effort});  // checks the effort first
+  BuildTiming* timing = options.timing;
+  std::optional<TimedTokenizer> timed;
+  if (timing) timed.emplace(tokenizer, *timing);
+  ChatRenderer renderer(timed ? *timed : tokenizer, RenderOptions{options.reasoning_effort});  // checks the effort first
+  PhaseTimer split_timer(timing, "map + split lines", true);
   MappedFile file(path);
   std::string_view text = file.view();
 
@@ -184,6 +205,7 @@ nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& t
     if (line.find_first_not_of(" \t\r") != std::string_view::npos) lines.push_back({pos, line.size(), number});
     pos = eol + 1;
   }
+  split_timer.stop();
   auto line_text = [&](const Line& l) { return text.substr(l.offset, l.length); };
   auto where = [&](const Line& l) { return fmt::format("{}:{}", path, l.number); };
 
@@ -198,11 +220,13 @@ nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& t
   std::atomic<size_t> checked_chunks{0};
   std::mutex progress_mu;
   ThreadPool pool(options.threads);
+  PhaseTimer check_timer(timing, "check lines (parse + validate)", false);
   pool.parallel_for(chunks, [&](size_t c) {
     size_t end = std::min(lines.size(), (c + 1) * kChunk);
     int64_t b = 0;
     for (size_t i = c * kChunk; i < end; ++i) {
       try {
+        WorkTimer t(timing, BuildTiming::kParse);
         parse_conversation_line(line_text(lines[i]), where(lines[i]));
         ok[i] = 1;
       } catch (const Error& e) {
@@ -220,7 +244,9 @@ nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& t
     }
   });
   check.finish();
+  check_timer.stop();
 
+  PhaseTimer valid_timer(timing, "collect valid lines", true);
   std::vector<int64_t> valid;  // conversation k -> index into lines
   for (size_t i = 0; i < lines.size(); ++i) {
     if (ok[i]) valid.push_back(static_cast<int64_t>(i));
@@ -236,10 +262,17 @@ nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& t
     std::fprintf(stderr, "quill: skipped %lld invalid line(s) of %zu\n", static_cast<long long>(invalid), lines.size());
   }
   QUILL_CHECK(!valid.empty(), "{}: no valid conversation ({} non-blank lines)", path, lines.size());
+  valid_timer.stop();
 
   auto render = [&](int64_t k) {
     const Line& l = lines[valid[k]];
-    return renderer.render(parse_conversation_line(line_text(l), where(l)));
+    Conversation c;
+    {
+      WorkTimer t(timing, BuildTiming::kParse);
+      c = parse_conversation_line(line_text(l), where(l));
+    }
+    WorkTimer t(timing, BuildTiming::kRender);
+    return renderer.render(c);
   };
   auto bytes = [&](int64_t k) { return static_cast<int64_t>(lines[valid[k]].length); };
   nlohmann::json extras = {{"invalid_skipped", invalid},

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/build_timing.h"
 #include "data/conversation.h"
 #include "data/tokenizer.h"
 
@@ -28,6 +29,7 @@ struct BuildOptions {
   int threads = 0;                        // <= 0: all cores
   bool skip_invalid = false;              // JSONL input: skip and count bad lines instead of failing
   bool progress = false;                  // progress display on stderr
+  BuildTiming* timing = nullptr;          // where the time goes (--timing); nullptr: not timed
   // Merged into the manifest's "tokenizer" object (tokenizer_source_json: path, special_tokens).
   nlohmann::json tokenizer_source = nlohmann::json::object();
 };

@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "data/build_timing.h"
 
 namespace quill {
 
@@ -141,10 +142,16 @@ void RowsWriter::append(std::span<const uint32_t> tokens, std::span<const uint8_
   for (size_t t = 0; t < mask.size(); ++t) {
     QUILL_CHECK(mask[t] <= 1, "{}: row {} mask[{}] is {}, expected 0 or 1", dir_, rows_, t, mask[t]);
   }
-  write_all(impl_->tokens, tokens.data(), tokens.size_bytes(), impl_->tokens_tmp);
-  write_all(impl_->mask, mask.data(), mask.size_bytes(), impl_->mask_tmp);
-  impl_->sha.update(tokens.data(), tokens.size_bytes());
-  impl_->sha.update(mask.data(), mask.size_bytes());
+  {
+    WorkTimer t(timing_, BuildTiming::kWrite);
+    write_all(impl_->tokens, tokens.data(), tokens.size_bytes(), impl_->tokens_tmp);
+    write_all(impl_->mask, mask.data(), mask.size_bytes(), impl_->mask_tmp);
+  }
+  {
+    WorkTimer t(timing_, BuildTiming::kHash);
+    impl_->sha.update(tokens.data(), tokens.size_bytes());
+    impl_->sha.update(mask.data(), mask.size_bytes());
+  }
   supervised_ += count_supervised_targets(mask);
   max_token_id_ = std::max<int64_t>(max_token_id_, *std::max_element(tokens.begin(), tokens.end()));
   ++rows_;
@@ -157,6 +164,7 @@ nlohmann::json RowsWriter::finish(const nlohmann::json& extras) {
     QUILL_CHECK(!extras.contains(key), "{}: manifest field {} is computed by the writer", dir_, key);
   }
   Impl& im = *impl_;
+  WorkTimer write_timer(timing_, BuildTiming::kWrite);
   // Mask section after the token section.
   QUILL_CHECK(std::fflush(im.mask) == 0 && std::fseek(im.mask, 0, SEEK_SET) == 0, "{}: cannot reread ({})",
               im.mask_tmp, std::strerror(errno));
@@ -171,8 +179,12 @@ nlohmann::json RowsWriter::finish(const nlohmann::json& extras) {
   put_u64(header + 16, static_cast<uint64_t>(rows_));
   QUILL_CHECK(std::fseek(im.tokens, 0, SEEK_SET) == 0, "{}: seek failed", im.tokens_tmp);
   write_all(im.tokens, header, sizeof header, im.tokens_tmp);
-  QUILL_CHECK(std::fflush(im.tokens) == 0 && ::fsync(::fileno(im.tokens)) == 0, "{}: flush failed ({})", im.tokens_tmp,
-              std::strerror(errno));
+  QUILL_CHECK(std::fflush(im.tokens) == 0, "{}: flush failed ({})", im.tokens_tmp, std::strerror(errno));
+  write_timer.stop();
+  {
+    WorkTimer t(timing_, BuildTiming::kSync);
+    QUILL_CHECK(::fsync(::fileno(im.tokens)) == 0, "{}: flush failed ({})", im.tokens_tmp, std::strerror(errno));
+  }
   im.close_files();
 
   nlohmann::json manifest = extras;

@@ -22,6 +22,8 @@
 
 namespace quill {
 
+class BuildTiming;
+
 inline constexpr char kRowsMagic[8] = {'Q', 'U', 'I', 'L', 'L', 'R', 'O', 'W'};
 inline constexpr uint32_t kRowsVersion = 1;
 inline constexpr int64_t kRowsHeaderBytes = 64;
@@ -54,9 +56,12 @@ class RowsWriter {
 
   int64_t rows() const { return rows_; }
   int64_t row_tokens() const { return row_tokens_; }
+  // Adds the time spent hashing and writing to `timing` (nullptr: not timed).
+  void set_timing(BuildTiming* timing) { timing_ = timing; }
 
  private:
   struct Impl;
+  BuildTiming* timing_ = nullptr;
   std::string dir_;
   int64_t row_tokens_;
   int64_t rows_ = 0;

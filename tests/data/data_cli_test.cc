@@ -80,6 +80,31 @@ TEST_F(DataCli, BuildInspectAndErrors) {
   EXPECT_NE(r.out.find("\"invalid_skipped\": 1"), std::string::npos) << r.out;
 }
 
+// --timing: the breakdown as a table and as one JSON line; the rows are the same as without it.
+TEST_F(DataCli, BuildTiming) {
+  TempDir tmp;
+  write_file_atomic(tmp.sub("in.jsonl"), conversations_to_jsonl(generate_synthetic_conversations(300, 1)));
+  std::string common = "data build --input " + tmp.sub("in.jsonl") + " --tokenizer byte --row-tokens 128 --quiet --threads 2";
+  Result timed = run(common + " --timing --out " + tmp.sub("a")), plain = run(common + " --out " + tmp.sub("b"));
+  ASSERT_EQ(timed.status, 0) << timed.out;
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  EXPECT_TRUE(read_file(tmp.sub("a/rows.bin")) == read_file(tmp.sub("b/rows.bin")));
+  EXPECT_EQ(plain.out.find("data build timing"), std::string::npos) << plain.out;
+  EXPECT_NE(timed.out.find("tokenizer load"), std::string::npos) << timed.out;
+  const std::string prefix = "quill: data build timing ";
+  size_t at = timed.out.find(prefix);
+  ASSERT_NE(at, std::string::npos) << timed.out;
+  size_t eol = timed.out.find('\n', at);
+  nlohmann::json j = nlohmann::json::parse(timed.out.substr(at + prefix.size(), eol - at - prefix.size()));
+  EXPECT_EQ(j["threads"], 2);
+  double sum = 0;
+  for (const auto& p : j["phases"]) sum += p["s"].get<double>();
+  EXPECT_NEAR(sum, j["total_s"].get<double>(), 1e-6);  // "other" takes what no phase covers
+  EXPECT_GT(j["work_s"]["parse"].get<double>(), 0);
+  EXPECT_GT(j["work_s"]["tokenize"].get<double>(), 0);
+  EXPECT_GT(j["amdahl_16"].get<double>(), 0);
+}
+
 TEST_F(DataCli, BenchEncode) {
   TempDir tmp;
   write_file_atomic(tmp.sub("t.txt"), std::string(100000, 'a'));
