@@ -264,22 +264,90 @@ TEST(ElementwiseCuda, ScaleRowsAndBackward) {
     for (int64_t offset : {0, 1}) {
       check_scale_rows(d, 37, 130, offset, 40);
       check_scale_rows(d, 37, 13, offset, 41);
+      check_scale_rows(d, 37, 136, offset, 47);  // D % 8 == 0: 16-byte units (an offset row stays aligned)
     }
   check_scale_rows(DType::BF16, 40099, 257, 0, 42);  // more rows than warps in the grid
-  check_scale_rows(DType::BF16, 3, 5000, 0, 43);      // long rows
+  check_scale_rows(DType::BF16, 3, 5000, 0, 43);      // long rows: several trips per lane with a tail
+  check_scale_rows(DType::BF16, 8192, 2048, 0, 48);   // the shared experts' rows: 8 units a lane
+  check_scale_rows(DType::BF16, 1001, 8, 0, 49);      // one unit a row: a lane per row
+  check_scale_rows(DType::BF16, 1001, 64, 0, 50);     // 8 lanes per row, 4 rows per warp
+  check_scale_rows(DType::F32, 501, 2048, 1, 51);     // fp32 units of 4
 
-  // ds may be s itself (the reference allows it: each row's s is read before its ds is written).
-  const int64_t N = 37, D = 130;
-  const Tensor x = input({N, D}, DType::BF16, 44), dy = input({N, D}, DType::BF16, 45);
-  const Tensor s = input({N}, DType::F32, 46);
-  Tensor dx_ref = Tensor::empty({N, D}, DType::F32), s_ref = s.clone();
-  ops::scale_rows_backward(kCpu, x, s_ref, dy, dx_ref, s_ref);
-  Placed xd = place(x, DType::BF16, 0), dyd = place(dy, DType::BF16, 0), sd = place(s, DType::F32, 0);
-  Placed dx = place_poisoned({N, D}, DType::BF16, 0);
-  inputs_ready();
-  ops::scale_rows_backward(gpu_ctx(), xd.view, sd.view, dyd.view, dx.view, sd.view);
-  expect_bits("scale_rows_backward ds aliasing s: dx", dx.view, expected(dx_ref, DType::BF16));
-  expect_rel("scale_rows_backward ds aliasing s: ds", sd.view, s_ref, 1e-6);
+  // ds may be s itself (the reference allows it: each row's s is read before its ds is written),
+  // on the element path (D = 130) and on the 16-byte path (D = 2048).
+  for (int64_t D : {130, 2048}) {
+    const int64_t N = 37;
+    const Tensor x = input({N, D}, DType::BF16, 44), dy = input({N, D}, DType::BF16, 45);
+    const Tensor s = input({N}, DType::F32, 46);
+    Tensor dx_ref = Tensor::empty({N, D}, DType::F32), s_ref = s.clone();
+    ops::scale_rows_backward(kCpu, x, s_ref, dy, dx_ref, s_ref);
+    Placed xd = place(x, DType::BF16, 0), dyd = place(dy, DType::BF16, 0), sd = place(s, DType::F32, 0);
+    Placed dx = place_poisoned({N, D}, DType::BF16, 0);
+    inputs_ready();
+    ops::scale_rows_backward(gpu_ctx(), xd.view, sd.view, dyd.view, dx.view, sd.view);
+    const std::string what = "scale_rows_backward ds aliasing s, D = " + std::to_string(D);
+    expect_bits(what + ": dx", dx.view, expected(dx_ref, DType::BF16));
+    expect_rel(what + ": ds", sd.view, s_ref, 1e-6);
+  }
+}
+
+// Outputs over their inputs: y = x * s in place, then dx over dy and dx over x (each element is
+// read by the lane that writes it, before it writes it); and 16-byte-shaped rows on views that start
+// 2 bytes past a 16-byte boundary (the element path).
+TEST(ElementwiseCuda, ScaleRowsInPlaceAndMisaligned) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = gpu_ctx();
+  for (int64_t D : {136, 2048}) {
+    const int64_t N = 300;
+    const std::string shape = " [" + std::to_string(N) + ", " + std::to_string(D) + "]";
+    const Tensor x = input({N, D}, DType::BF16, 60), dy = input({N, D}, DType::BF16, 61);
+    const Tensor s = input({N}, DType::F32, 62);
+    Tensor y_ref = Tensor::empty({N, D}, DType::F32), dx_ref = Tensor::empty({N, D}, DType::F32);
+    Tensor ds_ref = Tensor::empty({N}, DType::F32);
+    ops::scale_rows(kCpu, x, s, y_ref);
+    ops::scale_rows_backward(kCpu, x, s, dy, dx_ref, ds_ref);
+    {
+      Placed xd = place(x, DType::BF16, 0), sd = place(s, DType::F32, 0);
+      inputs_ready();
+      ops::scale_rows(ctx, xd.view, sd.view, xd.view);
+      expect_bits("scale_rows y over x" + shape, xd.view, expected(y_ref, DType::BF16));
+      expect_guards("scale_rows y over x", xd);
+    }
+    {
+      Placed xd = place(x, DType::BF16, 0), dyd = place(dy, DType::BF16, 0), sd = place(s, DType::F32, 0);
+      Placed ds = place_poisoned({N}, DType::F32, 0);
+      inputs_ready();
+      ops::scale_rows_backward(ctx, xd.view, sd.view, dyd.view, dyd.view, ds.view);
+      expect_bits("scale_rows_backward dx over dy" + shape, dyd.view, expected(dx_ref, DType::BF16));
+      expect_rel("scale_rows_backward dx over dy" + shape + ": ds", ds.view, ds_ref, 1e-6);
+    }
+    {
+      Placed xd = place(x, DType::BF16, 0), dyd = place(dy, DType::BF16, 0), sd = place(s, DType::F32, 0);
+      Placed ds = place_poisoned({N}, DType::F32, 0);
+      inputs_ready();
+      ops::scale_rows_backward(ctx, xd.view, sd.view, dyd.view, xd.view, ds.view);
+      expect_bits("scale_rows_backward dx over x" + shape, xd.view, expected(dx_ref, DType::BF16));
+      expect_rel("scale_rows_backward dx over x" + shape + ": ds", ds.view, ds_ref, 1e-6);
+    }
+    for (const char* which : {"x", "y", "dy", "dx"}) {
+      const std::string w = which;
+      auto off = [&](const char* name) { return w == name ? size_t{2} : size_t{0}; };
+      auto xd = test::to_guarded_device(x, DType::BF16, off("x"));
+      auto dyd = test::to_guarded_device(dy, DType::BF16, off("dy"));
+      auto y = test::poisoned_output({N, D}, DType::BF16, off("y"));
+      auto dx = test::poisoned_output({N, D}, DType::BF16, off("dx"));
+      Placed sd = place(s, DType::F32, 0), ds = place_poisoned({N}, DType::F32, 0);
+      inputs_ready();
+      ops::scale_rows(ctx, xd->tensor(), sd.view, y->tensor());
+      ops::scale_rows_backward(ctx, xd->tensor(), sd.view, dyd->tensor(), dx->tensor(), ds.view);
+      const std::string what = "scale_rows " + w + " misaligned" + shape;
+      expect_bits(what + ": y", y->tensor(), expected(y_ref, DType::BF16));
+      expect_bits(what + ": dx", dx->tensor(), expected(dx_ref, DType::BF16));
+      expect_rel(what + ": ds", ds.view, ds_ref, 1e-6);
+      EXPECT_TRUE(y->guards_intact()) << what << ": y written outside its bounds";
+      EXPECT_TRUE(dx->guards_intact()) << what << ": dx written outside its bounds";
+    }
+  }
 }
 
 void check_sum_squares(DType d, const Shape& shape, int64_t offset, uint64_t seed) {

@@ -1,6 +1,9 @@
 // CUDA embedding (src/ops/cuda/embedding.cu) against the CPU reference. The table and dout are
 // rounded through bf16 first so both backends see the same numbers; outputs are poisoned inside guard
 // bands; dtable starts from nonzero contents and must come back as those plus the reference's sum.
+// Shapes cover the 16-byte path (D % 8 == 0, aligned tensors: a group of up to 32 lanes per token,
+// two 16-byte fp32 atomics per unit in the backward) with 1, 8 and 32 lanes per token, the element
+// path (other D, or a misaligned tensor), and an id check that spans several check blocks.
 // Legend: V vocabulary rows, D width, T tokens (with repeated ids, so backward adds rows up).
 #include "ops/embedding.h"
 
@@ -77,7 +80,42 @@ TEST_P(CudaEmbeddingTest, BackwardAccumulatesLikeCpu) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaEmbeddingTest,
                          ::testing::Values(Case{1003, 200, 517},  // D % 8 == 0: 16-byte copies
                                            Case{257, 77, 300},    // odd D: element copies
-                                           Case{5, 4096, 64}));   // model width, every row repeated
+                                           Case{5, 4096, 64},     // model width, every row repeated
+                                           Case{1000, 4096, 3001},  // model width: 16 units a lane, many tokens
+                                           Case{300, 8, 1001},    // one unit a row: a lane per token
+                                           Case{300, 64, 1001},   // 8 lanes per token, 4 tokens per warp
+                                           Case{40, 36, 999}));   // D % 8 == 4: element path
+
+// One tensor starts `misalign` bytes past a 16-byte boundary (the others aligned), which sends the
+// op to its element path: the table or out (forward), dout or dtable (backward).
+TEST(CudaEmbedding, MisalignedViewsMatchCpu) {
+  QUILL_REQUIRE_GPU();
+  const int64_t V = 700, D = 1024, T = 1000;
+  const Tensor table = round_bf16(random_tensor({V, D}, DType::F32, 51));
+  const Tensor ids = random_ids(T, V, 52);
+  const Tensor dout = round_bf16(random_tensor({T, D}, DType::F32, 53));
+  const Tensor init = random_tensor({V, D}, DType::F32, 54, 0.5);
+  Tensor out_ref = Tensor::empty({T, D}, DType::F32), dtable_ref = init.clone();
+  ops::embedding_forward(DeviceContext::cpu(), table, ids, out_ref);
+  ops::embedding_backward(DeviceContext::cpu(), ids, dout, dtable_ref);
+  const Tensor d_ids = to_device(ids, DType::I32);
+  for (const char* which : {"table", "out", "dout", "dtable"}) {
+    const std::string w = which;
+    SCOPED_TRACE(w + " misaligned");
+    auto off = [&](const char* name, size_t bytes) { return w == name ? bytes : size_t{0}; };
+    auto d_table = to_guarded_device(table, DType::BF16, off("table", 2));
+    auto out = poisoned_output({T, D}, DType::BF16, off("out", 8));
+    ops::embedding_forward(test::gpu_ctx(), d_table->tensor(), d_ids, out->tensor());
+    EXPECT_EQ(test::max_abs_diff(to_host_f32(out->tensor()), out_ref), 0.0) << "a lookup is an exact copy";
+    EXPECT_TRUE(out->guards_intact()) << "out written outside its bounds";
+
+    auto d_dout = to_guarded_device(dout, DType::BF16, off("dout", 2));
+    auto dtable = to_guarded_device(init, DType::F32, off("dtable", 4));
+    ops::embedding_backward(test::gpu_ctx(), d_ids, d_dout->tensor(), dtable->tensor());
+    expect_close("dtable", to_host_f32(dtable->tensor()), dtable_ref, 1e-5);
+    EXPECT_TRUE(dtable->guards_intact()) << "dtable written outside its bounds";
+  }
+}
 
 TEST(CudaEmbedding, IdOutsideVocabularyNamesThePositionAndWritesNothing) {
   QUILL_REQUIRE_GPU();
@@ -97,6 +135,26 @@ TEST(CudaEmbedding, IdOutsideVocabularyNamesThePositionAndWritesNothing) {
   expect_error([&] { ops::embedding_backward(test::gpu_ctx(), d_ids, dout, dtable->tensor()); },
                "embedding_backward: token id 50 at position 37");
   EXPECT_EQ(test::max_abs_diff(to_host_f32(dtable->tensor()), init), 0.0) << "dtable changed by a failed backward";
+}
+
+// Bad ids in several blocks of the check (64 blocks of 256 striding over 20,000 positions): the
+// smallest position is named, whichever block found it.
+TEST(CudaEmbedding, FirstBadIdAcrossCheckBlocks) {
+  QUILL_REQUIRE_GPU();
+  const int64_t V = 50, D = 8, T = 20000;
+  Tensor ids = random_ids(T, V, 35);
+  ids.data_as<int32_t>()[19999] = 77;
+  ids.data_as<int32_t>()[16390] = -3;  // the same block as position 6 (16,384 threads in the grid)
+  ids.data_as<int32_t>()[9000] = static_cast<int32_t>(V);
+  const Tensor d_ids = to_device(ids, DType::I32);
+  const Tensor table = to_device(random_tensor({V, D}, DType::F32, 36), DType::BF16);
+  auto out = poisoned_output({T, D}, DType::BF16);
+  expect_error([&] { ops::embedding_forward(test::gpu_ctx(), table, d_ids, out->tensor()); },
+               "embedding_forward: token id 50 at position 9000 is outside the vocabulary [0, 50)");
+  ids.data_as<int32_t>()[9000] = 0;
+  const Tensor d_ids2 = to_device(ids, DType::I32);
+  expect_error([&] { ops::embedding_forward(test::gpu_ctx(), table, d_ids2, out->tensor()); },
+               "embedding_forward: token id -3 at position 16390");
 }
 
 TEST(CudaEmbedding, WrongDtypesAndShapesNameTheTensor) {

@@ -1,7 +1,11 @@
 // CUDA short convolution (src/ops/cuda/short_conv.cu) against the CPU reference. x and dy are rounded
 // through bf16 first; w stays fp32. dw starts from nonzero contents and must come back as those plus
-// the reference's sums over T. Shapes include T shorter than the taps and channel counts that leave a
-// partial 32-channel tile; channel counts that are multiples of 8 run the vectorised kernels.
+// the reference's sums over T. Channel counts that are multiples of 8 on 16-byte-aligned tensors run
+// the 16-byte kernels (8 channels a thread, 64-channel blocks, tiles of 128 positions forward and 64
+// backward at K <= 4, 64 and 32 above); any other channel count or a misaligned tensor runs the
+// one-channel kernels (32-channel blocks, tiles of 32 and 16 positions). Shapes include T shorter
+// than the taps, T not a multiple of any tile, partial channel blocks, K = 1 .. 8, the model's
+// shapes, and misaligned views of each tensor.
 // Legend: T positions, C channels, K taps.
 #include "ops/short_conv.h"
 
@@ -74,14 +78,68 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaShortConvTest,
                          ::testing::Values(Case{517, 67, 4},    // Inkling's taps, a partial channel tile
                                            Case{3, 40, 4},      // fewer positions than taps
                                            Case{1000, 256, 3},  // another tap count
-                                           Case{4099, 96, 4},   // many positions: several chunks for dw
+                                           Case{4099, 96, 4},   // many positions: several tiles per block
                                            Case{9, 5, 1},       // one tap: y = x + w * x
                                            Case{70, 33, 8},     // the kernel's largest tap count
-                                           // C % 8 == 0: the vectorised kernels (8 channels a thread)
+                                           Case{4099, 1023, 4},  // odd C: one-channel kernels, many splits
+                                           // C % 8 == 0: the 16-byte kernels (8 channels a thread)
                                            Case{1000, 264, 4},  // 33 channel groups: a partial block
-                                           Case{300, 8, 2},     // one group; rows not a multiple of a run
+                                           Case{300, 8, 2},     // one group; rows not a multiple of a tile
                                            Case{2100, 512, 8},  // several position blocks for dw, 8 taps
-                                           Case{5, 16, 7}));    // fewer positions than taps
+                                           Case{5, 16, 7},      // fewer positions than taps
+                                           Case{1, 8, 4},       // one position
+                                           Case{1000, 64, 1},   // one tap on the 16-byte kernels
+                                           Case{777, 72, 5},    // 5 taps (2-row backward slices), 9 groups
+                                           Case{129, 128, 4},   // one position past a forward tile
+                                           Case{1500, 4096, 4},  // the model width; T not a multiple of a tile
+                                           Case{8192, 1024, 4}));  // the k/v convolutions of one row
+
+// One tensor of the op starts `misalign` bytes past a 16-byte boundary (the others aligned): x, y
+// (forward) or dy, dx (backward) send the op to the one-channel kernels; dw misaligned by 4 bytes
+// keeps the 16-byte kernels but adds its sums with 4-byte atomics.
+struct MisalignCase {
+  const char* tensor;
+  size_t misalign;
+};
+
+void PrintTo(const MisalignCase& c, std::ostream* os) { *os << c.tensor << "_by_" << c.misalign; }
+
+class CudaShortConvMisalignedTest : public ::testing::TestWithParam<MisalignCase> {};
+
+TEST_P(CudaShortConvMisalignedTest, MatchesCpu) {
+  QUILL_REQUIRE_GPU();
+  const MisalignCase m = GetParam();
+  const std::string which = m.tensor;
+  auto off = [&](const char* name) { return which == name ? m.misalign : size_t{0}; };
+  const int64_t T = 1100, C = 512, K = 4;
+  const Tensor x = round_bf16(random_tensor({T, C}, DType::F32, 801));
+  const Tensor w = random_tensor({C, K}, DType::F32, 802, 0.5);
+  const Tensor dy = round_bf16(random_tensor({T, C}, DType::F32, 803));
+  const Tensor dw_init = random_tensor({C, K}, DType::F32, 804, 0.5);
+  Tensor y_ref = Tensor::empty({T, C}, DType::F32), dx_ref = Tensor::empty({T, C}, DType::F32);
+  Tensor dw_ref = dw_init.clone();
+  ops::short_conv_forward(DeviceContext::cpu(), x, w, y_ref);
+  ops::short_conv_backward(DeviceContext::cpu(), x, w, dy, dx_ref, dw_ref);
+
+  auto xd = to_guarded_device(x, DType::BF16, off("x"));
+  auto dyd = to_guarded_device(dy, DType::BF16, off("dy"));
+  auto y = poisoned_output({T, C}, DType::BF16, off("y"));
+  auto dx = poisoned_output({T, C}, DType::BF16, off("dx"));
+  auto dw = to_guarded_device(dw_init, DType::F32, off("dw"));
+  const Tensor wd = to_device(w, DType::F32);
+  ops::short_conv_forward(test::gpu_ctx(), xd->tensor(), wd, y->tensor());
+  ops::short_conv_backward(test::gpu_ctx(), xd->tensor(), wd, dyd->tensor(), dx->tensor(), dw->tensor());
+  expect_close("y", to_host_f32(y->tensor()), y_ref, 1e-2);
+  expect_close("dx", to_host_f32(dx->tensor()), dx_ref, 1e-2);
+  expect_close("dw", to_host_f32(dw->tensor()), dw_ref, 1e-4);
+  EXPECT_TRUE(y->guards_intact()) << "y written outside its bounds";
+  EXPECT_TRUE(dx->guards_intact()) << "dx written outside its bounds";
+  EXPECT_TRUE(dw->guards_intact()) << "dw written outside its bounds";
+}
+
+INSTANTIATE_TEST_SUITE_P(Views, CudaShortConvMisalignedTest,
+                         ::testing::Values(MisalignCase{"x", 2}, MisalignCase{"y", 8}, MisalignCase{"dy", 2},
+                                           MisalignCase{"dx", 4}, MisalignCase{"dw", 4}, MisalignCase{"none", 0}));
 
 TEST(CudaShortConv, RejectsAliasingTooManyTapsAndWrongDtypes) {
   QUILL_REQUIRE_GPU();

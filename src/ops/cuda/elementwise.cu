@@ -14,11 +14,13 @@
 // and s, ds are F32. Every element is widened to fp32 (fp64 for F64), combined once, and rounded
 // once to the output dtype (round to nearest even). Reductions multiply in fp64 (exact for fp32
 // and bf16 operands) and sum in fp64: per thread, then per block, then over the blocks' partials
-// (a second launch, so the result does not depend on atomics and ds may alias s).
+// (a second launch, so the result does not depend on atomics and ds may alias s); scale_rows'
+// per-row ds sums per lane, then over the row's lanes in a fixed shuffle tree (deterministic).
 // Preconditions: contiguous tensors on the context's device. An output may be the same memory as
 // an input of its shape (each element is read before the thread that reads it writes it), never
 // a partial overlap. Loads are 16-byte vectors when every pointer involved is 16-byte aligned,
 // element by element otherwise (row views can be misaligned).
+#include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
@@ -116,11 +118,6 @@ struct ScaleOp {
 struct ScaleByDeviceScalarOp {
   const float* s;
   __device__ float operator()(int64_t, float a, float) const { return a * __ldg(s); }
-};
-struct ScaleRowsOp {
-  const float* s;
-  int64_t D;
-  __device__ float operator()(int64_t i, float a, float) const { return a * __ldg(s + i / D); }
 };
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -221,26 +218,97 @@ class StreamScratch {
   void* ptr_ = nullptr;
 };
 
-// ds[n] = dy[n, :] . x[n, :] (fp64 sum, stored as fp32); dx = dy * s[n]. One warp per row.
-template <typename T>
-__global__ void scale_rows_backward_kernel(const T* x, const float* s, const T* dy, T* dx, float* ds, int64_t N,
-                                           int64_t D) {
-  const int lane = threadIdx.x & 31;
-  const int64_t warps_per_block = blockDim.x >> 5;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * warps_per_block;
-  for (int64_t n = blockIdx.x * warps_per_block + (threadIdx.x >> 5); n < N; n += warps) {
+// ---------------------------------------------------------------------------------------------
+// Row scaling. A row of D elements is D / V units of V elements (one 16-byte Pack when V > 1). A
+// group of G lanes (a power of two <= 32, no wider than the row's units) owns a row; lane k of the
+// group takes the row's units k, k + G, ... , kRowUnits of them per trip with every load of the
+// trip issued before its stores (bytes in flight); a warp holds 32 / G rows at a time. One resident
+// wave of blocks strides over the rows. No division per element (the map kernel's ScaleRowsOp
+// divided each element's index by D in 64 bits).
+
+constexpr int kRowUnits = 4;
+
+int row_group(int64_t units_per_row) {
+  int g = 1;
+  while (g < 32 && g < units_per_row) g *= 2;
+  return g;
+}
+
+// y[n, :] = x[n, :] * s[n].
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads) scale_rows_kernel(const T* x, const float* s, int64_t N, int64_t D, int G,
+                                                              T* y) {
+  const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
+  const int64_t units = D / V, warps = grid_threads() >> 5;
+  for (int64_t n = (global_thread() >> 5) * R + lane / G; n < N; n += warps * R) {
     const float sn = s[n];
-    const T* xr = x + n * D;
-    const T* dyr = dy + n * D;
-    T* dxr = dx + n * D;
-    double acc = 0;
-    for (int64_t d = lane; d < D; d += 32) {
-      const float g = widen(dyr[d]);
-      acc += static_cast<double>(g) * static_cast<double>(widen(xr[d]));
-      dxr[d] = narrow<T>(g * sn);
+    const Pack<T, V>* xr = reinterpret_cast<const Pack<T, V>*>(x + n * D);
+    Pack<T, V>* yr = reinterpret_cast<Pack<T, V>*>(y + n * D);
+#pragma unroll 1
+    for (int64_t u = k; u < units; u += int64_t(G) * kRowUnits) {
+      Pack<T, V> px[kRowUnits];
+#pragma unroll
+      for (int i = 0; i < kRowUnits; ++i)
+        if (u + i * G < units) px[i] = xr[u + i * G];
+#pragma unroll
+      for (int i = 0; i < kRowUnits; ++i) {
+        if (u + i * G >= units) break;
+        Pack<T, V> py;
+#pragma unroll
+        for (int j = 0; j < V; ++j) py.v[j] = narrow<T>(widen(px[i].v[j]) * sn);
+        yr[u + i * G] = py;
+      }
     }
-    acc = warp_sum(acc);  // every lane has read s[n] before lane 0 writes ds[n] (ds may alias s)
-    if (lane == 0) ds[n] = static_cast<float>(acc);
+  }
+}
+
+// dx[n, :] = dy[n, :] * s[n]; ds[n] = dy[n, :] . x[n, :] (products and sums in fp64, stored as
+// fp32): each lane sums its units in order, then the group adds its lanes' sums in a fixed tree.
+// s[n] is read only by the group's lane 0, the lane that writes ds[n] after it (ds may alias s),
+// and passed to the group by a shuffle. The row loop is warp-uniform (every lane takes part in the
+// shuffles).
+template <typename T, int V>
+__global__ void __launch_bounds__(kThreads) scale_rows_backward_kernel(const T* x, const float* s, const T* dy,
+                                                                       int64_t N, int64_t D, int G, T* dx, float* ds) {
+  const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
+  const int64_t units = D / V, warps = grid_threads() >> 5;
+  for (int64_t base = (global_thread() >> 5) * R; base < N; base += warps * R) {
+    const int64_t n = base + lane / G;
+    const bool live = n < N;
+    float sn = live && k == 0 ? s[n] : 0.0f;
+    sn = __shfl_sync(0xffffffffu, sn, 0, G);
+    double acc = 0;
+    if (live) {
+      const Pack<T, V>* xr = reinterpret_cast<const Pack<T, V>*>(x + n * D);
+      const Pack<T, V>* dyr = reinterpret_cast<const Pack<T, V>*>(dy + n * D);
+      Pack<T, V>* dxr = reinterpret_cast<Pack<T, V>*>(dx + n * D);
+#pragma unroll 1
+      for (int64_t u = k; u < units; u += int64_t(G) * kRowUnits) {
+        Pack<T, V> px[kRowUnits], pdy[kRowUnits];
+#pragma unroll
+        for (int i = 0; i < kRowUnits; ++i)
+          if (u + i * G < units) {
+            px[i] = xr[u + i * G];
+            pdy[i] = dyr[u + i * G];
+          }
+        // Every load of this trip is above: with dx aliasing x or dy, the stores below overwrite
+        // only what this lane has already read.
+#pragma unroll
+        for (int i = 0; i < kRowUnits; ++i) {
+          if (u + i * G >= units) break;
+          Pack<T, V> pdx;
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float g = widen(pdy[i].v[j]);
+            acc += static_cast<double>(g) * static_cast<double>(widen(px[i].v[j]));
+            pdx.v[j] = narrow<T>(g * sn);
+          }
+          dxr[u + i * G] = pdx;
+        }
+      }
+    }
+    for (int o = G / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (live && k == 0) ds[n] = static_cast<float>(acc);
   }
 }
 
@@ -287,10 +355,30 @@ void scale_by_scalar_impl(const DeviceContext& ctx, const Tensor& x, const Tenso
              ScaleByDeviceScalarOp{ptr<const float>(s_1)});
 }
 
+// One resident wave of kThreads-thread blocks for a row kernel with groups of G lanes (kThreads / G
+// rows per block at a time), no more than the N rows need.
+template <typename Kernel>
+unsigned row_blocks(const DeviceContext& ctx, Kernel kernel, int64_t N, int G) {
+  return units::resident_blocks(kernel, kThreads, 0, ctx.cuda->device, units::ceil_div(N, kThreads / G));
+}
+
+template <typename T, int V>
+void launch_scale_rows(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& s_N, const Tensor& y_ND) {
+  const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
+  const int G = row_group(D / V);
+  scale_rows_kernel<T, V><<<row_blocks(ctx, scale_rows_kernel<T, V>, N, G), kThreads, 0, stream_of(ctx)>>>(
+      ptr<const T>(x_ND), ptr<const float>(s_N), N, D, G, ptr<T>(y_ND));
+}
+
 template <typename T>
 void scale_rows_impl(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& s_N, const Tensor& y_ND) {
-  launch_map(ctx, "scale_rows", ptr<T>(y_ND), ptr<const T>(x_ND), ptr<const T>(x_ND), x_ND.numel(),
-             ScaleRowsOp{ptr<const float>(s_N), x_ND.dim(1)});
+  if (x_ND.numel() == 0) return;
+  constexpr int V = 16 / sizeof(T);
+  if (x_ND.dim(1) % V == 0 && aligned16(x_ND.data()) && aligned16(y_ND.data()))
+    launch_scale_rows<T, V>(ctx, x_ND, s_N, y_ND);
+  else
+    launch_scale_rows<T, 1>(ctx, x_ND, s_N, y_ND);
+  QUILL_CUDA_CHECK_LAUNCH("scale_rows");
 }
 
 template <typename T>
@@ -312,16 +400,25 @@ void scale_by_scalar_backward_impl(const DeviceContext& ctx, const Tensor& x, co
   QUILL_CUDA_CHECK_LAUNCH("scale_by_scalar_backward (sum)");
 }
 
+template <typename T, int V>
+void launch_scale_rows_backward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& s_N, const Tensor& dy_ND,
+                                const Tensor& dx_ND, const Tensor& ds_N) {
+  const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
+  const int G = row_group(D / V);
+  scale_rows_backward_kernel<T, V>
+      <<<row_blocks(ctx, scale_rows_backward_kernel<T, V>, N, G), kThreads, 0, stream_of(ctx)>>>(
+          ptr<const T>(x_ND), ptr<const float>(s_N), ptr<const T>(dy_ND), N, D, G, ptr<T>(dx_ND), ptr<float>(ds_N));
+}
+
 template <typename T>
 void scale_rows_backward_impl(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& s_N, const Tensor& dy_ND,
                               const Tensor& dx_ND, const Tensor& ds_N) {
-  const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
-  if (N == 0) return;
-  constexpr int kWarpsPerBlock = kThreads / 32;
-  const int blocks = static_cast<int>(std::min<int64_t>((N + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
-  scale_rows_backward_kernel<T><<<blocks, kThreads, 0, stream_of(ctx)>>>(ptr<const T>(x_ND), ptr<const float>(s_N),
-                                                                          ptr<const T>(dy_ND), ptr<T>(dx_ND),
-                                                                          ptr<float>(ds_N), N, D);
+  if (x_ND.dim(0) == 0) return;  // D == 0 still writes ds = 0
+  constexpr int V = 16 / sizeof(T);
+  if (x_ND.dim(1) % V == 0 && aligned16(x_ND.data()) && aligned16(dy_ND.data()) && aligned16(dx_ND.data()))
+    launch_scale_rows_backward<T, V>(ctx, x_ND, s_N, dy_ND, dx_ND, ds_N);
+  else
+    launch_scale_rows_backward<T, 1>(ctx, x_ND, s_N, dy_ND, dx_ND, ds_N);
   QUILL_CUDA_CHECK_LAUNCH("scale_rows_backward");
 }
 

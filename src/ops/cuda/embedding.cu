@@ -3,12 +3,19 @@
 //   backward: dtable[ids[t], :] += dout[t, :]              dout_TD BF16 [T, D], dtable_VD F32 [V, D]
 // Legend: V vocabulary rows, D model width, T tokens; ids_T I32 [T] in device memory.
 // Preconditions: every id in [0, V). The ids live on the device, so a check kernel records the first
-// bad position in a device word, the host copies it back (one synchronisation) and throws naming it,
-// before anything is written. Backward adds with fp32 atomics (repeated ids add in any order).
+// bad position (one word per block of the check, no clearing pass), the host copies the words back
+// (one synchronisation) and throws naming it, before anything is written. Backward adds with fp32
+// atomics (repeated ids add in any order).
+// Layout: a group of lanes per token row (a warp for D >= 256), moving 16-byte units of 8 bf16 when
+// D % 8 == 0 and the bf16 tensor and the table (or dtable) are 16-byte aligned, one element
+// otherwise; 4 units per lane in flight; the backward adds each unit as two 16-byte fp32 vector
+// atomics. Why: one 256-thread block per token with a serial copy loop (2-byte loads and 4-byte
+// atomics in the backward) measured 38-74% of the copy ceiling (bench/results/2026-11-30-slice-v5).
 #include <algorithm>
 #include <climits>
 #include <string>
 
+#include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
@@ -19,19 +26,32 @@ namespace {
 using ops_detail::require_dtype;
 using ops_detail::require_shape;
 
+using units::Bf16Unit;
+using units::load_unit;
+using units::store_unit;
+
 constexpr int kThreads = 256;
+constexpr int kCheckBlocks = 64;  // id check: blocks (and words copied back) at most
+constexpr int kRowUnits = 4;
 
 void require_device(const char* op, const char* name, const Tensor& t) {
   QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be in GPU memory, got {}", op, name,
               t.defined() ? t.describe() : std::string("(undefined)"));
 }
 
-// Smallest t with ids[t] outside [0, V) (atomicMin into *first_bad, which starts at UINT_MAX).
-__global__ void check_ids_kernel(const int32_t* ids, int64_t n_tok, int64_t V, unsigned* first_bad) {
+// partial[b] = the smallest position t of block b's share (t = b * blockDim.x + i + k * grid
+// threads) with ids[t] outside [0, V), or UINT_MAX: every block writes its word, so the scratch
+// needs no clearing first.
+__global__ void check_ids_kernel(const int32_t* ids, int64_t n_tok, int64_t V, unsigned* partial) {
+  __shared__ unsigned first;
+  if (threadIdx.x == 0) first = UINT_MAX;
+  __syncthreads();
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n_tok; t += int64_t(gridDim.x) * blockDim.x) {
     const int32_t id = ids[t];
-    if (id < 0 || id >= V) atomicMin(first_bad, static_cast<unsigned>(t));
+    if (id < 0 || id >= V) atomicMin(&first, static_cast<unsigned>(t));
   }
+  __syncthreads();
+  if (threadIdx.x == 0) partial[blockIdx.x] = first;
 }
 
 // Throws naming the first id outside [0, V); one small copy back and a stream synchronisation.
@@ -39,44 +59,114 @@ void check_ids(const char* op, const DeviceContext& ctx, const Tensor& ids_T, in
   const int64_t n_tok = ids_T.dim(0);
   if (n_tok == 0) return;
   cudaStream_t stream = stream_of(ctx);
-  Tensor flag = Tensor::empty({1}, DType::I32, *ctx.allocator);
-  unsigned* first_bad = static_cast<unsigned*>(flag.data());
-  QUILL_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream));
-  const int blocks = static_cast<int>(std::min<int64_t>((n_tok + kThreads - 1) / kThreads, 1024));
-  check_ids_kernel<<<blocks, kThreads, 0, stream>>>(ids_T.data_as<int32_t>(), n_tok, V, first_bad);
+  const int blocks = static_cast<int>(std::min<int64_t>((n_tok + kThreads - 1) / kThreads, kCheckBlocks));
+  Tensor partial = Tensor::empty({blocks}, DType::I32, *ctx.allocator);
+  check_ids_kernel<<<blocks, kThreads, 0, stream>>>(ids_T.data_as<int32_t>(), n_tok, V,
+                                                    static_cast<unsigned*>(partial.data()));
   QUILL_CUDA_CHECK_LAUNCH("check_ids_kernel");
-  unsigned bad = UINT_MAX;
-  QUILL_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
+  unsigned firsts[kCheckBlocks];
+  QUILL_CUDA_CHECK(cudaMemcpyAsync(firsts, partial.data(), blocks * sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
   QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const unsigned bad = *std::min_element(firsts, firsts + blocks);
   if (bad == UINT_MAX) return;
   int32_t id = 0;
   QUILL_CUDA_CHECK(cudaMemcpy(&id, ids_T.data_as<int32_t>() + bad, sizeof(int32_t), cudaMemcpyDeviceToHost));
   QUILL_FAIL("{}: token id {} at position {} is outside the vocabulary [0, {})", op, id, bad, V);
 }
 
-// One block per token row; 16-byte copies when D and both rows allow them.
-__global__ void embedding_forward_kernel(const __nv_bfloat16* table, const int32_t* ids, int64_t D, bool vec,
-                                         __nv_bfloat16* out) {
-  const int64_t t = blockIdx.x;
-  const __nv_bfloat16* src = table + static_cast<int64_t>(ids[t]) * D;
-  __nv_bfloat16* dst = out + t * D;
-  if (vec) {
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* d = reinterpret_cast<uint4*>(dst);
-    for (int64_t i = threadIdx.x; i < D / 8; i += blockDim.x) d[i] = s[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) dst[i] = src[i];
+// Rows as units of kW bf16 (bf16_units.cuh: one 16-byte access for kW = 8). A group of G lanes (a
+// power of two <= 32, no wider than the row's units) owns a token row, lane k of the group taking
+// units k, k + G, ... , kRowUnits per trip with every load of the trip issued before its stores or
+// atomics (bytes in flight); a warp holds 32 / G rows at a time; one resident wave of blocks strides
+// over the tokens.
+int row_group(int64_t units_per_row) {
+  int g = 1;
+  while (g < 32 && g < units_per_row) g *= 2;
+  return g;
+}
+
+// out[t, :] = table[ids[t], :] (bits copied).
+template <int kW>
+__global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const __nv_bfloat16* table, const int32_t* ids,
+                                                                     int64_t n_tok, int64_t D, int G,
+                                                                     __nv_bfloat16* out) {
+  const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
+  const int64_t units = D / kW, warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t t = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; t < n_tok;
+       t += warps * R) {
+    const __nv_bfloat16* src = table + static_cast<int64_t>(ids[t]) * D;
+    __nv_bfloat16* dst = out + t * D;
+#pragma unroll 1
+    for (int64_t u = k; u < units; u += int64_t(G) * kRowUnits) {
+      Bf16Unit<kW> v[kRowUnits];
+#pragma unroll
+      for (int i = 0; i < kRowUnits; ++i)
+        if (u + i * G < units) v[i] = load_unit<kW>(src + (u + i * G) * kW);
+#pragma unroll
+      for (int i = 0; i < kRowUnits; ++i) {
+        if (u + i * G >= units) break;
+        store_unit<kW>(dst + (u + i * G) * kW, v[i]);
+      }
+    }
   }
 }
 
-__global__ void embedding_backward_kernel(const int32_t* ids, const __nv_bfloat16* dout, int64_t D, float* dtable) {
-  const int64_t t = blockIdx.x;
-  float* row = dtable + static_cast<int64_t>(ids[t]) * D;
-  const __nv_bfloat16* g = dout + t * D;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) atomicAdd(row + i, __bfloat162float(g[i]));
+// dtable[ids[t], :] += dout[t, :] with fp32 atomics: kW = 8 adds a unit as two 16-byte vector
+// atomics (each element added on its own, as by atomicAdd; dtable 16-byte aligned), kW = 1 one
+// element at a time.
+template <int kW>
+__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int32_t* ids, const __nv_bfloat16* dout,
+                                                                      int64_t n_tok, int64_t D, int G, float* dtable) {
+  const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
+  const int64_t units = D / kW, warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t t = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; t < n_tok;
+       t += warps * R) {
+    float* row = dtable + static_cast<int64_t>(ids[t]) * D;
+    const __nv_bfloat16* g = dout + t * D;
+#pragma unroll 1
+    for (int64_t u = k; u < units; u += int64_t(G) * kRowUnits) {
+      Bf16Unit<kW> v[kRowUnits];
+#pragma unroll
+      for (int i = 0; i < kRowUnits; ++i)
+        if (u + i * G < units) v[i] = load_unit<kW>(g + (u + i * G) * kW);
+#pragma unroll
+      for (int i = 0; i < kRowUnits; ++i) {
+        if (u + i * G >= units) break;
+        float* r = row + (u + i * G) * kW;
+        if constexpr (kW == 8) {
+          atomicAdd(reinterpret_cast<float4*>(r), make_float4(v[i][0], v[i][1], v[i][2], v[i][3]));
+          atomicAdd(reinterpret_cast<float4*>(r + 4), make_float4(v[i][4], v[i][5], v[i][6], v[i][7]));
+        } else {
+          atomicAdd(r, v[i][0]);
+        }
+      }
+    }
+  }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+// One resident wave of kThreads-thread blocks for a row kernel with groups of G lanes, no more than
+// the tokens need.
+template <typename Kernel>
+unsigned row_blocks(const DeviceContext& ctx, Kernel kernel, int64_t n_tok, int G) {
+  return units::resident_blocks(kernel, kThreads, 0, ctx.cuda->device, units::ceil_div(n_tok, kThreads / G));
+}
+
+template <int kW>
+void launch_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, const Tensor& out_TD) {
+  const int64_t n_tok = ids_T.dim(0), D = table_VD.dim(1);
+  const int G = row_group(D / kW);
+  embedding_forward_kernel<kW><<<row_blocks(ctx, embedding_forward_kernel<kW>, n_tok, G), kThreads, 0, stream_of(ctx)>>>(
+      table_VD.data_as<__nv_bfloat16>(), ids_T.data_as<int32_t>(), n_tok, D, G, out_TD.data_as<__nv_bfloat16>());
+}
+
+template <int kW>
+void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, const Tensor& dtable_VD) {
+  const int64_t n_tok = ids_T.dim(0), D = dtable_VD.dim(1);
+  const int G = row_group(D / kW);
+  embedding_backward_kernel<kW>
+      <<<row_blocks(ctx, embedding_backward_kernel<kW>, n_tok, G), kThreads, 0, stream_of(ctx)>>>(
+          ids_T.data_as<int32_t>(), dout_TD.data_as<__nv_bfloat16>(), n_tok, D, G, dtable_VD.data_as<float>());
+}
 
 }  // namespace
 
@@ -98,9 +188,10 @@ void embedding_forward(const DeviceContext& ctx, const Tensor& table_VD, const T
   QUILL_CHECK(n_tok <= INT_MAX, "{}: {} tokens exceed the kernel's grid", op, n_tok);
   check_ids(op, ctx, ids_T, V);
   if (n_tok == 0 || D == 0) return;
-  const bool vec = D % 8 == 0 && aligned16(table_VD.data()) && aligned16(out_TD.data());
-  embedding_forward_kernel<<<static_cast<unsigned>(n_tok), kThreads, 0, stream_of(ctx)>>>(
-      table_VD.data_as<__nv_bfloat16>(), ids_T.data_as<int32_t>(), D, vec, out_TD.data_as<__nv_bfloat16>());
+  if (D % units::kVec == 0 && units::aligned16(table_VD.data()) && units::aligned16(out_TD.data()))
+    launch_forward<units::kVec>(ctx, table_VD, ids_T, out_TD);
+  else
+    launch_forward<1>(ctx, table_VD, ids_T, out_TD);
   QUILL_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
@@ -122,8 +213,10 @@ void embedding_backward(const DeviceContext& ctx, const Tensor& ids_T, const Ten
   QUILL_CHECK(n_tok <= INT_MAX, "{}: {} tokens exceed the kernel's grid", op, n_tok);
   check_ids(op, ctx, ids_T, V);
   if (n_tok == 0 || D == 0) return;
-  embedding_backward_kernel<<<static_cast<unsigned>(n_tok), kThreads, 0, stream_of(ctx)>>>(
-      ids_T.data_as<int32_t>(), dout_TD.data_as<__nv_bfloat16>(), D, dtable_VD.data_as<float>());
+  if (D % units::kVec == 0 && units::aligned16(dout_TD.data()) && units::aligned16(dtable_VD.data()))
+    launch_backward<units::kVec>(ctx, ids_T, dout_TD, dtable_VD);
+  else
+    launch_backward<1>(ctx, ids_T, dout_TD, dtable_VD);
   QUILL_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
 }
 

@@ -5,18 +5,41 @@
 //             dw[c, j] += sum_t dy[t, c] * x[t - (K-1) + j, c]                  (accumulated)
 // Legend: T positions of one sequence, C channels, K taps (1..kMaxTaps; Inkling uses 4).
 // Dtypes: x_TC, y_TC, dy_TC, dx_TC BF16 [T, C]; w_CK, dw_CK F32 [C, K]. All arithmetic fp32, taps
-// added in j order as the CPU reference does.
-// Layout: when C % 8 == 0 and the tensors are 16-byte aligned, the vectorised kernels below (8
-// channels and a run of positions per thread, a sliding window of rows in registers, dx and dw in one
-// pass). Otherwise one thread per output element (consecutive threads on consecutive channels, so
-// every tap read is coalesced); dw is a reduction over T: blocks of 32 channels x a chunk of positions
-// reduce in shared memory, then one fp32 atomicAdd per (channel, tap) and block.
+// added in j order as the CPU reference does, and a tap that falls outside [0, T) is skipped (not
+// added as a zero), as there.
+//
+// Layout (one kernel per direction, templated on kW channels per thread and on K):
+// - A thread owns kW channels of the row (a unit, bf16_units.cuh): kW = 8 (one 16-byte load or
+//   store per row) when C % 8 == 0 and x, y (dy, dx) are 16-byte aligned, else kW = 1.
+// - A block of 128 threads is kGroups units across (8 units = 64 channels = 128 bytes of a row for
+//   kW = 8; 32 single channels for kW = 1) by kSlices slices along T. A tile is kSlices * kRows
+//   consecutive positions, slice s owning kRows of them (kRows = 8 forward, 4 backward at K <= 4).
+//   Per tile a thread loads its rows plus the K - 1 rows before them (x) or after them (dy), all
+//   loads before any arithmetic (forward: 11 loads of 16 bytes in flight per thread; backward 2 x 7),
+//   then computes its rows from registers. The K - 1 extra rows are the neighbouring slice's, read
+//   by the same warp or block at the same time (L1/L2 hits): DRAM reads x (and dy) once.
+// - Registers decide the occupancy (4 blocks of 128 threads per SM at K <= 4): the window stays
+//   packed (4 words per row), taps are read from shared memory per tile, the forward extracts each
+//   element where it is used (opaque_elem) and the backward works channel by channel.
+// - The grid is (channel blocks, position splits), sized to one resident wave; a block walks a
+//   contiguous run of tiles.
+// - Backward: dx and dw in one pass. Each thread sums dy * x for its channels and taps over its rows
+//   (in position order) in its own row of shared memory; at the end the block's kSlices partial
+//   sums are added in slice order and each (channel, tap) gets one fp32 atomic add per block (the
+//   order of those adds across blocks is not fixed, as with the kernels this replaces).
+// Why: the previous vectorised kernels issued one 16-byte load at a time per thread (a serial walk
+// of 16 or 64 rows, 32-thread blocks forward), and the backward's 64-row runs gave the [8192, 1024]
+// convolutions fewer threads than the GPU holds; they measured 25-50% of the copy ceiling
+// (bench/results/2026-11-30-slice-v5). The scalar fallback divided by C per element and read every
+// element K times from global memory.
 // y must not alias x, nor dx alias dy or x (outputs are written while neighbours are still read).
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
+#include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
@@ -26,261 +49,342 @@ namespace {
 
 using ops_detail::require_dtype;
 using ops_detail::require_shape;
+using units::Bf16Unit;
+using units::load_unit;
+using units::store_unit;
+using units::zero_unit;
 
 constexpr int kMaxTaps = 8;
-constexpr int kThreads = 256;
+constexpr int kThreads = 128;
 
 void require_device(const char* op, const char* name, const Tensor& t) {
   QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be in GPU memory, got {}", op, name,
               t.defined() ? t.describe() : std::string("(undefined)"));
 }
 
-__global__ void short_conv_forward_kernel(const __nv_bfloat16* x, const float* w, int64_t T, int64_t C, int K,
-                                          __nv_bfloat16* y) {
-  const int64_t total = T * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / C, c = i - t * C;
-    float acc = __bfloat162float(x[i]);
-    for (int j = 0; j < K; ++j) {
-      const int64_t s = t - (K - 1) + j;
-      if (s >= 0) acc += w[c * K + j] * __bfloat162float(x[s * C + c]);
-    }
-    y[i] = __float2bfloat16(acc);
-  }
-}
-
-__global__ void short_conv_backward_dx_kernel(const float* w, const __nv_bfloat16* dy, int64_t T, int64_t C, int K,
-                                              __nv_bfloat16* dx) {
-  const int64_t total = T * C;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t s = i / C, c = i - s * C;
-    float acc = __bfloat162float(dy[i]);
-    for (int j = 0; j < K; ++j) {
-      const int64_t t = s + (K - 1) - j;
-      if (t < T) acc += w[c * K + j] * __bfloat162float(dy[t * C + c]);
-    }
-    dx[i] = __float2bfloat16(acc);
-  }
-}
-
-// Block (32, 8): channel c = blockIdx.x * 32 + threadIdx.x, positions [t0, t1) of chunk blockIdx.y.
-__global__ void short_conv_backward_dw_kernel(const __nv_bfloat16* x, const __nv_bfloat16* dy, int64_t T, int64_t C,
-                                              int K, int64_t chunk_rows, float* dw) {
-  __shared__ float part[kMaxTaps][8][33];
-  const int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
-  const int64_t t0 = blockIdx.y * chunk_rows, t1 = min(T, t0 + chunk_rows);
-  float acc[kMaxTaps];
-#pragma unroll
-  for (int j = 0; j < kMaxTaps; ++j) acc[j] = 0.f;
-  if (c < C) {
-    for (int64_t t = t0 + threadIdx.y; t < t1; t += 8) {
-      const float g = __bfloat162float(dy[t * C + c]);
-#pragma unroll
-      for (int j = 0; j < kMaxTaps; ++j) {
-        const int64_t src = t - (K - 1) + j;
-        if (j < K && src >= 0) acc[j] = fmaf(g, __bfloat162float(x[src * C + c]), acc[j]);
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kMaxTaps; ++j) part[j][threadIdx.y][threadIdx.x] = acc[j];
-  __syncthreads();
-  // Thread (x, y) finishes tap y (and tap y + 8 would need kMaxTaps > 8).
-  const int j = threadIdx.y;
-  if (j < K && c < C) {
-    float s = 0.f;
-    for (int i = 0; i < 8; ++i) s += part[j][i][threadIdx.x];
-    atomicAdd(dw + c * K + j, s);
-  }
-}
-
-// ---- Vectorised path: C % 8 == 0 and 16-byte aligned tensors (every Inkling projection). ----
-// A thread owns 8 channels (one 16-byte load per row) and a run of consecutive positions, keeping the
-// last K rows it read in registers, so each element is read once instead of K times, and w's taps
-// for its channels stay in registers. Same tap order (and so the same fp32 results) as the scalar
-// kernels for y and dx; dw's sums over T are reduced in another order (one fp32 atomic per channel,
-// tap and block). Why: the scalar kernels ran at 13% of the copy ceiling on an H200, 6.3 ms of a
-// one-row slice step (bench/results/2026-11-30-slice-v3).
-constexpr int kVec = 8;
-constexpr int kFwdRows = 16;    // positions per thread, forward
-constexpr int kBwdRows = 64;    // positions per thread, backward (dw partial sums per thread)
-constexpr int kBwdChunks = 4;   // threads per block along positions (their dw sums reduced in the block)
-constexpr int kGroupsPerBlock = 32;
-
-struct Vec8 {
-  float v[kVec];
+// The block's shape, the rows per slice of each direction (registers: the backward holds two
+// windows), and the shared-memory row of one thread's kW * K taps or dw sums.
+template <int kW, int K>
+struct Tiling {
+  static constexpr int kGroups = kW == 8 ? 8 : 32;  // units across a block row
+  static constexpr int kSlices = kThreads / kGroups;
+  static constexpr int kFwdRows = kW == 8 && K > 4 ? 4 : 8;
+  static constexpr int kBwdRows = kW == 8 && K > 4 ? 2 : 4;
+  static constexpr int kFwdTile = kSlices * kFwdRows;
+  static constexpr int kBwdTile = kSlices * kBwdRows;
+  static constexpr int kSums = kW * K;
+  // 16-byte shared accesses when a channel's K floats are 16-byte aligned; the row stride (in
+  // floats) keeps the 8 threads of one such access, or the 32 of a 4-byte access, on distinct banks.
+  static constexpr bool kVecShared = kW == 8 && K % 4 == 0;
+  static constexpr int kStride = kVecShared ? kSums + 4 : (kSums | 1);
+  // Minimum resident blocks per SM for __launch_bounds__: 4 (<= 128 registers); for kW = 8 with
+  // more than 4 taps 3 forward (<= 168) and 2 backward (<= 255). ptxas reports no spills at these
+  // limits (sm_90a, CUDA 13.0).
+  static constexpr int kFwdMinBlocks = kW == 8 && K > 4 ? 3 : 4;
+  static constexpr int kBwdMinBlocks = kW == 8 && K > 4 ? 2 : 4;
 };
 
-__device__ __forceinline__ Vec8 load8(const __nv_bfloat16* p) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  Vec8 out;
-#pragma unroll
-  for (int i = 0; i < kVec / 2; ++i) {
-    const float2 f = __bfloat1622float2(h[i]);
-    out.v[2 * i] = f.x;
-    out.v[2 * i + 1] = f.y;
-  }
-  return out;
+// Element i of a unit as fp32, through an opaque instruction: the compiler then cannot merge the
+// extractions of one element across the rows that reuse it, which would keep every row of the
+// window unpacked (8 floats instead of 4 words per row: 128+ registers at K = 4).
+__device__ __forceinline__ float opaque_elem(const Bf16Unit<8>& u, int i) {
+  const uint32_t w = (i >> 1) == 0 ? u.bits.x : (i >> 1) == 1 ? u.bits.y : (i >> 1) == 2 ? u.bits.z : u.bits.w;
+  float f;
+  if (i & 1) asm volatile("and.b32 %0, %1, 0xffff0000;" : "=f"(f) : "r"(w));
+  else asm volatile("shl.b32 %0, %1, 16;" : "=f"(f) : "r"(w));
+  return f;
 }
-__device__ __forceinline__ Vec8 zero8() {
-  Vec8 out;
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) out.v[i] = 0.0f;
-  return out;
-}
-__device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&acc)[kVec]) {
-  uint4 raw;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < kVec / 2; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-  *reinterpret_cast<uint4*>(p) = raw;
-}
+__device__ __forceinline__ float opaque_elem(const Bf16Unit<1>& u, int) { return u[0]; }
 
-// wr[ch][j] = w[c0 + ch, j]: the taps of a thread's 8 channels.
-template <int K>
-__device__ __forceinline__ void load_taps(float (&wr)[kVec][K], const float* __restrict__ w, int64_t c0) {
-#pragma unroll
-  for (int ch = 0; ch < kVec; ++ch)
-#pragma unroll
-    for (int j = 0; j < K; ++j) wr[ch][j] = w[(c0 + ch) * K + j];
-}
-
-// Grid (channel groups / 32, ceil(T / kFwdRows)), block 32.
-template <int K>
-__global__ void short_conv_forward_vec_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
-                                              int64_t T, int64_t C, __nv_bfloat16* __restrict__ y) {
-  const int64_t group = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (group * kVec >= C) return;
-  const int64_t c0 = group * kVec;
-  const int64_t t0 = blockIdx.y * int64_t(kFwdRows), t1 = min(T, t0 + kFwdRows);
-  float wr[kVec][K];
-  load_taps<K>(wr, w, c0);
-  Vec8 hist[K];  // hist[j] = x[t - (K-1) + j]; hist[K-1] is row t
-#pragma unroll
-  for (int j = 0; j < K - 1; ++j) {
-    const int64_t s = t0 - (K - 1) + j;
-    hist[j] = s >= 0 ? load8(x + s * C + c0) : zero8();
+// kW outputs of one row set channel by channel (ch a compile-time constant after unrolling), rounded
+// to bf16 in pairs as they complete (4 words, not 8 floats, per pending row); stored as one unit.
+template <int kW>
+struct OutUnit;
+template <>
+struct OutUnit<8> {
+  uint32_t w[4];
+  float even;
+  __device__ __forceinline__ void set(int ch, float v) {
+    if (ch % 2 == 0) even = v;
+    else w[ch / 2] = units::pack_bf16x2(even, v);
   }
-  for (int64_t t = t0; t < t1; ++t) {
-    hist[K - 1] = load8(x + t * C + c0);
-    float acc[kVec];
+  __device__ __forceinline__ void store(__nv_bfloat16* p) const {
+    store_unit<8>(p, Bf16Unit<8>{make_uint4(w[0], w[1], w[2], w[3])});
+  }
+};
+template <>
+struct OutUnit<1> {
+  float v;
+  __device__ __forceinline__ void set(int, float value) { v = value; }
+  __device__ __forceinline__ void store(__nv_bfloat16* p) const {
+    const float out[1] = {v};
+    store_unit<1>(p, out);
+  }
+};
+
+// K floats at p (one channel's taps or dw sums in shared memory) to or from registers.
+template <int K, bool kVec>
+__device__ __forceinline__ void load_k(float (&v)[K], const float* p) {
+  if constexpr (kVec) {
 #pragma unroll
-    for (int ch = 0; ch < kVec; ++ch) {
-      acc[ch] = hist[K - 1].v[ch];
-#pragma unroll
-      for (int j = 0; j < K; ++j) acc[ch] += wr[ch][j] * hist[j].v[ch];
+    for (int j = 0; j < K; j += 4) {
+      const float4 q = *reinterpret_cast<const float4*>(p + j);
+      v[j] = q.x, v[j + 1] = q.y, v[j + 2] = q.z, v[j + 3] = q.w;
     }
-    store8(y + t * C + c0, acc);
+  } else {
 #pragma unroll
-    for (int j = 0; j < K - 1; ++j) hist[j] = hist[j + 1];
+    for (int j = 0; j < K; ++j) v[j] = p[j];
+  }
+}
+template <int K, bool kVec>
+__device__ __forceinline__ void store_k(float* p, const float (&v)[K]) {
+  if constexpr (kVec) {
+#pragma unroll
+    for (int j = 0; j < K; j += 4) *reinterpret_cast<float4*>(p + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < K; ++j) p[j] = v[j];
   }
 }
 
-// dx and dw in one pass. Grid (channel groups / 32, ceil(T / (kBwdRows * kBwdChunks))), block
-// (32, kBwdChunks): thread (gx, gy) owns 8 channels and positions [t0, t0 + kBwdRows).
-template <int K>
-__global__ void short_conv_backward_vec_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
-                                               const __nv_bfloat16* __restrict__ dy, int64_t T, int64_t C,
-                                               __nv_bfloat16* __restrict__ dx, float* __restrict__ dw) {
-  __shared__ float part[kBwdChunks][kGroupsPerBlock][kVec * K + 1];
-  const int64_t group = blockIdx.x * int64_t(kGroupsPerBlock) + threadIdx.x;
-  const bool active = group * kVec < C;
-  const int64_t c0 = group * kVec;
-  const int64_t t0 = (blockIdx.y * int64_t(kBwdChunks) + threadIdx.y) * kBwdRows, t1 = min(T, t0 + kBwdRows);
-  float dw_acc[kVec][K];
+// out[i] = the thread's unit of row first + i (base points at the thread's channels of row 0), zero
+// for a row outside [0, T).
+template <int kW, int n>
+__device__ __forceinline__ void load_rows(Bf16Unit<kW> (&out)[n], const __nv_bfloat16* __restrict__ base, int64_t first,
+                                          int64_t T, int64_t C) {
 #pragma unroll
-  for (int ch = 0; ch < kVec; ++ch)
-#pragma unroll
-    for (int j = 0; j < K; ++j) dw_acc[ch][j] = 0.0f;
-  if (active && t0 < T) {
-    float wr[kVec][K];
-    load_taps<K>(wr, w, c0);
-    Vec8 xh[K];   // xh[j] = x[t - (K-1) + j]
-    Vec8 fut[K];  // fut[i] = dy[t + i]
-#pragma unroll
-    for (int j = 0; j < K - 1; ++j) {
-      const int64_t s = t0 - (K - 1) + j;
-      xh[j] = s >= 0 ? load8(x + s * C + c0) : zero8();
-      const int64_t u = t0 + j;
-      fut[j] = u < T ? load8(dy + u * C + c0) : zero8();
-    }
-    for (int64_t t = t0; t < t1; ++t) {
-      xh[K - 1] = load8(x + t * C + c0);
-      fut[K - 1] = t + (K - 1) < T ? load8(dy + (t + (K - 1)) * C + c0) : zero8();
-      float acc[kVec];
-#pragma unroll
-      for (int ch = 0; ch < kVec; ++ch) {
-        acc[ch] = fut[0].v[ch];
-#pragma unroll
-        for (int j = 0; j < K; ++j) acc[ch] += wr[ch][j] * fut[K - 1 - j].v[ch];
-#pragma unroll
-        for (int j = 0; j < K; ++j) dw_acc[ch][j] = fmaf(fut[0].v[ch], xh[j].v[ch], dw_acc[ch][j]);
-      }
-      store8(dx + t * C + c0, acc);
-#pragma unroll
-      for (int j = 0; j < K - 1; ++j) {
-        xh[j] = xh[j + 1];
-        fut[j] = fut[j + 1];
-      }
-    }
+  for (int i = 0; i < n; ++i) {
+    const int64_t r = first + i;
+    out[i] = r >= 0 && r < T ? load_unit<kW>(base + r * C) : zero_unit<kW>();
   }
+}
+
+// Forward of rows a .. a + U - 1 from win[i] = x[a - (K-1) + i]; y points at row a, wt at the
+// thread's taps in shared memory (read per tile: the taps then take no registers while the window's
+// loads are in flight). kEdge: some row is at or past T, or some tap before 0 (checked per row and
+// tap; interior tiles skip the checks).
+template <int kW, int K, int U, bool kEdge>
+__device__ __forceinline__ void forward_rows(const Bf16Unit<kW> (&win)[U + K - 1], const float* wt, int64_t a,
+                                             int64_t T, int64_t C, __nv_bfloat16* __restrict__ y) {
+  using Tl = Tiling<kW, K>;
+  float wr[kW][K];
 #pragma unroll
-  for (int ch = 0; ch < kVec; ++ch)
+  for (int ch = 0; ch < kW; ++ch) load_k<K, Tl::kVecShared>(wr[ch], wt + ch * K);
 #pragma unroll
-    for (int j = 0; j < K; ++j) part[threadIdx.y][threadIdx.x][ch * K + j] = dw_acc[ch][j];
+  for (int u = 0; u < U; ++u) {
+    if (kEdge && a + u >= T) break;
+    float out[kW];
+#pragma unroll
+    for (int ch = 0; ch < kW; ++ch) {
+      float acc = opaque_elem(win[u + K - 1], ch);
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (!kEdge || a + u - (K - 1) + j >= 0) acc += wr[ch][j] * opaque_elem(win[u + j], ch);
+      out[ch] = acc;
+    }
+    store_unit<kW>(y + u * C, out);
+  }
+}
+
+// The block's taps: wsh[gg * kStride + ch * K + j] = w[c, j] for channel c = (blockIdx.x * kGroups
+// + gg) * kW + ch (0 past C). The caller synchronises before reading them.
+template <int kW, int K>
+__device__ __forceinline__ void stage_taps(float* wsh, const float* __restrict__ w, int64_t C) {
+  using Tl = Tiling<kW, K>;
+  const int64_t w0 = int64_t(blockIdx.x) * Tl::kGroups * Tl::kSums;
+  for (int i = threadIdx.x; i < Tl::kGroups * Tl::kSums; i += kThreads)
+    wsh[(i / Tl::kSums) * Tl::kStride + i % Tl::kSums] = w0 + i < C * K ? w[w0 + i] : 0.0f;
+}
+
+// Grid (channel blocks, splits), block kThreads: thread (g, s) = (threadIdx.x % kGroups, / kGroups)
+// owns channels [c0, c0 + kW) and, in every tile of its block's run, the kFwdRows rows of slice s.
+template <int kW, int K>
+__global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kFwdMinBlocks)
+    short_conv_forward_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w, int64_t T, int64_t C,
+                              int64_t tiles_per_block, __nv_bfloat16* __restrict__ y) {
+  using Tl = Tiling<kW, K>;
+  constexpr int U = Tl::kFwdRows;
+  __shared__ __align__(16) float wsh[Tl::kGroups * Tl::kStride];  // [group][kSums]
+  stage_taps<kW, K>(wsh, w, C);
   __syncthreads();
-  // The block's threads finish its 32 groups x (8 channels x K taps) sums over the kBwdChunks chunks.
-  const int tid = threadIdx.y * kGroupsPerBlock + threadIdx.x;
-  for (int idx = tid; idx < kGroupsPerBlock * kVec * K; idx += kGroupsPerBlock * kBwdChunks) {
-    const int gx = idx / (kVec * K), e = idx % (kVec * K);
-    const int64_t c = (blockIdx.x * int64_t(kGroupsPerBlock) + gx) * kVec + e / K;
-    if (c >= C) continue;
-    float sum = 0.0f;
-    for (int i = 0; i < kBwdChunks; ++i) sum += part[i][gx][e];
-    atomicAdd(dw + c * K + e % K, sum);
+  const int g = threadIdx.x % Tl::kGroups, s = threadIdx.x / Tl::kGroups;
+  const int64_t c0 = (int64_t(blockIdx.x) * Tl::kGroups + g) * kW;
+  if (c0 >= C) return;  // no barrier below
+  const float* wt = wsh + g * Tl::kStride;
+  const int64_t first_tile = int64_t(blockIdx.y) * tiles_per_block;
+  const int64_t end_tile = min((T + Tl::kFwdTile - 1) / Tl::kFwdTile, first_tile + tiles_per_block);
+  for (int64_t tile = first_tile; tile < end_tile; ++tile) {
+    const int64_t a = tile * Tl::kFwdTile + int64_t(s) * U;  // the slice's first row
+    if (a >= T) break;
+    Bf16Unit<kW> win[U + K - 1];
+    load_rows<kW, U + K - 1>(win, x + c0, a - (K - 1), T, C);
+    if (a >= K - 1 && a + U <= T) forward_rows<kW, K, U, false>(win, wt, a, T, C, y + a * C + c0);
+    else forward_rows<kW, K, U, true>(win, wt, a, T, C, y + a * C + c0);
   }
 }
 
+// Backward of rows a .. a + U - 1 from xw[i] = x[a - (K-1) + i] and gw[i] = dy[a + i]: dx rows
+// stored at dx (row a); the dw sums read from and written back to dws (the thread's kW * K sums in
+// shared memory), one channel's K at a time, with that channel's taps from wt. Channel by channel,
+// so that only one channel's columns of the two windows are unpacked at a time. kEdge as in
+// forward_rows (rows past T, taps of dx at or past T, taps of dw before 0).
+template <int kW, int K, int U, bool kEdge>
+__device__ __forceinline__ void backward_rows(const Bf16Unit<kW> (&xw)[U + K - 1], const Bf16Unit<kW> (&gw)[U + K - 1],
+                                              const float* wt, float* dws, int64_t a, int64_t T, int64_t C,
+                                              __nv_bfloat16* __restrict__ dx) {
+  using Tl = Tiling<kW, K>;
+  OutUnit<kW> out[U];
+#pragma unroll
+  for (int ch = 0; ch < kW; ++ch) {
+    float wc[K], dwc[K], xcol[U + K - 1], gcol[U + K - 1];
+    load_k<K, Tl::kVecShared>(wc, wt + ch * K);
+    load_k<K, Tl::kVecShared>(dwc, dws + ch * K);
+#pragma unroll
+    for (int i = 0; i < U + K - 1; ++i) {
+      xcol[i] = xw[i][ch];
+      gcol[i] = gw[i][ch];
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const float g0 = gcol[u];
+      float acc = g0;
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (!kEdge || a + u + (K - 1) - j < T) acc += wc[j] * gcol[u + K - 1 - j];
+      out[u].set(ch, acc);
+      if (kEdge && a + u >= T) continue;
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+        if (!kEdge || a + u - (K - 1) + j >= 0) dwc[j] = fmaf(g0, xcol[u + j], dwc[j]);
+    }
+    store_k<K, Tl::kVecShared>(dws + ch * K, dwc);
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (kEdge && a + u >= T) break;
+    out[u].store(dx + u * C);
+  }
+}
+
+// Same grid and thread layout as the forward, with kBwdRows rows per slice. The block's taps are
+// staged in wsh; each thread's dw sums live in its row of part (touched only by that thread until
+// the final barrier).
+template <int kW, int K>
+__global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kBwdMinBlocks)
+    short_conv_backward_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
+                               const __nv_bfloat16* __restrict__ dy, int64_t T, int64_t C, int64_t tiles_per_block,
+                               __nv_bfloat16* __restrict__ dx, float* __restrict__ dw, bool dw_aligned16) {
+  using Tl = Tiling<kW, K>;
+  constexpr int U = Tl::kBwdRows;
+  __shared__ __align__(16) float wsh[Tl::kGroups * Tl::kStride];                 // [group][kSums]
+  __shared__ __align__(16) float part[Tl::kSlices * Tl::kGroups * Tl::kStride];  // [slice][group][kSums]
+  stage_taps<kW, K>(wsh, w, C);
+  const int g = threadIdx.x % Tl::kGroups, s = threadIdx.x / Tl::kGroups;
+  const int64_t c0 = (int64_t(blockIdx.x) * Tl::kGroups + g) * kW;
+  const float* wt = wsh + g * Tl::kStride;
+  float* dws = part + threadIdx.x * Tl::kStride;  // threadIdx.x = s * kGroups + g
+#pragma unroll
+  for (int e = 0; e < Tl::kSums; ++e) dws[e] = 0.0f;
+  __syncthreads();  // wsh
+  const int64_t first_tile = int64_t(blockIdx.y) * tiles_per_block;
+  const int64_t end_tile = min((T + Tl::kBwdTile - 1) / Tl::kBwdTile, first_tile + tiles_per_block);
+  for (int64_t tile = first_tile; c0 < C && tile < end_tile; ++tile) {
+    const int64_t a = tile * Tl::kBwdTile + int64_t(s) * U;
+    if (a >= T) break;
+    Bf16Unit<kW> xw[U + K - 1], gw[U + K - 1];
+    load_rows<kW, U + K - 1>(xw, x + c0, a - (K - 1), T, C);
+    load_rows<kW, U + K - 1>(gw, dy + c0, a, T, C);
+    if (a >= K - 1 && a + U + K - 1 <= T) backward_rows<kW, K, U, false>(xw, gw, wt, dws, a, T, C, dx + a * C + c0);
+    else backward_rows<kW, K, U, true>(xw, gw, wt, dws, a, T, C, dx + a * C + c0);
+  }
+  // The block's sums over its slices, in slice order; one atomicAdd per (channel, tap), four at a
+  // time (one 16-byte vector atomic, each element added on its own, as four atomicAdds) when dw is
+  // 16-byte aligned and kW = 8. Entry e of group gg is channel (blockIdx.x * kGroups + gg) * kW + e / K, tap e % K: dw
+  // index (blockIdx.x * kGroups + gg) * kSums + e, consecutive over the loop.
+  __syncthreads();
+  const bool quads = kW == 8 && dw_aligned16;  // kSums = 8K: quads never straddle a group
+  const int step = quads ? 4 : 1;
+  for (int i = threadIdx.x * step; i < Tl::kGroups * Tl::kSums; i += kThreads * step) {
+    const int gg = i / Tl::kSums, e = i % Tl::kSums;
+    const int64_t group = int64_t(blockIdx.x) * Tl::kGroups + gg;
+    if (group * kW >= C) break;  // every later i is a later group
+    const float* col = part + gg * Tl::kStride + e;
+    if (quads) {
+      float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int q = 0; q < Tl::kSlices; ++q) {
+        const float* p = col + q * Tl::kGroups * Tl::kStride;
+        sum.x += p[0], sum.y += p[1], sum.z += p[2], sum.w += p[3];
+      }
+      atomicAdd(reinterpret_cast<float4*>(dw + group * Tl::kSums + e), sum);
+    } else {
+      float sum = 0.0f;
+#pragma unroll
+      for (int q = 0; q < Tl::kSlices; ++q) sum += col[q * Tl::kGroups * Tl::kStride];
+      atomicAdd(dw + group * Tl::kSums + e, sum);
+    }
+  }
+}
+
+// Grid of one resident wave: the channel blocks times as many splits of the tiles as fit (at least
+// one), each split a contiguous run of tiles_per_block tiles.
+struct TiledGrid {
+  dim3 grid;
+  int64_t tiles_per_block = 0;
+};
+
+template <typename Kernel>
+TiledGrid tiled_grid(const DeviceContext& ctx, Kernel kernel, int64_t T, int64_t C, int kW, int groups, int tile_rows) {
+  const int64_t channel_blocks = units::ceil_div(C / kW, groups);
+  const int64_t tiles = units::ceil_div(T, tile_rows);
+  const int64_t wave = units::resident_blocks(kernel, kThreads, 0, ctx.cuda->device, INT64_MAX);
+  const int64_t splits = std::clamp<int64_t>(wave / channel_blocks, 1, tiles);
+  TiledGrid g;
+  g.tiles_per_block = units::ceil_div(tiles, splits);
+  g.grid = dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(units::ceil_div(tiles, g.tiles_per_block)));
+  return g;
+}
+
+template <int kW, int K>
+void launch_forward(const DeviceContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y, int64_t T, int64_t C) {
+  using Tl = Tiling<kW, K>;
+  const TiledGrid g = tiled_grid(ctx, short_conv_forward_kernel<kW, K>, T, C, kW, Tl::kGroups, Tl::kFwdTile);
+  short_conv_forward_kernel<kW, K><<<g.grid, kThreads, 0, stream_of(ctx)>>>(
+      x.data_as<__nv_bfloat16>(), w.data_as<float>(), T, C, g.tiles_per_block, y.data_as<__nv_bfloat16>());
+}
+
+template <int kW, int K>
+void launch_backward(const DeviceContext& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                     const Tensor& dw, int64_t T, int64_t C) {
+  using Tl = Tiling<kW, K>;
+  const TiledGrid g = tiled_grid(ctx, short_conv_backward_kernel<kW, K>, T, C, kW, Tl::kGroups, Tl::kBwdTile);
+  short_conv_backward_kernel<kW, K><<<g.grid, kThreads, 0, stream_of(ctx)>>>(
+      x.data_as<__nv_bfloat16>(), w.data_as<float>(), dy.data_as<__nv_bfloat16>(), T, C, g.tiles_per_block,
+      dx.data_as<__nv_bfloat16>(), dw.data_as<float>(), units::aligned16(dw.data()));
+}
+
+// Calls f(std::integral_constant<int, K>{}) for K in 1..kMaxTaps (every tap count the op accepts).
+template <typename F>
+void with_taps(int K, F&& f) {
+  switch (K) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
+  }
+}
+
+// The 16-byte path: 8 channels per thread when C allows it and every bf16 tensor is 16-byte aligned.
 bool vec_path(int64_t C, std::initializer_list<const void*> ptrs) {
-  if (C % kVec != 0) return false;
+  if (C % units::kVec != 0) return false;
   for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    if (!units::aligned16(p)) return false;
   return true;
 }
-
-template <int K>
-void launch_forward_vec(cudaStream_t stream, const Tensor& x, const Tensor& w, const Tensor& y, int64_t T, int64_t C) {
-  const int64_t groups = C / kVec;
-  const dim3 grid(static_cast<unsigned>((groups + kGroupsPerBlock - 1) / kGroupsPerBlock),
-                  static_cast<unsigned>((T + kFwdRows - 1) / kFwdRows));
-  short_conv_forward_vec_kernel<K><<<grid, kGroupsPerBlock, 0, stream>>>(
-      x.data_as<__nv_bfloat16>(), w.data_as<float>(), T, C, y.data_as<__nv_bfloat16>());
-}
-
-template <int K>
-void launch_backward_vec(cudaStream_t stream, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                         const Tensor& dw, int64_t T, int64_t C) {
-  const int64_t groups = C / kVec;
-  const dim3 grid(static_cast<unsigned>((groups + kGroupsPerBlock - 1) / kGroupsPerBlock),
-                  static_cast<unsigned>((T + kBwdRows * kBwdChunks - 1) / (kBwdRows * kBwdChunks)));
-  short_conv_backward_vec_kernel<K><<<grid, dim3(kGroupsPerBlock, kBwdChunks), 0, stream>>>(
-      x.data_as<__nv_bfloat16>(), w.data_as<float>(), dy.data_as<__nv_bfloat16>(), T, C,
-      dx.data_as<__nv_bfloat16>(), dw.data_as<float>());
-}
-
-// The vectorised kernels are instantiated for every tap count the op accepts (1..kMaxTaps).
-#define QUILL_SHORT_CONV_TAPS(K, CALL) \
-  switch (K) {                         \
-    case 1: CALL(1); break;            \
-    case 2: CALL(2); break;            \
-    case 3: CALL(3); break;            \
-    case 4: CALL(4); break;            \
-    case 5: CALL(5); break;            \
-    case 6: CALL(6); break;            \
-    case 7: CALL(7); break;            \
-    default: CALL(8); break;           \
-  }
 
 void check_2d(const char* op, const char* name, const char* dims, const Tensor& t) {
   QUILL_CHECK(t.defined() && t.ndim() == 2, "{}: {} must be 2-D {}, got {}", op, name, dims,
@@ -302,10 +406,6 @@ int check_x_w(const char* op, const Tensor& x_TC, const Tensor& w_CK) {
   return static_cast<int>(K);
 }
 
-unsigned elementwise_blocks(int64_t n) {
-  return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 132 * 32));
-}
-
 }  // namespace
 
 void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC) {
@@ -317,15 +417,12 @@ void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tens
   QUILL_CHECK(y_TC.data() != x_TC.data() || x_TC.numel() == 0, "{}: y must not alias x", op);
   const int64_t T = x_TC.dim(0), C = x_TC.dim(1);
   if (T * C == 0) return;
-  if (vec_path(C, {x_TC.data(), y_TC.data()})) {
-#define QUILL_FWD(KT) launch_forward_vec<KT>(stream_of(ctx), x_TC, w_CK, y_TC, T, C)
-    QUILL_SHORT_CONV_TAPS(K, QUILL_FWD)
-#undef QUILL_FWD
-    QUILL_CUDA_CHECK_LAUNCH("short_conv_forward_vec_kernel");
-    return;
-  }
-  short_conv_forward_kernel<<<elementwise_blocks(T * C), kThreads, 0, stream_of(ctx)>>>(
-      x_TC.data_as<__nv_bfloat16>(), w_CK.data_as<float>(), T, C, K, y_TC.data_as<__nv_bfloat16>());
+  const bool vec = vec_path(C, {x_TC.data(), y_TC.data()});
+  with_taps(K, [&](auto taps) {
+    constexpr int KT = decltype(taps)::value;
+    if (vec) launch_forward<units::kVec, KT>(ctx, x_TC, w_CK, y_TC, T, C);
+    else launch_forward<1, KT>(ctx, x_TC, w_CK, y_TC, T, C);
+  });
   QUILL_CUDA_CHECK_LAUNCH("short_conv_forward_kernel");
 }
 
@@ -346,25 +443,13 @@ void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Ten
               "{}: dx must not alias dy or x", op);
   const int64_t T = x_TC.dim(0), C = x_TC.dim(1);
   if (T * C == 0) return;
-  cudaStream_t stream = stream_of(ctx);
-  if (vec_path(C, {x_TC.data(), dy_TC.data(), dx_TC.data()})) {
-#define QUILL_BWD(KT) launch_backward_vec<KT>(stream, x_TC, w_CK, dy_TC, dx_TC, dw_CK, T, C)
-    QUILL_SHORT_CONV_TAPS(K, QUILL_BWD)
-#undef QUILL_BWD
-    QUILL_CUDA_CHECK_LAUNCH("short_conv_backward_vec_kernel");
-    return;
-  }
-  const int64_t col_blocks = (C + 31) / 32;
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((T + 63) / 64, std::max<int64_t>(1, 2048 / col_blocks)));
-  const int64_t chunk_rows = (T + chunks - 1) / chunks;
-  const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>((T + chunk_rows - 1) / chunk_rows));
-  short_conv_backward_dw_kernel<<<grid, dim3(32, 8), 0, stream>>>(x_TC.data_as<__nv_bfloat16>(),
-                                                                  dy_TC.data_as<__nv_bfloat16>(), T, C, K, chunk_rows,
-                                                                  dw_CK.data_as<float>());
-  QUILL_CUDA_CHECK_LAUNCH("short_conv_backward_dw_kernel");
-  short_conv_backward_dx_kernel<<<elementwise_blocks(T * C), kThreads, 0, stream>>>(
-      w_CK.data_as<float>(), dy_TC.data_as<__nv_bfloat16>(), T, C, K, dx_TC.data_as<__nv_bfloat16>());
-  QUILL_CUDA_CHECK_LAUNCH("short_conv_backward_dx_kernel");
+  const bool vec = vec_path(C, {x_TC.data(), dy_TC.data(), dx_TC.data()});
+  with_taps(K, [&](auto taps) {
+    constexpr int KT = decltype(taps)::value;
+    if (vec) launch_backward<units::kVec, KT>(ctx, x_TC, w_CK, dy_TC, dx_TC, dw_CK, T, C);
+    else launch_backward<1, KT>(ctx, x_TC, w_CK, dy_TC, dx_TC, dw_CK, T, C);
+  });
+  QUILL_CUDA_CHECK_LAUNCH("short_conv_backward_kernel");
 }
 
 }  // namespace quill::cuda
