@@ -51,6 +51,21 @@ inline uint64_t mix(uint64_t h) {
 
 size_t table_size_for(size_t n) { return std::bit_ceil(std::max<size_t>(16, n * 2)); }
 
+// Building the tables takes token ids in chunks of this many per parallel task.
+constexpr size_t kBuildChunk = 4096;
+size_t chunks_of(size_t n) { return (n + kBuildChunk - 1) / kBuildChunk; }
+
+// v = n copies of `value`, written on all threads (DefaultInitAllocator: resize writes nothing).
+template <typename T, typename A>
+void parallel_fill(std::vector<T, A>& v, size_t n, const T& value, ThreadPool& pool) {
+  v.clear();
+  v.resize(n);
+  constexpr size_t kPart = size_t{1} << 16;
+  pool.parallel_for((n + kPart - 1) / kPart, [&](size_t c) {
+    std::fill(v.begin() + c * kPart, v.begin() + std::min(n, (c + 1) * kPart), value);
+  });
+}
+
 std::atomic<uint64_t> next_instance{1};
 
 }  // namespace
@@ -68,18 +83,22 @@ uint64_t hash_bytes(const void* data, size_t n) {
   return mix(h);
 }
 
-void BpeCore::set_tokens(std::vector<std::string> tokens, const std::string& source) {
-  QUILL_CHECK(!tokens.empty() && tokens.size() < kNoId, "{}: {} tokens", source, tokens.size());
-  size_t total = 0;
-  for (const std::string& t : tokens) total += t.size();
-  blob_.clear();
-  blob_.reserve(total);
-  offsets_.assign(1, 0);
+TokenBytes TokenBytes::from_strings(const std::vector<std::string>& tokens, const std::string& source) {
+  TokenBytes out;
+  out.offsets.assign(1, 0);
   for (const std::string& t : tokens) {
-    blob_ += t;
-    offsets_.push_back(static_cast<uint32_t>(blob_.size()));
+    QUILL_CHECK(out.blob.size() + t.size() <= 0xFFFFFFFFu, "{}: more than 4 GiB of token bytes", source);
+    out.blob += t;
+    out.offsets.push_back(static_cast<uint32_t>(out.blob.size()));
   }
-  build_piece_table();
+  return out;
+}
+
+void BpeCore::set_tokens(TokenBytes tokens, const std::string& source, ThreadPool& pool) {
+  QUILL_CHECK(tokens.size() > 0 && tokens.size() < kNoId, "{}: {} tokens", source, tokens.size());
+  blob_ = std::move(tokens.blob);
+  offsets_ = std::move(tokens.offsets);
+  build_piece_table(source, pool);
   for (int b = 0; b < 256; ++b) {
     char c = static_cast<char>(b);
     std::optional<uint32_t> id = find_token(std::string_view(&c, 1));
@@ -97,15 +116,45 @@ inline uint64_t head_bytes(const char* p, size_t n) {
 
 }  // namespace
 
-void BpeCore::build_piece_table() {
-  size_t n = id_count();
-  pieces_.assign(table_size_for(n), PieceSlot{0, kNoId, 0});  // load <= 0.5: a miss ends after ~2 probes
+void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
+  const size_t n = id_count();
+  parallel_fill(pieces_, table_size_for(n), PieceSlot{0, kNoId, 0}, pool);  // load <= 0.5: a miss ends after ~2 probes
   piece_mask_ = pieces_.size() - 1;
+  // Inserted on all threads: a token claims the first free slot of its probe sequence by a
+  // compare-and-swap of the slot's id, then fills in the rest of the slot, which nobody reads
+  // before the loop ends. Slots never become free again, so every token is found whatever the
+  // order of insertion (the layout varies, the lookups do not).
+  pool.parallel_for(chunks_of(n), [&](size_t c) {
+    for (size_t id = c * kBuildChunk; id < std::min(n, (c + 1) * kBuildChunk); ++id) {
+      std::string_view bytes = token_bytes(static_cast<uint32_t>(id));
+      if (bytes.empty()) continue;
+      for (uint64_t i = hash_bytes(bytes.data(), bytes.size()) & piece_mask_;; i = (i + 1) & piece_mask_) {
+        uint32_t free = kNoId;
+        if (std::atomic_ref<uint32_t>(pieces_[i].id).compare_exchange_strong(free, static_cast<uint32_t>(id),
+                                                                             std::memory_order_relaxed)) {
+          pieces_[i].head = head_bytes(bytes.data(), bytes.size());
+          pieces_[i].len = static_cast<uint32_t>(bytes.size());
+          break;
+        }
+      }
+    }
+  });
+  // Two tokens with the same bytes: one of them finds the other. Then the table is built again
+  // in id order, which names the same pair whatever the thread count.
+  std::atomic<bool> duplicate{false};
+  pool.parallel_for(chunks_of(n), [&](size_t c) {
+    for (size_t id = c * kBuildChunk; id < std::min(n, (c + 1) * kBuildChunk); ++id) {
+      std::string_view bytes = token_bytes(static_cast<uint32_t>(id));
+      if (!bytes.empty() && find_token(bytes) != id) duplicate.store(true, std::memory_order_relaxed);
+    }
+  });
+  if (!duplicate.load()) return;
+  pieces_.assign(pieces_.size(), PieceSlot{0, kNoId, 0});
   for (uint32_t id = 0; id < n; ++id) {
     std::string_view bytes = token_bytes(id);
     if (bytes.empty()) continue;
     std::optional<uint32_t> same = find_token(bytes);
-    QUILL_CHECK(!same.has_value(), "tokens {} and {} have the same bytes", same.value_or(0), id);
+    QUILL_CHECK(!same.has_value(), "{}: tokens {} and {} have the same bytes", source, same.value_or(0), id);
     uint64_t i = hash_bytes(bytes.data(), bytes.size()) & piece_mask_;
     while (pieces_[i].id != kNoId) i = (i + 1) & piece_mask_;
     pieces_[i] = {head_bytes(bytes.data(), bytes.size()), id, static_cast<uint32_t>(bytes.size())};
@@ -174,37 +223,69 @@ void BpeCore::set_cache_sizes(const BpeCacheSizes& sizes) {
   instance_ = next_instance++;
 }
 
-BpeCore BpeCore::from_ranks(std::vector<std::string> tokens, const std::string& source) {
+BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, ThreadPool* pool) {
+  ThreadPool one(1);
+  ThreadPool& p = pool ? *pool : one;
   BpeCore core;
   core.instance_ = next_instance++;
   core.cache_sizes_ = BpeCacheSizes::from_env();
-  core.set_tokens(std::move(tokens), source);
+  core.set_tokens(std::move(tokens), source, p);
   core.whole_piece_lookup_ = true;
-  // Every split of every token into two tokens is a merge, ranked by the token's rank.
-  std::vector<PairSlot> found;
-  found.reserve(core.id_count() * 3);
-  for (uint32_t id = 0; id < core.id_count(); ++id) {
-    std::string_view t = core.token_bytes(id);
-    for (size_t k = 1; k < t.size(); ++k) {
-      std::optional<uint32_t> left = core.find_token(t.substr(0, k));
-      if (!left) continue;
-      std::optional<uint32_t> right = core.find_token(t.substr(k));
-      if (right) found.push_back({(static_cast<uint64_t>(*left) << 32) | *right, id, id});
+  // Every split of every token into two tokens is a merge, ranked by the token's rank. The
+  // tokens' bytes are distinct (build_piece_table), so no pair comes from two tokens.
+  const size_t n = core.id_count();
+  std::vector<std::vector<PairSlot>> found(chunks_of(n));
+  p.parallel_for(found.size(), [&](size_t c) {
+    for (size_t id = c * kBuildChunk; id < std::min(n, (c + 1) * kBuildChunk); ++id) {
+      std::string_view t = core.token_bytes(static_cast<uint32_t>(id));
+      for (size_t k = 1; k < t.size(); ++k) {
+        std::optional<uint32_t> left = core.find_token(t.substr(0, k));
+        if (!left) continue;
+        std::optional<uint32_t> right = core.find_token(t.substr(k));
+        if (right) found[c].push_back({(static_cast<uint64_t>(*left) << 32) | *right, uint32_t(id), uint32_t(id)});
+      }
     }
+  });
+  size_t total = 0;
+  for (const auto& f : found) total += f.size();
+  if (n < (size_t{1} << 20)) {
+    // The compact table compact_pairs() would make (ranks are ids here: below 2^20, and the
+    // merged id is the rank), built directly and on all threads, as the piece table is.
+    parallel_fill(core.pairs8_, table_size_for(total), kEmptyKey, p);
+    core.pair_mask_ = core.pairs8_.size() - 1;
+    core.pair_count_ = total;
+    core.compact_ = true;
+    p.parallel_for(found.size(), [&](size_t c) {
+      for (const PairSlot& s : found[c]) {
+        uint64_t key = ((s.key >> 32) << 20) | (s.key & 0xFFFFFFFFu), value = (key << 24) | s.rank;
+        for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & core.pair_mask_;; i = (i + 1) & core.pair_mask_) {
+          uint64_t free = kEmptyKey;
+          if (std::atomic_ref<uint64_t>(core.pairs8_[i]).compare_exchange_strong(free, value, std::memory_order_relaxed)) {
+            break;
+          }
+        }
+      }
+      std::vector<PairSlot>().swap(found[c]);
+    });
+  } else {
+    core.reserve_pairs(total);
+    for (const auto& f : found) {
+      for (const PairSlot& s : f) core.add_pair(static_cast<uint32_t>(s.key >> 32), static_cast<uint32_t>(s.key), s.rank, s.id);
+    }
+    core.compact_pairs();
   }
-  core.reserve_pairs(found.size());
-  for (const PairSlot& s : found) core.add_pair(static_cast<uint32_t>(s.key >> 32), static_cast<uint32_t>(s.key), s.rank, s.id);
-  core.compact_pairs();
-  core.build_byte_pairs();
+  core.build_byte_pairs(p);
   return core;
 }
 
 BpeCore BpeCore::from_merges(std::vector<std::string> tokens, const std::vector<std::pair<uint32_t, uint32_t>>& merges,
-                             bool whole_piece_lookup, const std::string& source) {
+                             bool whole_piece_lookup, const std::string& source, ThreadPool* pool) {
+  ThreadPool one(1);
+  ThreadPool& p = pool ? *pool : one;
   BpeCore core;
   core.instance_ = next_instance++;
   core.cache_sizes_ = BpeCacheSizes::from_env();
-  core.set_tokens(std::move(tokens), source);
+  core.set_tokens(TokenBytes::from_strings(tokens, source), source, p);
   core.whole_piece_lookup_ = whole_piece_lookup;
   core.reserve_pairs(merges.size());
   std::string merged;
@@ -219,7 +300,7 @@ BpeCore BpeCore::from_merges(std::vector<std::string> tokens, const std::vector<
     core.add_pair(a, b, static_cast<uint32_t>(r), *id);
   }
   core.compact_pairs();
-  core.build_byte_pairs();
+  core.build_byte_pairs(p);
   return core;
 }
 
@@ -287,7 +368,7 @@ void BpeCore::compact_pairs() {
     max_rank = std::max(max_rank, s.rank);
   }
   if (!fits) return;
-  std::vector<uint64_t> compact(pairs_.size(), kEmptyKey);
+  std::vector<uint64_t, DefaultInitAllocator<uint64_t>> compact(pairs_.size(), kEmptyKey);
   if (!identity) rank_to_id_.assign(max_rank + 1, kNoId);
   for (const PairSlot& s : pairs_) {
     if (s.key == kEmptyKey) continue;
@@ -303,11 +384,11 @@ void BpeCore::compact_pairs() {
   compact_ = true;
 }
 
-void BpeCore::build_byte_pairs() {
+void BpeCore::build_byte_pairs(ThreadPool& pool) {
   byte_pairs_.resize(1 << 16);
-  for (int a = 0; a < 256; ++a) {
+  pool.parallel_for(256, [&](size_t a) {
     for (int b = 0; b < 256; ++b) byte_pairs_[(a << 8) | b] = lookup_pair(byte_id_[a], byte_id_[b]);
-  }
+  });
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,22 +32,61 @@
 #include <vector>
 
 #include "data/bpe_cache_sizes.h"
+#include "data/parallel.h"
 
 namespace quill {
 
 // 64-bit hash of a byte string (multiply-mix over 8-byte words).
 uint64_t hash_bytes(const void* data, size_t n);
 
+// The bytes of every token id side by side: id's bytes are blob[offsets[id], offsets[id + 1])
+// (empty: the id is no BPE token). What the rank-file reader makes and the core keeps.
+struct TokenBytes {
+  std::string blob;
+  std::vector<uint32_t> offsets;  // ids + 1 entries, offsets[0] = 0
+
+  size_t size() const { return offsets.empty() ? 0 : offsets.size() - 1; }
+  std::string_view at(size_t id) const {
+    return std::string_view(blob).substr(offsets[id], offsets[id + 1] - offsets[id]);
+  }
+  // Errors name `source` (more than 4 GiB of bytes).
+  static TokenBytes from_strings(const std::vector<std::string>& tokens, const std::string& source);
+};
+
+// An allocator whose vectors grow without value-initialising their elements, for tables that
+// are then filled on all threads (a serial zero-fill would be serial work, and page faults, that
+// grow with the table).
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) {
+      ::new (static_cast<void*>(p)) U;
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  }
+};
+
 class BpeCore {
  public:
   static constexpr uint32_t kNoId = 0xFFFFFFFFu;
 
   // tokens[id] = the token's bytes; an empty string marks an id that is no BPE token. Every
-  // single byte must be a token. Errors name `source`.
-  static BpeCore from_ranks(std::vector<std::string> tokens, const std::string& source);
+  // single byte must be a token. Errors name `source`. The tables are built on `pool` (null:
+  // this thread); the core, and any error, are the same whatever its thread count.
+  static BpeCore from_ranks(TokenBytes tokens, const std::string& source, ThreadPool* pool = nullptr);
+  static BpeCore from_ranks(const std::vector<std::string>& tokens, const std::string& source,
+                            ThreadPool* pool = nullptr) {
+    return from_ranks(TokenBytes::from_strings(tokens, source), source, pool);
+  }
   // merges: (left id, right id) in priority order; the merged bytes must be a token.
   static BpeCore from_merges(std::vector<std::string> tokens, const std::vector<std::pair<uint32_t, uint32_t>>& merges,
-                             bool whole_piece_lookup, const std::string& source);
+                             bool whole_piece_lookup, const std::string& source, ThreadPool* pool = nullptr);
 
   // Appends the ids of one piece (non-empty).
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
@@ -92,13 +132,13 @@ class BpeCore {
   };
   static constexpr uint64_t kEmptyKey = ~0ull;
 
-  void set_tokens(std::vector<std::string> tokens, const std::string& source);
-  void build_piece_table();
+  void set_tokens(TokenBytes tokens, const std::string& source, ThreadPool& pool);
+  void build_piece_table(const std::string& source, ThreadPool& pool);
   void reserve_pairs(size_t n);
   void add_pair(uint32_t left, uint32_t right, uint32_t rank, uint32_t id);
   // (rank, merged id) of a pair, or rank kNoId.
   inline RankId lookup_pair(uint32_t left, uint32_t right) const;
-  void build_byte_pairs();
+  void build_byte_pairs(ThreadPool& pool);
   void compact_pairs();
   void encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const;  // n >= 2, no front cache
   void merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
@@ -109,7 +149,7 @@ class BpeCore {
   std::string blob_;               // all token bytes, by id
   std::vector<uint32_t> offsets_;  // token id's bytes: blob_[offsets_[id], offsets_[id+1])
   uint32_t byte_id_[256] = {};
-  std::vector<PieceSlot> pieces_;
+  std::vector<PieceSlot, DefaultInitAllocator<PieceSlot>> pieces_;
   uint64_t piece_mask_ = 0;
   std::vector<RankId> byte_pairs_;  // the pair of two single bytes a, b at a << 8 | b (the first merges)
   std::vector<PairSlot> pairs_;
@@ -117,7 +157,7 @@ class BpeCore {
   // The compact form of the pair table, used when ids < 2^20 and ranks < 2^24 (o200k: half the
   // memory, so fewer cache misses, which is where merging spends its time): one u64 per slot,
   // left << 44 | right << 24 | rank; the merged id is the rank (tiktoken) or rank_to_id_[rank].
-  std::vector<uint64_t> pairs8_;
+  std::vector<uint64_t, DefaultInitAllocator<uint64_t>> pairs8_;
   std::vector<uint32_t> rank_to_id_;  // empty: the merged id is the rank
   bool compact_ = false;
   size_t pair_count_ = 0;

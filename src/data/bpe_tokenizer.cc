@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "data/mapped_file.h"
+#include "data/parallel.h"
+#include "data/rank_file.h"
 #include "data/utf8.h"
 
 namespace quill {
@@ -14,33 +18,6 @@ namespace quill {
 using nlohmann::json;
 
 namespace {
-
-// Decodes standard base64 (with '=' padding); false on any other character.
-bool base64_decode(std::string_view in, std::string& out) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  out.clear();
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v = value(c);
-    if (v < 0) return false;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
-    }
-  }
-  return true;
-}
 
 // GPT-2's bytes_to_unicode: the printable bytes map to themselves, the other 68 to U+0100.. in
 // byte order. Returns the byte of a code point, or -1.
@@ -137,44 +114,24 @@ HfSplit hf_pattern(const json& pre, const std::string& where) {
 }  // namespace
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& path, std::vector<SpecialToken> specials,
-                                                          std::string_view pattern) {
-  std::string text = read_file(path);
-  std::vector<std::string> tokens;
-  std::string bytes;
-  size_t line_no = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string_view line(text.data() + pos, eol - pos);
-    pos = eol + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
-    size_t space = line.find(' ');
-    QUILL_CHECK(space != std::string_view::npos && space > 0,
-                "{}:{}: expected \"<base64 token> <rank>\" (is this a tiktoken rank file?)", path, line_no);
-    QUILL_CHECK(base64_decode(line.substr(0, space), bytes) && !bytes.empty(), "{}:{}: the token is not base64", path,
-                line_no);
-    std::string_view rank_text = line.substr(space + 1);
-    uint64_t rank = 0;
-    QUILL_CHECK(!rank_text.empty() && rank_text.size() <= 9 &&
-                    std::all_of(rank_text.begin(), rank_text.end(), [](char c) { return c >= '0' && c <= '9'; }),
-                "{}:{}: the rank is not a number below 10^9", path, line_no);
-    for (char c : rank_text) rank = rank * 10 + static_cast<uint64_t>(c - '0');
-    if (rank >= tokens.size()) tokens.resize(rank + 1);
-    QUILL_CHECK(tokens[rank].empty(), "{}:{}: rank {} appears twice", path, line_no, rank);
-    tokens[rank] = bytes;
-  }
-  QUILL_CHECK(!tokens.empty(), "{}: no ranks (an empty file?)", path);
+                                                          std::string_view pattern, int threads) {
+  MappedFile file(path);
+  std::string_view text = file.view();
+  ThreadPool pool(threads);
+  // The file's SHA-256 (for the definition's) is one serial pass: on a thread of its own while
+  // the pool parses, unless the load is to use one thread.
+  std::future<std::string> ranks_sha;
+  if (pool.threads() > 1) ranks_sha = std::async(std::launch::async, [text] { return sha256_hex(text); });
+  TokenBytes tokens = parse_rank_file(text, path, pool);
 
   auto tok = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
   tok->kind_ = "tiktoken";
   tok->name_ = "tiktoken:" + std::filesystem::path(path).filename().string();
   for (const SpecialToken& s : specials) {
-    QUILL_CHECK(s.id >= tokens.size() || tokens[s.id].empty(), "{}: special token {} has id {}, which is a rank of the file",
+    QUILL_CHECK(s.id >= tokens.size() || tokens.at(s.id).empty(), "{}: special token {} has id {}, which is a rank of the file",
                 path, s.spelling, s.id);
   }
-  tok->core_ = BpeCore::from_ranks(std::move(tokens), path);
+  tok->core_ = BpeCore::from_ranks(std::move(tokens), path, &pool);
   tok->splitter_ = std::make_unique<PreSplitRegex>(pattern);
   tok->keep_gaps_ = false;
   tok->specials_ = std::move(specials);
@@ -182,13 +139,16 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& pat
   std::vector<SpecialToken> sorted = tok->specials_;
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const SpecialToken& s : sorted) special.push_back({s.spelling, s.id});
-  json def = {{"kind", "tiktoken"}, {"ranks_sha256", sha256_hex(text)}, {"pattern", pattern}, {"special", special}};
+  json def = {{"kind", "tiktoken"},
+              {"ranks_sha256", ranks_sha.valid() ? ranks_sha.get() : sha256_hex(text)},
+              {"pattern", pattern},
+              {"special", special}};
   tok->sha256_ = sha256_hex(def.dump());
   tok->finish_setup(path);
   return tok;
 }
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const std::string& path) {
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const std::string& path, int threads) {
   std::string text = read_file(path);
   json j;
   try {
@@ -254,7 +214,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_hf_json(const std::string& path
   auto tok = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
   tok->kind_ = "hf-tokenizer.json";
   tok->name_ = "hf:" + std::filesystem::path(path).filename().string();
-  tok->core_ = BpeCore::from_merges(std::move(tokens), merges, model.value("ignore_merges", false), path);
+  ThreadPool pool(threads);
+  tok->core_ = BpeCore::from_merges(std::move(tokens), merges, model.value("ignore_merges", false), path, &pool);
   tok->splitter_ = std::make_unique<PreSplitRegex>(split.pattern);
   tok->keep_gaps_ = split.keep_gaps;
   if (auto added = j.find("added_tokens"); added != j.end() && !added->is_null()) {

@@ -38,11 +38,12 @@ struct SpecialToken {
 class BpeTokenizer final : public Tokenizer {
  public:
   // Loads a tiktoken rank file. `specials` are added as special tokens (their ids may not be
-  // ranks of the file). Errors name the file and the line.
+  // ranks of the file). Errors name the file and the line. The tables are built on `threads`
+  // threads (0: all cores); the tokenizer and any error are the same whatever the count.
   static std::unique_ptr<BpeTokenizer> from_tiktoken(const std::string& path, std::vector<SpecialToken> specials,
-                                                     std::string_view pattern = kO200kPattern);
+                                                     std::string_view pattern = kO200kPattern, int threads = 0);
   // Loads a Hugging Face tokenizer.json (see above). Errors name the file and the field.
-  static std::unique_ptr<BpeTokenizer> from_hf_json(const std::string& path);
+  static std::unique_ptr<BpeTokenizer> from_hf_json(const std::string& path, int threads = 0);
 
   std::string name() const override { return name_; }
   std::vector<uint32_t> encode(std::string_view text) const override;

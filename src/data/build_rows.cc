@@ -1,140 +1,37 @@
 #include "data/build_rows.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <functional>
 #include <mutex>
 #include <optional>
 
 #include "base/error.h"
 #include "data/chat_render.h"
-#include "data/packing.h"
+#include "data/jsonl_lines.h"
+#include "data/mapped_file.h"
 #include "data/parallel.h"
 #include "data/progress.h"
-#include "data/rows.h"
+#include "data/rows_pipeline.h"
 #include "data/utf8.h"
 
 namespace quill {
 
 namespace {
 
-// A read-only memory map of a whole file (empty files map to nothing).
-class MappedFile {
- public:
-  explicit MappedFile(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    QUILL_CHECK(fd >= 0, "{}: cannot open ({})", path, std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      int err = errno;
-      ::close(fd);
-      QUILL_FAIL("{}: cannot stat ({})", path, std::strerror(err));
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ > 0) {
-      void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      int err = errno;
-      ::close(fd);
-      QUILL_CHECK(m != MAP_FAILED, "{}: mmap failed ({})", path, std::strerror(err));
-      data_ = static_cast<const char*>(m);
-      ::madvise(m, size_, MADV_WILLNEED);
-    } else {
-      ::close(fd);
-    }
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<char*>(data_), size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  std::string_view view() const { return {data_, size_}; }
+// Thrown (never past this file) when the single pass meets an invalid line: the build starts
+// over with the two passes. Not a quill::Error, so nothing between mistakes it for a failure.
+struct InvalidLineSeen {};
 
- private:
-  const char* data_ = nullptr;
-  size_t size_ = 0;
+// The renderer over `tokenizer`, or over a TimedTokenizer around it when the build is timed.
+struct TimedRenderer {
+  TimedRenderer(const Tokenizer& tokenizer, const BuildOptions& options)
+      : timed(options.timing ? std::optional<TimedTokenizer>(std::in_place, tokenizer, *options.timing) : std::nullopt),
+        renderer(timed ? *timed : tokenizer, RenderOptions{options.reasoning_effort}) {}
+  TimedRenderer(const TimedRenderer&) = delete;  // the renderer refers to `timed`
+  TimedRenderer& operator=(const TimedRenderer&) = delete;
+  std::optional<TimedTokenizer> timed;
+  ChatRenderer renderer;
 };
-
-struct Line {
-  size_t offset;
-  size_t length;
-  int64_t number;  // 1-based
-};
-
-// Renders conversation k (an index before the permutation) and reports its input bytes.
-using RenderFn = std::function<MaskedTokens(int64_t k)>;
-using BytesFn = std::function<int64_t(int64_t k)>;
-
-nlohmann::json run_build(int64_t n, const RenderFn& render, const BytesFn& bytes, const ChatRenderer& renderer,
-                         const BuildOptions& options, const std::string& out_dir, nlohmann::json extras,
-                         ThreadPool& pool) {
-  const Tokenizer& tokenizer = renderer.tokenizer();
-  nlohmann::json tok = {{"name", tokenizer.name()}, {"sha256", tokenizer.definition_sha256()},
-                        {"vocab_size", tokenizer.vocab_size()}};
-  if (options.tokenizer_source.is_object()) tok.update(options.tokenizer_source);
-  extras["tokenizer"] = tok;
-  extras["renderer"] = kRendererName;
-  extras["renderer_version"] = kRendererVersion;
-  extras["template_kwargs"] = renderer.template_kwargs();
-  extras["source"] = options.source;
-  extras["seed"] = options.seed;
-  extras["max_rows"] = options.max_rows;
-
-  BuildTiming* timing = options.timing;
-  PackOptions pack{options.seed, options.row_tokens, options.max_rows};
-  RowsWriter writer(out_dir, options.row_tokens);
-  writer.set_timing(timing);
-  RowPacker packer(pack, writer, n);
-  PhaseTimer perm_timer(timing, "permutation", true);
-  std::vector<int64_t> perm = fisher_yates_permutation(n, options.seed);
-  perm_timer.stop();
-  const size_t batch = static_cast<size_t>(std::max(512, pool.threads() * 128));
-  std::vector<MaskedTokens> slots;
-  Progress progress("data build: rendering", options.progress);
-  int64_t rendered = 0, bytes_done = 0;
-  for (size_t start = 0; start < perm.size() && !packer.done(); start += batch) {
-    size_t count = std::min(batch, perm.size() - start);
-    PhaseTimer free_timer(timing, "free rendered conversations", true);
-    slots.assign(count, MaskedTokens{});
-    free_timer.stop();
-    PhaseTimer render_timer(timing, "parse + render + tokenize", false);
-    pool.parallel_for(count, [&](size_t i) { slots[i] = render(perm[start + i]); });
-    render_timer.stop();
-    PhaseTimer pack_timer(timing, "pack + write rows + sha256", true);
-    for (size_t i = 0; i < count && !packer.done(); ++i) {
-      packer.add(slots[i], perm[start + i]);
-      ++rendered;
-      bytes_done += bytes(perm[start + i]);
-    }
-    pack_timer.stop();
-    if (packer.done() || start + count >= perm.size()) break;  // the final line follows
-    std::string rows = fmt::format("rows {}", packer.rows());
-    if (options.max_rows > 0) {
-      progress.update(packer.rows(), options.max_rows, bytes_done, fmt::format("conversations {}/{}", rendered, n));
-    } else {
-      progress.update(rendered, n, bytes_done, rows);
-    }
-  }
-  PhaseTimer finish_timer(timing, "finish (mask section, fsync, manifest)", true);
-  PackStats stats = packer.finish();
-  progress.update(options.max_rows > 0 ? stats.rows : rendered, options.max_rows > 0 ? options.max_rows : n, bytes_done,
-                  fmt::format("rows {}", stats.rows), /*force=*/true);
-  progress.finish();
-  QUILL_CHECK(stats.rows > 0,
-              "{}: no rows: {} conversations give {} tokens, which make no row of {} tokens with a supervised target",
-              out_dir, stats.conversations, stats.stream_tokens, options.row_tokens);
-  int64_t invalid = extras.value("invalid_skipped", int64_t{0});
-  extras.erase("invalid_skipped");
-  extras.update(stats.to_manifest());
-  extras["conversations"]["invalid_skipped"] = invalid;
-  return writer.finish(extras);
-}
 
 }  // namespace
 
@@ -167,117 +64,208 @@ Conversation parse_conversation_line(std::string_view line, const std::string& w
 
 nlohmann::json build_rows(const std::vector<Conversation>& conversations, const Tokenizer& tokenizer,
                           const BuildOptions& options, const std::string& out_dir) {
-  std::optional<TimedTokenizer> timed;
-  if (options.timing) timed.emplace(tokenizer, *options.timing);
-  ChatRenderer renderer(timed ? *timed : tokenizer, RenderOptions{options.reasoning_effort});
-  auto render = [&](int64_t k) {
+  TimedRenderer r(tokenizer, options);
+  RowsSource source;
+  source.conversations = static_cast<int64_t>(conversations.size());
+  source.render = [&](int64_t k, MaskedTokens& out) {
     WorkTimer t(options.timing, BuildTiming::kRender);
-    return renderer.render(conversations[k]);
+    r.renderer.render_into(conversations[k], out);
   };
-  auto bytes = [&](int64_t k) {
+  source.bytes = [&](int64_t k) {
     int64_t b = 0;
     for (const Message& m : conversations[k].messages) b += static_cast<int64_t>(m.content.size() + m.reasoning_content.size());
     return b;
   };
   ThreadPool pool(options.threads);
-  return run_build(static_cast<int64_t>(conversations.size()), render, bytes, renderer, options, out_dir,
-                   {{"invalid_skipped", 0}}, pool);
+  return build_rows_from_source(source, r.renderer, options, out_dir, {{"invalid_skipped", 0}}, pool);
 }
+
+namespace {
+
+// A JSONL build: the mapped file, its lines and what renders them.
+class JsonlBuild {
+ public:
+  JsonlBuild(const std::string& path, const ChatRenderer& renderer, const BuildOptions& options, ThreadPool& pool)
+      : path_(path), renderer_(renderer), options_(options), timing_(options.timing), pool_(pool), file_(path) {
+    PhaseTimer t(timing_, "map + split lines", false);
+    text_ = file_.view();
+    split_ = split_jsonl_lines(text_, pool_);
+  }
+
+  // The single pass: every line is taken for valid and parsed only as it is rendered; the lines
+  // a --max-rows build never renders are checked before its rows are finished. Nothing (no
+  // rows, no temporaries) when a line is invalid: the two passes then report or skip it.
+  std::optional<nlohmann::json> single_pass(const std::string& out_dir) {
+    if (lines().empty()) return std::nullopt;
+    std::atomic<bool> invalid{false};
+    RowsSource source;
+    source.conversations = static_cast<int64_t>(lines().size());
+    source.render = [&](int64_t k, MaskedTokens& out) {
+      if (!render(lines()[k], out)) invalid.store(true, std::memory_order_relaxed);
+    };
+    source.bytes = [&](int64_t k) { return static_cast<int64_t>(lines()[k].length); };
+    source.after_window = [&] {
+      if (invalid.load()) throw InvalidLineSeen{};
+    };
+    source.before_finish = [&](std::span<const int64_t> unrendered) {
+      if (!all_valid(unrendered)) throw InvalidLineSeen{};
+    };
+    try {
+      return build_rows_from_source(source, renderer_, options_, out_dir, extras(0), pool_);
+    } catch (const InvalidLineSeen&) {
+      if (options_.progress) std::fprintf(stderr, "quill: an invalid line: checking every line first\n");
+      return std::nullopt;
+    }
+  }
+
+  // Pass 1 checks every line; pass 2 renders the valid ones, parsing them again.
+  nlohmann::json two_passes(const std::string& out_dir) {
+    int64_t invalid = 0;
+    std::vector<int64_t> valid = check_every_line(invalid);  // conversation k -> index into lines
+    RowsSource source;
+    source.conversations = static_cast<int64_t>(valid.size());
+    source.render = [&](int64_t k, MaskedTokens& out) { render(lines()[valid[k]], out); };
+    source.bytes = [&](int64_t k) { return static_cast<int64_t>(lines()[valid[k]].length); };
+    return build_rows_from_source(source, renderer_, options_, out_dir, extras(invalid), pool_);
+  }
+
+ private:
+  const std::vector<JsonlLine>& lines() const { return split_.lines; }
+  std::string where(const JsonlLine& l) const { return fmt::format("{}:{}", path_, l.number); }
+  Conversation parse(const JsonlLine& l) const {
+    WorkTimer t(timing_, BuildTiming::kParse);
+    return parse_conversation_line(text_.substr(l.offset, l.length), where(l));
+  }
+  // Parses and renders a line; false (and `out` empty) when the line is invalid.
+  bool render(const JsonlLine& l, MaskedTokens& out) const {
+    Conversation c;
+    try {
+      c = parse(l);
+    } catch (const Error&) {
+      out.tokens.clear();
+      out.mask.clear();
+      return false;
+    }
+    WorkTimer t(timing_, BuildTiming::kRender);
+    renderer_.render_into(c, out);
+    return true;
+  }
+  nlohmann::json extras(int64_t invalid) const {
+    return {{"invalid_skipped", invalid}, {"input", {{"path", path_}, {"bytes", text_.size()}, {"lines", split_.total}}}};
+  }
+
+  // Whether the lines `indices` are all valid; checked in parallel, stopping at the first
+  // invalid one found.
+  bool all_valid(std::span<const int64_t> indices) {
+    if (indices.empty()) return true;
+    PhaseTimer t(timing_, "check lines never rendered", false);
+    Progress progress("data build: checking the lines not needed", options_.progress);
+    constexpr size_t kChunk = 256;
+    std::atomic<bool> invalid{false};
+    std::atomic<size_t> done{0};
+    std::atomic<int64_t> bytes{0};
+    std::mutex progress_mu;
+    pool_.parallel_for((indices.size() + kChunk - 1) / kChunk, [&](size_t c) {
+      int64_t b = 0;
+      for (size_t i = c * kChunk; i < std::min(indices.size(), (c + 1) * kChunk) && !invalid.load(); ++i) {
+        try {
+          parse(lines()[indices[i]]);
+        } catch (const Error&) {
+          invalid.store(true, std::memory_order_relaxed);
+        }
+        b += static_cast<int64_t>(lines()[indices[i]].length);
+      }
+      size_t d = done += kChunk;
+      int64_t total_bytes = bytes += b;
+      std::unique_lock<std::mutex> lock(progress_mu, std::try_to_lock);
+      if (lock.owns_lock()) {
+        progress.update(static_cast<int64_t>(std::min(d, indices.size())), static_cast<int64_t>(indices.size()),
+                        total_bytes);
+      }
+    });
+    if (!invalid.load()) {
+      progress.update(static_cast<int64_t>(indices.size()), static_cast<int64_t>(indices.size()), bytes.load(), {}, true);
+    }
+    progress.finish();
+    return !invalid.load();
+  }
+
+  // Every line checked; returns the valid ones and counts the others. Chunks of lines in
+  // parallel; inside a chunk in order, so the first error thrown by the lowest chunk is the
+  // first bad line of the file. With skip_invalid, the first few errors are printed instead.
+  std::vector<int64_t> check_every_line(int64_t& invalid) {
+    const std::vector<JsonlLine>& ls = lines();
+    constexpr size_t kChunk = 256;
+    size_t chunks = (ls.size() + kChunk - 1) / kChunk;
+    std::vector<uint8_t> ok(ls.size(), 0);
+    std::vector<std::vector<std::string>> chunk_errors(chunks);
+    Progress check("data build: checking lines", options_.progress);
+    std::atomic<int64_t> checked_bytes{0};
+    std::atomic<size_t> checked_chunks{0};
+    std::mutex progress_mu;
+    PhaseTimer check_timer(timing_, "check lines (parse + validate)", false);
+    pool_.parallel_for(chunks, [&](size_t c) {
+      size_t end = std::min(ls.size(), (c + 1) * kChunk);
+      int64_t b = 0;
+      for (size_t i = c * kChunk; i < end; ++i) {
+        try {
+          parse(ls[i]);
+          ok[i] = 1;
+        } catch (const Error& e) {
+          if (!options_.skip_invalid) throw;
+          chunk_errors[c].push_back(e.what());
+        }
+        b += static_cast<int64_t>(ls[i].length);
+      }
+      checked_bytes += b;
+      size_t done = ++checked_chunks;
+      std::unique_lock<std::mutex> lock(progress_mu, std::try_to_lock);
+      if (lock.owns_lock()) {
+        check.update(static_cast<int64_t>(std::min(ls.size(), done * kChunk)), static_cast<int64_t>(ls.size()),
+                     checked_bytes.load());
+      }
+    });
+    check.finish();
+    check_timer.stop();
+
+    PhaseTimer valid_timer(timing_, "collect valid lines", true);
+    std::vector<int64_t> valid;
+    for (size_t i = 0; i < ls.size(); ++i) {
+      if (ok[i]) valid.push_back(static_cast<int64_t>(i));
+    }
+    invalid = static_cast<int64_t>(ls.size() - valid.size());
+    if (invalid > 0) {
+      int shown = 0;
+      for (const auto& errs : chunk_errors) {
+        for (const std::string& e : errs) {
+          if (shown++ < 5) std::fprintf(stderr, "quill: skipped %s\n", e.c_str());
+        }
+      }
+      std::fprintf(stderr, "quill: skipped %lld invalid line(s) of %zu\n", static_cast<long long>(invalid), ls.size());
+    }
+    QUILL_CHECK(!valid.empty(), "{}: no valid conversation ({} non-blank lines)", path_, ls.size());
+    return valid;
+  }
+
+  const std::string& path_;
+  const ChatRenderer& renderer_;
+  const BuildOptions& options_;
+  BuildTiming* timing_;
+  ThreadPool& pool_;
+  MappedFile file_;
+  std::string_view text_;
+  JsonlLines split_;
+};
+
+}  // namespace
 
 nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& tokenizer, const BuildOptions& options,
                                      const std::string& out_dir) {
-  BuildTiming* timing = options.timing;
-  std::optional<TimedTokenizer> timed;
-  if (timing) timed.emplace(tokenizer, *timing);
-  ChatRenderer renderer(timed ? *timed : tokenizer, RenderOptions{options.reasoning_effort});  // checks the effort first
-  PhaseTimer split_timer(timing, "map + split lines", true);
-  MappedFile file(path);
-  std::string_view text = file.view();
-
-  // Every non-blank line, in order.
-  std::vector<Line> lines;
-  int64_t number = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = text.size();
-    ++number;
-    std::string_view line = text.substr(pos, eol - pos);
-    if (line.find_first_not_of(" \t\r") != std::string_view::npos) lines.push_back({pos, line.size(), number});
-    pos = eol + 1;
-  }
-  split_timer.stop();
-  auto line_text = [&](const Line& l) { return text.substr(l.offset, l.length); };
-  auto where = [&](const Line& l) { return fmt::format("{}:{}", path, l.number); };
-
-  // Pass 1: check every line. Chunks of lines in parallel; inside a chunk in order, so the first
-  // error thrown by the lowest chunk is the first bad line of the file.
-  constexpr size_t kChunk = 256;
-  size_t chunks = (lines.size() + kChunk - 1) / kChunk;
-  std::vector<uint8_t> ok(lines.size(), 0);
-  std::vector<std::vector<std::string>> chunk_errors(chunks);
-  Progress check("data build: checking lines", options.progress);
-  std::atomic<int64_t> checked_bytes{0};
-  std::atomic<size_t> checked_chunks{0};
-  std::mutex progress_mu;
+  TimedRenderer r(tokenizer, options);  // checks the effort first
   ThreadPool pool(options.threads);
-  PhaseTimer check_timer(timing, "check lines (parse + validate)", false);
-  pool.parallel_for(chunks, [&](size_t c) {
-    size_t end = std::min(lines.size(), (c + 1) * kChunk);
-    int64_t b = 0;
-    for (size_t i = c * kChunk; i < end; ++i) {
-      try {
-        WorkTimer t(timing, BuildTiming::kParse);
-        parse_conversation_line(line_text(lines[i]), where(lines[i]));
-        ok[i] = 1;
-      } catch (const Error& e) {
-        if (!options.skip_invalid) throw;
-        chunk_errors[c].push_back(e.what());
-      }
-      b += static_cast<int64_t>(lines[i].length);
-    }
-    checked_bytes += b;
-    size_t done = ++checked_chunks;
-    std::unique_lock<std::mutex> lock(progress_mu, std::try_to_lock);
-    if (lock.owns_lock()) {
-      check.update(static_cast<int64_t>(std::min(lines.size(), done * kChunk)), static_cast<int64_t>(lines.size()),
-                   checked_bytes.load());
-    }
-  });
-  check.finish();
-  check_timer.stop();
-
-  PhaseTimer valid_timer(timing, "collect valid lines", true);
-  std::vector<int64_t> valid;  // conversation k -> index into lines
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (ok[i]) valid.push_back(static_cast<int64_t>(i));
-  }
-  int64_t invalid = static_cast<int64_t>(lines.size() - valid.size());
-  if (invalid > 0) {
-    int shown = 0;
-    for (const auto& errs : chunk_errors) {
-      for (const std::string& e : errs) {
-        if (shown++ < 5) std::fprintf(stderr, "quill: skipped %s\n", e.c_str());
-      }
-    }
-    std::fprintf(stderr, "quill: skipped %lld invalid line(s) of %zu\n", static_cast<long long>(invalid), lines.size());
-  }
-  QUILL_CHECK(!valid.empty(), "{}: no valid conversation ({} non-blank lines)", path, lines.size());
-  valid_timer.stop();
-
-  auto render = [&](int64_t k) {
-    const Line& l = lines[valid[k]];
-    Conversation c;
-    {
-      WorkTimer t(timing, BuildTiming::kParse);
-      c = parse_conversation_line(line_text(l), where(l));
-    }
-    WorkTimer t(timing, BuildTiming::kRender);
-    return renderer.render(c);
-  };
-  auto bytes = [&](int64_t k) { return static_cast<int64_t>(lines[valid[k]].length); };
-  nlohmann::json extras = {{"invalid_skipped", invalid},
-                           {"input", {{"path", path}, {"bytes", text.size()}, {"lines", number}}}};
-  return run_build(static_cast<int64_t>(valid.size()), render, bytes, renderer, options, out_dir, extras, pool);
+  JsonlBuild build(path, r.renderer, options, pool);
+  if (std::optional<nlohmann::json> manifest = build.single_pass(out_dir)) return *manifest;
+  return build.two_passes(out_dir);
 }
 
 }  // namespace quill

@@ -2,11 +2,13 @@
 // directory with its manifest (recipes-and-measurement.md section 6; docs/rows-format.md,
 // docs/data-build.md).
 //
-// Rendering runs on all cores: the permutation is fixed first (it depends only on the number of
-// conversations and the seed), then conversations are rendered in permutation order, a batch at
-// a time in parallel, each into its own slot, and handed to the packer in order. The output is
-// therefore byte-identical whatever the thread count, and a build with --max-rows stops
-// rendering once the rows are full.
+// Everything whose cost grows with the input runs on all cores (rows_pipeline.h): the permutation
+// is fixed first (it depends only on the number of conversations and the seed), then
+// conversations are parsed, rendered and tokenized in permutation order, a window at a time in
+// parallel, each into its own slot; the rows are laid out from the token counts, assembled and
+// written in parallel, and hashed in order on a thread of their own. The output is therefore
+// byte-identical whatever the thread count, and a build with --max-rows stops rendering once the
+// rows are full. `--timing` (BuildOptions::timing) says where the time went.
 #pragma once
 
 #include <cstdint>
@@ -42,13 +44,15 @@ struct BuildOptions {
 nlohmann::json build_rows(const std::vector<Conversation>& conversations, const Tokenizer& tokenizer,
                           const BuildOptions& options, const std::string& out_dir);
 
-// The same from a JSONL file, read once to check every line (in parallel) and then again, line by
-// line in permutation order, to render. A bad line (malformed JSON, invalid UTF-8, unknown role,
-// missing content, a bad tool spec) is an error naming the file and line, or with skip_invalid
-// is skipped and counted (conversations.invalid_skipped). Blank lines are ignored. The manifest
-// also gets input {path, bytes, lines}. Nothing is written before every line is checked, and the
-// rows are written under temporary names and renamed at the end, so a failed build leaves no
-// rows file.
+// The same from a JSONL file, memory-mapped and cut into lines in parallel. Every line is taken
+// for valid and parsed once, as it is rendered; lines a --max-rows build never renders are then
+// checked (in parallel) before its rows are finished. If any line is invalid (malformed JSON,
+// invalid UTF-8, unknown role, missing content, a bad tool spec), the build starts over in two
+// passes: every line checked first (in parallel), then the valid ones rendered. A bad line is an
+// error naming the file and line (the first bad line of the file, whatever the thread count), or
+// with skip_invalid is skipped and counted (conversations.invalid_skipped). Blank lines are
+// ignored. The manifest also gets input {path, bytes, lines}. The rows are written under
+// temporary names and renamed at the end, so a failed build leaves no rows file.
 nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& tokenizer, const BuildOptions& options,
                                      const std::string& out_dir);
 

@@ -47,7 +47,10 @@ constexpr std::string_view kEffortPrefix = "Thinking effort level: ";
 
 class Emitter {
  public:
-  Emitter(const Tokenizer& tok, const std::vector<uint32_t>& ids) : tok_(tok), ids_(ids) {}
+  Emitter(const Tokenizer& tok, const std::vector<uint32_t>& ids, MaskedTokens& out) : tok_(tok), ids_(ids), out_(out) {
+    out_.tokens.clear();
+    out_.mask.clear();
+  }
 
   void special(Tok t) {
     out_.tokens.push_back(ids_[t]);
@@ -69,12 +72,11 @@ class Emitter {
     for (size_t i = begin; i < out_.mask.size(); ++i) out_.mask[i] = 1;
   }
   size_t size() const { return out_.tokens.size(); }
-  MaskedTokens take() { return std::move(out_); }
 
  private:
   const Tokenizer& tok_;
   const std::vector<uint32_t>& ids_;
-  MaskedTokens out_;
+  MaskedTokens& out_;
 };
 
 }  // namespace
@@ -200,7 +202,13 @@ nlohmann::json ChatRenderer::template_kwargs() const {
 }
 
 MaskedTokens ChatRenderer::render(const Conversation& conversation) const {
-  Emitter e(tokenizer_, ids_);
+  MaskedTokens out;
+  render_into(conversation, out);
+  return out;
+}
+
+void ChatRenderer::render_into(const Conversation& conversation, MaskedTokens& out) const {
+  Emitter e(tokenizer_, ids_, out);
   if (!conversation.tools.empty()) e.block(kMsgSystem, kToolDeclareAuthor, kXml, tool_declare_json(conversation.tools));
   bool effort_done = false;
   // Tool-call id -> tool name over the whole conversation, the last call with an id winning (the
@@ -245,7 +253,6 @@ MaskedTokens ChatRenderer::render(const Conversation& conversation) const {
     }
   }
   if (!effort_done) e.block(kMsgSystem, "", kText, effort_line_);
-  return e.take();
 }
 
 }  // namespace quill

@@ -74,6 +74,9 @@ class ChatRenderer {
   explicit ChatRenderer(const Tokenizer& tokenizer, RenderOptions options = {});
 
   MaskedTokens render(const Conversation& conversation) const;
+  // The same into `out`, replacing its contents but keeping its storage (the data build reuses
+  // one per slot instead of allocating and freeing two vectors per conversation).
+  void render_into(const Conversation& conversation, MaskedTokens& out) const;
 
   // The kwargs recorded in the rows manifest: {"reasoning_effort": "<as given>"}.
   nlohmann::json template_kwargs() const;

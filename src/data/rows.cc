@@ -1,12 +1,12 @@
 #include "data/rows.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "data/build_timing.h"
+#include "data/sha256_stream.h"
 
 namespace quill {
 
@@ -28,33 +29,6 @@ static_assert(std::endian::native == std::endian::little, "the rows format assum
 namespace {
 
 std::string join(const std::string& dir, const char* file) { return (std::filesystem::path(dir) / file).string(); }
-
-// Incremental SHA-256 (base/file_util.h only hashes a whole buffer).
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) {
-    QUILL_CHECK(ctx_ != nullptr && EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) == 1, "SHA-256: init failed");
-  }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void update(const void* data, size_t n) { EVP_DigestUpdate(ctx_, data, n); }
-  std::string hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &len);
-    static const char* kHex = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < len; ++i) {
-      out.push_back(kHex[digest[i] >> 4]);
-      out.push_back(kHex[digest[i] & 15]);
-    }
-    return out;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-};
 
 void put_u32(unsigned char* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void put_u64(unsigned char* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -157,12 +131,54 @@ void RowsWriter::append(std::span<const uint32_t> tokens, std::span<const uint8_
   ++rows_;
 }
 
+void check_manifest_extras(const std::string& dir, const nlohmann::json& extras) {
+  QUILL_CHECK(extras.is_object(), "{}: manifest extras must be a JSON object", dir);
+  for (const char* key : kComputedFields) {
+    QUILL_CHECK(!extras.contains(key), "{}: manifest field {} is computed by the writer", dir, key);
+  }
+}
+
+std::array<unsigned char, kRowsHeaderBytes> rows_header(int64_t row_tokens, int64_t rows) {
+  std::array<unsigned char, kRowsHeaderBytes> header{};
+  std::memcpy(header.data(), kRowsMagic, 8);
+  put_u32(header.data() + 8, kRowsVersion);
+  put_u32(header.data() + 12, static_cast<uint32_t>(row_tokens));
+  put_u64(header.data() + 16, static_cast<uint64_t>(rows));
+  return header;
+}
+
+nlohmann::json rows_manifest(const std::string& dir, const nlohmann::json& extras, const RowsSummary& s) {
+  check_manifest_extras(dir, extras);
+  nlohmann::json manifest = extras;
+  manifest["format"] = "quill-rows";
+  manifest["format_version"] = kRowsVersion;
+  manifest["rows"] = s.rows;
+  manifest["row_tokens"] = s.row_tokens;
+  manifest["padding_tokens"] = 0;
+  manifest["rows_sha256"] = s.rows_sha256;
+  manifest["supervised_targets"] = s.supervised_targets;
+  manifest["supervised_token_ratio"] =
+      s.rows == 0 ? 0.0 : static_cast<double>(s.supervised_targets) / static_cast<double>(s.rows * s.row_tokens);
+  manifest["max_token_id"] = s.max_token_id;
+  return manifest;
+}
+
+void install_rows(const std::string& dir, const std::string& rows_tmp, const nlohmann::json& manifest) {
+  // A stale manifest must never describe the new rows.bin: remove it first, then rename the rows
+  // into place, then write the new manifest. A crash in between leaves no manifest (an error on
+  // open), never a wrong one.
+  std::string rows_path = join(dir, kRowsFile), manifest_path = join(dir, kManifestFile);
+  std::error_code ec;
+  std::filesystem::remove(manifest_path, ec);
+  QUILL_CHECK(!ec, "{}: cannot remove the old manifest ({})", manifest_path, ec.message());
+  QUILL_CHECK(std::rename(rows_tmp.c_str(), rows_path.c_str()) == 0, "{}: rename failed ({})", rows_path,
+              std::strerror(errno));
+  write_file_atomic(manifest_path, manifest.dump(2) + "\n");
+}
+
 nlohmann::json RowsWriter::finish(const nlohmann::json& extras) {
   QUILL_CHECK(!finished_, "{}: finish called twice", dir_);
-  QUILL_CHECK(extras.is_object(), "{}: manifest extras must be a JSON object", dir_);
-  for (const char* key : kComputedFields) {
-    QUILL_CHECK(!extras.contains(key), "{}: manifest field {} is computed by the writer", dir_, key);
-  }
+  check_manifest_extras(dir_, extras);
   Impl& im = *impl_;
   WorkTimer write_timer(timing_, BuildTiming::kWrite);
   // Mask section after the token section.
@@ -172,13 +188,9 @@ nlohmann::json RowsWriter::finish(const nlohmann::json& extras) {
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), im.mask)) > 0;) write_all(im.tokens, buf.data(), n, im.tokens_tmp);
   QUILL_CHECK(!std::ferror(im.mask), "{}: read failed", im.mask_tmp);
 
-  unsigned char header[kRowsHeaderBytes] = {};
-  std::memcpy(header, kRowsMagic, 8);
-  put_u32(header + 8, kRowsVersion);
-  put_u32(header + 12, static_cast<uint32_t>(row_tokens_));
-  put_u64(header + 16, static_cast<uint64_t>(rows_));
+  std::array<unsigned char, kRowsHeaderBytes> header = rows_header(row_tokens_, rows_);
   QUILL_CHECK(std::fseek(im.tokens, 0, SEEK_SET) == 0, "{}: seek failed", im.tokens_tmp);
-  write_all(im.tokens, header, sizeof header, im.tokens_tmp);
+  write_all(im.tokens, header.data(), header.size(), im.tokens_tmp);
   QUILL_CHECK(std::fflush(im.tokens) == 0, "{}: flush failed ({})", im.tokens_tmp, std::strerror(errno));
   write_timer.stop();
   {
@@ -187,30 +199,10 @@ nlohmann::json RowsWriter::finish(const nlohmann::json& extras) {
   }
   im.close_files();
 
-  nlohmann::json manifest = extras;
-  manifest["format"] = "quill-rows";
-  manifest["format_version"] = kRowsVersion;
-  manifest["rows"] = rows_;
-  manifest["row_tokens"] = row_tokens_;
-  manifest["padding_tokens"] = 0;
-  manifest["rows_sha256"] = im.sha.hex();
-  manifest["supervised_targets"] = supervised_;
-  manifest["supervised_token_ratio"] =
-      rows_ == 0 ? 0.0 : static_cast<double>(supervised_) / static_cast<double>(rows_ * row_tokens_);
-  manifest["max_token_id"] = max_token_id_;
-
-  // A stale manifest must never describe the new rows.bin: remove it first, then rename the rows
-  // into place, then write the new manifest. A crash in between leaves no manifest (an error on
-  // open), never a wrong one.
-  std::string rows_path = join(dir_, kRowsFile), manifest_path = join(dir_, kManifestFile);
-  std::error_code ec;
-  std::filesystem::remove(manifest_path, ec);
-  QUILL_CHECK(!ec, "{}: cannot remove the old manifest ({})", manifest_path, ec.message());
-  QUILL_CHECK(std::rename(im.tokens_tmp.c_str(), rows_path.c_str()) == 0, "{}: rename failed ({})", rows_path,
-              std::strerror(errno));
+  nlohmann::json manifest = rows_manifest(dir_, extras, {rows_, row_tokens_, supervised_, max_token_id_, im.sha.hex()});
+  install_rows(dir_, im.tokens_tmp, manifest);
   std::remove(im.mask_tmp.c_str());
   finished_ = true;
-  write_file_atomic(manifest_path, manifest.dump(2) + "\n");
   return manifest;
 }
 

@@ -15,6 +15,7 @@
 // followed by its T mask bytes. Independent of the file layout, so it names the data itself.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -33,6 +34,26 @@ inline constexpr const char* kManifestFile = "manifest.json";
 // Supervised targets of one row: the number of t in 1..T-1 with mask[t] == 1 (the target of
 // position t-1 is token t, and its mask bit is mask[t]).
 int64_t count_supervised_targets(std::span<const uint8_t> mask);
+
+// What a writer computed over its rows, for the manifest.
+struct RowsSummary {
+  int64_t rows = 0;
+  int64_t row_tokens = 0;
+  int64_t supervised_targets = 0;
+  int64_t max_token_id = -1;
+  std::string rows_sha256;
+};
+
+// For the writers (RowsWriter, ParallelRowsWriter), so both write the same bytes:
+// an error unless `extras` is an object that sets none of the computed fields;
+void check_manifest_extras(const std::string& dir, const nlohmann::json& extras);
+// the 64-byte header of rows.bin;
+std::array<unsigned char, kRowsHeaderBytes> rows_header(int64_t row_tokens, int64_t rows);
+// `extras` plus the computed fields (see RowsWriter::finish);
+nlohmann::json rows_manifest(const std::string& dir, const nlohmann::json& extras, const RowsSummary& summary);
+// a finished, fsynced temporary rows file put in place: the old manifest removed, the rows
+// renamed to rows.bin, then the new manifest written (atomically).
+void install_rows(const std::string& dir, const std::string& rows_tmp, const nlohmann::json& manifest);
 
 // Streams rows into `out_dir` under temporary names; finish() writes rows.bin and manifest.json
 // (each via a temporary name and rename). Destroyed without finish(), it removes its temporaries

@@ -51,7 +51,7 @@ bool is_json_file(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const std::string& special_tokens) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const std::string& special_tokens, int threads) {
   if (path == "byte") {
     QUILL_CHECK(special_tokens.empty(), "--special-tokens does not apply to the byte tokenizer");
     return std::make_unique<ByteTokenizer>();
@@ -59,9 +59,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const std::st
   if (is_json_file(path)) {
     QUILL_CHECK(special_tokens.empty() || special_tokens == "none",
                 "{}: a tokenizer.json brings its own special tokens (added_tokens); drop --special-tokens", path);
-    return BpeTokenizer::from_hf_json(path);
+    return BpeTokenizer::from_hf_json(path, threads);
   }
-  return BpeTokenizer::from_tiktoken(path, special_token_set(special_tokens));
+  return BpeTokenizer::from_tiktoken(path, special_token_set(special_tokens), kO200kPattern, threads);
 }
 
 nlohmann::json tokenizer_source_json(const std::string& path, const std::string& special_tokens) {

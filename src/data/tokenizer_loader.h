@@ -27,8 +27,10 @@ inline constexpr const char* kDefaultSpecialTokens = "inkling";
 // The special tokens a SPEC names (see above). Errors name the spec or the file.
 std::vector<SpecialToken> special_token_set(const std::string& spec);
 
-// Opens the tokenizer (see above); an empty special_tokens means the default.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const std::string& special_tokens = "");
+// Opens the tokenizer (see above); an empty special_tokens means the default. A BPE tokenizer's
+// tables are built on `threads` threads (0: all cores), with the same result whatever the count.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const std::string& special_tokens = "",
+                                          int threads = 0);
 
 // What a rows manifest records so that `quill data inspect` can reopen the tokenizer:
 // {"path": absolute path (or "byte"), "special_tokens": spec}.

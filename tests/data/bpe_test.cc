@@ -12,6 +12,7 @@
 #include "base/file_util.h"
 #include "base/rng.h"
 #include "data/bpe.h"
+#include "data/parallel.h"
 #include "data/bpe_tokenizer.h"
 #include "data/tokenizer_loader.h"
 #include "data/utf8.h"
@@ -346,25 +347,43 @@ TEST(BpeCore, SmallAndTreeMergesMatchTheReference) {
       tokens.push_back(t);
       pool.push_back(t);
     }
-    BpeCore core = BpeCore::from_ranks(tokens, "random");
-    const std::string alphabet = "abcd ";
-    for (int i = 0; i < 400; ++i) {
-      std::string piece;
-      uint64_t n = 1 + rng.below(i % 4 == 0 ? 400 : 40);
-      for (uint64_t k = 0; k < n; ++k) piece += alphabet[rng.below(alphabet.size())];
-      std::vector<uint32_t> want = reference_merge(ranks, piece), small, tree;
-      core.merge_piece(piece, small);
-      core.merge_piece(piece, tree, /*force_tree=*/true);
-      EXPECT_EQ(small, want) << "seed " << seed << " piece " << piece;
-      EXPECT_EQ(tree, want) << "seed " << seed << " piece " << piece;
-      // encode_piece = whole-piece lookup, else the same merge (cached the second time).
-      for (int repeat = 0; repeat < 2; ++repeat) {
-        std::vector<uint32_t> enc;
-        core.encode_piece(piece, enc);
-        auto it = ranks.find(piece);
-        EXPECT_EQ(enc, it != ranks.end() ? std::vector<uint32_t>{it->second} : want) << piece;
+    // The tables built on one thread and on three (v8) must give the same merges.
+    ThreadPool three(3);
+    for (ThreadPool* build_pool : {static_cast<ThreadPool*>(nullptr), &three}) {
+      BpeCore core = BpeCore::from_ranks(tokens, "random", build_pool);
+      const std::string alphabet = "abcd ";
+      for (int i = 0; i < 400; ++i) {
+        std::string piece;
+        uint64_t n = 1 + rng.below(i % 4 == 0 ? 400 : 40);
+        for (uint64_t k = 0; k < n; ++k) piece += alphabet[rng.below(alphabet.size())];
+        std::vector<uint32_t> want = reference_merge(ranks, piece), small, tree;
+        core.merge_piece(piece, small);
+        core.merge_piece(piece, tree, /*force_tree=*/true);
+        EXPECT_EQ(small, want) << "seed " << seed << " piece " << piece;
+        EXPECT_EQ(tree, want) << "seed " << seed << " piece " << piece;
+        // encode_piece = whole-piece lookup, else the same merge (cached the second time).
+        for (int repeat = 0; repeat < 2; ++repeat) {
+          std::vector<uint32_t> enc;
+          core.encode_piece(piece, enc);
+          auto it = ranks.find(piece);
+          EXPECT_EQ(enc, it != ranks.end() ? std::vector<uint32_t>{it->second} : want) << piece;
+        }
       }
     }
+  }
+}
+
+// Two tokens with the same bytes: the same error, naming the first such pair in id order,
+// whatever the thread count the tables are built on.
+TEST(BpeCore, DuplicateTokensNameTheSamePairOnAnyThreads) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.emplace_back(1, static_cast<char>(b));
+  for (int i = 0; i < 20000; ++i) tokens.push_back("t" + std::to_string(i));
+  tokens[15000] = "t77";  // a duplicate of id 333 ("t77" at 256 + 77)
+  tokens[9000] = "t521";  // of id 777: the first duplicate in id order
+  for (int threads : {1, 2, 4, 8}) {
+    ThreadPool pool(threads);
+    expect_error([&] { BpeCore::from_ranks(tokens, "dup", &pool); }, {"dup: tokens 777 and 9000 have the same bytes"});
   }
 }
 

@@ -1,0 +1,262 @@
+#include "data/rows_pipeline.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "data/build_timing.h"
+#include "data/packing.h"
+#include "data/progress.h"
+#include "data/row_plan.h"
+#include "data/rows.h"
+#include "data/rows_parallel_writer.h"
+#include "data/sha256_stream.h"
+
+namespace quill {
+
+namespace {
+
+// Storage that grows without being zero-filled first (the assembled rows overwrite every
+// element; a serial memset of each new window's rows would be serial work that grows with the
+// output) and is never shrunk.
+template <typename T>
+class Scratch {
+ public:
+  T* get(size_t n) {
+    if (n > capacity_) {
+      data_ = std::make_unique_for_overwrite<T[]>(n);
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t capacity_ = 0;
+};
+
+// One window's candidate rows, side by side. Three of them take turns, so that writing and
+// hashing a window overlaps rendering the next ones (with one window of slack for when the
+// writer thread falls behind); a window's rows are reused only after its job ran.
+struct WindowRows {
+  Scratch<uint32_t> tokens;
+  Scratch<uint8_t> mask;
+  uint64_t ticket = 0;
+};
+
+// Consecutive kept rows that are also side by side in the window's buffer: one write.
+struct Run {
+  int64_t row;       // the first row's index
+  size_t candidate;  // and its candidate's
+  size_t count;
+};
+
+// What assembling a candidate row found besides its supervised targets.
+struct RowFacts {
+  int64_t max_token = -1;
+  int64_t bad_mask_at = -1;  // the first t with mask[t] > 1 (only a renderer bug could cause one)
+};
+
+// Copies candidate row `c` from its pieces into `tokens`/`mask` (T each) and counts what the
+// manifest needs.
+RowFacts assemble_row(RowPlanner::Candidate& c, const RowPlanner& planner, const std::vector<MaskedTokens>& slots,
+                      size_t T, uint32_t* tokens, uint8_t* mask) {
+  size_t at = 0;
+  for (size_t p = c.first_piece; p < c.first_piece + c.pieces; ++p) {
+    const RowPlanner::Piece& piece = planner.pieces()[p];
+    const MaskedTokens& src = piece.slot == RowPlanner::kCarry ? planner.carry() : slots[static_cast<size_t>(piece.slot)];
+    std::memcpy(tokens + at, src.tokens.data() + piece.begin, piece.length * sizeof(uint32_t));
+    std::memcpy(mask + at, src.mask.data() + piece.begin, piece.length);
+    at += piece.length;
+  }
+  QUILL_CHECK(at == T, "packing: a row of {} tokens assembled from pieces of {}", T, at);
+  int64_t supervised = 0;
+  uint32_t max_token = 0;
+  uint8_t over = 0;
+  for (size_t t = 1; t < T; ++t) supervised += mask[t] != 0;  // count_supervised_targets
+  for (size_t t = 0; t < T; ++t) {
+    max_token = std::max(max_token, tokens[t]);
+    over |= static_cast<uint8_t>(mask[t] > 1);
+  }
+  c.supervised = supervised;
+  RowFacts facts;
+  facts.max_token = max_token;
+  if (over) {
+    for (size_t t = 0; t < T && facts.bad_mask_at < 0; ++t) {
+      if (mask[t] > 1) facts.bad_mask_at = static_cast<int64_t>(t);
+    }
+  }
+  return facts;
+}
+
+}  // namespace
+
+nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRenderer& renderer,
+                                      const BuildOptions& options, const std::string& out_dir, nlohmann::json extras,
+                                      ThreadPool& pool) {
+  const Tokenizer& tokenizer = renderer.tokenizer();
+  nlohmann::json tok = {{"name", tokenizer.name()}, {"sha256", tokenizer.definition_sha256()},
+                        {"vocab_size", tokenizer.vocab_size()}};
+  if (options.tokenizer_source.is_object()) tok.update(options.tokenizer_source);
+  extras["tokenizer"] = tok;
+  extras["renderer"] = kRendererName;
+  extras["renderer_version"] = kRendererVersion;
+  extras["template_kwargs"] = renderer.template_kwargs();
+  extras["source"] = options.source;
+  extras["seed"] = options.seed;
+  extras["max_rows"] = options.max_rows;
+
+  BuildTiming* timing = options.timing;
+  const int64_t n = source.conversations;
+  ParallelRowsWriter writer(out_dir, options.row_tokens);  // checks row_tokens first, as RowsWriter did
+  RowPlanner planner(PackOptions{options.seed, options.row_tokens, options.max_rows}, n);
+  const size_t T = static_cast<size_t>(options.row_tokens);
+  std::array<WindowRows, 3> windows;
+  // Writes and hashes each window's kept rows, in order, while the pool renders the next window.
+  // One thread is enough for the writes: the file's page cache takes one writer at a time
+  // (ext4 serialises buffered writes to a file; pwrite from two threads measured no faster here).
+  // A build on one thread does it on that thread (so that one thread means one).
+  // Declared after what its jobs use: destroyed (and drained) first.
+  const bool writer_thread = pool.threads() > 1;
+  BackgroundSha256 background(writer_thread);
+
+  PhaseTimer perm_timer(timing, "permutation", true);
+  std::vector<int64_t> perm = fisher_yates_permutation(n, options.seed);
+  perm_timer.stop();
+
+  // Windows of about 128 conversations a thread: the serial steps between the parallel ones cost
+  // O(conversations + rows), so the windows can be small enough to keep memory low. From half
+  // the total on, each window is half of what is left, down to 16 a thread.
+  const size_t threads = static_cast<size_t>(pool.threads());
+  const size_t full = std::max<size_t>(512, threads * 128), smallest = std::max<size_t>(64, threads * 16);
+  std::vector<MaskedTokens> slots;  // kept from window to window: their storage is reused
+  std::vector<size_t> sizes, kept;
+  std::vector<RowFacts> facts;
+  int64_t supervised = 0, max_token = -1, rendered = 0, bytes_done = 0;
+  Progress progress("data build: rendering", options.progress);
+  size_t start = 0, which = 0;
+  while (start < perm.size() && !planner.done()) {
+    const size_t left = perm.size() - start;
+    const size_t count = std::min({left, full, std::max(smallest, (left + 1) / 2)});
+    if (slots.size() < count) slots.resize(count);
+    PhaseTimer render_timer(timing, "render (parse + render + tokenize)", false);
+    pool.parallel_for(count, [&](size_t i) {
+      // Rendered with the vectors' headers on this thread's stack: appending to slots[i] in place
+      // writes its end pointer for every token, in a cache line the neighbouring slots (other
+      // threads) write too (false sharing: half the speed on 2 threads).
+      MaskedTokens out = std::move(slots[i]);
+      source.render(perm[start + i], out);
+      slots[i] = std::move(out);
+    });
+    render_timer.stop();
+    if (source.after_window) source.after_window();
+
+    PhaseTimer lay_timer(timing, "lay out and decide rows", true);
+    sizes.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      QUILL_CHECK(slots[i].tokens.size() == slots[i].mask.size(), "packing: conversation {} has {} tokens but {} mask bits",
+                  perm[start + i], slots[i].tokens.size(), slots[i].mask.size());
+      sizes[i] = slots[i].tokens.size();
+    }
+    planner.lay_out({perm.data() + start, count}, sizes);
+    std::vector<RowPlanner::Candidate>& cands = planner.candidates();
+    lay_timer.stop();
+
+    WindowRows& win = windows[which];
+    which = (which + 1) % windows.size();
+    PhaseTimer wait_timer(timing, "wait for the writer thread", true);
+    if (win.ticket) background.wait(win.ticket);
+    wait_timer.stop();
+    uint32_t* row_tokens = win.tokens.get(cands.size() * T);
+    uint8_t* row_mask = win.mask.get(cands.size() * T);
+    facts.resize(cands.size());
+    PhaseTimer assemble_timer(timing, "assemble rows", false);
+    pool.parallel_for(cands.size(), [&](size_t c) {
+      facts[c] = assemble_row(cands[c], planner, slots, T, row_tokens + c * T, row_mask + c * T);
+    });
+    assemble_timer.stop();
+
+    PhaseTimer decide_timer(timing, "lay out and decide rows", true);
+    const size_t taken = planner.decide();
+    kept.clear();
+    std::vector<Run> runs;
+    for (size_t c = 0; c < cands.size(); ++c) {
+      if (cands[c].row < 0) continue;
+      if (facts[c].bad_mask_at >= 0) {
+        QUILL_FAIL("{}: row {} mask[{}] is {}, expected 0 or 1", out_dir, cands[c].row, facts[c].bad_mask_at,
+                   row_mask[c * T + static_cast<size_t>(facts[c].bad_mask_at)]);
+      }
+      supervised += cands[c].supervised;
+      max_token = std::max(max_token, facts[c].max_token);
+      kept.push_back(c);
+      // Kept candidates side by side are consecutive rows: one write for the run.
+      if (!runs.empty() && runs.back().candidate + runs.back().count == c) {
+        ++runs.back().count;
+      } else {
+        runs.push_back({cands[c].row, c, 1});
+      }
+    }
+    decide_timer.stop();
+
+    if (!kept.empty()) {
+      // Queued, the job's time is the writer thread's; on one thread it is this phase.
+      PhaseTimer push_timer(writer_thread ? nullptr : timing, "write + hash rows (one thread)", true);
+      const int64_t first_row = cands[kept.front()].row;
+      win.ticket = background.push([&writer, timing, row_tokens, row_mask, T, first_row, runs = std::move(runs),
+                                    rows = kept](Sha256& sha) {
+        WorkTimer write_timer(timing, BuildTiming::kWrite);
+        for (const Run& run : runs) {
+          writer.write(run.row, static_cast<int64_t>(run.count), row_tokens + run.candidate * T,
+                       row_mask + run.candidate * T);
+        }
+        write_timer.stop();
+        WorkTimer hash_timer(timing, BuildTiming::kHash);
+        for (size_t c : rows) {
+          sha.update(row_tokens + c * T, T * sizeof(uint32_t));
+          sha.update(row_mask + c * T, T);
+        }
+        hash_timer.stop();
+        writer.start_writeback(first_row, static_cast<int64_t>(rows.size()));
+      });
+    }
+
+    PhaseTimer carry_timer(timing, "lay out and decide rows", true);
+    planner.end_window({slots.data(), count});
+    carry_timer.stop();
+    for (size_t i = 0; i < taken; ++i) bytes_done += source.bytes(perm[start + i]);
+    rendered += static_cast<int64_t>(taken);
+    start += count;
+    if (planner.done() || start >= perm.size()) break;  // the final line follows
+    if (options.max_rows > 0) {
+      progress.update(planner.rows(), options.max_rows, bytes_done, fmt::format("conversations {}/{}", rendered, n));
+    } else {
+      progress.update(rendered, n, bytes_done, fmt::format("rows {}", planner.rows()));
+    }
+  }
+  progress.update(options.max_rows > 0 ? planner.rows() : rendered, options.max_rows > 0 ? options.max_rows : n,
+                  bytes_done, fmt::format("rows {}", planner.rows()), /*force=*/true);
+  progress.finish();
+  if (source.before_finish) source.before_finish({perm.data() + start, perm.size() - start});
+  PackStats stats = planner.finish();
+  QUILL_CHECK(stats.rows > 0,
+              "{}: no rows: {} conversations give {} tokens, which make no row of {} tokens with a supervised target",
+              out_dir, stats.conversations, stats.stream_tokens, options.row_tokens);
+
+  PhaseTimer hash_timer(timing, "wait for the writer thread", true);
+  std::string sha = background.hex();  // every row written and hashed
+  hash_timer.stop();
+  writer.close_file(stats.rows, timing);
+
+  PhaseTimer install_timer(timing, "rename + manifest", true);
+  int64_t invalid = extras.value("invalid_skipped", int64_t{0});
+  extras.erase("invalid_skipped");
+  extras.update(stats.to_manifest());
+  extras["conversations"]["invalid_skipped"] = invalid;
+  return writer.install({stats.rows, options.row_tokens, supervised, max_token, sha}, extras);
+}
+
+}  // namespace quill
