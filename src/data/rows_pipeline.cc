@@ -134,7 +134,7 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
   const size_t threads = static_cast<size_t>(pool.threads());
   const size_t full = std::max<size_t>(512, threads * 128), smallest = std::max<size_t>(64, threads * 16);
   std::vector<MaskedTokens> slots;  // kept from window to window: their storage is reused
-  std::vector<size_t> sizes, kept;
+  std::vector<size_t> sizes;
   std::vector<RowFacts> facts;
   int64_t supervised = 0, max_token = -1, rendered = 0, bytes_done = 0;
   Progress progress("data build: rendering", options.progress);
@@ -182,8 +182,8 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
 
     PhaseTimer decide_timer(timing, "lay out and decide rows", true);
     const size_t taken = planner.decide();
-    kept.clear();
     std::vector<Run> runs;
+    size_t kept = 0;
     for (size_t c = 0; c < cands.size(); ++c) {
       if (cands[c].row < 0) continue;
       if (facts[c].bad_mask_at >= 0) {
@@ -192,7 +192,7 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
       }
       supervised += cands[c].supervised;
       max_token = std::max(max_token, facts[c].max_token);
-      kept.push_back(c);
+      ++kept;
       // Kept candidates side by side are consecutive rows: one write for the run.
       if (!runs.empty() && runs.back().candidate + runs.back().count == c) {
         ++runs.back().count;
@@ -202,25 +202,29 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
     }
     decide_timer.stop();
 
-    if (!kept.empty()) {
+    if (kept > 0) {
       // Queued, the job's time is the writer thread's; on one thread it is this phase.
       PhaseTimer push_timer(writer_thread ? nullptr : timing, "write + hash rows (one thread)", true);
-      const int64_t first_row = cands[kept.front()].row;
-      win.ticket = background.push([&writer, timing, row_tokens, row_mask, T, first_row, runs = std::move(runs),
-                                    rows = kept](Sha256& sha) {
-        WorkTimer write_timer(timing, BuildTiming::kWrite);
+      win.ticket = background.push([&writer, timing, row_tokens, row_mask, T, kept, runs = std::move(runs)](Sha256& sha) {
+        // A few rows at a time, hashed and then written while they are still in the cache
+        // (hashing a window, then writing it from memory, measured 0.09-0.12 s of writing per
+        // 92 MB here; written row by row as the serial packer did, 0.055 s).
+        const size_t step = std::max<size_t>(1, (size_t{256} << 10) / (5 * T));
         for (const Run& run : runs) {
-          writer.write(run.row, static_cast<int64_t>(run.count), row_tokens + run.candidate * T,
-                       row_mask + run.candidate * T);
+          for (size_t done = 0; done < run.count; done += step) {
+            const size_t k = std::min(step, run.count - done), c = run.candidate + done;
+            WorkTimer hash_timer(timing, BuildTiming::kHash);
+            for (size_t r = c; r < c + k; ++r) {
+              sha.update(row_tokens + r * T, T * sizeof(uint32_t));
+              sha.update(row_mask + r * T, T);
+            }
+            hash_timer.stop();
+            WorkTimer write_timer(timing, BuildTiming::kWrite);
+            writer.write(run.row + static_cast<int64_t>(done), static_cast<int64_t>(k), row_tokens + c * T,
+                         row_mask + c * T);
+          }
         }
-        write_timer.stop();
-        WorkTimer hash_timer(timing, BuildTiming::kHash);
-        for (size_t c : rows) {
-          sha.update(row_tokens + c * T, T * sizeof(uint32_t));
-          sha.update(row_mask + c * T, T);
-        }
-        hash_timer.stop();
-        writer.start_writeback(first_row, static_cast<int64_t>(rows.size()));
+        writer.start_writeback(runs.front().row, static_cast<int64_t>(kept));
       });
     }
 
