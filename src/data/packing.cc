@@ -74,11 +74,15 @@ bool RowPacker::add(const MaskedTokens& c, int64_t k) {
   return !stats_.stopped_at_max_rows;
 }
 
+void PackStats::finish(int64_t fill, const std::vector<char>& used) {
+  tail_tokens_dropped = stopped_at_max_rows ? 0 : fill;
+  conversations_used = 0;
+  for (char u : used) conversations_used += u;
+  conversations_skipped = conversations - conversations_used;
+}
+
 PackStats RowPacker::finish() {
-  stats_.tail_tokens_dropped = stats_.stopped_at_max_rows ? 0 : fill_;
-  stats_.conversations_used = 0;
-  for (char u : used_) stats_.conversations_used += u;
-  stats_.conversations_skipped = stats_.conversations - stats_.conversations_used;
+  stats_.finish(fill_, used_);
   return stats_;
 }
 

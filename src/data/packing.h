@@ -44,6 +44,9 @@ struct PackStats {
 
   // {"conversations": {"input", "used", "skipped"}, "packing": {...}} for the manifest.
   nlohmann::json to_manifest() const;
+  // The last fields, once packing ends: `fill` tokens in the open row, used[i] != 0 for each conversation
+  // with a token in a kept row (RowPacker and the data build's RowPlanner share this).
+  void finish(int64_t fill, const std::vector<char>& used);
 };
 
 // The streaming form of steps 2-5: conversations are added one at a time in the permuted order,

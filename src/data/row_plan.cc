@@ -88,10 +88,7 @@ void RowPlanner::end_window(std::span<const MaskedTokens> slots) {
 }
 
 PackStats RowPlanner::finish() {
-  stats_.tail_tokens_dropped = stats_.stopped_at_max_rows ? 0 : fill_;
-  stats_.conversations_used = 0;
-  for (char u : used_) stats_.conversations_used += u;
-  stats_.conversations_skipped = stats_.conversations - stats_.conversations_used;
+  stats_.finish(fill_, used_);
   return stats_;
 }
 

@@ -8,27 +8,13 @@
 #include <cmath>
 #include <limits>
 
-#include "base/rng.h"
 #include "model/inkling_model.h"
 #include "model/param_placement.h"
+#include "util/random_row.h"
 
 namespace quill {
 namespace {
 
-struct Row {
-  std::vector<int32_t> tokens;
-  std::vector<uint8_t> mask;
-};
-
-Row make_row(int64_t T, int64_t vocab, uint64_t seed) {
-  Row r;
-  SplitMix64 rng(seed);
-  for (int64_t t = 0; t < T; ++t) {
-    r.tokens.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab))));
-    r.mask.push_back(t > 2 ? 1 : 0);
-  }
-  return r;
-}
 
 // The trainable gradients after one two-row step with the given reset; before it every gradient
 // holds `poison`.
@@ -41,7 +27,9 @@ std::vector<std::vector<float>> step_grads(GradReset how, float poison) {
   place_params(params, ctx);
   InklingModel model(config, params, ctx);
   const int64_t T = 12;
-  const Row a = make_row(T, config.unpadded_vocab_size, 1), b = make_row(T, config.unpadded_vocab_size, 2);
+  auto after_prompt = [](int64_t t) { return t > 2; };
+  const test::Row a = test::random_row(T, config.unpadded_vocab_size, 1, after_prompt),
+                  b = test::random_row(T, config.unpadded_vocab_size, 2, after_prompt);
   const double scale = 1.0 / static_cast<double>(InklingModel::supervised_targets(a.mask.data(), T) +
                                                  InklingModel::supervised_targets(b.mask.data(), T));
   for (Param& p : params.params())

@@ -6,28 +6,16 @@
 
 #include <cmath>
 
-#include "base/rng.h"
 #include "model/inkling_model.h"
 #include "model/param_placement.h"
+#include "util/random_row.h"
 #include "util/test_util.h"
 
 namespace quill {
 namespace {
 
-struct Row {
-  std::vector<int32_t> tokens;
-  std::vector<uint8_t> mask;
-};
-
-Row make_row(int64_t T, int64_t vocab, uint64_t seed) {
-  Row r;
-  SplitMix64 rng(seed);
-  for (int64_t t = 0; t < T; ++t) {
-    r.tokens.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab))));
-    r.mask.push_back(t > 3 && (t % 5) != 0 ? 1 : 0);
-  }
-  return r;
-}
+// Targets from position 4 on, every fifth position left out.
+bool supervised_positions(int64_t t) { return t > 3 && t % 5 != 0; }
 
 TEST(ModelGradient, DirectionalDerivativesMatchEveryParameter) {
   InklingConfig config = load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json");
@@ -38,7 +26,7 @@ TEST(ModelGradient, DirectionalDerivativesMatchEveryParameter) {
     if (p.name.ends_with("norm.weight") || p.name.ends_with("global_scale")) test::fill_normal(p.value, 11, 0.1, 1.0);
     else if (p.is_buffer) test::fill_normal(p.value, 13, 0.05);
   const int64_t T = 20;  // longer than the window (8) and past the log-scaling floor (16)
-  Row row = make_row(T, config.unpadded_vocab_size, 3);
+  const test::Row row = test::random_row(T, config.unpadded_vocab_size, 3, supervised_positions);
   InklingModel model(config, params, DeviceContext::cpu());
   const int64_t n = InklingModel::supervised_targets(row.mask.data(), T);
   zero_grads(params, DeviceContext::cpu());
@@ -85,7 +73,7 @@ TEST(RoutingReplay, OwnChoiceReproducesTheLossAndAnotherChoiceChangesIt) {
   ParamTable params = ParamTable::for_config(config);
   params.init_random(9, 0.2);
   const int64_t T = 12;
-  Row row = make_row(T, config.unpadded_vocab_size, 5);
+  const test::Row row = test::random_row(T, config.unpadded_vocab_size, 5, supervised_positions);
   InklingModel model(config, params, DeviceContext::cpu());
   model.set_routing(InklingModel::Routing::Record);
   const double free_loss = model.eval_row(row.tokens.data(), row.mask.data(), T).loss_sum;
