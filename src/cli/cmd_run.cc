@@ -52,8 +52,8 @@ void add_run_command(CLI::App& app, Runner& run) {
       const std::string dev = device.empty() ? default_device() : device;
       std::printf("quill run: %s, %lld steps of %lld x %lld tokens on %d x %s\n", recipe_path.c_str(),
                   static_cast<long long>(plan.train.steps), static_cast<long long>(plan.train.global_batch),
-                  static_cast<long long>(plan.row_tokens), plan.dp, device_description(dev).c_str());
-      const TrainResult result = train_with_layout(plan.train, dev, plan.dp);
+                  static_cast<long long>(plan.row_tokens), plan.layout.world(), device_description(dev).c_str());
+      const TrainResult result = train_with_layout(plan.train, dev, plan.layout);
       if (!result.lead) return 0;  // data-parallel ranks other than 0: rank 0 reports
       const RecipeRunReport report =
           complete_recipe(recipe, plan, result, o, device_description(dev), dev == "cuda", wall.seconds());

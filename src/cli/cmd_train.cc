@@ -76,7 +76,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   static std::string loss_vocab = "unpadded";
   static std::vector<std::string> freeze;
   static std::string device = "cpu";
-  static int dp = 1;
+  static LayoutSpec layout;
   static std::vector<double> ceilings;
   // Megatron's defaults where its flags are silent (recipes-and-measurement.md §3).
   o.lr.max_lr = 1e-5;
@@ -112,7 +112,18 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
   cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
   cmd->add_option("--device", device, "cpu (fp32 reference) | cuda (bf16; one GPU per rank)");
-  cmd->add_option("--dp", dp, "data-parallel ranks (launch with mpirun -np DP or srun)");
+  // The layout (Megatron's flag names, with short forms); world = tp x cp x dp x pp ranks, launched
+  // with mpirun -np WORLD or srun. What the model cannot run yet is refused before anything loads.
+  cmd->add_option("--dp", layout.dp, "data-parallel ranks");
+  cmd->add_option("--tp,--tensor-model-parallel-size", layout.tp, "tensor-parallel ranks");
+  cmd->add_option("--pp,--pipeline-model-parallel-size", layout.pp, "pipeline stages");
+  cmd->add_option("--cp,--context-parallel-size", layout.cp, "context-parallel ranks");
+  cmd->add_option("--ep,--expert-model-parallel-size", layout.ep, "expert-parallel ranks");
+  cmd->add_option("--etp,--expert-tensor-parallel-size", layout.etp, "expert tensor-parallel ranks");
+  cmd->add_flag("--sp,--sequence-parallel", layout.sequence_parallel, "sequence parallelism (with --tp)");
+  cmd->add_option("--pp-layers", layout.pp_layers, "layers per pipeline stage, e.g. 12,10,10,10 (default: even)")
+      ->delimiter(',');
+  cmd->add_option("--parallel-order", layout.order, "rank order of the axes (Megatron's, default tp-cp-ep-dp-pp)");
   cmd->add_option("--warmup-steps", o.warmup_steps,
                   "steps left out of the closing summary's median and spread (OUT/summary.json)");
   cmd->add_option("--profile-step", o.profile_step,
@@ -143,7 +154,7 @@ void add_train_command(CLI::App& app, Runner& run) {
         };
       }
 #endif
-      TrainResult r = train_with_layout(o, device, dp);
+      TrainResult r = train_with_layout(o, device, layout);
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());

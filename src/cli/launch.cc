@@ -5,7 +5,8 @@
 #include "base/error.h"
 #include "comm/distributed.h"
 #include "comm/mpi_comm.h"
-#include "parallel/grid.h"
+#include "model/inkling_model.h"
+#include "parallel/layout.h"
 #ifdef QUILL_HAVE_CUDA
 #include "comm/nccl/nccl_comm.h"
 #include "ops/cuda/cuda_context.h"
@@ -14,39 +15,35 @@
 
 namespace quill::cli {
 
-// Runs the training of `o` on `device` with `dp` data-parallel ranks: one process per rank,
-// started by mpirun/srun; dp 1 without a launcher is the plain single-process run.
-TrainResult train_with_layout(const TrainOptions& o, const std::string& device, int dp) {
+// Runs the training of `o` on `device` under `spec`: one process per rank, started by mpirun/srun;
+// a one-rank layout without a launcher is the plain single-process run. The layout is validated
+// against the world and the model (its config only) before anything else is loaded.
+TrainResult train_with_layout(const TrainOptions& o, const std::string& device, const LayoutSpec& spec) {
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
-  QUILL_CHECK(dp >= 1, "--dp must be at least 1, got {}", dp);
+  for (auto [flag, v] : {std::pair{"--dp", spec.dp}, {"--tp", spec.tp}, {"--pp", spec.pp}, {"--cp", spec.cp},
+                         {"--ep", spec.ep}, {"--etp", spec.etp}})
+    QUILL_CHECK(v >= 1, "{} must be at least 1, got {}", flag, v);
+  InklingModel::check_layout(spec);
+  const int64_t num_layers = resolve_config(o).num_layers;
   std::unique_ptr<Distributed> dist;
-  if (dp > 1 || launched_by_mpi()) {
+  if (spec.world() > 1 || launched_by_mpi()) {
     dist = init_distributed();
-    QUILL_CHECK(dist->size() == dp, "--dp {} but the launcher started {} ranks (mpirun -np {})", dp, dist->size(), dp);
+    QUILL_CHECK(dist->size() == spec.world(), "the layout ({}) needs {} ranks but the launcher started {} (mpirun -np {})",
+                spec.describe(), spec.world(), dist->size(), spec.world());
   }
-  GridSizes sizes;
-  sizes.dp = dp;
-  const Grid grid(dp, sizes);  // validates the layout against the world
-  ParallelContext parallel;
-  parallel.dp = dp;
   if (device == "cpu") {
-    std::unique_ptr<Comm> dp_comm;
-    if (dist) dp_comm = dist->world().split(grid.group(GroupKind::DP, dist->rank()).ranks, "dp");
-    parallel.dp_comm = dp_comm.get();
-    return run_training(o, DeviceContext::cpu(), parallel);
+    const Layout layout = Layout::create(spec, num_layers, dist ? &dist->world() : nullptr);
+    return run_training(o, DeviceContext::cpu(), layout);
   }
 #ifdef QUILL_HAVE_CUDA
   QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
   const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size()) : 0;
   CudaBackend backend(gpu);
   const DeviceContext ctx = backend.context();
-  std::unique_ptr<Comm> world_nccl, dp_comm;
-  if (dist) {
-    world_nccl = NcclComm::create(dist->world(), stream_of(ctx));
-    dp_comm = world_nccl->split(grid.group(GroupKind::DP, dist->rank()).ranks, "dp");
-  }
-  parallel.dp_comm = dp_comm.get();
-  return run_training(o, ctx, parallel);
+  std::unique_ptr<Comm> world_nccl;
+  if (dist) world_nccl = NcclComm::create(dist->world(), stream_of(ctx));
+  const Layout layout = Layout::create(spec, num_layers, world_nccl.get());
+  return run_training(o, ctx, layout);
 #else
   QUILL_FAIL("--device cuda: this quill was built without the CUDA backend");
 #endif

@@ -7,7 +7,6 @@
 #pragma once
 
 #include "model/config.h"
-#include "model/parallel_context.h"
 #include "model/params.h"
 #include "ops/attention.h"
 #include "ops/device_context.h"

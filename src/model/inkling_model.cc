@@ -15,9 +15,28 @@
 namespace quill {
 
 InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx,
-                           const ParallelContext& parallel, ModelOptions options)
-    : config_(config), params_(params), ctx_(ctx), parallel_(parallel), options_(options) {
-  QUILL_CHECK(parallel.single(), "InklingModel: tensor/expert/pipeline parallel layouts are not implemented yet");
+                           ModelOptions options)
+    : config_(config), params_(params), ctx_(ctx), options_(options),
+      own_layout_(std::make_unique<Layout>(Layout::single(config.num_layers))), layout_(own_layout_.get()) {
+  init();
+}
+
+InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx,
+                           const Layout& layout, ModelOptions options)
+    : config_(config), params_(params), ctx_(ctx), options_(options), layout_(&layout) {
+  init();
+}
+
+void InklingModel::check_layout(const LayoutSpec& s) {
+  QUILL_CHECK(s.tp == 1 && s.cp == 1 && s.pp == 1 && s.ep == 1 && s.etp == 1,
+              "layout {}: tensor, context, pipeline and expert parallelism are not implemented yet (only --dp)",
+              s.describe());
+}
+
+void InklingModel::init() {
+  ParamTable& params = params_;
+  const InklingConfig& config = config_;
+  check_layout(layout_->spec());
   for (int64_t i = 0; i < config.num_layers; ++i) layers_.emplace_back(config, i, params);
   embed_ = &params.at("model.llm.embed.weight");
   embed_norm_ = &params.at("model.llm.embed_norm.weight");

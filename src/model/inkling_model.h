@@ -4,13 +4,14 @@
 // Gradients accumulate into the ParamTable, so a global batch is a loop over rows.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
 #include "model/decoder_layer.h"
-#include "model/parallel_context.h"
 #include "model/params.h"
 #include "ops/device_context.h"
+#include "parallel/layout.h"
 
 namespace quill {
 
@@ -28,8 +29,10 @@ struct RowResult {
 
 class InklingModel {
  public:
-  InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx,
-               const ParallelContext& parallel = ParallelContext::single_device(), ModelOptions options = {});
+  // On one device (Layout::single), or on this rank's share of `layout` (which must outlive the model).
+  InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, ModelOptions options = {});
+  InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, const Layout& layout,
+               ModelOptions options = {});
 
   // Forward and backward of one row of T tokens. Targets: position t predicts tokens[t+1] with
   // weight mask[t+1]. Parameter gradients accumulate with factor grad_scale (1 / supervised targets
@@ -48,18 +51,23 @@ class InklingModel {
   // dense ones); the next forwards use it until set_routing(Free).
   void replay_routing(const std::vector<Tensor>& topk_per_layer);
 
+  // Refuses, naming the sizes, a layout this model cannot run yet (before anything is loaded).
+  static void check_layout(const LayoutSpec& spec);
+
   int64_t loss_vocab() const;
   static int64_t supervised_targets(const uint8_t* mask, int64_t T);
 
  private:
+  void init();
   RowResult run(const int32_t* tokens, const uint8_t* mask, int64_t T, double grad_scale, bool backward,
                 Tensor* logits_out);
 
   InklingConfig config_;
   ParamTable& params_;
   DeviceContext ctx_;
-  ParallelContext parallel_;
   ModelOptions options_;
+  std::unique_ptr<Layout> own_layout_;  // the single-device layout, when none was given
+  const Layout* layout_;
   std::vector<DecoderLayer> layers_;
   Routing routing_ = Routing::Free;
   std::vector<Tensor> recorded_topk_;  // per layer (undefined for dense layers)

@@ -1,73 +1,206 @@
 #include "model/param_placement.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
 #include "ops/convert.h"
 
 namespace quill {
 
 bool computes_in_bf16(const Param& p) {
   if (p.shape.size() < 2) return false;
-  // The precision policy (architecture.md): router, short convolutions and the relative-bias
-  // tables stay fp32.
+  // The precision policy (docs/decisions/cuda-precision.md): router, short convolutions and the
+  // relative-bias tables stay fp32.
   for (const char* fp32_suffix : {"mlp.gate.weight", "sconv.weight", "rel_logits_proj.proj"})
     if (p.name.ends_with(fp32_suffix)) return false;
   return true;
 }
 
-void place_params(ParamTable& table, const DeviceContext& ctx, int64_t pad_multiple) {
-  const std::vector<int64_t> offsets = table.flat_offsets();
-  int64_t total = 0;
-  for (const Param& p : table.params())
-    if (p.trainable) total += shape_numel(p.shape);
-  total = (total + pad_multiple - 1) / pad_multiple * pad_multiple;
-  Tensor flat_values = Tensor::empty({total}, DType::F32, *ctx.allocator);
-  ops::zero(ctx, flat_values);
-  Tensor flat_grads = Tensor::empty({total}, DType::F32, *ctx.allocator);
-  ops::zero(ctx, flat_grads);
+namespace {
+
+struct BucketGroup {
+  GroupKind kind;
+  int size, rank;
+  Comm* comm;
+};
+
+BucketGroup group_of(const Param& p, const Layout& layout) {
+  const GroupKind kind = p.routed_expert ? GroupKind::EDP : GroupKind::DP_CP;
+  const RankGroup g = layout.grid().group(kind, layout.rank());
+  return {kind, g.size(), g.index, layout.comm(kind)};
+}
+
+// Fills bucket `b`'s buffers from its members' host values and points the members at them.
+void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx) {
+  Allocator& alloc = *ctx.allocator;
+  b.grads = Tensor::empty({b.numel}, DType::F32, alloc);
+  ops::zero(ctx, b.grads);
+  b.compute = Tensor::empty({b.numel}, b.compute_dtype, alloc);
+  ops::zero(ctx, b.compute);
+  const int64_t shard = b.numel / b.group_size;
+  b.shard_begin = b.group_rank * shard;
+  b.shard_end = b.shard_begin + shard;
+  if (b.master_is_compute()) {
+    b.master = b.compute.view_flat(b.shard_begin, {shard});
+  } else {
+    b.master = Tensor::empty({shard}, DType::F32, alloc);
+    ops::zero(ctx, b.master);
+  }
+  for (size_t i : b.members) {
+    Param& p = table.params()[i];
+    const int64_t n = shape_numel(p.shape), o = p.bucket_offset;
+    const Tensor host = p.value;
+    const Tensor compute = b.compute.view_flat(o, p.shape);
+    if (b.master_is_compute()) {
+      ops::transfer(ctx, host, compute);
+    } else {
+      Tensor staged = Tensor::empty(p.shape, DType::F32, alloc);
+      ops::transfer(ctx, host, staged);
+      ops::convert(ctx, staged, compute);
+      const int64_t begin = std::max(o, b.shard_begin), end = std::min(o + n, b.shard_end);
+      if (begin < end)
+        ops::transfer(ctx, host.view_flat(begin - o, {end - begin}), b.master.view_flat(begin - b.shard_begin, {end - begin}));
+    }
+    p.compute = compute;
+    p.grad = b.grads.view_flat(o, p.shape);
+    const bool whole_master = b.master_is_compute() || b.group_size == 1;
+    p.value = !whole_master ? Tensor() : b.master_is_compute() ? compute : b.master.view_flat(o - b.shard_begin, p.shape);
+  }
+}
+
+void all_gather_compute(const ParamBucket& b) {
+  if (b.comm == nullptr) return;
+  b.comm->all_gather(b.compute.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}), b.compute);
+}
+
+}  // namespace
+
+void place_params(ParamTable& table, const DeviceContext& ctx) {
+  const Layout single = Layout::single(1);
+  place_params(table, ctx, single);
+}
+
+void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout) {
+  QUILL_CHECK(!table.placed(), "place_params: the table is already placed");
+  std::vector<ParamBucket>& buckets = table.buckets();
   for (size_t i = 0; i < table.params().size(); ++i) {
     Param& p = table.params()[i];
-    Tensor value = p.trainable ? flat_values.view_flat(offsets[i], p.shape)
-                               : Tensor::empty(p.shape, DType::F32, *ctx.allocator);
-    ops::transfer(ctx, p.value, value);  // host master -> its place (the same device on the CPU)
-    p.value = value;
-    p.grad = p.trainable ? flat_grads.view_flat(offsets[i], p.shape) : Tensor();
-    const bool bf16 = ctx.device == Device::CUDA && computes_in_bf16(p);
-    p.compute = bf16 ? Tensor::empty(p.shape, DType::BF16, *ctx.allocator) : p.value;
+    if (!p.trainable) {
+      // Frozen tensors and buffers: a whole fp32 value on the device, and the compute copy.
+      Tensor value = Tensor::empty(p.shape, DType::F32, *ctx.allocator);
+      ops::transfer(ctx, p.value, value);
+      p.value = value;
+      p.grad = Tensor();
+      const bool bf16 = ctx.device == Device::CUDA && computes_in_bf16(p);
+      p.compute = bf16 ? Tensor::empty(p.shape, DType::BF16, *ctx.allocator) : p.value;
+      if (bf16) ops::convert(ctx, p.value, p.compute);
+      continue;
+    }
+    const BucketGroup g = group_of(p, layout);
+    const DType dtype = ctx.device == Device::CUDA && computes_in_bf16(p) ? DType::BF16 : DType::F32;
+    auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ParamBucket& b) {
+      return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype;
+    });
+    if (it == buckets.end()) {
+      ParamBucket b;
+      b.group = group_kind_name(g.kind);
+      b.comm = g.comm;
+      b.group_size = g.size;
+      b.group_rank = g.rank;
+      b.compute_dtype = dtype;
+      buckets.push_back(b);
+      it = buckets.end() - 1;
+    }
+    p.bucket = static_cast<int>(it - buckets.begin());
+    p.bucket_offset = it->numel;
+    it->members.push_back(i);
+    it->numel += shape_numel(p.shape);
   }
-  table.set_flat(flat_values, flat_grads);
-  refresh_compute(table, ctx);
+  for (ParamBucket& b : buckets) {
+    b.numel = (b.numel + b.group_size - 1) / b.group_size * b.group_size;
+    fill_bucket(table, b, ctx);
+  }
+  table.set_placed();
 }
 
 void refresh_compute(ParamTable& table, const DeviceContext& ctx) {
+  for (const ParamBucket& b : table.buckets()) {
+    if (!b.master_is_compute())
+      ops::convert(ctx, b.master, b.compute.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}));
+    all_gather_compute(b);
+  }
   for (Param& p : table.params())
-    if (p.compute.defined() && p.compute.data() != p.value.data()) ops::convert(ctx, p.value, p.compute);
+    if (!p.trainable && p.compute.defined() && p.compute.data() != p.value.data()) ops::convert(ctx, p.value, p.compute);
 }
 
+namespace {
+
+// The whole fp32 master of bucket b in host memory: the shards gathered over the group in chunks of
+// at most `chunk` elements per rank, so the device needs group_size * chunk elements at a time.
+Tensor gather_master(const ParamBucket& b, const DeviceContext& ctx, int64_t chunk = int64_t{1} << 24) {
+  Tensor host = Tensor::empty({b.numel}, DType::F32);
+  const int64_t shard = b.shard_end - b.shard_begin;
+  if (b.comm == nullptr) {
+    ops::transfer(ctx, b.master, host);
+    return host;
+  }
+  const int64_t c = std::min(chunk, shard);
+  Tensor out = Tensor::empty({c * b.group_size}, DType::F32, *ctx.allocator);
+  Tensor staged = Tensor::empty({c * b.group_size}, DType::F32);
+  for (int64_t at = 0; at < shard; at += c) {
+    const int64_t n = std::min(c, shard - at);
+    const Tensor mine = out.view_flat(b.group_rank * n, {n});
+    ops::convert(ctx, b.master.view_flat(at, {n}), mine);  // a device copy (F32 to F32)
+    b.comm->all_gather(mine, out.view_flat(0, {n * b.group_size}));
+    ops::transfer(ctx, out.view_flat(0, {n * b.group_size}), staged.view_flat(0, {n * b.group_size}));
+    for (int r = 0; r < b.group_size; ++r)
+      std::memcpy(host.data_as<float>() + r * shard + at, staged.data_as<float>() + r * n, n * sizeof(float));
+  }
+  return host;
+}
+
+}  // namespace
+
 ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx) {
+  std::vector<Tensor> gathered;
+  for (const ParamBucket& b : table.buckets()) gathered.push_back(b.group_size > 1 && !b.master_is_compute()
+                                                                      ? gather_master(b, ctx) : Tensor());
   ParamTable copy;
   for (const Param& p : table.params()) {
     Param h = p;
     h.value = Tensor::empty(p.shape, DType::F32);
-    ops::transfer(ctx, p.value, h.value);
+    if (p.value.defined()) {
+      ops::transfer(ctx, p.value, h.value);
+    } else {
+      const Tensor& all = gathered[static_cast<size_t>(p.bucket)];
+      std::memcpy(h.value.data(), all.data_as<float>() + p.bucket_offset, h.value.nbytes());
+    }
     h.compute = h.value;
     h.grad = Tensor();
+    h.bucket = -1;
     copy.params().push_back(h);
   }
   return copy;
 }
 
+MasterBytes master_bytes(const ParamTable& table) {
+  MasterBytes m;
+  for (const ParamBucket& b : table.buckets()) {
+    m.owned += b.master.numel() * static_cast<int64_t>(sizeof(float));
+    if (!b.master_is_compute()) m.allocated += b.master.numel() * static_cast<int64_t>(sizeof(float));
+  }
+  return m;
+}
+
 void zero_grads(ParamTable& table, const DeviceContext& ctx, GradReset how) {
   if (how == GradReset::kOnFirstWrite) {
-    // (The flat buffer's padding past the last parameter was zeroed by place_params and is never written.)
+    // (A bucket's padding past its last member was zeroed by place_params and is never written.)
     for (Param& p : table.params()) p.grad_unset = p.grad.defined();
     return;
   }
   for (Param& p : table.params()) p.grad_unset = false;
-  if (table.flat_grads().defined()) {
-    ops::zero(ctx, table.flat_grads());
-    return;
-  }
-  for (Param& p : table.params())
-    if (p.grad.defined()) ops::zero(ctx, p.grad);
+  for (ParamBucket& b : table.buckets()) ops::zero(ctx, b.grads);
 }
 
 void settle_grads(ParamTable& table, const DeviceContext& ctx) {

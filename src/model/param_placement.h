@@ -1,25 +1,41 @@
-// Where the parameter table lives. On the CPU reference every tensor is on the host and `compute`
-// is `value`. On a GPU the fp32 master `value` and `grad` live on the device, and `compute` is a
-// bf16 copy for the matrices the GEMMs read; the tensors the precision policy keeps in fp32
-// (1-D vectors, the router, the short convolutions, the relative-bias tables) compute from `value`.
+// Where the parameter table lives, and how this rank holds it. On the CPU reference every tensor is
+// fp32 on the host. On a GPU the ops read bf16 compute copies of the matrices; the tensors the
+// precision policy keeps in fp32 (1-D vectors, the router, the short convolutions, the
+// relative-bias tables) compute in fp32.
+//
+// Placement groups the trainable parameters into buckets (model/params.h): by the group that
+// reduces their gradients (routed experts: expert data parallel "edp"; the rest: "dp-cp") and by
+// compute dtype. Each rank keeps the fp32 master weights of its shard of every bucket only (the
+// distributed optimizer); the compute copies are whole and refreshed by an all-gather in their own
+// dtype (bf16 on a GPU) after each update.
 #pragma once
 
 #include "model/params.h"
 #include "ops/device_context.h"
+#include "parallel/layout.h"
 
 namespace quill {
 
 // Does parameter `p` compute in bf16 on the GPU?
 bool computes_in_bf16(const Param& p);
 
-// Moves a host table onto ctx's device (no-op on the CPU backend) and sets up compute and grad.
-// The flat buffers are padded with zeros to a multiple of pad_multiple elements (the
-// data-parallel size, so that they split into equal shards).
-void place_params(ParamTable& table, const DeviceContext& ctx, int64_t pad_multiple = 1);
-// Refreshes every bf16 compute copy from its fp32 value (after loading or an update on the host).
+// Moves a host table onto ctx's device and builds its buckets, sharded over `layout`'s groups
+// (collective over them: every rank of the layout calls it). The layout must outlive the table.
+void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout);
+// One rank: nothing is sharded.
+void place_params(ParamTable& table, const DeviceContext& ctx);
+// Rewrites every compute copy from the fp32 masters (after loading or resuming): each rank converts
+// its shard, then each bucket's group all-gathers the copies. Collective.
 void refresh_compute(ParamTable& table, const DeviceContext& ctx);
-// A host copy of the values (checkpoint dtypes, flags and names kept), for saving.
+// Every value whole and fp32 on the host (checkpoint dtypes, flags and names kept), for saving:
+// the shards of the masters gathered in chunks over their groups. Collective.
 ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx);
+// The bytes this rank holds for the optimizer's fp32 masters: those it owns (its shards), and those
+// allocated for them beside the compute copies (a master that is its own compute copy costs none).
+struct MasterBytes {
+  int64_t owned = 0, allocated = 0;
+};
+MasterBytes master_bytes(const ParamTable& table);
 // Starts a step's gradients. kZero zeroes every gradient on its device. kOnFirstWrite zeroes nothing and
 // marks every gradient unset: the step's first write to each overwrites it (layer_util.h), and
 // settle_grads zeroes any gradient no write reached. Equal results; kOnFirstWrite saves a pass over every

@@ -60,6 +60,7 @@ ParamTable ParamTable::for_config(const InklingConfig& c) {
       b.add(p + "mlp.gate.global_scale", {1}, DType::F32);
       b.add(p + "mlp.experts.w13_weight", {E, 2 * F, D}, DType::BF16, true);
       b.add(p + "mlp.experts.w2_weight", {E, D, F});
+      for (size_t k = table.params_.size() - 2; k < table.params_.size(); ++k) table.params_[k].routed_expert = true;
       b.add(p + "mlp.shared_experts.shared_w13_weight", {S, 2 * F, D}, DType::BF16, true);
       b.add(p + "mlp.shared_experts.shared_w2_weight", {S, D, F});
     } else {
@@ -91,16 +92,6 @@ Param& ParamTable::at(const std::string& name) {
 
 const Param& ParamTable::at(const std::string& name) const { return const_cast<ParamTable*>(this)->at(name); }
 
-std::vector<int64_t> ParamTable::flat_offsets() const {
-  std::vector<int64_t> offsets;
-  int64_t at = 0;
-  for (const Param& p : params_) {
-    offsets.push_back(p.trainable ? at : -1);
-    if (p.trainable) at += shape_numel(p.shape);
-  }
-  return offsets;
-}
-
 bool name_matches(const std::string& name, const std::string& pattern) {
   // Glob with '*' only: classic two-pointer match with backtracking to the last star.
   size_t n = 0, p = 0, star = std::string::npos, mark = 0;
@@ -123,7 +114,7 @@ bool name_matches(const std::string& name, const std::string& pattern) {
 }
 
 void ParamTable::freeze(const std::vector<std::string>& patterns) {
-  QUILL_CHECK(!flat_grads_.defined(), "freeze: parameters are already placed; freeze before placing them");
+  QUILL_CHECK(!placed_, "freeze: parameters are already placed; freeze before placing them");
   for (Param& p : params_) {
     for (const std::string& pat : patterns) {
       if (name_matches(p.name, pat)) {

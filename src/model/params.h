@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm.h"
 #include "model/config.h"
 #include "tensor/tensor.h"
 
@@ -21,14 +22,42 @@ struct Param {
   bool trainable = true;            // false for buffers and frozen parameters
   bool weight_decay = true;         // Megatron: no decay on 1-D parameters
   bool gate_up_interleaved = false; // checkpoint interleaves gate/up rows on dimension -2
-  Tensor value;                     // fp32 master, on the device that trains it
-  Tensor compute;                   // what the ops read: `value` itself on the CPU reference; on a GPU
-                                    // a bf16 copy for matrices, `value` for fp32-policy tensors
+  bool routed_expert = false;       // a routed expert's weights: reduced over expert data parallelism
+  // The fp32 value. Before placement: the host value (init or checkpoint). After placement
+  // (model/param_placement.h): the whole tensor on the device when this rank holds it whole (its
+  // compute copy is fp32, or its bucket's master is not sharded); otherwise undefined, and the fp32
+  // master of this rank's shard lives in its bucket (ParamBucket::master).
+  Tensor value;
+  Tensor compute;                   // what the ops read: fp32 on the CPU reference; on a GPU a bf16
+                                    // copy for matrices, fp32 for the precision policy's tensors
   Tensor grad;                      // fp32 accumulation, same shape; undefined when not trainable
+  int bucket = -1;                  // its bucket (ParamTable::buckets), -1 when not trainable
+  int64_t bucket_offset = 0;        // where it starts in that bucket's flat buffers
   // True from zero_grads(kOnFirstWrite) until the step's first write: `grad` still holds the previous
   // step's sums, so that write must overwrite it (model/layer_util.h: grad_write, grad_target).
   // Mutable: layers hold const parameters and record their writes through them.
   mutable bool grad_unset = false;
+};
+
+// Trainable parameters that are reduced over the same group and compute in the same dtype share one
+// bucket: one flat gradient buffer (one reduce-scatter), one flat compute buffer (one all-gather
+// of the updated weights, in the compute dtype) and one sharded fp32 master. Members lie back to
+// back in table order; the buffers are padded with zeros to a multiple of the group size so that
+// they split into equal shards, rank r of the group owning [r*S, (r+1)*S).
+struct ParamBucket {
+  const char* group = "dp-cp";  // whose ranks sum its gradients and shard its optimizer state
+  Comm* comm = nullptr;         // that group's communicator; null when it has one rank
+  int group_size = 1, group_rank = 0;
+  DType compute_dtype = DType::F32;
+  std::vector<size_t> members;  // indices into ParamTable::params(), in table order
+  int64_t numel = 0;            // padded
+  Tensor grads;                 // F32 [numel]
+  Tensor compute;               // compute_dtype [numel]
+  // F32 [shard_end - shard_begin]: this rank's fp32 master weights. When the compute dtype is F32
+  // it is the shard's own view of `compute` (one copy serves both); else a buffer of its own.
+  Tensor master;
+  int64_t shard_begin = 0, shard_end = 0;
+  bool master_is_compute() const { return compute_dtype == DType::F32; }
 };
 
 class ParamTable {
@@ -42,17 +71,11 @@ class ParamTable {
   const Param& at(const std::string& name) const;
   Param* find(const std::string& name);
 
-  // After placement (model/param_placement.h) the trainable parameters' fp32 values and gradients
-  // are views into two flat buffers with equal offsets, in table order: one reduce-scatter, one
-  // optimizer shard and one zeroing cover them all. Undefined before placement.
-  const Tensor& flat_values() const { return flat_values_; }
-  const Tensor& flat_grads() const { return flat_grads_; }
-  void set_flat(Tensor values, Tensor grads) {
-    flat_values_ = std::move(values);
-    flat_grads_ = std::move(grads);
-  }
-  // Offset of each trainable parameter in the flat buffers (table order; -1 for frozen ones).
-  std::vector<int64_t> flat_offsets() const;
+  // After placement (model/param_placement.h): the buckets of the trainable parameters; empty before.
+  std::vector<ParamBucket>& buckets() { return buckets_; }
+  const std::vector<ParamBucket>& buckets() const { return buckets_; }
+  bool placed() const { return placed_; }
+  void set_placed() { placed_ = true; }
   const Tensor& value(const std::string& name) const { return at(name).value; }
 
   // Freezes every parameter whose name matches one of the patterns (a '*' matches any run of characters).
@@ -64,7 +87,8 @@ class ParamTable {
 
  private:
   std::vector<Param> params_;
-  Tensor flat_values_, flat_grads_;
+  std::vector<ParamBucket> buckets_;
+  bool placed_ = false;
 };
 
 // miles' frozen set: the relative-bias tables and every global scale.

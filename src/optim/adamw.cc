@@ -4,91 +4,74 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "model/param_placement.h"
-#include "ops/adamw.h"
 #include "ops/convert.h"
-#include "ops/elementwise.h"
+#include "optim/grad_norm.h"
+#include "optim/grad_sync.h"
 
 namespace quill {
 
-namespace {
-bool distributed(const Comm* dp) { return dp != nullptr && dp->size() > 1; }
-}  // namespace
+ops::AdamWStep adamw_step_constants(const AdamWConfig& config, double lr, int64_t t, double grad_norm) {
+  ops::AdamWStep s;
+  if (config.clip_grad > 0) {
+    const double coef = config.clip_grad / (grad_norm + 1e-6);  // torch's clip_grad_norm_ and Megatron's
+    if (coef < 1.0) s.clip = static_cast<float>(coef);
+  }
+  s.lr = static_cast<float>(lr);
+  s.beta1 = static_cast<float>(config.beta1);
+  s.beta2 = static_cast<float>(config.beta2);
+  s.eps = static_cast<float>(config.eps);
+  s.bias_correction1 = 1.0 - std::pow(config.beta1, static_cast<double>(t));
+  s.bias_correction2 = 1.0 - std::pow(config.beta2, static_cast<double>(t));
+  return s;
+}
 
-AdamW::AdamW(ParamTable& params, AdamWConfig config, const DeviceContext& ctx, Comm* dp)
-    : params_(params), config_(config), ctx_(ctx), dp_(dp) {
-  const Tensor& flat = params_.flat_grads();
-  QUILL_CHECK(flat.defined(), "AdamW: parameters must be placed (flat buffers) before the optimizer is made");
-  const int64_t ranks = distributed(dp_) ? dp_->size() : 1;
-  QUILL_CHECK(flat.numel() % ranks == 0, "AdamW: flat buffer of {} elements does not split over {} data-parallel ranks",
-              flat.numel(), ranks);
-  const int64_t shard = flat.numel() / ranks;
-  shard_begin_ = (distributed(dp_) ? dp_->rank() : 0) * shard;
-  shard_end_ = shard_begin_ + shard;
-  for (Tensor* state : {&m_, &v_}) {
-    *state = Tensor::empty({shard}, DType::F32, *ctx_.allocator);
-    ops::zero(ctx_, *state);
+AdamW::AdamW(ParamTable& params, AdamWConfig config, const DeviceContext& ctx, Comm* world)
+    : params_(params), config_(config), ctx_(ctx), world_(world) {
+  QUILL_CHECK(params_.placed(), "AdamW: parameters must be placed before the optimizer is made");
+  for (const ParamBucket& b : params_.buckets()) {
+    for (std::vector<Tensor>* state : {&m_, &v_}) {
+      state->push_back(Tensor::empty({b.shard_end - b.shard_begin}, DType::F32, *ctx_.allocator));
+      ops::zero(ctx_, state->back());
+    }
   }
 }
 
+int64_t AdamW::moment_bytes() const {
+  int64_t n = 0;
+  for (size_t b = 0; b < m_.size(); ++b) n += static_cast<int64_t>(m_[b].nbytes() + v_[b].nbytes());
+  return n;
+}
+
 double AdamW::reduce_and_norm() {
-  const Tensor& flat = params_.flat_grads();
-  const Tensor mine = flat.view_flat(shard_begin_, {shard_end_ - shard_begin_});
-  if (distributed(dp_)) dp_->reduce_scatter(flat, mine, ReduceOp::Sum);
-  double sq = ops::sum_squares(ctx_, mine);
-  if (distributed(dp_)) {
-    Tensor host = Tensor::empty({1}, DType::F64);
-    host.data_as<double>()[0] = sq;
-    Tensor t = ctx_.device == Device::CPU ? host : Tensor::empty({1}, DType::F64, *ctx_.allocator);
-    ops::transfer(ctx_, host, t);
-    dp_->all_reduce(t, ReduceOp::Sum);
-    ops::transfer(ctx_, t, host);
-    sq = host.data_as<double>()[0];
-  }
-  return std::sqrt(sq);
+  reduce_gradients(params_);
+  return global_grad_norm(params_, ctx_, world_);
 }
 
 void AdamW::update(double lr, double norm) {
   QUILL_CHECK(std::isfinite(norm), "gradient norm is {} at optimizer step {}: stopping before the weights are corrupted",
               norm, step_);
-  ops::AdamWStep s;
-  if (config_.clip_grad > 0) {
-    const double coef = config_.clip_grad / (norm + 1e-6);  // torch's clip_grad_norm_ and Megatron's
-    if (coef < 1.0) s.clip = static_cast<float>(coef);
-  }
   ++step_;
-  s.lr = static_cast<float>(lr);
-  s.beta1 = static_cast<float>(config_.beta1);
-  s.beta2 = static_cast<float>(config_.beta2);
-  s.eps = static_cast<float>(config_.eps);
-  s.bias_correction1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
-  s.bias_correction2 = 1.0 - std::pow(config_.beta2, static_cast<double>(step_));
-
-  // Update the part of each parameter that falls in this rank's shard. On one rank the kernel also
-  // writes the compute copy (the bf16 weights the CUDA backend computes with) from the value it just
-  // updated, rounded as ops::convert rounds: that saves refresh_compute's second pass over every
-  // fp32 value (7 ms of a one-row slice step on an H200, bench/results/2026-11-30-slice-v3). With
-  // data parallelism the other ranks' shards arrive by the all-gather, so the copies are refreshed after it.
-  const bool write_compute = !distributed(dp_);
-  const std::vector<int64_t> offsets = params_.flat_offsets();
-  const Tensor& values = params_.flat_values();
-  const Tensor& grads = params_.flat_grads();
-  for (size_t i = 0; i < params_.params().size(); ++i) {
-    const Param& p = params_.params()[i];
-    if (!p.trainable) continue;
-    const int64_t begin = std::max(offsets[i], shard_begin_), end = std::min(offsets[i] + p.value.numel(), shard_end_);
-    if (begin >= end) continue;
-    s.weight_decay = p.weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f;
-    const Shape n{end - begin};
-    Tensor compute;
-    if (write_compute && p.compute.defined() && p.compute.data() != p.value.data())
-      compute = p.compute.view_flat(begin - offsets[i], n);
-    ops::adamw_update(ctx_, values.view_flat(begin, n), grads.view_flat(begin, n), m_.view_flat(begin - shard_begin_, n),
-                      v_.view_flat(begin - shard_begin_, n), compute, s);
-  }
-  if (distributed(dp_)) {
-    dp_->all_gather(values.view_flat(shard_begin_, {shard_end_ - shard_begin_}), values);
-    refresh_compute(params_, ctx_);
+  ops::AdamWStep s = adamw_step_constants(config_, lr, step_, norm);
+  const std::vector<Param>& params = params_.params();
+  for (size_t bi = 0; bi < params_.buckets().size(); ++bi) {
+    const ParamBucket& b = params_.buckets()[bi];
+    // The part of each member inside this rank's shard. When the master is not its own compute copy,
+    // the kernel also writes the compute copy of that part (rounded as ops::convert rounds), which
+    // saves a second pass over every fp32 value (7 ms of a one-row slice step on an H200,
+    // bench/results/2026-11-30-slice-v3); the all-gather below brings the other ranks' parts.
+    for (size_t i : b.members) {
+      const Param& p = params[i];
+      const int64_t o = p.bucket_offset;
+      const int64_t begin = std::max(o, b.shard_begin), end = std::min(o + shape_numel(p.shape), b.shard_end);
+      if (begin >= end) continue;
+      s.weight_decay = p.weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f;
+      const Shape n{end - begin};
+      const int64_t local = begin - b.shard_begin;
+      const Tensor compute = b.master_is_compute() ? Tensor() : b.compute.view_flat(begin, n);
+      ops::adamw_update(ctx_, b.master.view_flat(local, n), b.grads.view_flat(begin, n), m_[bi].view_flat(local, n),
+                        v_[bi].view_flat(local, n), compute, s);
+    }
+    if (b.comm) b.comm->all_gather(b.compute.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}), b.compute);
   }
 }
 

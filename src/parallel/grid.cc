@@ -158,8 +158,8 @@ std::vector<GroupKind> all_group_kinds() {
           GroupKind::ETP,   GroupKind::EDP,      GroupKind::ETP_EP, GroupKind::ETP_EP_PP};
 }
 
-Grid::Grid(int world, GridSizes sizes) : world_(world), sizes_(std::move(sizes)) {
-  const GridSizes& s = sizes_;
+Grid::Grid(int world, LayoutSpec sizes) : world_(world), sizes_(std::move(sizes)) {
+  const LayoutSpec& s = sizes_;
   QUILL_CHECK(world >= 1, "grid: world size must be at least 1 (got {})", world);
   for (auto [name, v] : {std::pair{"tp", s.tp}, {"cp", s.cp}, {"dp", s.dp}, {"pp", s.pp}, {"ep", s.ep}, {"etp", s.etp}})
     QUILL_CHECK(v >= 1, "grid: {} must be at least 1 (got {})", name, v);
@@ -221,7 +221,7 @@ GridCoords Grid::coords(int rank) const {
 }
 
 std::string Grid::describe() const {
-  const GridSizes& s = sizes_;
+  const LayoutSpec& s = sizes_;
   return fmt::format("world {}: tp {} cp {} dp {} pp {} | ep {} etp {} edp {} | order {}", world_, s.tp, s.cp, s.dp, s.pp, s.ep,
                      s.etp, edp_, s.order);
 }

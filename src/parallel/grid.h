@@ -17,13 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "parallel/layout_spec.h"
+
 namespace quill {
 
-struct GridSizes {
-  int tp = 1, cp = 1, dp = 1, pp = 1;  // dense layers
-  int ep = 1, etp = 1;                 // expert layers (Megatron defaults etp to tp; here it is explicit)
-  std::string order = "tp-cp-ep-dp-pp";
-};
 
 enum class GroupKind {
   // dense layers
@@ -64,10 +61,10 @@ struct GridCoords {
 class Grid {
  public:
   // Validates `sizes` against `world`; throws quill::Error naming the violated rule.
-  Grid(int world, GridSizes sizes);
+  Grid(int world, LayoutSpec sizes);
 
   int world() const { return world_; }
-  const GridSizes& sizes() const { return sizes_; }
+  const LayoutSpec& sizes() const { return sizes_; }
   int edp() const { return edp_; }
   // Axis names of each layout, fastest first, as used for the arithmetic ("tp-cp-dp-pp").
   std::string dense_order() const;
@@ -91,7 +88,7 @@ class Grid {
   const Axes& axes_for(GroupKind kind) const;
 
   int world_;
-  GridSizes sizes_;
+  LayoutSpec sizes_;
   int edp_ = 1;
   Axes dense_, expert_;
 };

@@ -110,7 +110,7 @@ struct Offload {
   template <class V> void visit(V&& v) { v("optimizer_fraction", optimizer_fraction); v("overlap_d2h_h2d", overlap_d2h_h2d); }
 };
 
-struct Layout {
+struct RecipeLayout {  // the recipe's `layout` block as written (parallel/layout_spec.h: as quill runs it)
   std::optional<std::string> label, summary, highlights;
   int64_t tp = 1, pp = 1, vpp = 1, cp = 1, ep = 1, etp = 1, dp = 1;
   bool sequence_parallel = false;
@@ -120,7 +120,7 @@ struct Layout {
   std::optional<Recompute> recompute;
   std::optional<Offload> offload;
   std::optional<std::string> dispatcher;
-  bool operator==(const Layout&) const = default;
+  bool operator==(const RecipeLayout&) const = default;
   int64_t world() const { return tp * pp * cp * dp; }
   template <class V> void visit(V&& v) {
     v("label", label); v("summary", summary); v("highlights", highlights);
@@ -193,7 +193,7 @@ struct RecipeFields {
   std::optional<std::string> status;
   std::optional<RawYaml> stack;  // versions: strings the project does not interpret
   Workload workload;
-  Layout layout;
+  RecipeLayout layout;
   std::optional<Result> result;
   std::optional<Correctness> correctness;
   StringMap env;

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "recipe/layer_split.h"
+#include "parallel/stage_split.h"
 #include "recipe/yaml_util.h"
 
 namespace quill {
@@ -335,7 +335,7 @@ std::vector<Disagreement> compare_layout_with_flags(const Recipe& r, const RunFl
   std::vector<Disagreement> out;
   if (!flags.found) return out;
   Comparer c(flags, out);
-  const Layout& L = r.layout;
+  const RecipeLayout& L = r.layout;
   c.check("layout.tp", str(L.tp), str(d.tp), "--tensor-model-parallel-size");
   c.check("layout.pp", str(L.pp), str(d.pp), "--pipeline-model-parallel-size");
   c.check("layout.cp", str(L.cp), str(d.cp), "--context-parallel-size");

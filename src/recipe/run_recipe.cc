@@ -9,7 +9,9 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "data/rows.h"
+#include "model/inkling_model.h"
 #include "model/params.h"
+#include "parallel/stage_split.h"
 #include "recipe/config_check.h"
 #include "recipe/plot.h"
 #include "recipe/run_definition.h"
@@ -37,6 +39,23 @@ bool unresolved(const std::string& value) { return value.empty() || value.find('
 
 }  // namespace
 
+namespace {
+
+// The recipe's layout as quill runs it (its pipeline split resolved later, against the model).
+LayoutSpec layout_spec_of(const RecipeLayout& l) {
+  LayoutSpec s;
+  s.tp = static_cast<int>(l.tp);
+  s.cp = static_cast<int>(l.cp);
+  s.dp = static_cast<int>(l.dp);
+  s.pp = static_cast<int>(l.pp);
+  s.ep = static_cast<int>(l.ep);
+  s.etp = static_cast<int>(l.etp);
+  s.sequence_parallel = l.sequence_parallel;
+  return s;
+}
+
+}  // namespace
+
 RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   RecipeRunPlan plan;
   CheckOptions check_options;
@@ -50,18 +69,21 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   }
   plan.warnings = check.warnings;
   const RunDefinition& def = check.definition;
-  const Layout& l = recipe.layout;
+  const RecipeLayout& l = recipe.layout;
 
-  // Layout: quill runs data parallelism today; anything else stops here, never a silent fallback.
-  QUILL_CHECK(l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && l.etp == 1 && l.vpp == 1,
-              "layout {}: tensor, pipeline, context and expert parallelism (tp {}, pp {}, cp {}, ep {}, etp {}, vpp {}) "
-              "are not implemented in quill yet; it runs data parallelism only (tp = pp = cp = ep = etp = 1)",
-              l.label.value_or("(unlabelled)"), l.tp, l.pp, l.cp, l.ep, l.etp, l.vpp);
+  // Layout: what quill does not run stops here, never a silent fallback.
+  QUILL_CHECK(l.vpp == 1, "layout {}: virtual pipeline stages (vpp {}) are not implemented in quill",
+              l.label.value_or("(unlabelled)"), l.vpp);
+  plan.layout = layout_spec_of(l);
+  try {
+    InklingModel::check_layout(plan.layout);
+  } catch (const Error& e) {
+    QUILL_FAIL("layout {}: {}", l.label.value_or("(unlabelled)"), e.what());
+  }
   QUILL_CHECK(l.rows_per_microbatch == 1, "layout.rows_per_microbatch {}: quill runs one row per micro-batch",
               l.rows_per_microbatch);
   if (l.offload && l.offload->optimizer_fraction.value_or(0) > 0)
     plan.notes.push_back("layout.offload: CPU optimizer offload is not implemented; the optimizer state stays on the device");
-  plan.dp = static_cast<int>(l.dp);
 
   // Model: the Hugging Face directory the run names (or --model-dir).
   std::string model_dir = o.model_dir.empty() ? def.hf_checkpoint.value_or("") : o.model_dir;
@@ -69,6 +91,11 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
               "the model directory is unknown: the run's --hf-checkpoint is '{}'; give --model-dir or --set NAME=VALUE",
               model_dir);
   plan.config = load_inkling_config(model_dir);
+  if (l.layer_split) {
+    const StageSplit split = split_layers(plan.config.num_layers, l.pp, l.layer_split->first, l.layer_split->last);
+    QUILL_CHECK(split.error.empty(), "layout.layer_split: {}", split.error);
+    plan.layout.pp_layers = split.layers;
+  }
   plan.active_params = count_params(plan.config).active;
   if (has_weights(model_dir)) {
     plan.train.init_dir = model_dir;
@@ -144,7 +171,7 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
   for (const StepMetrics& s : run.steps) in.step_times_s.push_back(s.step_time_s);
   in.global_batch = plan.train.global_batch;
   in.row_tokens = plan.row_tokens;
-  in.num_gpus = plan.dp;
+  in.num_gpus = plan.layout.world();
   in.active_params = plan.active_params;
   in.usd_per_gpu_hour = o.usd_per_gpu_hour;
   in.wall_time_s = wall_s;
@@ -159,8 +186,8 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
   out.status = "measured";
   out.gpu = Gpu{};
   out.gpu.type = device;
-  out.gpu.count = plan.dp;
-  out.gpu.per_node = plan.dp;
+  out.gpu.count = plan.layout.world();
+  out.gpu.per_node = plan.layout.world();
   out.stack = RawYaml{stack_node(device, on_gpu)};
   if (report.metrics) {
     fill_result(out, *report.metrics, steps, plan.active_params);
@@ -212,7 +239,7 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
 
   write_recipe(o.out_dir + "/recipe.yaml", out);
   RunPicture pic;
-  pic.title = fmt::format("{} - {} on {} x {}", recipe.model, recipe.layout.label.value_or("layout"), plan.dp, device);
+  pic.title = fmt::format("{} - {} on {} x {}", recipe.model, recipe.layout.label.value_or("layout"), plan.layout.world(), device);
   for (const StepMetrics& s : run.steps) {
     pic.loss.push_back(s.loss);
     pic.step_time_s.push_back(s.step_time_s);

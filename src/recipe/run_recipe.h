@@ -14,6 +14,7 @@
 #include "recipe/metrics.h"
 #include "recipe/recipe.h"
 #include "recipe/validate.h"
+#include "parallel/layout_spec.h"
 #include "train/trainer.h"
 
 namespace quill {
@@ -30,7 +31,7 @@ struct RecipeRunOptions {
 
 struct RecipeRunPlan {
   TrainOptions train;
-  int dp = 1;
+  LayoutSpec layout;  // the recipe's layout, as quill runs it
   InklingConfig config;
   int64_t active_params = 0;
   int64_t row_tokens = 0;

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "recipe/layer_split.h"
+#include "parallel/stage_split.h"
 
 namespace quill {
 
@@ -43,7 +43,7 @@ void check_window(const Recipe& r, std::optional<int64_t> steps, std::vector<Pro
 }
 
 void check_layer_split(const Recipe& r, std::optional<int64_t> num_layers, std::vector<Problem>& out) {
-  const Layout& L = r.layout;
+  const RecipeLayout& L = r.layout;
   std::optional<int64_t> first = L.layer_split ? L.layer_split->first : std::nullopt;
   std::optional<int64_t> last = L.layer_split ? L.layer_split->last : std::nullopt;
   if (!num_layers) {
@@ -68,7 +68,7 @@ std::vector<Problem> validate_recipe(const Recipe& r, const ValidateOptions& o) 
     out.push_back({"schema_version", fmt::format("must be 1, got {}", r.schema_version)});
   if (r.model.empty()) out.push_back({"model", "missing"});
   need_positive(out, "gpu.count", r.gpu.count);
-  const Layout& L = r.layout;
+  const RecipeLayout& L = r.layout;
   for (auto [name, v] : {std::pair{"layout.tp", L.tp}, {"layout.pp", L.pp}, {"layout.vpp", L.vpp}, {"layout.cp", L.cp},
                          {"layout.ep", L.ep}, {"layout.etp", L.etp}, {"layout.dp", L.dp},
                          {"layout.rows_per_microbatch", L.rows_per_microbatch}})

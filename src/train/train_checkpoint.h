@@ -1,28 +1,38 @@
 // Training checkpoints: everything a resumed run needs to continue bit-identically — fp32 master
 // weights, Adam moments, the optimizer's step count and the next training step (the data position
-// follows from it: rows are consumed in a fixed order; training draws no random numbers). Layout:
-//   weights.safetensors                 fp32 master values, quill's internal layout, by name (rank 0)
-//   optimizer-rank{r}-of-{D}.safetensors  "exp_avg", "exp_avg_sq": rank r's shard of the flat
-//                                        moments (ZeRO-1), with its [begin, end) in the metadata
-//   state.json                          {"format", "next_step", "optimizer_steps", "dp_size"}
+// follows from it: rows are consumed in a fixed order; training draws no random numbers).
+//
+// Keyed by parameter name and element range, so that a run can resume under another
+// data-parallel size (each rank reads the ranges of its new shards from whichever files hold them):
+//   shard-rank{r}-of-{W}.safetensors  world rank r's pieces: "master/NAME/B-E", "exp_avg/NAME/B-E",
+//                                     "exp_avg_sq/NAME/B-E" (F32, elements [B, E) of NAME flattened)
+//   fixed.safetensors                 frozen tensors and buffers, whole, by name (rank 0)
+//   state.json                        {"format", "next_step", "optimizer_steps", "world_size", "layout"}
 // Written to DIR.tmp-<pid of rank 0> by every rank and swapped in by rank 0 only when complete.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "comm/comm.h"
 #include "model/params.h"
 #include "ops/device_context.h"
 #include "optim/adamw.h"
+#include "parallel/layout.h"
 
 namespace quill {
 
-void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, AdamW& optimizer,
-                           const DeviceContext& ctx, Comm* dp = nullptr);
-// Loads into params and optimizer (same data-parallel size as saved); returns the next step.
-// Throws naming the file and tensor when the checkpoint does not match the run.
+void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, const AdamW& optimizer,
+                           const DeviceContext& ctx, const Layout& layout);
+// Loads into params and optimizer; the data-parallel size may differ from the one saved, the other
+// sizes may not (yet). Returns the next step. Throws naming the file and tensor when the
+// checkpoint does not match the run.
 int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer, const DeviceContext& ctx,
-                              Comm* dp = nullptr);
+                              const Layout& layout);
+
+// The fp32 values a checkpoint holds, whole, by name (the master pieces of every rank assembled,
+// and the fixed tensors), flattened: for tests and tools that compare runs through the fp32 state.
+std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& dir);
 
 }  // namespace quill

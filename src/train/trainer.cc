@@ -31,13 +31,13 @@ std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t t
   return rows;
 }
 
-namespace {
-
 InklingConfig resolve_config(const TrainOptions& o) {
   if (!o.config_path.empty()) return load_inkling_config(o.config_path);
   QUILL_CHECK(!o.init_dir.empty(), "quill train: give --config, or --init with a checkpoint holding config.json");
   return load_inkling_config(o.init_dir);
 }
+
+namespace {
 
 // Gradients before clipping, fp32, under checkpoint names and in checkpoint layout (gate/up rows
 // interleaved), for tensor-by-tensor comparison with a reference implementation.
@@ -93,11 +93,16 @@ void all_reduce_host(Comm* dp, const DeviceContext& ctx, const Tensor& host) {
 
 }  // namespace
 
-TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx, const ParallelContext& parallel) {
-  Comm* dp = parallel.dp > 1 ? parallel.dp_comm : nullptr;
-  QUILL_CHECK(parallel.dp == 1 || dp != nullptr, "data parallelism of {} needs a data-parallel communicator", parallel.dp);
-  const int dp_size = dp ? dp->size() : 1, dp_rank = dp ? dp->rank() : 0;
-  const bool lead = dp_rank == 0;
+TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
+  const Layout single = Layout::single(resolve_config(o).num_layers);
+  return run_training(o, ctx, single);
+}
+
+TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx, const Layout& layout) {
+  Comm* dp = layout.comm(GroupKind::DP);
+  const int dp_size = layout.spec().dp, dp_rank = layout.coords().dp;
+  const bool lead = layout.rank() == 0;
+  InklingModel::check_layout(layout.spec());
   Timer wall;
   QUILL_CHECK(o.steps > 0, "--steps must be positive, got {}", o.steps);
   QUILL_CHECK(o.global_batch > 0, "--global-batch must be positive, got {}", o.global_batch);
@@ -120,14 +125,14 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
   else params.init_random(o.seed);
   params.freeze(o.freeze_patterns);
-  place_params(params, ctx, dp_size);
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
-  InklingModel model(config, params, ctx, ParallelContext::single_device(), model_options);
-  AdamW optimizer(params, o.adam, ctx, dp);
+  place_params(params, ctx, layout);
+  InklingModel model(config, params, ctx, layout, model_options);
+  AdamW optimizer(params, o.adam, ctx, layout.world());
 
   int64_t first_step = 0;
-  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, dp);
+  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, layout);
 
   if (lead) make_dirs(o.out_dir);
   if (dp) dp->barrier();
@@ -151,6 +156,10 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
 
   TrainResult result;
   result.lead = lead;
+  const MasterBytes master = master_bytes(params);
+  result.master_owned_bytes = master.owned;
+  result.master_allocated_bytes = master.allocated;
+  result.moment_bytes = optimizer.moment_bytes();
   result.warmup_steps = o.warmup_steps;
   result.profile_step = o.profile_step;
   result.active_params = count_params(config).active;
@@ -227,17 +236,20 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
 
       const bool last = step + 1 == last_step;
       if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || (last && o.final_checkpoint))
-        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer, ctx, dp);
+        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer, ctx, layout);
     }
   } catch (...) {
     if (metrics) std::fclose(metrics);
     throw;
   }
   if (metrics) std::fclose(metrics);
-  if (o.save_hf && lead) {
-    SaveOptions save;
-    save.overwrite = true;
-    save_hf_checkpoint(o.out_dir + "/hf", host_copy(params, ctx), o.init_dir, config_to_hf_json(config), save);
+  if (o.save_hf) {
+    const ParamTable values = host_copy(params, ctx);  // collective: the masters' shards gathered
+    if (lead) {
+      SaveOptions save;
+      save.overwrite = true;
+      save_hf_checkpoint(o.out_dir + "/hf", values, o.init_dir, config_to_hf_json(config), save);
+    }
   }
   result.wall_time_s = wall.seconds();
   if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));

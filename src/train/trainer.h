@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/parallel_context.h"
 #include "model/params.h"
 #include "ops/device_context.h"
 #include "optim/adamw.h"
+#include "parallel/layout.h"
 #include "train/train_options.h"
 
 namespace quill {
@@ -32,18 +32,26 @@ struct StepMetrics {
 struct TrainResult {
   std::vector<StepMetrics> steps;
   double wall_time_s = 0;
-  bool lead = true;  // data-parallel rank 0, the one that writes outputs
+  bool lead = true;  // world rank 0, the one that writes outputs
+  // This rank's optimizer state: fp32 master weights owned (its shards) and allocated apart from
+  // the compute copies, and the Adam moments.
+  int64_t master_owned_bytes = 0, master_allocated_bytes = 0, moment_bytes = 0;
   int64_t warmup_steps = 0;   // TrainOptions::warmup_steps
   int64_t profile_step = -1;  // TrainOptions::profile_step
   int64_t active_params = 0;  // N of the MFU formula (count_params(config).active)
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).
-// With a data-parallel communicator in `parallel`, every rank runs this with the same options: each
-// takes its contiguous share of every global batch, gradients are reduced by the distributed
-// optimizer, and rank 0 alone writes metrics, logs and Hugging Face exports.
-TrainResult run_training(const TrainOptions& options, const DeviceContext& ctx = DeviceContext::cpu(),
-                         const ParallelContext& parallel = ParallelContext::single_device());
+// Every rank of `layout` runs this with the same options: each data-parallel rank takes its
+// contiguous share of every global batch, gradients are reduced by the distributed optimizer, and
+// world rank 0 alone writes metrics, logs and Hugging Face exports. `layout` is made for the
+// model's layer count (resolve_config(options).num_layers).
+TrainResult run_training(const TrainOptions& options, const DeviceContext& ctx, const Layout& layout);
+// One device, one rank.
+TrainResult run_training(const TrainOptions& options, const DeviceContext& ctx = DeviceContext::cpu());
+
+// The model config a run trains: --config, else the --init checkpoint's.
+InklingConfig resolve_config(const TrainOptions& options);
 
 // The row indices of optimizer step `step`: consecutive rows, wrapping over the rows file.
 std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t total_rows);

@@ -9,8 +9,8 @@
 namespace quill::test {
 namespace {
 
-GridSizes layout_for(int world) {
-  GridSizes s;
+LayoutSpec layout_for(int world) {
+  LayoutSpec s;
   s.tp = world % 2 == 0 ? 2 : 1;
   s.dp = world / s.tp;
   s.ep = s.dp % 2 == 0 ? 2 : 1;  // expert layers: ep over the dp ranks, edp = world / ep

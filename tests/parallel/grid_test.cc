@@ -18,7 +18,7 @@ using Groups = std::vector<std::vector<int>>;
 
 // --- brute force --------------------------------------------------------------------------
 
-struct Layout {
+struct AxisLayout {
   std::vector<std::string> axes;  // fastest first
   std::map<std::string, int> size;
 };
@@ -41,16 +41,16 @@ std::vector<std::string> tokens_of(const std::string& order) {
 
 // Megatron's two generators: dense = order with ep (size 1 there) dropped; expert = order with
 // cp (size 1 there) dropped, tp -> etp, dp -> edp.
-Layout dense_layout(const GridSizes& s) {
-  Layout l;
+AxisLayout dense_layout(const LayoutSpec& s) {
+  AxisLayout l;
   for (const std::string& t : tokens_of(s.order))
     if (t != "ep") l.axes.push_back(t);
   l.size = {{"tp", s.tp}, {"cp", s.cp}, {"dp", s.dp}, {"pp", s.pp}};
   return l;
 }
 
-Layout expert_layout(const GridSizes& s, int world) {
-  Layout l;
+AxisLayout expert_layout(const LayoutSpec& s, int world) {
+  AxisLayout l;
   for (const std::string& t : tokens_of(s.order)) {
     if (t == "cp") continue;
     l.axes.push_back(t == "tp" ? "etp" : t == "dp" ? "edp" : t);
@@ -60,7 +60,7 @@ Layout expert_layout(const GridSizes& s, int world) {
 }
 
 // Coordinates of every rank, by counting (an odometer), not by division.
-std::vector<std::map<std::string, int>> coordinates(const Layout& l, int world) {
+std::vector<std::map<std::string, int>> coordinates(const AxisLayout& l, int world) {
   std::vector<std::map<std::string, int>> coords;
   std::map<std::string, int> c;
   for (const std::string& a : l.axes) c[a] = 0;
@@ -74,7 +74,7 @@ std::vector<std::map<std::string, int>> coordinates(const Layout& l, int world) 
   return coords;
 }
 
-std::vector<int> brute_group(const Layout& l, int world, const std::set<std::string>& span, int rank) {
+std::vector<int> brute_group(const AxisLayout& l, int world, const std::set<std::string>& span, int rank) {
   auto coords = coordinates(l, world);
   std::vector<int> g;
   for (int r = 0; r < world; ++r) {
@@ -111,14 +111,14 @@ const std::vector<KindSpec> kKinds = {
 
 // Every rank, every kind: same ranks, index = position, groups() = the distinct groups in
 // ascending first rank, partitioning the world.
-void expect_matches_brute_force(int world, const GridSizes& s) {
+void expect_matches_brute_force(int world, const LayoutSpec& s) {
   SCOPED_TRACE(fmt::format("world {} tp {} cp {} dp {} pp {} ep {} etp {} order {}", world, s.tp, s.cp, s.dp, s.pp, s.ep,
                            s.etp, s.order));
   Grid grid(world, s);
   ASSERT_EQ(all_group_kinds().size(), kKinds.size());
   for (const KindSpec& k : kKinds) {
     SCOPED_TRACE(group_kind_name(k.kind));
-    const Layout l = k.expert ? expert_layout(s, world) : dense_layout(s);
+    const AxisLayout l = k.expert ? expert_layout(s, world) : dense_layout(s);
     Groups distinct;
     for (int r = 0; r < world; ++r) {
       const std::vector<int> want = brute_group(l, world, k.span, r);
@@ -140,8 +140,8 @@ void expect_matches_brute_force(int world, const GridSizes& s) {
   }
 }
 
-GridSizes sizes(int tp, int cp, int dp, int pp, int ep = 1, int etp = 1, std::string order = "tp-cp-ep-dp-pp") {
-  GridSizes s;
+LayoutSpec sizes(int tp, int cp, int dp, int pp, int ep = 1, int etp = 1, std::string order = "tp-cp-ep-dp-pp") {
+  LayoutSpec s;
   s.tp = tp;
   s.cp = cp;
   s.dp = dp;
@@ -238,7 +238,7 @@ TEST(Grid, OddLayouts) {
   EXPECT_EQ(g.group(GroupKind::EDP, 0).ranks, (std::vector<int>{0, 6}));
   EXPECT_EQ(g.group(GroupKind::EDP, 7).index, 1);
 
-  for (auto [world, s] : std::vector<std::pair<int, GridSizes>>{
+  for (auto [world, s] : std::vector<std::pair<int, LayoutSpec>>{
            {1, sizes(1, 1, 1, 1)},
            {6, sizes(3, 1, 2, 1)},
            {12, sizes(2, 2, 3, 1, 3, 2)},
@@ -263,7 +263,7 @@ TEST(Grid, OrderMayLeaveOutAxesOfSizeOne) {
 
 // --- validation ----------------------------------------------------------------------------
 
-void expect_error(int world, const GridSizes& s, const std::string& needle) {
+void expect_error(int world, const LayoutSpec& s, const std::string& needle) {
   try {
     Grid g(world, s);
     ADD_FAILURE() << "expected an error containing '" << needle << "'";

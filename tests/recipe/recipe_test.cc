@@ -36,7 +36,7 @@ TEST(Recipe, SeedParsesIntoTypedFields) {
   EXPECT_EQ(r.workload.dataset->build->seed, 42);
   EXPECT_DOUBLE_EQ(*r.workload.dataset->build->supervised_token_ratio, 0.663);
   EXPECT_EQ(r.workload.dataset->build->parquet_bytes, 73787266);
-  const Layout& L = r.layout;
+  const RecipeLayout& L = r.layout;
   EXPECT_EQ(L.label, "TP4 PP4 EP8 DP2");
   EXPECT_EQ(L.tp, 4);
   EXPECT_EQ(L.pp, 4);

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "base/file_util.h"
-#include "recipe/layer_split.h"
+#include "parallel/stage_split.h"
 #include "recipe/validate.h"
 #include "recipe_test_util.h"
 

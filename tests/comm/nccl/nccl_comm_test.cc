@@ -163,7 +163,7 @@ TEST(NcclComm, AllToAllVUnevenCountsBroadcastAndRing) {
 TEST(NcclComm, GridGroupsBySplit) {
   REQUIRE_TWO_GPUS();
   on_gpus([](NcclComm& c, Allocator& gpu) {
-    GridSizes s;
+    LayoutSpec s;
     s.tp = c.size() % 2 == 0 ? 2 : 1;
     s.dp = c.size() / s.tp;
     s.ep = s.dp;

@@ -35,7 +35,7 @@ TEST(NcclOverMpi, BootstrapCollectivesAndGridSplit) {
     const double ranks_sum = dist.size() * (dist.size() + 1) / 2.0;
     for (int64_t i = 0; i < 1001; ++i) ASSERT_EQ(element(got, i), ranks_sum * (i % 9) * 0.5) << i;
 
-    GridSizes s;
+    LayoutSpec s;
     s.tp = dist.size() % 2 == 0 ? 2 : 1;
     s.dp = dist.size() / s.tp;
     const Grid grid(dist.size(), s);

@@ -1,4 +1,4 @@
-#include "recipe/layer_split.h"
+#include "parallel/stage_split.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// Layers per pipeline stage from a recipe's `layer_split` (recipes-and-measurement.md §1): the
+// Layers per pipeline stage (a recipe's `layer_split`, Megatron's flags): the
 // first and last stages take `first` and `last` layers (Megatron's decoder-first/last-pipeline-
 // num-layers); the remaining layers are spread evenly over the other stages. A missing first or
 // last takes the even share of what the given one leaves, as Megatron does.

@@ -1,0 +1,19 @@
+// The global L2 norm of the gradients, for clipping and the metrics: after reduce_gradients, each
+// rank sums the squares of its shard of every bucket (the shards of a bucket partition it over its
+// group, and different groups hold different parameters), and the sums are added over `world`, so
+// every trainable element counts exactly once. (Parameters replicated across tensor-parallel ranks
+// will count on one of them only, when tensor parallelism exists.)
+#pragma once
+
+#include "comm/comm.h"
+#include "model/params.h"
+#include "ops/device_context.h"
+
+namespace quill {
+
+double global_grad_norm(const ParamTable& table, const DeviceContext& ctx, Comm* world);
+
+// Sums a host F64 value over comm's ranks (through device memory when comm is a GPU one).
+double sum_over(Comm* comm, const DeviceContext& ctx, double value);
+
+}  // namespace quill
