@@ -1,6 +1,5 @@
-// The Inkling text decoder as one trainable model (transformers' InklingForCausalLM):
-//   h = embed_norm(embed[ids]);  h = layers(h);  logits = unembed(norm(h) / logits_mup_width_multiplier)
-// and the masked next-token loss of recipes-and-measurement.md §3 over one row (one sequence).
+// The Inkling text decoder as one trainable model (transformers' InklingForCausalLM): the one-stage
+// composition of model/stage_model.h (all layers, the embedding and the head), a row at a time.
 // Gradients accumulate into the ParamTable, so a global batch is a loop over rows.
 #pragma once
 
@@ -8,24 +7,12 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/decoder_layer.h"
 #include "model/params.h"
+#include "model/stage_model.h"
 #include "ops/device_context.h"
 #include "parallel/layout.h"
 
 namespace quill {
-
-struct ModelOptions {
-  // Softmax over all vocab_size rows (miles) instead of the unpadded vocabulary (transformers).
-  bool loss_over_padded_vocab = false;
-};
-
-struct RowResult {
-  double loss_sum = 0;          // sum of -log p(target) over supervised targets (unnormalised)
-  int64_t supervised = 0;       // supervised targets in the row
-  // Tokens routed to each expert of each MoE layer (layer order), for load-balance reporting.
-  std::vector<std::vector<int64_t>> expert_tokens;
-};
 
 class InklingModel {
  public:
@@ -33,6 +20,9 @@ class InklingModel {
   InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, ModelOptions options = {});
   InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, const Layout& layout,
                ModelOptions options = {});
+
+  // Refuses, naming the sizes, a layout this model cannot run yet (before anything is loaded).
+  static void check_layout(const LayoutSpec& spec);
 
   // Forward and backward of one row of T tokens. Targets: position t predicts tokens[t+1] with
   // weight mask[t+1]. Parameter gradients accumulate with factor grad_scale (1 / supervised targets
@@ -51,27 +41,18 @@ class InklingModel {
   // dense ones); the next forwards use it until set_routing(Free).
   void replay_routing(const std::vector<Tensor>& topk_per_layer);
 
-  // Refuses, naming the sizes, a layout this model cannot run yet (before anything is loaded).
-  static void check_layout(const LayoutSpec& spec);
-
-  int64_t loss_vocab() const;
-  static int64_t supervised_targets(const uint8_t* mask, int64_t T);
+  int64_t loss_vocab() const { return stage_->loss_vocab(); }
+  static int64_t supervised_targets(const uint8_t* mask, int64_t T) { return quill::supervised_targets(mask, T); }
 
  private:
-  void init();
   RowResult run(const int32_t* tokens, const uint8_t* mask, int64_t T, double grad_scale, bool backward,
                 Tensor* logits_out);
 
   InklingConfig config_;
-  ParamTable& params_;
   DeviceContext ctx_;
-  ModelOptions options_;
-  std::unique_ptr<Layout> own_layout_;  // the single-device layout, when none was given
-  const Layout* layout_;
-  std::vector<DecoderLayer> layers_;
+  std::unique_ptr<StageModel> stage_;
   Routing routing_ = Routing::Free;
   std::vector<Tensor> recorded_topk_;  // per layer (undefined for dense layers)
-  Param *embed_, *embed_norm_, *norm_, *unembed_;
 };
 
 }  // namespace quill

@@ -1,0 +1,165 @@
+#include "model/stage_model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "model/layer_util.h"
+#include "ops/convert.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/rmsnorm.h"
+
+namespace quill {
+
+int64_t supervised_targets(const uint8_t* mask, int64_t T) {
+  int64_t n = 0;
+  for (int64_t t = 1; t < T; ++t) n += mask[t] ? 1 : 0;
+  return n;
+}
+
+namespace {
+
+// Rows of the LM head handled at once: the [chunk, V] logits and their gradient are the largest
+// activations of the step (201,024 columns for Inkling). On the CPU (fp32) a chunk of 1,024 rows
+// bounds them at 0.8 GB each. On the GPU (bf16) a whole 8,192-token row is 3.3 GB each, and every
+// chunk costs one read-modify-write pass over the fp32 unembedding gradient (3.3 GB for Inkling):
+// 1,024-row chunks made that pass 8 times per row and the dW GEMM ran at 75% of the matmul
+// ceiling (bench/results/2026-11-30-slice-v2), so the GPU takes the whole row.
+int64_t head_chunk_rows(const DeviceContext& ctx) { return ctx.device == Device::CPU ? 1024 : 8192; }
+
+Tensor upload(const DeviceContext& ctx, const Tensor& host) {
+  if (ctx.device == Device::CPU) return host;
+  Tensor t = Tensor::empty(host.shape(), host.dtype(), *ctx.allocator);
+  ops::transfer(ctx, host, t);
+  return t;
+}
+
+}  // namespace
+
+StageModel::StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
+                       int64_t end_layer, ModelOptions options)
+    : config_(config), ctx_(ctx), options_(options), first_layer_(first_layer), end_layer_(end_layer) {
+  QUILL_CHECK(0 <= first_layer && first_layer < end_layer && end_layer <= config.num_layers,
+              "stage layers [{}, {}) are not a non-empty range of the model's {} layers", first_layer, end_layer,
+              config.num_layers);
+  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params);
+  if (first_stage()) {
+    embed_ = &params.at("model.llm.embed.weight");
+    embed_norm_ = &params.at("model.llm.embed_norm.weight");
+  }
+  if (last_stage()) {
+    norm_ = &params.at("model.llm.norm.weight");
+    unembed_ = &params.at("model.llm.unembed.weight");
+  }
+}
+
+int64_t StageModel::loss_vocab() const {
+  return options_.loss_over_padded_vocab ? config_.vocab_size : config_.unpadded_vocab_size;
+}
+
+Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations& act, bool backward,
+                           Tensor* logits_out) const {
+  const int64_t T = mb.T, D = config_.hidden_size, V = config_.vocab_size, VL = loss_vocab();
+  QUILL_CHECK(T >= 2, "a row needs at least 2 tokens, got {}", T);
+  for (int64_t t = 0; t < T; ++t)
+    QUILL_CHECK(mb.tokens[t] >= 0 && mb.tokens[t] < V, "token id {} at position {} is outside the vocabulary of {}",
+                mb.tokens[t], t, V);
+  act = Activations{};
+  act.backward = backward;
+  Tensor h;
+  if (first_stage()) {
+    Tensor ids_host = Tensor::empty({T}, DType::I32);
+    std::memcpy(ids_host.data(), mb.tokens, static_cast<size_t>(T) * sizeof(int32_t));
+    act.ids = upload(ctx_, ids_host);
+    act.emb = new_activation(ctx_, {T, D});
+    h = new_activation(ctx_, {T, D});
+    act.rstd_embed = new_tensor(ctx_, {T}, DType::F32);
+    ops::embedding_forward(ctx_, embed_->compute, act.ids, act.emb);
+    ops::rmsnorm_forward(ctx_, act.emb, embed_norm_->compute, config_.rms_norm_eps, h, act.rstd_embed);
+  } else {
+    QUILL_CHECK(h_in.defined() && h_in.ndim() == 2 && h_in.dim(0) == T && h_in.dim(1) == D,
+                "stage [{}, {}): input hidden states must be [{}, {}]", first_layer_, end_layer_, T, D);
+    act.h_in = h_in;
+    h = h_in;
+  }
+
+  act.layers.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const size_t layer = static_cast<size_t>(first_layer_) + i;
+    const Tensor replay = mb.replay_topk && layers_[i].is_moe() ? (*mb.replay_topk)[layer] : Tensor();
+    h = layers_[i].forward(ctx_, h, act.layers[i], replay);
+    if (layers_[i].is_moe()) {
+      const Tensor& counts = act.layers[i].moe.counts_E;
+      act.result.expert_tokens.emplace_back(counts.data_as<int64_t>(), counts.data_as<int64_t>() + counts.numel());
+    }
+  }
+  if (!last_stage()) return h;
+
+  // Head: final norm, muP division, then unembedding and the loss in chunks of rows, each chunk's
+  // logits gradient consumed at once (dhn rows and the unembedding gradient).
+  Tensor targets_host = Tensor::empty({T}, DType::I32), weights_host = Tensor::empty({T}, DType::F32);
+  for (int64_t t = 0; t < T; ++t) {
+    const bool has_target = t + 1 < T;
+    targets_host.data_as<int32_t>()[t] = has_target ? mb.tokens[t + 1] : 0;
+    weights_host.data_as<float>()[t] = has_target && mb.mask[t + 1] ? 1.0f : 0.0f;
+  }
+  const Tensor targets = upload(ctx_, targets_host), weights = upload(ctx_, weights_host);
+  act.h_out = h;
+  Tensor hn = new_activation(ctx_, {T, D});
+  act.rstd_final = new_tensor(ctx_, {T}, DType::F32);
+  ops::rmsnorm_forward(ctx_, h, norm_->compute, config_.rms_norm_eps, hn, act.rstd_final);
+  ops::scale_inplace(ctx_, hn, 1.0 / config_.logits_mup_width_multiplier);
+  act.dhn = new_activation(ctx_, {T, D});
+  // The chunks write the same unembedding gradient: the first by grad_write's rule, the rest add.
+  GradWrite dunembed = backward ? grad_write(ctx_, *unembed_) : GradWrite{Tensor(), true};
+  if (logits_out) *logits_out = Tensor::empty({T, VL}, DType::F32);
+  act.result.supervised = supervised_targets(mb.mask, T);
+  const int64_t chunk_rows = head_chunk_rows(ctx_);
+  for (int64_t r0 = 0; r0 < T; r0 += chunk_rows) {
+    const int64_t r1 = std::min(T, r0 + chunk_rows), n = r1 - r0;
+    Tensor logits = new_activation(ctx_, {n, V}), dlogits = new_activation(ctx_, {n, V});
+    ops::linear_forward(ctx_, hn.rows(r0, r1), unembed_->compute, logits);
+    act.result.loss_sum += ops::cross_entropy_forward_backward(ctx_, logits, targets.rows(r0, r1), weights.rows(r0, r1),
+                                                               VL, mb.grad_scale, dlogits);
+    if (logits_out) {
+      Tensor host = Tensor::empty({n, V}, ctx_.activation);
+      ops::transfer(ctx_, logits, host);
+      const Tensor f32 = convert_dtype(host, DType::F32);
+      for (int64_t t = 0; t < n; ++t)
+        std::memcpy(logits_out->data_as<float>() + (r0 + t) * VL, f32.data_as<float>() + t * V, VL * sizeof(float));
+    }
+    if (!backward) continue;
+    ops::linear_backward_weight(ctx_, dlogits, hn.rows(r0, r1), dunembed.grad, dunembed.accumulate);
+    dunembed.accumulate = true;
+    ops::linear_backward_input(ctx_, dlogits, unembed_->compute, act.dhn.rows(r0, r1));
+  }
+  return Tensor();
+}
+
+Tensor StageModel::backward(Activations& act, const Tensor& dh_out) const {
+  Tensor dh;
+  if (last_stage()) {
+    QUILL_CHECK(act.backward, "stage backward: the last stage's forward ran without its backward");
+    ops::scale_inplace(ctx_, act.dhn, 1.0 / config_.logits_mup_width_multiplier);
+    dh = new_activation(ctx_, act.h_out.shape());
+    ops::rmsnorm_backward(ctx_, act.h_out, norm_->compute, act.rstd_final, act.dhn, dh, grad_target(ctx_, *norm_));
+    act.dhn = act.h_out = Tensor();
+  } else {
+    QUILL_CHECK(dh_out.defined(), "stage [{}, {}): backward needs the gradient of its output", first_layer_, end_layer_);
+    dh = dh_out;
+  }
+  for (size_t i = layers_.size(); i-- > 0;) {
+    dh = layers_[i].backward(ctx_, act.layers[i], dh);
+    act.layers[i] = DecoderLayer::Saved{};  // release the layer's activations as soon as they are used
+  }
+  if (!first_stage()) return dh;
+  Tensor demb = new_activation(ctx_, act.emb.shape());
+  ops::rmsnorm_backward(ctx_, act.emb, embed_norm_->compute, act.rstd_embed, dh, demb, grad_target(ctx_, *embed_norm_));
+  if (embed_->grad.defined()) ops::embedding_backward(ctx_, act.ids, demb, grad_target(ctx_, *embed_));
+  return Tensor();
+}
+
+}  // namespace quill

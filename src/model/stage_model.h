@@ -1,0 +1,90 @@
+// One pipeline stage of the Inkling text decoder (transformers' InklingForCausalLM split by layers):
+// layers [first_layer, end_layer) of the config, with the embedding and its norm on the first stage,
+// and the final norm, muP division, unembedding and the masked next-token loss
+// (docs/recipes-and-measurement.md §3) on the last. The whole model is the one stage that is both.
+//
+//   first stage:  h = embed_norm(embed[ids]);            then the stage's layers
+//   last stage:   logits = unembed(norm(h) / logits_mup_width_multiplier);  loss
+//
+// forward(micro-batch, h_in) keeps what backward needs in Activations; backward(activations, dh_out)
+// returns dh_in (undefined on the first stage). On the last stage the loss gradient starts inside
+// forward (the head runs fused with the loss, chunk by chunk), so backward takes no dh_out there.
+// Parameter gradients accumulate into the ParamTable with the micro-batch's grad_scale.
+#pragma once
+
+#include <vector>
+
+#include "model/config.h"
+#include "model/decoder_layer.h"
+#include "model/params.h"
+#include "ops/device_context.h"
+
+namespace quill {
+
+struct ModelOptions {
+  // Softmax over all vocab_size rows (miles) instead of the unpadded vocabulary (transformers).
+  bool loss_over_padded_vocab = false;
+};
+
+// One row (sequence) of T tokens. Targets: position t predicts tokens[t+1] with weight mask[t+1].
+struct MicroBatch {
+  const int32_t* tokens = nullptr;
+  const uint8_t* mask = nullptr;
+  int64_t T = 0;
+  double grad_scale = 0;  // 1 / supervised targets of the global batch
+  // Routing replay for this micro-batch: per layer of the config, an I32 [T, top_k] choice on the
+  // device for MoE layers (undefined for dense ones); empty: route freely.
+  const std::vector<Tensor>* replay_topk = nullptr;
+};
+
+struct RowResult {
+  double loss_sum = 0;     // sum of -log p(target) over supervised targets (unnormalised; last stage)
+  int64_t supervised = 0;  // supervised targets in the row
+  // Tokens routed to each expert of each MoE layer of this stage (layer order).
+  std::vector<std::vector<int64_t>> expert_tokens;
+};
+
+class StageModel {
+ public:
+  StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
+             int64_t end_layer, ModelOptions options = {});
+
+  struct Activations {
+    Tensor ids;                         // first stage
+    Tensor emb, rstd_embed;             // first stage: the embedding rows and their norm statistics
+    Tensor h_in;                        // other stages: the received hidden states
+    std::vector<DecoderLayer::Saved> layers;
+    Tensor h_out, rstd_final, dhn;      // last stage: the final norm's input and statistics, dL/d(normed h)
+    RowResult result;
+    bool backward = false;              // the head's gradient was computed (last stage)
+  };
+
+  // The stage's forward of one micro-batch. h_in: [T, D] from the previous stage (ignored on the
+  // first). Returns the stage's output [T, D] (undefined on the last stage, which returns its loss
+  // in act.result). With `backward`, the last stage also runs the head's backward; with logits_out
+  // it receives the [T, V_loss] logits on the host.
+  Tensor forward(const MicroBatch& mb, const Tensor& h_in, Activations& act, bool backward,
+                 Tensor* logits_out = nullptr) const;
+  // dh_out: the gradient of the stage's output (ignored on the last stage). Returns dh_in
+  // (undefined on the first stage). Releases each layer's activations as soon as they are used.
+  Tensor backward(Activations& act, const Tensor& dh_out) const;
+
+  bool first_stage() const { return first_layer_ == 0; }
+  bool last_stage() const { return end_layer_ == config_.num_layers; }
+  int64_t first_layer() const { return first_layer_; }
+  int64_t end_layer() const { return end_layer_; }
+  const DecoderLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i - first_layer_)]; }
+  int64_t loss_vocab() const;
+
+ private:
+  InklingConfig config_;
+  DeviceContext ctx_;
+  ModelOptions options_;
+  int64_t first_layer_, end_layer_;
+  std::vector<DecoderLayer> layers_;
+  Param *embed_ = nullptr, *embed_norm_ = nullptr, *norm_ = nullptr, *unembed_ = nullptr;
+};
+
+int64_t supervised_targets(const uint8_t* mask, int64_t T);
+
+}  // namespace quill
