@@ -26,7 +26,7 @@ struct BucketGroup {
 };
 
 BucketGroup group_of(const Param& p, const Layout& layout) {
-  const GroupKind kind = p.routed_expert ? GroupKind::EDP : GroupKind::DP_CP;
+  const GroupKind kind = p.shard.reduce_over;
   const RankGroup g = layout.grid().group(kind, layout.rank());
   return {kind, g.size(), g.index, layout.comm(kind)};
 }

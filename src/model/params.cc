@@ -9,72 +9,121 @@ namespace quill {
 
 namespace {
 
-struct TableBuilder {
-  std::vector<Param>& out;
-  void add(const std::string& name, const Shape& shape, DType dtype = DType::BF16, bool interleaved = false,
-           bool buffer = false) {
-    Param p;
-    p.name = name;
-    p.shape = shape;
-    p.checkpoint_dtype = dtype;
-    p.is_buffer = buffer;
-    p.trainable = !buffer;
-    p.weight_decay = shape.size() >= 2;  // Megatron: no decay on 1-D parameters (norms, scales, biases)
-    p.gate_up_interleaved = interleaved;
-    p.value = Tensor::zeros(shape, DType::F32);
-    p.compute = p.value;
-    out.push_back(std::move(p));
+// The model's tensors in table order, each with its split rule (Megatron's scheme adapted to
+// Inkling): attention q/k/v, the relative-bias projection and the K/V short convolutions
+// column-parallel by heads; the output projection and the MLPs' down projections row-parallel; the
+// gate/up projections column-parallel in matching halves; the embedding and unembedding
+// vocab-parallel; routed experts by expert; norms, the router, the relative-bias tables and the
+// residual short convolutions whole on every tensor-parallel rank. `layer` is the decoder layer a
+// tensor belongs to (the embedding: 0, the head: the last), which decides its pipeline stage.
+struct DeclBuilder {
+  std::vector<ParamDecl>& out;
+  int64_t layer = 0;
+  ParamDecl& add(const std::string& name, const Shape& shape, DType dtype = DType::BF16) {
+    ParamDecl d;
+    d.name = name;
+    d.shape = shape;
+    d.checkpoint_dtype = dtype;
+    d.layer = layer;
+    out.push_back(d);
+    return out.back();
+  }
+  // Split on `dim` by tensor parallelism, in whole units of `unit` rows.
+  ParamDecl& split(const std::string& name, const Shape& shape, int dim, int64_t unit = 1) {
+    ParamDecl& d = add(name, shape);
+    d.rule.tp_dim = dim;
+    d.rule.unit = unit;
+    return d;
+  }
+  ParamDecl& gate_up(const std::string& name, const Shape& shape, int dim) {
+    ParamDecl& d = split(name, shape, dim);
+    d.rule.gate_up = true;
+    d.gate_up_interleaved = true;
+    return d;
   }
 };
 
 }  // namespace
 
-ParamTable ParamTable::for_config(const InklingConfig& c) {
+std::vector<ParamDecl> param_decls(const InklingConfig& c) {
   validate_config(c);
-  ParamTable table;
-  TableBuilder b{table.params_};
+  std::vector<ParamDecl> decls;
+  DeclBuilder b{decls};
   const int64_t D = c.hidden_size, K = c.conv_kernel_size;
-  b.add("model.llm.embed.weight", {c.vocab_size, D});
+  b.split("model.llm.embed.weight", {c.vocab_size, D}, 0);
   b.add("model.llm.embed_norm.weight", {D});
   for (int64_t i = 0; i < c.num_layers; ++i) {
+    b.layer = i;
     const std::string p = fmt::format("model.llm.layers.{}.", i);
     const int64_t H = c.heads(i), G = c.kv_heads(i), hd = c.layer_head_dim(i);
     b.add(p + "attn_norm.weight", {D});
-    b.add(p + "attn.wq_du.weight", {H * hd, D});
-    b.add(p + "attn.wk_dv.weight", {G * hd, D});
-    b.add(p + "attn.wv_dv.weight", {G * hd, D});
-    b.add(p + "attn.wr_du.weight", {H * c.d_rel, D});
-    b.add(p + "attn.wo_ud.weight", {D, H * hd});
+    b.split(p + "attn.wq_du.weight", {H * hd, D}, 0, hd);
+    b.split(p + "attn.wk_dv.weight", {G * hd, D}, 0, hd);
+    b.split(p + "attn.wv_dv.weight", {G * hd, D}, 0, hd);
+    b.split(p + "attn.wr_du.weight", {H * c.d_rel, D}, 0, c.d_rel);
+    b.split(p + "attn.wo_ud.weight", {D, H * hd}, 1, hd);
     b.add(p + "attn.q_norm.weight", {hd});
     b.add(p + "attn.k_norm.weight", {hd});
     b.add(p + "attn.rel_logits_proj.proj", {c.d_rel, c.extent(i)});
-    b.add(p + "attn.k_sconv.weight", {G * hd, 1, K});
-    b.add(p + "attn.v_sconv.weight", {G * hd, 1, K});
+    b.split(p + "attn.k_sconv.weight", {G * hd, 1, K}, 0, hd);
+    b.split(p + "attn.v_sconv.weight", {G * hd, 1, K}, 0, hd);
     b.add(p + "attn_sconv.weight", {D, 1, K});
     b.add(p + "mlp_norm.weight", {D});
     if (c.is_moe(i)) {
       const int64_t E = c.n_routed_experts, S = c.n_shared_experts, F = c.moe_intermediate_size;
       b.add(p + "mlp.gate.weight", {E + S, D});
-      // The release stores the router bias and global scale in fp32 (inkling-small.md §2 byte count).
-      b.add(p + "mlp.gate.bias", {E}, DType::F32, false, /*buffer=*/true);
+      // The release stores the router bias and global scale in fp32 (docs/model.md, byte count).
+      b.add(p + "mlp.gate.bias", {E}, DType::F32).is_buffer = true;
       b.add(p + "mlp.gate.global_scale", {1}, DType::F32);
-      b.add(p + "mlp.experts.w13_weight", {E, 2 * F, D}, DType::BF16, true);
-      b.add(p + "mlp.experts.w2_weight", {E, D, F});
-      for (size_t k = table.params_.size() - 2; k < table.params_.size(); ++k) table.params_[k].routed_expert = true;
-      b.add(p + "mlp.shared_experts.shared_w13_weight", {S, 2 * F, D}, DType::BF16, true);
-      b.add(p + "mlp.shared_experts.shared_w2_weight", {S, D, F});
+      ParamDecl& w13 = b.gate_up(p + "mlp.experts.w13_weight", {E, 2 * F, D}, 1);
+      w13.rule.experts = w13.routed_expert = true;
+      ParamDecl& w2 = b.split(p + "mlp.experts.w2_weight", {E, D, F}, 2);
+      w2.rule.experts = w2.routed_expert = true;
+      b.gate_up(p + "mlp.shared_experts.shared_w13_weight", {S, 2 * F, D}, 1);
+      b.split(p + "mlp.shared_experts.shared_w2_weight", {S, D, F}, 2);
     } else {
       const int64_t F = c.dense_intermediate_size;
-      b.add(p + "mlp.w13_dn.weight", {2 * F, D}, DType::BF16, true);
-      b.add(p + "mlp.w2_md.weight", {D, F});
+      b.gate_up(p + "mlp.w13_dn.weight", {2 * F, D}, 0);
+      b.split(p + "mlp.w2_md.weight", {D, F}, 1);
       b.add(p + "mlp.global_scale", {1});
     }
     b.add(p + "mlp_sconv.weight", {D, 1, K});
   }
   b.add("model.llm.norm.weight", {D});
-  b.add("model.llm.unembed.weight", {c.vocab_size, D});
-  for (Param& p : table.params_)
+  b.split("model.llm.unembed.weight", {c.vocab_size, D}, 0);
+  return decls;
+}
+
+ParamTable ParamTable::for_config(const InklingConfig& c) {
+  const Layout single = Layout::single(c.num_layers);
+  return for_config(c, single);
+}
+
+ParamTable ParamTable::for_config(const InklingConfig& c, const Layout& layout) {
+  ParamTable table;
+  for (ParamDecl& d : param_decls(c)) {
+    int stage = 0;
+    for (int64_t end = 0; stage < layout.spec().pp; ++stage) {
+      end += layout.stage_layers()[static_cast<size_t>(stage)];
+      if (d.layer < end) break;
+    }
+    if (stage != layout.coords().pp) continue;  // another stage's tensor
+    d.rule.stage = stage;
+    Param p;
+    p.shard = make_shard_spec(d.name, d.shape, d.rule, layout.spec(), layout.coords());
+    p.name = d.name;
+    p.shape = p.shard.local_shape;
+    p.checkpoint_dtype = d.checkpoint_dtype;
+    p.is_buffer = d.is_buffer;
+    p.trainable = !d.is_buffer;
+    p.weight_decay = d.shape.size() >= 2;  // Megatron: no decay on 1-D parameters (norms, scales, biases)
+    p.gate_up_interleaved = d.gate_up_interleaved;
+    p.routed_expert = d.routed_expert;
+    p.value = Tensor::zeros(p.shape, DType::F32);
+    p.compute = p.value;
     if (p.trainable) p.grad = Tensor::zeros(p.shape, DType::F32);
+    table.params_.push_back(std::move(p));
+  }
   return table;
 }
 
@@ -141,8 +190,11 @@ void ParamTable::init_random(uint64_t seed, double std) {
     } else if (p.is_buffer) {
       for (int64_t i = 0; i < n; ++i) v[i] = 0.0f;
     } else {
+      // Drawn by global element index, so that every layout draws the same values.
       const uint64_t key = stream_key(seed, p.name.c_str());
-      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(std * normal_at(key, static_cast<uint64_t>(i)));
+      for (const SliceRun& r : slice_runs(p.shard))
+        for (int64_t i = 0; i < r.length; ++i)
+          v[r.local_offset + i] = static_cast<float>(std * normal_at(key, static_cast<uint64_t>(r.global_offset + i)));
     }
   }
 }

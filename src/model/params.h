@@ -10,13 +10,28 @@
 
 #include "comm/comm.h"
 #include "model/config.h"
+#include "parallel/layout.h"
+#include "parallel/shard_spec.h"
 #include "tensor/tensor.h"
 
 namespace quill {
 
+// One tensor of the whole model, before any layout: its global shape and how it splits.
+struct ParamDecl {
+  std::string name;
+  Shape shape;  // global
+  DType checkpoint_dtype = DType::BF16;
+  bool is_buffer = false, gate_up_interleaved = false, routed_expert = false;
+  int64_t layer = 0;  // decoder layer it belongs to (the embedding: 0; the head: the last)
+  ShardRule rule;
+};
+// Every tensor of the text trunk in table order (validates the config).
+std::vector<ParamDecl> param_decls(const InklingConfig& config);
+
 struct Param {
   std::string name;
-  Shape shape;
+  Shape shape;                      // this rank's (local) shape: shard.local_shape
+  ShardSpec shard;                  // how it splits over the layout (whole on one rank)
   DType checkpoint_dtype = DType::BF16;
   bool is_buffer = false;           // the router's selection bias: in the checkpoint, never trained
   bool trainable = true;            // false for buffers and frozen parameters
@@ -62,8 +77,10 @@ struct ParamBucket {
 
 class ParamTable {
  public:
-  // Builds the table for a config, values and grads allocated (zero) on the host.
+  // Builds the table for a config, values and grads allocated (zero) on the host: the whole model,
+  // or only this rank's share of `layout` (its stage's tensors, its slices of the split ones).
   static ParamTable for_config(const InklingConfig& config);
+  static ParamTable for_config(const InklingConfig& config, const Layout& layout);
 
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
