@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "io/hf_export.h"
 #include "model/params.h"
 #include "train/step_report.h"
 #include "train/trainer.h"
@@ -78,6 +79,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   static std::string device = "cpu";
   static LayoutSpec layout;
   static std::vector<double> ceilings;
+  static std::string hf_format, hf_dtype = "bf16";
   // Megatron's defaults where its flags are silent (recipes-and-measurement.md §3).
   o.lr.max_lr = 1e-5;
   o.adam.weight_decay = 0.01;
@@ -109,7 +111,13 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
   cmd->add_option("--replay-routing", o.replay_routing_file,
                   "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");
-  cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
+  auto* save_hf = cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
+  cmd->add_option("--hf-format", hf_format,
+                  "the export's form: release (the release's names and multimodal config.json, for "
+                  "InklingForConditionalGeneration) | transformers (InklingForCausalLM's names and text config); "
+                  "default: --init's form, transformers from a random init")
+      ->needs(save_hf);
+  cmd->add_option("--save-hf-dtype", hf_dtype, "the export's dtype: bf16 (default, as released) | fp32")->needs(save_hf);
   cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
   cmd->add_option("--device", device, "cpu (fp32 reference) | cuda (bf16; one GPU per rank)");
   // The layout (Megatron's flag names, with short forms); world = tp x cp x dp x pp ranks, launched
@@ -143,6 +151,8 @@ void add_train_command(CLI::App& app, Runner& run) {
       QUILL_CHECK(loss_vocab == "unpadded" || loss_vocab == "padded", "--loss-vocab: '{}' is not unpadded or padded",
                   loss_vocab);
       o.loss_over_padded_vocab = loss_vocab == "padded";
+      if (!hf_format.empty()) o.hf_export.format = parse_hf_format(hf_format, "--hf-format");
+      o.hf_export.dtype = parse_hf_export_dtype(hf_dtype, "--save-hf-dtype");
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
 #ifdef QUILL_HAVE_CUDA
       if (device == "cuda") {

@@ -128,32 +128,70 @@ bool is_side_file(const std::string& name) {
   return false;
 }
 
-// The item that writes one parameter in `dtype`, interleaving gate/up rows when the checkpoint does.
-SafetensorsItem param_item(const Param& p, DType dtype) {
+// How the rows of one checkpoint part map onto the parameter's internal rows: the part has
+// `file_rows` rows of `cols` values; file row i is internal row internal_row(i).
+struct PartRows {
+  int64_t cols = 1, file_rows = 1;
+  int64_t block_rows = 1;  // internal rows per leading block (dimension -2 of the parameter)
+  int64_t part_rows = 1;   // rows per block in the part
+  int64_t row_begin = 0;
+  bool interleaved = false;
+
+  bool identity() const { return !interleaved && part_rows == block_rows; }
+  int64_t internal_row(int64_t i) const {
+    const int64_t block = i / part_rows, j = i % part_rows;
+    return block * block_rows + (interleaved ? split_row_of(j, block_rows / 2) : row_begin + j);
+  }
+};
+
+PartRows part_rows(const Param& p, const CheckpointPart& part) {
+  PartRows r;
+  r.interleaved = part.interleaved;
+  r.row_begin = part.row_begin;
+  if (p.shape.size() < 2) {
+    r.cols = shape_numel(p.shape);
+    return r;
+  }
+  r.cols = p.shape.back();
+  r.block_rows = p.shape[p.shape.size() - 2];
+  r.part_rows = part.shape[part.shape.size() - 2];
+  r.file_rows = r.cols > 0 ? shape_numel(part.shape) / r.cols : 0;
+  return r;
+}
+
+// The item that writes one part of a parameter in `dtype`, in the part's row order.
+SafetensorsItem part_item(const Param& p, const CheckpointPart& part, DType dtype) {
   SafetensorsItem item;
-  item.name = p.name;
+  item.name = part.name;
   item.dtype = dtype_name(dtype);
-  item.shape = p.shape;
-  item.nbytes = static_cast<size_t>(shape_numel(p.shape)) * dtype_size(dtype);
+  item.shape = part.shape;
+  item.nbytes = static_cast<size_t>(shape_numel(part.shape)) * dtype_size(dtype);
   Tensor value = p.value;
-  bool interleave = p.gate_up_interleaved;
-  Shape shape = p.shape;
-  item.bytes = [value, interleave, shape, dtype]() -> Tensor {
-    if (!interleave && dtype == DType::F32) return value;
+  const PartRows rows = part_rows(p, part);
+  Shape shape = part.shape;
+  item.bytes = [value, rows, shape, dtype]() -> Tensor {
+    if (rows.identity() && dtype == DType::F32) return value;
     Tensor out = Tensor::empty(shape, dtype);
     const float* src = value.data_as<float>();
     char* dst = static_cast<char*>(out.data());
-    if (!interleave) {
+    if (rows.identity()) {
       from_f32(src, dtype, dst, value.numel());
       return out;
     }
-    RowLayout l = gate_up_layout(shape, "save");
-    size_t row_bytes = static_cast<size_t>(l.cols) * dtype_size(dtype);
-    for (int64_t s = 0; s < l.rows && l.f > 0; ++s)
-      from_f32(src + s * l.cols, dtype, dst + static_cast<size_t>(to_interleaved(s, l.f)) * row_bytes, l.cols);
+    const size_t row_bytes = static_cast<size_t>(rows.cols) * dtype_size(dtype);
+    for (int64_t i = 0; i < rows.file_rows; ++i)
+      from_f32(src + rows.internal_row(i) * rows.cols, dtype, dst + static_cast<size_t>(i) * row_bytes, rows.cols);
     return out;
   };
   return item;
+}
+
+// The checkpoint names of the table's tensors in one form.
+std::set<std::string> table_names(const ParamTable& table, HfFormat format) {
+  std::set<std::string> names;
+  for (const Param& p : table.params())
+    for (const CheckpointPart& part : checkpoint_parts(p, format)) names.insert(part.name);
+  return names;
 }
 
 void check_param_for_save(const Param& p, DType dtype) {
@@ -197,41 +235,50 @@ Tensor interleave_gate_up(const Tensor& split) { return reorder_rows(split, fals
 
 void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* report) {
   CheckpointDir ckpt = CheckpointDir::open(dir);
-  std::set<std::string> in_table;
   LoadReport local;
+  local.format = detect_hf_format(ckpt.names());
+  std::set<std::string> consumed;
   for (Param& p : table.params()) {
-    in_table.insert(p.name);
-    QUILL_CHECK(ckpt.contains(p.name), "{}: tensor {} missing", dir, p.name);
-    const SafetensorsEntry& e = ckpt.entry(p.name);
-    QUILL_CHECK(e.shape == p.shape, "{}: tensor {} has shape {} in the checkpoint, the model expects {}", dir, p.name,
-                shape_str(e.shape), shape_str(p.shape));
-    QUILL_CHECK(e.dtype.has_value() && is_float(*e.dtype), "{}: tensor {} has dtype {}, which does not load into a parameter",
-                dir, p.name, e.dtype_str);
     if (!p.value.defined()) p.value = Tensor::empty(p.shape, DType::F32);
     QUILL_CHECK(p.value.device() == Device::CPU && p.value.dtype() == DType::F32 && p.value.shape() == p.shape,
                 "load: parameter {} value is {}, expected F32{} on the CPU", p.name, p.value.describe(), shape_str(p.shape));
-    Tensor src = ckpt.tensor(p.name);
-    const char* s = static_cast<const char*>(src.data());
-    float* d = p.value.data_as<float>();
-    if (!p.gate_up_interleaved) {
-      to_f32(s, *e.dtype, d, src.numel());
-    } else {
-      RowLayout l = gate_up_layout(p.shape, fmt::format("{}: tensor {}", dir, p.name));
-      size_t row_bytes = static_cast<size_t>(l.cols) * dtype_size(*e.dtype);
-      for (int64_t r = 0; r < l.rows && l.f > 0; ++r)
-        to_f32(s + static_cast<size_t>(r) * row_bytes, *e.dtype, d + to_split(r, l.f) * l.cols, l.cols);
+    const std::vector<CheckpointPart> parts = checkpoint_parts(p, local.format);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const CheckpointPart& part = parts[k];
+      // In the transformers form, a message also names quill's parameter.
+      const std::string also =
+          part.name == p.name ? "" : fmt::format(" (quill's {}; the checkpoint has transformers' names)", p.name);
+      QUILL_CHECK(ckpt.contains(part.name), "{}: tensor {} missing{}", dir, part.name, also);
+      const SafetensorsEntry& e = ckpt.entry(part.name);
+      QUILL_CHECK(e.shape == part.shape, "{}: tensor {} has shape {} in the checkpoint, the model expects {}{}", dir,
+                  part.name, shape_str(e.shape), shape_str(part.shape), also);
+      QUILL_CHECK(e.dtype.has_value() && is_float(*e.dtype),
+                  "{}: tensor {} has dtype {}, which does not load into a parameter", dir, part.name, e.dtype_str);
+      if (part.interleaved) gate_up_layout(p.shape, fmt::format("{}: tensor {}", dir, part.name));
+      Tensor src = ckpt.tensor(part.name);
+      const char* s = static_cast<const char*>(src.data());
+      float* d = p.value.data_as<float>();
+      const PartRows rows = part_rows(p, part);
+      if (rows.identity()) {
+        to_f32(s, *e.dtype, d, src.numel());
+      } else {
+        const size_t row_bytes = static_cast<size_t>(rows.cols) * dtype_size(*e.dtype);
+        for (int64_t i = 0; i < rows.file_rows; ++i)
+          to_f32(s + static_cast<size_t>(i) * row_bytes, *e.dtype, d + rows.internal_row(i) * rows.cols, rows.cols);
+      }
+      if (k == 0) p.checkpoint_dtype = *e.dtype;
+      consumed.insert(part.name);
+      local.bytes_read += e.nbytes();
     }
-    p.checkpoint_dtype = *e.dtype;
     local.loaded.push_back(p.name);
-    local.bytes_read += e.nbytes();
   }
   for (const std::string& name : ckpt.names())
-    if (!in_table.count(name)) local.pass_through.push_back(name);
+    if (!consumed.count(name)) local.pass_through.push_back(name);
   if (report) *report = std::move(local);
 }
 
-void save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, const std::string& source_dir,
-                        const std::string& config_json, const SaveOptions& options) {
+SaveReport save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, const std::string& source_dir,
+                              const std::string& config_json, const SaveOptions& options) {
   const std::string out = normalized_dir(out_dir);
   QUILL_CHECK(!out.empty() && out != "." && out != "/", "save: '{}' is not a usable output directory", out_dir);
   if (fs::exists(out)) {
@@ -242,18 +289,34 @@ void save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, con
 
   // Everything that can be checked is checked before anything is written.
   std::vector<SafetensorsItem> items;
-  std::set<std::string> in_table;
+  SaveReport report;
+  std::set<std::string> in_table, written;
   for (const Param& p : table.params()) {
     QUILL_CHECK(in_table.insert(p.name).second, "save: parameter {} appears twice in the table", p.name);
-    DType dtype = options.force_dtype.value_or(p.checkpoint_dtype);
+    DType dtype = options.dtype_of ? options.dtype_of(p) : options.force_dtype.value_or(p.checkpoint_dtype);
     check_param_for_save(p, dtype);
-    items.push_back(param_item(p, dtype));
+    for (const CheckpointPart& part : checkpoint_parts(p, options.format)) {
+      QUILL_CHECK(written.insert(part.name).second, "save: tensor {} would be written twice", part.name);
+      items.push_back(part_item(p, part, dtype));
+      report.written.push_back(part.name);
+    }
   }
   std::optional<CheckpointDir> source;
   if (!source_dir.empty()) {
     source = CheckpointDir::open(source_dir);
-    for (const std::string& name : source->names())
-      if (!in_table.count(name)) items.push_back(SafetensorsItem::from_file(name, source->file_of(name), name));
+    // The source's own names for the table's tensors; the rest is passed through when the source
+    // is in the form being written (its names mean nothing in the other form).
+    const HfFormat source_format = detect_hf_format(source->names());
+    const std::set<std::string> source_table = table_names(table, source_format);
+    for (const std::string& name : source->names()) {
+      if (source_table.count(name)) continue;
+      if (source_format != options.format || written.count(name)) {
+        report.dropped.push_back(name);
+        continue;
+      }
+      items.push_back(SafetensorsItem::from_file(name, source->file_of(name), name));
+      report.passed_through.push_back(name);
+    }
   }
 
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
@@ -273,6 +336,7 @@ void save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, con
       }
     }
     swap_into_place(tmp, out);
+    return report;
   } catch (const fs::filesystem_error& e) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

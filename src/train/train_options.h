@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/hf_export.h"
 #include "ops/device_context.h"
 
 #include "optim/adamw.h"
@@ -50,6 +51,7 @@ struct TrainOptions {
   bool final_checkpoint = true;  // false: no checkpoint at the end (benchmarks, parity runs)
   std::string resume_dir;    // a training checkpoint to resume from
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
+  HfExportOptions hf_export; // its form and dtype (io/hf_export.h)
   bool quiet = false;        // no per-step log lines
   int64_t stop_after = -1;
   int64_t dump_grads_step = -1;

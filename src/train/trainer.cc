@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -16,6 +17,7 @@
 #include "base/timer.h"
 #include "data/rows.h"
 #include "io/hf_checkpoint.h"
+#include "io/hf_export.h"
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
 #include "model/param_placement.h"
@@ -120,6 +122,13 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   const InklingConfig config = resolve_config(o);
   RowsReader rows = RowsReader::open(o.rows_dir);
   check_rows_fit(rows, config);
+
+  // The export is planned before the first step, so that one that cannot be made stops the run now.
+  std::optional<HfExportPlan> hf_export;
+  if (o.save_hf && lead) {
+    hf_export = plan_hf_export(config, o.init_dir, o.config_path, o.hf_export);
+    for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
+  }
 
   ParamTable params = ParamTable::for_config(config);
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
@@ -244,11 +253,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   }
   if (metrics) std::fclose(metrics);
   if (o.save_hf) {
-    const ParamTable values = host_copy(params, ctx);  // collective: the masters' shards gathered
-    if (lead) {
-      SaveOptions save;
-      save.overwrite = true;
-      save_hf_checkpoint(o.out_dir + "/hf", values, o.init_dir, config_to_hf_json(config), save);
+    const ParamTable values = host_copy(params, ctx);  // collective: every rank, the masters' shards gathered
+    if (hf_export) {  // planned on the lead rank only
+      const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values);
+      if (!saved.dropped.empty()) {
+        const HfFormat other = hf_export->format == HfFormat::Release ? HfFormat::Transformers : HfFormat::Release;
+        std::fprintf(stderr,
+                     "note: --save-hf: %zu tensors of %s outside quill's model (MTP, vision, audio; first %s) are in "
+                     "the %s form's names and are not written to the %s form (--hf-format %s keeps them)\n",
+                     saved.dropped.size(), o.init_dir.c_str(), saved.dropped.front().c_str(), hf_format_name(other),
+                     hf_format_name(hf_export->format), hf_format_name(other));
+      }
     }
   }
   result.wall_time_s = wall.seconds();

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "base/error.h"
 #include "data/synthetic.h"
 #include "io/hf_checkpoint.h"
+#include "train/train_checkpoint.h"
 #include "io/safetensors.h"
 #include "train/trainer.h"
 
@@ -146,6 +148,70 @@ TEST(Training, HuggingFaceExportLoadsBackBitExactly) {
     ASSERT_EQ(pa.checkpoint_dtype, pb.checkpoint_dtype) << pa.name;
     EXPECT_EQ(std::memcmp(pa.value.data(), pb.value.data(), pa.value.nbytes()), 0) << pa.name;
   }
+}
+
+// The trained fp32 weights (the training checkpoint's) against an fp32 export loaded back.
+void expect_export_holds_trained_weights(const std::string& out_dir) {
+  InklingConfig config = load_inkling_config(out_dir + "/hf");
+  ParamTable t = ParamTable::for_config(config);
+  load_hf_checkpoint(out_dir + "/hf", t);
+  std::map<std::string, Tensor> trained;
+  for (auto& [name, value] : checkpoint_values(out_dir + "/checkpoint")) trained[name] = value;
+  for (const Param& p : t.params()) {
+    const Tensor w = trained.at(p.name);
+    ASSERT_EQ(w.nbytes(), p.value.nbytes()) << p.name;
+    EXPECT_EQ(std::memcmp(w.data(), p.value.data(), w.nbytes()), 0) << p.name;
+  }
+}
+
+TEST(Training, RandomInitExportsTheTransformersForm) {
+  TrainOptions o = tiny_options(temp_dir("export-transformers"));
+  o.steps = 2;
+  o.save_hf = true;
+  o.hf_export.dtype = DType::F32;
+  run_training(o);
+  const auto config = nlohmann::json::parse(std::ifstream(o.out_dir + "/hf/config.json"));
+  EXPECT_EQ(config["architectures"][0], "InklingForCausalLM");
+  EXPECT_EQ(config["dtype"], "float32");
+  EXPECT_TRUE(SafetensorsFile::open(o.out_dir + "/hf/model.safetensors").contains("lm_head.weight"));
+  expect_export_holds_trained_weights(o.out_dir);
+}
+
+TEST(Training, ReleaseInitExportsTheReleaseForm) {
+  // A release-format init: the multimodal config.json make_init.py writes, release names and dtypes.
+  const std::string init = temp_dir("release-init");
+  const auto golden = nlohmann::json::parse(std::ifstream(std::string(QUILL_FIXTURES) + "/hf/names/tiny.release.json"));
+  InklingConfig config = parse_inkling_config(golden["config"].dump(), "tiny.release.json");
+  ParamTable params = ParamTable::for_config(config);
+  params.init_random(8);
+  save_hf_checkpoint(init, params, "", golden["config"].dump(2));
+
+  TrainOptions o = tiny_options(temp_dir("export-release"));
+  o.config_path.clear();
+  o.init_dir = init;
+  o.steps = 2;
+  o.save_hf = true;
+  o.hf_export.dtype = DType::F32;
+  run_training(o);
+  auto written = nlohmann::json::parse(std::ifstream(o.out_dir + "/hf/config.json"));
+  EXPECT_EQ(written["dtype"], "float32");
+  written.erase("dtype");
+  EXPECT_EQ(written, golden["config"]);  // the release's own config.json
+  EXPECT_TRUE(SafetensorsFile::open(o.out_dir + "/hf/model.safetensors").contains("model.llm.unembed.weight"));
+  expect_export_holds_trained_weights(o.out_dir);
+}
+
+TEST(Training, AnExportThatCannotBeMadeStopsTheRunBeforeItsFirstStep) {
+  TrainOptions o = tiny_options(temp_dir("export-refused"));
+  o.save_hf = true;
+  o.hf_export.format = HfFormat::Release;  // a random init has no multimodal config to write
+  try {
+    run_training(o);
+    FAIL() << "--hf-format release from a random init must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--hf-format release"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(o.out_dir + "/metrics.jsonl"));
 }
 
 TEST(Training, DumpsGradientsOfOneStepInCheckpointLayout) {
