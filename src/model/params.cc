@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/rng.h"
 
 namespace quill {
@@ -31,6 +32,8 @@ struct TableBuilder {
 
 ParamTable ParamTable::for_config(const InklingConfig& c) {
   validate_config(c);
+  // A config of absurd dimensions stops here, naming its file and field, not in the allocator.
+  if (const uint64_t memory = host_memory_bytes(); memory > 0) check_params_fit_memory(c, memory);
   ParamTable table;
   TableBuilder b{table.params_};
   const int64_t D = c.hidden_size, K = c.conv_kernel_size;

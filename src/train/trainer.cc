@@ -118,7 +118,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
 
   ParamTable params = ParamTable::for_config(config);
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
-  else params.init_random(o.seed);
+  else params.init_random(o.seed, config.initializer_range);
   params.freeze(o.freeze_patterns);
   place_params(params, ctx, dp_size);
   ModelOptions model_options;
