@@ -1,5 +1,5 @@
 // Reads Inkling text configs in either schema (see config.h), checks them, writes transformers'
-// schema, and counts parameters as inkling-small.md §2 does.
+// schema, and counts parameters as docs/model.md §2 does.
 #include "model/config.h"
 
 #include <nlohmann/json.hpp>

@@ -58,7 +58,7 @@ ParamTable ParamTable::for_config(const InklingConfig& c) {
     if (c.is_moe(i)) {
       const int64_t E = c.n_routed_experts, S = c.n_shared_experts, F = c.moe_intermediate_size;
       b.add(p + "mlp.gate.weight", {E + S, D});
-      // The release stores the router bias and global scale in fp32 (inkling-small.md §2 byte count).
+      // The release stores the router bias and global scale in fp32 (docs/model.md §2 byte count).
       b.add(p + "mlp.gate.bias", {E}, DType::F32, false, /*buffer=*/true);
       b.add(p + "mlp.gate.global_scale", {1}, DType::F32);
       b.add(p + "mlp.experts.w13_weight", {E, 2 * F, D}, DType::BF16, true);

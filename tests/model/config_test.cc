@@ -1,5 +1,5 @@
 // Config reading in both schemas, validation messages, the transformers round trip, and the
-// parameter counts of inkling-small.md §2 and performance.md.
+// parameter counts of docs/model.md §2 and performance.md.
 #include "model/config.h"
 
 #include <gtest/gtest.h>
@@ -490,6 +490,15 @@ TEST(ConfigDefaults, AliasesAreTransformersAttributeMap) {
   EXPECT_NE(error_of([&] { parse_inkling_config(j.dump(), "tiny.json"); })
                 .find("tiny.json: n_routed_experts: 8 disagrees with num_local_experts = 4"),
             std::string::npos);
+}
+
+TEST(ConfigDefaults, DocsListEveryKey) {
+  // docs/config.md is the reader's table of every key: it must not fall behind model/config_keys.cc.
+  const std::string doc = read_file(std::string(QUILL_SOURCE_DIR) + "/docs/config.md");
+  auto listed = [&](std::string_view key) { return doc.find("`" + std::string(key) + "`") != std::string::npos; };
+  for (const ConfigKey& k : transformers_text_keys()) EXPECT_TRUE(listed(k.name)) << k.name;
+  for (const ConfigKey& k : release_text_keys()) EXPECT_TRUE(listed(k.name)) << k.name;
+  for (const KeyAlias& a : config_key_aliases()) EXPECT_TRUE(listed(a.alias)) << a.alias;
 }
 
 // ---- sizes (defect 13 of issue 15) -------------------------------------------------------------------
