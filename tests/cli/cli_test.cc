@@ -110,6 +110,10 @@ TEST(Cli, TransformersWrittenConfigWithDefaultsOmittedGivesTheSameCounts) {
   auto a = nlohmann::json::parse(full.output), b = nlohmann::json::parse(omitted.output);
   EXPECT_EQ(a["total_params"], b["total_params"]);
   EXPECT_EQ(a["active_params"], b["active_params"]);
+  // transformers' own count of the model it builds from the written config (tests/fixtures/hf/README.md).
+  const int64_t hf = nlohmann::json::parse(std::ifstream(kSrc + "/tests/fixtures/hf/written/slice.params.json"))["parameters"];
+  EXPECT_EQ(a["transformers_params"].get<int64_t>(), hf);
+  EXPECT_EQ(b["transformers_params"].get<int64_t>(), hf);
 }
 
 TEST(Cli, HugeDimensionFailsNamingFileAndFieldBeforeAllocating) {
