@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The transformers peer of the slice benchmark (shared/spec/performance.md, "The peer on our own hardware").
+"""The transformers peer of the slice benchmark (docs/performance.md, "The slice").
 
 Hugging Face transformers' InklingForCausalLM loaded from the release-format checkpoint that
 tools/parity/make_init.py wrote (through tools/parity/inkling_ref.py: from_pretrained with transformers' own

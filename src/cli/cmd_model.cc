@@ -26,6 +26,8 @@ void add_model_commands(CLI::App& app, Runner& run) {
       j["config"] = c.source;
       j["total_params"] = counts.total;
       j["active_params"] = counts.active;
+      // transformers' num_parameters(): the router's selection biases are buffers there.
+      j["transformers_params"] = counts.total - counts.buffers;
       j["hidden_size"] = c.hidden_size;
       j["num_layers"] = c.num_layers;
       j["moe_layers"] = moe_layers;

@@ -19,11 +19,15 @@ void add_run_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand("run", "run a recipe, measure it, check it, write the completed recipe");
   static std::string recipe_path, device;
   static int64_t steps = 0;
+  static double price = 0;
   static std::vector<std::string> sets;
   static RecipeRunOptions o;
   cmd->add_option("recipe", recipe_path, "the recipe YAML")->required();
   cmd->add_option("--steps", steps, "optimizer steps (default: the run's --train-iters / --num-rollout)");
-  cmd->add_option("--price-per-gpu-hour", o.usd_per_gpu_hour, "USD per GPU-hour for $ per million tokens");
+  CLI::Option* price_option = cmd->add_option(
+      "--price-per-gpu-hour", price,
+      "USD per GPU-hour for $ per million tokens (default: the recipe's result.usd_per_gpu_hour, else quill's "
+      "table: H200 $7.912, AWS p5en.48xlarge on demand)");
   cmd->add_option("--reference", o.reference, "reference loss curve: metrics.jsonl, a loss file, or a run directory");
   cmd->add_option("--model-dir", o.model_dir, "Hugging Face model directory (default: the run's --hf-checkpoint)");
   cmd->add_option("--rows", o.rows_dir, "rows directory (default: the run's --prompt-data)");
@@ -34,8 +38,9 @@ void add_run_command(CLI::App& app, Runner& run) {
   // those flags are read from the recipe (recipe/run_flags.h), so on this command line they are
   // accepted and left to the recipe.
   cmd->allow_extras();
-  cmd->callback([&run] {
-    run = [] {
+  cmd->callback([&run, price_option] {
+    run = [price_option] {
+      if (price_option->count() > 0) o.usd_per_gpu_hour = price;
       Timer wall;
       for (const std::string& s : sets) o.set.insert(parse_assignment(s));
       // $VARIABLES of the run script also come from this process's environment ($HF_CKPT, ...).

@@ -1,4 +1,4 @@
-// The Inkling chat renderer and loss mask (inkling-small.md section 4; recipes-and-measurement.md
+// The Inkling chat renderer and loss mask (docs/model.md §4; recipes-and-measurement.md
 // section 6). A conversation becomes token ids plus a mask bit per token:
 //
 //   [<|message_system|>tool_declare<|content_xml|>{tool specs as JSON}<|end_message|>]   if tools

@@ -1,4 +1,4 @@
-// The Inkling control tokens (inkling-small.md section 4), spelled as in the Inkling vocabulary.
+// The Inkling control tokens (docs/model.md §4), spelled as in the Inkling vocabulary.
 // One table, so every tokenizer and the renderer agree on spellings; `inkling_id` is the id in the
 // real 200,058-token vocabulary (-1 where no public source lists it).
 #pragma once

@@ -4,7 +4,7 @@
 //   --tokenizer FILE            a Hugging Face tokenizer.json (the file starts with '{'), or else a
 //                               tiktoken rank file (o200k_base.tiktoken, tiktoken/tokenizer.model)
 //   --special-tokens SPEC       for a rank file only (tokenizer.json has its added_tokens):
-//       inkling   (default)     the Inkling control tokens with known ids (inkling-small.md
+//       inkling   (default)     the Inkling control tokens with known ids (docs/model.md
 //                               section 4, special_tokens.h), e.g. <|message_user|> = 200000
 //       o200k                   tiktoken's o200k_base specials: <|endoftext|> 199999,
 //                               <|endofprompt|> 200018

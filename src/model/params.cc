@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "base/rng.h"
 
 namespace quill {
@@ -72,7 +73,7 @@ std::vector<ParamDecl> param_decls(const InklingConfig& c) {
     if (c.is_moe(i)) {
       const int64_t E = c.n_routed_experts, S = c.n_shared_experts, F = c.moe_intermediate_size;
       b.add(p + "mlp.gate.weight", {E + S, D});
-      // The release stores the router bias and global scale in fp32 (docs/model.md, byte count).
+      // The release stores the router bias and global scale in fp32 (docs/model.md §2 byte count).
       b.add(p + "mlp.gate.bias", {E}, DType::F32).is_buffer = true;
       b.add(p + "mlp.gate.global_scale", {1}, DType::F32);
       ParamDecl& w13 = b.gate_up(p + "mlp.experts.w13_weight", {E, 2 * F, D}, 1);
@@ -100,6 +101,9 @@ ParamTable ParamTable::for_config(const InklingConfig& c) {
 }
 
 ParamTable ParamTable::for_config(const InklingConfig& c, const Layout& layout) {
+  // A config of absurd dimensions stops here, naming its file and field, not in the allocator. (A
+  // rank's share of a large layout is checked by its memory plan instead.)
+  if (const uint64_t memory = host_memory_bytes(); memory > 0 && layout.single()) check_params_fit_memory(c, memory);
   ParamTable table;
   for (ParamDecl& d : param_decls(c)) {
     int stage = 0;

@@ -43,7 +43,10 @@ RunMetrics compute_metrics(const MetricsInput& in) {
   m.step_time_cv_percent = 100.0 * std::sqrt(var) / mean;
   m.tokens_per_s_per_gpu = static_cast<double>(m.window_tokens) / sum / static_cast<double>(in.num_gpus);
   m.mfu = 6.0 * static_cast<double>(in.active_params) * m.tokens_per_s_per_gpu / in.peak_flops;
-  m.usd_per_million_tokens = in.usd_per_gpu_hour / (m.tokens_per_s_per_gpu * 3600.0) * 1e6;
+  if (in.usd_per_gpu_hour) {
+    m.usd_per_gpu_hour = *in.usd_per_gpu_hour;
+    m.usd_per_million_tokens = *in.usd_per_gpu_hour / (m.tokens_per_s_per_gpu * 3600.0) * 1e6;
+  }
   if (in.wall_time_s) m.gpu_hours = static_cast<double>(in.num_gpus) * *in.wall_time_s / 3600.0;
   return m;
 }
@@ -56,7 +59,8 @@ nlohmann::json RunMetrics::to_json() const {
   j["window_time_s"] = window_time_s;
   j["tokens_per_s_per_gpu"] = tokens_per_s_per_gpu;
   j["mfu"] = mfu;
-  j["usd_per_million_tokens"] = usd_per_million_tokens;
+  j["usd_per_million_tokens"] = usd_per_million_tokens ? nlohmann::json(*usd_per_million_tokens) : nlohmann::json(nullptr);
+  j["usd_per_gpu_hour"] = usd_per_gpu_hour ? nlohmann::json(*usd_per_gpu_hour) : nlohmann::json(nullptr);
   j["step_time_cv_percent"] = step_time_cv_percent;
   j["gpu_hours"] = gpu_hours ? nlohmann::json(*gpu_hours) : nlohmann::json(nullptr);
   return j;
@@ -72,7 +76,8 @@ double round_to(double v, int decimals) {
 void fill_result(Recipe& recipe, const RunMetrics& m, int64_t steps, int64_t active_params) {
   Result& r = recipe.result ? *recipe.result : recipe.result.emplace();
   r.tokens_per_s_per_gpu = round_to(m.tokens_per_s_per_gpu, 2);
-  r.usd_per_million_tokens = round_to(m.usd_per_million_tokens, 2);
+  r.usd_per_million_tokens.reset();
+  if (m.usd_per_million_tokens) r.usd_per_million_tokens = round_to(*m.usd_per_million_tokens, 2);
   r.step_time_cv_percent = round_to(m.step_time_cv_percent, 2);
   r.mfu = round_to(m.mfu, 4);
   if (!r.active_params) r.active_params.emplace();
@@ -80,7 +85,11 @@ void fill_result(Recipe& recipe, const RunMetrics& m, int64_t steps, int64_t act
   r.steps_per_run = steps;
   r.window = std::vector<int64_t>{m.window[0], m.window[1]};
   r.window_tokens = m.window_tokens;
-  if (m.gpu_hours) r.gpu_hours = round_to(*m.gpu_hours, 2);
+  // The seed's 2 decimals, except that a short run keeps 3 significant digits rather than read 0.00.
+  if (m.gpu_hours)
+    r.gpu_hours = *m.gpu_hours >= 0.005 || *m.gpu_hours <= 0
+                      ? round_to(*m.gpu_hours, 2)
+                      : round_to(*m.gpu_hours, 2 - static_cast<int>(std::floor(std::log10(*m.gpu_hours))));
 }
 
 }  // namespace quill

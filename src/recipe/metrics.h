@@ -21,7 +21,7 @@
 namespace quill {
 
 constexpr double kPeakFlopsH100Bf16 = 989e12;
-constexpr double kUsdPerGpuHourP5en = 7.912;  // p5en.48xlarge on demand: $63.296/h for 8 GPUs
+constexpr double kUsdPerGpuHourP5en = 7.912;  // p5en.48xlarge on demand: $63.296/h for 8 GPUs (gpu_price.h)
 
 struct MetricsInput {
   std::vector<double> step_times_s;  // one per optimizer step, step 0 first
@@ -30,7 +30,7 @@ struct MetricsInput {
   int64_t num_gpus = 0;
   int64_t active_params = 0;         // N
   double peak_flops = kPeakFlopsH100Bf16;
-  double usd_per_gpu_hour = kUsdPerGpuHourP5en;
+  std::optional<double> usd_per_gpu_hour = kUsdPerGpuHourP5en;  // none: no cost figure
   std::optional<std::array<int64_t, 2>> window;  // default: default_window(steps)
   std::optional<double> wall_time_s;             // for gpu_hours
 };
@@ -42,7 +42,8 @@ struct RunMetrics {
   double window_time_s = 0;
   double tokens_per_s_per_gpu = 0;
   double mfu = 0;
-  double usd_per_million_tokens = 0;
+  std::optional<double> usd_per_million_tokens;  // when a price was given
+  std::optional<double> usd_per_gpu_hour;
   double step_time_cv_percent = 0;
   std::optional<double> gpu_hours;
   nlohmann::json to_json() const;
@@ -55,8 +56,8 @@ std::array<int64_t, 2> default_window(int64_t steps);
 RunMetrics compute_metrics(const MetricsInput& in);
 
 // Writes the metrics into the recipe's result section with the seed's precision (tokens/s, $ and
-// CV and GPU-hours to 2 decimals, MFU to 4), plus steps_per_run, window, window_tokens and the
-// active-parameter count.
+// CV and GPU-hours to 2 decimals, MFU to 4), plus steps_per_run, window, window_tokens, the
+// active-parameter count (usd_per_million_tokens null when there was no price).
 void fill_result(Recipe& recipe, const RunMetrics& m, int64_t steps, int64_t active_params);
 
 }  // namespace quill

@@ -139,7 +139,10 @@ struct ActiveParams {
 };
 
 struct Result {
-  std::optional<double> tokens_per_s_per_gpu, usd_per_million_tokens, step_time_cv_percent, mfu;
+  std::optional<double> tokens_per_s_per_gpu, usd_per_million_tokens;
+  std::optional<double> usd_per_gpu_hour;               // the price usd_per_million_tokens was computed with
+  std::optional<std::string> usd_per_gpu_hour_source;   // where that price came from
+  std::optional<double> step_time_cv_percent, mfu;
   std::optional<std::string> mfu_note;
   std::optional<ActiveParams> active_params;
   std::optional<std::string> measured;  // a date, YYYY-MM-DD
@@ -152,6 +155,7 @@ struct Result {
   bool operator==(const Result&) const = default;
   template <class V> void visit(V&& v) {
     v("tokens_per_s_per_gpu", tokens_per_s_per_gpu); v("usd_per_million_tokens", usd_per_million_tokens);
+    v("usd_per_gpu_hour", usd_per_gpu_hour); v("usd_per_gpu_hour_source", usd_per_gpu_hour_source);
     v("step_time_cv_percent", step_time_cv_percent); v("mfu", mfu); v("mfu_note", mfu_note);
     v("active_params", active_params); v("measured", measured); v("steps_per_run", steps_per_run);
     v("window", window); v("window_tokens", window_tokens); v("runs", runs); v("profiler", profiler);

@@ -13,6 +13,7 @@
 #include "model/params.h"
 #include "parallel/stage_split.h"
 #include "recipe/config_check.h"
+#include "recipe/gpu_price.h"
 #include "recipe/plot.h"
 #include "recipe/run_definition.h"
 
@@ -68,6 +69,7 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
     QUILL_FAIL("the recipe does not validate:{}", text);
   }
   plan.warnings = check.warnings;
+  resolve_gpu_price(o.usd_per_gpu_hour, recipe, "");  // a bad price stops here, before the training
   const RunDefinition& def = check.definition;
   const RecipeLayout& l = recipe.layout;
 
@@ -173,7 +175,9 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
   in.row_tokens = plan.row_tokens;
   in.num_gpus = plan.layout.world();
   in.active_params = plan.active_params;
-  in.usd_per_gpu_hour = o.usd_per_gpu_hour;
+  const std::optional<GpuPrice> price = resolve_gpu_price(o.usd_per_gpu_hour, recipe, device);
+  in.usd_per_gpu_hour.reset();
+  if (price) in.usd_per_gpu_hour = price->usd_per_gpu_hour;
   in.wall_time_s = wall_s;
   if (recipe.result && recipe.result->window && recipe.result->window->size() == 2 &&
       (*recipe.result->window)[1] < steps)
@@ -195,6 +199,16 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
     out.result->runs = 1;
     out.result->profiler = false;
     out.result->gpu_hours_note = "GPUs x wall time of the quill run command, start-up included";
+    if (price) {
+      out.result->usd_per_gpu_hour = price->usd_per_gpu_hour;
+      out.result->usd_per_gpu_hour_source = price->source;
+    } else {
+      out.result->usd_per_gpu_hour.reset();
+      out.result->usd_per_gpu_hour_source =
+          "none: quill's table prices no " + device + " hour and none was given (--price-per-gpu-hour)";
+      report.notes.push_back("no price per GPU-hour for " + device +
+                             ": usd_per_million_tokens left null (give --price-per-gpu-hour)");
+    }
     out.result->mfu_note = on_gpu ? std::optional<std::string>()
                                   : std::optional<std::string>("CPU reference backend: MFU against the 989 TFLOP/s "
                                                                "GPU peak, not a GPU figure");
@@ -261,7 +275,13 @@ std::string recipe_run_summary(const RecipeRunReport& r, const RecipeRunPlan& pl
     s += fmt::format("  tokens/s/GPU    {:.2f}   (window steps {}-{}, {} tokens)\n", m.tokens_per_s_per_gpu, m.window[0],
                      m.window[1], m.window_tokens);
     s += fmt::format("  MFU             {:.4f}   (N = {} active parameters)\n", m.mfu, plan.active_params);
-    s += fmt::format("  $ / 1M tokens   {:.2f}\n", m.usd_per_million_tokens);
+    if (m.usd_per_million_tokens) {
+      const Result& res = *r.completed.result;
+      s += fmt::format("  $ / 1M tokens   {:.2f}   (at ${:.3f} per GPU-hour, from {})\n", *m.usd_per_million_tokens,
+                       *m.usd_per_gpu_hour, res.usd_per_gpu_hour_source.value_or("?"));
+    } else {
+      s += "  $ / 1M tokens   none     (no price per GPU-hour: give --price-per-gpu-hour)\n";
+    }
     s += fmt::format("  step-time CV    {:.2f}%\n", m.step_time_cv_percent);
     if (m.gpu_hours) s += fmt::format("  GPU-hours       {:.4f}\n", *m.gpu_hours);
   }

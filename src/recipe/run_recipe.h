@@ -21,7 +21,7 @@ namespace quill {
 
 struct RecipeRunOptions {
   std::optional<int64_t> steps;           // overrides the recipe's
-  double usd_per_gpu_hour = kUsdPerGpuHourP5en;
+  std::optional<double> usd_per_gpu_hour;  // --price-per-gpu-hour; else the recipe's, else gpu_price.h's table
   std::string reference;                  // a metrics.jsonl, a loss file, or a run directory
   std::string model_dir, rows_dir;        // override what the run flags name
   VarMap set;                             // --set NAME=VALUE for the run script

@@ -132,7 +132,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
 
   ParamTable params = ParamTable::for_config(config);
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
-  else params.init_random(o.seed);
+  else params.init_random(o.seed, config.initializer_range);
   params.freeze(o.freeze_patterns);
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;

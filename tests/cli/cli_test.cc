@@ -91,4 +91,43 @@ TEST(Cli, UnknownFreezePresetIsRejected) {
   EXPECT_NE(r.output.find("bogus"), std::string::npos) << r.output;
 }
 
+TEST(Cli, TiedEmbeddingsConfigIsRefusedByName) {
+  auto config = nlohmann::json::parse(std::ifstream(kSrc + "/configs/tiny.json"));
+  config["tie_word_embeddings"] = true;
+  const std::string path = temp("tied.json");
+  std::ofstream(path) << config.dump();
+  CommandResult r = quill("model info --config " + path);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find(path + ": tie_word_embeddings: true is not supported"), std::string::npos) << r.output;
+  fs::remove(path);
+}
+
+TEST(Cli, TransformersWrittenConfigWithDefaultsOmittedGivesTheSameCounts) {
+  CommandResult full = quill("model info --config " + kSrc + "/tests/fixtures/hf/written/slice.json");
+  CommandResult omitted = quill("model info --config " + kSrc + "/tests/fixtures/hf/omitted/slice.json");
+  ASSERT_EQ(full.status, 0) << full.output;
+  ASSERT_EQ(omitted.status, 0) << omitted.output;
+  auto a = nlohmann::json::parse(full.output), b = nlohmann::json::parse(omitted.output);
+  EXPECT_EQ(a["total_params"], b["total_params"]);
+  EXPECT_EQ(a["active_params"], b["active_params"]);
+  // transformers' own count of the model it builds from the written config (tests/fixtures/hf/README.md).
+  const int64_t hf = nlohmann::json::parse(std::ifstream(kSrc + "/tests/fixtures/hf/written/slice.params.json"))["parameters"];
+  EXPECT_EQ(a["transformers_params"].get<int64_t>(), hf);
+  EXPECT_EQ(b["transformers_params"].get<int64_t>(), hf);
+}
+
+TEST(Cli, HugeDimensionFailsNamingFileAndFieldBeforeAllocating) {
+  const std::string rows = temp("huge-rows"), out = temp("huge-out"), path = temp("huge.json");
+  ASSERT_EQ(quill("data synth --conversations 20 --row-tokens 64 --out " + rows).status, 0);
+  auto config = nlohmann::json::parse(std::ifstream(kSrc + "/configs/tiny.json"));
+  config["hidden_size"] = int64_t{1} << 40;
+  std::ofstream(path) << config.dump();
+  CommandResult r = quill("train --config " + path + " --rows " + rows + " --steps 1 --global-batch 1 --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find(path + ": hidden_size: the model's"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("out of host memory"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  fs::remove(path);
+}
+
 }  // namespace

@@ -49,10 +49,21 @@ TEST(QuillRun, TinyRecipeIsMeasuredCheckedAndWritten) {
   EXPECT_EQ(r["correctness"]["result"].as<std::string>(), "not checked");
   EXPECT_EQ(r["workload"]["row_tokens"].as<int>(), 128);  // the seed's fields survive
   EXPECT_TRUE(r["run"].IsScalar());
+  // GPU-hours and the price: a CPU hour has no price in quill's table, so no cost is made up.
+  EXPECT_GT(r["result"]["gpu_hours"].as<double>(), 0);
+  EXPECT_TRUE(r["result"]["usd_per_gpu_hour"].IsNull());
+  EXPECT_TRUE(r["result"]["usd_per_million_tokens"].IsNull());
+  EXPECT_EQ(r["result"]["usd_per_gpu_hour_source"].as<std::string>().rfind("none: quill's table prices no CPU", 0), 0u);
 
-  // The same run again, against the first: deterministic on the CPU, so every check passes.
-  ASSERT_EQ(run(cmd + b + " --reference " + a, &out), 0) << out;
+  // The same run again, against the first: deterministic on the CPU, so every check passes. With a
+  // price given on the command line, the completed recipe states it, its source and the cost.
+  ASSERT_EQ(run(cmd + b + " --reference " + a + " --price-per-gpu-hour 2.5", &out), 0) << out;
+  EXPECT_NE(out.find("at $2.500 per GPU-hour, from the --price-per-gpu-hour flag"), std::string::npos) << out;
   const YAML::Node rb = YAML::LoadFile(b + "/recipe.yaml");
+  EXPECT_EQ(rb["result"]["usd_per_gpu_hour"].as<double>(), 2.5);
+  EXPECT_EQ(rb["result"]["usd_per_gpu_hour_source"].as<std::string>(), "the --price-per-gpu-hour flag");
+  EXPECT_NEAR(rb["result"]["usd_per_million_tokens"].as<double>(),
+              2.5 / (rb["result"]["tokens_per_s_per_gpu"].as<double>() * 3600) * 1e6, 0.006);
   EXPECT_EQ(rb["correctness"]["convergence"]["result"].as<std::string>(), "pass");
   EXPECT_EQ(rb["correctness"]["configuration"].as<std::string>(), "pass");
   EXPECT_NEAR(rb["correctness"]["convergence"]["correlation"].as<double>(), 1.0, 1e-12);

@@ -1,4 +1,4 @@
-// Renderer goldens, written by hand from inkling-small.md section 4 (template structure and loss
+// Renderer goldens, written by hand from docs/model.md §4 (template structure and loss
 // mask) and recipes-and-measurement.md section 6. Control-token ids are the ByteTokenizer's,
 // spelled out here rather than looked up.
 #include <gtest/gtest.h>

@@ -44,8 +44,9 @@ TEST(Metrics, ReproduceTheSeed) {
   EXPECT_NEAR(m.tokens_per_s_per_gpu, 616.67, 1e-9);
   EXPECT_NEAR(m.mfu, 616.67 * 6 * 11173191680.0 / 989e12, 1e-15);
   EXPECT_EQ(std::round(m.mfu * 1e4) / 1e4, 0.0418);
-  EXPECT_EQ(std::round(m.usd_per_million_tokens * 100) / 100, 3.56);
-  EXPECT_NEAR(m.usd_per_million_tokens, 7.912 / (616.67 * 3600) * 1e6, 1e-12);
+  ASSERT_TRUE(m.usd_per_million_tokens);
+  EXPECT_EQ(std::round(*m.usd_per_million_tokens * 100) / 100, 3.56);
+  EXPECT_NEAR(*m.usd_per_million_tokens, 7.912 / (616.67 * 3600) * 1e6, 1e-12);
   EXPECT_NEAR(m.step_time_cv_percent, 5.23, 1e-9);
   ASSERT_TRUE(m.gpu_hours);
   EXPECT_NEAR(*m.gpu_hours, 12.84, 1e-12);
@@ -64,8 +65,10 @@ TEST(Metrics, CvIsThePopulationStdOverTheMean) {
   EXPECT_NEAR(m.step_time_cv_percent, 40.0, 1e-12);
   EXPECT_EQ(m.window_tokens, 8 * 4 * 10);
   EXPECT_NEAR(m.tokens_per_s_per_gpu, 320.0 / 40.0 / 2, 1e-12);  // 40 s in the window
-  EXPECT_NEAR(m.usd_per_million_tokens, 7.912 / (4.0 * 3600) * 1e6, 1e-9);
+  EXPECT_NEAR(*m.usd_per_million_tokens, 7.912 / (4.0 * 3600) * 1e6, 1e-9);
   EXPECT_FALSE(m.gpu_hours);
+  in.usd_per_gpu_hour.reset();  // no price: no cost, rather than a made-up one
+  EXPECT_FALSE(compute_metrics(in).usd_per_million_tokens);
 }
 
 TEST(Metrics, DefaultWindowNeedsEightSteps) {

@@ -1,4 +1,4 @@
-// Helpers of the recipe tests: the seed fixture (a copy of ../shared/seed), temporary paths, text edits.
+// Helpers of the recipe tests: the seed fixture (tests/fixtures/recipes/seed.yaml, ATTUNE's recipe unchanged), temporary paths, text edits.
 #pragma once
 
 #include <gtest/gtest.h>

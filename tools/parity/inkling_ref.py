@@ -71,7 +71,7 @@ INIT_SCHEME = {
     "order": "one torch.randn of the full checkpoint shape per tensor, in make_golden.ckpt_spec order, from one "
              "generator seeded with --seed (no draw for the scales)",
 }
-# The release stores these in F32 and everything else in BF16 (inkling-small.md: the index total_size is
+# The release stores these in F32 and everything else in BF16 (docs/model.md: the index total_size is
 # matched exactly by 40 router bias vectors and 40 router global scales in F32).
 RELEASE_F32_SUFFIXES = (".mlp.gate.bias", ".mlp.gate.global_scale")
 
@@ -241,7 +241,7 @@ def check_same_weights(spec, resolved_a, model_a, resolved_b, model_b, where):
 #   sconv         the module owning {k,v}_sconv / {attn,mlp}_sconv .conv1d.weight (the residual short conv)
 FP32_ISLANDS = {
     # kind: (cast floating inputs to fp32, why)
-    "router": (True, "router logits, sigmoid, top-k and weights in fp32 (inkling-small.md: select in fp32)"),
+    "router": (True, "router logits, sigmoid, top-k and weights in fp32 (docs/model.md: select in fp32)"),
     "rel": (True, "relative-bias table product r @ P in fp32 (bf16 r, fp32 table)"),
     "sconv": (False, "short convolution in fp32 (transformers casts to fp32, but autocast would run conv1d in "
                      "bf16); output in the input's dtype"),

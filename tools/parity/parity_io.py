@@ -277,7 +277,7 @@ SEED_LR_CHECK = [0, 5e-06, 1e-05, 9.932e-06, 9.729e-06, 9.397e-06, 8.947e-06, 8.
 def self_test_lr():
     for k, want in enumerate(SEED_LR_CHECK):
         got = megatron_lr(k, 20, 1e-5, 1e-6, 0.1)
-        need(abs(got - want) <= 6e-10, f"megatron_lr self-test: step {k}: {got!r}, the spec says {want!r}")
+        need(abs(got - want) <= 6e-10, f"megatron_lr self-test: step {k}: {got!r}, docs/recipes-and-measurement.md §3 says {want!r}")
 
 
 # --------------------------------------------------------------------------------------------------
