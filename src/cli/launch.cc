@@ -19,9 +19,14 @@ namespace quill::cli {
 TrainResult train_with_layout(const TrainOptions& o, const std::string& device, int dp) {
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
   QUILL_CHECK(dp >= 1, "--dp must be at least 1, got {}", dp);
+  QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
+              o.distributed_timeout_minutes);
+  // Megatron's --distributed-timeout-minutes bounds every collective (comm/comm.h: the watchdog).
+  CommOptions comm_options;
+  comm_options.timeout_s = o.distributed_timeout_minutes * 60;
   std::unique_ptr<Distributed> dist;
   if (dp > 1 || launched_by_mpi()) {
-    dist = init_distributed();
+    dist = init_distributed(nullptr, nullptr, comm_options);
     QUILL_CHECK(dist->size() == dp, "--dp {} but the launcher started {} ranks (mpirun -np {})", dp, dist->size(), dp);
   }
   GridSizes sizes;
@@ -42,7 +47,7 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   const DeviceContext ctx = backend.context();
   std::unique_ptr<Comm> world_nccl, dp_comm;
   if (dist) {
-    world_nccl = NcclComm::create(dist->world(), stream_of(ctx));
+    world_nccl = NcclComm::create(dist->world(), stream_of(ctx), comm_options);
     dp_comm = world_nccl->split(grid.group(GroupKind::DP, dist->rank()).ranks, "dp");
   }
   parallel.dp_comm = dp_comm.get();

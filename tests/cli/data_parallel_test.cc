@@ -62,7 +62,7 @@ TEST(DataParallel, Dp2AndDp4MatchOneRankEveryStep) {
                             " --seed 3 --steps 5 --global-batch 4 --lr 1e-2 --min-lr 1e-3 --warmup-fraction 0.2"
                             " --weight-decay 0.1 --quiet --save-hf";
   const std::string single = temp("dp1");
-  ASSERT_EQ(run(quill + flags + " --out " + single), 0);
+  ASSERT_EQ(run(quill + flags + " --out " + single + " --save " + single + "/checkpoint"), 0);
   const auto ref_losses = losses(single);
   ASSERT_EQ(ref_losses.size(), 5u);
   const quill::SafetensorsFile ref = quill::SafetensorsFile::open(single + "/checkpoint/weights.safetensors");
@@ -70,7 +70,7 @@ TEST(DataParallel, Dp2AndDp4MatchOneRankEveryStep) {
   for (int dp : {2, 4}) {
     const std::string out = temp("dp" + std::to_string(dp));
     ASSERT_EQ(run(std::string(QUILL_MPIEXEC) + " -np " + std::to_string(dp) + " " + quill + flags + " --dp " +
-                  std::to_string(dp) + " --out " + out),
+                  std::to_string(dp) + " --out " + out + " --save " + out + "/checkpoint"),
               0);
     const auto got = losses(out);
     ASSERT_EQ(got.size(), ref_losses.size()) << "dp " << dp;
@@ -140,8 +140,8 @@ TEST(DataParallel, Dp2ResumesBitIdentically) {
                             " --seed 3 --steps 4 --global-batch 4 --lr 1e-2 --quiet --dp 2";
   const std::string whole = temp("whole"), parts = temp("parts");
   ASSERT_EQ(run(mpi + flags + " --out " + whole), 0);
-  ASSERT_EQ(run(mpi + flags + " --stop-after 2 --out " + parts), 0);
-  ASSERT_EQ(run(mpi + flags + " --resume " + parts + "/checkpoint --out " + parts), 0);
+  ASSERT_EQ(run(mpi + flags + " --stop-after 2 --out " + parts + " --save " + parts + "/checkpoint"), 0);
+  ASSERT_EQ(run(mpi + flags + " --resume " + parts + "/checkpoint --out " + parts + " --save " + parts + "/checkpoint"), 0);
   EXPECT_EQ(losses(whole), losses(parts));
 }
 

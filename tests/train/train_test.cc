@@ -92,8 +92,10 @@ TEST(Training, ResumeIsBitIdenticalToAnUninterruptedRun) {
 
   TrainOptions first = tiny_options(temp_dir("resumed"));
   first.stop_after = 2;
+  first.save_dir = first.out_dir + "/checkpoint";
   run_training(first);
   TrainOptions second = tiny_options(first.out_dir);
+  second.save_dir = first.save_dir;
   second.resume_dir = first.out_dir + "/checkpoint";
   run_training(second);
 
