@@ -57,8 +57,7 @@ KeptMetrics metrics_before_step(const std::string& path, int64_t first_step) {
   return kept;
 }
 
-MetricsFile::MetricsFile(const std::string& path, const std::string& kept) : path_(path) {
-  write_file_atomic(path, kept);
+MetricsFile::MetricsFile(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "a");
   QUILL_CHECK(file_ != nullptr, "{}: cannot open for appending ({})", path, std::strerror(errno));
 }

@@ -23,8 +23,9 @@ KeptMetrics metrics_before_step(const std::string& path, int64_t first_step);
 
 class MetricsFile {
  public:
-  // Replaces path with `kept` (atomically), then opens it for appending.
-  MetricsFile(const std::string& path, const std::string& kept);
+  // Opens path for appending (created when absent). A resumed run first replaces the file with
+  // the lines it keeps (write_file_atomic), then appends.
+  explicit MetricsFile(const std::string& path);
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;

@@ -169,7 +169,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     prepared = prepare_run_dir(o);
     for (const std::string& line : prepared.notes) note(lead, line);
     for (const std::string& line : kept.warnings) note(lead, line);
-    metrics = std::make_unique<MetricsFile>(metrics_path, kept.text);
+    write_file_atomic(metrics_path, kept.text);
+    metrics = std::make_unique<MetricsFile>(metrics_path);
   }
   if (dp) dp->barrier();
 
