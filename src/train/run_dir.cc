@@ -65,10 +65,10 @@ void check_run_dir(const TrainOptions& o) {
   }
 }
 
-std::optional<std::string> recover_checkpoint(const std::string& dir) {
-  std::optional<std::string> from = recover_dir(dir);
-  if (!from) return std::nullopt;
-  return fmt::format("{}: recovered from {} (an earlier run was killed while replacing it)", dir, *from);
+std::vector<std::string> recover_checkpoint(const std::string& dir) {
+  std::vector<std::string> notes;
+  tidy_swaps(dir, notes);
+  return notes;
 }
 
 PreparedRunDir prepare_run_dir(const TrainOptions& o) {

@@ -16,8 +16,9 @@ namespace quill {
 void check_run_dir(const TrainOptions& options);
 
 // Rank 0, before loading --resume DIR: when a kill interrupted DIR's swap (io/dir_swap.h), puts the
-// newest complete copy back as DIR. Returns a note saying what it recovered.
-std::optional<std::string> recover_checkpoint(const std::string& dir);
+// newest complete copy back as DIR, and removes the side directories killed runs left. Returns a
+// note for each thing it did.
+std::vector<std::string> recover_checkpoint(const std::string& dir);
 
 struct PreparedRunDir {
   bool created_out = false;         // --out did not exist before this run

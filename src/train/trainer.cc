@@ -148,7 +148,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   int64_t first_step = 0;
   if (!o.resume_dir.empty()) {
     if (lead)
-      if (std::optional<std::string> recovered = recover_checkpoint(o.resume_dir)) note(lead, *recovered);
+      for (const std::string& line : recover_checkpoint(o.resume_dir)) note(lead, line);
     if (dp) dp->barrier();
     first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, dp);
   }
@@ -244,9 +244,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       if (lead && !o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch, eta).c_str()), std::fflush(stdout);
       result.steps.push_back(m);
 
-      // Megatron's --save DIR --save-interval N: at every N-th step and at the end.
+      // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).
       const bool last = step + 1 == last_step;
-      if (!o.save_dir.empty() && (last || (o.save_interval > 0 && (step + 1) % o.save_interval == 0)))
+      if (!o.save_dir.empty() && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0)
         save_train_checkpoint(o.save_dir, step + 1, params, optimizer, ctx, dp);
     }
     if (metrics) metrics->close();
@@ -255,13 +255,16 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       save.overwrite = true;
       save_hf_checkpoint(o.out_dir + "/hf", host_copy(params, ctx), o.init_dir, config_to_hf_json(config), save);
     }
+    result.wall_time_s = wall.seconds();
+    if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
+    // The final checkpoint last: one at the run's last step means every output is complete, so a run
+    // killed before it resumes from the interval before and writes them again.
+    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, params, optimizer, ctx, dp);
   } catch (...) {
     metrics.reset();
     if (lead) clean_failed_run(o, prepared, static_cast<int64_t>(result.steps.size()));
     throw;
   }
-  result.wall_time_s = wall.seconds();
-  if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
   return result;
 }
 
