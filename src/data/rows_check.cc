@@ -43,8 +43,8 @@ void check_rows_for_training(const RowsReader& rows, const RowsCheckOptions& o) 
         for (int64_t i = 0; i < T; ++i) top = std::max(top, t[i]), mask_top = std::max(mask_top, m[i]);
         if (top < limit && mask_top <= 1) continue;
         for (int64_t i = 0; i < T; ++i) {
-          QUILL_CHECK(t[i] < limit, "{}: row {} position {} has token id {}, outside {} of {} (ids 0 to {})", rows_path,
-                      r, i, t[i], o.vocab_note, o.vocab_size, o.vocab_size - 1);
+          QUILL_CHECK(t[i] < limit, "{}: row {} position {} has token id {}, outside {} (ids 0 to {})", rows_path, r, i,
+                      t[i], o.vocab_note, o.vocab_size - 1);
           QUILL_CHECK(m[i] <= 1, "{}: row {} mask[{}] is {}, expected 0 or 1", rows_path, r, i, m[i]);
         }
       }

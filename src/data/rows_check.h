@@ -17,7 +17,7 @@ namespace quill {
 
 struct RowsCheckOptions {
   int64_t vocab_size = 0;        // token ids must be below this (the unpadded vocabulary)
-  std::string vocab_note;        // how the limit is described in a message ("the model's unpadded vocabulary")
+  std::string vocab_note;        // the limit in words, for messages ("the model's vocabulary of 300")
   bool verify_sha256 = true;     // false: ranges only (--no-verify-rows)
   int threads = 0;               // <= 0: every core
 };

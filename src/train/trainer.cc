@@ -77,8 +77,9 @@ void check_rows_fit(const RowsReader& rows, const InklingConfig& config, bool ve
   RowsCheckOptions check;
   check.vocab_size = config.unpadded_vocab_size;
   check.vocab_note = config.unpadded_vocab_size == config.vocab_size
-                         ? std::string("the model's vocabulary")
-                         : fmt::format("the model's unpadded vocabulary (its tables are padded to {})", config.vocab_size);
+                         ? fmt::format("the model's vocabulary of {}", config.vocab_size)
+                         : fmt::format("the model's vocabulary of {} (unpadded; its tables are padded to {})",
+                                       config.unpadded_vocab_size, config.vocab_size);
   check.verify_sha256 = verify;
   check_rows_for_training(rows, check);
 }

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -143,6 +145,87 @@ TEST(DataParallel, Dp2ResumesBitIdentically) {
   ASSERT_EQ(run(mpi + flags + " --stop-after 2 --out " + parts + " --save " + parts + "/checkpoint"), 0);
   ASSERT_EQ(run(mpi + flags + " --resume " + parts + "/checkpoint --out " + parts + " --save " + parts + "/checkpoint"), 0);
   EXPECT_EQ(losses(whole), losses(parts));
+}
+
+}  // namespace
+
+namespace {
+
+// Two ranks started with different command lines (mpirun's MPMD form "A : B").
+std::string two_ranks(const std::string& rank0, const std::string& rank1) {
+  return std::string(QUILL_MPIEXEC) + " -np 1 " + QUILL_BINARY + rank0 + " : -np 1 " + QUILL_BINARY + rank1 + " </dev/null";
+}
+
+int run_quiet(const std::string& cmd, std::string* output) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(DataParallel, RanksGivenDifferentJobsStopNamingWhatDiffers) {
+  // Issue 15, defect 1: ranks with other rows, another --seed or --lr, or a config differing in a
+  // value trained silently (rc 0), logging different "global" losses.
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows-agree"), other = temp("rows-other");
+  ASSERT_EQ(run(quill + " data synth --conversations 300 --row-tokens 64 --max-rows 16 --out " + rows), 0);
+  ASSERT_EQ(run(quill + " data synth --conversations 300 --seed 9 --row-tokens 64 --max-rows 16 --out " + other), 0);
+  const std::string config = temp("config.json");
+  {
+    auto j = nlohmann::json::parse(std::ifstream(src + "/configs/tiny.json"));
+    j["rms_norm_eps"] = j["rms_norm_eps"].get<double>() * 10;
+    std::ofstream(config) << j.dump(2);
+  }
+  auto flags = [&](const std::string& cfg, const std::string& r, const std::string& extra) {
+    return " train --config " + cfg + " --rows " + r + " --steps 2 --global-batch 2 --quiet --dp 2 --out " +
+           temp("agree-out") + extra;
+  };
+  const std::string tiny = src + "/configs/tiny.json";
+  struct Case {
+    std::string rank1, expect;
+  };
+  const std::string same = " --seed 3 --lr 1e-2";
+  for (const Case& c : {Case{flags(tiny, rows, " --seed 4 --lr 1e-2"), "--seed (rank 1 differs from rank 0)"},
+                        Case{flags(tiny, other, same), "rows (rank 1 differs from rank 0)"},
+                        Case{flags(config, rows, same), "config (rank 1 differs from rank 0)"},
+                        Case{flags(tiny, rows, " --seed 3 --lr 2e-2"), "--lr (rank 1 differs from rank 0)"}}) {
+    std::string out;
+    const int rc = run_quiet(two_ranks(flags(tiny, rows, same), c.rank1), &out);
+    EXPECT_NE(rc, 0) << c.expect << "\n" << out;
+    EXPECT_NE(out.find("data-parallel ranks were not given the same job: " + c.expect), std::string::npos) << out;
+  }
+  std::string out;
+  EXPECT_EQ(run_quiet(two_ranks(flags(tiny, rows, same), flags(tiny, rows, same)), &out), 0) << out;
+}
+
+TEST(DataParallel, AStoppedRankEndsTheJobAfterTheDistributedTimeout) {
+  // Issue 15: a stopped (SIGSTOP) rank held the job for a fixed 600 s; Megatron's
+  // --distributed-timeout-minutes now bounds every collective. Rank 1 runs under a shell that stops
+  // it a moment after it started; rank 0 must give up after the timeout (0.05 minutes = 3 s).
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows-stop");
+  ASSERT_EQ(run(quill + " data synth --conversations 300 --row-tokens 64 --max-rows 16 --out " + rows), 0);
+  const std::string pid_file = temp("stopped.pid");
+  const std::string flags = " train --config " + src + "/configs/tiny.json --rows " + rows +
+                            " --steps 100000 --global-batch 2 --lr 1e-2 --quiet --dp 2 --distributed-timeout-minutes 0.05 --out " +
+                            temp("stop-out");
+  const std::string rank1 = "sh -c '" + quill + flags + " & echo $! > " + pid_file + "; sleep 2; kill -STOP $!; wait'";
+  const auto start = std::chrono::steady_clock::now();
+  std::string out;
+  const int rc = run_quiet("timeout 120 " + std::string(QUILL_MPIEXEC) + " -np 1 " + quill + flags + " : -np 1 " + rank1 +
+                               " </dev/null",
+                           &out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (std::ifstream in(pid_file); in) {  // the stopped rank, if the launcher left it
+    long pid = 0;
+    in >> pid;
+    if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "the job was still running after 120 s:\n" << out;
+  EXPECT_NE(out.find("did not complete within 3 s"), std::string::npos) << out;
+  EXPECT_LT(seconds, 60) << out;
 }
 
 }  // namespace
