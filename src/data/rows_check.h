@@ -5,7 +5,7 @@
 //
 // Cost: the range checks run on every core; SHA-256 is one sequential hash (rows_sha256 covers the
 // rows in order, docs/rows-format.md), so it runs on its own thread beside them and bounds the time
-// (docs/rows-format.md gives the measured figure for 1 GB).
+// (docs/run-directory.md gives the measured cost on 1 GB).
 #pragma once
 
 #include <cstdint>
