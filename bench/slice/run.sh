@@ -107,7 +107,7 @@ if has rows; then
   log "rows: $nrows rows (gb8 x $STEPS8 steps uses $((8 * STEPS8)); fewer wrap around)"
 fi
 
-common=(--init "$WORK/init" --rows "$WORK/rows" --device cuda --no-final-checkpoint --lr 1e-5 --min-lr 1e-5
+common=(--init "$WORK/init" --rows "$WORK/rows" --device cuda --overwrite --lr 1e-5 --min-lr 1e-5
         --lr-decay-style constant --clip-grad 1.0 --warmup-steps "$WARMUP" ${ceil_args[@]+"${ceil_args[@]}"})
 
 # ---- 4. quill, one row per step ----------------------------------------------------------------------------------

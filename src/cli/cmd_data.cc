@@ -17,6 +17,7 @@
 #include "base/file_util.h"
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/created_dir_guard.h"
 #include "data/bpe_tokenizer.h"
 #include "data/build_rows.h"
 #include "data/byte_tokenizer.h"
@@ -114,6 +115,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
   synth->add_option("--out", out, "output rows directory")->required();
   synth->callback([&run] {
     run = [] {
+      CreatedDirGuard out_guard(out);
       nlohmann::json manifest;
       if (input.empty()) {
         manifest = build_synthetic_rows(out, conversations, seed, row_tokens, max_rows);
@@ -125,6 +127,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
         options.source = input;
         manifest = build_rows(read_conversations_jsonl(input), ByteTokenizer(), options, out);
       }
+      out_guard.keep();
       std::printf("%s\n", manifest.dump(2).c_str());
       return 0;
     };
@@ -154,6 +157,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
   build->callback([&run] {
     run = [] {
       Timer timer;
+      CreatedDirGuard out_guard(b_out);
       BuildTiming timing;
       std::unique_ptr<Tokenizer> tok = load_tokenizer(b_tokenizer, b_special, b_threads);
       // Built on the build's threads, so a parallel phase: its serial remainder (mapping the
@@ -172,6 +176,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
       options.tokenizer_source = tokenizer_source_json(b_tokenizer, b_special);
       if (b_timing) options.timing = &timing;
       nlohmann::json manifest = build_rows_from_jsonl(b_input, *tok, options, b_out);
+      out_guard.keep();
       double s = timer.seconds();
       if (b_timing) {
         int threads = b_threads > 0 ? b_threads : hardware_threads();

@@ -34,6 +34,14 @@ void add_run_command(CLI::App& app, Runner& run) {
   cmd->add_option("--set", sets, "NAME=VALUE for a variable of the run script (repeatable)");
   cmd->add_option("--device", device, "cpu | cuda (default: cuda when a GPU is visible)");
   cmd->add_option("--out,--save", o.out_dir, "output directory")->required();
+  cmd->add_flag("--overwrite", o.overwrite, "replace an earlier run's outputs in a non-empty --out");
+  static int64_t save_interval = 0;
+  static double timeout_minutes = 0;
+  cmd->add_option("--save-interval", save_interval,
+                  "training checkpoints every N steps and at the end, into OUT/checkpoint (default: the run flags'; "
+                  "none when they have none)");
+  cmd->add_option("--distributed-timeout-minutes", timeout_minutes,
+                  "a collective that waits longer stops every rank (default: the run flags', else 10)");
   // The recipe's own run script calls `quill run RECIPE --save DIR <the flags that define the run>`:
   // those flags are read from the recipe (recipe/run_flags.h), so on this command line they are
   // accepted and left to the recipe.
@@ -50,6 +58,8 @@ void add_run_command(CLI::App& app, Runner& run) {
         if (eq != std::string::npos) o.environment.emplace(kv.substr(0, eq), kv.substr(eq + 1));
       }
       if (steps > 0) o.steps = steps;
+      if (save_interval != 0) o.save_interval = save_interval;
+      if (timeout_minutes != 0) o.distributed_timeout_minutes = timeout_minutes;
       const Recipe recipe = read_recipe(recipe_path);
       const RecipeRunPlan plan = plan_recipe_run(recipe, o);
       for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());

@@ -103,11 +103,18 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
   cmd->add_option("--loss-vocab", loss_vocab, "unpadded (transformers) | padded (miles)");
-  cmd->add_option("--out", o.out_dir, "output directory")->required();
-  cmd->add_option("--save-every", o.save_every, "write a training checkpoint every N steps");
-  cmd->add_flag("!--no-final-checkpoint", o.final_checkpoint, "skip the training checkpoint at the end");
+  cmd->add_option("--out", o.out_dir, "output directory (refused when it holds an earlier run, unless --resume or --overwrite)")
+      ->required();
+  cmd->add_flag("--overwrite", o.overwrite, "replace the earlier run's outputs in a non-empty --out");
+  cmd->add_option("--save", o.save_dir,
+                  "write a training checkpoint (fp32 weights and Adam moments) to DIR at the end, and every "
+                  "--save-interval steps; none without it");
+  cmd->add_option("--save-interval", o.save_interval, "with --save: also a checkpoint every N steps");
   cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
-  cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint)");
+  cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint when --save)");
+  cmd->add_flag("!--no-verify-rows", o.verify_rows, "skip checking rows.bin against the manifest's rows_sha256");
+  cmd->add_option("--distributed-timeout-minutes", o.distributed_timeout_minutes,
+                  "a collective that waits longer than this stops every rank (Megatron's flag; default 10)");
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
   cmd->add_option("--replay-routing", o.replay_routing_file,
                   "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");

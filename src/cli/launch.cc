@@ -23,11 +23,16 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   for (auto [flag, v] : {std::pair{"--dp", spec.dp}, {"--tp", spec.tp}, {"--pp", spec.pp}, {"--cp", spec.cp},
                          {"--ep", spec.ep}, {"--etp", spec.etp}})
     QUILL_CHECK(v >= 1, "{} must be at least 1, got {}", flag, v);
+  QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
+              o.distributed_timeout_minutes);
   InklingModel::check_layout(spec);
   const int64_t num_layers = resolve_config(o).num_layers;
+  // Megatron's --distributed-timeout-minutes bounds every collective (comm/comm.h: the watchdog).
+  CommOptions comm_options;
+  comm_options.timeout_s = o.distributed_timeout_minutes * 60;
   std::unique_ptr<Distributed> dist;
   if (spec.world() > 1 || launched_by_mpi()) {
-    dist = init_distributed();
+    dist = init_distributed(nullptr, nullptr, comm_options);
     QUILL_CHECK(dist->size() == spec.world(), "the layout ({}) needs {} ranks but the launcher started {} (mpirun -np {})",
                 spec.describe(), spec.world(), dist->size(), spec.world());
   }
@@ -41,7 +46,7 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   CudaBackend backend(gpu);
   const DeviceContext ctx = backend.context();
   std::unique_ptr<Comm> world_nccl;
-  if (dist) world_nccl = NcclComm::create(dist->world(), stream_of(ctx));
+  if (dist) world_nccl = NcclComm::create(dist->world(), stream_of(ctx), comm_options);
   const Layout layout = Layout::create(spec, num_layers, world_nccl.get());
   return run_training(o, ctx, layout);
 #else

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "io/dir_swap.h"
 
 namespace quill {
 
@@ -204,29 +205,8 @@ void check_param_for_save(const Param& p, DType dtype) {
   if (p.gate_up_interleaved) gate_up_layout(p.shape, "save: parameter " + p.name);
 }
 
-// Puts the complete tmp directory in place of out (moving an existing one aside until it succeeded).
-void swap_into_place(const std::string& tmp, const std::string& out) {
-  if (fs::exists(out)) {
-    if (fs::is_empty(out)) {
-      fs::remove(out);
-    } else {
-      std::string old = out + ".old-" + std::to_string(::getpid());
-      fs::remove_all(old);
-      fs::rename(out, old);
-      try {
-        fs::rename(tmp, out);
-      } catch (...) {
-        std::error_code ec;
-        fs::rename(old, out, ec);
-        throw;
-      }
-      std::error_code ec;
-      fs::remove_all(old, ec);
-      return;
-    }
-  }
-  fs::rename(tmp, out);
-}
+// Puts the complete tmp directory in place of out, recoverably (io/dir_swap.h).
+void swap_into_place(const std::string& tmp, const std::string& out) { swap_dir_into_place(tmp, out); }
 
 }  // namespace
 

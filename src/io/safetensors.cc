@@ -12,6 +12,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "io/parallel_pwrite.h"
 
 namespace quill {
 
@@ -34,19 +35,6 @@ std::optional<size_t> tensor_bytes(const Shape& shape, int bits) {
   total /= 8;
   if (total > static_cast<unsigned __int128>(SIZE_MAX)) return std::nullopt;
   return static_cast<size_t>(total);
-}
-
-void write_all(int fd, const void* data, size_t bytes, const std::string& label) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd, p, std::min<size_t>(bytes, size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      QUILL_FAIL("{}: write failed ({})", label, std::strerror(errno));
-    }
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
 }
 
 }  // namespace
@@ -255,7 +243,7 @@ std::string safetensors_header(const std::vector<SafetensorsItem>& items,
 
 void write_safetensors_unrenamed(const std::string& tmp_path, const std::string& label,
                                  const std::vector<SafetensorsItem>& items,
-                                 const std::map<std::string, std::string>& metadata) {
+                                 const std::map<std::string, std::string>& metadata, int threads) {
   std::string header;
   try {
     header = safetensors_header(items, metadata);
@@ -265,17 +253,25 @@ void write_safetensors_unrenamed(const std::string& tmp_path, const std::string&
   int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   QUILL_CHECK(fd >= 0, "{}: cannot create ({})", tmp_path, std::strerror(errno));
   try {
-    unsigned char len[8];
-    uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    write_all(fd, len, 8, tmp_path);
-    write_all(fd, header.data(), header.size(), tmp_path);
-    for (const SafetensorsItem& item : items) {
-      Tensor t = item.bytes ? item.bytes() : Tensor();
-      QUILL_CHECK(t.defined() && t.device() == Device::CPU, "{}: tensor '{}': no CPU bytes to write", label, item.name);
-      QUILL_CHECK(t.nbytes() == item.nbytes, "{}: tensor '{}': producer gave {} bytes, header says {}", label, item.name,
-                  t.nbytes(), item.nbytes);
-      write_all(fd, t.data(), t.nbytes(), tmp_path);
+    {
+      // Tensors are made one after another (a producer may convert) and written by several threads.
+      ParallelFileWriter writer(fd, tmp_path, threads);
+      auto head = std::make_shared<std::string>(8, '\0');
+      const uint64_t n = header.size();
+      for (int i = 0; i < 8; ++i) (*head)[static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
+      *head += header;
+      writer.write(0, head->data(), head->size(), head);
+      uint64_t offset = head->size();
+      for (const SafetensorsItem& item : items) {
+        Tensor t = item.bytes ? item.bytes() : Tensor();
+        QUILL_CHECK(t.defined() && t.device() == Device::CPU, "{}: tensor '{}': no CPU bytes to write", label, item.name);
+        QUILL_CHECK(t.nbytes() == item.nbytes, "{}: tensor '{}': producer gave {} bytes, header says {}", label, item.name,
+                    t.nbytes(), item.nbytes);
+        auto keep = std::make_shared<Tensor>(t);
+        writer.write(offset, keep->data(), keep->nbytes(), keep);
+        offset += item.nbytes;
+      }
+      writer.finish();
     }
     QUILL_CHECK(::fsync(fd) == 0, "{}: fsync failed ({})", tmp_path, std::strerror(errno));
     int rc = ::close(fd);
@@ -289,9 +285,9 @@ void write_safetensors_unrenamed(const std::string& tmp_path, const std::string&
 }
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsItem>& items,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, int threads) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  write_safetensors_unrenamed(tmp, path, items, metadata);
+  write_safetensors_unrenamed(tmp, path, items, metadata, threads);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
@@ -300,11 +296,11 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsIte
 }
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, int threads) {
   std::vector<SafetensorsItem> items;
   items.reserve(tensors.size());
   for (const auto& [name, t] : tensors) items.push_back(SafetensorsItem::from_tensor(name, t));
-  write_safetensors(path, items, metadata);
+  write_safetensors(path, items, metadata, threads);
 }
 
 }  // namespace quill

@@ -88,16 +88,17 @@ std::string safetensors_header(const std::vector<SafetensorsItem>& items,
                                const std::map<std::string, std::string>& metadata);
 
 // Writes items in order to path (tmp name, fsync, rename). Names must be unique.
+// Tensors are written by `threads` threads (<= 0: default_write_threads(), io/parallel_pwrite.h).
 void write_safetensors(const std::string& path, const std::vector<SafetensorsItem>& items,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {}, int threads = 0);
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {}, int threads = 0);
 
 // Streams `items` to `tmp_path` (created, fsynced, closed) without renaming: for writers that
 // rename several files only once all succeeded. Removes tmp_path when it throws. `label` names the
 // final file in messages.
 void write_safetensors_unrenamed(const std::string& tmp_path, const std::string& label,
                                  const std::vector<SafetensorsItem>& items,
-                                 const std::map<std::string, std::string>& metadata);
+                                 const std::map<std::string, std::string>& metadata, int threads = 0);
 
 }  // namespace quill

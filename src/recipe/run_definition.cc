@@ -133,6 +133,8 @@ RunDefinition run_definition(const RunFlags& flags) {
   l.get("n-samples-per-prompt", d.n_samples_per_prompt);
   l.get("seq-length", d.seq_length);
   l.get("seed", d.seed);
+  l.get("save-interval", d.save_interval);
+  l.get("distributed-timeout-minutes", d.distributed_timeout_minutes);
   l.get("bf16", d.bf16);
   l.get("fp16", d.fp16);
   l.get("attention-dropout", d.attention_dropout);

@@ -34,6 +34,9 @@ struct RunDefinition {
   int64_t n_samples_per_prompt = 1;
   std::optional<int64_t> seq_length;
   int64_t seed = 1234;
+  // checkpoints and the job's collectives
+  std::optional<int64_t> save_interval;        // --save-interval (none: no training checkpoint)
+  double distributed_timeout_minutes = 10;     // --distributed-timeout-minutes (Megatron's default 10)
   // numerics
   bool bf16 = false, fp16 = false;
   double attention_dropout = 0.1, hidden_dropout = 0.1;

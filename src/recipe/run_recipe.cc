@@ -130,7 +130,19 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   // miles trains over the padded vocabulary (recipes-and-measurement.md §3).
   plan.train.loss_over_padded_vocab = recipe.run.find("miles") != std::string::npos;
   plan.train.out_dir = o.out_dir;
-  plan.train.final_checkpoint = false;
+  // A benchmark writes no training checkpoint unless asked: Megatron's --save-interval in the run
+  // flags or on the command line (checkpoints then go to OUT/checkpoint; `--save` is OUT itself here).
+  const std::optional<int64_t> save_interval = o.save_interval ? o.save_interval : def.save_interval;
+  if (save_interval) {
+    QUILL_CHECK(*save_interval > 0, "--save-interval {}: must be positive", *save_interval);
+    plan.train.save_dir = o.out_dir + "/checkpoint";
+    plan.train.save_interval = *save_interval;
+    plan.notes.push_back(fmt::format("training checkpoints every {} steps and at the end into {}", *save_interval,
+                                     plan.train.save_dir));
+  }
+  plan.train.distributed_timeout_minutes =
+      o.distributed_timeout_minutes ? *o.distributed_timeout_minutes : def.distributed_timeout_minutes;
+  plan.train.overwrite = o.overwrite;
   return plan;
 }
 

@@ -27,6 +27,9 @@ struct RecipeRunOptions {
   VarMap set;                             // --set NAME=VALUE for the run script
   VarMap environment;                     // the caller's environment (below the recipe's env)
   std::string out_dir;
+  bool overwrite = false;                 // replace an earlier run's outputs in out_dir
+  std::optional<int64_t> save_interval;   // overrides the run flags' --save-interval (checkpoints: none without)
+  std::optional<double> distributed_timeout_minutes;  // overrides the run flags'
 };
 
 struct RecipeRunPlan {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "parallel/stage_split.h"
+#include "recipe/recipe_keys.h"
 
 namespace quill {
 
@@ -64,6 +65,8 @@ std::optional<int64_t> known_model_layers(std::string_view model) {
 
 std::vector<Problem> validate_recipe(const Recipe& r, const ValidateOptions& o) {
   std::vector<Problem> out;
+  for (const UnknownKey& k : unknown_recipe_keys(r))
+    out.push_back({k.path, fmt::format("unknown key (did you mean '{}'?); quill would ignore it", k.nearest)});
   if (r.schema_version != 1)
     out.push_back({"schema_version", fmt::format("must be 1, got {}", r.schema_version)});
   if (r.model.empty()) out.push_back({"model", "missing"});

@@ -26,7 +26,7 @@ struct ValidateOptions {
   std::optional<int64_t> run_steps;   // optimizer steps of the run, when result.steps_per_run is absent
 };
 
-// Problems of the recipe's own fields: schema_version 1; world tp*pp*cp*dp == gpu.count; ep*etp
+// Problems of the recipe's own fields: no unknown key (recipe_keys.h); schema_version 1; world tp*pp*cp*dp == gpu.count; ep*etp
 // divides tp*cp*dp; the layer split adds up (when the layer count is known); a known precision;
 // global_batch a multiple of dp*rows_per_microbatch; the window inside the run's steps.
 std::vector<Problem> validate_recipe(const Recipe& recipe, const ValidateOptions& options = {});

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "io/dir_swap.h"
 #include "io/safetensors.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
@@ -155,13 +156,8 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
     write_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
   }
   barrier(world);
-  if (rank == 0) {
-    // Swap in: the old checkpoint is removed only after the new one is complete and in place.
-    const std::string old = dir + ".old-" + std::to_string(::getpid());
-    if (fs::exists(dir)) fs::rename(dir, old);
-    fs::rename(tmp, dir);
-    fs::remove_all(old);
-  }
+  // Swap in (io/dir_swap.h): a kill at any moment leaves a complete checkpoint that resume finds.
+  if (rank == 0) swap_dir_into_place(tmp, dir);
   barrier(world);
 }
 

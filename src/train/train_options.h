@@ -47,17 +47,23 @@ struct TrainOptions {
   std::vector<std::string> freeze_patterns;  // '*' globs over parameter names
   bool loss_over_padded_vocab = false;
   std::string out_dir;
-  int64_t save_every = 0;    // training checkpoint every N steps (0: only at the end)
-  bool final_checkpoint = true;  // false: no checkpoint at the end (benchmarks, parity runs)
+  bool overwrite = false;    // replace the outputs of an earlier run in a non-empty out_dir
+  // Training checkpoints only when asked, as Megatron's --save DIR --save-interval N: into save_dir
+  // at the end and every save_interval steps (0: only at the end); none when save_dir is empty.
+  std::string save_dir;
+  int64_t save_interval = 0;
   std::string resume_dir;    // a training checkpoint to resume from
+  bool verify_rows = true;   // check rows.bin against the manifest's rows_sha256 before training
+  // Megatron's --distributed-timeout-minutes: a collective that waits longer stops the job.
+  double distributed_timeout_minutes = 10;
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
   HfExportOptions hf_export; // its form and dtype (io/hf_export.h)
   bool quiet = false;        // no per-step log lines
-  int64_t stop_after = -1;
-  int64_t dump_grads_step = -1;
+  int64_t stop_after = -1;   // stop after this many steps of this invocation (tests of resume); -1: no limit
+  int64_t dump_grads_step = -1;  // write that step's gradients to out_dir/grads_step{K}.safetensors
   // At dump_grads_step, replay this routing (safetensors: "model.llm.layers.{i}.mlp.gate.topk" I32
   // [rows * T, top_k], the step's rows in order), so that gradients compare under one expert choice.
-  std::string replay_routing_file;  // write that step's gradients to out_dir/grads_step{K}.safetensors   // stop (with a checkpoint) after this many steps: tests of resume
+  std::string replay_routing_file;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and
   // spread (out_dir/summary.json); profile_step's ops are timed one by one (needs make_probe).
   int64_t warmup_steps = 0;

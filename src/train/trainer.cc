@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -16,18 +15,24 @@
 #include "base/file_util.h"
 #include "base/timer.h"
 #include "data/rows.h"
+#include "data/rows_check.h"
 #include "io/hf_checkpoint.h"
 #include "io/hf_export.h"
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
+#include "train/metrics_file.h"
+#include "train/option_checks.h"
+#include "train/rank_agreement.h"
+#include "train/run_dir.h"
 #include "train/step_report.h"
 #include "train/train_checkpoint.h"
 
 namespace quill {
 
 std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t total_rows) {
+  QUILL_CHECK(total_rows > 0, "rows_for_step: no rows to choose from");
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < global_batch; ++i) rows.push_back((step * global_batch + i) % total_rows);
   return rows;
@@ -69,14 +74,21 @@ std::vector<Tensor> routing_of_row(const SafetensorsFile& file, const InklingCon
   return topk;
 }
 
-void check_rows_fit(const RowsReader& rows, const InklingConfig& config) {
-  for (int64_t r = 0; r < rows.rows(); ++r) {
-    const uint32_t* t = rows.tokens(r);
-    for (int64_t i = 0; i < rows.row_tokens(); ++i)
-      QUILL_CHECK(t[i] < static_cast<uint32_t>(config.vocab_size),
-                  "rows: row {} position {} has token id {}, outside the model's vocabulary of {}", r, i, t[i],
-                  config.vocab_size);
-  }
+// Token ids must lie in the real (unpadded) vocabulary: the padded rows of the tables are no tokens.
+void check_rows_fit(const RowsReader& rows, const InklingConfig& config, bool verify) {
+  RowsCheckOptions check;
+  check.vocab_size = config.unpadded_vocab_size;
+  check.vocab_note = config.unpadded_vocab_size == config.vocab_size
+                         ? fmt::format("the model's vocabulary of {}", config.vocab_size)
+                         : fmt::format("the model's vocabulary of {} (unpadded; its tables are padded to {})",
+                                       config.unpadded_vocab_size, config.vocab_size);
+  check.verify_sha256 = verify;
+  check_rows_for_training(rows, check);
+}
+
+// Lead only: a line on stderr (recoveries, dropped torn lines, a resume with nothing to do).
+void note(bool lead, const std::string& text) {
+  if (lead) std::fprintf(stderr, "quill train: %s\n", text.c_str());
 }
 
 }  // namespace
@@ -106,11 +118,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   const bool lead = layout.rank() == 0;
   InklingModel::check_layout(layout.spec());
   Timer wall;
-  QUILL_CHECK(o.steps > 0, "--steps must be positive, got {}", o.steps);
-  QUILL_CHECK(o.global_batch > 0, "--global-batch must be positive, got {}", o.global_batch);
-  QUILL_CHECK(!o.out_dir.empty(), "--out is required");
+  // Everything is checked before anything is loaded or written.
+  check_train_options(o);
   QUILL_CHECK(o.global_batch % dp_size == 0, "--global-batch {} does not divide over {} data-parallel ranks",
               o.global_batch, dp_size);
+  check_run_dir(o);
+  TrainResult result;
+  result.lead = lead;
+  if (o.stop_after == 0) {
+    note(lead, "nothing to do: --stop-after 0; nothing was written");
+    return result;
+  }
 
   // Optional instrumentation (peak memory per step, the per-op table of one step): its context
   // wraps the device's op table, so everything below runs through it.
@@ -121,7 +139,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
 
   const InklingConfig config = resolve_config(o);
   RowsReader rows = RowsReader::open(o.rows_dir);
-  check_rows_fit(rows, config);
+  check_rows_fit(rows, config, o.verify_rows);
+  if (layout.world()) check_ranks_agree(*layout.world(), ctx, agreement_fields(o, config, rows));
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
   std::optional<HfExportPlan> hf_export;
@@ -131,6 +150,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   }
 
   ParamTable params = ParamTable::for_config(config);
+  check_freeze_patterns(params, o.freeze_patterns);
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
   else params.init_random(o.seed, config.initializer_range);
   params.freeze(o.freeze_patterns);
@@ -141,30 +161,34 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   AdamW optimizer(params, o.adam, ctx, layout.world());
 
   int64_t first_step = 0;
-  if (!o.resume_dir.empty()) first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, layout);
+  if (!o.resume_dir.empty()) {
+    if (lead)
+      for (const std::string& line : recover_checkpoint(o.resume_dir)) note(lead, line);
+    if (layout.world()) layout.world()->barrier();
+    first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, layout);
+  }
+  const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
+  if (first_step >= last_step) {
+    note(lead, fmt::format("nothing to do: {} is at step {} and --steps is {}; nothing was changed", o.resume_dir,
+                           first_step, o.steps));
+    return result;
+  }
 
-  if (lead) make_dirs(o.out_dir);
-  if (dp) dp->barrier();
-  const std::string metrics_path = o.out_dir + "/metrics.jsonl";
   // A fresh run starts a fresh metrics file; a resumed run keeps the lines of the steps before it.
-  std::string kept;
-  if (first_step > 0 && path_exists(metrics_path)) {
-    std::ifstream in(metrics_path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      if (nlohmann::json::parse(line).at("step").get<int64_t>() < first_step) kept += line + "\n";
-    }
-  }
-  std::FILE* metrics = nullptr;
+  const std::string metrics_path = o.out_dir + "/metrics.jsonl";
+  KeptMetrics kept;
+  PreparedRunDir prepared;
+  std::unique_ptr<MetricsFile> metrics;
   if (lead) {
-    write_file_atomic(metrics_path, kept);
-    metrics = std::fopen(metrics_path.c_str(), "a");
-    QUILL_CHECK(metrics != nullptr, "{}: cannot open for appending", metrics_path);
+    kept = metrics_before_step(metrics_path, first_step);
+    prepared = prepare_run_dir(o);
+    for (const std::string& line : prepared.notes) note(lead, line);
+    for (const std::string& line : kept.warnings) note(lead, line);
+    write_file_atomic(metrics_path, kept.text);
+    metrics = std::make_unique<MetricsFile>(metrics_path);
   }
+  if (layout.world()) layout.world()->barrier();
 
-  TrainResult result;
-  result.lead = lead;
   const MasterBytes master = master_bytes(params);
   result.master_owned_bytes = master.owned;
   result.master_allocated_bytes = master.allocated;
@@ -175,7 +199,6 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   double run_time_s = 0;
   const int64_t T = rows.row_tokens();
   std::vector<int32_t> tokens(static_cast<size_t>(T));
-  const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
   try {
     for (int64_t step = first_step; step < last_step; ++step) {
       Timer step_timer;
@@ -234,40 +257,42 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       m.step_time_s = step_timer.seconds();
       if (probe && profile_ops && lead) probe->report(o.out_dir);
 
-      if (lead) {
-        std::fprintf(metrics, "%s\n", metrics_json_line(m).c_str());
-        std::fflush(metrics);
-      }
+      if (lead) metrics->append(metrics_json_line(m));
       run_time_s += m.step_time_s;
       const double eta = run_time_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(o.steps - step - 1);
       if (lead && !o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch, eta).c_str()), std::fflush(stdout);
       result.steps.push_back(m);
 
+      // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).
       const bool last = step + 1 == last_step;
-      if ((o.save_every > 0 && (step + 1) % o.save_every == 0) || (last && o.final_checkpoint))
-        save_train_checkpoint(o.out_dir + "/checkpoint", step + 1, params, optimizer, ctx, layout);
+      if (!o.save_dir.empty() && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0)
+        save_train_checkpoint(o.save_dir, step + 1, params, optimizer, ctx, layout);
     }
-  } catch (...) {
-    if (metrics) std::fclose(metrics);
-    throw;
-  }
-  if (metrics) std::fclose(metrics);
-  if (o.save_hf) {
-    const ParamTable values = host_copy(params, ctx);  // collective: every rank, the masters' shards gathered
-    if (hf_export) {  // planned on the lead rank only
-      const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values);
-      if (!saved.dropped.empty()) {
-        const HfFormat other = hf_export->format == HfFormat::Release ? HfFormat::Transformers : HfFormat::Release;
-        std::fprintf(stderr,
-                     "note: --save-hf: %zu tensors of %s outside quill's model (MTP, vision, audio; first %s) are in "
-                     "the %s form's names and are not written to the %s form (--hf-format %s keeps them)\n",
-                     saved.dropped.size(), o.init_dir.c_str(), saved.dropped.front().c_str(), hf_format_name(other),
-                     hf_format_name(hf_export->format), hf_format_name(other));
+    if (metrics) metrics->close();
+    if (o.save_hf) {
+      const ParamTable values = host_copy(params, ctx);  // collective: every rank, the masters' shards gathered
+      if (hf_export) {  // planned on the lead rank only
+        const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values);
+        if (!saved.dropped.empty()) {
+          const HfFormat other = hf_export->format == HfFormat::Release ? HfFormat::Transformers : HfFormat::Release;
+          std::fprintf(stderr,
+                       "note: --save-hf: %zu tensors of %s outside quill's model (MTP, vision, audio; first %s) are in "
+                       "the %s form's names and are not written to the %s form (--hf-format %s keeps them)\n",
+                       saved.dropped.size(), o.init_dir.c_str(), saved.dropped.front().c_str(), hf_format_name(other),
+                       hf_format_name(hf_export->format), hf_format_name(other));
+        }
       }
     }
+    result.wall_time_s = wall.seconds();
+    if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
+    // The final checkpoint last: one at the run's last step means every output is complete, so a run
+    // killed before it resumes from the interval before and writes them again.
+    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, params, optimizer, ctx, layout);
+  } catch (...) {
+    metrics.reset();
+    if (lead) clean_failed_run(o, prepared, static_cast<int64_t>(result.steps.size()));
+    throw;
   }
-  result.wall_time_s = wall.seconds();
-  if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
   return result;
 }
 

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -100,7 +102,7 @@ TEST(DataParallel, Dp2AndDp4MatchOneRankEveryStep) {
                             " --seed 3 --steps 5 --global-batch 4 --lr 1e-2 --min-lr 1e-3 --warmup-fraction 0.2"
                             " --weight-decay 0.1 --quiet --save-hf";
   const std::string single = temp("dp1");
-  ASSERT_EQ(run(quill + flags + " --out " + single), 0);
+  ASSERT_EQ(run(quill + flags + " --out " + single + " --save " + single + "/checkpoint"), 0);
   const auto ref_losses = losses(single), ref_norms = metric(single, "grad_norm");
   ASSERT_EQ(ref_losses.size(), 5u);
   const auto ref = weights(single + "/checkpoint");
@@ -109,7 +111,7 @@ TEST(DataParallel, Dp2AndDp4MatchOneRankEveryStep) {
   for (int dp : {2, 4}) {
     const std::string out = temp("dp" + std::to_string(dp));
     ASSERT_EQ(run(std::string(QUILL_MPIEXEC) + " -np " + std::to_string(dp) + " " + quill + flags + " --dp " +
-                  std::to_string(dp) + " --out " + out),
+                  std::to_string(dp) + " --out " + out + " --save " + out + "/checkpoint"),
               0);
     expect_close(losses(out), ref_losses, 1e-5, "dp " + std::to_string(dp) + " loss");
     expect_close(metric(out, "grad_norm"), ref_norms, 1e-5, "dp " + std::to_string(dp) + " grad norm");
@@ -172,8 +174,8 @@ TEST(DataParallel, Dp2ResumesBitIdentically) {
                             " --seed 3 --steps 4 --global-batch 4 --lr 1e-2 --quiet --dp 2";
   const std::string whole = temp("whole"), parts = temp("parts");
   ASSERT_EQ(run(mpi + flags + " --out " + whole), 0);
-  ASSERT_EQ(run(mpi + flags + " --stop-after 2 --out " + parts), 0);
-  ASSERT_EQ(run(mpi + flags + " --resume " + parts + "/checkpoint --out " + parts), 0);
+  ASSERT_EQ(run(mpi + flags + " --stop-after 2 --out " + parts + " --save " + parts + "/checkpoint"), 0);
+  ASSERT_EQ(run(mpi + flags + " --resume " + parts + "/checkpoint --out " + parts + " --save " + parts + "/checkpoint"), 0);
   EXPECT_EQ(losses(whole), losses(parts));
   EXPECT_EQ(metric(whole, "grad_norm"), metric(parts, "grad_norm"));
 }
@@ -190,12 +192,13 @@ TEST(DataParallel, ResumesAcrossDataParallelSizes) {
                             " --seed 5 --steps 4 --global-batch 4 --lr 1e-2 --weight-decay 0.1 --quiet";
   const std::string mpi2 = std::string(QUILL_MPIEXEC) + " -np 2 " + quill, one = quill;
   const std::string whole = temp("resize-whole");
-  ASSERT_EQ(run(one + flags + " --out " + whole), 0);
+  ASSERT_EQ(run(one + flags + " --out " + whole + " --save " + whole + "/checkpoint"), 0);
   for (const auto& [first, second, name] : {std::tuple{mpi2 + flags + " --dp 2", one + flags, "dp2-to-dp1"},
                                             std::tuple{one + flags, mpi2 + flags + " --dp 2", "dp1-to-dp2"}}) {
     const std::string parts = temp(name);
-    ASSERT_EQ(run(first + " --stop-after 2 --out " + parts), 0) << name;
-    ASSERT_EQ(run(second + " --resume " + parts + "/checkpoint --out " + parts), 0) << name;
+    const std::string save = " --save " + parts + "/checkpoint";
+    ASSERT_EQ(run(first + " --stop-after 2 --out " + parts + save), 0) << name;
+    ASSERT_EQ(run(second + " --resume " + parts + "/checkpoint --out " + parts + save), 0) << name;
     expect_close(losses(parts), losses(whole), 1e-6, std::string(name) + " loss");
     expect_close(metric(parts, "grad_norm"), metric(whole, "grad_norm"), 1e-6, std::string(name) + " grad norm");
     const auto a = weights(parts + "/checkpoint"), b = weights(whole + "/checkpoint");
@@ -209,7 +212,7 @@ TEST(DataParallel, ResumeUnderAnotherModelLayoutIsRefused) {
   ASSERT_EQ(run(quill + " data synth --conversations 100 --row-tokens 32 --max-rows 16 --out " + rows), 0);
   const std::string out = temp("refuse");
   const std::string flags = " train --config " + src + "/configs/tiny.json --rows " + rows + " --steps 2 --global-batch 2 --quiet";
-  ASSERT_EQ(run(quill + flags + " --stop-after 1 --out " + out), 0);
+  ASSERT_EQ(run(quill + flags + " --stop-after 1 --out " + out + " --save " + out + "/checkpoint"), 0);
   const std::string state_path = out + "/checkpoint/state.json";
   std::ifstream in(state_path);
   nlohmann::json state = nlohmann::json::parse(in);
@@ -222,6 +225,87 @@ TEST(DataParallel, ResumeUnderAnotherModelLayoutIsRefused) {
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
   EXPECT_NE(WEXITSTATUS(pclose(pipe)), 0);
   EXPECT_NE(output.find("only the data-parallel size may change on resume"), std::string::npos) << output;
+}
+
+}  // namespace
+
+namespace {
+
+// Two ranks started with different command lines (mpirun's MPMD form "A : B").
+std::string two_ranks(const std::string& rank0, const std::string& rank1) {
+  return std::string(QUILL_MPIEXEC) + " -np 1 " + QUILL_BINARY + rank0 + " : -np 1 " + QUILL_BINARY + rank1 + " </dev/null";
+}
+
+int run_quiet(const std::string& cmd, std::string* output) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  *output = out;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(DataParallel, RanksGivenDifferentJobsStopNamingWhatDiffers) {
+  // Issue 15, defect 1: ranks with other rows, another --seed or --lr, or a config differing in a
+  // value trained silently (rc 0), logging different "global" losses.
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows-agree"), other = temp("rows-other");
+  ASSERT_EQ(run(quill + " data synth --conversations 300 --row-tokens 64 --max-rows 16 --out " + rows), 0);
+  ASSERT_EQ(run(quill + " data synth --conversations 300 --seed 9 --row-tokens 64 --max-rows 16 --out " + other), 0);
+  const std::string config = temp("config.json");
+  {
+    auto j = nlohmann::json::parse(std::ifstream(src + "/configs/tiny.json"));
+    j["rms_norm_eps"] = j["rms_norm_eps"].get<double>() * 10;
+    std::ofstream(config) << j.dump(2);
+  }
+  auto flags = [&](const std::string& cfg, const std::string& r, const std::string& extra) {
+    return " train --config " + cfg + " --rows " + r + " --steps 2 --global-batch 2 --quiet --dp 2 --out " +
+           temp("agree-out") + extra;
+  };
+  const std::string tiny = src + "/configs/tiny.json";
+  struct Case {
+    std::string rank1, expect;
+  };
+  const std::string same = " --seed 3 --lr 1e-2";
+  for (const Case& c : {Case{flags(tiny, rows, " --seed 4 --lr 1e-2"), "--seed (rank 1 differs from rank 0)"},
+                        Case{flags(tiny, other, same), "rows (rank 1 differs from rank 0)"},
+                        Case{flags(config, rows, same), "config (rank 1 differs from rank 0)"},
+                        Case{flags(tiny, rows, " --seed 3 --lr 2e-2"), "--lr (rank 1 differs from rank 0)"}}) {
+    std::string out;
+    const int rc = run_quiet(two_ranks(flags(tiny, rows, same), c.rank1), &out);
+    EXPECT_NE(rc, 0) << c.expect << "\n" << out;
+    EXPECT_NE(out.find("data-parallel ranks were not given the same job: " + c.expect), std::string::npos) << out;
+  }
+  std::string out;
+  EXPECT_EQ(run_quiet(two_ranks(flags(tiny, rows, same), flags(tiny, rows, same)), &out), 0) << out;
+}
+
+TEST(DataParallel, AStoppedRankEndsTheJobAfterTheDistributedTimeout) {
+  // Issue 15: a stopped (SIGSTOP) rank held the job for a fixed 600 s; Megatron's
+  // --distributed-timeout-minutes now bounds every collective. Rank 1 runs under a shell that stops
+  // it a moment after it started; rank 0 must give up after the timeout (0.05 minutes = 3 s).
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows-stop");
+  ASSERT_EQ(run(quill + " data synth --conversations 300 --row-tokens 64 --max-rows 16 --out " + rows), 0);
+  const std::string pid_file = temp("stopped.pid");
+  const std::string flags = " train --config " + src + "/configs/tiny.json --rows " + rows +
+                            " --steps 100000 --global-batch 2 --lr 1e-2 --quiet --dp 2 --distributed-timeout-minutes 0.05 --out " +
+                            temp("stop-out");
+  const std::string rank1 = "sh -c '" + quill + flags + " & echo $! > " + pid_file + "; sleep 2; kill -STOP $!; wait'";
+  const auto start = std::chrono::steady_clock::now();
+  std::string out;
+  const int rc = run_quiet("timeout 120 " + std::string(QUILL_MPIEXEC) + " -np 1 " + quill + flags + " : -np 1 " + rank1 +
+                               " </dev/null",
+                           &out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (std::ifstream in(pid_file); in) {  // the stopped rank, if the launcher left it
+    long pid = 0;
+    in >> pid;
+    if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "the job was still running after 120 s:\n" << out;
+  EXPECT_NE(out.find("did not complete within 3 s"), std::string::npos) << out;
+  EXPECT_LT(seconds, 60) << out;
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ TEST(QuillRun, TinyRecipeIsMeasuredCheckedAndWritten) {
   ASSERT_EQ(run(cmd + a, &out), 0) << out;
   EXPECT_NE(out.find("tokens/s/GPU"), std::string::npos) << out;
   ASSERT_TRUE(fs::exists(a + "/recipe.yaml") && fs::exists(a + "/metrics.jsonl") && fs::exists(a + "/run.svg"));
+  EXPECT_FALSE(fs::exists(a + "/checkpoint")) << "a benchmark writes no training checkpoint unless asked";
 
   const YAML::Node r = YAML::LoadFile(a + "/recipe.yaml");
   EXPECT_GT(r["result"]["tokens_per_s_per_gpu"].as<double>(), 0);
@@ -67,6 +68,19 @@ TEST(QuillRun, TinyRecipeIsMeasuredCheckedAndWritten) {
   EXPECT_EQ(rb["correctness"]["convergence"]["result"].as<std::string>(), "pass");
   EXPECT_EQ(rb["correctness"]["configuration"].as<std::string>(), "pass");
   EXPECT_NEAR(rb["correctness"]["convergence"]["correlation"].as<double>(), 1.0, 1e-12);
+}
+
+TEST(QuillRun, CheckpointsOnlyWithSaveIntervalAndAnEarlierRunIsNotOverwritten) {
+  const std::string q = QUILL_BINARY, rows = temp("rows-ckpt"), out = temp("ckpt");
+  std::string said;
+  ASSERT_EQ(run(q + " data synth --input data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows), 0);
+  const std::string cmd = q + " run recipes/tiny-cpu.yaml --device cpu --set SFT_DATA=" + rows + " --steps 3 --out " + out;
+  ASSERT_EQ(run(cmd + " --save-interval 2", &said), 0) << said;
+  EXPECT_TRUE(fs::exists(out + "/checkpoint/state.json")) << said;
+  EXPECT_EQ(run(cmd, &said), 1);
+  EXPECT_NE(said.find("holds an earlier run"), std::string::npos) << said;
+  ASSERT_EQ(run(cmd + " --overwrite", &said), 0) << said;
+  EXPECT_FALSE(fs::exists(out + "/checkpoint"));
 }
 
 TEST(QuillRun, LayoutNotYetSupportedStopsClearly) {

@@ -37,6 +37,8 @@ TEST(RunFlags, SeedDefinesTheRunOfTheSpec) {
   EXPECT_EQ(d.num_rollout, 20);
   EXPECT_EQ(d.rollout_batch_size, 128);
   EXPECT_EQ(d.train_steps, 20);
+  EXPECT_DOUBLE_EQ(d.distributed_timeout_minutes, 30);  // quill run bounds its collectives by it
+  EXPECT_FALSE(d.save_interval);                         // so quill run writes no checkpoint
   EXPECT_TRUE(d.bf16);
   EXPECT_TRUE(d.calculate_per_token_loss);
   EXPECT_EQ(d.loss_type, "sft_loss");

@@ -6,6 +6,7 @@
 
 #include "base/file_util.h"
 #include "parallel/stage_split.h"
+#include "recipe/recipe_keys.h"
 #include "recipe/validate.h"
 #include "recipe_test_util.h"
 
@@ -190,6 +191,41 @@ TEST(Validate, UnknownModelWarnsThatTheSplitIsUnchecked) {
   o.num_layers = 31;  // 12 + 10 + 9 left for 2 stages
   RecipeCheck d = check_recipe(r, o);
   EXPECT_TRUE(has_problem(d.problems, "layout.layer_split")) << all(d.problems);
+}
+
+}  // namespace
+}  // namespace quill
+
+namespace quill {
+namespace {
+
+// Issue 15, defect 9: a misspelt key validated with 0 problems and `quill run` then used a default.
+TEST(Validate, UnknownKeysAreProblemsNamingTheNearestKnownOne) {
+  std::string text = read_file(test::seed_path());
+  text += "layuot:\n  tp: 8\n";
+  test::replace_once(text, "layout:\n  label:", "layout:\n  tpp: 2\n  label:");
+  const Recipe r = parse_recipe(text, "typo.yaml");
+  const std::vector<Problem> p = validate_recipe(r, {42, 20});
+  ASSERT_TRUE(has_problem(p, "layuot")) << all(p);
+  ASSERT_TRUE(has_problem(p, "layout.tpp")) << all(p);
+  EXPECT_NE(all(p).find("layuot: unknown key (did you mean 'layout'?)"), std::string::npos) << all(p);
+  EXPECT_NE(all(p).find("layout.tpp: unknown key (did you mean 'tp'?)"), std::string::npos) << all(p);
+}
+
+TEST(Validate, FreeFormSectionsTakeAnyKey) {
+  std::string text = read_file(test::seed_path());
+  test::replace_once(text, "\nenv:\n", "\nenv:\n  ANY_NAME: value\n");
+  test::replace_once(text, "  recompute: null", "  recompute_typo: 1\n  recompute: null");
+  const std::vector<Problem> p = validate_recipe(parse_recipe(text, "env.yaml"), {42, 20});
+  EXPECT_FALSE(has_problem(p, "env.ANY_NAME")) << all(p);
+  EXPECT_TRUE(has_problem(p, "layout.recompute_typo")) << all(p);
+}
+
+TEST(Validate, EditDistanceCountsSingleEdits) {
+  EXPECT_EQ(edit_distance("layuot", "layout"), 2u);
+  EXPECT_EQ(edit_distance("tpp", "tp"), 1u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("same", "same"), 0u);
 }
 
 }  // namespace

@@ -94,8 +94,10 @@ TEST(Training, ResumeIsBitIdenticalToAnUninterruptedRun) {
 
   TrainOptions first = tiny_options(temp_dir("resumed"));
   first.stop_after = 2;
+  first.save_dir = first.out_dir + "/checkpoint";
   run_training(first);
   TrainOptions second = tiny_options(first.out_dir);
+  second.save_dir = first.save_dir;
   second.resume_dir = first.out_dir + "/checkpoint";
   run_training(second);
 
@@ -168,6 +170,7 @@ TEST(Training, RandomInitExportsTheTransformersForm) {
   TrainOptions o = tiny_options(temp_dir("export-transformers"));
   o.steps = 2;
   o.save_hf = true;
+  o.save_dir = o.out_dir + "/checkpoint";
   o.hf_export.dtype = DType::F32;
   run_training(o);
   const auto config = nlohmann::json::parse(std::ifstream(o.out_dir + "/hf/config.json"));
@@ -191,6 +194,7 @@ TEST(Training, ReleaseInitExportsTheReleaseForm) {
   o.init_dir = init;
   o.steps = 2;
   o.save_hf = true;
+  o.save_dir = o.out_dir + "/checkpoint";
   o.hf_export.dtype = DType::F32;
   run_training(o);
   auto written = nlohmann::json::parse(std::ifstream(o.out_dir + "/hf/config.json"));

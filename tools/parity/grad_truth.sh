@@ -16,7 +16,7 @@ rm -rf "$W"; mkdir -p "$W" "$OUT"
 "$PY" "$here/make_init.py" --config "$CONFIG" --seed 1234 --out "$W/init" > "$W/init.log" 2>&1 || { cat "$W/init.log"; exit 2; }
 common=(--rows "$W/rows" --global-batch "$GB" --lr 3e-4 --min-lr 3e-5 --warmup-fraction 0.1 --weight-decay 0.1
         --beta1 0.9 --beta2 0.95 --adam-eps 1e-8 --clip-grad 1.0 --dump-grads-step 0)
-"$QUILL" train --init "$W/init" --device cuda "${common[@]}" --steps 20 --stop-after 1 --no-final-checkpoint \
+"$QUILL" train --init "$W/init" --device cuda "${common[@]}" --steps 20 --stop-after 1 --overwrite \
   --freeze-preset miles --loss-vocab unpadded --quiet --out "$W/quill" > "$W/quill.log" 2>&1 || { tail "$W/quill.log"; exit 3; }
 "$PY" "$here/train_reference.py" --init "$W/init" "${common[@]}" --steps 20 --precision fp32 \
   --compare-grads "$W/quill/grads_step0.safetensors" --out "$W/f32" > "$W/f32.log" 2>&1 || { tail -30 "$W/f32.log"; exit 4; }

@@ -30,7 +30,7 @@
 #   GRAD_FILES [auto]: 1 = the reference also writes its gradient file and compare.py reads both files, 0 = never
 #              (the in-process errors only), auto = when that file is at most 2 GiB (tiny: yes; the slice, 17 GiB:
 #              no, which saves the disk and about a minute of writing and reading).
-#   quill runs with --no-final-checkpoint: its fp32 weights + Adam moments would be 55 GB for the slice.
+#   quill writes no training checkpoint (none without --save): its fp32 weights + Adam moments would be 55 GB for the slice.
 #   QUILL_EXTRA_ARGS   more flags for quill train
 #   REF_DEVICE [cuda]  the reference's device (cpu only to test these scripts without a GPU)
 #   REF_REPEAT [1]     0: train the reference once (no run-to-run figure; it measured 0 on the H200, saves a run)
@@ -156,7 +156,7 @@ if has_phase quill; then
     # shellcheck disable=SC2206
     extra=(${QUILL_EXTRA_ARGS:-})
     cmd=("$QUILL" train --init "$WORK/init" --rows "$ROWS" --device cuda "${common[@]}" --lr-decay-style cosine
-         --freeze-preset miles --loss-vocab unpadded --no-final-checkpoint --out "$qout" ${extra[@]+"${extra[@]}"})
+         --freeze-preset miles --loss-vocab unpadded --overwrite --out "$qout" ${extra[@]+"${extra[@]}"})
     log "quill: ${cmd[*]}"
     "${cmd[@]}" > "$WORK/quill.log" 2>&1
     qrc=$?
@@ -194,7 +194,7 @@ fi
 if has_phase quill && [ -f "$WORK/ref1/routing_step$DUMP_STEP.safetensors" ] && [ -f "$WORK/ref1/$g" ]; then
   rm -rf "$WORK/quill-replay"
   "$QUILL" train --init "$WORK/init" --rows "$ROWS" --device cuda "${common[@]}" --lr-decay-style cosine \
-    --freeze-preset miles --loss-vocab unpadded --no-final-checkpoint --stop-after $((DUMP_STEP + 1)) \
+    --freeze-preset miles --loss-vocab unpadded --overwrite --stop-after $((DUMP_STEP + 1)) \
     --replay-routing "$WORK/ref1/routing_step$DUMP_STEP.safetensors" --out "$WORK/quill-replay" \
     > "$WORK/quill-replay.log" 2>&1 || { echo "run_parity: quill (routing replay) failed"; tail "$WORK/quill-replay.log"; }
 fi

@@ -1,0 +1,75 @@
+#include "train/option_checks.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "base/error.h"
+
+namespace quill {
+
+namespace {
+
+void in_range(const char* flag, double v, double lo, bool lo_open, double hi, bool hi_open, const char* range) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  QUILL_CHECK(ok, "{} {}: must be {}", flag, v, range);
+}
+
+constexpr double kInf = INFINITY;
+
+}  // namespace
+
+void check_train_options(const TrainOptions& o) {
+  QUILL_CHECK(!o.out_dir.empty(), "--out is required");
+  QUILL_CHECK(!o.rows_dir.empty(), "--rows is required");
+  QUILL_CHECK(o.steps > 0, "--steps {}: must be positive", o.steps);
+  QUILL_CHECK(o.global_batch > 0, "--global-batch {}: must be positive", o.global_batch);
+
+  const LrSchedule& s = o.lr;
+  in_range("--lr", s.max_lr, 0, false, kInf, true, "a finite number >= 0");
+  in_range("--min-lr", s.min_lr, 0, false, kInf, true, "a finite number >= 0");
+  QUILL_CHECK(s.min_lr <= s.max_lr, "--min-lr {} is above --lr {}: the decay ends at --min-lr, so it must not exceed --lr",
+              s.min_lr, s.max_lr);
+  QUILL_CHECK(s.style == "cosine" || s.style == "linear" || s.style == "constant",
+              "--lr-decay-style '{}': must be cosine, linear or constant", s.style);
+  QUILL_CHECK(s.decay_steps >= 0, "--lr-decay-steps {}: must be >= 0 (0: --steps)", s.decay_steps);
+  in_range("--warmup-fraction", s.warmup_fraction, 0, false, 1, true, "in [0, 1): warm-up shorter than the decay");
+  const int64_t decay = s.decay_steps > 0 ? s.decay_steps : o.steps;
+  QUILL_CHECK(s.warmup_steps < 0 || s.warmup_steps < decay,
+              "warm-up of {} steps is not shorter than the decay's {} steps", s.warmup_steps, decay);
+
+  const AdamWConfig& a = o.adam;
+  in_range("--beta1", a.beta1, 0, false, 1, true, "in [0, 1)");
+  in_range("--beta2", a.beta2, 0, false, 1, true, "in [0, 1)");
+  in_range("--adam-eps", a.eps, 0, false, kInf, true, "a finite number >= 0");
+  in_range("--weight-decay", a.weight_decay, 0, false, kInf, true, "a finite number >= 0");
+  in_range("--clip-grad", a.clip_grad, 0, false, kInf, true, "a finite number >= 0 (0: no clipping)");
+
+  QUILL_CHECK(o.save_interval >= 0, "--save-interval {}: must be >= 0 (0: only at the end)", o.save_interval);
+  QUILL_CHECK(o.save_interval == 0 || !o.save_dir.empty(), "--save-interval {} needs --save DIR (where to write them)",
+              o.save_interval);
+  if (!o.save_dir.empty()) {
+    namespace fs = std::filesystem;
+    QUILL_CHECK(fs::weakly_canonical(o.save_dir) != fs::weakly_canonical(o.out_dir),
+                "--save {} is --out itself: give the checkpoint its own directory (e.g. {}/checkpoint)", o.save_dir,
+                o.out_dir);
+  }
+  QUILL_CHECK(o.stop_after >= -1, "--stop-after {}: must be >= 0", o.stop_after);
+  QUILL_CHECK(o.dump_grads_step >= -1 && o.dump_grads_step < o.steps,
+              "--dump-grads-step {}: must be a step of the run (0 to {})", o.dump_grads_step, o.steps - 1);
+  QUILL_CHECK(o.replay_routing_file.empty() || o.dump_grads_step >= 0, "--replay-routing needs --dump-grads-step");
+  QUILL_CHECK(o.profile_step >= -1 && o.profile_step < o.steps, "--profile-step {}: must be a step of the run (0 to {})",
+              o.profile_step, o.steps - 1);
+  QUILL_CHECK(o.warmup_steps >= 0, "--warmup-steps {}: must be >= 0", o.warmup_steps);
+  in_range("--distributed-timeout-minutes", o.distributed_timeout_minutes, 0, true, kInf, true, "a positive number");
+}
+
+void check_freeze_patterns(const ParamTable& params, const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
+    bool matched = false;
+    for (const Param& p : params.params()) matched = matched || name_matches(p.name, pattern);
+    QUILL_CHECK(matched, "--freeze '{}' matches no parameter of the model (names look like model.llm.layers.0.attn.wq_du.weight)",
+                pattern);
+  }
+}
+
+}  // namespace quill

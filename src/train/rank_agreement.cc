@@ -1,0 +1,107 @@
+#include "train/rank_agreement.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "ops/convert.h"
+
+namespace quill {
+
+namespace {
+
+int64_t digest(const std::string& value) {
+  const std::string hex = sha256_hex(value);
+  return static_cast<int64_t>(std::stoull(hex.substr(0, 16), nullptr, 16));
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+}  // namespace
+
+std::vector<AgreementField> agreement_fields(const TrainOptions& o, const InklingConfig& config, const RowsReader& rows) {
+  const LrSchedule& s = o.lr;
+  const AdamWConfig& a = o.adam;
+  return {
+      {"config", config_to_hf_json(config)},
+      {"rows", fmt::format("rows_sha256 {}, {} rows of {} tokens", rows.manifest().value("rows_sha256", ""), rows.rows(),
+                           rows.row_tokens())},
+      {"--seed", std::to_string(o.seed)},
+      {"--init", o.init_dir.empty() ? "none (random initialisation)" : "a checkpoint"},
+      {"--steps", std::to_string(o.steps)},
+      {"--global-batch", std::to_string(o.global_batch)},
+      {"--lr", fmt::format("{}", s.max_lr)},
+      {"--min-lr", fmt::format("{}", s.min_lr)},
+      {"--warmup-fraction", fmt::format("{} (warm-up steps {})", s.warmup_fraction, s.warmup_steps)},
+      {"--lr-decay-style", s.style},
+      {"--lr-decay-steps", std::to_string(s.decay_steps)},
+      {"--weight-decay", fmt::format("{}", a.weight_decay)},
+      {"--beta1", fmt::format("{}", a.beta1)},
+      {"--beta2", fmt::format("{}", a.beta2)},
+      {"--adam-eps", fmt::format("{}", a.eps)},
+      {"--clip-grad", fmt::format("{}", a.clip_grad)},
+      {"--freeze", joined(o.freeze_patterns)},
+      {"--loss-vocab", o.loss_over_padded_vocab ? "padded" : "unpadded"},
+      {"--resume", o.resume_dir.empty() ? "none" : "a checkpoint"},
+      {"--stop-after", std::to_string(o.stop_after)},
+      {"--save", o.save_dir.empty() ? "none" : "a directory"},
+      {"--save-interval", std::to_string(o.save_interval)},
+      {"--save-hf", o.save_hf ? "yes" : "no"},
+      {"--dump-grads-step", std::to_string(o.dump_grads_step)},
+      {"--distributed-timeout-minutes", fmt::format("{}", o.distributed_timeout_minutes)},
+  };
+}
+
+std::optional<std::string> describe_disagreement(const std::vector<AgreementField>& mine, const std::vector<int64_t>& digests,
+                                                 int ranks, int my_rank) {
+  const size_t n = mine.size();
+  QUILL_CHECK(digests.size() == n * static_cast<size_t>(ranks), "rank agreement: {} digests for {} ranks of {} fields",
+              digests.size(), ranks, n);
+  std::string what;
+  for (size_t f = 0; f < n; ++f) {
+    std::vector<int> differ;
+    for (int r = 1; r < ranks; ++r)
+      if (digests[static_cast<size_t>(r) * n + f] != digests[f]) differ.push_back(r);
+    if (differ.empty()) continue;
+    std::string list;
+    for (int r : differ) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    what += fmt::format("{}{} (rank{} {} differ{} from rank 0)", what.empty() ? "" : "; ", mine[f].name,
+                        differ.size() > 1 ? "s" : "", list, differ.size() > 1 ? "" : "s");
+  }
+  if (what.empty()) return std::nullopt;
+  std::string values;
+  for (size_t f = 0; f < n; ++f) {
+    bool differs = false;
+    for (int r = 1; r < ranks; ++r) differs = differs || digests[static_cast<size_t>(r) * n + f] != digests[f];
+    if (differs && mine[f].name != "config") values += fmt::format("; here {} is {:.120}", mine[f].name, mine[f].value);
+  }
+  return fmt::format("the {} data-parallel ranks were not given the same job: {}. Start every rank with the same "
+                     "command line, config and rows (this is rank {}{})",
+                     ranks, what, my_rank, values);
+}
+
+void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<AgreementField>& fields) {
+  const int64_t n = static_cast<int64_t>(fields.size());
+  Tensor mine = Tensor::empty({n}, DType::I64);
+  for (int64_t f = 0; f < n; ++f) mine.data_as<int64_t>()[f] = digest(fields[static_cast<size_t>(f)].value);
+  Tensor all = Tensor::empty({n * dp.size()}, DType::I64);
+  if (dp.device() == Device::CPU) {
+    dp.all_gather(mine, all);
+  } else {
+    Tensor in = Tensor::empty({n}, DType::I64, *ctx.allocator), out = Tensor::empty({n * dp.size()}, DType::I64, *ctx.allocator);
+    ops::transfer(ctx, mine, in);
+    dp.all_gather(in, out);
+    ops::transfer(ctx, out, all);
+  }
+  std::vector<int64_t> digests(all.data_as<int64_t>(), all.data_as<int64_t>() + all.numel());
+  if (std::optional<std::string> problem = describe_disagreement(fields, digests, dp.size(), dp.rank()))
+    QUILL_FAIL("{}", *problem);
+}
+
+}  // namespace quill

@@ -1,0 +1,112 @@
+#include "train/run_dir.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "io/dir_swap.h"
+
+namespace quill {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool non_empty_dir(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && !fs::is_empty(dir, ec);
+}
+
+// True when `inner` is `outer` or lies below it.
+bool lies_inside(const std::string& inner, const std::string& outer) {
+  const fs::path a = fs::weakly_canonical(inner), b = fs::weakly_canonical(outer);
+  auto [end_b, end_a] = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
+  return end_b == b.end();
+}
+
+// What quill train and quill run write into --out (everything a later run could be confused by).
+bool is_run_output(const std::string& name) {
+  for (const char* exact : {"metrics.jsonl", "summary.json", "checkpoint", "hf", "recipe.yaml", "run.svg"})
+    if (name == exact) return true;
+  for (const char* prefix : {"checkpoint.", "hf.", "grads_step", "op_profile_step", "metrics.jsonl.tmp.", "summary.json.tmp."})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+void remove_or_fail(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+  QUILL_CHECK(!ec, "{}: cannot remove ({})", p.string(), ec.message());
+}
+
+void tidy_swaps(const std::string& dir, std::vector<std::string>& notes) {
+  if (std::optional<std::string> from = recover_dir(dir))
+    notes.push_back(fmt::format("{}: recovered from {} (an earlier run was killed while replacing it)", dir, *from));
+  for (const std::string& s : remove_stale_side_dirs(dir))
+    notes.push_back(fmt::format("{}: removed, left by a run that no longer runs", s));
+}
+
+}  // namespace
+
+void check_run_dir(const TrainOptions& o) {
+  QUILL_CHECK(!fs::exists(o.out_dir) || fs::is_directory(o.out_dir), "--out {}: exists and is not a directory", o.out_dir);
+  const bool resuming_here = !o.resume_dir.empty() && lies_inside(o.resume_dir, o.out_dir);
+  QUILL_CHECK(!non_empty_dir(o.out_dir) || resuming_here || o.overwrite,
+              "--out {}: holds an earlier run; give --resume {}/checkpoint to continue it, --overwrite to replace it, "
+              "or a new --out",
+              o.out_dir, o.out_dir);
+  if (!o.save_dir.empty() && !lies_inside(o.save_dir, o.out_dir)) {
+    const bool resuming_it = !o.resume_dir.empty() && fs::weakly_canonical(o.resume_dir) == fs::weakly_canonical(o.save_dir);
+    QUILL_CHECK(!non_empty_dir(o.save_dir) || resuming_it || o.overwrite,
+                "--save {}: holds a checkpoint of another run; resume it (--resume {}), give --overwrite to replace it, "
+                "or a new --save",
+                o.save_dir, o.save_dir);
+  }
+}
+
+std::vector<std::string> recover_checkpoint(const std::string& dir) {
+  std::vector<std::string> notes;
+  tidy_swaps(dir, notes);
+  return notes;
+}
+
+PreparedRunDir prepare_run_dir(const TrainOptions& o) {
+  PreparedRunDir r;
+  r.created_out = !fs::exists(o.out_dir);
+  if (o.overwrite && fs::is_directory(o.out_dir)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(o.out_dir))
+      if (is_run_output(e.path().filename().string())) remove_or_fail(e.path());
+    if (!o.save_dir.empty() && fs::exists(o.save_dir) &&
+        (o.resume_dir.empty() || !lies_inside(o.resume_dir, o.save_dir)))
+      remove_or_fail(o.save_dir);
+    r.notes.push_back(fmt::format("{}: --overwrite: removed the earlier run's outputs", o.out_dir));
+  }
+  if (!o.save_dir.empty()) tidy_swaps(o.save_dir, r.notes);
+  tidy_swaps(o.out_dir + "/checkpoint", r.notes);
+  tidy_swaps(o.out_dir + "/hf", r.notes);
+  make_dirs(o.out_dir);
+  const fs::path save_parent = fs::path(o.save_dir).lexically_normal().parent_path();
+  if (!o.save_dir.empty() && !save_parent.empty()) make_dirs(save_parent.string());
+  return r;
+}
+
+void clean_failed_run(const TrainOptions& o, const PreparedRunDir& prepared, int64_t steps_recorded) {
+  std::vector<std::string> ignored;
+  try {
+    if (!o.save_dir.empty()) tidy_swaps(o.save_dir, ignored);
+    tidy_swaps(o.out_dir + "/hf", ignored);
+    if (steps_recorded > 0) return;
+    if (prepared.created_out) {
+      std::error_code ec;
+      fs::remove_all(o.out_dir, ec);
+    } else if (o.resume_dir.empty()) {
+      std::error_code ec;
+      fs::remove(o.out_dir + "/metrics.jsonl", ec);  // the empty file this fresh run opened
+    }
+  } catch (const std::exception&) {
+    // Tidying must never hide the error that stopped the run.
+  }
+}
+
+}  // namespace quill
