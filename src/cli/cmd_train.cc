@@ -113,6 +113,9 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
   cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint when --save)");
   cmd->add_flag("!--no-verify-rows", o.verify_rows, "skip checking rows.bin against the manifest's rows_sha256");
+  cmd->add_option("--comm", o.comm_backend,
+                  "GPU communicators: auto | nccl | mpi (device tensors staged through host memory, for ranks "
+                  "sharing a GPU; auto picks it when they do)");
   cmd->add_option("--distributed-timeout-minutes", o.distributed_timeout_minutes,
                   "a collective that waits longer than this stops every rank (Megatron's flag; default 10)");
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");

@@ -2,12 +2,16 @@
 // launchers (mpirun/srun), GPUs and communicators, shared by `quill train` and `quill run`.
 #include "cli/launch.h"
 
+#include <numeric>
+#include <vector>
+
 #include "base/error.h"
 #include "comm/distributed.h"
 #include "comm/mpi_comm.h"
 #include "model/inkling_model.h"
 #include "parallel/layout.h"
 #ifdef QUILL_HAVE_CUDA
+#include "comm/cuda/staged_comm.h"
 #include "comm/nccl/nccl_comm.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
@@ -42,12 +46,26 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   }
 #ifdef QUILL_HAVE_CUDA
   QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
-  const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size()) : 0;
+  QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
+              "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
+  const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size(), o.comm_backend != "nccl") : 0;
   CudaBackend backend(gpu);
   const DeviceContext ctx = backend.context();
-  std::unique_ptr<Comm> world_nccl;
-  if (dist) world_nccl = NcclComm::create(dist->world(), stream_of(ctx), comm_options);
-  const Layout layout = Layout::create(spec, num_layers, world_nccl.get());
+  std::unique_ptr<Comm> world_gpu;
+  if (dist) {
+    // NCCL runs one rank per GPU; ranks that share one exchange device tensors through host memory.
+    const bool shared = ranks_share_a_gpu(dist->world());
+    QUILL_CHECK(!(shared && o.comm_backend == "nccl"),
+                "--comm nccl: ranks share a GPU (NCCL needs one GPU per rank); use --comm mpi or auto");
+    if (o.comm_backend == "mpi" || shared) {
+      std::vector<int> everyone(static_cast<size_t>(dist->size()));
+      std::iota(everyone.begin(), everyone.end(), 0);
+      world_gpu = std::make_unique<StagedComm>(dist->world().split(everyone, "world"), stream_of(ctx));
+    } else {
+      world_gpu = NcclComm::create(dist->world(), stream_of(ctx), comm_options);
+    }
+  }
+  const Layout layout = Layout::create(spec, num_layers, world_gpu.get());
   return run_training(o, ctx, layout);
 #else
   QUILL_FAIL("--device cuda: this quill was built without the CUDA backend");

@@ -56,6 +56,9 @@ struct TrainOptions {
   bool verify_rows = true;   // check rows.bin against the manifest's rows_sha256 before training
   // Megatron's --distributed-timeout-minutes: a collective that waits longer stops the job.
   double distributed_timeout_minutes = 10;
+  // GPU communicators: "nccl"; "mpi" (device tensors staged through host memory, for ranks that
+  // share a GPU: comm/cuda/staged_comm.h); "auto": mpi when ranks share a GPU, else nccl.
+  std::string comm_backend = "auto";
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
   HfExportOptions hf_export; // its form and dtype (io/hf_export.h)
   bool quiet = false;        // no per-step log lines

@@ -2,6 +2,7 @@
 #include "comm/nccl/nccl_comm.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "base/error.h"
@@ -195,15 +198,38 @@ class NcclWatchdog {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-int select_cuda_device(int local_rank, int local_size) {
+bool ranks_share_a_gpu(Comm& bootstrap) {
+  QUILL_CHECK(bootstrap.device() == Device::CPU, "ranks_share_a_gpu: '{}' must move CPU tensors", bootstrap.name());
+  // "host/pci-bus-id": bus ids repeat across nodes, so the host name is part of the key.
+  constexpr int64_t kIdBytes = 160;
+  int device = 0;
+  QUILL_CHECK(cudaGetDevice(&device) == cudaSuccess, "ranks_share_a_gpu: no current CUDA device");
+  char bus[32] = {};
+  QUILL_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus) - 1, device) == cudaSuccess,
+              "ranks_share_a_gpu: cudaDeviceGetPCIBusId failed for device {}", device);
+  char host[128] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string key = std::string(host) + "/" + bus;
+  Tensor mine = Tensor::zeros({kIdBytes}, DType::U8);
+  std::memcpy(mine.data(), key.data(), std::min<size_t>(key.size(), kIdBytes - 1));
+  Tensor all = Tensor::empty({kIdBytes * bootstrap.size()}, DType::U8);
+  bootstrap.all_gather(mine, all);
+  std::set<std::string> ids;
+  for (int r = 0; r < bootstrap.size(); ++r) ids.insert(std::string(static_cast<const char*>(all.data()) + r * kIdBytes));
+  return static_cast<int>(ids.size()) < bootstrap.size();
+}
+
+int select_cuda_device(int local_rank, int local_size, bool share) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   QUILL_CHECK(err == cudaSuccess && count > 0, "rank with local rank {}: no CUDA device is visible ({})", local_rank,
               err == cudaSuccess ? "device count 0" : cudaGetErrorString(err));
-  // One GPU visible: the launcher gave each rank its own (CUDA_VISIBLE_DEVICES per task).
-  const int device = count == 1 ? 0 : local_rank;
-  QUILL_CHECK(count == 1 || local_size <= count,
-              "{} ranks run on this node but only {} GPUs are visible; run one rank per GPU", local_size, count);
+  // One GPU visible: the launcher gave each rank its own (CUDA_VISIBLE_DEVICES per task), or the
+  // ranks share it.
+  const int device = count == 1 ? 0 : local_rank % count;
+  QUILL_CHECK(share || count == 1 || local_size <= count,
+              "{} ranks run on this node but only {} GPUs are visible; run one rank per GPU (or --comm mpi)", local_size,
+              count);
   const cudaError_t set = cudaSetDevice(device);
   QUILL_CHECK(set == cudaSuccess, "cudaSetDevice({}) failed for local rank {}: {}", device, local_rank, cudaGetErrorString(set));
   return device;

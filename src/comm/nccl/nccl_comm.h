@@ -25,8 +25,13 @@ class NcclWatchdog;  // nccl_comm.cc
 
 // Makes this process's GPU current: device local_rank, or device 0 when the launcher shows each
 // rank one GPU (CUDA_VISIBLE_DEVICES per task). Fails, naming the counts, when the node runs
-// more ranks than it has GPUs. Returns the device index.
-int select_cuda_device(int local_rank, int local_size);
+// more ranks than it has GPUs, unless `share` lets ranks share GPUs (local_rank modulo the count;
+// their device tensors then travel through host memory, comm/cuda/staged_comm.h). Returns the
+// device index.
+int select_cuda_device(int local_rank, int local_size, bool share = false);
+// Whether two ranks of `bootstrap` (a CPU communicator) use the same GPU, by the PCI bus id of
+// each rank's current device. Collective over bootstrap.
+bool ranks_share_a_gpu(Comm& bootstrap);
 
 class NcclComm final : public Comm {
  public:
