@@ -150,7 +150,7 @@ class ChunkReader {
     decode_levels_v1(data, leaf_.max_def, n, out_.def.data() + first, where + ", definition levels", used);
     data.remove_prefix(used);
     read_values(p.encoding, data, count_present(first), where);
-    ++out_.pages;
+    ++out_.pages_v1;
   }
 
   void read_data_v2(const ParquetPageHeader& h, std::string_view payload, const std::string& where) {
@@ -186,7 +186,7 @@ class ChunkReader {
     std::string_view data = uncompress(values, static_cast<size_t>(h.uncompressed_page_size) - rep_bytes - def_bytes,
                                        p.is_compressed, keep, where);
     read_values(p.encoding, data, present, where);
-    ++out_.pages;
+    ++out_.pages_v2;
   }
 
   void check_value_encoding(ParquetEncoding e, const std::string& where) const {

@@ -25,7 +25,7 @@ struct ByteArrayChunk {
   std::vector<std::string_view> values;
   // Decompressed pages the values point into.
   std::vector<std::unique_ptr<char[]>> buffers;
-  int pages = 0;  // data pages read
+  int pages_v1 = 0, pages_v2 = 0;  // data pages read, of each version
   bool dictionary = false;  // whether the chunk had a dictionary page
 };
 
