@@ -198,6 +198,7 @@ class ChunkReader {
 
   void read_values(ParquetEncoding e, std::string_view data, size_t count, const std::string& where) {
     if (e == ParquetEncoding::kPlain) {
+      ++out_.plain_pages;
       decode_plain_byte_arrays(data, count, out_.values, where);
       return;
     }

@@ -26,6 +26,7 @@ struct ByteArrayChunk {
   // Decompressed pages the values point into.
   std::vector<std::unique_ptr<char[]>> buffers;
   int pages_v1 = 0, pages_v2 = 0;  // data pages read, of each version
+  int plain_pages = 0;             // data pages of PLAIN values (the others index the dictionary)
   bool dictionary = false;  // whether the chunk had a dictionary page
 };
 

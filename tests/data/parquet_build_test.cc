@@ -70,6 +70,8 @@ TEST(ParquetBuild, EveryFixtureBuildsTheJsonlRows) {
     }
     expect_same_build({parquet_fixture("part-0.parquet"), parquet_fixture("part-1.parquet")}, jsonl, tok,
                       options(threads, 128), "part-0 + part-1 threads " + std::to_string(threads));
+    expect_same_build({parquet_fixture("arrow-rs-zstd-v2-fallback.parquet")}, jsonl, tok, options(threads, 128),
+                      "arrow-rs threads " + std::to_string(threads));
   }
   // --max-rows: both stop at the same conversation.
   expect_same_build({parquet_fixture("zstd-v2.parquet")}, jsonl, tok, options(2, 96, 7), "max_rows 7");

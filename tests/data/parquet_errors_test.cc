@@ -223,6 +223,16 @@ TEST_F(ParquetErrors, UnsupportedEncodings) {
   expect_error([&] { read_all(p); }, {"definition level encoding BIT_PACKED is not supported (quill reads RLE levels)"});
 }
 
+TEST_F(ParquetErrors, ArrowRsDeltaByteArrayFallbackIsRefusedByName) {
+  // arrow-rs's version-2 writer falls back from an overflowing dictionary to DELTA_BYTE_ARRAY
+  // (tools/parquet/make_arrow_rs_fixture.mjs --fallback default): not read, one clear error.
+  std::string p = parquet_fixture("arrow-rs-zstd-v2-delta.parquet");
+  expect_error([&] { read_all(p); },
+               {p + ": row group 0, column messages.list.item.content, page 2 (byte ",
+                "encoding DELTA_BYTE_ARRAY is not supported (quill reads PLAIN, PLAIN_DICTIONARY and RLE_DICTIONARY "
+                "byte arrays)"});
+}
+
 TEST_F(ParquetErrors, MissingOrMisshapenMessagesColumn) {
   std::string file = read_file(parquet_fixture("plain-snappy-v2.parquet"));
   // Renames a schema element and the matching entries of every chunk's path_in_schema.

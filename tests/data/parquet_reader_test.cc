@@ -117,6 +117,26 @@ TEST(ParquetReader, FixturesCoverWhatTheyClaim) {
   EXPECT_GE(most_pages, 2) << "no fixture chunk with several data pages";
 }
 
+// A second writer (arrow-rs, through parquet-wasm: tools/parquet/make_arrow_rs_fixture.mjs): its
+// list's element is named "item", and its dictionaries overflow into PLAIN pages mid-chunk.
+TEST(ParquetReader, ArrowRsFixtureWithDictionaryFallback) {
+  const std::string name = "arrow-rs-zstd-v2-fallback.parquet";
+  ThreadPool pool(2);
+  expect_same_as_jsonl(ParquetConversations::read({parquet_fixture(name)}, pool), name);
+  ParquetFile file(parquet_fixture(name));
+  const ParquetLeaf* content = file.find_leaf("messages.list.item.content");
+  ASSERT_NE(content, nullptr);
+  bool fallback = false;
+  for (size_t g = 0; g < file.row_groups(); ++g) {
+    PageDecompressor d;
+    ByteArrayChunk chunk = read_byte_array_chunk(file, g, *content, d);
+    EXPECT_GT(chunk.pages_v2, 0);
+    EXPECT_EQ(chunk.pages_v1, 0);
+    fallback |= chunk.dictionary && chunk.plain_pages > 0 && chunk.plain_pages < chunk.pages_v2;
+  }
+  EXPECT_TRUE(fallback) << "no chunk with both dictionary-encoded and PLAIN pages";
+}
+
 // ---- files written by the test: nulls and empty lists
 
 std::vector<TestRow> rows_with_every_case() {

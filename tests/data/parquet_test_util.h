@@ -15,7 +15,7 @@ inline std::string parquet_fixture(const std::string& name) {
   return std::string(QUILL_SOURCE_DIR) + "/tests/data/fixtures/parquet/" + name;
 }
 
-// The four single-file fixtures (each holds all 153 conversations).
+// The four single-file fixtures pyarrow wrote (each holds all 153 conversations).
 inline const std::vector<std::string>& parquet_fixture_files() {
   static const std::vector<std::string> files = {"none-v1.parquet", "snappy-v1.parquet", "zstd-v2.parquet",
                                                  "plain-snappy-v2.parquet"};
