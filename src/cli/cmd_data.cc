@@ -161,13 +161,6 @@ void add_data_commands(CLI::App& app, Runner& run) {
   build->add_option("--out", b_out, "output rows directory")->required();
   build->callback([&run] {
     run = [] {
-      Timer timer;
-      BuildTiming timing;
-      std::unique_ptr<Tokenizer> tok = load_tokenizer(b_tokenizer, b_special, b_threads);
-      // Built on the build's threads, so a parallel phase: its serial remainder (mapping the
-      // file, PCRE2's pattern, prefix sums) measured about 1 ms of 118 here (1 -> 2 threads:
-      // 0.118 -> 0.055 s).
-      timing.add_phase("tokenizer load", false, timer.seconds());
       BuildOptions options;
       options.seed = b_seed;
       options.row_tokens = b_row_tokens;
@@ -191,6 +184,14 @@ void add_data_commands(CLI::App& app, Runner& run) {
       options.skip_invalid = b_skip_invalid;
       options.progress = !b_quiet;
       options.tokenizer_source = tokenizer_source_json(b_tokenizer, b_special);
+      // The recipe is read above, before the tokenizer is loaded, so that a bad one fails at once.
+      Timer timer;
+      BuildTiming timing;
+      std::unique_ptr<Tokenizer> tok = load_tokenizer(b_tokenizer, b_special, b_threads);
+      // Built on the build's threads, so a parallel phase: its serial remainder (mapping the
+      // file, PCRE2's pattern, prefix sums) measured about 1 ms of 118 here (1 -> 2 threads:
+      // 0.118 -> 0.055 s).
+      timing.add_phase("tokenizer load", false, timer.seconds());
       if (b_timing) options.timing = &timing;
       nlohmann::json manifest = build_rows_from_inputs(b_inputs, *tok, options, b_out);
       double s = timer.seconds();

@@ -198,6 +198,12 @@ TEST_F(DataCli, BuildFromParquetWithRecipeCheck) {
   r = run("data build --input " + part0 + common + " --recipe " + tmp.sub("seed.yaml") + " --out " + tmp.sub("bad"));
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("has parquet_bytes 73787266: not the recipe's dataset"), std::string::npos) << r.out;
+  // A recipe without a parquet_sha256 cannot check anything.
+  std::string tiny = std::string(QUILL_SOURCE_DIR) + "/recipes/tiny-cpu.yaml";
+  r = run("data build --input " + part0 + common + " --recipe " + tiny + " --out " + tmp.sub("bad"));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find(tiny + ": the recipe records no workload.dataset.build.parquet_sha256"), std::string::npos)
+      << r.out;
   // A truncated file: one error naming it.
   write_file_atomic(tmp.sub("cut.parquet"), read_file(part0).substr(0, 3000));
   r = run("data build --input " + tmp.sub("cut.parquet") + common + " --out " + tmp.sub("bad"));
