@@ -38,6 +38,7 @@ struct MessagesLayout {
   const ParquetLeaf* id = nullptr;      // a string column, or not read
   const ParquetLeaf* source = nullptr;  // likewise
   int entry = 0, message = 0, value = 0;
+  std::string message_path;  // the struct's dotted path ("messages.list.element")
 };
 
 std::string top_level_names(const ParquetFile& f) {
@@ -95,6 +96,7 @@ MessagesLayout messages_layout(const ParquetFile& f) {
   while (a[r].repetition != ParquetRepetition::kRepeated) ++r;  // the one repeated node (max_rep == 1)
   QUILL_CHECK(r + 1 < a.size(), "{}: column {} is a list of strings, expected a list of structs", path,
               m.content->dotted);
+  for (size_t i = 0; i + 1 < a.size(); ++i) m.message_path += (i ? "." : "") + a[i].name;
   m.entry = a[r].def_level;
   m.message = a[a.size() - 2].def_level;
   m.value = a.back().def_level;
@@ -186,7 +188,7 @@ void assemble(const ParquetFile& file, size_t g, int64_t first_row, const Messag
                     "{}: corrupt file: an empty list continued at level {} of column {}", where, j, m.content->dotted);
         if (dc < m.entry - 1) problem = fmt::format("messages is null (column {})", m.content->path.front().name);
       } else if (dc < m.message) {
-        if (problem.empty()) problem = fmt::format("messages[{}] is null", index);
+        if (problem.empty()) problem = fmt::format("messages[{}] is null (column {})", index, m.message_path);
       } else {
         std::string_view content = dc == m.value ? C.values[vc++] : std::string_view();
         std::string_view role;

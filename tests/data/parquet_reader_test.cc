@@ -170,7 +170,7 @@ TEST(ParquetReader, NullsAndEmptyListsAreHandledHonestly) {
   EXPECT_EQ(convs.invalid_skipped(), 5);
   ASSERT_EQ(convs.skipped_errors().size(), 5u);
   EXPECT_EQ(convs.skipped_errors()[0], path + ": row 2 (id r2): messages is null (column messages)");
-  EXPECT_EQ(convs.skipped_errors()[1], path + ": row 3 (id r3): messages[1] is null");
+  EXPECT_EQ(convs.skipped_errors()[1], path + ": row 3 (id r3): messages[1] is null (column messages.list.element)");
   EXPECT_EQ(convs.skipped_errors()[2],
             path + ": row 4 (id r4): messages[1]: role is null (column messages.list.element.role)");
   EXPECT_EQ(convs.skipped_errors()[3],
