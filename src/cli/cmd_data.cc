@@ -1,6 +1,6 @@
 // `quill data ...`: build, inspect and check SFT rows, and use the tokenizer.
 //   synth         the bundled synthetic set with the byte tokenizer (the demo)
-//   build         conversations JSONL -> rows (docs/data-build.md)
+//   build         conversations (JSONL, or Parquet files) -> rows (docs/data-build.md, docs/parquet.md)
 //   inspect       a rows directory's manifest, verified, and one row shown with its loss mask
 //   encode        UTF-8 text on stdin -> token ids as one JSON array
 //   decode        a JSON array of ids on stdin -> text
@@ -27,6 +27,7 @@
 #include "data/rows.h"
 #include "data/synthetic.h"
 #include "data/tokenizer_loader.h"
+#include "recipe/recipe.h"
 
 namespace quill::cli {
 
@@ -134,13 +135,20 @@ void add_data_commands(CLI::App& app, Runner& run) {
   });
 
   // ---- build
-  CLI::App* build = data->add_subcommand("build", "conversations JSONL -> Inkling-rendered, masked, packed rows");
-  static std::string b_input, b_tokenizer, b_special, b_out, b_effort = "high";
+  CLI::App* build = data->add_subcommand("build", "conversations (JSONL or Parquet) -> Inkling-rendered, masked, packed rows");
+  static std::vector<std::string> b_inputs;
+  static std::string b_tokenizer, b_special, b_out, b_effort = "high", b_recipe;
   static int64_t b_row_tokens = 8192, b_max_rows = -1;
   static uint64_t b_seed = 42;
   static int b_threads = 0;
   static bool b_skip_invalid = false, b_quiet = false, b_timing = false;
-  build->add_option("--input", b_input, "conversations, one JSON object per line")->required();
+  build->add_option("--input", b_inputs,
+                    "conversations: one JSONL file (one JSON object per line), or Parquet files (messages "
+                    "list<struct<content, role>>, as Tulu 3), read in order (repeat --input or list them)")
+      ->required();
+  build->add_option("--recipe", b_recipe,
+                    "check the Parquet input against this recipe's workload.dataset.build.parquet_sha256 (and "
+                    "parquet_bytes) before building");
   build->add_option("--tokenizer", b_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
   build->add_option("--special-tokens", b_special, "for a rank file: inkling (default), o200k, none or a JSON file");
   build->add_option("--row-tokens", b_row_tokens, "tokens per row (8192)");
@@ -156,6 +164,30 @@ void add_data_commands(CLI::App& app, Runner& run) {
   build->add_option("--out", b_out, "output rows directory")->required();
   build->callback([&run] {
     run = [] {
+      BuildOptions options;
+      options.seed = b_seed;
+      options.row_tokens = b_row_tokens;
+      options.max_rows = b_max_rows;
+      options.reasoning_effort = b_effort;
+      std::string joined;
+      for (const std::string& p : b_inputs) joined += (joined.empty() ? "" : ", ") + p;
+      options.source = joined;
+      if (!b_recipe.empty()) {
+        const Recipe recipe = read_recipe(b_recipe);
+        const auto& dataset = recipe.workload.dataset;
+        const DatasetBuild* db = dataset && dataset->build ? &*dataset->build : nullptr;
+        QUILL_CHECK(db && db->parquet_sha256 && !db->parquet_sha256->empty(),
+                    "{}: the recipe records no workload.dataset.build.parquet_sha256 to check the input against",
+                    b_recipe);
+        options.expected_parquet_sha256 = *db->parquet_sha256;
+        options.expected_parquet_bytes = db->parquet_bytes.value_or(-1);
+        options.expected_from = "recipe " + b_recipe;
+      }
+      options.threads = b_threads;
+      options.skip_invalid = b_skip_invalid;
+      options.progress = !b_quiet;
+      options.tokenizer_source = tokenizer_source_json(b_tokenizer, b_special);
+      // The recipe is read above, before the tokenizer is loaded, so that a bad one fails at once.
       Timer timer;
       CreatedDirGuard out_guard(b_out);
       BuildTiming timing;
@@ -164,18 +196,8 @@ void add_data_commands(CLI::App& app, Runner& run) {
       // file, PCRE2's pattern, prefix sums) measured about 1 ms of 118 here (1 -> 2 threads:
       // 0.118 -> 0.055 s).
       timing.add_phase("tokenizer load", false, timer.seconds());
-      BuildOptions options;
-      options.seed = b_seed;
-      options.row_tokens = b_row_tokens;
-      options.max_rows = b_max_rows;
-      options.reasoning_effort = b_effort;
-      options.source = b_input;
-      options.threads = b_threads;
-      options.skip_invalid = b_skip_invalid;
-      options.progress = !b_quiet;
-      options.tokenizer_source = tokenizer_source_json(b_tokenizer, b_special);
       if (b_timing) options.timing = &timing;
-      nlohmann::json manifest = build_rows_from_jsonl(b_input, *tok, options, b_out);
+      nlohmann::json manifest = build_rows_from_inputs(b_inputs, *tok, options, b_out);
       out_guard.keep();
       double s = timer.seconds();
       if (b_timing) {

@@ -12,6 +12,7 @@
 #include "data/parallel.h"
 #include "data/progress.h"
 #include "data/rows_pipeline.h"
+#include "data/timed_renderer.h"
 #include "data/utf8.h"
 
 namespace quill {
@@ -21,17 +22,6 @@ namespace {
 // Thrown (never past this file) when the single pass meets an invalid line: the build starts
 // over with the two passes. Not a quill::Error, so nothing between mistakes it for a failure.
 struct InvalidLineSeen {};
-
-// The renderer over `tokenizer`, or over a TimedTokenizer around it when the build is timed.
-struct TimedRenderer {
-  TimedRenderer(const Tokenizer& tokenizer, const BuildOptions& options)
-      : timed(options.timing ? std::optional<TimedTokenizer>(std::in_place, tokenizer, *options.timing) : std::nullopt),
-        renderer(timed ? *timed : tokenizer, RenderOptions{options.reasoning_effort}) {}
-  TimedRenderer(const TimedRenderer&) = delete;  // the renderer refers to `timed`
-  TimedRenderer& operator=(const TimedRenderer&) = delete;
-  std::optional<TimedTokenizer> timed;
-  ChatRenderer renderer;
-};
 
 }  // namespace
 

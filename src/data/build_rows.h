@@ -34,6 +34,12 @@ struct BuildOptions {
   BuildTiming* timing = nullptr;          // where the time goes (--timing); nullptr: not timed
   // Merged into the manifest's "tokenizer" object (tokenizer_source_json: path, special_tokens).
   nlohmann::json tokenizer_source = nlohmann::json::object();
+  // Parquet input: what the files must be (a recipe's workload.dataset.build.parquet_sha256 and
+  // parquet_bytes; docs/parquet.md, "The recipe's parquet_sha256"). Empty / < 0: not checked.
+  // `expected_from` names where the values come from, for the message.
+  std::string expected_parquet_sha256;
+  int64_t expected_parquet_bytes = -1;
+  std::string expected_from;
 };
 
 // Renders every conversation, packs and writes out_dir/rows.bin and out_dir/manifest.json.
@@ -55,6 +61,22 @@ nlohmann::json build_rows(const std::vector<Conversation>& conversations, const 
 // temporary names and renamed at the end, so a failed build leaves no rows file.
 nlohmann::json build_rows_from_jsonl(const std::string& path, const Tokenizer& tokenizer, const BuildOptions& options,
                                      const std::string& out_dir);
+
+// The same from Parquet files (docs/parquet.md), read in order as one list of conversations:
+// rendered exactly as build_rows_from_jsonl renders the same conversations, so the rows and the
+// manifest equal those of a JSONL build except `input` (here {format: "parquet", files: [{path,
+// bytes, rows, row_groups}], bytes, rows, parquet_sha256}) and `source`. The files' SHA-256
+// (over their bytes, concatenated in order) is checked against options.expected_parquet_sha256
+// before anything is rendered. An invalid conversation is an error naming the file and row, or
+// with skip_invalid is skipped and counted (conversations.invalid_skipped).
+nlohmann::json build_rows_from_parquet(const std::vector<std::string>& paths, const Tokenizer& tokenizer,
+                                       const BuildOptions& options, const std::string& out_dir);
+
+// What `quill data build --input` does: Parquet when the files start with the magic PAR1 (or are
+// named *.parquet, which then must be Parquet), else one JSONL file. Mixed inputs, several JSONL
+// files, and a Parquet expectation (expected_parquet_sha256) on JSONL input are refused.
+nlohmann::json build_rows_from_inputs(const std::vector<std::string>& paths, const Tokenizer& tokenizer,
+                                      const BuildOptions& options, const std::string& out_dir);
 
 // Checks one JSONL line and returns its conversation; errors are prefixed with `where`
 // ("file:line"). Used by the build and its tests.

@@ -152,5 +152,64 @@ TEST_F(DataCli, BenchEncodeParallelOptionsAndCacheSizes) {
   EXPECT_NE(bad.out.find("QUILL_BPE_FRONT_ENTRIES is 1000"), std::string::npos) << bad.out;
 }
 
+
+// Parquet input through the executable: several --input files in order, the rows equal to the
+// JSONL twin's, and --recipe checking the recipe's parquet_sha256 / parquet_bytes.
+TEST_F(DataCli, BuildFromParquetWithRecipeCheck) {
+  TempDir tmp;
+  const std::string dir = std::string(QUILL_SOURCE_DIR) + "/tests/data/fixtures/parquet/";
+  const std::string part0 = dir + "part-0.parquet", part1 = dir + "part-1.parquet";
+  std::string common = " --tokenizer byte --row-tokens 128 --quiet --threads 2";
+  Result r = run("data build --input " + dir + "conversations.jsonl" + common + " --out " + tmp.sub("j"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = run("data build --input " + part0 + " --input " + part1 + common + " --out " + tmp.sub("p"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(read_file(tmp.sub("j/rows.bin")) == read_file(tmp.sub("p/rows.bin")));
+  r = run("data build --input " + part0 + " " + part1 + common + " --out " + tmp.sub("p2"));  // one --input, two files
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(read_file(tmp.sub("j/rows.bin")) == read_file(tmp.sub("p2/rows.bin")));
+  nlohmann::json m = nlohmann::json::parse(read_file(tmp.sub("p/manifest.json")));
+  std::string sha = sha256_hex(read_file(part0) + read_file(part1));
+  EXPECT_EQ(m["input"]["parquet_sha256"], sha);
+  EXPECT_EQ(m["source"], part0 + ", " + part1);
+
+  // The seed recipe with the fixture's hash and size in place of Tulu 3's.
+  std::string seed = read_file(std::string(QUILL_FIXTURES) + "/recipes/seed.yaml");
+  const std::string seed_sha = "1e04d74348ceef56499d0c9ffea0e5f2f52cb0b9552ee719362e185d44058df2";
+  ASSERT_NE(seed.find(seed_sha), std::string::npos);
+  std::string ours = seed;
+  ours.replace(ours.find(seed_sha), seed_sha.size(), sha);
+  ours.replace(ours.find("parquet_bytes: 73787266"), 23,
+               "parquet_bytes: " + std::to_string(read_file(part0).size() + read_file(part1).size()));
+  write_file_atomic(tmp.sub("ours.yaml"), ours);
+  r = run("data build --input " + part0 + " --input " + part1 + common + " --recipe " + tmp.sub("ours.yaml") +
+          " --out " + tmp.sub("r"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(read_file(tmp.sub("j/rows.bin")) == read_file(tmp.sub("r/rows.bin")));
+  // The files in the other order: the same size, another hash.
+  r = run("data build --input " + part1 + " --input " + part0 + common + " --recipe " + tmp.sub("ours.yaml") +
+          " --out " + tmp.sub("bad"));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find(part1 + ", " + part0 + ": sha256 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("has parquet_sha256 " + sha + ": not the recipe's dataset"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.sub("bad/rows.bin")));
+  // The seed itself: Tulu 3's size is not the fixture's.
+  write_file_atomic(tmp.sub("seed.yaml"), seed);
+  r = run("data build --input " + part0 + common + " --recipe " + tmp.sub("seed.yaml") + " --out " + tmp.sub("bad"));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("has parquet_bytes 73787266: not the recipe's dataset"), std::string::npos) << r.out;
+  // A recipe without a parquet_sha256 cannot check anything.
+  std::string tiny = std::string(QUILL_SOURCE_DIR) + "/recipes/tiny-cpu.yaml";
+  r = run("data build --input " + part0 + common + " --recipe " + tiny + " --out " + tmp.sub("bad"));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find(tiny + ": the recipe records no workload.dataset.build.parquet_sha256"), std::string::npos)
+      << r.out;
+  // A truncated file: one error naming it.
+  write_file_atomic(tmp.sub("cut.parquet"), read_file(part0).substr(0, 3000));
+  r = run("data build --input " + tmp.sub("cut.parquet") + common + " --out " + tmp.sub("bad"));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find(tmp.sub("cut.parquet") + ": truncated Parquet file"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace quill
