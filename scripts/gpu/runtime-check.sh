@@ -14,18 +14,23 @@ OUT=${OUT:-/tmp/out}
 NEW=$PWD/build/gpu-bundle
 BASE=$PWD/.gpu-base
 WORK=/tmp/slice-work
+PARTS=${PARTS:-"tests dp slice"}  # which parts run
+has() { [[ " $PARTS " == *" $1 "* ]]; }
 mkdir -p "$OUT/arms"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/arms/env.txt"
 echo "new $(cat "$NEW/COMMIT"), base $(cat "$BASE/COMMIT"), $(date -u +%FT%TZ)" | tee -a "$OUT/arms/env.txt"
 
+if has tests; then
 echo "== CUDA op tests (new)"
 LD_LIBRARY_PATH=$NEW/lib timeout 150 "$NEW/bin/cuda_tests" --gtest_brief=1 > "$OUT/cuda_tests.log" 2>&1
 echo "rc $?"; grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/cuda_tests.log" | head -20
+fi
 
-echo "== data parallelism on one GPU: 1 rank vs 2 ranks (--comm mpi), tiny, 10 steps"
 Q=$NEW/bin/quill
 export LD_LIBRARY_PATH=$NEW/lib
+if has dp; then
+echo "== data parallelism on one GPU: 1 rank vs 2 ranks (--comm mpi), tiny, 10 steps"
 "$Q" data synth --conversations 2000 --row-tokens 128 --out /tmp/rows-tiny > /dev/null
 flags=(train --config configs/tiny.json --rows /tmp/rows-tiny --seed 1 --steps 10 --global-batch 4 --lr 1e-2
        --min-lr 1e-3 --warmup-fraction 0.1 --quiet --device cuda --overwrite)
@@ -55,7 +60,9 @@ for name in ("dp1", "dp2"):
 PY
 cat "$OUT/dp2.txt"
 cp /tmp/dp1.log /tmp/dp2.log "$OUT/arms/" 2>/dev/null
+fi
 
+if has slice; then
 echo "== slice: new build"
 WORK=$WORK OUT=$OUT/arms/new QUILL=$Q BUDGET_S=230 STEPS8=8 PHASES="ceilings init rows quill1 quill8 report" \
   COMMIT=$(cat "$NEW/COMMIT") bash bench/slice/run.sh > "$OUT/arms/slice-new.log" 2>&1
@@ -67,5 +74,6 @@ echo "== slice: base build"
 tail -12 "$OUT/arms/base/slice-bench.txt" 2>/dev/null
 cp "$OUT/arms/new/slice-bench.txt" "$OUT/new-slice-bench.txt" 2>/dev/null
 cp "$OUT/arms/base/slice-bench.txt" "$OUT/base-slice-bench.txt" 2>/dev/null
+fi
 tar -C "$OUT" -czf "$OUT/arms.tar.gz" arms && rm -rf "$OUT/arms"
 ls -la "$OUT"
