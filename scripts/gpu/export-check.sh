@@ -65,11 +65,11 @@ transformers.__version__, 'cuda', torch.cuda.is_available())" || { echo "export-
 fi
 
 train_flags=(--global-batch 4 --steps 20 --lr 3e-3 --min-lr 3e-4 --warmup-fraction 0.1 --weight-decay 0.1 --beta2 0.95
-             --device "$DEVICE" --no-final-checkpoint --quiet --save-hf)
+             --device "$DEVICE" --overwrite --quiet --save-hf)
 # eval NAME EXPORT ROWS R DEVICE: quill's step-0 loss at the export's weights -> $W/NAME/eval/metrics.jsonl
 eval_export() {
   run "${6:-120}" "$1-eval" "$Q" train --init "$2" --rows "$3" --steps 1 --global-batch "$4" --lr 0 --min-lr 0 \
-    --warmup-fraction 0 --device "$5" --no-final-checkpoint --quiet --out "$W/$1/eval"
+    --warmup-fraction 0 --device "$5" --overwrite --quiet --out "$W/$1/eval"
 }
 case_json() {  # name export rows R metrics tol device golden init check_values
   printf '{"name": "%s", "export": "%s", "rows": "%s", "rows_count": %s, "quill_metrics": "%s", "tol": %s, "device": "%s", "golden": "%s", "init": "%s", "check_values": %s}' "$@"
@@ -82,7 +82,7 @@ if [ "$DRY" = 1 ]; then
   "$PY" -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['config'], open(sys.argv[2], 'w'), indent=1)" \
     tests/fixtures/hf/names/tiny.release.json "$W/tiny-mm.json" || finish 2
   run 60 tiny-init "$Q" train --config "$W/tiny-mm.json" --rows "$W/rows256" --steps 1 --global-batch 1 --lr 0 \
-    --device cpu --no-final-checkpoint --quiet --save-hf --hf-format release --out "$W/tiny-init-run" || finish 2
+    --device cpu --overwrite --quiet --save-hf --hf-format release --out "$W/tiny-init-run" || finish 2
   ln -s "$W/tiny-init-run/hf" "$W/tiny-init"
 else
   run 120 tiny-init "$PY" tools/parity/make_init.py --config configs/tiny.json --seed 1 --out "$W/tiny-init" || finish 2
@@ -115,7 +115,7 @@ if [ "$SLICE" = 1 ]; then
   run 120 rows8192 "$Q" data synth --row-tokens 8192 --out "$W/rows8192" &&
   run 180 slice-init "$PY" tools/parity/make_init.py --config configs/slice.json --seed 1234 --out "$W/slice-init" &&
   run 300 slice-release-bf16 "$Q" train --init "$W/slice-init" --rows "$W/rows8192" --global-batch 2 --steps 2 \
-    --lr 3e-4 --min-lr 3e-5 --warmup-fraction 0 --weight-decay 0.1 --beta2 0.95 --device cuda --no-final-checkpoint \
+    --lr 3e-4 --min-lr 3e-5 --warmup-fraction 0 --weight-decay 0.1 --beta2 0.95 --device cuda --overwrite \
     --quiet --save-hf --out "$W/slice-release-bf16" &&
   { rm -f "$W/slice-init/model.safetensors"; true; } &&  # the disk: 8.6 GiB each
   eval_export slice-release-bf16 "$W/slice-release-bf16/hf" "$W/rows8192" 2 cuda 300 &&
