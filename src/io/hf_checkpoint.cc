@@ -222,7 +222,13 @@ void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* r
     if (!p.value.defined()) p.value = Tensor::empty(p.shape, DType::F32);
     QUILL_CHECK(p.value.device() == Device::CPU && p.value.dtype() == DType::F32 && p.value.shape() == p.shape,
                 "load: parameter {} value is {}, expected F32{} on the CPU", p.name, p.value.describe(), shape_str(p.shape));
-    const std::vector<CheckpointPart> parts = checkpoint_parts(p, local.format);
+    // The checkpoint holds the whole (global) tensor; a rank of a layout reads only its slice of it
+    // (parallel/shard_spec.h), straight from the memory-mapped file.
+    Param whole = p;
+    whole.shape = p.shard.global_shape.empty() ? p.shape : p.shard.global_shape;
+    const bool sliced = whole.shape != p.shape;
+    const RowMap slice = sliced ? row_map(p.shard) : RowMap{};
+    const std::vector<CheckpointPart> parts = checkpoint_parts(whole, local.format);
     for (size_t k = 0; k < parts.size(); ++k) {
       const CheckpointPart& part = parts[k];
       // In the transformers form, a message also names quill's parameter.
@@ -234,12 +240,21 @@ void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* r
                   part.name, shape_str(e.shape), shape_str(part.shape), also);
       QUILL_CHECK(e.dtype.has_value() && is_float(*e.dtype),
                   "{}: tensor {} has dtype {}, which does not load into a parameter", dir, part.name, e.dtype_str);
-      if (part.interleaved) gate_up_layout(p.shape, fmt::format("{}: tensor {}", dir, part.name));
+      if (part.interleaved) gate_up_layout(whole.shape, fmt::format("{}: tensor {}", dir, part.name));
       Tensor src = ckpt.tensor(part.name);
       const char* s = static_cast<const char*>(src.data());
       float* d = p.value.data_as<float>();
-      const PartRows rows = part_rows(p, part);
-      if (rows.identity()) {
+      const PartRows rows = part_rows(whole, part);
+      if (sliced) {
+        const size_t item = dtype_size(*e.dtype), row_bytes = static_cast<size_t>(rows.cols) * item;
+        const int64_t n = slice.col_end - slice.col_begin;
+        for (int64_t i = 0; i < rows.file_rows; ++i) {
+          const int64_t local_row = slice.local_row[static_cast<size_t>(rows.internal_row(i))];
+          if (local_row < 0) continue;
+          to_f32(s + static_cast<size_t>(i) * row_bytes + static_cast<size_t>(slice.col_begin) * item, *e.dtype,
+                 d + local_row * n, n);
+        }
+      } else if (rows.identity()) {
         to_f32(s, *e.dtype, d, src.numel());
       } else {
         const size_t row_bytes = static_cast<size_t>(rows.cols) * dtype_size(*e.dtype);

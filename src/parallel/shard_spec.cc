@@ -102,4 +102,25 @@ std::vector<SliceRun> slice_runs(const ShardSpec& s) {
   return runs;
 }
 
+RowMap row_map(const ShardSpec& s) {
+  RowMap m;
+  const Shape& g = s.global_shape;
+  const int64_t cols = g.empty() ? 1 : g.back(), rows = cols > 0 ? shape_numel(g) / cols : 0;
+  const int64_t local_cols = s.local_shape.empty() ? 1 : s.local_shape.back();
+  m.local_row.assign(static_cast<size_t>(rows), -1);
+  // Columns: split only when the tensor-parallel dimension is the last one.
+  const bool split_cols = s.rule.tp_dim >= 0 && s.rule.tp_dim == static_cast<int>(g.size()) - 1;
+  m.col_begin = split_cols ? s.tp_begin : 0;
+  m.col_end = split_cols ? s.tp_end : cols;
+  // Every run covers whole local rows (a run ends where a held column range ends), so a run's first
+  // element names its global row and the local row it starts.
+  for (const SliceRun& r : slice_runs(s)) {
+    for (int64_t at = 0; at < r.length; at += local_cols) {
+      const int64_t global = r.global_offset + at, local = r.local_offset + at;
+      m.local_row[static_cast<size_t>(global / cols)] = local / local_cols;
+    }
+  }
+  return m;
+}
+
 }  // namespace quill

@@ -51,4 +51,13 @@ struct SliceRun {
 };
 std::vector<SliceRun> slice_runs(const ShardSpec& spec);
 
+// The same slice seen as rows of the last dimension (what checkpoint readers walk): global row r
+// (all leading dimensions flattened, row-major) is local row local_row[r], or -1 when it is not this
+// rank's; within a row the rank holds columns [col_begin, col_end).
+struct RowMap {
+  std::vector<int64_t> local_row;
+  int64_t col_begin = 0, col_end = 0;
+};
+RowMap row_map(const ShardSpec& spec);
+
 }  // namespace quill

@@ -20,6 +20,7 @@
 #include "io/hf_export.h"
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
+#include "model/param_gather.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
 #include "train/metrics_file.h"
@@ -149,7 +150,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
   }
 
-  ParamTable params = ParamTable::for_config(config);
+  ParamTable params = ParamTable::for_config(config, layout);  // this rank's share only
   check_freeze_patterns(params, o.freeze_patterns);
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
   else params.init_random(o.seed, config.initializer_range);
@@ -270,7 +271,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     }
     if (metrics) metrics->close();
     if (o.save_hf) {
-      const ParamTable values = host_copy(params, ctx);  // collective: every rank, the masters' shards gathered
+      // Collective: every rank; the masters' shards and the layout's slices gathered onto rank 0.
+      const ParamTable values = gather_whole(params, ctx, layout, config);
       if (hf_export) {  // planned on the lead rank only
         const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values);
         if (!saved.dropped.empty()) {

@@ -89,6 +89,15 @@ TEST(ShardSpec, RunsMatchBruteForceAndRanksTileTheTensor) {
           }
           const std::vector<int64_t> got = from_runs(s), want = brute(s);
           EXPECT_EQ(got, want) << "tp " << tp << " ep " << ep << " rank " << t << "," << e;
+          // The row view agrees: local element k is global element want[k].
+          const RowMap m = row_map(s);
+          const int64_t cols = c.shape.back(), local_cols = s.local_shape.back();
+          for (size_t k = 0; k < want.size(); ++k) {
+            const int64_t row = want[k] / cols, col = want[k] % cols;
+            ASSERT_GE(m.local_row[static_cast<size_t>(row)], 0);
+            ASSERT_TRUE(col >= m.col_begin && col < m.col_end);
+            EXPECT_EQ(m.local_row[static_cast<size_t>(row)] * local_cols + (col - m.col_begin), static_cast<int64_t>(k));
+          }
           covered.insert(got.begin(), got.end());
           total += static_cast<int64_t>(got.size());
           if (!c.rule.experts && c.rule.tp_dim < 0) EXPECT_TRUE(s.tp_replicated);

@@ -1,0 +1,97 @@
+#include "model/param_gather.h"
+
+#include <cstring>
+#include <map>
+
+#include "base/error.h"
+#include "model/param_placement.h"
+#include "ops/convert.h"
+
+namespace quill {
+
+namespace {
+
+// Does the rank at `c` hold the canonical copy of its slice of a tensor of `spec` on `stage`?
+bool canonical_holder(const ShardSpec& spec, int stage, const GridCoords& c) {
+  if (c.pp != stage) return false;
+  if (spec.rule.experts) return c.edp == 0;
+  return c.dp == 0 && c.cp == 0 && (!spec.tp_replicated || c.tp == 0);
+}
+
+}  // namespace
+
+ParamTable gather_whole(const ParamTable& table, const DeviceContext& ctx, const Layout& layout,
+                        const InklingConfig& config) {
+  ParamTable local = host_copy(table, ctx);  // the masters' data-parallel shards gathered
+  Comm* world = layout.world();
+  if (world == nullptr || world->size() == 1) return local;
+  const int me = layout.rank(), ranks = world->size();
+  std::map<std::string, const Param*> mine;
+  for (const Param& p : local.params()) mine[p.name] = &p;
+
+  ParamTable whole;
+  for (const ParamDecl& d : param_decls(config)) {
+    int stage = 0;
+    for (int64_t end = 0; stage < layout.spec().pp; ++stage) {
+      end += layout.stage_layers()[static_cast<size_t>(stage)];
+      if (d.layer < end) break;
+    }
+    ShardRule rule = d.rule;
+    rule.stage = stage;
+    // Every rank's slice of this tensor, from the grid alone.
+    std::vector<ShardSpec> specs;
+    std::vector<int64_t> recv(static_cast<size_t>(ranks), 0), send(static_cast<size_t>(ranks), 0);
+    for (int r = 0; r < ranks; ++r) {
+      const GridCoords c = layout.grid().coords(r);
+      specs.push_back(make_shard_spec(d.name, d.shape, rule, layout.spec(), c));
+      if (canonical_holder(specs.back(), stage, c)) recv[static_cast<size_t>(r)] = shape_numel(specs.back().local_shape);
+    }
+    const auto found = mine.find(d.name);
+    const bool holder = recv[static_cast<size_t>(me)] > 0;
+    QUILL_CHECK(!holder || found != mine.end(), "gather: rank {} should hold {} but its table has no such tensor", me,
+                d.name);
+    if (holder) send[0] = recv[static_cast<size_t>(me)];
+    if (me != 0) std::fill(recv.begin(), recv.end(), 0);
+    int64_t total = 0;
+    for (int64_t n : recv) total += n;
+    // The exchange is an all-to-all in which only rank 0 receives (the Comm interface has no
+    // gather-v); GPU communicators move device tensors, so the slices are staged there.
+    Tensor in_host = holder ? found->second->value : Tensor::empty({0}, DType::F32);
+    Tensor out_host = Tensor::empty({total}, DType::F32);
+    if (world->device() == Device::CPU) {
+      world->all_to_all(in_host.view_flat(0, {in_host.numel()}), send, out_host, recv);
+    } else {
+      Tensor in = Tensor::empty({std::max<int64_t>(1, in_host.numel())}, DType::F32, *ctx.allocator);
+      Tensor out = Tensor::empty({std::max<int64_t>(1, total)}, DType::F32, *ctx.allocator);
+      if (in_host.numel() > 0) ops::transfer(ctx, in_host.view_flat(0, {in_host.numel()}), in.view_flat(0, {in_host.numel()}));
+      world->all_to_all(in, send, out, recv);
+      if (total > 0) ops::transfer(ctx, out.view_flat(0, {total}), out_host);
+    }
+    if (me != 0) continue;
+    Param p;
+    p.name = d.name;
+    p.shape = d.shape;
+    p.shard = make_shard_spec(d.name, d.shape, ShardRule{}, LayoutSpec{}, GridCoords{});
+    p.checkpoint_dtype = holder ? found->second->checkpoint_dtype : d.checkpoint_dtype;
+    p.is_buffer = d.is_buffer;
+    p.trainable = !d.is_buffer;
+    p.weight_decay = d.shape.size() >= 2;
+    p.gate_up_interleaved = d.gate_up_interleaved;
+    p.routed_expert = d.routed_expert;
+    p.value = Tensor::empty(d.shape, DType::F32);
+    p.compute = p.value;
+    int64_t at = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const int64_t n = recv[static_cast<size_t>(r)];
+      if (n == 0) continue;
+      for (const SliceRun& run : slice_runs(specs[static_cast<size_t>(r)]))
+        std::memcpy(p.value.data_as<float>() + run.global_offset, out_host.data_as<float>() + at + run.local_offset,
+                    static_cast<size_t>(run.length) * sizeof(float));
+      at += n;
+    }
+    whole.params().push_back(std::move(p));
+  }
+  return whole;
+}
+
+}  // namespace quill

@@ -1,0 +1,19 @@
+// The whole model's values from the ranks of a layout, for export: each tensor's slices gathered
+// from the ranks that hold them (one canonical holder per slice: the first data-parallel replica,
+// the first tensor-parallel rank of a replicated tensor, the first expert-data-parallel replica of
+// an expert) onto world rank 0, in the whole model's table order and global shapes.
+#pragma once
+
+#include "model/params.h"
+#include "ops/device_context.h"
+#include "parallel/layout.h"
+
+namespace quill {
+
+// Collective over the layout's world. World rank 0 receives the whole table (fp32 values on the
+// host, checkpoint dtypes and flags kept); the other ranks an empty one. On one rank it is
+// host_copy (model/param_placement.h).
+ParamTable gather_whole(const ParamTable& table, const DeviceContext& ctx, const Layout& layout,
+                        const InklingConfig& config);
+
+}  // namespace quill
