@@ -62,7 +62,7 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
       std::iota(everyone.begin(), everyone.end(), 0);
       world_gpu = std::make_unique<StagedComm>(dist->world().split(everyone, "world"), stream_of(ctx));
     } else {
-      world_gpu = NcclComm::create(dist->world(), stream_of(ctx), comm_options);
+      world_gpu = NcclComm::create(dist->world(), stream_of(ctx), comm_options, "world", comm_stream_of(ctx));
     }
   }
   const Layout layout = Layout::create(spec, num_layers, world_gpu.get());

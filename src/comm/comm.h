@@ -8,8 +8,9 @@
 //   Bool for data movement only. Every tensor must live on `device()`.
 // - Ranks are this communicator's ranks, 0..size()-1.
 // - Collectives are called by every rank of the communicator in the same order with matching
-//   arguments. CPU operations have completed on return; GPU operations are enqueued on the
-//   communicator's stream, and results are read after that stream.
+//   arguments. CPU operations have completed on return; GPU operations are ordered after the
+//   caller's (compute) stream's earlier work and before its later work, and may run on a stream of
+//   their own (NCCL does); the start_* forms leave the second ordering to CommHandle::wait.
 // - A failure (a peer that never arrives within the timeout, an engine error, arguments that
 //   differ across ranks) stops every rank with a message naming the rank, the communicator and
 //   the operation; nothing hangs silently. See CommOptions.
@@ -25,6 +26,21 @@
 namespace quill {
 
 enum class ReduceOp { Sum, Max };
+
+// A started operation (Comm::start_*). wait() orders the caller after it: on a GPU the caller's
+// stream waits for it (the host does not block); a CPU operation is complete when started. The
+// tensors it reads and writes must stay alive and untouched until wait() returns.
+class CommHandle {
+ public:
+  virtual ~CommHandle() = default;
+  virtual void wait() = 0;
+};
+
+// The handle of an operation that completed when it started.
+class CompletedCommHandle final : public CommHandle {
+ public:
+  void wait() override {}
+};
 
 struct CommOptions {
   // A collective that has not completed after this long stops the job (every rank) with a message.
@@ -70,6 +86,24 @@ class Comm {
   virtual void recv(const Tensor& t, int peer) = 0;
   virtual void send_recv(const Tensor& send, int dst, const Tensor& recv, int src) = 0;
   virtual void barrier() = 0;
+
+  // Started forms of the operations a training step overlaps with compute (the gradient
+  // reduce-scatter, the weights' all-gather, the token all-to-all): they return once the operation
+  // is enqueued, and handle->wait() orders what follows after it. By default they run the plain
+  // form and return a completed handle; NCCL enqueues them on its own stream.
+  virtual std::unique_ptr<CommHandle> start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+    reduce_scatter(in, out, op);
+    return std::make_unique<CompletedCommHandle>();
+  }
+  virtual std::unique_ptr<CommHandle> start_all_gather(const Tensor& in, const Tensor& out) {
+    all_gather(in, out);
+    return std::make_unique<CompletedCommHandle>();
+  }
+  virtual std::unique_ptr<CommHandle> start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
+                                                       const Tensor& out, const std::vector<int64_t>& recv_counts) {
+    all_to_all(in, send_counts, out, recv_counts);
+    return std::make_unique<CompletedCommHandle>();
+  }
 
   // A sub-communicator; collective over this communicator. Every rank passes the group it
   // belongs to (ranks of this communicator; the groups of all ranks partition them, as the

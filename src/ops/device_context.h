@@ -19,6 +19,9 @@ struct DeviceContext {
   DType activation = DType::F32;
   // Allocator for activations and gradients on this device.
   Allocator* allocator = &host_allocator();
+  // Host memory for the host side of transfers: page-locked on a GPU (asynchronous copies need
+  // it), plain host memory on the CPU backend.
+  Allocator* host_pinned = &host_allocator();
 
   static DeviceContext cpu() { return DeviceContext{}; }
 };

@@ -31,6 +31,8 @@ struct OpTable {
   decltype(&ops::convert) convert = nullptr;
   decltype(&ops::zero) zero = nullptr;
   decltype(&ops::transfer) transfer = nullptr;
+  decltype(&ops::transfer_async) transfer_async = nullptr;
+  decltype(&ops::wait_transfers) wait_transfers = nullptr;
   decltype(&ops::cross_entropy_forward_backward) cross_entropy_forward_backward = nullptr;
   decltype(&ops::copy) copy = nullptr;
   decltype(&ops::add_inplace) add_inplace = nullptr;

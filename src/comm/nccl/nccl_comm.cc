@@ -235,7 +235,8 @@ int select_cuda_device(int local_rank, int local_size, bool share) {
   return device;
 }
 
-std::unique_ptr<NcclComm> NcclComm::create(Comm& bootstrap, cudaStream_t stream, CommOptions options, std::string name) {
+std::unique_ptr<NcclComm> NcclComm::create(Comm& bootstrap, cudaStream_t stream, CommOptions options, std::string name,
+                                           cudaStream_t comm_stream) {
   QUILL_CHECK(bootstrap.device() == Device::CPU, "NcclComm::create: the bootstrap communicator '{}' must move CPU tensors",
               bootstrap.name());
   Tensor id_bytes = Tensor::zeros({static_cast<int64_t>(sizeof(ncclUniqueId))}, DType::U8);
@@ -249,13 +250,25 @@ std::unique_ptr<NcclComm> NcclComm::create(Comm& bootstrap, cudaStream_t stream,
   bootstrap.broadcast(id_bytes, 0);
   ncclUniqueId id;
   std::memcpy(&id, id_bytes.data(), sizeof(id));
-  return std::make_unique<NcclComm>(id, bootstrap.size(), bootstrap.rank(), stream, options, std::move(name));
+  return std::make_unique<NcclComm>(id, bootstrap.size(), bootstrap.rank(), stream, options, std::move(name), comm_stream);
 }
 
-NcclComm::NcclComm(const ncclUniqueId& id, int size, int rank, cudaStream_t stream, CommOptions options, std::string name)
-    : stream_(stream), options_(options), name_(std::move(name)), rank_(rank), size_(size) {
+NcclComm::Streams::~Streams() {
+  if (owned && comm) cudaStreamDestroy(comm);
+}
+
+NcclComm::NcclComm(const ncclUniqueId& id, int size, int rank, cudaStream_t stream, CommOptions options, std::string name,
+                   cudaStream_t comm_stream)
+    : stream_(stream), options_(options), name_(std::move(name)), rank_(rank), size_(size),
+      streams_(std::make_shared<Streams>()) {
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   QUILL_CHECK(cudaGetDevice(&device_) == cudaSuccess, "NcclComm '{}': no current CUDA device", name_);
+  streams_->comm = comm_stream;
+  if (!comm_stream) {
+    QUILL_CHECK(cudaStreamCreateWithFlags(&streams_->comm, cudaStreamNonBlocking) == cudaSuccess,
+                "NcclComm '{}': cannot create its communication stream", name_);
+    streams_->owned = true;
+  }
   watchdog_ = std::make_shared<NcclWatchdog>(device_, options_.timeout_s);
   // Default (blocking) configuration: calls return once enqueued; the watchdog bounds waits.
   const std::string what = fmt::format("{}: NCCL init of {} ranks on GPU {}", who(), size, device_);
@@ -267,8 +280,9 @@ NcclComm::NcclComm(const ncclUniqueId& id, int size, int rank, cudaStream_t stre
 }
 
 NcclComm::NcclComm(ncclComm_t comm, cudaStream_t stream, CommOptions options, std::string name,
-                   std::shared_ptr<NcclWatchdog> watchdog)
-    : comm_(comm), stream_(stream), options_(options), name_(std::move(name)), watchdog_(std::move(watchdog)) {
+                   std::shared_ptr<NcclWatchdog> watchdog, std::shared_ptr<Streams> streams)
+    : comm_(comm), stream_(stream), options_(options), name_(std::move(name)), watchdog_(std::move(watchdog)),
+      streams_(std::move(streams)) {
   cudaGetDevice(&device_);
   init_common();
 }
@@ -310,14 +324,53 @@ void NcclComm::check(const std::string& problem) const {
   if (!problem.empty()) fail(problem);
 }
 
+namespace {
+
+cudaEvent_t record_event(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  cudaEventRecord(e, stream);
+  return e;
+}
+
+// The caller's stream waits for an operation's event; the event is released (CUDA keeps it until
+// the wait resolves).
+void join(cudaStream_t caller, cudaEvent_t done) {
+  cudaStreamWaitEvent(caller, done, 0);
+  cudaEventDestroy(done);
+}
+
+class NcclHandle final : public CommHandle {
+ public:
+  NcclHandle(cudaStream_t caller, cudaEvent_t done) : caller_(caller), done_(done) {}
+  ~NcclHandle() override { wait(); }  // never leave the caller unordered after the operation
+  void wait() override {
+    if (done_) join(caller_, done_);
+    done_ = nullptr;
+  }
+
+ private:
+  cudaStream_t caller_;
+  cudaEvent_t done_;
+};
+
+}  // namespace
+
 template <typename F>
-void NcclComm::run(const std::string& what, F&& enqueue) {
+cudaEvent_t NcclComm::launch(const std::string& what, F&& enqueue) {
   const std::string full = fmt::format("{}: NCCL {}", who(), what);
+  join(streams_->comm, record_event(stream_));  // after the compute stream's work so far
   const uint64_t ticket = watchdog_->begin(full);
   const ncclResult_t r = enqueue();
   if (r != ncclSuccess)
     watchdog_->fatal(fmt::format("{} failed: {} ({})", full, ncclGetErrorString(r), ncclGetLastError(comm_)));
-  watchdog_->enqueued(ticket, stream_, who());
+  watchdog_->enqueued(ticket, streams_->comm, who());
+  return record_event(streams_->comm);
+}
+
+template <typename F>
+void NcclComm::run(const std::string& what, F&& enqueue) {
+  join(stream_, launch(what, std::forward<F>(enqueue)));
 }
 
 namespace {
@@ -342,36 +395,44 @@ void NcclComm::all_reduce(const Tensor& t, ReduceOp op) {
   check(on_device(t, device_, "all_reduce"));
   check(comm_checks::reducible(t, "all_reduce"));
   run(fmt::format("all_reduce of {} ({})", count_str(t), comm_checks::reduce_name(op)), [&] {
-    return ncclAllReduce(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), nccl_op(op), comm_, stream_);
+    return ncclAllReduce(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), nccl_op(op), comm_, streams_->comm);
   });
 }
 
-void NcclComm::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+std::unique_ptr<CommHandle> NcclComm::start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
   check(comm_checks::tensor(in, Device::CUDA, "reduce_scatter", "input"));
   check(comm_checks::tensor(out, Device::CUDA, "reduce_scatter", "output"));
   check(on_device(in, device_, "reduce_scatter"));
   check(on_device(out, device_, "reduce_scatter"));
   bool in_place = false;  // NCCL handles out == in's block rank itself
   check(comm_checks::reduce_scatter(in, out, size_, rank_, &in_place));
-  run(fmt::format("reduce_scatter of {} ({})", count_str(out), comm_checks::reduce_name(op)), [&] {
-    return ncclReduceScatter(in.data(), out.data(), out.numel(), nccl_type(in.dtype()), nccl_op(op), comm_, stream_);
+  cudaEvent_t done = launch(fmt::format("reduce_scatter of {} ({})", count_str(out), comm_checks::reduce_name(op)), [&] {
+    return ncclReduceScatter(in.data(), out.data(), out.numel(), nccl_type(in.dtype()), nccl_op(op), comm_, streams_->comm);
   });
+  return std::make_unique<NcclHandle>(stream_, done);
 }
 
-void NcclComm::all_gather(const Tensor& in, const Tensor& out) {
+void NcclComm::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  start_reduce_scatter(in, out, op)->wait();
+}
+
+std::unique_ptr<CommHandle> NcclComm::start_all_gather(const Tensor& in, const Tensor& out) {
   check(comm_checks::tensor(in, Device::CUDA, "all_gather", "input"));
   check(comm_checks::tensor(out, Device::CUDA, "all_gather", "output"));
   check(on_device(in, device_, "all_gather"));
   check(on_device(out, device_, "all_gather"));
   bool in_place = false;
   check(comm_checks::all_gather(in, out, size_, rank_, &in_place));
-  run(fmt::format("all_gather of {}", count_str(in)), [&] {
-    return ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()), comm_, stream_);
+  cudaEvent_t done = launch(fmt::format("all_gather of {}", count_str(in)), [&] {
+    return ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()), comm_, streams_->comm);
   });
+  return std::make_unique<NcclHandle>(stream_, done);
 }
 
-void NcclComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
-                          const std::vector<int64_t>& recv_counts) {
+void NcclComm::all_gather(const Tensor& in, const Tensor& out) { start_all_gather(in, out)->wait(); }
+
+std::unique_ptr<CommHandle> NcclComm::start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
+                                                       const Tensor& out, const std::vector<int64_t>& recv_counts) {
   check(comm_checks::tensor(in, Device::CUDA, "all_to_all", "input"));
   check(comm_checks::tensor(out, Device::CUDA, "all_to_all", "output"));
   check(on_device(in, device_, "all_to_all"));
@@ -381,21 +442,27 @@ void NcclComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send_cou
   const ncclDataType_t type = nccl_type(in.dtype());
   int64_t send_total = 0, recv_total = 0;
   for (int r = 0; r < size_; ++r) send_total += send_counts[r], recv_total += recv_counts[r];
-  run(fmt::format("all_to_all of {} (sending {} elements, receiving {})", dtype_name(in.dtype()), send_total, recv_total), [&] {
+  cudaEvent_t done = launch(fmt::format("all_to_all of {} (sending {} elements, receiving {})", dtype_name(in.dtype()), send_total, recv_total), [&] {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
     auto* src = static_cast<char*>(in.data());
     auto* dst = static_cast<char*>(out.data());
     int64_t so = 0, ro = 0;
     for (int p = 0; p < size_ && r == ncclSuccess; ++p) {
-      if (send_counts[p] > 0) r = ncclSend(src + so * es, send_counts[p], type, p, comm_, stream_);
-      if (r == ncclSuccess && recv_counts[p] > 0) r = ncclRecv(dst + ro * es, recv_counts[p], type, p, comm_, stream_);
+      if (send_counts[p] > 0) r = ncclSend(src + so * es, send_counts[p], type, p, comm_, streams_->comm);
+      if (r == ncclSuccess && recv_counts[p] > 0) r = ncclRecv(dst + ro * es, recv_counts[p], type, p, comm_, streams_->comm);
       so += send_counts[p];
       ro += recv_counts[p];
     }
     const ncclResult_t end = ncclGroupEnd();
     return r != ncclSuccess ? r : end;
   });
+  return std::make_unique<NcclHandle>(stream_, done);
+}
+
+void NcclComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
+                          const std::vector<int64_t>& recv_counts) {
+  start_all_to_all(in, send_counts, out, recv_counts)->wait();
 }
 
 void NcclComm::broadcast(const Tensor& t, int root) {
@@ -403,7 +470,7 @@ void NcclComm::broadcast(const Tensor& t, int root) {
   check(on_device(t, device_, "broadcast"));
   check(comm_checks::peer(root, size_, name_, "broadcast"));
   run(fmt::format("broadcast of {} from root {}", count_str(t), root), [&] {
-    return ncclBroadcast(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), root, comm_, stream_);
+    return ncclBroadcast(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), root, comm_, streams_->comm);
   });
 }
 
@@ -413,7 +480,7 @@ void NcclComm::send(const Tensor& t, int peer) {
   check(comm_checks::peer(peer, size_, name_, "send"));
   if (peer == rank_) fail("send: a rank cannot send to itself with a lone send (use send_recv)");
   run(fmt::format("send of {} to rank {}", count_str(t), peer),
-      [&] { return ncclSend(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, stream_); });
+      [&] { return ncclSend(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, streams_->comm); });
 }
 
 void NcclComm::recv(const Tensor& t, int peer) {
@@ -422,7 +489,7 @@ void NcclComm::recv(const Tensor& t, int peer) {
   check(comm_checks::peer(peer, size_, name_, "recv"));
   if (peer == rank_) fail("recv: a rank cannot receive from itself with a lone recv (use send_recv)");
   run(fmt::format("recv of {} from rank {}", count_str(t), peer),
-      [&] { return ncclRecv(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, stream_); });
+      [&] { return ncclRecv(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, streams_->comm); });
 }
 
 void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
@@ -436,16 +503,16 @@ void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int sr
   run(fmt::format("send_recv ({} to rank {}, {} from rank {})", count_str(send), dst, count_str(recv), src), [&] {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
-    r = ncclSend(send.data(), send.numel(), nccl_type(send.dtype()), dst, comm_, stream_);
-    if (r == ncclSuccess) r = ncclRecv(recv.data(), recv.numel(), nccl_type(recv.dtype()), src, comm_, stream_);
+    r = ncclSend(send.data(), send.numel(), nccl_type(send.dtype()), dst, comm_, streams_->comm);
+    if (r == ncclSuccess) r = ncclRecv(recv.data(), recv.numel(), nccl_type(recv.dtype()), src, comm_, streams_->comm);
     const ncclResult_t end = ncclGroupEnd();
     return r != ncclSuccess ? r : end;
   });
 }
 
 void NcclComm::barrier() {
-  run("barrier", [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_); });
-  const cudaError_t err = cudaStreamSynchronize(stream_);  // the watchdog bounds this wait
+  run("barrier", [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, streams_->comm); });
+  const cudaError_t err = cudaStreamSynchronize(streams_->comm);  // the watchdog bounds this wait
   if (err != cudaSuccess) watchdog_->fatal(fmt::format("{}: barrier: {}", who(), cudaGetErrorString(err)));
 }
 
@@ -460,7 +527,7 @@ std::unique_ptr<Comm> NcclComm::split(const std::vector<int>& group, const std::
   watchdog_->end_host(ticket);
   if (r != ncclSuccess || !sub)
     watchdog_->fatal(fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), ncclGetLastError(comm_)));
-  std::unique_ptr<NcclComm> comm(new NcclComm(sub, stream_, options_, name, watchdog_));
+  std::unique_ptr<NcclComm> comm(new NcclComm(sub, stream_, options_, name, watchdog_, streams_));
   if (comm->size_ != static_cast<int>(group.size()) || group[comm->rank_] != rank_)
     watchdog_->fatal(fmt::format("{}: the new communicator has {} ranks with this rank at {}; every member must pass the "
                                  "same list", what, comm->size_, comm->rank_));

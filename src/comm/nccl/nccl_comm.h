@@ -1,7 +1,9 @@
 // NcclComm: the Comm interface over NCCL, for GPU tensors; built only with the CUDA backend
 // (QUILL_HAVE_NCCL). One process per GPU; NCCL is bootstrapped through MPI (rank 0 of the
-// bootstrap communicator makes the unique id and broadcasts it). Operations are enqueued on the
-// stream passed in and return at once; results are read after that stream.
+// bootstrap communicator makes the unique id and broadcasts it). Operations run on a
+// communication stream of their own, off the compute stream passed in: each waits (by an event)
+// for the compute stream's earlier work and returns at once; the plain forms make the compute
+// stream wait for them, the start_* forms leave that to the handle, so compute can overlap them.
 //
 // Nothing hangs silently: a watchdog thread, shared by a communicator and those split from it,
 // follows every operation (a CUDA event recorded after it) and polls ncclCommGetAsyncError.
@@ -37,11 +39,13 @@ class NcclComm final : public Comm {
  public:
   // Collective over `bootstrap` (a CPU communicator, the MPI world say): ranks and size are
   // bootstrap's. The current CUDA device must be this rank's GPU (select_cuda_device).
+  // `comm_stream` runs the collectives (the device context's communication stream; null: one of
+  // the communicator's own).
   static std::unique_ptr<NcclComm> create(Comm& bootstrap, cudaStream_t stream, CommOptions options = {},
-                                          std::string name = "world");
+                                          std::string name = "world", cudaStream_t comm_stream = nullptr);
   // Every rank passes the same id (from ncclGetUniqueId on one of them), e.g. one thread per GPU.
   NcclComm(const ncclUniqueId& id, int size, int rank, cudaStream_t stream, CommOptions options = {},
-           std::string name = "world");
+           std::string name = "world", cudaStream_t comm_stream = nullptr);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -62,20 +66,38 @@ class NcclComm final : public Comm {
   void send_recv(const Tensor& send, int dst, const Tensor& recv, int src) override;
   // Waits (host) until every rank has reached it and this stream's earlier work is done.
   void barrier() override;
-  // ncclCommSplit; the new communicator shares this one's stream and watchdog.
+  // ncclCommSplit; the new communicator shares this one's streams and watchdog.
   std::unique_ptr<Comm> split(const std::vector<int>& group, const std::string& name) override;
 
-  cudaStream_t stream() const { return stream_; }
+  std::unique_ptr<CommHandle> start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override;
+  std::unique_ptr<CommHandle> start_all_gather(const Tensor& in, const Tensor& out) override;
+  std::unique_ptr<CommHandle> start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
+                                               const Tensor& out, const std::vector<int64_t>& recv_counts) override;
+
+  cudaStream_t stream() const { return stream_; }            // the caller's (compute) stream
+  cudaStream_t comm_stream() const { return streams_->comm; }  // where the collectives run
   ncclComm_t handle() const { return comm_; }
   int cuda_device() const { return device_; }
 
  private:
-  NcclComm(ncclComm_t comm, cudaStream_t stream, CommOptions options, std::string name, std::shared_ptr<NcclWatchdog> watchdog);
+  // The communication stream, shared by a communicator and those split from it; destroyed with the
+  // last of them when the communicator made it.
+  struct Streams {
+    cudaStream_t comm = nullptr;
+    bool owned = false;
+    ~Streams();
+  };
+  NcclComm(ncclComm_t comm, cudaStream_t stream, CommOptions options, std::string name, std::shared_ptr<NcclWatchdog> watchdog,
+           std::shared_ptr<Streams> streams);
   void init_common();
   std::string who() const;
   [[noreturn]] void fail(const std::string& message) const;  // local argument errors: policy
   void check(const std::string& problem) const;
-  // Runs `enqueue` (NCCL calls on stream_) under the watchdog; a failed call ends the job.
+  // Enqueues `enqueue` (NCCL calls on the communication stream) after the compute stream's work
+  // so far, under the watchdog (a failed call ends the job); returns an event recorded after it.
+  template <typename F>
+  cudaEvent_t launch(const std::string& what, F&& enqueue);
+  // launch, then the compute stream waits for it.
   template <typename F>
   void run(const std::string& what, F&& enqueue);
 
@@ -86,6 +108,7 @@ class NcclComm final : public Comm {
   int rank_ = 0, size_ = 1, device_ = 0;
   void* scratch_ = nullptr;  // one int on the device, for barrier()
   std::shared_ptr<NcclWatchdog> watchdog_;
+  std::shared_ptr<Streams> streams_;
 };
 
 }  // namespace quill

@@ -30,4 +30,13 @@ void transfer(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
   if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), src.nbytes());
 }
 
+void transfer_async(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::transfer_async, "transfer_async")(ctx, src, dst);
+  transfer(ctx, src, dst);  // the CPU backend has no streams: done on return
+}
+
+void wait_transfers(const DeviceContext& ctx, bool host) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::wait_transfers, "wait_transfers")(ctx, host);
+}
+
 }  // namespace quill::ops

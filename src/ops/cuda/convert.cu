@@ -154,4 +154,34 @@ void transfer(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
   QUILL_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
 }
 
+namespace {
+// An event recorded on `recorded` that `waiter` then waits for; destroyed at once (CUDA keeps it
+// until the wait is resolved).
+void order_after(cudaStream_t waiter, cudaStream_t recorded) {
+  cudaEvent_t e;
+  QUILL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  QUILL_CUDA_CHECK(cudaEventRecord(e, recorded));
+  QUILL_CUDA_CHECK(cudaStreamWaitEvent(waiter, e, 0));
+  QUILL_CUDA_CHECK(cudaEventDestroy(e));
+}
+}  // namespace
+
+void transfer_async(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
+  const char* op = "transfer_async";
+  QUILL_CHECK(src.defined(), "{}: src is undefined", op);
+  require_shape(op, "dst", dst, src.shape());
+  require_dtype(op, "dst", dst, src.dtype());
+  if (src.nbytes() == 0 || src.data() == dst.data()) return;
+  const bool from_device = src.device() == Device::CUDA, to_device = dst.device() == Device::CUDA;
+  QUILL_CHECK(from_device != to_device, "{}: one of the tensors must be on the device, the other on the host", op);
+  order_after(copy_stream_of(ctx), stream_of(ctx));  // the copy sees every op enqueued so far
+  QUILL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(),
+                                   from_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, copy_stream_of(ctx)));
+}
+
+void wait_transfers(const DeviceContext& ctx, bool host) {
+  order_after(stream_of(ctx), copy_stream_of(ctx));
+  if (host) QUILL_CUDA_CHECK(cudaStreamSynchronize(copy_stream_of(ctx)));
+}
+
 }  // namespace quill::cuda

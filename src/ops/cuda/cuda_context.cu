@@ -67,19 +67,40 @@ std::string cuda_device_name(int device) {
   return prop.name;
 }
 
-CudaBackend::CudaBackend(int device) : resources_(new CudaResources), allocator_(new DeviceAllocator(device)) {
+// Page-locked host memory (cudaHostAlloc): the host side of asynchronous copies, which from
+// pageable memory would be staged and synchronous.
+class PinnedHostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    QUILL_CHECK(err == cudaSuccess, "out of pinned host memory allocating {} bytes ({})", bytes, cudaGetErrorString(err));
+    return p;
+  }
+  void deallocate(void* p, size_t) override { cudaFreeHost(p); }
+  Device device() const override { return Device::CPU; }
+};
+
+CudaBackend::CudaBackend(int device)
+    : resources_(new CudaResources), allocator_(new DeviceAllocator(device)), pinned_(new PinnedHostAllocator) {
   resources_->device = device;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->stream, cudaStreamNonBlocking));
+  QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->comm_stream, cudaStreamNonBlocking));
+  QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->copy_stream, cudaStreamNonBlocking));
   static_cast<DeviceAllocator*>(allocator_.get())->set_stream(resources_->stream);
   QUILL_CHECK(cublasLtCreate(&resources_->lt) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate failed on device {}", device);
   QUILL_CUDA_CHECK(cudaMalloc(&resources_->workspace, resources_->workspace_bytes));
 }
 
 CudaBackend::~CudaBackend() {
+  for (cudaStream_t st : {resources_->comm_stream, resources_->copy_stream})
+    if (st) cudaStreamSynchronize(st);
   if (resources_->stream) cudaStreamSynchronize(resources_->stream);  // pending frees and kernels finish first
   if (resources_->workspace) cudaFree(resources_->workspace);
   if (resources_->lt) cublasLtDestroy(resources_->lt);
+  for (cudaStream_t st : {resources_->comm_stream, resources_->copy_stream})
+    if (st) cudaStreamDestroy(st);
   if (resources_->stream) cudaStreamDestroy(resources_->stream);
 }
 
@@ -88,6 +109,7 @@ DeviceContext CudaBackend::context() const {
   ctx.device = Device::CUDA;
   ctx.cuda = resources_.get();
   ctx.allocator = allocator_.get();
+  ctx.host_pinned = pinned_.get();
   ctx.activation = DType::BF16;
   ctx.cuda_ops = &cuda_op_table();
   return ctx;

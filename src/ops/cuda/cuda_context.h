@@ -32,6 +32,7 @@ class CudaBackend {
  private:
   std::unique_ptr<CudaResources> resources_;
   std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<Allocator> pinned_;  // page-locked host memory
 };
 
 }  // namespace quill

@@ -17,9 +17,14 @@ namespace cuda {
 struct GemmPlanCache;  // gemm_plan_cache.h
 }
 
+// Three streams: `stream` runs the ops (compute); `comm_stream` runs the communicators'
+// collectives (comm/nccl), so that they can overlap compute; `copy_stream` runs the asynchronous
+// host<->device copies (ops::transfer_async). Work crosses between them only through events.
 struct CudaResources {
   int device = 0;
   cudaStream_t stream = nullptr;
+  cudaStream_t comm_stream = nullptr;
+  cudaStream_t copy_stream = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 32u << 20;  // cuBLASLt's recommended workspace on Hopper is 32 MiB
@@ -27,6 +32,8 @@ struct CudaResources {
 };
 
 inline cudaStream_t stream_of(const DeviceContext& ctx) { return ctx.cuda->stream; }
+inline cudaStream_t comm_stream_of(const DeviceContext& ctx) { return ctx.cuda->comm_stream; }
+inline cudaStream_t copy_stream_of(const DeviceContext& ctx) { return ctx.cuda->copy_stream; }
 
 }  // namespace quill
 

@@ -35,6 +35,8 @@ void set_columns(const DeviceContext& ctx, const Tensor& x_NW, int64_t col, cons
 void convert(const DeviceContext& ctx, const Tensor& src, const Tensor& dst);
 void zero(const DeviceContext& ctx, const Tensor& t);
 void transfer(const DeviceContext& ctx, const Tensor& src, const Tensor& dst);
+void transfer_async(const DeviceContext& ctx, const Tensor& src, const Tensor& dst);
+void wait_transfers(const DeviceContext& ctx, bool host);
 // ops/cross_entropy.h
 double cross_entropy_forward_backward(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T, const Tensor& weights_T, int64_t vocab_limit, double grad_scale, const Tensor& dlogits_TV);
 // ops/elementwise.h

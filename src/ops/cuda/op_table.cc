@@ -31,6 +31,8 @@ OpTable make_table() {
   t.convert = &cuda::convert;
   t.zero = &cuda::zero;
   t.transfer = &cuda::transfer;
+  t.transfer_async = &cuda::transfer_async;
+  t.wait_transfers = &cuda::wait_transfers;
   t.adamw_update = &cuda::adamw_update;
   t.attention_forward = &cuda::attention_forward;
   t.attention_backward = &cuda::attention_backward;
