@@ -99,8 +99,9 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
     }
     const BucketGroup g = group_of(p, layout);
     const DType dtype = ctx.device == Device::CUDA && computes_in_bf16(p) ? DType::BF16 : DType::F32;
+    const bool replicated = p.shard.tp_replicated && layout.spec().tp > 1;
     auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ParamBucket& b) {
-      return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype;
+      return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype && b.tp_replicated == replicated;
     });
     if (it == buckets.end()) {
       ParamBucket b;
@@ -109,6 +110,8 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
       b.group_size = g.size;
       b.group_rank = g.rank;
       b.compute_dtype = dtype;
+      b.tp_replicated = replicated;
+      b.counts_in_norm = !replicated || layout.coords().tp == 0;
       buckets.push_back(b);
       it = buckets.end() - 1;
     }

@@ -64,6 +64,10 @@ struct ParamBucket {
   Comm* comm = nullptr;         // that group's communicator; null when it has one rank
   int group_size = 1, group_rank = 0;
   DType compute_dtype = DType::F32;
+  // Members replicated across tensor-parallel ranks are bucketed apart: their gradient norm counts
+  // on the first tensor-parallel rank only (false elsewhere), so that every element counts once.
+  bool tp_replicated = false;
+  bool counts_in_norm = true;
   std::vector<size_t> members;  // indices into ParamTable::params(), in table order
   int64_t numel = 0;            // padded
   Tensor grads;                 // F32 [numel]

@@ -21,7 +21,7 @@ double sum_over(Comm* comm, const DeviceContext& ctx, double value) {
 double global_grad_norm(const ParamTable& table, const DeviceContext& ctx, Comm* world) {
   double sq = 0;
   for (const ParamBucket& b : table.buckets())
-    sq += ops::sum_squares(ctx, b.grads.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}));
+    if (b.counts_in_norm) sq += ops::sum_squares(ctx, b.grads.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}));
   return std::sqrt(sum_over(world, ctx, sq));
 }
 

@@ -1,8 +1,8 @@
 // The global L2 norm of the gradients, for clipping and the metrics: after reduce_gradients, each
 // rank sums the squares of its shard of every bucket (the shards of a bucket partition it over its
 // group, and different groups hold different parameters), and the sums are added over `world`, so
-// every trainable element counts exactly once. (Parameters replicated across tensor-parallel ranks
-// will count on one of them only, when tensor parallelism exists.)
+// every trainable element counts exactly once; parameters replicated across tensor-parallel ranks
+// (their own buckets) count on the first tensor-parallel rank only.
 #pragma once
 
 #include "comm/comm.h"

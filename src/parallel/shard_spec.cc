@@ -40,7 +40,7 @@ ShardSpec make_shard_spec(const std::string& name, const Shape& global, const Sh
   s.tp_begin = rank * per;
   s.tp_end = s.tp_begin + per;
   s.local_shape[static_cast<size_t>(rule.tp_dim)] = rule.gate_up ? 2 * per : per;
-  s.tp_replicated = ranks == 1;
+  s.tp_replicated = !rule.experts && ranks == 1;  // routed experts are spread over ranks, never copies
   return s;
 }
 

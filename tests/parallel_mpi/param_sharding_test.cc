@@ -5,6 +5,7 @@
 // tables back gives the one-rank table bit for bit (names, order, shapes, values).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "io/hf_checkpoint.h"
 #include "model/param_gather.h"
 #include "model/param_placement.h"
+#include "optim/grad_norm.h"
 
 namespace quill::test {
 namespace {
@@ -114,6 +116,25 @@ TEST(ParamSharding, SlicesInitLoadAndGatherEqualOneRank) {
   if (world.rank() == 0)
     for (HfFormat f : {HfFormat::Release, HfFormat::Transformers})
       std::filesystem::remove_all(base + "-" + hf_format_name(f));
+}
+
+// The global gradient norm counts every trainable element of the model once, whatever the layout:
+// with every gradient element 1, it is the square root of the model's trainable element count.
+TEST(ParamSharding, GradientNormCountsEveryElementOnce) {
+  MpiComm& world = mpi_world();
+  const InklingConfig config = tiny();
+  int64_t trainable = 0;
+  for (const ParamDecl& d : param_decls(config))
+    if (!d.is_buffer) trainable += shape_numel(d.shape);
+  for (const LayoutSpec& spec : layouts_for(world.size())) {
+    SCOPED_TRACE(spec.describe());
+    const Layout layout = Layout::create(spec, config.num_layers, &world);
+    ParamTable t = ParamTable::for_config(config, layout);
+    place_params(t, DeviceContext::cpu(), layout);
+    for (Param& p : t.params())
+      if (p.grad.defined()) std::fill(p.grad.data_as<float>(), p.grad.data_as<float>() + p.grad.numel(), 1.0f);
+    EXPECT_DOUBLE_EQ(global_grad_norm(t, DeviceContext::cpu(), layout.world()), std::sqrt(static_cast<double>(trainable)));
+  }
 }
 
 TEST(ParamSharding, LayoutsThatDoNotDivideAreRefusedNamingTensorAndFlag) {
