@@ -12,10 +12,8 @@ namespace quill {
 namespace {
 
 // Does the rank at `c` hold the canonical copy of its slice of a tensor of `spec` on `stage`?
-bool canonical_holder(const ShardSpec& spec, int stage, const GridCoords& c) {
-  if (c.pp != stage) return false;
-  if (spec.rule.experts) return c.edp == 0;
-  return c.dp == 0 && c.cp == 0 && (!spec.tp_replicated || c.tp == 0);
+bool holds_canonical(const ShardSpec& spec, int stage, const GridCoords& c) {
+  return c.pp == stage && canonical_holder(spec, c);
 }
 
 }  // namespace
@@ -44,7 +42,7 @@ ParamTable gather_whole(const ParamTable& table, const DeviceContext& ctx, const
     for (int r = 0; r < ranks; ++r) {
       const GridCoords c = layout.grid().coords(r);
       specs.push_back(make_shard_spec(d.name, d.shape, rule, layout.spec(), c));
-      if (canonical_holder(specs.back(), stage, c)) recv[static_cast<size_t>(r)] = shape_numel(specs.back().local_shape);
+      if (holds_canonical(specs.back(), stage, c)) recv[static_cast<size_t>(r)] = shape_numel(specs.back().local_shape);
     }
     const auto found = mine.find(d.name);
     const bool holder = recv[static_cast<size_t>(me)] > 0;

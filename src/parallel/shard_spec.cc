@@ -44,6 +44,11 @@ ShardSpec make_shard_spec(const std::string& name, const Shape& global, const Sh
   return s;
 }
 
+bool canonical_holder(const ShardSpec& spec, const GridCoords& c) {
+  if (spec.rule.experts) return c.edp == 0;
+  return c.dp == 0 && c.cp == 0 && (!spec.tp_replicated || c.tp == 0);
+}
+
 std::vector<SliceRun> slice_runs(const ShardSpec& s) {
   const Shape& g = s.global_shape;
   const int nd = static_cast<int>(g.size());

@@ -43,6 +43,12 @@ struct ShardSpec {
 ShardSpec make_shard_spec(const std::string& name, const Shape& global, const ShardRule& rule, const LayoutSpec& sizes,
                           const GridCoords& coords);
 
+// Whether the rank at `coords` holds the canonical copy of its slice (for checkpoints and exports,
+// so that each element is written once): the first data-parallel (and context-parallel) replica;
+// of a tensor replicated across tensor-parallel ranks, the first of them; of routed experts, the
+// first expert-data-parallel replica. (The pipeline stage is the caller's: only that stage holds it.)
+bool canonical_holder(const ShardSpec& spec, const GridCoords& coords);
+
 // This rank's slice as runs of consecutive elements: local[local_offset + i] is
 // global[global_offset + i] for i < length (row-major, both flattened). Runs are in local order
 // and cover the local tensor exactly once.

@@ -50,23 +50,35 @@ std::string temp_name(const std::string& dir, Comm* world, const DeviceContext& 
   return dir + ".tmp-" + std::to_string(host.data_as<int64_t>()[0]);
 }
 
-// One piece of this rank's shards: elements [begin, end) of a parameter (flattened), and where they
-// lie in its bucket's shard.
+// One piece of this rank's shards: elements [begin, end) of a parameter in its global (whole)
+// flattened index, and where they lie in its bucket's shard (master and moments). A piece is
+// contiguous in both: a shard range is cut where the parameter's slice (parallel/shard_spec.h) is
+// not contiguous in the whole tensor.
 struct Piece {
   size_t param, bucket;
-  int64_t begin, end;  // in the parameter
-  int64_t at;          // offset in the bucket's shard (master and moments)
+  int64_t begin, end;  // global, in the parameter
+  int64_t at;          // offset in the bucket's shard
 };
 
-std::vector<Piece> my_pieces(const ParamTable& params) {
+// This rank's pieces. Saving skips the buckets of tensor-parallel replicas except on the first TP
+// rank (the others hold the same values), so each element is in exactly one rank's file; loading
+// fills them all.
+std::vector<Piece> my_pieces(const ParamTable& params, bool replicas) {
   std::vector<Piece> out;
   for (size_t bi = 0; bi < params.buckets().size(); ++bi) {
     const ParamBucket& b = params.buckets()[bi];
+    if (!b.counts_in_norm && !replicas) continue;
     for (size_t i : b.members) {
       const Param& p = params.params()[i];
       const int64_t o = p.bucket_offset;
-      const int64_t begin = std::max(o, b.shard_begin), end = std::min(o + shape_numel(p.shape), b.shard_end);
-      if (begin < end) out.push_back({i, bi, begin - o, end - o, begin - b.shard_begin});
+      const int64_t lb = std::max(o, b.shard_begin) - o, le = std::min(o + shape_numel(p.shape), b.shard_end) - o;
+      if (lb >= le) continue;
+      for (const SliceRun& r : slice_runs(p.shard)) {
+        const int64_t from = std::max(lb, r.local_offset), to = std::min(le, r.local_offset + r.length);
+        if (from < to)
+          out.push_back({i, bi, r.global_offset + (from - r.local_offset), r.global_offset + (to - r.local_offset),
+                         o + from - b.shard_begin});
+      }
     }
   }
   return out;
@@ -135,18 +147,22 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
   }
   barrier(world);
   std::vector<std::pair<std::string, Tensor>> pieces;
-  for (const Piece& pc : my_pieces(params)) {
+  for (const Piece& pc : my_pieces(params, /*replicas=*/false)) {
     const std::string& name = params.params()[pc.param].name;
     for (const char* kind : kKinds)
       pieces.emplace_back(fmt::format("{}/{}/{}-{}", kind, name, pc.begin, pc.end),
                           to_host(ctx, state_of(params, optimizer, kind, pc.bucket).view_flat(pc.at, {pc.end - pc.begin})));
   }
+  // Frozen tensors and buffers: the canonical holder of each slice writes it, by global range.
+  for (const Param& p : params.params()) {
+    if (p.trainable || !canonical_holder(p.shard, layout.coords())) continue;
+    const Tensor value = to_host(ctx, p.value);
+    for (const SliceRun& r : slice_runs(p.shard))
+      pieces.emplace_back(fmt::format("fixed/{}/{}-{}", p.name, r.global_offset, r.global_offset + r.length),
+                          value.view_flat(r.local_offset, {r.length}));
+  }
   write_safetensors(tmp + "/" + shard_file(rank, size), pieces);
   if (rank == 0) {
-    std::vector<std::pair<std::string, Tensor>> fixed;
-    for (const Param& p : params.params())
-      if (!p.trainable) fixed.emplace_back(p.name, to_host(ctx, p.value));
-    write_safetensors(tmp + "/fixed.safetensors", fixed);
     nlohmann::json state;
     state["format"] = kFormat;
     state["next_step"] = next_step;
@@ -162,46 +178,38 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
 }
 
 int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer, const DeviceContext& ctx,
-                              const Layout& layout) {
+                              [[maybe_unused]] const Layout& layout) {
   const nlohmann::json state = read_state(dir);
-  const std::string state_path = dir + "/state.json";
-  nlohmann::json saved_layout = state.at("layout"), now = layout_json(layout.spec());
-  saved_layout.erase("dp");
-  now.erase("dp");
-  QUILL_CHECK(saved_layout == now,
-              "{}: saved under layout {}, resuming under {}: only the data-parallel size may change on resume",
-              state_path, state.at("layout").dump(), layout_json(layout.spec()).dump());
+  // Pieces are keyed by global element ranges, so any layout reads its shards from them; what
+  // is missing (a checkpoint of another model, a torn one) is named below.
   const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
   const std::vector<SafetensorsFile>& files = ix.files;
-  for (const Piece& pc : my_pieces(params)) {
-    const Param& p = params.params()[pc.param];
-    for (const char* kind : kKinds) {
-      const std::string key = fmt::format("{}/{}", kind, p.name);
-      const Tensor dst = state_of(params, optimizer, kind, pc.bucket).view_flat(pc.at, {pc.end - pc.begin});
-      int64_t covered = 0;
-      const auto found = ix.pieces.find(key);
-      if (found == ix.pieces.end()) QUILL_FAIL("{}: {} of {} is not in the checkpoint", dir, kind, p.name);
-      for (const SavedPiece& s : found->second) {
-        const int64_t begin = std::max(s.begin, pc.begin), end = std::min(s.end, pc.end);
-        if (begin >= end) continue;
-        const Tensor src = files[s.file].tensor(s.tensor);
-        QUILL_CHECK(src.dtype() == DType::F32 && src.numel() == s.end - s.begin, "{}: tensor {} is {}, expected F32 [{}]",
-                    files[s.file].path(), s.tensor, src.describe(), s.end - s.begin);
-        ops::transfer(ctx, src.view_flat(begin - s.begin, {end - begin}), dst.view_flat(begin - pc.begin, {end - begin}));
-        covered += end - begin;
-      }
-      QUILL_CHECK(covered == pc.end - pc.begin, "{}: {} of {} elements [{}, {}) are missing (found {})", dir, kind, p.name,
-                  pc.begin, pc.end, covered);
+  // Fills dst with elements [begin, end) of `kind/name` from the saved pieces that cover them.
+  auto fill = [&](const std::string& kind, const std::string& name, int64_t begin, int64_t end, const Tensor& dst) {
+    const auto found = ix.pieces.find(kind + "/" + name);
+    QUILL_CHECK(found != ix.pieces.end(), "{}: {} of {} is not in the checkpoint", dir, kind, name);
+    int64_t covered = 0;
+    for (const SavedPiece& s : found->second) {
+      const int64_t b = std::max(s.begin, begin), e = std::min(s.end, end);
+      if (b >= e) continue;
+      const Tensor src = files[s.file].tensor(s.tensor);
+      QUILL_CHECK(src.dtype() == DType::F32 && src.numel() == s.end - s.begin, "{}: tensor {} is {}, expected F32 [{}]",
+                  files[s.file].path(), s.tensor, src.describe(), s.end - s.begin);
+      ops::transfer(ctx, src.view_flat(b - s.begin, {e - b}), dst.view_flat(b - begin, {e - b}));
+      covered += e - b;
     }
+    QUILL_CHECK(covered == end - begin, "{}: {} of {} elements [{}, {}) are missing (found {})", dir, kind, name, begin,
+                end, covered);
+  };
+  for (const Piece& pc : my_pieces(params, /*replicas=*/true)) {
+    const Param& p = params.params()[pc.param];
+    for (const char* kind : kKinds)
+      fill(kind, p.name, pc.begin, pc.end, state_of(params, optimizer, kind, pc.bucket).view_flat(pc.at, {pc.end - pc.begin}));
   }
-  const SafetensorsFile fixed = SafetensorsFile::open(dir + "/fixed.safetensors");
   for (Param& p : params.params()) {
     if (p.trainable) continue;
-    QUILL_CHECK(fixed.contains(p.name), "{}: tensor {} missing", fixed.path(), p.name);
-    const Tensor src = fixed.tensor(p.name);
-    QUILL_CHECK(src.shape() == p.value.shape() && src.dtype() == DType::F32, "{}: tensor {} is {}, expected {}",
-                fixed.path(), p.name, src.describe(), p.value.describe());
-    ops::transfer(ctx, src, p.value);
+    for (const SliceRun& r : slice_runs(p.shard))
+      fill("fixed", p.name, r.global_offset, r.global_offset + r.length, p.value.view_flat(r.local_offset, {r.length}));
   }
   refresh_compute(params, ctx);
   optimizer.set_steps_taken(state.at("optimizer_steps").get<int64_t>());
@@ -213,17 +221,15 @@ std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string&
   const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [key, pieces] : ix.pieces) {
-    if (!key.starts_with("master/")) continue;
+    if (!key.starts_with("master/") && !key.starts_with("fixed/")) continue;
     int64_t n = 0;
     for (const SavedPiece& s : pieces) n = std::max(n, s.end);
     Tensor t = Tensor::zeros({n}, DType::F32);
     for (const SavedPiece& s : pieces)
       std::memcpy(t.data_as<float>() + s.begin, ix.files[s.file].tensor(s.tensor).data(),
                   static_cast<size_t>(s.end - s.begin) * sizeof(float));
-    out.emplace_back(key.substr(7), t);
+    out.emplace_back(key.substr(key.find('/') + 1), t);
   }
-  const SafetensorsFile fixed = SafetensorsFile::open(dir + "/fixed.safetensors");
-  for (const std::string& name : fixed.names()) out.emplace_back(name, fixed.tensor(name).clone());
   return out;
 }
 

@@ -2,11 +2,12 @@
 // weights, Adam moments, the optimizer's step count and the next training step (the data position
 // follows from it: rows are consumed in a fixed order; training draws no random numbers).
 //
-// Keyed by parameter name and element range, so that a run can resume under another
-// data-parallel size (each rank reads the ranges of its new shards from whichever files hold them):
+// Keyed by parameter name and global element range, so that a run can resume under another layout
+// (each rank reads the ranges of its new shards and slices from whichever files hold them):
 //   shard-rank{r}-of-{W}.safetensors  world rank r's pieces: "master/NAME/B-E", "exp_avg/NAME/B-E",
-//                                     "exp_avg_sq/NAME/B-E" (F32, elements [B, E) of NAME flattened)
-//   fixed.safetensors                 frozen tensors and buffers, whole, by name (rank 0)
+//                                     "exp_avg_sq/NAME/B-E" (F32, elements [B, E) of the whole NAME
+//                                     flattened; each element in one rank's file), and "fixed/NAME/B-E"
+//                                     for frozen tensors and buffers
 //   state.json                        {"format", "next_step", "optimizer_steps", "world_size", "layout"}
 // Written to DIR.tmp-<pid of rank 0> by every rank and swapped in by rank 0 only when complete.
 #pragma once
@@ -25,14 +26,13 @@ namespace quill {
 
 void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, const AdamW& optimizer,
                            const DeviceContext& ctx, const Layout& layout);
-// Loads into params and optimizer; the data-parallel size may differ from the one saved, the other
-// sizes may not (yet). Returns the next step. Throws naming the file and tensor when the
-// checkpoint does not match the run.
+// Loads into params and optimizer under any layout of the same model. Returns the next step.
+// Throws naming the file and tensor when the checkpoint does not match the run.
 int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer, const DeviceContext& ctx,
                               const Layout& layout);
 
-// The fp32 values a checkpoint holds, whole, by name (the master pieces of every rank assembled,
-// and the fixed tensors), flattened: for tests and tools that compare runs through the fp32 state.
+// The fp32 values a checkpoint holds, whole, by name (the master and fixed pieces of every rank
+// assembled), flattened: for tests and tools that compare runs through the fp32 state.
 std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& dir);
 
 }  // namespace quill

@@ -206,25 +206,22 @@ TEST(DataParallel, ResumesAcrossDataParallelSizes) {
   }
 }
 
-// A resume under another tensor/pipeline/expert size is refused naming both layouts.
-TEST(DataParallel, ResumeUnderAnotherModelLayoutIsRefused) {
+// A checkpoint missing one rank's file is refused naming the file, before anything is trained.
+TEST(DataParallel, ResumeFromACheckpointMissingARankFileIsRefused) {
   const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows-refuse");
   ASSERT_EQ(run(quill + " data synth --conversations 100 --row-tokens 32 --max-rows 16 --out " + rows), 0);
   const std::string out = temp("refuse");
   const std::string flags = " train --config " + src + "/configs/tiny.json --rows " + rows + " --steps 2 --global-batch 2 --quiet";
-  ASSERT_EQ(run(quill + flags + " --stop-after 1 --out " + out + " --save " + out + "/checkpoint"), 0);
-  const std::string state_path = out + "/checkpoint/state.json";
-  std::ifstream in(state_path);
-  nlohmann::json state = nlohmann::json::parse(in);
-  in.close();
-  state["layout"]["tp"] = 2;
-  std::ofstream(state_path) << state.dump();
+  const std::string mpi2 = std::string(QUILL_MPIEXEC) + " -np 2 " + quill;
+  ASSERT_EQ(run(mpi2 + flags + " --dp 2 --stop-after 1 --out " + out + " --save " + out + "/checkpoint"), 0);
+  fs::remove(out + "/checkpoint/shard-rank1-of-2.safetensors");
   std::string output;
   FILE* pipe = popen((quill + flags + " --resume " + out + "/checkpoint --out " + out + " </dev/null 2>&1").c_str(), "r");
   std::array<char, 4096> buf;
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
   EXPECT_NE(WEXITSTATUS(pclose(pipe)), 0);
-  EXPECT_NE(output.find("only the data-parallel size may change on resume"), std::string::npos) << output;
+  EXPECT_NE(output.find("shard-rank1-of-2.safetensors"), std::string::npos) << output;
+  EXPECT_EQ(losses(out).size(), 1u) << "the metrics of the first run are kept";
 }
 
 }  // namespace
