@@ -47,6 +47,8 @@ void add_demo_command(CLI::App& app, Runner& run) {
       o.adam.weight_decay = 0.1;
       o.freeze_patterns = miles_frozen_patterns();
       o.out_dir = out;
+      // The demo's directory is its own: running it again replaces its earlier run (its rows stay).
+      o.overwrite = true;
       std::printf("quill demo: training %s for %lld steps, %lld rows per step, on the CPU\n", o.config_path.c_str(),
                   static_cast<long long>(steps), static_cast<long long>(batch));
       TrainResult r = run_training(o);

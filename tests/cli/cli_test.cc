@@ -131,3 +131,15 @@ TEST(Cli, HugeDimensionFailsNamingFileAndFieldBeforeAllocating) {
 }
 
 }  // namespace
+
+namespace {
+// The README's main command runs again and again: the demo's directory is its own.
+TEST(Cli, DemoRunsAgainIntoItsOwnDirectory) {
+  const std::string out = temp("demo");
+  for (int i = 0; i < 2; ++i) {
+    CommandResult r = quill("demo --steps 2 --source-dir " + kSrc + " --out " + out);
+    ASSERT_EQ(r.status, 0) << "run " << i << ": " << r.output;
+    EXPECT_NE(r.output.find("quill demo: loss"), std::string::npos) << r.output;
+  }
+}
+}  // namespace
