@@ -11,25 +11,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include "util/command.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int status;
-  std::string output;  // stdout and stderr together
-};
+using quill::test::CommandResult;
 
-CommandResult quill(const std::string& args) {
-  const std::string cmd = std::string(QUILL_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
+CommandResult quill(const std::string& args) { return quill::test::run_command(std::string(QUILL_BINARY) + " " + args); }
 
 std::string temp(const std::string& name) {
   std::string d = (fs::temp_directory_path() / ("quill-cli-" + std::to_string(::getpid()) + "-" + name)).string();

@@ -21,21 +21,17 @@
 
 #include "io/safetensors.h"
 #include "train/train_checkpoint.h"
+#include "util/command.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 int run(const std::string& cmd, std::string* output = nullptr) {
-  // No standard input: an mpirun waiting on it once hung at exit.
-  FILE* pipe = popen((cmd + " </dev/null 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  if (output) *output = out;
-  if (WEXITSTATUS(status) != 0) ADD_FAILURE() << cmd << "\n" << out;
-  return WEXITSTATUS(status);
+  const quill::test::CommandResult r = quill::test::run_command(cmd);
+  if (output) *output = r.output;
+  if (r.status != 0) ADD_FAILURE() << cmd << "\n" << r.output;
+  return r.status;
 }
 
 std::string temp(const std::string& name) {
@@ -215,12 +211,9 @@ TEST(DataParallel, ResumeFromACheckpointMissingARankFileIsRefused) {
   const std::string mpi2 = std::string(QUILL_MPIEXEC) + " -np 2 " + quill;
   ASSERT_EQ(run(mpi2 + flags + " --dp 2 --stop-after 1 --out " + out + " --save " + out + "/checkpoint"), 0);
   fs::remove(out + "/checkpoint/shard-rank1-of-2.safetensors");
-  std::string output;
-  FILE* pipe = popen((quill + flags + " --resume " + out + "/checkpoint --out " + out + " </dev/null 2>&1").c_str(), "r");
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
-  EXPECT_NE(WEXITSTATUS(pclose(pipe)), 0);
-  EXPECT_NE(output.find("shard-rank1-of-2.safetensors"), std::string::npos) << output;
+  const quill::test::CommandResult r = quill::test::run_command(quill + flags + " --resume " + out + "/checkpoint --out " + out);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("shard-rank1-of-2.safetensors"), std::string::npos) << r.output;
   EXPECT_EQ(losses(out).size(), 1u) << "the metrics of the first run are kept";
 }
 
@@ -234,13 +227,9 @@ std::string two_ranks(const std::string& rank0, const std::string& rank1) {
 }
 
 int run_quiet(const std::string& cmd, std::string* output) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  *output = out;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const quill::test::CommandResult r = quill::test::run_command(cmd);
+  *output = r.output;
+  return r.status;
 }
 
 TEST(DataParallel, RanksGivenDifferentJobsStopNamingWhatDiffers) {

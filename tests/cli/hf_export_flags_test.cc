@@ -8,23 +8,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include "util/command.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string output;
-};
+using Result = quill::test::CommandResult;
 
-Result quill(const std::string& args) {
-  FILE* pipe = popen((std::string(QUILL_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  return {WEXITSTATUS(pclose(pipe)), out};
-}
+Result quill(const std::string& args) { return quill::test::run_command(std::string(QUILL_BINARY) + " " + args); }
 
 std::string train_args(const std::string& out) {
   const std::string src = QUILL_SOURCE_DIR;

@@ -10,19 +10,16 @@
 #include <filesystem>
 #include <string>
 #include <yaml-cpp/yaml.h>
+#include "util/command.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 int run(const std::string& cmd, std::string* output = nullptr) {
-  FILE* pipe = popen(("cd " + std::string(QUILL_SOURCE_DIR) + " && " + cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  if (output) *output = out;
-  return WEXITSTATUS(status);
+  const quill::test::CommandResult r = quill::test::run_command("cd " + std::string(QUILL_SOURCE_DIR) + " && " + cmd);
+  if (output) *output = r.output;
+  return r.status;
 }
 
 std::string temp(const std::string& name) {

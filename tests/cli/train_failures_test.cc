@@ -14,24 +14,15 @@
 #include <string>
 
 #include "io/dir_swap.h"
+#include "util/command.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int status;
-  std::string output;  // stdout and stderr together
-};
+using quill::test::CommandResult;
 
-CommandResult sh(const std::string& cmd) {
-  FILE* pipe = popen((cmd + " 2>&1 </dev/null").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
+CommandResult sh(const std::string& cmd) { return quill::test::run_command(cmd); }
 
 CommandResult quill(const std::string& args) { return sh(std::string(QUILL_BINARY) + " " + args); }
 

@@ -136,12 +136,19 @@ void zero(const DeviceContext& ctx, const Tensor& t) {
   if (t.nbytes()) QUILL_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream_of(ctx)));
 }
 
-void transfer(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
-  const char* op = "transfer";
+namespace {
+// The arguments of a transfer: src defined, dst of its shape and dtype. False when there is nothing
+// to copy (empty, or the same memory).
+bool transfer_needed(const char* op, const Tensor& src, const Tensor& dst) {
   QUILL_CHECK(src.defined(), "{}: src is undefined", op);
   require_shape(op, "dst", dst, src.shape());
   require_dtype(op, "dst", dst, src.dtype());
-  if (src.nbytes() == 0 || src.data() == dst.data()) return;
+  return src.nbytes() != 0 && src.data() != dst.data();
+}
+}  // namespace
+
+void transfer(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
+  if (!transfer_needed("transfer", src, dst)) return;
   const bool from_device = src.device() == Device::CUDA, to_device = dst.device() == Device::CUDA;
   if (!from_device && !to_device) {  // host to host: nothing on the stream can touch host tensors
     std::memcpy(dst.data(), src.data(), src.nbytes());
@@ -168,10 +175,7 @@ void order_after(cudaStream_t waiter, cudaStream_t recorded) {
 
 void transfer_async(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
   const char* op = "transfer_async";
-  QUILL_CHECK(src.defined(), "{}: src is undefined", op);
-  require_shape(op, "dst", dst, src.shape());
-  require_dtype(op, "dst", dst, src.dtype());
-  if (src.nbytes() == 0 || src.data() == dst.data()) return;
+  if (!transfer_needed(op, src, dst)) return;
   const bool from_device = src.device() == Device::CUDA, to_device = dst.device() == Device::CUDA;
   QUILL_CHECK(from_device != to_device, "{}: one of the tensors must be on the device, the other on the host", op);
   order_after(copy_stream_of(ctx), stream_of(ctx));  // the copy sees every op enqueued so far
