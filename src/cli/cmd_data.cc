@@ -22,6 +22,7 @@
 #include "data/build_rows.h"
 #include "data/byte_tokenizer.h"
 #include "data/conversation.h"
+#include "data/ids_json.h"
 #include "data/parallel.h"
 #include "data/row_view.h"
 #include "data/rows.h"
@@ -33,20 +34,25 @@ namespace quill::cli {
 
 namespace {
 
+// All of stdin, read in large blocks (an istreambuf_iterator over std::cin read it a character
+// at a time through getc/ungetc: 60% of `data encode`'s time, perf, 2026-12-01).
 std::string read_stdin() {
-  std::string s((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  QUILL_CHECK(!std::cin.bad(), "stdin: read error");
+  std::string s;
+  constexpr size_t kBlock = size_t{1} << 20;
+  for (;;) {
+    size_t old = s.size();
+    s.resize(old + kBlock);
+    size_t got = std::fread(s.data() + old, 1, kBlock, stdin);
+    s.resize(old + got);
+    if (got < kBlock) break;
+  }
+  QUILL_CHECK(!std::ferror(stdin), "stdin: read error");
   return s;
 }
 
-std::string ids_json(const std::vector<uint32_t>& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(ids[i]);
-  }
-  out += "]";
-  return out;
+void write_stdout(std::string_view bytes) {
+  QUILL_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() && std::fflush(stdout) == 0,
+              "stdout: write error");
 }
 
 // SHA-256 of the ids as little-endian uint32 (what bench/tokenizer compares with tiktoken).
@@ -247,13 +253,22 @@ void add_data_commands(CLI::App& app, Runner& run) {
   // ---- encode / decode
   CLI::App* encode = data->add_subcommand("encode", "UTF-8 text on stdin -> token ids as one JSON array on stdout");
   static std::string e_tokenizer, e_special;
+  static int e_threads = 0;
   encode->add_option("--tokenizer", e_tokenizer, "tokenizer.json, a tiktoken rank file, or 'byte'")->required();
   encode->add_option("--special-tokens", e_special, "for a rank file: inkling (default), o200k, none or a JSON file");
+  encode->add_option("--threads", e_threads, "threads (default: all cores; the ids do not depend on it)");
   encode->callback([&run] {
     run = [] {
-      std::unique_ptr<Tokenizer> tok = load_tokenizer(e_tokenizer, e_special);
+      QUILL_CHECK(e_threads >= 0, "--threads {}: expected 0 (all cores) or more", e_threads);
+      std::unique_ptr<Tokenizer> tok = load_tokenizer(e_tokenizer, e_special, e_threads);
       std::string text = read_stdin();
-      std::printf("%s\n", ids_json(tok->encode(text)).c_str());
+      ParallelEncodeOptions options;
+      options.threads = e_threads;
+      std::vector<uint32_t> ids;
+      encode_into(*tok, text, options, ids);
+      std::string json = ids_json(ids);
+      json += '\n';
+      write_stdout(json);
       return 0;
     };
   });
