@@ -665,47 +665,22 @@ uint64_t* thread_pair_cache(uint64_t owner, size_t slots) {
 }  // namespace
 
 void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
-  // v9 (2026-12-01): parts stay at the index of their first byte, linked by next/prev, and a
-  // part merged away gets rank kNoId; each merge is then a scan for the lowest rank over a plain
-  // array of u32 (vectorized; the leftmost of equal ranks is the lowest index, as parts keep their
-  // order) and two link updates, where v8 moved the tails of two arrays per merge and scanned
-  // them with a data-dependent branch (on CJK text, whose pieces run to ~30 bytes and ~16 merges,
-  // merge_small was 60% of encode instructions). The result is the same pair each step.
-  // rank[i], merged[i]: the pair (part i, part next[i]); the array is padded to a multiple of 8
-  // with kNoId so the scan needs no tail.
-  constexpr size_t kPad = 8;
-  alignas(32) uint32_t rank[kSmallPiece + kPad];
-  uint32_t ids[kSmallPiece], merged[kSmallPiece];
-  uint8_t next[kSmallPiece], prev[kSmallPiece];
-  static_assert(kSmallPiece < 255, "next/prev are bytes; 255 means none");
-  constexpr uint8_t kNone = 255;
-  if (n == 0) return;
-  for (size_t i = 0; i < n; ++i) {
-    ids[i] = byte_id_[p[i]];
-    next[i] = static_cast<uint8_t>(i + 1);
-    prev[i] = i == 0 ? kNone : static_cast<uint8_t>(i - 1);
-  }
-  for (size_t i = 0; i + 1 < n; ++i) {
-    const RankId r = byte_pairs_[(p[i] << 8) | p[i + 1]];
-    rank[i] = r.rank;
-    merged[i] = r.id;
-  }
-  const size_t scan = (n + kPad - 1) / kPad * kPad;  // rank[n - 1 .. scan) stay kNoId
-  for (size_t i = n - 1; i < scan; ++i) rank[i] = kNoId;
+  // ids[i]: part i; pr[i]: (rank, merged id) of the pair (i, i+1).
+  uint32_t ids[kSmallPiece];
+  RankId pr[kSmallPiece];
+  size_t m = n;
+  for (size_t i = 0; i < n; ++i) ids[i] = byte_id_[p[i]];
+  for (size_t i = 0; i + 1 < m; ++i) pr[i] = byte_pairs_[(p[i] << 8) | p[i + 1]];
   uint64_t* cache = nullptr;
   const uint64_t cache_mask = cache_sizes_.pair_slots - 1;
   if (compact_) {
     cache = thread_pair_cache(instance_, cache_sizes_.pair_slots);
   }
   constexpr uint64_t kNoRank = 0xFFFFFF;
-  auto decode = [&](uint64_t slot, size_t i) {
-    uint32_t r = static_cast<uint32_t>(slot & 0xFFFFFF);
-    if (r == kNoRank) {
-      rank[i] = kNoId;
-      return;
-    }
-    rank[i] = r;
-    merged[i] = rank_to_id_.empty() ? r : rank_to_id_[r];
+  auto decode = [&](uint64_t slot) -> RankId {
+    uint32_t rank = static_cast<uint32_t>(slot & 0xFFFFFF);
+    if (rank == kNoRank) return {kNoId, kNoId};
+    return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
   };
   auto probe = [&](uint64_t key, uint64_t h) -> uint64_t {  // the table's slot for key, or key << 24 | kNoRank
     for (uint64_t i = h & pair_mask_;; i = (i + 1) & pair_mask_) {
@@ -714,32 +689,25 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
       if (s == kEmptyKey) return (key << 24) | kNoRank;
     }
   };
-  for (;;) {
+  while (m > 1) {
     uint32_t best = kNoId;
-    for (size_t i = 0; i < scan; ++i) best = std::min(best, rank[i]);
-    if (best == kNoId) break;
     size_t bi = 0;
-    while (rank[bi] != best) ++bi;
-    // Part bi absorbs part j = next[bi].
-    const size_t j = next[bi];
-    ids[bi] = merged[bi];
-    rank[j] = kNoId;
-    next[bi] = next[j];
-    if (next[j] < n) prev[next[j]] = static_cast<uint8_t>(bi);
-    const size_t r = next[bi], l = prev[bi];
-    const bool right = r < n, left = l != kNone;
-    if (!right) rank[bi] = kNoId;
+    for (size_t i = 0; i + 1 < m; ++i) {
+      if (pr[i].rank < best) {
+        best = pr[i].rank;
+        bi = i;
+      }
+    }
+    if (best == kNoId) break;
+    ids[bi] = pr[bi].id;
+    // Remove part bi+1 and the pair (bi+1, bi+2).
+    for (size_t i = bi + 1; i + 1 < m; ++i) ids[i] = ids[i + 1];
+    for (size_t i = bi + 1; i + 2 < m; ++i) pr[i] = pr[i + 1];
+    --m;
+    const bool right = bi + 1 < m, left = bi > 0;
     if (cache == nullptr) {
-      if (right) {
-        RankId x = lookup_pair(ids[bi], ids[r]);
-        rank[bi] = x.rank;
-        merged[bi] = x.id;
-      }
-      if (left) {
-        RankId x = lookup_pair(ids[l], ids[bi]);
-        rank[l] = x.rank;
-        merged[l] = x.id;
-      }
+      if (right) pr[bi] = lookup_pair(ids[bi], ids[bi + 1]);
+      if (left) pr[bi - 1] = lookup_pair(ids[bi - 1], ids[bi]);
       continue;
     }
     // Both neighbours: cache first; the table loads of both misses are issued before either is
@@ -747,37 +715,37 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
     uint64_t kr = 0, hr = 0, kl = 0, hl = 0;
     bool miss_r = false, miss_l = false;
     if (right) {
-      kr = (static_cast<uint64_t>(ids[bi]) << 20) | ids[r];
+      kr = (static_cast<uint64_t>(ids[bi]) << 20) | ids[bi + 1];
       hr = mix(kr * 0x9E3779B97F4A7C15ull);
       uint64_t c = cache[hr & cache_mask];
-      if ((c >> 24) == kr) decode(c, bi);
+      if ((c >> 24) == kr) pr[bi] = decode(c);
       else {
         miss_r = true;
         __builtin_prefetch(&pairs8_[hr & pair_mask_]);
       }
     }
     if (left) {
-      kl = (static_cast<uint64_t>(ids[l]) << 20) | ids[bi];
+      kl = (static_cast<uint64_t>(ids[bi - 1]) << 20) | ids[bi];
       hl = mix(kl * 0x9E3779B97F4A7C15ull);
       uint64_t c = cache[hl & cache_mask];
-      if ((c >> 24) == kl) decode(c, l);
+      if ((c >> 24) == kl) pr[bi - 1] = decode(c);
       else {
         miss_l = true;
         __builtin_prefetch(&pairs8_[hl & pair_mask_]);
       }
     }
     if (miss_r) {
-      uint64_t slot = probe(kr, hr);
-      cache[hr & cache_mask] = slot;
-      decode(slot, bi);
+      uint64_t s = probe(kr, hr);
+      cache[hr & cache_mask] = s;
+      pr[bi] = decode(s);
     }
     if (miss_l) {
-      uint64_t slot = probe(kl, hl);
-      cache[hl & cache_mask] = slot;
-      decode(slot, l);
+      uint64_t s = probe(kl, hl);
+      cache[hl & cache_mask] = s;
+      pr[bi - 1] = decode(s);
     }
   }
-  for (size_t i = 0; i < n; i = next[i]) out.push_back(ids[i]);
+  for (size_t i = 0; i < m; ++i) out.push_back(ids[i]);  // mostly 1-4 ids: no memmove call (v5)
 }
 
 void BpeCore::merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
