@@ -19,7 +19,9 @@ Columns of the thread table, from bench-encode's "parallel" stats of the median 
   resize, copy   the serial output sizing and the parallel copy (ms)
   wake, tail     idle thread-time before the first / after the last chunk, % of threads x call
 The corpus is tools/tokenizer/make_corpus.py's mixed text (seed 11), as in bench.py. Every row is
-the median of --repeat runs after a warm-up; MB = 10^6 bytes.
+the median of --repeat runs after a warm-up on the same text; MB = 10^6 bytes. So every quill figure
+here is "hot" (the per-thread caches already hold every piece): right for how threads scale and
+for the cache sizes, not for speed on new text, which cold_warm.py measures (cold and warm).
 """
 
 import argparse

@@ -53,6 +53,8 @@ size_t table_size_for(size_t n) { return std::bit_ceil(std::max<size_t>(16, n * 
 
 // Building the tables takes token ids in chunks of this many per parallel task.
 constexpr size_t kBuildChunk = 4096;
+// Table lookups while building go in batches of this many, all prefetched before the first.
+constexpr size_t kLookupBatch = 32;
 size_t chunks_of(size_t n) { return (n + kBuildChunk - 1) / kBuildChunk; }
 
 // v = n copies of `value`, written on all threads (DefaultInitAllocator: resize writes nothing).
@@ -141,11 +143,23 @@ void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
   });
   // Two tokens with the same bytes: one of them finds the other. Then the table is built again
   // in id order, which names the same pair whatever the thread count.
+  // The lookups go in batches whose slots are all prefetched first (the table is 8 MiB, so each
+  // is a cache miss; one after the other they were most of the load, perf, 2026-12-01).
   std::atomic<bool> duplicate{false};
   pool.parallel_for(chunks_of(n), [&](size_t c) {
-    for (size_t id = c * kBuildChunk; id < std::min(n, (c + 1) * kBuildChunk); ++id) {
-      std::string_view bytes = token_bytes(static_cast<uint32_t>(id));
-      if (!bytes.empty() && find_token(bytes) != id) duplicate.store(true, std::memory_order_relaxed);
+    const size_t lo = c * kBuildChunk, hi = std::min(n, (c + 1) * kBuildChunk);
+    uint64_t hashes[kLookupBatch];
+    for (size_t b = lo; b < hi; b += kLookupBatch) {
+      const size_t e = std::min(hi, b + kLookupBatch);
+      for (size_t id = b; id < e; ++id) {
+        std::string_view bytes = token_bytes(static_cast<uint32_t>(id));
+        hashes[id - b] = hash_bytes(bytes.data(), bytes.size());
+        __builtin_prefetch(&pieces_[hashes[id - b] & piece_mask_]);
+      }
+      for (size_t id = b; id < e; ++id) {
+        std::string_view bytes = token_bytes(static_cast<uint32_t>(id));
+        if (!bytes.empty() && find_token(bytes, hashes[id - b]) != id) duplicate.store(true, std::memory_order_relaxed);
+      }
     }
   });
   if (!duplicate.load()) return;
@@ -234,17 +248,39 @@ BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, Thread
   // Every split of every token into two tokens is a merge, ranked by the token's rank. The
   // tokens' bytes are distinct (build_piece_table), so no pair comes from two tokens.
   const size_t n = core.id_count();
+  // The splits are looked up in batches whose slots are prefetched first (a batch's misses then
+  // overlap: these lookups were half of the load one after the other, perf, 2026-12-01).
   std::vector<std::vector<PairSlot>> found(chunks_of(n));
   p.parallel_for(found.size(), [&](size_t c) {
+    struct Split {
+      uint64_t left_hash, right_hash;
+      uint32_t id, k;
+    };
+    Split batch[kLookupBatch];
+    size_t used = 0;
+    auto flush = [&] {
+      for (size_t b = 0; b < used; ++b) {
+        const Split& s = batch[b];
+        std::string_view t = core.token_bytes(s.id);
+        std::optional<uint32_t> left = core.find_token(t.substr(0, s.k), s.left_hash);
+        if (!left) continue;
+        std::optional<uint32_t> right = core.find_token(t.substr(s.k), s.right_hash);
+        if (right) found[c].push_back({(static_cast<uint64_t>(*left) << 32) | *right, s.id, s.id});
+      }
+      used = 0;
+    };
     for (size_t id = c * kBuildChunk; id < std::min(n, (c + 1) * kBuildChunk); ++id) {
       std::string_view t = core.token_bytes(static_cast<uint32_t>(id));
       for (size_t k = 1; k < t.size(); ++k) {
-        std::optional<uint32_t> left = core.find_token(t.substr(0, k));
-        if (!left) continue;
-        std::optional<uint32_t> right = core.find_token(t.substr(k));
-        if (right) found[c].push_back({(static_cast<uint64_t>(*left) << 32) | *right, uint32_t(id), uint32_t(id)});
+        Split& s = batch[used++];
+        s = {hash_bytes(t.data(), k), hash_bytes(t.data() + k, t.size() - k), static_cast<uint32_t>(id),
+             static_cast<uint32_t>(k)};
+        __builtin_prefetch(&core.pieces_[s.left_hash & core.piece_mask_]);
+        __builtin_prefetch(&core.pieces_[s.right_hash & core.piece_mask_]);
+        if (used == kLookupBatch) flush();
       }
     }
+    flush();
   });
   size_t total = 0;
   for (const auto& f : found) total += f.size();

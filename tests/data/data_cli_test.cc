@@ -11,7 +11,9 @@
 
 #include "base/file_util.h"
 #include "data/synthetic.h"
+#include "data/ids_json.h"
 #include "data_test_util.h"
+#include "o200k_test_util.h"
 
 namespace quill {
 namespace {
@@ -50,6 +52,25 @@ TEST_F(DataCli, EncodeDecodeByteTokenizer) {
   write_file_atomic(tmp.sub("ids.json"), "[72, 105, 265]");
   r = run("data decode --tokenizer byte < " + tmp.sub("ids.json"));
   EXPECT_EQ(r.out, "Hi<|end_message|>");
+}
+
+// `data encode` on the 1.1 MB mixed corpus prints exactly tiktoken's ids in the JSON it always
+// printed ("[a,b,...]\n", as nlohmann::json dumps the array), on one thread and on three.
+TEST_F(DataCli, EncodeO200kPrintsTiktokensIdsAsBefore) {
+  std::string ranks = test::find_o200k_ranks();
+  if (ranks.empty()) GTEST_SKIP() << test::kNoO200kRanks;
+  std::string input = test::tokenizer_fixture("o200k_corpus.txt"), golden = input + ".o200k_ids";
+  if (!path_exists(golden)) GTEST_SKIP() << golden << " is missing (docs/tokenizer.md)";
+  test::Golden g = test::read_golden(golden);
+  const std::string want = nlohmann::json(g.ids).dump() + "\n";
+  for (const char* threads : {"1", "3"}) {
+    Result r = run("data encode --tokenizer " + ranks + " --special-tokens o200k --threads " + threads + " < " + input);
+    ASSERT_EQ(r.status, 0) << r.out.substr(0, 500);
+    EXPECT_TRUE(r.out == want) << "--threads " << threads << ": " << r.out.size() << " bytes, want " << want.size();
+  }
+  Result r = run("data encode --tokenizer " + ranks + " --threads -1 < " + input);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("--threads -1: expected 0 (all cores) or more"), std::string::npos) << r.out;
 }
 
 TEST_F(DataCli, BuildInspectAndErrors) {
