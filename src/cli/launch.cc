@@ -2,6 +2,7 @@
 // launchers (mpirun/srun), GPUs and communicators, shared by `quill train` and `quill run`.
 #include "cli/launch.h"
 
+#include <cstdio>
 #include <numeric>
 #include <vector>
 
@@ -22,11 +23,12 @@ namespace quill::cli {
 // Runs the training of `o` on `device` under `spec`: one process per rank, started by mpirun/srun;
 // a one-rank layout without a launcher is the plain single-process run. The layout is validated
 // against the world and the model (its config only) before anything else is loaded.
-TrainResult train_with_layout(const TrainOptions& o, const std::string& device, const LayoutSpec& spec) {
+TrainResult train_with_layout(const TrainOptions& o, const std::string& device, const LayoutSpec& flags) {
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
-  for (auto [flag, v] : {std::pair{"--dp", spec.dp}, {"--tp", spec.tp}, {"--pp", spec.pp}, {"--cp", spec.cp},
-                         {"--ep", spec.ep}, {"--etp", spec.etp}})
-    QUILL_CHECK(v >= 1, "{} must be at least 1, got {}", flag, v);
+  QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
+              "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
+  LayoutSpec spec = flags;
+  const std::vector<std::string> notes = check_layout_flags(spec);
   QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
               o.distributed_timeout_minutes);
   InklingModel::check_layout(spec);
@@ -40,14 +42,14 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
     QUILL_CHECK(dist->size() == spec.world(), "the layout ({}) needs {} ranks but the launcher started {} (mpirun -np {})",
                 spec.describe(), spec.world(), dist->size(), spec.world());
   }
+  if (!dist || dist->rank() == 0)
+    for (const std::string& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   if (device == "cpu") {
     const Layout layout = Layout::create(spec, num_layers, dist ? &dist->world() : nullptr);
     return run_training(o, DeviceContext::cpu(), layout);
   }
 #ifdef QUILL_HAVE_CUDA
   QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
-  QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
-              "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size(), o.comm_backend != "nccl") : 0;
   CudaBackend backend(gpu);
   const DeviceContext ctx = backend.context();

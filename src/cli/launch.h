@@ -9,7 +9,7 @@
 
 namespace quill::cli {
 
-TrainResult train_with_layout(const TrainOptions& options, const std::string& device, const LayoutSpec& layout);
+TrainResult train_with_layout(const TrainOptions& options, const std::string& device, const LayoutSpec& flags);
 // "cuda" when this build has the CUDA backend and a GPU is visible, else "cpu".
 std::string default_device();
 // What ran the job, for reports: the GPU's name, or the CPU backend.

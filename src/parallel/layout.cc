@@ -16,11 +16,8 @@ const GroupKind kCommKinds[] = {GroupKind::TP, GroupKind::CP,  GroupKind::DP,  G
 
 std::vector<int64_t> resolve_stage_layers(const LayoutSpec& spec, int64_t num_layers) {
   if (!spec.pp_layers.empty()) {
-    QUILL_CHECK(static_cast<int>(spec.pp_layers.size()) == spec.pp,
-                "--pp-layers names {} stages, but --pipeline-model-parallel-size is {}", spec.pp_layers.size(), spec.pp);
-    for (size_t s = 0; s < spec.pp_layers.size(); ++s)
-      QUILL_CHECK(spec.pp_layers[s] >= 1, "--pp-layers: stage {} has {} layers; every stage needs at least one", s,
-                  spec.pp_layers[s]);
+    LayoutSpec checked = spec;
+    check_layout_flags(checked);
     const int64_t total = std::accumulate(spec.pp_layers.begin(), spec.pp_layers.end(), int64_t{0});
     QUILL_CHECK(total == num_layers, "--pp-layers adds up to {} layers, the model has {}", total, num_layers);
     return spec.pp_layers;

@@ -22,4 +22,9 @@ struct LayoutSpec {
   std::string describe() const;  // "tp 4 sp cp 1 dp 2 pp 4 (12/10/10/10) ep 8 etp 1"
 };
 
+// Checks the sizes as flags (each at least 1, --pp-layers one count per stage, each at least 1) and
+// throws naming the flag. Returns notes for what is accepted but has no effect (Megatron's rule:
+// --sequence-parallel with one tensor-parallel rank is switched off with a warning).
+std::vector<std::string> check_layout_flags(LayoutSpec& spec);
+
 }  // namespace quill

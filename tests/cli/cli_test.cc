@@ -133,3 +133,31 @@ TEST(Cli, DemoRunsAgainIntoItsOwnDirectory) {
   }
 }
 }  // namespace
+
+namespace {
+// The layout flags are checked before anything loads, each error naming the flag; what quill cannot
+// run yet is refused naming the sizes; --sequence-parallel with one TP rank is off, with a note.
+TEST(Cli, LayoutFlagsAreCheckedNamingTheFlag) {
+  const std::string rows = temp("layout-rows");
+  ASSERT_EQ(quill("data synth --conversations 100 --row-tokens 32 --max-rows 8 --out " + rows).status, 0);
+  const std::string base = "train --config " + kSrc + "/configs/tiny.json --rows " + rows + " --steps 1 --global-batch 2 --quiet";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--tp 0", "--tensor-model-parallel-size must be at least 1, got 0"},
+      {"--pp 2 --pp-layers 0,4", "--pp-layers: stage 0 has 0 layers"},
+      {"--pp-layers 1,3", "--pp-layers names 2 stages, but --pipeline-model-parallel-size is 1"},
+      {"--comm bogus", "--comm: 'bogus' is not auto, nccl or mpi"},
+      {"--tensor-model-parallel-size 2", "tensor, context, pipeline and expert parallelism are not implemented yet"},
+  };
+  for (const auto& [flags, message] : bad) {
+    const std::string out = temp("layout-bad");
+    CommandResult r = quill(base + " " + flags + " --out " + out);
+    EXPECT_NE(r.status, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
+    EXPECT_FALSE(fs::exists(out + "/metrics.jsonl")) << flags << ": wrote metrics before refusing";
+  }
+  CommandResult r = quill(base + " --sp --out " + temp("layout-sp"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--sequence-parallel with --tensor-model-parallel-size 1 has no effect"), std::string::npos)
+      << r.output;
+}
+}  // namespace
