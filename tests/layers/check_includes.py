@@ -17,7 +17,7 @@ ALLOWED = {
     "tensor": {"base"},
     "ops": {"base", "tensor"},
     "comm": {"base", "tensor"},
-    "parallel": {"base", "tensor", "comm"},
+    "parallel": {"base", "tensor", "ops", "comm"},
     "model": {"base", "tensor", "ops", "comm", "parallel"},
     "optim": {"base", "tensor", "ops", "comm", "parallel", "model"},
     "data": {"base", "tensor"},

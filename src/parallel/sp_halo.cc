@@ -1,0 +1,85 @@
+#include "parallel/sp_halo.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "ops/convert.h"
+#include "ops/elementwise.h"
+
+namespace quill {
+
+namespace {
+
+struct HaloGeometry {
+  int64_t H, Tc, C;
+  int rank, ranks;
+  // Position p of the row (before this rank's chunk): its owner's rank, and the row of that owner's
+  // contribution (the last min(H, Tc) rows of its chunk, aligned at the end of H rows) that holds it.
+  int owner(int64_t p) const { return static_cast<int>(p / Tc); }
+  int64_t contribution_row(int64_t p) const { return H - ((owner(p) + 1) * Tc - p); }
+};
+
+HaloGeometry geometry(const Tensor& t, int64_t rows_besides_halo, int64_t kernel, Comm* tp, const char* what) {
+  QUILL_CHECK(kernel >= 1, "{}: kernel {} must be at least 1", what, kernel);
+  QUILL_CHECK(t.ndim() == 2, "{}: expected a [T, C] tensor, got {}", what, t.describe());
+  HaloGeometry g{kernel - 1, rows_besides_halo, t.dim(1), tp ? tp->rank() : 0, tp ? tp->size() : 1};
+  QUILL_CHECK(g.Tc >= 1, "{}: an empty sequence chunk", what);
+  return g;
+}
+
+Tensor like(const DeviceContext& ctx, const Tensor& t, const Shape& shape) {
+  Tensor out = Tensor::empty(shape, t.dtype(), *ctx.allocator);
+  ops::zero(ctx, out);
+  return out;
+}
+
+// Every rank's H rows of `mine`, gathered over tp: [ranks * H, C].
+Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
+  if (tp == nullptr || tp->size() == 1) return mine;
+  Tensor all = like(ctx, mine, {mine.dim(0) * tp->size(), mine.dim(1)});
+  tp->all_gather(mine, all);
+  return all;
+}
+
+}  // namespace
+
+Tensor gather_halo(const DeviceContext& ctx, const Tensor& chunk, int64_t kernel, Comm* tp) {
+  const HaloGeometry g = geometry(chunk, chunk.ndim() == 2 ? chunk.dim(0) : 0, kernel, tp, "gather_halo");
+  Tensor ext = like(ctx, chunk, {g.H + g.Tc, g.C});
+  ops::copy(ctx, chunk, ext.rows(g.H, g.H + g.Tc));
+  if (g.H == 0) return ext;
+  const int64_t m = std::min(g.H, g.Tc);
+  Tensor mine = like(ctx, chunk, {g.H, g.C});
+  ops::copy(ctx, chunk.rows(g.Tc - m, g.Tc), mine.rows(g.H - m, g.H));
+  const Tensor all = all_gather_rows(ctx, mine, tp);
+  const int64_t start = g.rank * g.Tc;
+  for (int64_t i = 0; i < g.H; ++i) {
+    const int64_t p = start - g.H + i;
+    if (p < 0) continue;  // before the row's first position: zeros
+    const int64_t src = g.owner(p) * g.H + g.contribution_row(p);
+    ops::copy(ctx, all.rows(src, src + 1), ext.rows(i, i + 1));
+  }
+  return ext;
+}
+
+Tensor scatter_halo_grad(const DeviceContext& ctx, const Tensor& dext, int64_t kernel, Comm* tp) {
+  QUILL_CHECK(dext.ndim() == 2 && dext.dim(0) >= kernel, "scatter_halo_grad: expected [K-1+Tc, C] rows, got {}",
+              dext.describe());
+  const HaloGeometry g = geometry(dext, dext.dim(0) - (kernel - 1), kernel, tp, "scatter_halo_grad");
+  Tensor dchunk = like(ctx, dext, {g.Tc, g.C});
+  ops::copy(ctx, dext.rows(g.H, g.H + g.Tc), dchunk);
+  if (g.H == 0) return dchunk;
+  const Tensor all = all_gather_rows(ctx, dext.rows(0, g.H), tp);
+  // Rank r's halo row i is position r*Tc - H + i; the ones that fall in this rank's chunk add here.
+  for (int r = g.rank + 1; r < g.ranks; ++r) {
+    for (int64_t i = 0; i < g.H; ++i) {
+      const int64_t p = r * g.Tc - g.H + i;
+      if (p < g.rank * g.Tc || p >= (g.rank + 1) * g.Tc) continue;
+      const int64_t row = p - g.rank * g.Tc, src = r * g.H + i;
+      ops::add_inplace(ctx, dchunk.rows(row, row + 1), all.rows(src, src + 1));
+    }
+  }
+  return dchunk;
+}
+
+}  // namespace quill
