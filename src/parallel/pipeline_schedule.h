@@ -1,0 +1,68 @@
+// Pipeline schedules as data: per stage, the order of forward and backward passes of the
+// micro-batches, and the point-to-point exchanges around them. A table is built by a function and
+// run by one executor; this file also checks a table (order, matching exchanges, no deadlock under
+// rendezvous send/recv, in-flight activations).
+//
+// 1F1B (Megatron's non-interleaved schedule): stage s of pp runs w = min(pp - s - 1, M) warm-up
+// forwards, then alternates one forward and one backward while forwards remain, then the remaining
+// backwards; at most min(pp - s, M) micro-batches' activations are alive on stage s.
+//
+// Exchanges: a forward of micro-batch m receives its input from stage s-1 and sends its output to
+// s+1; a backward receives its output gradient from s+1 and sends its input gradient to s-1. The
+// send after one pass and the receive before the next, when both are with the same neighbour, are
+// one exchange (Megatron's send_forward_recv_backward / send_backward_recv_forward: Comm::send_recv),
+// which is what keeps rendezvous send/recv free of deadlock.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace quill {
+
+enum class PipePass { Forward, Backward };
+
+struct PipeStep {
+  PipePass pass;
+  int micro;
+};
+
+// One point-to-point exchange of a stage: messages sent and received, each an activation (forward)
+// or a gradient (backward) of one micro-batch, with the stage before (-1) or after (+1).
+struct PipeMessage {
+  bool send;
+  PipePass kind;  // Forward: an activation; Backward: a gradient
+  int micro;
+  int peer;  // stage index
+  bool operator==(const PipeMessage&) const = default;
+};
+struct PipeExchange {
+  std::vector<PipeMessage> messages;  // one, or a send and a receive with the same peer at once
+};
+
+// What a stage does, in order: a pass, or an exchange.
+struct PipeAction {
+  bool is_pass;
+  PipeStep step;          // when is_pass
+  PipeExchange exchange;  // otherwise
+};
+
+struct PipeSchedule {
+  int stages = 1, micro_batches = 1;
+  std::vector<std::vector<PipeStep>> passes;     // per stage, in order
+  std::vector<std::vector<PipeAction>> actions;  // per stage: passes with their exchanges
+};
+
+// Throws naming the argument when stages or micro_batches is below 1.
+PipeSchedule one_f_one_b(int stages, int micro_batches);
+
+struct PipeScheduleCheck {
+  std::string problem;                    // empty when the schedule is sound
+  std::vector<int> peak_in_flight;        // per stage: most micro-batches forwarded, not yet backwarded
+  int rounds = 0;                         // simulated rounds until every stage finished
+};
+// Every micro-batch forwarded and backwarded once per stage, forward before backward; every send
+// matched by its receive in the same order; and a simulation of rendezvous exchanges (an exchange
+// completes only when the peer is at the complementary one) that finishes.
+PipeScheduleCheck check_schedule(const PipeSchedule& schedule);
+
+}  // namespace quill

@@ -1,0 +1,73 @@
+// The 1F1B table builder: for every (pp, micro-batches) up to 8 x 64, every micro-batch's forward
+// precedes its backward on every stage, sends match receives in order, a rendezvous simulation
+// finishes (no deadlock), and stage s holds at most min(pp - s, micro-batches) activations. The
+// checker itself must catch broken tables.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace quill {
+namespace {
+
+TEST(PipelineSchedule, OneFOneBIsSoundForEveryShapeUpTo8x64) {
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = 1; m <= 64; ++m) {
+      const PipeSchedule s = one_f_one_b(pp, m);
+      const PipeScheduleCheck c = check_schedule(s);
+      ASSERT_EQ(c.problem, "") << "pp " << pp << " micro-batches " << m;
+      for (int st = 0; st < pp; ++st)
+        EXPECT_EQ(c.peak_in_flight[static_cast<size_t>(st)], std::min(pp - st, m)) << "pp " << pp << " m " << m << " stage " << st;
+    }
+  }
+}
+
+TEST(PipelineSchedule, TheSeedsFourStagesLookLikeMegatrons) {
+  // pp 4, 8 micro-batches: stage 0 warms up with 3 forwards, the last stage alternates at once.
+  const PipeSchedule s = one_f_one_b(4, 8);
+  auto str = [](const std::vector<PipeStep>& p) {
+    std::string out;
+    for (const PipeStep& x : p) out += (x.pass == PipePass::Forward ? "F" : "B") + std::to_string(x.micro) + " ";
+    return out;
+  };
+  EXPECT_EQ(str(s.passes[0]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7 ");
+  EXPECT_EQ(str(s.passes[3]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7 ");
+  // Stage 1's steady state exchanges with stage 2 as one send-and-receive.
+  int fused = 0;
+  for (const PipeAction& a : s.actions[1]) fused += !a.is_pass && a.exchange.messages.size() == 2;
+  EXPECT_GT(fused, 0);
+}
+
+TEST(PipelineSchedule, TheCheckerCatchesBrokenTables) {
+  PipeSchedule s = one_f_one_b(3, 4);
+  // A backward moved before its forward.
+  PipeSchedule a = s;
+  std::swap(a.passes[2][0], a.passes[2][1]);
+  EXPECT_NE(check_schedule(a).problem.find("backward precedes its forward"), std::string::npos);
+  // Exchanges without their fusion deadlock under rendezvous: stage 1 sends (waiting for stage 2's
+  // receive) while stage 2 sends a gradient (waiting for stage 1's receive).
+  PipeSchedule d = s;
+  for (auto& acts : d.actions) {
+    std::vector<PipeAction> split;
+    for (const PipeAction& x : acts) {
+      if (x.is_pass || x.exchange.messages.size() == 1) {
+        split.push_back(x);
+        continue;
+      }
+      for (const PipeMessage& m : x.exchange.messages) split.push_back({false, {}, {{m}}});
+    }
+    acts = split;
+  }
+  EXPECT_NE(check_schedule(d).problem.find("deadlock"), std::string::npos) << check_schedule(d).problem;
+  // A receive that no stage sends.
+  PipeSchedule r = s;
+  r.actions[1].insert(r.actions[1].begin(), PipeAction{false, {}, {{{false, PipePass::Forward, 3, 0}}}});
+  EXPECT_NE(check_schedule(r).problem, "");
+  EXPECT_THROW(one_f_one_b(0, 4), Error);
+  EXPECT_THROW(one_f_one_b(2, 0), Error);
+}
+
+}  // namespace
+}  // namespace quill
