@@ -1,0 +1,119 @@
+#include "parallel/expert_dispatch.h"
+
+#include <numeric>
+
+#include "base/error.h"
+#include "ops/convert.h"
+#include "ops/elementwise.h"
+
+namespace quill {
+
+int64_t DispatchPlan::received_rows() const { return std::accumulate(recv_rows.begin(), recv_rows.end(), int64_t{0}); }
+
+namespace {
+
+// A host I64 tensor through a communicator of either device.
+void all_to_all_host(const DeviceContext& ctx, Comm* ep, const Tensor& in, const std::vector<int64_t>& send,
+                     const Tensor& out, const std::vector<int64_t>& recv) {
+  if (ep->device() == Device::CPU) return ep->all_to_all(in, send, out, recv);
+  Tensor din = Tensor::empty(in.shape(), in.dtype(), *ctx.allocator), dout = Tensor::empty(out.shape(), out.dtype(), *ctx.allocator);
+  ops::transfer(ctx, in, din);
+  ep->all_to_all(din, send, dout, recv);
+  ops::transfer(ctx, dout, out);
+}
+
+// Row blocks of the received buffer: block (source s, local expert e) starts at from[s][e] in
+// (source, expert) order and at to[s][e] in (expert, source) order.
+struct Blocks {
+  std::vector<std::vector<int64_t>> by_source, by_expert;
+};
+
+Blocks blocks(const DispatchPlan& p) {
+  Blocks b;
+  b.by_source.assign(static_cast<size_t>(p.ep), std::vector<int64_t>(static_cast<size_t>(p.local_experts)));
+  b.by_expert = b.by_source;
+  int64_t at = 0;
+  for (int s = 0; s < p.ep; ++s)
+    for (int64_t e = 0; e < p.local_experts; ++e) b.by_source[s][e] = at, at += p.recv_counts[s][e];
+  at = 0;
+  for (int64_t e = 0; e < p.local_experts; ++e)
+    for (int s = 0; s < p.ep; ++s) b.by_expert[s][e] = at, at += p.recv_counts[s][e];
+  return b;
+}
+
+// Copies every (source, expert) block from one order to the other.
+void regroup(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& src, const Tensor& dst, bool to_expert_order) {
+  const Blocks b = blocks(p);
+  for (int s = 0; s < p.ep; ++s)
+    for (int64_t e = 0; e < p.local_experts; ++e) {
+      const int64_t n = p.recv_counts[s][e];
+      if (n == 0) continue;
+      const int64_t from = to_expert_order ? b.by_source[s][e] : b.by_expert[s][e];
+      const int64_t to = to_expert_order ? b.by_expert[s][e] : b.by_source[s][e];
+      ops::copy(ctx, src.rows(from, from + n), dst.rows(to, to + n));
+    }
+}
+
+std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t d) {
+  std::vector<int64_t> out;
+  for (int64_t r : rows) out.push_back(r * d);
+  return out;
+}
+
+}  // namespace
+
+DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>& counts_E, Comm* ep) {
+  DispatchPlan p;
+  p.ep = ep ? ep->size() : 1;
+  p.rank = ep ? ep->rank() : 0;
+  p.experts = static_cast<int64_t>(counts_E.size());
+  QUILL_CHECK(p.experts % p.ep == 0, "--expert-model-parallel-size {} does not divide the {} routed experts", p.ep,
+              p.experts);
+  p.local_experts = p.experts / p.ep;
+  for (int q = 0; q < p.ep; ++q)
+    p.send_rows.push_back(std::accumulate(counts_E.begin() + q * p.local_experts,
+                                          counts_E.begin() + (q + 1) * p.local_experts, int64_t{0}));
+  // Each peer q gets this rank's counts for q's experts; this rank gets every peer's for its own.
+  Tensor send = Tensor::empty({p.experts}, DType::I64), recv = Tensor::empty({p.experts}, DType::I64);
+  std::copy(counts_E.begin(), counts_E.end(), send.data_as<int64_t>());
+  if (p.ep > 1) {
+    const std::vector<int64_t> n(static_cast<size_t>(p.ep), p.local_experts);
+    all_to_all_host(ctx, ep, send, n, recv, n);
+  } else {
+    recv = send;
+  }
+  p.local_counts.assign(static_cast<size_t>(p.local_experts), 0);
+  for (int s = 0; s < p.ep; ++s) {
+    const int64_t* c = recv.data_as<int64_t>() + s * p.local_experts;
+    p.recv_counts.emplace_back(c, c + p.local_experts);
+    p.recv_rows.push_back(std::accumulate(c, c + p.local_experts, int64_t{0}));
+    for (int64_t e = 0; e < p.local_experts; ++e) p.local_counts[e] += c[e];
+  }
+  return p;
+}
+
+Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& xp, Comm* ep) {
+  const int64_t P = std::accumulate(p.send_rows.begin(), p.send_rows.end(), int64_t{0}), D = xp.dim(1);
+  QUILL_CHECK(xp.ndim() == 2 && xp.dim(0) == P, "dispatch_tokens: rows {} but the plan sends {}", xp.describe(), P);
+  if (p.ep == 1) return xp;
+  const int64_t R = p.received_rows();
+  Tensor got = Tensor::empty({std::max<int64_t>(R, 1), D}, xp.dtype(), *ctx.allocator);
+  ep->all_to_all(xp, times(p.send_rows, D), got, times(p.recv_rows, D));
+  Tensor out = Tensor::empty({R, D}, xp.dtype(), *ctx.allocator);
+  regroup(ctx, p, got, out, /*to_expert_order=*/true);
+  return out;
+}
+
+Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& y, Comm* ep) {
+  const int64_t R = p.received_rows(), D = y.dim(1);
+  QUILL_CHECK(y.ndim() == 2 && y.dim(0) == R, "combine_tokens: rows {} but the plan received {}", y.describe(), R);
+  if (p.ep == 1) return y;
+  Tensor by_source = Tensor::empty({std::max<int64_t>(R, 1), D}, y.dtype(), *ctx.allocator);
+  regroup(ctx, p, y, by_source, /*to_expert_order=*/false);
+  const int64_t P = std::accumulate(p.send_rows.begin(), p.send_rows.end(), int64_t{0});
+  Tensor out = Tensor::empty({std::max<int64_t>(P, 1), D}, y.dtype(), *ctx.allocator);
+  ep->all_to_all(by_source, times(p.recv_rows, D), out, times(p.send_rows, D));
+  return P == 0 ? Tensor::empty({0, D}, y.dtype(), *ctx.allocator) : out;
+}
+
+}  // namespace quill

@@ -1,0 +1,38 @@
+// The exchange phases of Megatron's all-to-all token dispatcher, dropless. Expert parallelism of
+// size ep gives rank q of the expert-parallel group the routed experts [q*El, (q+1)*El), El = E / ep.
+// Before: each rank routed its tokens and permuted its (token, slot) assignments into expert order
+// (ops::moe_route_plan, ops::moe_permute): rows for experts of rank q form one block.
+//   plan_dispatch     exchanges the per-expert row counts (an all-to-all of El counts per peer)
+//   dispatch_tokens   all-to-all-v of the rows, then regrouped from (source rank, local expert) order
+//                     to (local expert, source rank) order for the grouped GEMM over local experts
+//   combine_tokens    the exact reverse (and dispatch_tokens' adjoint: the backward of each is the other)
+// Collective over `ep` (null or one rank: no exchange, the rows stay as they are).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/comm.h"
+#include "ops/device_context.h"
+
+namespace quill {
+
+struct DispatchPlan {
+  int ep = 1, rank = 0;
+  int64_t experts = 0, local_experts = 0;
+  std::vector<int64_t> send_rows;                // per destination rank
+  std::vector<int64_t> recv_rows;                // per source rank
+  std::vector<std::vector<int64_t>> recv_counts;  // [source rank][local expert] rows received
+  std::vector<int64_t> local_counts;             // per local expert, over every source: the GEMM groups
+  int64_t received_rows() const;
+};
+
+// counts_E: this rank's rows per expert (all E experts, in expert order). Throws naming the sizes
+// when ep does not divide E.
+DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>& counts_E, Comm* ep);
+// xp_PD [P, D]: this rank's rows in expert order (P = its total). Returns [R, D], R = received_rows().
+Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& xp_PD, Comm* ep);
+// y_RD [R, D] in dispatch_tokens' order -> [P, D] back in this rank's expert order.
+Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& y_RD, Comm* ep);
+
+}  // namespace quill
