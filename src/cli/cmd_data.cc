@@ -23,7 +23,7 @@
 #include "data/byte_tokenizer.h"
 #include "data/conversation.h"
 #include "data/ids_json.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 #include "data/row_view.h"
 #include "data/rows.h"
 #include "data/synthetic.h"

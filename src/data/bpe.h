@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "data/bpe_cache_sizes.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 
 namespace quill {
 

@@ -21,7 +21,7 @@
 #include <chrono>
 
 #include "data/bpe_tokenizer.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 #include "data/text_chunks.h"
 
 namespace quill {

@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "data/mapped_file.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 #include "data/rank_file.h"
 #include "data/utf8.h"
 

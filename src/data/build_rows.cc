@@ -9,7 +9,7 @@
 #include "data/chat_render.h"
 #include "data/jsonl_lines.h"
 #include "data/mapped_file.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 #include "data/progress.h"
 #include "data/rows_pipeline.h"
 #include "data/timed_renderer.h"

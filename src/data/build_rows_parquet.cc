@@ -5,7 +5,7 @@
 
 #include "base/error.h"
 #include "data/build_rows.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 #include "data/parquet_conversations.h"
 #include "data/parquet_file.h"
 #include "data/rows_pipeline.h"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "data/conversation.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 
 namespace quill {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "data/bpe.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 
 namespace quill {
 

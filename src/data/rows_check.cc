@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "base/error.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 
 namespace quill {
 

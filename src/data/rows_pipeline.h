@@ -25,7 +25,7 @@
 #include "data/build_rows.h"
 #include "data/chat_render.h"
 #include "data/masked_tokens.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 
 namespace quill {
 

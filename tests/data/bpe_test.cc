@@ -12,7 +12,7 @@
 #include "base/file_util.h"
 #include "base/rng.h"
 #include "data/bpe.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 #include "data/bpe_tokenizer.h"
 #include "data/tokenizer_loader.h"
 #include "data/utf8.h"

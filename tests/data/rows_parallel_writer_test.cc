@@ -7,7 +7,7 @@
 #include <random>
 
 #include "base/file_util.h"
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 #include "data/rows.h"
 #include "data/rows_parallel_writer.h"
 #include "data/sha256_stream.h"

@@ -1,4 +1,4 @@
-// Plain parallel loops for the data build: worker threads take indices from an atomic counter.
+// Plain parallel loops (the data build, the CPU optimizer): worker threads take indices from an atomic counter.
 // Results are written by index, so the output never depends on the thread count.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "data/parallel.h"
+#include "base/thread_pool.h"
 
 #include <algorithm>
 #include <exception>

@@ -1,0 +1,41 @@
+// Throughput of the host AdamW (optim/cpu_adamw.h) in GB/s of optimizer state traffic (reads of w,
+// g, m, v and writes of w, m, v and the bf16 copy: 30 bytes per element) against this machine's
+// memcpy bandwidth on the same sizes, at 1..N threads. Not a test: bench/cpu_adamw/README.md.
+// Usage: cpu_adamw_bench [elements (default 64 Mi)] [max threads (default all cores)]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "optim/cpu_adamw.h"
+
+int main(int argc, char** argv) {
+  const int64_t n = argc > 1 ? std::atoll(argv[1]) : int64_t{1} << 26;
+  const int max_threads = argc > 2 ? std::atoi(argv[2]) : quill::hardware_threads();
+  std::vector<float> w(n, 0.5f), g(n, 0.01f), m(n, 0.0f), v(n, 0.0f);
+  std::vector<uint16_t> out(n);
+  std::vector<char> a(static_cast<size_t>(n) * 16, 1), b(static_cast<size_t>(n) * 16, 2);
+  auto seconds = [](auto&& fn) {
+    double best = 1e30;
+    for (int r = 0; r < 5; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  const double copy_s = seconds([&] { std::memcpy(b.data(), a.data(), a.size()); });
+  std::printf("elements %lld; memcpy of %.0f MB: %.1f GB/s (read + write)\n", static_cast<long long>(n), a.size() / 1e6,
+              2.0 * a.size() / copy_s / 1e9);
+  quill::ops::AdamWStep s;
+  s.lr = 1e-4f, s.weight_decay = 0.1f, s.bias_correction1 = 0.1, s.bias_correction2 = 0.05;
+  for (int t = 1; t <= max_threads; t *= 2) {
+    quill::ThreadPool pool(t);
+    const double sec = seconds([&] { quill::adamw_update_host(s, w.data(), g.data(), m.data(), v.data(), out.data(), n, pool); });
+    std::printf("threads %2d: %.3f s per update, %.1f GB/s of state (30 B/element), %.0f M elements/s\n", t, sec,
+                30.0 * n / sec / 1e9, n / sec / 1e6);
+    if (t * 2 > max_threads && t != max_threads) t = max_threads / 2;
+  }
+  return 0;
+}
