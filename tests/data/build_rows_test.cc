@@ -23,12 +23,7 @@ using test::expect_error;
 using test::TempDir;
 
 BuildOptions options(int threads, int64_t row_tokens = 64, int64_t max_rows = -1) {
-  BuildOptions o;
-  o.row_tokens = row_tokens;
-  o.max_rows = max_rows;
-  o.threads = threads;
-  o.source = "test";
-  return o;
+  return test::build_options(threads, row_tokens, max_rows);
 }
 
 std::string synthetic_jsonl(int n) { return conversations_to_jsonl(generate_synthetic_conversations(n, 7)); }

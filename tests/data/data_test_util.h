@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "data/build_rows.h"
 
 namespace quill::test {
 
@@ -66,6 +67,16 @@ inline std::string base64(std::string_view bytes) {
     out += std::string{k[(v >> 18) & 63], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
   }
   return out;
+}
+
+// Build options of the data tests: `threads` threads, rows of `row_tokens`, at most max_rows.
+inline BuildOptions build_options(int threads, int64_t row_tokens = 64, int64_t max_rows = -1) {
+  BuildOptions o;
+  o.row_tokens = row_tokens;
+  o.max_rows = max_rows;
+  o.threads = threads;
+  o.source = "test";
+  return o;
 }
 
 }  // namespace quill::test

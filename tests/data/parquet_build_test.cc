@@ -22,13 +22,8 @@ using test::expect_error;
 using test::parquet_fixture;
 using test::TempDir;
 
-BuildOptions options(int threads, int64_t row_tokens, int64_t max_rows = -1) {
-  BuildOptions o;
-  o.row_tokens = row_tokens;
-  o.max_rows = max_rows;
-  o.threads = threads;
-  o.source = "test";
-  return o;
+BuildOptions options(int threads, int64_t row_tokens = 64, int64_t max_rows = -1) {
+  return test::build_options(threads, row_tokens, max_rows);
 }
 
 // The manifest without the fields that name the input.
