@@ -6,8 +6,8 @@
 namespace quill {
 
 void InklingModel::check_layout(const LayoutSpec& s) {
-  QUILL_CHECK(s.tp == 1 && s.cp == 1 && s.pp == 1 && s.ep == 1 && s.etp == 1,
-              "layout {}: tensor, context, pipeline and expert parallelism are not implemented yet (only --dp)",
+  QUILL_CHECK(s.tp == 1 && s.cp == 1 && s.ep == 1 && s.etp == 1,
+              "layout {}: tensor, context and expert parallelism are not implemented yet (only --dp and --pp)",
               s.describe());
 }
 
@@ -19,6 +19,7 @@ InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, cons
                            const Layout& layout, ModelOptions options)
     : InklingModel(config, params, ctx, options) {
   check_layout(layout.spec());
+  QUILL_CHECK(layout.spec().pp == 1, "InklingModel runs every layer: a pipeline stage is a StageModel");
 }
 
 void InklingModel::replay_routing(const std::vector<Tensor>& topk_per_layer) {

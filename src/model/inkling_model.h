@@ -21,7 +21,8 @@ class InklingModel {
   InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, const Layout& layout,
                ModelOptions options = {});
 
-  // Refuses, naming the sizes, a layout this model cannot run yet (before anything is loaded).
+  // Refuses, naming the sizes, a layout quill's model cannot run yet (before anything is loaded);
+  // pipeline stages run as StageModels (train/pipeline_executor.h).
   static void check_layout(const LayoutSpec& spec);
 
   // Forward and backward of one row of T tokens. Targets: position t predicts tokens[t+1] with

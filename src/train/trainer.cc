@@ -21,6 +21,9 @@
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
 #include "model/param_gather.h"
+#include "model/stage_model.h"
+#include "parallel/pipeline_schedule.h"
+#include "train/pipeline_executor.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
 #include "train/metrics_file.h"
@@ -106,6 +109,29 @@ void all_reduce_host(Comm* dp, const DeviceContext& ctx, const Tensor& host) {
   ops::transfer(ctx, t, host);
 }
 
+// Every MoE layer's expert counts, summed over the world: each rank fills its stage's layers (the
+// others stay 0) and the data-parallel ranks of a stage add up.
+std::vector<std::vector<int64_t>> all_stages_expert_tokens(const InklingConfig& config, const Layout& layout,
+                                                           const std::vector<std::vector<int64_t>>& mine,
+                                                           const DeviceContext& ctx) {
+  std::vector<int64_t> moe_layers;
+  for (int64_t i = 0; i < config.num_layers; ++i)
+    if (config.is_moe(i)) moe_layers.push_back(i);
+  const int64_t E = config.n_routed_experts, L = static_cast<int64_t>(moe_layers.size());
+  Tensor counts = Tensor::zeros({std::max<int64_t>(1, L * E)}, DType::I64);
+  size_t k = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    if (moe_layers[l] < layout.first_layer() || moe_layers[l] >= layout.end_layer()) continue;
+    QUILL_CHECK(k < mine.size(), "pipeline: stage is missing the expert counts of layer {}", moe_layers[l]);
+    std::copy(mine[k].begin(), mine[k].end(), counts.data_as<int64_t>() + l * E);
+    ++k;
+  }
+  all_reduce_host(layout.world(), ctx, counts);
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t l = 0; l < L; ++l) out.emplace_back(counts.data_as<int64_t>() + l * E, counts.data_as<int64_t>() + (l + 1) * E);
+  return out;
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
@@ -158,7 +184,16 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   place_params(params, ctx, layout);
-  InklingModel model(config, params, ctx, layout, model_options);
+  // One stage: the whole model, a row at a time. Several: this rank's stage, run by the 1F1B table.
+  const bool pipelined = layout.spec().pp > 1;
+  std::unique_ptr<InklingModel> whole_model;
+  std::unique_ptr<StageModel> stage_model;
+  if (pipelined) {
+    QUILL_CHECK(o.dump_grads_step < 0, "--dump-grads-step needs one rank (no pipeline stages)");
+    stage_model = std::make_unique<StageModel>(config, params, ctx, layout.first_layer(), layout.end_layer(), model_options);
+  } else {
+    whole_model = std::make_unique<InklingModel>(config, params, ctx, layout, model_options);
+  }
   AdamW optimizer(params, o.adam, ctx, layout.world());
 
   int64_t first_step = 0;
@@ -220,12 +255,28 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       std::unique_ptr<SafetensorsFile> replay;
       if (step == o.dump_grads_step && !o.replay_routing_file.empty())
         replay = std::make_unique<SafetensorsFile>(SafetensorsFile::open(o.replay_routing_file));
-      for (size_t j = 0; j < mine.size(); ++j) {
+      if (pipelined) {
+        // One micro-batch per row of this data-parallel rank's share.
+        std::vector<std::vector<int32_t>> ids(mine.size());
+        std::vector<MicroBatch> mbs;
+        for (size_t j = 0; j < mine.size(); ++j) {
+          const uint32_t* src = rows.tokens(mine[j]);
+          ids[j].assign(src, src + T);
+          mbs.push_back({ids[j].data(), rows.mask(mine[j]), T, grad_scale, nullptr});
+        }
+        const PipeSchedule schedule = one_f_one_b(layout.spec().pp, static_cast<int>(mbs.size()));
+        const PipelineStepResult pr =
+            run_pipeline_step(*stage_model, schedule, layout.coords().pp, layout.comm(GroupKind::PP), mbs, ctx,
+                              config.hidden_size);
+        loss_sum = pr.loss_sum;
+        m.expert_tokens = pr.expert_tokens;
+      }
+      for (size_t j = 0; !pipelined && j < mine.size(); ++j) {
         const int64_t r = mine[j];
-        if (replay) model.replay_routing(routing_of_row(*replay, config, dp_rank * share + j, T));
+        if (replay) whole_model->replay_routing(routing_of_row(*replay, config, dp_rank * share + j, T));
         const uint32_t* src = rows.tokens(r);
         for (int64_t i = 0; i < T; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>(src[i]);
-        RowResult rr = model.train_row(tokens.data(), rows.mask(r), T, grad_scale);
+        RowResult rr = whole_model->train_row(tokens.data(), rows.mask(r), T, grad_scale);
         loss_sum += rr.loss_sum;
         if (m.expert_tokens.empty()) m.expert_tokens = rr.expert_tokens;
         else
@@ -233,9 +284,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
             for (size_t e = 0; e < rr.expert_tokens[l].size(); ++e) m.expert_tokens[l][e] += rr.expert_tokens[l][e];
       }
       settle_grads(params, ctx);
-      model.set_routing(InklingModel::Routing::Free);
+      if (whole_model) whole_model->set_routing(InklingModel::Routing::Free);
       m.tokens = T * o.global_batch;
-      if (dp) {
+      if (pipelined) {
+        // The loss lives on the last stage and each stage counts its own MoE layers' tokens: sum
+        // both over the world, every MoE layer in its place.
+        m.expert_tokens = all_stages_expert_tokens(config, layout, m.expert_tokens, ctx);
+        Tensor sums = Tensor::empty({1}, DType::F64);
+        sums.data_as<double>()[0] = layout.last_stage() ? loss_sum : 0.0;
+        all_reduce_host(layout.world(), ctx, sums);
+        loss_sum = sums.data_as<double>()[0];
+      } else if (dp) {
         Tensor sums = Tensor::empty({1}, DType::F64);
         sums.data_as<double>()[0] = loss_sum;
         all_reduce_host(dp, ctx, sums);

@@ -146,7 +146,7 @@ TEST(Cli, LayoutFlagsAreCheckedNamingTheFlag) {
       {"--pp 2 --pp-layers 0,4", "--pp-layers: stage 0 has 0 layers"},
       {"--pp-layers 1,3", "--pp-layers names 2 stages, but --pipeline-model-parallel-size is 1"},
       {"--comm bogus", "--comm: 'bogus' is not auto, nccl or mpi"},
-      {"--tensor-model-parallel-size 2", "tensor, context, pipeline and expert parallelism are not implemented yet"},
+      {"--tensor-model-parallel-size 2", "tensor, context and expert parallelism are not implemented yet"},
   };
   for (const auto& [flags, message] : bad) {
     const std::string out = temp("layout-bad");

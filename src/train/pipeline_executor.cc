@@ -1,0 +1,65 @@
+#include "train/pipeline_executor.h"
+
+#include "base/error.h"
+#include "model/layer_util.h"
+
+namespace quill {
+
+PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule& schedule, int s, Comm* pp,
+                                     const std::vector<MicroBatch>& mbs, const DeviceContext& ctx, int64_t D) {
+  const size_t M = mbs.size();
+  QUILL_CHECK(static_cast<int>(M) == schedule.micro_batches, "pipeline: {} micro-batches, the schedule has {}", M,
+              schedule.micro_batches);
+  QUILL_CHECK(pp != nullptr || schedule.stages == 1, "pipeline: {} stages need a pipeline communicator", schedule.stages);
+  std::vector<StageModel::Activations> acts(M);
+  // Per micro-batch: this stage's output (to send), the received input, the received output
+  // gradient, the input gradient (to send). Each is released as soon as it has been used.
+  std::vector<Tensor> out(M), in(M), dout(M), din(M);
+  auto message_tensor = [&](const PipeMessage& msg) -> Tensor& {
+    const size_t m = static_cast<size_t>(msg.micro);
+    if (msg.send) return msg.kind == PipePass::Forward ? out[m] : din[m];
+    Tensor& t = msg.kind == PipePass::Forward ? in[m] : dout[m];
+    t = new_activation(ctx, {mbs[m].T, D});
+    return t;
+  };
+  PipelineStepResult result;
+  for (const PipeAction& a : schedule.actions[static_cast<size_t>(s)]) {
+    if (!a.is_pass) {
+      const std::vector<PipeMessage>& msgs = a.exchange.messages;
+      if (msgs.size() == 2) {  // a send and a receive with the same neighbour, at once
+        const PipeMessage& snd = msgs[0].send ? msgs[0] : msgs[1];
+        const PipeMessage& rcv = msgs[0].send ? msgs[1] : msgs[0];
+        Tensor& st = message_tensor(snd);
+        pp->send_recv(st, snd.peer, message_tensor(rcv), rcv.peer);
+        st = Tensor();
+      } else if (msgs[0].send) {
+        Tensor& st = message_tensor(msgs[0]);
+        pp->send(st, msgs[0].peer);
+        st = Tensor();
+      } else {
+        pp->recv(message_tensor(msgs[0]), msgs[0].peer);
+      }
+      continue;
+    }
+    const size_t m = static_cast<size_t>(a.step.micro);
+    if (a.step.pass == PipePass::Forward) {
+      out[m] = stage.forward(mbs[m], in[m], acts[m], /*backward=*/true);
+      in[m] = Tensor();
+      result.loss_sum += acts[m].result.loss_sum;
+      if (result.expert_tokens.empty()) {
+        result.expert_tokens = acts[m].result.expert_tokens;
+      } else {
+        for (size_t l = 0; l < result.expert_tokens.size(); ++l)
+          for (size_t e = 0; e < result.expert_tokens[l].size(); ++e)
+            result.expert_tokens[l][e] += acts[m].result.expert_tokens[l][e];
+      }
+    } else {
+      din[m] = stage.backward(acts[m], dout[m]);
+      acts[m] = StageModel::Activations{};
+      dout[m] = Tensor();
+    }
+  }
+  return result;
+}
+
+}  // namespace quill
