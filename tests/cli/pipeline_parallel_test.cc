@@ -122,3 +122,41 @@ TEST(PipelineParallel, ResumeIsBitIdentical) {
 }
 
 }  // namespace
+
+namespace {
+
+// `quill run` of a recipe whose layout is two pipeline stages (layout.pp 2, layer_split first 1, and
+// Megatron's --pipeline-model-parallel-size / --decoder-first-pipeline-num-layers in its run flags),
+// launched with mpirun, equals the one-process recipe step for step.
+TEST(PipelineParallel, QuillRunOfAPipelinedRecipeEqualsOneRank) {
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("run-rows");
+  run_ok(quill + " data synth --input " + src + "/data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows);
+  std::ifstream in(src + "/recipes/tiny-cpu.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace("  count: 1\n", "  count: 2\n");
+  replace("  per_node: 1\n", "  per_node: 2\n");
+  replace("  label: DP1\n", "  label: PP2\n");
+  replace("  pp: 1\n", "  pp: 2\n  layer_split:\n    first: 1\n");
+  replace("--moe-token-dispatcher-type alltoall",
+          "--moe-token-dispatcher-type alltoall --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1");
+  const std::string recipe = temp("pp2.yaml");
+  std::ofstream(recipe) << text;
+  const std::string one = temp("run-one"), two = temp("run-pp2");
+  run_ok("cd " + src + " && " + quill + " run recipes/tiny-cpu.yaml --set SFT_DATA=" + rows + " --out " + one + " --steps 6");
+  run_ok("cd " + src + " && " + std::string(QUILL_MPIEXEC) + " -np 2 " + quill + " run " + recipe + " --set SFT_DATA=" +
+         rows + " --out " + two + " --steps 6");
+  const auto a = metrics(one), b = metrics(two);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << i;
+    EXPECT_NEAR(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>(), 1e-5 * a[i]["grad_norm"].get<double>()) << i;
+  }
+}
+
+}  // namespace
