@@ -2,8 +2,9 @@
 // against one rank on the same model and rows: every step's loss and gradient norm within 1e-5
 // (the stages do the same arithmetic in the same order: they come out equal), the same expert
 // counts, the fp32 weights after the steps within 1e-5, the Hugging Face export's tensors
-// byte-identical (within float rounding with data parallelism too), and a resume bit-identical to the uninterrupted pipelined run. Splits: a first
-// stage holding only the dense layer 0 (1,3), one layer per stage (PP4), and PP2 x DP2 (3,1).
+// byte-identical (within float rounding with data parallelism too), and a resume bit-identical to
+// the uninterrupted pipelined run. Splits: a first stage holding only the dense layer 0 (1,3), one
+// layer per stage (PP4), PP2 x DP2 (3,1), and an uneven PP4 (2,2,1,1) of a 6-layer tiny.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -100,6 +101,26 @@ TEST(PipelineParallel, StagesEqualOneRankEveryStep) {
       }
       EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-5) << "export of " << n;
     }
+  }
+}
+
+// PP4 with an uneven split on a 6-layer tiny (tests/fixtures/configs/tiny6.json: a dense layer in the middle, a
+// stage holding only it): every step's loss bit-identical to one rank, gradient norms within 1e-5.
+TEST(PipelineParallel, UnevenFourStagesEqualOneRank) {
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows6");
+  run_ok(quill + " data synth --conversations 300 --row-tokens 64 --max-rows 64 --out " + rows);
+  const std::string flags = " train --config " + src + "/tests/fixtures/configs/tiny6.json --rows " + rows +
+                            " --seed 6 --steps 3 --global-batch 4 --lr 1e-2 --quiet";
+  const std::string one = temp("one6"), pp = temp("pp4-uneven");
+  run_ok(quill + flags + " --out " + one);
+  run_ok(std::string(QUILL_MPIEXEC) + " -np 4 " + quill + flags + " --pp 4 --pp-layers 2,2,1,1 --out " + pp);
+  const auto a = metrics(one), b = metrics(pp);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << i;
+    EXPECT_NEAR(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>(), 1e-5 * a[i]["grad_norm"].get<double>()) << i;
+    EXPECT_EQ(a[i]["expert_tokens"], b[i]["expert_tokens"]) << i;
   }
 }
 
