@@ -2,21 +2,10 @@
 
 #include <cmath>
 
-#include "ops/convert.h"
 #include "ops/elementwise.h"
+#include "parallel/host_reduce.h"
 
 namespace quill {
-
-double sum_over(Comm* comm, const DeviceContext& ctx, double value) {
-  if (comm == nullptr || comm->size() == 1) return value;
-  Tensor host = Tensor::empty({1}, DType::F64);
-  host.data_as<double>()[0] = value;
-  Tensor t = comm->device() == Device::CPU ? host : Tensor::empty({1}, DType::F64, *ctx.allocator);
-  ops::transfer(ctx, host, t);
-  comm->all_reduce(t, ReduceOp::Sum);
-  ops::transfer(ctx, t, host);
-  return host.data_as<double>()[0];
-}
 
 double global_grad_norm(const ParamTable& table, const DeviceContext& ctx, Comm* world) {
   double sq = 0;

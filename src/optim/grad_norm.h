@@ -13,7 +13,4 @@ namespace quill {
 
 double global_grad_norm(const ParamTable& table, const DeviceContext& ctx, Comm* world);
 
-// Sums a host F64 value over comm's ranks (through device memory when comm is a GPU one).
-double sum_over(Comm* comm, const DeviceContext& ctx, double value);
-
 }  // namespace quill

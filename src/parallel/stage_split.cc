@@ -33,6 +33,11 @@ StageSplit split_layers(int64_t num_layers, int64_t pp, std::optional<int64_t> f
                             num_layers, pp);
     return out;
   }
+  if (!first && !last && (rest % pp != 0 || rest < pp)) {
+    out.error = rest < pp ? fmt::format("the model's {} layers cannot fill {} stages (every stage needs one)", rest, pp)
+                          : fmt::format("the model's {} layers do not divide evenly over {} stages", rest, pp);
+    return out;
+  }
   if (free_stages > 0 && (rest % free_stages != 0 || rest / free_stages < 1)) {
     out.error = fmt::format("the {} layers left after first {} and last {} do not divide evenly over {} stages",
                             rest, first ? fmt::format("{}", *first) : "-", last ? fmt::format("{}", *last) : "-",

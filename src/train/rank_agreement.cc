@@ -81,7 +81,7 @@ std::optional<std::string> describe_disagreement(const std::vector<AgreementFiel
     for (int r = 1; r < ranks; ++r) differs = differs || digests[static_cast<size_t>(r) * n + f] != digests[f];
     if (differs && mine[f].name != "config") values += fmt::format("; here {} is {:.120}", mine[f].name, mine[f].value);
   }
-  return fmt::format("the {} data-parallel ranks were not given the same job: {}. Start every rank with the same "
+  return fmt::format("the {} ranks were not given the same job: {}. Start every rank with the same "
                      "command line, config and rows (this is rank {}{})",
                      ranks, what, my_rank, values);
 }

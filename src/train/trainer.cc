@@ -22,6 +22,7 @@
 #include "io/safetensors.h"
 #include "model/param_gather.h"
 #include "model/stage_model.h"
+#include "parallel/host_reduce.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/pipeline_executor.h"
 #include "model/param_placement.h"
@@ -98,16 +99,6 @@ void note(bool lead, const std::string& text) {
 }  // namespace
 
 namespace {
-
-// Sums host values over the data-parallel ranks (through device memory when the communicator
-// is a GPU one).
-void all_reduce_host(Comm* dp, const DeviceContext& ctx, const Tensor& host) {
-  if (dp == nullptr || dp->size() == 1) return;
-  Tensor t = dp->device() == Device::CPU ? host : Tensor::empty(host.shape(), host.dtype(), *ctx.allocator);
-  ops::transfer(ctx, host, t);
-  dp->all_reduce(t, ReduceOp::Sum);
-  ops::transfer(ctx, t, host);
-}
 
 // Every MoE layer's expert counts, summed over the world: each rank fills its stage's layers (the
 // others stay 0) and the data-parallel ranks of a stage add up.

@@ -71,3 +71,19 @@ TEST(PipelineSchedule, TheCheckerCatchesBrokenTables) {
 
 }  // namespace
 }  // namespace quill
+
+#include "parallel/stage_split.h"
+
+namespace quill {
+namespace {
+
+TEST(StageSplit, EvenSplitsAndWhyOthersDoNot) {
+  EXPECT_EQ(split_layers(42, 4, 12, 10).layers, (std::vector<int64_t>{12, 10, 10, 10}));
+  EXPECT_EQ(split_layers(8, 4, std::nullopt, std::nullopt).layers, (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_NE(split_layers(4, 5, std::nullopt, std::nullopt).error.find("4 layers cannot fill 5 stages"), std::string::npos);
+  EXPECT_NE(split_layers(6, 4, std::nullopt, std::nullopt).error.find("6 layers do not divide evenly over 4 stages"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace quill
