@@ -161,7 +161,10 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
       pieces.emplace_back(fmt::format("fixed/{}/{}-{}", p.name, r.global_offset, r.global_offset + r.length),
                           value.view_flat(r.local_offset, {r.length}));
   }
-  write_safetensors(tmp + "/" + shard_file(rank, size), pieces);
+  // Each tensor's whole shape, so that a resume into another model is refused, not misread.
+  std::map<std::string, std::string> shapes;
+  for (const Param& p : params.params()) shapes["shape:" + p.name] = shape_str(p.shard.global_shape);
+  write_safetensors(tmp + "/" + shard_file(rank, size), pieces, shapes);
   if (rank == 0) {
     nlohmann::json state;
     state["format"] = kFormat;
@@ -184,6 +187,16 @@ int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW&
   // is missing (a checkpoint of another model, a torn one) is named below.
   const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
   const std::vector<SafetensorsFile>& files = ix.files;
+  for (const Param& p : params.params()) {
+    for (const SafetensorsFile& f : files) {
+      const auto it = f.metadata().find("shape:" + p.name);
+      if (it == f.metadata().end()) continue;
+      QUILL_CHECK(it->second == shape_str(p.shard.global_shape),
+                  "{}: the checkpoint holds {} of shape {}, this model's is {}: a checkpoint of another model", f.path(),
+                  p.name, it->second, shape_str(p.shard.global_shape));
+      break;
+    }
+  }
   // Fills dst with elements [begin, end) of `kind/name` from the saved pieces that cover them.
   auto fill = [&](const std::string& kind, const std::string& name, int64_t begin, int64_t end, const Tensor& dst) {
     const auto found = ix.pieces.find(kind + "/" + name);

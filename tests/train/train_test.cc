@@ -243,3 +243,33 @@ TEST(Training, DumpsGradientsOfOneStepInCheckpointLayout) {
 
 }  // namespace
 }  // namespace quill
+
+namespace quill {
+namespace {
+
+// A training checkpoint resumed into another model (here: a narrower dense MLP, the same names) is
+// refused naming the tensor and both shapes, not read as a prefix of the other model's values.
+TEST(Training, ResumeIntoAnotherModelIsRefusedNamingTheTensor) {
+  TrainOptions first = tiny_options(temp_dir("other-model-a"));
+  first.steps = 2;
+  first.save_dir = first.out_dir + "/checkpoint";
+  run_training(first);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(first.config_path));
+  config["intermediate_size"] = config["intermediate_size"].get<int64_t>() / 2;
+  const std::string narrow = temp_dir("other-model-config") + ".json";
+  std::ofstream(narrow) << config.dump();
+  TrainOptions second = tiny_options(temp_dir("other-model-b"));
+  second.config_path = narrow;
+  second.steps = 4;
+  second.resume_dir = first.save_dir;
+  try {
+    run_training(second);
+    FAIL() << "resumed another model's checkpoint";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.llm.layers.0.mlp.w13_dn.weight of shape"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a checkpoint of another model"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace quill
