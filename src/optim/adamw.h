@@ -19,12 +19,14 @@
 #include "model/params.h"
 #include "ops/adamw.h"
 #include "ops/device_context.h"
+#include "optim/optimizer_memory.h"
 
 namespace quill {
 
 struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   double clip_grad = 1.0;  // 0 disables clipping
+  OptimizerMemory memory;   // offload and state dtypes (all on the device in fp32 by default)
 };
 
 // The per-step constants of the update at 1-based step t (bias corrections, clip coefficient).
