@@ -10,6 +10,7 @@
 #include "comm/distributed.h"
 #include "comm/mpi_comm.h"
 #include "model/inkling_model.h"
+#include "model/params.h"
 #include "parallel/layout.h"
 #ifdef QUILL_HAVE_CUDA
 #include "comm/cuda/staged_comm.h"
@@ -32,7 +33,9 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
               o.distributed_timeout_minutes);
   InklingModel::check_layout(spec);
-  const int64_t num_layers = resolve_config(o).num_layers;
+  const InklingConfig config = resolve_config(o);
+  check_model_split(config, spec);
+  const int64_t num_layers = config.num_layers;
   // Megatron's --distributed-timeout-minutes bounds every collective (comm/comm.h: the watchdog).
   CommOptions comm_options;
   comm_options.timeout_s = o.distributed_timeout_minutes * 60;

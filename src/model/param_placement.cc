@@ -100,8 +100,10 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
     const BucketGroup g = group_of(p, layout);
     const DType dtype = ctx.device == Device::CUDA && computes_in_bf16(p) ? DType::BF16 : DType::F32;
     const bool replicated = p.shard.tp_replicated && layout.spec().tp > 1;
+    const bool sum_over_tp = p.shard.sum_grad_over_tp;
     auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ParamBucket& b) {
-      return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype && b.tp_replicated == replicated;
+      return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype && b.tp_replicated == replicated &&
+             b.sum_over_tp == sum_over_tp;
     });
     if (it == buckets.end()) {
       ParamBucket b;
@@ -112,6 +114,8 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
       b.compute_dtype = dtype;
       b.tp_replicated = replicated;
       b.counts_in_norm = !replicated || layout.coords().tp == 0;
+      b.sum_over_tp = sum_over_tp;
+      b.tp_comm = sum_over_tp ? layout.comm(GroupKind::TP) : nullptr;
       buckets.push_back(b);
       it = buckets.end() - 1;
     }

@@ -27,6 +27,10 @@ struct ParamDecl {
 };
 // Every tensor of the text trunk in table order (validates the config).
 std::vector<ParamDecl> param_decls(const InklingConfig& config);
+// Whether every tensor splits under the layout's sizes (heads, kv heads, vocabulary, FFN widths,
+// experts), from the config alone: throws naming the tensor, the dimension and the flag. What
+// launchers call before any process group or weight exists.
+void check_model_split(const InklingConfig& config, const LayoutSpec& spec);
 
 struct Param {
   std::string name;
@@ -68,6 +72,10 @@ struct ParamBucket {
   // on the first tensor-parallel rank only (false elsewhere), so that every element counts once.
   bool tp_replicated = false;
   bool counts_in_norm = true;
+  // Members whose gradients each tensor-parallel rank computes only a share of
+  // (ShardSpec::sum_grad_over_tp): summed over tp_comm before the group's reduction.
+  bool sum_over_tp = false;
+  Comm* tp_comm = nullptr;
   std::vector<size_t> members;  // indices into ParamTable::params(), in table order
   int64_t numel = 0;            // padded
   Tensor grads;                 // F32 [numel]
