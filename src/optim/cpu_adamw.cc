@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "base/error.h"
 #include "tensor/dtype.h"
@@ -12,28 +13,49 @@ namespace quill {
 
 namespace {
 
-inline float load(float x) { return x; }
-inline float load(uint16_t x) { return bf16_to_f32(x); }
-inline void store(float& d, float x) { d = x; }
-inline void store(uint16_t& d, float x) { d = f32_to_bf16(x); }
-
-// One contiguous block; the loop body is the reference's, term for term. M and S: the moments'
-// element types (float, or uint16_t bf16 bits).
-template <typename M, typename S>
+// One contiguous block of fp32 state; the loop body is the reference's, term for term.
 void update_block(const ops::AdamWStep& s, float decay, float step_size, float bc2_sqrt, float* __restrict w,
-                  const float* __restrict g, M* __restrict m, S* __restrict v, uint16_t* __restrict out, int64_t n) {
+                  const float* __restrict g, float* __restrict m, float* __restrict v, uint16_t* __restrict out,
+                  int64_t n) {
   const float clip = s.clip, beta1 = s.beta1, beta2 = s.beta2, eps = s.eps;
   for (int64_t i = 0; i < n; ++i) {
     const float gi = g[i] * clip;
-    const float mi = beta1 * load(m[i]) + (1.0f - beta1) * gi;
-    const float vi = beta2 * load(v[i]) + (1.0f - beta2) * gi * gi;
-    store(m[i], mi);
-    store(v[i], vi);
+    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
     w[i] *= decay;
-    w[i] -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+    w[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
   }
   if (out)
     for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(w[i]);
+}
+
+void widen(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(in[i]);
+}
+void narrow(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
+}
+
+// A block whose moments may be bf16 (uint16_t bits): tiles of them are widened into fp32 scratch,
+// updated by the fp32 loop above (the same operations: the update reads the fp32 moment it just
+// computed) and rounded back, three loops the compiler vectorises (one mixed loop it does not).
+template <typename M, typename S>
+void update_block(const ops::AdamWStep& s, float decay, float step_size, float bc2_sqrt, float* w, const float* g, M* m,
+                  S* v, uint16_t* out, int64_t n) {
+  constexpr int64_t kTile = 2048;
+  alignas(64) float mt[kTile], vt[kTile];
+  for (int64_t at = 0; at < n; at += kTile) {
+    const int64_t len = std::min(kTile, n - at);
+    float* mf;
+    float* vf;
+    if constexpr (std::is_same_v<M, float>) mf = m + at;
+    else widen(m + at, mf = mt, len);
+    if constexpr (std::is_same_v<S, float>) vf = v + at;
+    else widen(v + at, vf = vt, len);
+    update_block(s, decay, step_size, bc2_sqrt, w + at, g + at, mf, vf, out ? out + at : nullptr, len);
+    if constexpr (!std::is_same_v<M, float>) narrow(mt, m + at, len);
+    if constexpr (!std::is_same_v<S, float>) narrow(vt, v + at, len);
+  }
 }
 
 template <typename M, typename S>

@@ -226,6 +226,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.master_allocated_bytes = master.allocated;
   result.moment_bytes = optimizer.moment_bytes();
   result.host_state_bytes = master.host + optimizer.host_moment_bytes();
+  result.device_state_bytes = master.allocated + optimizer.moment_bytes() - optimizer.host_moment_bytes();
   result.warmup_steps = o.warmup_steps;
   result.profile_step = o.profile_step;
   result.active_params = count_params(config).active;
