@@ -148,6 +148,15 @@ Param* ParamTable::find(const std::string& name) {
   return nullptr;
 }
 
+Tensor ParamBucket::master_range(int64_t local, int64_t n) const {
+  QUILL_CHECK(local >= 0 && n >= 0 && local + n <= shard_end - shard_begin,
+              "bucket master: elements [{}, {}) are outside the shard of {}", local, local + n, shard_end - shard_begin);
+  if (offload_end > 0 && local + n <= offload_end) return host_master.view_flat(local, {n});
+  QUILL_CHECK(local >= offload_end, "bucket master: elements [{}, {}) straddle the offload boundary {}", local,
+              local + n, offload_end);
+  return master.view_flat(local - offload_end, {n});
+}
+
 Param& ParamTable::at(const std::string& name) {
   Param* p = find(name);
   QUILL_CHECK(p != nullptr, "parameter {} is not in the model", name);

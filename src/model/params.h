@@ -80,11 +80,19 @@ struct ParamBucket {
   int64_t numel = 0;            // padded
   Tensor grads;                 // F32 [numel]
   Tensor compute;               // compute_dtype [numel]
-  // F32 [shard_end - shard_begin]: this rank's fp32 master weights. When the compute dtype is F32
-  // it is the shard's own view of `compute` (one copy serves both); else a buffer of its own.
+  // This rank's fp32 master weights of its shard, shard-local elements [0, shard_end - shard_begin),
+  // in two parts. Under CPU offload (model/offload_split.h) the head [0, offload_end) lives in
+  // `host_master` (F32 [offload_end], pinned host memory) and is updated on the host; `master` is
+  // F32 [shard - offload_end] on the device for the rest, shard-local element offload_end + i at
+  // index i. When the compute dtype is F32, `master` is its range's own view of `compute` (one copy
+  // serves both; the offloaded range of `compute` is a copy of host_master); else a buffer of its own.
   Tensor master;
+  Tensor host_master;
   int64_t shard_begin = 0, shard_end = 0;
+  int64_t offload_end = 0;
   bool master_is_compute() const { return compute_dtype == DType::F32; }
+  // The master of shard-local elements [local, local + n), which must lie on one side of offload_end.
+  Tensor master_range(int64_t local, int64_t n) const;
 };
 
 class ParamTable {

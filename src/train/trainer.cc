@@ -25,6 +25,7 @@
 #include "parallel/host_reduce.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/pipeline_executor.h"
+#include "model/offload_split.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
 #include "train/metrics_file.h"
@@ -137,6 +138,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   Timer wall;
   // Everything is checked before anything is loaded or written.
   check_train_options(o);
+  check_adamw_config(o.adam);
   QUILL_CHECK(o.global_batch % dp_size == 0, "--global-batch {} does not divide over {} data-parallel ranks",
               o.global_batch, dp_size);
   check_run_dir(o);
@@ -178,7 +180,10 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   params.freeze(o.freeze_patterns);
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
-  place_params(params, ctx, layout);
+  // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
+  place_params(params, ctx, layout, o.adam.memory.effective_fraction());
+  if (o.adam.memory.effective_fraction() > 0 && lead)
+    for (const std::string& line : describe_offload(params)) note(lead, line);
   // One stage: the whole model, a row at a time. Several: this rank's stage, run by the 1F1B table.
   const bool pipelined = layout.spec().pp > 1;
   std::unique_ptr<InklingModel> whole_model;
@@ -224,6 +229,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.master_owned_bytes = master.owned;
   result.master_allocated_bytes = master.allocated;
   result.moment_bytes = optimizer.moment_bytes();
+  result.host_state_bytes = master.host + optimizer.host_moment_bytes();
+  result.device_state_bytes = master.allocated + optimizer.moment_bytes() - optimizer.host_moment_bytes();
   result.warmup_steps = o.warmup_steps;
   result.profile_step = o.profile_step;
   result.active_params = count_params(config).active;
