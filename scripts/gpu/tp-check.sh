@@ -41,7 +41,7 @@ for name in ("tp-2", "tp-4"):
     print(f"{name}: step  loss-one    loss-{name}  rel       step-ms one / {name}  peak GiB one / {name}")
     for a, b in zip(one, got):
         d = abs(a["loss"] - b["loss"]) / abs(a["loss"]); worst = max(worst, d)
-        pa = a.get("memory", {}).get("peak_bytes", -1) / 2**30; pb = b.get("memory", {}).get("peak_bytes", -1) / 2**30
+        pa = a.get("peak_gpu_bytes", -1) / 2**30; pb = b.get("peak_gpu_bytes", -1) / 2**30
         print(f"      {a['step']:4d}  {a['loss']:.6f}  {b['loss']:.6f}  {d:.2e}  {1000*a['step_time_s']:.0f} / {1000*b['step_time_s']:.0f}"
               f"  {pa:.1f} / {pb:.1f}")
     print(f"{name}: {min(len(one), len(got))} steps, max rel loss difference {worst:.3e}")
