@@ -54,8 +54,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
   cmd->add_option("--expert-rows-factor", expert_rows_factor,
                   "routed-expert rows a rank keeps for backward against balanced routing, with --ep > 1 (default 1)");
   cmd->add_flag("--json", json, "print the plan as JSON (bytes) instead of the table");
-  cmd->callback([&run] {
-    run = [] {
+  cmd->callback([&run, cmd] {
+    run = [cmd] {
       plan::PlanRequest q;
       q.layout = layout;
       q.global_batch = global_batch;
@@ -71,7 +71,9 @@ void add_plan_command(CLI::App& app, Runner& run) {
         q.row_tokens = recipe.workload.row_tokens;
         QUILL_CHECK(recipe.layout.rows_per_microbatch == 1,
                     "layout.rows_per_microbatch {}: quill runs one row per micro-batch", recipe.layout.rows_per_microbatch);
-        if (recipe.layout.offload && recipe.layout.offload->optimizer_fraction.value_or(0) > 0) {
+        // The recipe's offload, unless the command line sets it (the flags win, to compare variants).
+        const bool offload_flags = cmd->count("--optimizer-cpu-offload") + cmd->count("--optimizer-offload-fraction") > 0;
+        if (!offload_flags && recipe.layout.offload && recipe.layout.offload->optimizer_fraction.value_or(0) > 0) {
           memory.cpu_offload = true;
           memory.offload_fraction = *recipe.layout.offload->optimizer_fraction;
           memory.overlap_d2h_h2d = recipe.layout.offload->overlap_d2h_h2d.value_or(false);

@@ -37,8 +37,8 @@ void check_memory_plan(const TrainOptions& o, const InklingConfig& config, const
   if (lead) {
     const plan::StagePlan& s = mp.largest();
     std::fprintf(stderr, "note: memory plan: stage %d needs %s of %s per device (allocator peak %s)\n", s.stage,
-                 plan::gib(s.device_total()).c_str(), plan::gib(device_memory).c_str(),
-                 plan::gib(s.allocator_peak()).c_str());
+                 plan::format_bytes(s.device_total()).c_str(), plan::format_bytes(device_memory).c_str(),
+                 plan::format_bytes(s.allocator_peak()).c_str());
   }
 }
 

@@ -1,6 +1,7 @@
 #include "plan/plan_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 
@@ -10,7 +11,11 @@
 
 namespace quill::plan {
 
-std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+std::string format_bytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (std::abs(b) < (1 << 30)) return fmt::format("{:.2f} MiB", b / (1 << 20));
+  return fmt::format("{:.2f} GiB", b / (1 << 30));
+}
 
 namespace {
 
@@ -32,7 +37,7 @@ struct Row {
 std::vector<Row> rows(const MemoryPlan& plan, int64_t device_memory) {
   const bool gpu = plan.request.device == Device::CUDA;
   const auto bytes = [](std::function<int64_t(const StagePlan&)> f) {
-    return [f](const StagePlan& s) { return gib(f(s)); };
+    return [f](const StagePlan& s) { return format_bytes(f(s)); };
   };
   std::vector<Row> r = {
       {"layers", layers_text},
@@ -62,10 +67,10 @@ std::vector<Row> rows(const MemoryPlan& plan, int64_t device_memory) {
   }
   r.push_back({"= device total", bytes([](const StagePlan& s) { return s.device_total(); })});
   if (device_memory > 0)
-    r.push_back({fmt::format("fits {}", gib(device_memory)), [device_memory](const StagePlan& s) {
+    r.push_back({fmt::format("fits {}", format_bytes(device_memory)), [device_memory](const StagePlan& s) {
                    return s.device_total() <= device_memory
-                              ? fmt::format("yes ({} free)", gib(device_memory - s.device_total()))
-                              : fmt::format("NO ({} over)", gib(s.device_total() - device_memory));
+                              ? fmt::format("yes ({} free)", format_bytes(device_memory - s.device_total()))
+                              : fmt::format("NO ({} over)", format_bytes(s.device_total() - device_memory));
                  }});
   r.push_back({"host: offloaded optimizer state (pinned)", bytes([](const StagePlan& s) { return s.host_optimizer; })});
   return r;
@@ -99,7 +104,7 @@ std::string plan_table(const MemoryPlan& plan, int64_t device_memory) {
   }
   out += "pinned host memory per node (" + std::to_string(q.gpus_per_node) + " GPUs):";
   for (size_t n = 0; n < plan.pinned_host_per_node.size(); ++n)
-    out += fmt::format("{} node {} {}", n ? "," : "", n, gib(plan.pinned_host_per_node[n]));
+    out += fmt::format("{} node {} {}", n ? "," : "", n, format_bytes(plan.pinned_host_per_node[n]));
   out += "\n";
   for (const std::string& n : plan.notes) out += "note: " + n + "\n";
   return out;
@@ -166,7 +171,7 @@ std::optional<int64_t> replanned(const PlanRequest& request) {
 }
 
 std::string verdict(std::optional<int64_t> total, int64_t device_memory) {
-  return fmt::format("{} ({})", *total <= device_memory ? "fits" : "does not fit", gib(*total));
+  return fmt::format("{} ({})", *total <= device_memory ? "fits" : "does not fit", format_bytes(*total));
 }
 
 }  // namespace
@@ -188,12 +193,12 @@ FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory) {
   std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::string largest;
   for (size_t i = 0; i < 3 && i < parts.size(); ++i)
-    largest += fmt::format("{}{} {}", i ? ", " : "", parts[i].first, gib(parts[i].second));
+    largest += fmt::format("{}{} {}", i ? ", " : "", parts[i].first, format_bytes(parts[i].second));
   v.message = fmt::format(
-      "the layout does not fit the device's memory: {} (layers {}) needs {} per GPU, the device has {} (largest: {}; "
+      "the layout does not fit the device's memory: stage {} ({}; layers {}) needs {} per device, the device has {} (largest: {}; "
       "activations of one micro-batch {}, {} in flight)",
-      stage_title(worst), layers_text(worst), gib(worst.device_total()), gib(device_memory), largest,
-      gib(worst.activations_per_micro_batch), worst.in_flight);
+      worst.stage, worst.role, layers_text(worst), format_bytes(worst.device_total()), format_bytes(device_memory), largest,
+      format_bytes(worst.activations_per_micro_batch), worst.in_flight);
   std::vector<std::string> fixes;
   // The offload fraction: the smallest (in steps of 0.05) that fits, with the moments as they are
   // and with bf16 moments.
@@ -216,9 +221,9 @@ FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory) {
     const std::string moments = bf16 ? " with bf16 moments" : "";
     if (found)
       fixes.push_back(fmt::format("--optimizer-cpu-offload --optimizer-offload-fraction {:.2f}{}: fits ({})",
-                                  found->first, moments, gib(found->second)));
+                                  found->first, moments, format_bytes(found->second)));
     else if (const std::optional<int64_t> all = replanned(r))
-      fixes.push_back(fmt::format("even --optimizer-offload-fraction 1{} leaves {}", moments, gib(*all)));
+      fixes.push_back(fmt::format("even --optimizer-offload-fraction 1{} leaves {}", moments, format_bytes(*all)));
   }
   {  // more pipeline stages (an even split), more GPUs
     PlanRequest r = q;

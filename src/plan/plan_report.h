@@ -22,6 +22,6 @@ struct FitVerdict {
 };
 FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory);
 
-std::string gib(int64_t bytes);  // "12.34 GiB"
+std::string format_bytes(int64_t bytes);  // "12.34 GiB", below 1 GiB "56.78 MiB"
 
 }  // namespace quill::plan
