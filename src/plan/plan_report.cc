@@ -13,6 +13,7 @@ namespace quill::plan {
 
 std::string format_bytes(int64_t bytes) {
   const double b = static_cast<double>(bytes);
+  if (bytes == 0) return "0";
   if (std::abs(b) < (1 << 30)) return fmt::format("{:.2f} MiB", b / (1 << 20));
   return fmt::format("{:.2f} GiB", b / (1 << 30));
 }
