@@ -30,8 +30,8 @@ StageTrace::StageTrace(const InklingConfig& config, const TraceShape& shape, int
   D_ = config.hidden_size;
   tp_ = shape.tp;
   sp_ = shape.sequence_parallel && shape.tp > 1;
-  QUILL_CHECK(!sp_ || T_ % tp_ == 0, "--sequence-parallel: the row's {} tokens do not divide over {} tensor-parallel ranks",
-              T_, tp_);
+  // Sequence parallelism splits the rows, and the routed experts take each tensor-parallel rank's share of the tokens.
+  QUILL_CHECK(tp_ == 1 || T_ % tp_ == 0, "the row's {} tokens do not divide over {} tensor-parallel ranks", T_, tp_);
   Tseq_ = sp_ ? T_ / tp_ : T_;
 }
 
