@@ -10,6 +10,7 @@
 #include "train/trainer.h"
 #include "cli/launch.h"
 #include "cli/memory_flags.h"
+#include "cli/optimizer_flags.h"
 #ifdef QUILL_HAVE_CUDA
 #include <fmt/format.h>
 
@@ -106,6 +107,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   static LayoutSpec layout;
   static std::vector<double> ceilings;
   static std::string hf_format, hf_dtype = "bf16";
+  static OptimizerFlagNames optimizer_names;
   // Megatron's defaults where its flags are silent (recipes-and-measurement.md §3).
   o.lr.max_lr = 1e-5;
   o.adam.weight_decay = 0.01;
@@ -126,6 +128,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--beta2", o.adam.beta2, "Adam beta2");
   cmd->add_option("--adam-eps", o.adam.eps, "Adam epsilon");
   cmd->add_option("--clip-grad", o.adam.clip_grad, "clip gradients to this global L2 norm (0: off)");
+  // Megatron's CPU offload and precision-aware optimizer flags (optim/optimizer_memory.h).
+  add_optimizer_flags(cmd, o.adam.memory, optimizer_names);
   cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
   cmd->add_option("--loss-vocab", loss_vocab, "unpadded (transformers) | padded (miles)");
@@ -192,6 +196,8 @@ void add_train_command(CLI::App& app, Runner& run) {
       if (!hf_format.empty()) o.hf_export.format = parse_hf_format(hf_format, "--hf-format");
       o.hf_export.dtype = parse_hf_export_dtype(hf_dtype, "--save-hf-dtype");
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
+      for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names))
+        std::fprintf(stderr, "note: %s\n", line.c_str());
       MemoryCheck memory_check;
       memory_check.device_memory = parse_device_memory(device_memory);
       if (device == "cpu")

@@ -11,6 +11,7 @@
 #include "comm/mpi_comm.h"
 #include "data/rows.h"
 #include "model/inkling_model.h"
+#include "model/params.h"
 #include "parallel/layout.h"
 #include "plan/plan_report.h"
 #ifdef QUILL_HAVE_CUDA
@@ -58,6 +59,7 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
               o.distributed_timeout_minutes);
   InklingModel::check_layout(spec);
   const InklingConfig config = resolve_config(o);
+  check_model_split(config, spec);
   const int64_t num_layers = config.num_layers;
   // Megatron's --distributed-timeout-minutes bounds every collective (comm/comm.h: the watchdog).
   CommOptions comm_options;

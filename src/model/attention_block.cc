@@ -10,8 +10,9 @@
 
 namespace quill {
 
-AttentionBlock::AttentionBlock(const InklingConfig& c, int64_t layer, ParamTable& params)
-    : H_(c.heads(layer)), G_(c.kv_heads(layer)), d_(c.layer_head_dim(layer)), R_(c.d_rel), eps_(c.rms_norm_eps) {
+AttentionBlock::AttentionBlock(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp)
+    : H_(c.heads(layer)), G_(c.kv_heads(layer)), d_(c.layer_head_dim(layer)), R_(c.d_rel), eps_(c.rms_norm_eps),
+      tp_(tp) {
   attn_.window = c.window(layer);
   attn_.scale = 1.0 / static_cast<double>(d_);  // q and k are RMS-normed per head: 1/d, not 1/sqrt(d)
   attn_.log_scaling = c.log_scaling && !c.is_local(layer);
@@ -28,9 +29,12 @@ AttentionBlock::AttentionBlock(const InklingConfig& c, int64_t layer, ParamTable
   table_ = &params.at(p + "rel_logits_proj.proj");
   k_conv_ = &params.at(p + "k_sconv.weight");
   v_conv_ = &params.at(p + "v_sconv.weight");
+  H_ = wq_->shape[0] / d_;  // this rank's heads
+  G_ = wk_->shape[0] / d_;
 }
 
-Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s) const {
+Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
+  const Tensor x_TD = tp_.gather_input(ctx, x_region);
   const int64_t T = x_TD.dim(0);
   s.x_TD = x_TD;
   s.q_TX = new_activation(ctx, {T, H_ * d_});
@@ -62,10 +66,11 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Sav
 
   Tensor out_TD = new_activation(ctx, {T, x_TD.dim(1)});
   ops::linear_forward(ctx, s.o_TX, wo_->compute, out_TD);
-  return out_TD;
+  return tp_.reduce_output(ctx, out_TD);
 }
 
-Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dout_TD) const {
+Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dout_region) const {
+  const Tensor dout_TD = tp_.reduce_output_backward(ctx, dout_region);
   const int64_t T = dout_TD.dim(0);
   Tensor do_TX = new_activation(ctx, {T, H_ * d_});
   write_weight_grad(ctx, dout_TD, s.o_TX, *wo_);
@@ -97,7 +102,7 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   write_weight_grad(ctx, dk0, s.x_TD, *wk_);
   write_weight_grad(ctx, dv0, s.x_TD, *wv_);
   write_weight_grad(ctx, dr, s.x_TD, *wr_);
-  return dx_TD;
+  return tp_.gather_input_backward(ctx, dx_TD);
 }
 
 }  // namespace quill

@@ -3,31 +3,37 @@
 // per-head RMSNorm of q and k, attention with the relative bias (and log scaling in global layers),
 // output projection. Explicit forward and backward; the forward keeps what backward needs.
 //
-// Legend: T tokens, D hidden, H query heads, G kv heads, d head dim, R d_rel.
+// Under tensor parallelism the block holds its rank's heads (q/k/v/r projections split by heads,
+// o_proj by its input columns): the input is gathered from the sequence region before the
+// projections and o_proj's partial sums are reduced back into it (parallel/tensor_parallel.h).
+//
+// Legend: T tokens, D hidden, H query heads, G kv heads (this rank's), d head dim, R d_rel.
 #pragma once
 
 #include "model/config.h"
 #include "model/params.h"
 #include "ops/attention.h"
 #include "ops/device_context.h"
+#include "parallel/tensor_parallel.h"
 
 namespace quill {
 
 class AttentionBlock {
  public:
-  AttentionBlock(const InklingConfig& config, int64_t layer, ParamTable& params);
+  AttentionBlock(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {});
 
   struct Saved {
     Tensor x_TD, q_TX, k0_TY, k1_TY, v0_TY, v1_TY, r_TZ, qn_TX, kn_TY, rstd_q, rstd_k, o_TX, lse_HT;
   };
   Tensor forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& saved) const;
-  // Returns dx (overwritten); accumulates parameter gradients.
+  // x_TD: the sequence region's rows. Returns dx (overwritten); accumulates parameter gradients.
   Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dout_TD) const;
 
  private:
   int64_t H_, G_, d_, R_;
   double eps_;
   ops::AttentionParams attn_;
+  TensorParallel tp_;
   Param *wq_, *wk_, *wv_, *wr_, *wo_, *q_norm_, *k_norm_, *table_, *k_conv_, *v_conv_;
 };
 

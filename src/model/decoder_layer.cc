@@ -6,18 +6,45 @@
 #include "ops/elementwise.h"
 #include "ops/rmsnorm.h"
 #include "ops/short_conv.h"
+#include "parallel/sp_halo.h"
 
 namespace quill {
 
-DecoderLayer::DecoderLayer(const InklingConfig& c, int64_t layer, ParamTable& params)
-    : eps_(c.rms_norm_eps), attn_(c, layer, params) {
+DecoderLayer::DecoderLayer(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp)
+    : eps_(c.rms_norm_eps), kernel_(c.conv_kernel_size), tp_(tp), attn_(c, layer, params, tp) {
   const std::string p = fmt::format("model.llm.layers.{}.", layer);
   attn_norm_ = &params.at(p + "attn_norm.weight");
   mlp_norm_ = &params.at(p + "mlp_norm.weight");
   attn_conv_ = &params.at(p + "attn_sconv.weight");
   mlp_conv_ = &params.at(p + "mlp_sconv.weight");
-  if (c.is_moe(layer)) moe_.emplace(c, layer, params);
-  else dense_.emplace(c, layer, params);
+  if (c.is_moe(layer)) moe_.emplace(c, layer, params, tp);
+  else dense_.emplace(c, layer, params, tp);
+}
+
+Tensor DecoderLayer::residual_conv(const DeviceContext& ctx, const Tensor& x, const Param& w, Tensor& saved_in) const {
+  if (!tp_.sequence_parallel) {
+    saved_in = x;
+    Tensor y = new_activation(ctx, x.shape());
+    ops::short_conv_forward(ctx, x, conv_weight(w.compute), y);
+    return y;
+  }
+  // The chunk with the K-1 positions before it; the outputs of the halo rows are not this rank's.
+  saved_in = gather_halo(ctx, x, kernel_, tp_.comm);
+  Tensor y_ext = new_activation(ctx, saved_in.shape());
+  ops::short_conv_forward(ctx, saved_in, conv_weight(w.compute), y_ext);
+  return y_ext.rows(kernel_ - 1, y_ext.dim(0));
+}
+
+Tensor DecoderLayer::residual_conv_backward(const DeviceContext& ctx, const Tensor& saved_in, const Param& w,
+                                            const Tensor& dy) const {
+  Tensor dy_in = dy;
+  if (tp_.sequence_parallel) {  // no gradient reaches the halo rows' own outputs
+    dy_in = new_zeros(ctx, saved_in.shape(), dy.dtype());
+    ops::copy(ctx, dy, dy_in.rows(kernel_ - 1, dy_in.dim(0)));
+  }
+  Tensor dx = new_activation(ctx, saved_in.shape());
+  ops::short_conv_backward(ctx, saved_in, conv_weight(w.compute), dy_in, dx, conv_weight(grad_target(ctx, w)));
+  return tp_.sequence_parallel ? scatter_halo_grad(ctx, dx, kernel_, tp_.comm) : dx;
 }
 
 Tensor DecoderLayer::forward(const DeviceContext& ctx, const Tensor& h_TD, Saved& s, const Tensor& replay_topk) const {
@@ -26,17 +53,14 @@ Tensor DecoderLayer::forward(const DeviceContext& ctx, const Tensor& h_TD, Saved
   s.a_norm = new_activation(ctx, {T, D});
   s.rstd_a = new_tensor(ctx, {T}, DType::F32);
   ops::rmsnorm_forward(ctx, h_TD, attn_norm_->compute, eps_, s.a_norm, s.rstd_a);
-  s.attn_out = attn_.forward(ctx, s.a_norm, s.attn);
-  s.h_mid = new_activation(ctx, {T, D});
-  ops::short_conv_forward(ctx, s.attn_out, conv_weight(attn_conv_->compute), s.h_mid);
+  s.h_mid = residual_conv(ctx, attn_.forward(ctx, s.a_norm, s.attn), *attn_conv_, s.attn_out);
   ops::add_inplace(ctx, s.h_mid, h_TD);
 
   s.m_norm = new_activation(ctx, {T, D});
   s.rstd_m = new_tensor(ctx, {T}, DType::F32);
   ops::rmsnorm_forward(ctx, s.h_mid, mlp_norm_->compute, eps_, s.m_norm, s.rstd_m);
-  s.mlp_out = moe_ ? moe_->forward(ctx, s.m_norm, s.moe, replay_topk) : dense_->forward(ctx, s.m_norm, s.dense);
-  Tensor h_out = new_activation(ctx, {T, D});
-  ops::short_conv_forward(ctx, s.mlp_out, conv_weight(mlp_conv_->compute), h_out);
+  const Tensor mlp = moe_ ? moe_->forward(ctx, s.m_norm, s.moe, replay_topk) : dense_->forward(ctx, s.m_norm, s.dense);
+  Tensor h_out = residual_conv(ctx, mlp, *mlp_conv_, s.mlp_out);
   ops::add_inplace(ctx, h_out, s.h_mid);
   return h_out;
 }
@@ -44,18 +68,14 @@ Tensor DecoderLayer::forward(const DeviceContext& ctx, const Tensor& h_TD, Saved
 Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dh_TD) const {
   const Shape shape = dh_TD.shape();
   // MLP branch: dh_mid = dh + d(mlp_norm input).
-  Tensor dmlp = new_activation(ctx, shape);
-  ops::short_conv_backward(ctx, s.mlp_out, conv_weight(mlp_conv_->compute), dh_TD, dmlp,
-                           conv_weight(grad_target(ctx, *mlp_conv_)));
+  const Tensor dmlp = residual_conv_backward(ctx, s.mlp_out, *mlp_conv_, dh_TD);
   Tensor dm = moe_ ? moe_->backward(ctx, s.moe, dmlp) : dense_->backward(ctx, s.dense, dmlp);
   Tensor dh_mid = new_activation(ctx, shape);
   ops::rmsnorm_backward(ctx, s.h_mid, mlp_norm_->compute, s.rstd_m, dm, dh_mid, grad_target(ctx, *mlp_norm_));
   ops::add_inplace(ctx, dh_mid, dh_TD);
 
   // Attention branch.
-  Tensor dattn = new_activation(ctx, shape);
-  ops::short_conv_backward(ctx, s.attn_out, conv_weight(attn_conv_->compute), dh_mid, dattn,
-                           conv_weight(grad_target(ctx, *attn_conv_)));
+  const Tensor dattn = residual_conv_backward(ctx, s.attn_out, *attn_conv_, dh_mid);
   Tensor da = attn_.backward(ctx, s.attn, dattn);
   Tensor dh_in = new_activation(ctx, shape);
   ops::rmsnorm_backward(ctx, s.h_in, attn_norm_->compute, s.rstd_a, da, dh_in, grad_target(ctx, *attn_norm_));

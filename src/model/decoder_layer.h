@@ -1,7 +1,10 @@
 // One Inkling decoder layer (transformers' InklingDecoderLayer), pre-norm with residual short
 // convolutions on both branches:
 //   h += attn_sconv(attn(attn_norm(h)));   h += mlp_sconv(mlp(mlp_norm(h)))
-// The MLP is dense or MoE by the config's per-layer type.
+// The MLP is dense or MoE by the config's per-layer type. Under tensor parallelism the norms, the
+// residual adds and both residual convolutions run on the sequence region (parallel/
+// tensor_parallel.h); with sequence parallelism a convolution over the rank's chunk reads the
+// previous positions' halo from the ranks before it (parallel/sp_halo.h).
 #pragma once
 
 #include <memory>
@@ -15,9 +18,10 @@ namespace quill {
 
 class DecoderLayer {
  public:
-  DecoderLayer(const InklingConfig& config, int64_t layer, ParamTable& params);
+  DecoderLayer(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {});
 
   struct Saved {
+    // attn_out / mlp_out: the convolutions' inputs (with sequence parallelism: halo rows first).
     Tensor h_in, a_norm, rstd_a, attn_out, h_mid, m_norm, rstd_m, mlp_out;
     AttentionBlock::Saved attn;
     DenseMlp::Saved dense;
@@ -29,7 +33,14 @@ class DecoderLayer {
   bool is_moe() const { return moe_.has_value(); }
 
  private:
+  // A residual short convolution of the sequence region: y for x, keeping its input in `saved_in`;
+  // and its backward (returns dx, accumulates dw).
+  Tensor residual_conv(const DeviceContext& ctx, const Tensor& x, const Param& w, Tensor& saved_in) const;
+  Tensor residual_conv_backward(const DeviceContext& ctx, const Tensor& saved_in, const Param& w, const Tensor& dy) const;
+
   double eps_;
+  int64_t kernel_;
+  TensorParallel tp_;
   Param *attn_norm_, *mlp_norm_, *attn_conv_, *mlp_conv_;
   AttentionBlock attn_;
   std::optional<DenseMlp> dense_;

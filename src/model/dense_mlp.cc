@@ -9,31 +9,36 @@
 
 namespace quill {
 
-DenseMlp::DenseMlp(const InklingConfig& c, int64_t layer, ParamTable& params) : F_(c.dense_intermediate_size) {
+DenseMlp::DenseMlp(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp)
+    : F_(c.dense_intermediate_size), tp_(tp) {
   const std::string p = fmt::format("model.llm.layers.{}.mlp.", layer);
   w13_ = &params.at(p + "w13_dn.weight");
   w2_ = &params.at(p + "w2_md.weight");
   scale_ = &params.at(p + "global_scale");
+  F_ = w2_->shape[1];  // this rank's columns
 }
 
-Tensor DenseMlp::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s) const {
+Tensor DenseMlp::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
+  const Tensor x_TD = tp_.gather_input(ctx, x_region);
   const int64_t T = x_TD.dim(0), D = x_TD.dim(1);
   s.x_TD = x_TD;
   s.h_T2F = new_activation(ctx, {T, 2 * F_});
   s.a_TF = new_activation(ctx, {T, F_});
-  s.o_TD = new_activation(ctx, {T, D});
+  Tensor o_partial = new_activation(ctx, {T, D});
   ops::linear_forward(ctx, x_TD, w13_->compute, s.h_T2F);
   ops::swiglu_forward(ctx, s.h_T2F, s.a_TF);
-  ops::linear_forward(ctx, s.a_TF, w2_->compute, s.o_TD);
-  Tensor y_TD = new_activation(ctx, {T, D});
-  ops::scale_by_scalar(ctx, s.o_TD, scale_->compute, y_TD);
-  return y_TD;
+  ops::linear_forward(ctx, s.a_TF, w2_->compute, o_partial);
+  s.o_TD = tp_.reduce_output(ctx, o_partial);
+  Tensor y = new_activation(ctx, s.o_TD.shape());
+  ops::scale_by_scalar(ctx, s.o_TD, scale_->compute, y);
+  return y;
 }
 
-Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_TD) const {
-  const int64_t T = dy_TD.dim(0);
-  Tensor do_TD = new_activation(ctx, dy_TD.shape());
-  ops::scale_by_scalar_backward(ctx, s.o_TD, scale_->compute, dy_TD, do_TD, grad_target(ctx, *scale_));
+Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region) const {
+  Tensor do_region = new_activation(ctx, dy_region.shape());
+  ops::scale_by_scalar_backward(ctx, s.o_TD, scale_->compute, dy_region, do_region, grad_target(ctx, *scale_));
+  const Tensor do_TD = tp_.reduce_output_backward(ctx, do_region);
+  const int64_t T = do_TD.dim(0);
   Tensor da_TF = new_activation(ctx, {T, F_});
   write_weight_grad(ctx, do_TD, s.a_TF, *w2_);
   ops::linear_backward_input(ctx, do_TD, w2_->compute, da_TF);
@@ -42,7 +47,7 @@ Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   write_weight_grad(ctx, dh_T2F, s.x_TD, *w13_);
   Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
   ops::linear_backward_input(ctx, dh_T2F, w13_->compute, dx_TD);
-  return dx_TD;
+  return tp_.gather_input_backward(ctx, dx_TD);
 }
 
 }  // namespace quill

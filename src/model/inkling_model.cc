@@ -6,9 +6,13 @@
 namespace quill {
 
 void InklingModel::check_layout(const LayoutSpec& s) {
-  QUILL_CHECK(s.tp == 1 && s.cp == 1 && s.ep == 1 && s.etp == 1,
-              "layout {}: tensor, context and expert parallelism are not implemented yet (only --dp and --pp)",
+  QUILL_CHECK(s.cp == 1 && s.ep == 1,
+              "layout {}: context and expert parallelism are not implemented yet (--tp, --sp, --dp and --pp are)",
               s.describe());
+  QUILL_CHECK(s.etp == 1,
+              "--expert-tensor-parallel-size {}: quill builds expert tensor parallelism 1 (each tensor-parallel rank "
+              "holds whole experts; Megatron's --expert-tensor-parallel-size 1)",
+              s.etp);
 }
 
 InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx,
@@ -17,9 +21,10 @@ InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, cons
 
 InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx,
                            const Layout& layout, ModelOptions options)
-    : InklingModel(config, params, ctx, options) {
+    : config_(config), ctx_(ctx) {
   check_layout(layout.spec());
   QUILL_CHECK(layout.spec().pp == 1, "InklingModel runs every layer: a pipeline stage is a StageModel");
+  stage_ = std::make_unique<StageModel>(config, params, ctx, layout, options);
 }
 
 void InklingModel::replay_routing(const std::vector<Tensor>& topk_per_layer) {

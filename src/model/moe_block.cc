@@ -11,8 +11,9 @@
 
 namespace quill {
 
-MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params)
-    : E_(c.n_routed_experts), S_(c.n_shared_experts), k_(c.num_experts_per_tok), F_(c.moe_intermediate_size) {
+MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp)
+    : E_(c.n_routed_experts), S_(c.n_shared_experts), k_(c.num_experts_per_tok), F_(c.moe_intermediate_size),
+      Fs_(c.moe_intermediate_size), tp_(tp) {
   router_.n_routed = E_;
   router_.n_shared = S_;
   router_.top_k = k_;
@@ -25,6 +26,7 @@ MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params)
   w2_ = &params.at(p + "experts.w2_weight");
   sw13_ = &params.at(p + "shared_experts.shared_w13_weight");
   sw2_ = &params.at(p + "shared_experts.shared_w2_weight");
+  Fs_ = sw2_->shape[2];  // this rank's columns of the shared experts
 }
 
 namespace {
@@ -32,7 +34,8 @@ namespace {
 Tensor expert_slice(const Tensor& w_SMK, int64_t s) { return w_SMK.rows(s, s + 1).reshape({w_SMK.dim(1), w_SMK.dim(2)}); }
 }  // namespace
 
-Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s, const Tensor& replay_topk_Tk) const {
+Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s, const Tensor& replay_topk_Tk) const {
+  const Tensor x_TD = tp_.chunk_of_region(x_region);
   const int64_t T = x_TD.dim(0), D = x_TD.dim(1), P = T * k_;
   s.x_TD = x_TD;
   s.x32_TD = new_tensor(ctx, {T, D}, DType::F32);
@@ -64,27 +67,37 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& s,
   ops::grouped_linear_forward(ctx, s.ap_PF, w2_->compute, s.counts_E, s.yp_PD);
   Tensor y_TD = new_activation(ctx, {T, D});
   ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
+  Tensor y_region = tp_.region_of_chunk(ctx, y_TD);
+  if (S_ == 0) return y_region;
 
-  // Shared experts, each weighted per token by its router gamma before the down projection.
-  Tensor ys_TD = new_activation(ctx, {T, D});
+  // Shared experts over all positions, each weighted per token by its router gamma before the down
+  // projection; their partial sums (this rank's columns) are reduced into the sequence region.
+  s.xs_TD = tp_.gather_input(ctx, x_region);
+  const int64_t Ta = s.xs_TD.dim(0);
+  Tensor gamma_TS = new_tensor(ctx, {T, S_}, DType::F32);
+  ops::get_columns(ctx, s.weights_TW, k_, gamma_TS);
+  const Tensor gamma_all = tp_.gather_chunks(ctx, gamma_TS);
+  Tensor ys_TD = new_activation(ctx, {Ta, D}), ye_TD = S_ > 1 ? new_activation(ctx, {Ta, D}) : Tensor();
   for (int64_t e = 0; e < S_; ++e) {
-    Tensor h = new_activation(ctx, {T, 2 * F_}), a = new_activation(ctx, {T, F_});
-    Tensor g = new_tensor(ctx, {T, 1}, DType::F32), asc = new_activation(ctx, {T, F_});
-    ops::linear_forward(ctx, x_TD, expert_slice(sw13_->compute, e), h);
+    Tensor h = new_activation(ctx, {Ta, 2 * Fs_}), a = new_activation(ctx, {Ta, Fs_});
+    Tensor g = new_tensor(ctx, {Ta, 1}, DType::F32), asc = new_activation(ctx, {Ta, Fs_});
+    ops::linear_forward(ctx, s.xs_TD, expert_slice(sw13_->compute, e), h);
     ops::swiglu_forward(ctx, h, a);
-    ops::get_columns(ctx, s.weights_TW, k_ + e, g);
-    ops::scale_rows(ctx, a, g.reshape({T}), asc);
-    ops::linear_forward(ctx, asc, expert_slice(sw2_->compute, e), ys_TD);
-    ops::add_inplace(ctx, y_TD, ys_TD);
+    ops::get_columns(ctx, gamma_all, e, g);
+    ops::scale_rows(ctx, a, g.reshape({Ta}), asc);
+    ops::linear_forward(ctx, asc, expert_slice(sw2_->compute, e), e == 0 ? ys_TD : ye_TD);
+    if (e > 0) ops::add_inplace(ctx, ys_TD, ye_TD);
     s.hs_T2F.push_back(h);
     s.as_TF.push_back(a);
     s.gamma_T1.push_back(g);
     s.asc_TF.push_back(asc);
   }
-  return y_TD;
+  ops::add_inplace(ctx, y_region, tp_.reduce_output(ctx, ys_TD));
+  return y_region;
 }
 
-Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_TD) const {
+Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region) const {
+  const Tensor dy_TD = tp_.region_of_chunk_backward(dy_region);
   const int64_t T = dy_TD.dim(0), D = dy_TD.dim(1), P = T * k_;
   Tensor dx_TD = new_activation(ctx, {T, D});
   Tensor dweights_TW = new_tensor(ctx, {T, k_ + S_}, DType::F32);
@@ -103,19 +116,28 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   ops::grouped_linear_backward_input(ctx, dhp_P2F, w13_->compute, s.counts_E, dxp_PD);
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
-  // Shared experts.
-  // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
-  const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
-  for (int64_t e = 0; e < S_; ++e) {
-    Tensor dasc = new_activation(ctx, {T, F_}), da = new_activation(ctx, {T, F_});
-    Tensor dg = new_tensor(ctx, {T, 1}, DType::F32), dh = new_activation(ctx, {T, 2 * F_});
-    ops::linear_backward_weight(ctx, dy_TD, s.asc_TF[e], expert_slice(sw2_grad.grad, e), sw2_grad.accumulate);
-    ops::linear_backward_input(ctx, dy_TD, expert_slice(sw2_->compute, e), dasc);
-    ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({T}), dasc, da, dg.reshape({T}));
-    ops::set_columns(ctx, dweights_TW, k_ + e, dg);
-    ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
-    ops::linear_backward_weight(ctx, dh, s.x_TD, expert_slice(sw13_grad.grad, e), sw13_grad.accumulate);
-    ops::linear_backward_input(ctx, dh, expert_slice(sw13_->compute, e), dx_TD, /*accumulate=*/true);
+  // Shared experts, over all positions; their input gradient (partial over the ranks' columns) and
+  // the gammas' gradients return to the sequence region and to the rank's chunk.
+  Tensor dxs_region;
+  if (S_ > 0) {
+    const Tensor dys_TD = tp_.reduce_output_backward(ctx, dy_region);
+    const int64_t Ta = dys_TD.dim(0);
+    Tensor dxs_TD = new_activation(ctx, {Ta, D}), dgamma_TS = new_tensor(ctx, {Ta, S_}, DType::F32);
+    // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
+    const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
+    for (int64_t e = 0; e < S_; ++e) {
+      Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
+      Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
+      ops::linear_backward_weight(ctx, dys_TD, s.asc_TF[e], expert_slice(sw2_grad.grad, e), sw2_grad.accumulate);
+      ops::linear_backward_input(ctx, dys_TD, expert_slice(sw2_->compute, e), dasc);
+      ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
+      ops::set_columns(ctx, dgamma_TS, e, dg);
+      ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
+      ops::linear_backward_weight(ctx, dh, s.xs_TD, expert_slice(sw13_grad.grad, e), sw13_grad.accumulate);
+      ops::linear_backward_input(ctx, dh, expert_slice(sw13_->compute, e), dxs_TD, /*accumulate=*/e > 0);
+    }
+    ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));
+    dxs_region = tp_.gather_input_backward(ctx, dxs_TD);
   }
 
   // Router.
@@ -127,7 +149,9 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   ops::linear_backward_input(ctx, dlogits_TX, gate_->compute, dx32_TD);
   ops::convert(ctx, dx32_TD, dxr_TD);
   ops::add_inplace(ctx, dx_TD, dxr_TD);
-  return dx_TD;
+  Tensor dx_region = tp_.chunk_of_region_backward(ctx, dx_TD);
+  if (dxs_region.defined()) ops::add_inplace(ctx, dx_region, dxs_region);
+  return dx_region;
 }
 
 }  // namespace quill

@@ -3,7 +3,14 @@
 //   logits = Wg x;  (topk, w, gammas) = router(logits)
 //   y = sum_{j<k} w_j * E_{topk_j}(x) + sum_s W2_s (swiglu(W13_s x) * gamma_s)
 // Routed tokens are permuted into expert-sorted order and run through grouped GEMMs, as the CUDA
-// backend does. The router runs in fp32 (its input is converted). Legend: T tokens, D hidden, F expert width, E routed, S shared, k top-k, P = T*k.
+// backend does. The router runs in fp32 (its input is converted).
+//
+// Under tensor parallelism (expert tensor parallelism 1, parallel/tensor_parallel.h) the router and
+// the routed experts work on the rank's own chunk of positions (every rank holds whole experts); the
+// shared experts are split like the dense MLP (column-parallel W13, row-parallel W2) over all T
+// positions, with the router's gammas gathered to them and their gradients reduce-scattered back.
+// Legend: T tokens (Tc: the rank's chunk), D hidden, F expert width (Fs: the shared experts' share),
+// E routed, S shared, k top-k, P = Tc*k.
 #pragma once
 
 #include <vector>
@@ -12,16 +19,19 @@
 #include "model/params.h"
 #include "ops/device_context.h"
 #include "ops/router.h"
+#include "parallel/tensor_parallel.h"
 
 namespace quill {
 
 class MoeBlock {
  public:
-  MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params);
+  MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {});
 
   struct Saved {
+    // The rank's chunk: its input, the router's values, the routed experts' activations.
     Tensor x_TD, x32_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, xp_PD, hp_P2F, ap_PF, yp_PD;
-    std::vector<Tensor> hs_T2F, as_TF, gamma_T1, asc_TF;  // per shared expert
+    Tensor xs_TD;  // all T positions (the shared experts' input)
+    std::vector<Tensor> hs_T2F, as_TF, gamma_T1, asc_TF;  // per shared expert, all T positions
   };
   // replay_topk_Tk, when defined, fixes the expert choice (routing replay); the forward's own
   // choice is in saved.topk_Tk either way.
@@ -29,7 +39,8 @@ class MoeBlock {
   Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD) const;
 
  private:
-  int64_t E_, S_, k_, F_;
+  int64_t E_, S_, k_, F_, Fs_;
+  TensorParallel tp_;
   ops::RouterParams router_;
   Param *gate_, *bias_, *scale_, *w13_, *w2_, *sw13_, *sw2_;
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "model/offload_split.h"
 #include "ops/convert.h"
 
 namespace quill {
@@ -31,8 +32,17 @@ BucketGroup group_of(const Param& p, const Layout& layout) {
   return {kind, g.size(), g.index, layout.comm(kind)};
 }
 
+// Copies host elements into the master of shard-local [local, local + n), split at the offload
+// boundary (the host part by memcpy, the device part by a transfer).
+void write_master(const ParamBucket& b, const DeviceContext& ctx, const Tensor& host, int64_t local, int64_t n) {
+  const int64_t split = std::clamp(b.offload_end - local, int64_t{0}, n);
+  if (split > 0) std::memcpy(b.master_range(local, split).data(), host.data(), static_cast<size_t>(split) * sizeof(float));
+  if (split < n) ops::transfer(ctx, host.view_flat(split, {n - split}), b.master_range(local + split, n - split));
+}
+
 // Fills bucket `b`'s buffers from its members' host values and points the members at them.
-void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx) {
+// `offloaded`: shard-local elements [0, offloaded) keep their master in pinned host memory.
+void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx, int64_t offloaded) {
   Allocator& alloc = *ctx.allocator;
   b.grads = Tensor::empty({b.numel}, DType::F32, alloc);
   ops::zero(ctx, b.grads);
@@ -41,10 +51,12 @@ void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx) {
   const int64_t shard = b.numel / b.group_size;
   b.shard_begin = b.group_rank * shard;
   b.shard_end = b.shard_begin + shard;
+  b.offload_end = offloaded;
+  if (offloaded > 0) b.host_master = Tensor::zeros({offloaded}, DType::F32, *ctx.host_pinned);
   if (b.master_is_compute()) {
-    b.master = b.compute.view_flat(b.shard_begin, {shard});
+    b.master = b.compute.view_flat(b.shard_begin + offloaded, {shard - offloaded});
   } else {
-    b.master = Tensor::empty({shard}, DType::F32, alloc);
+    b.master = Tensor::empty({shard - offloaded}, DType::F32, alloc);
     ops::zero(ctx, b.master);
   }
   for (size_t i : b.members) {
@@ -52,19 +64,24 @@ void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx) {
     const int64_t n = shape_numel(p.shape), o = p.bucket_offset;
     const Tensor host = p.value;
     const Tensor compute = b.compute.view_flat(o, p.shape);
+    const int64_t begin = std::max(o, b.shard_begin), end = std::min(o + n, b.shard_end);
     if (b.master_is_compute()) {
       ops::transfer(ctx, host, compute);
+      // The offloaded range's master is a host copy of the same values.
+      const int64_t hb = std::max(o, b.shard_begin), he = std::min(o + n, b.shard_begin + offloaded);
+      if (hb < he)
+        std::memcpy(b.host_master.data_as<float>() + (hb - b.shard_begin), host.data_as<float>() + (hb - o),
+                    static_cast<size_t>(he - hb) * sizeof(float));
     } else {
       Tensor staged = Tensor::empty(p.shape, DType::F32, alloc);
       ops::transfer(ctx, host, staged);
       ops::convert(ctx, staged, compute);
-      const int64_t begin = std::max(o, b.shard_begin), end = std::min(o + n, b.shard_end);
-      if (begin < end)
-        ops::transfer(ctx, host.view_flat(begin - o, {end - begin}), b.master.view_flat(begin - b.shard_begin, {end - begin}));
+      if (begin < end) write_master(b, ctx, host.view_flat(begin - o, {end - begin}), begin - b.shard_begin, end - begin);
     }
     p.compute = compute;
     p.grad = b.grads.view_flat(o, p.shape);
-    const bool whole_master = b.master_is_compute() || b.group_size == 1;
+    // A member's fp32 value is one tensor only when its whole master is one device tensor.
+    const bool whole_master = b.master_is_compute() || (b.group_size == 1 && offloaded == 0);
     p.value = !whole_master ? Tensor() : b.master_is_compute() ? compute : b.master.view_flat(o - b.shard_begin, p.shape);
   }
 }
@@ -82,6 +99,10 @@ void place_params(ParamTable& table, const DeviceContext& ctx) {
 }
 
 void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout) {
+  place_params(table, ctx, layout, 0.0);
+}
+
+void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout, double offload_fraction) {
   QUILL_CHECK(!table.placed(), "place_params: the table is already placed");
   std::vector<ParamBucket>& buckets = table.buckets();
   for (size_t i = 0; i < table.params().size(); ++i) {
@@ -100,8 +121,10 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
     const BucketGroup g = group_of(p, layout);
     const DType dtype = ctx.device == Device::CUDA && computes_in_bf16(p) ? DType::BF16 : DType::F32;
     const bool replicated = p.shard.tp_replicated && layout.spec().tp > 1;
+    const bool sum_over_tp = p.shard.sum_grad_over_tp;
     auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ParamBucket& b) {
-      return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype && b.tp_replicated == replicated;
+      return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype && b.tp_replicated == replicated &&
+             b.sum_over_tp == sum_over_tp;
     });
     if (it == buckets.end()) {
       ParamBucket b;
@@ -112,6 +135,8 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
       b.compute_dtype = dtype;
       b.tp_replicated = replicated;
       b.counts_in_norm = !replicated || layout.coords().tp == 0;
+      b.sum_over_tp = sum_over_tp;
+      b.tp_comm = sum_over_tp ? layout.comm(GroupKind::TP) : nullptr;
       buckets.push_back(b);
       it = buckets.end() - 1;
     }
@@ -120,17 +145,29 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
     it->members.push_back(i);
     it->numel += shape_numel(p.shape);
   }
+  std::vector<int64_t> shards;
   for (ParamBucket& b : buckets) {
     b.numel = (b.numel + b.group_size - 1) / b.group_size * b.group_size;
-    fill_bucket(table, b, ctx);
+    shards.push_back(b.numel / b.group_size);
   }
+  const std::vector<int64_t> offloaded = offload_split(shards, offload_fraction);
+  for (size_t i = 0; i < buckets.size(); ++i) fill_bucket(table, buckets[i], ctx, offloaded[i]);
   table.set_placed();
 }
 
 void refresh_compute(ParamTable& table, const DeviceContext& ctx) {
   for (const ParamBucket& b : table.buckets()) {
-    if (!b.master_is_compute())
-      ops::convert(ctx, b.master, b.compute.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}));
+    const int64_t shard = b.shard_end - b.shard_begin, h = b.offload_end;
+    if (h > 0) {
+      // The offloaded head: converted on the host (as the host AdamW rounds), then copied over.
+      Tensor staged = b.host_master;
+      if (!b.master_is_compute()) {
+        staged = Tensor::empty({h}, b.compute_dtype);
+        ops::convert(DeviceContext::cpu(), b.host_master, staged);
+      }
+      ops::transfer(ctx, staged, b.compute.view_flat(b.shard_begin, {h}));
+    }
+    if (!b.master_is_compute() && h < shard) ops::convert(ctx, b.master, b.compute.view_flat(b.shard_begin + h, {shard - h}));
     all_gather_compute(b);
   }
   for (Param& p : table.params())
@@ -143,9 +180,10 @@ namespace {
 // at most `chunk` elements per rank, so the device needs group_size * chunk elements at a time.
 Tensor gather_master(const ParamBucket& b, const DeviceContext& ctx, int64_t chunk = int64_t{1} << 24) {
   Tensor host = Tensor::empty({b.numel}, DType::F32);
-  const int64_t shard = b.shard_end - b.shard_begin;
+  const int64_t shard = b.shard_end - b.shard_begin, h = b.offload_end;
   if (b.comm == nullptr) {
-    ops::transfer(ctx, b.master, host);
+    if (h > 0) std::memcpy(host.data(), b.host_master.data(), static_cast<size_t>(h) * sizeof(float));
+    if (h < shard) ops::transfer(ctx, b.master, host.view_flat(h, {shard - h}));
     return host;
   }
   const int64_t c = std::min(chunk, shard);
@@ -154,7 +192,10 @@ Tensor gather_master(const ParamBucket& b, const DeviceContext& ctx, int64_t chu
   for (int64_t at = 0; at < shard; at += c) {
     const int64_t n = std::min(c, shard - at);
     const Tensor mine = out.view_flat(b.group_rank * n, {n});
-    ops::convert(ctx, b.master.view_flat(at, {n}), mine);  // a device copy (F32 to F32)
+    // This rank's elements [at, at + n): the offloaded ones copied up, the rest a device copy.
+    const int64_t up = std::clamp(h - at, int64_t{0}, n);
+    if (up > 0) ops::transfer(ctx, b.host_master.view_flat(at, {up}), mine.view_flat(0, {up}));
+    if (up < n) ops::convert(ctx, b.master_range(at + up, n - up), mine.view_flat(up, {n - up}));
     b.comm->all_gather(mine, out.view_flat(0, {n * b.group_size}));
     ops::transfer(ctx, out.view_flat(0, {n * b.group_size}), staged.view_flat(0, {n * b.group_size}));
     for (int r = 0; r < b.group_size; ++r)
@@ -167,8 +208,8 @@ Tensor gather_master(const ParamBucket& b, const DeviceContext& ctx, int64_t chu
 
 ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx) {
   std::vector<Tensor> gathered;
-  for (const ParamBucket& b : table.buckets()) gathered.push_back(b.group_size > 1 && !b.master_is_compute()
-                                                                      ? gather_master(b, ctx) : Tensor());
+  for (const ParamBucket& b : table.buckets())
+    gathered.push_back((b.group_size > 1 || b.offload_end > 0) && !b.master_is_compute() ? gather_master(b, ctx) : Tensor());
   ParamTable copy;
   for (const Param& p : table.params()) {
     Param h = p;
@@ -190,8 +231,10 @@ ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx) {
 MasterBytes master_bytes(const ParamTable& table) {
   MasterBytes m;
   for (const ParamBucket& b : table.buckets()) {
-    m.owned += b.master.numel() * static_cast<int64_t>(sizeof(float));
-    if (!b.master_is_compute()) m.allocated += b.master.numel() * static_cast<int64_t>(sizeof(float));
+    const int64_t f32 = static_cast<int64_t>(sizeof(float));
+    m.owned += (b.master.numel() + b.offload_end) * f32;
+    if (!b.master_is_compute()) m.allocated += b.master.numel() * f32;
+    m.host += b.offload_end * f32;
   }
   return m;
 }

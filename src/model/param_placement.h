@@ -22,6 +22,10 @@ bool computes_in_bf16(const Param& p);
 // Moves a host table onto ctx's device and builds its buckets, sharded over `layout`'s groups
 // (collective over them: every rank of the layout calls it). The layout must outlive the table.
 void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout);
+// The same with CPU offload of the optimizer: in every bucket the head of this rank's shard that
+// model/offload_split.h picks for `offload_fraction` keeps its fp32 master in ctx.host_pinned
+// (ParamBucket::host_master); the device master covers the rest.
+void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout, double offload_fraction);
 // One rank: nothing is sharded.
 void place_params(ParamTable& table, const DeviceContext& ctx);
 // Rewrites every compute copy from the fp32 masters (after loading or resuming): each rank converts
@@ -30,10 +34,11 @@ void refresh_compute(ParamTable& table, const DeviceContext& ctx);
 // Every value whole and fp32 on the host (checkpoint dtypes, flags and names kept), for saving:
 // the shards of the masters gathered in chunks over their groups. Collective.
 ParamTable host_copy(const ParamTable& table, const DeviceContext& ctx);
-// The bytes this rank holds for the optimizer's fp32 masters: those it owns (its shards), and those
-// allocated for them beside the compute copies (a master that is its own compute copy costs none).
+// The bytes this rank holds for the optimizer's fp32 masters: those it owns (its shards), those
+// allocated on the device for them beside the compute copies (a master that is its own compute copy
+// costs none), and those in host memory under CPU offload (part of owned).
 struct MasterBytes {
-  int64_t owned = 0, allocated = 0;
+  int64_t owned = 0, allocated = 0, host = 0;
 };
 MasterBytes master_bytes(const ParamTable& table);
 // Starts a step's gradients. kZero zeroes every gradient on its device. kOnFirstWrite zeroes nothing and

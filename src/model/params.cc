@@ -36,6 +36,12 @@ struct DeclBuilder {
     d.rule.unit = unit;
     return d;
   }
+  // Replicated, acting on the sequence region (parallel/shard_spec.h: ShardRule::sequence_region).
+  ParamDecl& sequence(const std::string& name, const Shape& shape, DType dtype = DType::BF16) {
+    ParamDecl& d = add(name, shape, dtype);
+    d.rule.sequence_region = true;
+    return d;
+  }
   ParamDecl& gate_up(const std::string& name, const Shape& shape, int dim) {
     ParamDecl& d = split(name, shape, dim);
     d.rule.gate_up = true;
@@ -52,12 +58,12 @@ std::vector<ParamDecl> param_decls(const InklingConfig& c) {
   DeclBuilder b{decls};
   const int64_t D = c.hidden_size, K = c.conv_kernel_size;
   b.split("model.llm.embed.weight", {c.vocab_size, D}, 0);
-  b.add("model.llm.embed_norm.weight", {D});
+  b.sequence("model.llm.embed_norm.weight", {D});
   for (int64_t i = 0; i < c.num_layers; ++i) {
     b.layer = i;
     const std::string p = fmt::format("model.llm.layers.{}.", i);
     const int64_t H = c.heads(i), G = c.kv_heads(i), hd = c.layer_head_dim(i);
-    b.add(p + "attn_norm.weight", {D});
+    b.sequence(p + "attn_norm.weight", {D});
     b.split(p + "attn.wq_du.weight", {H * hd, D}, 0, hd);
     b.split(p + "attn.wk_dv.weight", {G * hd, D}, 0, hd);
     b.split(p + "attn.wv_dv.weight", {G * hd, D}, 0, hd);
@@ -68,8 +74,8 @@ std::vector<ParamDecl> param_decls(const InklingConfig& c) {
     b.add(p + "attn.rel_logits_proj.proj", {c.d_rel, c.extent(i)});
     b.split(p + "attn.k_sconv.weight", {G * hd, 1, K}, 0, hd);
     b.split(p + "attn.v_sconv.weight", {G * hd, 1, K}, 0, hd);
-    b.add(p + "attn_sconv.weight", {D, 1, K});
-    b.add(p + "mlp_norm.weight", {D});
+    b.sequence(p + "attn_sconv.weight", {D, 1, K});
+    b.sequence(p + "mlp_norm.weight", {D});
     if (c.is_moe(i)) {
       const int64_t E = c.n_routed_experts, S = c.n_shared_experts, F = c.moe_intermediate_size;
       b.add(p + "mlp.gate.weight", {E + S, D});
@@ -86,13 +92,18 @@ std::vector<ParamDecl> param_decls(const InklingConfig& c) {
       const int64_t F = c.dense_intermediate_size;
       b.gate_up(p + "mlp.w13_dn.weight", {2 * F, D}, 0);
       b.split(p + "mlp.w2_md.weight", {D, F}, 1);
-      b.add(p + "mlp.global_scale", {1});
+      b.sequence(p + "mlp.global_scale", {1});
     }
-    b.add(p + "mlp_sconv.weight", {D, 1, K});
+    b.sequence(p + "mlp_sconv.weight", {D, 1, K});
   }
-  b.add("model.llm.norm.weight", {D});
+  b.sequence("model.llm.norm.weight", {D});
   b.split("model.llm.unembed.weight", {c.vocab_size, D}, 0);
   return decls;
+}
+
+void check_model_split(const InklingConfig& config, const LayoutSpec& spec) {
+  // The divisibility of a split does not depend on the rank: rank 0's coordinates check them all.
+  for (const ParamDecl& d : param_decls(config)) make_shard_spec(d.name, d.shape, d.rule, spec, GridCoords{});
 }
 
 ParamTable ParamTable::for_config(const InklingConfig& c) {
@@ -135,6 +146,15 @@ Param* ParamTable::find(const std::string& name) {
   for (Param& p : params_)
     if (p.name == name) return &p;
   return nullptr;
+}
+
+Tensor ParamBucket::master_range(int64_t local, int64_t n) const {
+  QUILL_CHECK(local >= 0 && n >= 0 && local + n <= shard_end - shard_begin,
+              "bucket master: elements [{}, {}) are outside the shard of {}", local, local + n, shard_end - shard_begin);
+  if (offload_end > 0 && local + n <= offload_end) return host_master.view_flat(local, {n});
+  QUILL_CHECK(local >= offload_end, "bucket master: elements [{}, {}) straddle the offload boundary {}", local,
+              local + n, offload_end);
+  return master.view_flat(local - offload_end, {n});
 }
 
 Param& ParamTable::at(const std::string& name) {

@@ -27,6 +27,10 @@ struct ParamDecl {
 };
 // Every tensor of the text trunk in table order (validates the config).
 std::vector<ParamDecl> param_decls(const InklingConfig& config);
+// Whether every tensor splits under the layout's sizes (heads, kv heads, vocabulary, FFN widths,
+// experts), from the config alone: throws naming the tensor, the dimension and the flag. What
+// launchers call before any process group or weight exists.
+void check_model_split(const InklingConfig& config, const LayoutSpec& spec);
 
 struct Param {
   std::string name;
@@ -68,15 +72,27 @@ struct ParamBucket {
   // on the first tensor-parallel rank only (false elsewhere), so that every element counts once.
   bool tp_replicated = false;
   bool counts_in_norm = true;
+  // Members whose gradients each tensor-parallel rank computes only a share of
+  // (ShardSpec::sum_grad_over_tp): summed over tp_comm before the group's reduction.
+  bool sum_over_tp = false;
+  Comm* tp_comm = nullptr;
   std::vector<size_t> members;  // indices into ParamTable::params(), in table order
   int64_t numel = 0;            // padded
   Tensor grads;                 // F32 [numel]
   Tensor compute;               // compute_dtype [numel]
-  // F32 [shard_end - shard_begin]: this rank's fp32 master weights. When the compute dtype is F32
-  // it is the shard's own view of `compute` (one copy serves both); else a buffer of its own.
+  // This rank's fp32 master weights of its shard, shard-local elements [0, shard_end - shard_begin),
+  // in two parts. Under CPU offload (model/offload_split.h) the head [0, offload_end) lives in
+  // `host_master` (F32 [offload_end], pinned host memory) and is updated on the host; `master` is
+  // F32 [shard - offload_end] on the device for the rest, shard-local element offload_end + i at
+  // index i. When the compute dtype is F32, `master` is its range's own view of `compute` (one copy
+  // serves both; the offloaded range of `compute` is a copy of host_master); else a buffer of its own.
   Tensor master;
+  Tensor host_master;
   int64_t shard_begin = 0, shard_end = 0;
+  int64_t offload_end = 0;
   bool master_is_compute() const { return compute_dtype == DType::F32; }
+  // The master of shard-local elements [local, local + n), which must lie on one side of offload_end.
+  Tensor master_range(int64_t local, int64_t n) const;
 };
 
 class ParamTable {

@@ -41,11 +41,19 @@ Tensor upload(const DeviceContext& ctx, const Tensor& host) {
 
 StageModel::StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
                        int64_t end_layer, ModelOptions options)
-    : config_(config), ctx_(ctx), options_(options), first_layer_(first_layer), end_layer_(end_layer) {
+    : StageModel(config, params, ctx, first_layer, end_layer, TensorParallel{}, options) {}
+
+StageModel::StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, const Layout& layout,
+                       ModelOptions options)
+    : StageModel(config, params, ctx, layout.first_layer(), layout.end_layer(), TensorParallel::of(layout), options) {}
+
+StageModel::StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
+                       int64_t end_layer, const TensorParallel& tp, ModelOptions options)
+    : config_(config), ctx_(ctx), options_(options), first_layer_(first_layer), end_layer_(end_layer), tp_(tp) {
   QUILL_CHECK(0 <= first_layer && first_layer < end_layer && end_layer <= config.num_layers,
               "stage layers [{}, {}) are not a non-empty range of the model's {} layers", first_layer, end_layer,
               config.num_layers);
-  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params);
+  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_);
   if (first_stage()) {
     embed_ = &params.at("model.llm.embed.weight");
     embed_norm_ = &params.at("model.llm.embed_norm.weight");
@@ -64,6 +72,11 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
                            Tensor* logits_out) const {
   const int64_t T = mb.T, D = config_.hidden_size, V = config_.vocab_size, VL = loss_vocab();
   QUILL_CHECK(T >= 2, "a row needs at least 2 tokens, got {}", T);
+  QUILL_CHECK(!tp_.active() || T % tp_.size == 0,
+              "--tensor-model-parallel-size {}: a row of {} tokens does not split into {} equal chunks", tp_.size, T,
+              tp_.size);
+  QUILL_CHECK(!tp_.active() || logits_out == nullptr, "the logits of a row are not gathered under tensor parallelism");
+  const int64_t R = tp_.region_rows(T);
   for (int64_t t = 0; t < T; ++t)
     QUILL_CHECK(mb.tokens[t] >= 0 && mb.tokens[t] < V, "token id {} at position {} is outside the vocabulary of {}",
                 mb.tokens[t], t, V);
@@ -74,14 +87,20 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
     Tensor ids_host = Tensor::empty({T}, DType::I32);
     std::memcpy(ids_host.data(), mb.tokens, static_cast<size_t>(T) * sizeof(int32_t));
     act.ids = upload(ctx_, ids_host);
-    act.emb = new_activation(ctx_, {T, D});
-    h = new_activation(ctx_, {T, D});
-    act.rstd_embed = new_tensor(ctx_, {T}, DType::F32);
-    ops::embedding_forward(ctx_, embed_->compute, act.ids, act.emb);
+    if (tp_.active()) {  // vocab-parallel: each rank looks up its rows, the partial sums reduce
+      Tensor partial = new_activation(ctx_, {T, D});
+      ops::embedding_forward_shard(ctx_, embed_->compute, act.ids, embed_->shard.tp_begin, V, partial);
+      act.emb = tp_.reduce_output(ctx_, partial);
+    } else {
+      act.emb = new_activation(ctx_, {T, D});
+      ops::embedding_forward(ctx_, embed_->compute, act.ids, act.emb);
+    }
+    h = new_activation(ctx_, {R, D});
+    act.rstd_embed = new_tensor(ctx_, {R}, DType::F32);
     ops::rmsnorm_forward(ctx_, act.emb, embed_norm_->compute, config_.rms_norm_eps, h, act.rstd_embed);
   } else {
-    QUILL_CHECK(h_in.defined() && h_in.ndim() == 2 && h_in.dim(0) == T && h_in.dim(1) == D,
-                "stage [{}, {}): input hidden states must be [{}, {}]", first_layer_, end_layer_, T, D);
+    QUILL_CHECK(h_in.defined() && h_in.ndim() == 2 && h_in.dim(0) == R && h_in.dim(1) == D,
+                "stage [{}, {}): input hidden states must be [{}, {}]", first_layer_, end_layer_, R, D);
     act.h_in = h_in;
     h = h_in;
   }
@@ -108,11 +127,15 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
   }
   const Tensor targets = upload(ctx_, targets_host), weights = upload(ctx_, weights_host);
   act.h_out = h;
-  Tensor hn = new_activation(ctx_, {T, D});
-  act.rstd_final = new_tensor(ctx_, {T}, DType::F32);
+  Tensor hn = new_activation(ctx_, {R, D});
+  act.rstd_final = new_tensor(ctx_, {R}, DType::F32);
   ops::rmsnorm_forward(ctx_, h, norm_->compute, config_.rms_norm_eps, hn, act.rstd_final);
   ops::scale_inplace(ctx_, hn, 1.0 / config_.logits_mup_width_multiplier);
-  act.dhn = new_activation(ctx_, {T, D});
+  // The unembedding reads all T positions (gathered from the sequence region); each rank its
+  // vocabulary rows [vb, vb + Vr).
+  const Tensor hn_all = tp_.gather_input(ctx_, hn);
+  const int64_t Vr = unembed_->shape[0], vb = unembed_->shard.tp_begin;
+  Tensor dhn_all = new_activation(ctx_, {T, D});
   // The chunks write the same unembedding gradient: the first by grad_write's rule, the rest add.
   GradWrite dunembed = backward ? grad_write(ctx_, *unembed_) : GradWrite{Tensor(), true};
   if (logits_out) *logits_out = Tensor::empty({T, VL}, DType::F32);
@@ -120,10 +143,20 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
   const int64_t chunk_rows = head_chunk_rows(ctx_);
   for (int64_t r0 = 0; r0 < T; r0 += chunk_rows) {
     const int64_t r1 = std::min(T, r0 + chunk_rows), n = r1 - r0;
-    Tensor logits = new_activation(ctx_, {n, V}), dlogits = new_activation(ctx_, {n, V});
-    ops::linear_forward(ctx_, hn.rows(r0, r1), unembed_->compute, logits);
-    act.result.loss_sum += ops::cross_entropy_forward_backward(ctx_, logits, targets.rows(r0, r1), weights.rows(r0, r1),
-                                                               VL, mb.grad_scale, dlogits);
+    Tensor logits = new_activation(ctx_, {n, Vr}), dlogits = new_activation(ctx_, {n, Vr});
+    ops::linear_forward(ctx_, hn_all.rows(r0, r1), unembed_->compute, logits);
+    if (tp_.active()) {
+      // Vocab-parallel loss: each rank's row statistics, gathered, merged alike on every rank.
+      const DType stats_dtype = ctx_.device == Device::CPU ? DType::F64 : DType::F32;
+      Tensor stats = new_tensor(ctx_, {n, 3}, stats_dtype);
+      ops::cross_entropy_shard_stats(ctx_, logits, targets.rows(r0, r1), weights.rows(r0, r1), vb, VL, stats);
+      const Tensor all = tp_.gather_chunks(ctx_, stats).reshape({tp_.size, n, 3});
+      act.result.loss_sum += ops::cross_entropy_shard_backward(ctx_, logits, targets.rows(r0, r1), weights.rows(r0, r1),
+                                                               vb, VL, all, mb.grad_scale, dlogits);
+    } else {
+      act.result.loss_sum += ops::cross_entropy_forward_backward(ctx_, logits, targets.rows(r0, r1),
+                                                                 weights.rows(r0, r1), VL, mb.grad_scale, dlogits);
+    }
     if (logits_out) {
       Tensor host = Tensor::empty({n, V}, ctx_.activation);
       ops::transfer(ctx_, logits, host);
@@ -132,10 +165,11 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
         std::memcpy(logits_out->data_as<float>() + (r0 + t) * VL, f32.data_as<float>() + t * V, VL * sizeof(float));
     }
     if (!backward) continue;
-    ops::linear_backward_weight(ctx_, dlogits, hn.rows(r0, r1), dunembed.grad, dunembed.accumulate);
+    ops::linear_backward_weight(ctx_, dlogits, hn_all.rows(r0, r1), dunembed.grad, dunembed.accumulate);
     dunembed.accumulate = true;
-    ops::linear_backward_input(ctx_, dlogits, unembed_->compute, act.dhn.rows(r0, r1));
+    ops::linear_backward_input(ctx_, dlogits, unembed_->compute, dhn_all.rows(r0, r1));
   }
+  if (backward) act.dhn = tp_.gather_input_backward(ctx_, dhn_all);
   return Tensor();
 }
 
@@ -158,7 +192,12 @@ Tensor StageModel::backward(Activations& act, const Tensor& dh_out) const {
   if (!first_stage()) return dh;
   Tensor demb = new_activation(ctx_, act.emb.shape());
   ops::rmsnorm_backward(ctx_, act.emb, embed_norm_->compute, act.rstd_embed, dh, demb, grad_target(ctx_, *embed_norm_));
-  if (embed_->grad.defined()) ops::embedding_backward(ctx_, act.ids, demb, grad_target(ctx_, *embed_));
+  if (!embed_->grad.defined()) return Tensor();
+  if (tp_.active())
+    ops::embedding_backward_shard(ctx_, act.ids, tp_.reduce_output_backward(ctx_, demb), embed_->shard.tp_begin,
+                                  config_.vocab_size, grad_target(ctx_, *embed_));
+  else
+    ops::embedding_backward(ctx_, act.ids, demb, grad_target(ctx_, *embed_));
   return Tensor();
 }
 

@@ -10,6 +10,11 @@
 // returns dh_in (undefined on the first stage). On the last stage the loss gradient starts inside
 // forward (the head runs fused with the loss, chunk by chunk), so backward takes no dh_out there.
 // Parameter gradients accumulate into the ParamTable with the micro-batch's grad_scale.
+//
+// Under tensor parallelism the embedding and the unembedding are vocab-parallel (each rank its rows
+// of the vocabulary; the loss by ops' vocab-parallel cross-entropy, so no rank holds a whole row of
+// logits), and the hidden states between layers and stages are the sequence region's rows
+// (parallel/tensor_parallel.h): T/tp positions each with sequence parallelism.
 #pragma once
 
 #include <vector>
@@ -18,6 +23,8 @@
 #include "model/decoder_layer.h"
 #include "model/params.h"
 #include "ops/device_context.h"
+#include "parallel/layout.h"
+#include "parallel/tensor_parallel.h"
 
 namespace quill {
 
@@ -48,6 +55,9 @@ class StageModel {
  public:
   StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
              int64_t end_layer, ModelOptions options = {});
+  // This rank's stage and tensor-parallel share of `layout` (the table built for the same layout).
+  StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, const Layout& layout,
+             ModelOptions options = {});
 
   struct Activations {
     Tensor ids;                         // first stage
@@ -62,7 +72,8 @@ class StageModel {
   // The stage's forward of one micro-batch. h_in: [T, D] from the previous stage (ignored on the
   // first). Returns the stage's output [T, D] (undefined on the last stage, which returns its loss
   // in act.result). With `backward`, the last stage also runs the head's backward; with logits_out
-  // it receives the [T, V_loss] logits on the host.
+  // it receives the [T, V_loss] logits on the host (one tensor-parallel rank only). The hidden
+  // states in and out are [region_rows(T), D].
   Tensor forward(const MicroBatch& mb, const Tensor& h_in, Activations& act, bool backward,
                  Tensor* logits_out = nullptr) const;
   // dh_out: the gradient of the stage's output (ignored on the last stage). Returns dh_in
@@ -75,12 +86,17 @@ class StageModel {
   int64_t end_layer() const { return end_layer_; }
   const DecoderLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i - first_layer_)]; }
   int64_t loss_vocab() const;
+  int64_t region_rows(int64_t T) const { return tp_.region_rows(T); }
 
  private:
+  StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
+             int64_t end_layer, const TensorParallel& tp, ModelOptions options);
+
   InklingConfig config_;
   DeviceContext ctx_;
   ModelOptions options_;
   int64_t first_layer_, end_layer_;
+  TensorParallel tp_;
   std::vector<DecoderLayer> layers_;
   Param *embed_ = nullptr, *embed_norm_ = nullptr, *norm_ = nullptr, *unembed_ = nullptr;
 };

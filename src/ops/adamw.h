@@ -1,7 +1,10 @@
 // The AdamW update of one parameter tensor (torch.optim.AdamW semantics; optim/adamw.h has the
-// formula and the schedule around it). value, grad, exp_avg, exp_avg_sq are F32 of equal shape on
-// ctx's device; grad is multiplied by clip first. compute, when defined, receives the updated value
-// in its own dtype (the bf16 copy the CUDA backend computes with).
+// formula and the schedule around it). value, grad, exp_avg, exp_avg_sq have equal shape on ctx's
+// device; value and grad are F32; each moment is F32 or BF16 (Megatron's precision-aware optimizer,
+// --exp-avg-dtype / --exp-avg-sq-dtype: a BF16 moment is read as fp32, the step's arithmetic is all
+// fp32, the update uses the fp32 moment, and only its store rounds to bf16, nearest even). grad is
+// multiplied by clip first. compute, when defined, receives the updated value in its own dtype (the
+// bf16 copy the CUDA backend computes with).
 #pragma once
 
 #include "ops/device_context.h"

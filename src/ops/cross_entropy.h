@@ -16,4 +16,21 @@ double cross_entropy_forward_backward(const DeviceContext& ctx, const Tensor& lo
                                       const Tensor& weights_T, int64_t vocab_limit, double grad_scale,
                                       const Tensor& dlogits_TV);
 
+// Vocab-parallel (Megatron's vocab_parallel_cross_entropy): each tensor-parallel rank holds columns
+// [vocab_begin, vocab_begin + V) of every row's logits, and no rank ever holds a whole row. Two calls
+// around one all-gather of per-row statistics over the group:
+//   stats_T3 [T, 3] (F32, or F64 on the CPU) = per row, over this shard's columns below vocab_limit:
+//     (max, sum of exp(logit - max), the target's logit when this shard holds the target else 0);
+//     (-inf, 0, 0) when the shard holds no such column. Weighted targets outside [0, vocab_limit)
+//     are an error naming the position (checked here, before anything is written).
+//   all_stats_RT3 [R, T, 3]: every shard's stats in shard order. The backward merges them in that
+//     order (every rank gets the same bits), writes this shard's dlogits_TV (the fused op's formula
+//     on its columns) and returns the loss sum over rows (the fused op's, identical on every rank).
+void cross_entropy_shard_stats(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T,
+                               const Tensor& weights_T, int64_t vocab_begin, int64_t vocab_limit,
+                               const Tensor& stats_T3);
+double cross_entropy_shard_backward(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T,
+                                    const Tensor& weights_T, int64_t vocab_begin, int64_t vocab_limit,
+                                    const Tensor& all_stats_RT3, double grad_scale, const Tensor& dlogits_TV);
+
 }  // namespace quill::ops

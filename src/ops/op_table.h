@@ -8,6 +8,7 @@
 
 #include "ops/adamw.h"
 #include "ops/attention.h"
+#include "ops/collective.h"
 #include "ops/columns.h"
 #include "ops/convert.h"
 #include "ops/cross_entropy.h"
@@ -34,6 +35,8 @@ struct OpTable {
   decltype(&ops::transfer_async) transfer_async = nullptr;
   decltype(&ops::wait_transfers) wait_transfers = nullptr;
   decltype(&ops::cross_entropy_forward_backward) cross_entropy_forward_backward = nullptr;
+  decltype(&ops::cross_entropy_shard_stats) cross_entropy_shard_stats = nullptr;
+  decltype(&ops::cross_entropy_shard_backward) cross_entropy_shard_backward = nullptr;
   decltype(&ops::copy) copy = nullptr;
   decltype(&ops::add_inplace) add_inplace = nullptr;
   decltype(&ops::scale_inplace) scale_inplace = nullptr;
@@ -44,6 +47,8 @@ struct OpTable {
   decltype(&ops::sum_squares) sum_squares = nullptr;
   decltype(&ops::embedding_forward) embedding_forward = nullptr;
   decltype(&ops::embedding_backward) embedding_backward = nullptr;
+  decltype(&ops::embedding_forward_shard) embedding_forward_shard = nullptr;
+  decltype(&ops::embedding_backward_shard) embedding_backward_shard = nullptr;
   decltype(&ops::linear_forward) linear_forward = nullptr;
   decltype(&ops::linear_backward_input) linear_backward_input = nullptr;
   decltype(&ops::linear_backward_weight) linear_backward_weight = nullptr;
@@ -64,6 +69,7 @@ struct OpTable {
   decltype(&ops::short_conv_backward) short_conv_backward = nullptr;
   decltype(&ops::swiglu_forward) swiglu_forward = nullptr;
   decltype(&ops::swiglu_backward) swiglu_backward = nullptr;
+  decltype(&ops::collective) collective = nullptr;
 };
 
 // The CUDA implementation of one op, or an error naming it when the context has none.

@@ -10,10 +10,23 @@
 // rank keeps the moments of its shard of every bucket, updates its shard of the fp32 masters,
 // writes the updated compute copies of that shard in the same pass, and each bucket's group
 // all-gathers the compute copies in their own dtype (bf16 on a GPU, half the bytes of fp32).
+//
+// Optimizer memory (AdamWConfig::memory, Megatron's flags; docs/decisions/optimizer-offload.md):
+// - CPU offload: placement (model/offload_split.h) puts the head of each bucket's shard in pinned
+//   host memory; here its moments live there too, its gradients are copied down, the host AdamW
+//   (optim/cpu_adamw.h, the device kernel's arithmetic bit for bit) updates it on a thread pool and
+//   its updated compute copy goes back up before the all-gather. With overlap_d2h_h2d the
+//   gradients' copy down and the host update run while the device updates the rest, and the copy
+//   up goes in chunks behind the host update; without it, each waits for the one before.
+// - bf16 moments (exp_avg / exp_avg_sq): stored in bf16 on either side, fp32 arithmetic.
+// - bf16 main gradients are refused (check_adamw_config says why).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "base/thread_pool.h"
 
 #include "comm/comm.h"
 #include "model/params.h"
@@ -28,6 +41,9 @@ struct AdamWConfig {
   double clip_grad = 1.0;  // 0 disables clipping
   OptimizerMemory memory;   // offload and state dtypes (all on the device in fp32 by default)
 };
+
+// Refuses what the optimizer cannot carry out, naming the flag (before anything is loaded).
+void check_adamw_config(const AdamWConfig& config);
 
 // The per-step constants of the update at 1-based step t (bias corrections, clip coefficient).
 ops::AdamWStep adamw_step_constants(const AdamWConfig& config, double lr, int64_t t, double grad_norm);
@@ -49,18 +65,36 @@ class AdamW {
 
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t s) { step_ = s; }
-  // Bucket b's moments: this rank's shard, as long as the bucket's master shard.
+  // Bucket b's moments on the device: shard-local elements [offload_end, shard) of its shard (all of
+  // it without offload), in the configured dtypes.
   const Tensor& exp_avg(size_t bucket) const { return m_[bucket]; }
   const Tensor& exp_avg_sq(size_t bucket) const { return v_[bucket]; }
-  int64_t moment_bytes() const;
+  // Either moment (0: exp_avg, 1: exp_avg_sq) of shard-local elements [local, local + n) of bucket b,
+  // on the device or in host memory, as ParamBucket::master_range; the range must not straddle.
+  Tensor moment_range(int which, size_t bucket, int64_t local, int64_t n) const;
+  int64_t moment_bytes() const;       // both moments, device and host
+  int64_t host_moment_bytes() const;  // of which in host memory
   const AdamWConfig& config() const { return config_; }
 
  private:
+  // One bucket's offloaded head (elements [0, offload_end) of its shard), all in pinned host memory.
+  struct HostPart {
+    Tensor grads;                // F32: the reduced gradients, copied down
+    Tensor exp_avg, exp_avg_sq;  // the moments, in their dtypes
+    Tensor compute;              // the updated compute copy before it goes up (bf16 buckets only)
+  };
+  void update_device_parts(ops::AdamWStep s);
+  // The host AdamW over every offloaded head, each updated stretch copied up as it is done.
+  void update_host_parts(ops::AdamWStep s);
+
   ParamTable& params_;
   AdamWConfig config_;
   DeviceContext ctx_;
   Comm* world_;
   std::vector<Tensor> m_, v_;
+  std::vector<HostPart> host_;
+  bool offloaded_ = false;
+  std::unique_ptr<ThreadPool> pool_;  // the host update's threads (with offload only)
   int64_t step_ = 0;
 };
 

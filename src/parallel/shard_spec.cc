@@ -27,6 +27,7 @@ ShardSpec make_shard_spec(const std::string& name, const Shape& global, const Sh
   const char* flag = rule.experts ? "--expert-tensor-parallel-size" : "--tensor-model-parallel-size";
   if (rule.tp_dim < 0) {
     s.tp_replicated = !rule.experts;  // routed experts are spread over ranks, never copies
+    s.sum_grad_over_tp = s.tp_replicated && sizes.tp > 1 && (sizes.sequence_parallel || !rule.sequence_region);
     return s;
   }
   QUILL_CHECK(rule.tp_dim < static_cast<int>(global.size()), "{}: split dimension {} of a {}-dimensional tensor", name,

@@ -23,6 +23,12 @@ struct ShardRule {
   bool gate_up = false;
   // Dimension 0 indexes routed experts, split evenly over the expert-parallel ranks.
   bool experts = false;
+  // A replicated tensor that acts on the sequence region (norms, residual short convolutions, the
+  // dense MLP's output scale: parallel/tensor_parallel.h). Without sequence parallelism every
+  // tensor-parallel rank computes its whole gradient from the same replicated activations; with it,
+  // each rank its chunk's share. Replicated tensors of the split region (per-head norms, the
+  // relative-bias tables) and the router (on each rank's own chunk) always get a share.
+  bool sequence_region = false;
   int stage = 0;  // the pipeline stage that owns the tensor
 };
 
@@ -35,6 +41,9 @@ struct ShardSpec {
   // Whole and equal on every rank of the tensor-parallel group (norms, the router): its gradient is
   // summed over that group once, and the gradient norm counts it on one rank of it.
   bool tp_replicated = true;
+  // Replicated, and each tensor-parallel rank computes only its share of the gradient: summed over
+  // the tensor-parallel group (once) before the data-parallel reduction.
+  bool sum_grad_over_tp = false;
   bool whole() const { return global_shape == local_shape; }
 };
 

@@ -46,6 +46,13 @@ StageTrace::Id StageTrace::grad_scratch(const std::string& name, int64_t element
   return frozen(name) ? f32(Use::Temporary, elements) : MemoryTrace::kNone;
 }
 
+// --- TensorParallel (parallel/tensor_parallel.h): what each boundary allocates -------------------
+// gather_input: SP all-gathers the chunks into a new [T, D]; else the same tensor (kNone: no new one).
+StageTrace::Id StageTrace::gather_input(Use use) { return sp_ ? activation(use, T_, D_) : MemoryTrace::kNone; }
+// reduce_output / gather_input_backward of a [T, D] partial: SP reduce-scatters into a new [Tseq, D]
+// (the partial is the caller's to free); else an in-place all-reduce (kNone).
+StageTrace::Id StageTrace::reduce_rows(Use use) { return sp_ ? activation(use, Tseq_, D_) : MemoryTrace::kNone; }
+
 // --- StageModel::forward ------------------------------------------------------------------------
 
 StageTrace::Id StageTrace::forward(Activations& act, Id h_in) {
@@ -54,14 +61,18 @@ StageTrace::Id StageTrace::forward(Activations& act, Id h_in) {
   Id h = h_in;
   if (first_stage()) {
     if (cuda()) act.kept.push_back(i32(Use::Saved, T_));  // the ids, uploaded (on the CPU a host tensor)
-    // Vocab-parallel embedding: each rank looks up its rows, the partial sums are reduced (scattered
-    // over the sequence with SP).
-    Id partial = tp_ > 1 && sp_ ? activation(Use::Gather, T_, D_) : MemoryTrace::kNone;
-    act.kept.push_back(activation(Use::Saved, Tseq_, D_));  // emb
-    mem_.free(partial);
-    h = activation(Use::Saved, Tseq_, D_);                  // embed_norm's output: layer 0's input, released with it
+    // Vocab-parallel with tp > 1: each rank's partial lookup, reduced into the sequence region.
+    const Id emb = activation(Use::Saved, T_, D_);
+    const Id reduced = tp_ > 1 ? reduce_rows(Use::Saved) : MemoryTrace::kNone;
+    if (reduced != MemoryTrace::kNone) {
+      mem_.free(emb);
+      act.kept.push_back(reduced);
+    } else {
+      act.kept.push_back(emb);
+    }
+    h = activation(Use::Saved, Tseq_, D_);        // embed_norm's output: layer 0's input, released with it
     act.layers[0].saved.push_back(h);
-    act.kept.push_back(f32(Use::Saved, Tseq_));      // rstd_embed
+    act.kept.push_back(f32(Use::Saved, Tseq_));  // rstd_embed
   } else {
     mem_.retag(h_in, Use::Saved);
     act.kept.push_back(h_in);  // act.h_in (and layer 0's h_in)
@@ -79,8 +90,8 @@ StageTrace::Id StageTrace::forward(Activations& act, Id h_in) {
   return MemoryTrace::kNone;
 }
 
-// StageModel::forward's head: final norm, muP division, unembedding and the loss in row chunks, each
-// chunk's logits gradient consumed at once (the head's backward runs inside the forward).
+// StageModel::forward's head: final norm, muP division, unembedding (all T rows, this rank's
+// vocabulary rows) and the loss in row chunks, each chunk's logits gradient consumed at once.
 void StageTrace::head_forward(Activations& act, Id h) {
   Id targets = MemoryTrace::kNone, weights = MemoryTrace::kNone;
   if (cuda()) {  // uploaded; host tensors on the CPU
@@ -90,22 +101,36 @@ void StageTrace::head_forward(Activations& act, Id h) {
   act.h_out = h;
   const Id hn = activation(Use::Logits, Tseq_, D_);
   act.kept.push_back(f32(Use::Saved, Tseq_));  // rstd_final
-  act.dhn = activation(Use::Saved, Tseq_, D_);
-  const int64_t V = c_.vocab_size / tp_;  // vocab-parallel head: this rank's rows of the unembedding
+  const Id hn_all = gather_input(Use::Gather);
+  const Id dhn_all = activation(Use::Saved, T_, D_);
+  const int64_t V = c_.vocab_size / tp_;  // this rank's rows of the unembedding
   const Id dunembed = grad_scratch("model.llm.unembed.weight", V * D_);
-  // Sequence parallelism: the head's GEMMs read all T rows (gathered) and write a partial input
-  // gradient, reduce-scattered into dhn after the loop.
-  const Id hn_full = sp_ ? activation(Use::Gather, T_, D_) : MemoryTrace::kNone;
-  const Id dhn_full = sp_ ? activation(Use::Gather, T_, D_) : MemoryTrace::kNone;
   const int64_t chunk = head_chunk_rows(shape_.device);
   for (int64_t r0 = 0; r0 < T_; r0 += chunk) {
     const int64_t n = std::min(T_, r0 + chunk) - r0;
     const Id logits = activation(Use::Logits, n, V), dlogits = activation(Use::Logits, n, V);
-    if (cuda()) mem_.spike(Use::Logits, kCeStatusBytes + 8 * n);  // cross_entropy.cu: per-row loss sums
+    if (tp_ > 1) {  // vocab-parallel loss: each rank's row statistics, gathered
+      const Id stats = mem_.alloc(Use::Logits, n * 3 * (cuda() ? 4 : 8));
+      if (cuda()) mem_.spike(Use::Logits, 4);  // cross_entropy.cu: the stats' check word
+      const Id all = mem_.alloc(Use::Logits, tp_ * n * 3 * (cuda() ? 4 : 8));
+      if (cuda()) mem_.spike(Use::Logits, kCeStatusBytes + 8 * n);
+      mem_.free(all);
+      mem_.free(stats);
+    } else if (cuda()) {
+      mem_.spike(Use::Logits, kCeStatusBytes + 8 * n);  // cross_entropy.cu: per-row loss sums
+    }
     mem_.free(logits);
     mem_.free(dlogits);
   }
-  for (Id id : {hn_full, dhn_full, dunembed, hn, targets, weights}) mem_.free(id);
+  // dL/d(normed h) back to the sequence region: reduce-scattered with SP, all-reduced in place without.
+  const Id dhn = reduce_rows(Use::Saved);
+  if (dhn != MemoryTrace::kNone) {
+    act.dhn = dhn;
+    mem_.free(dhn_all);
+  } else {
+    act.dhn = dhn_all;
+  }
+  for (Id id : {dunembed, hn_all, hn, targets, weights}) mem_.free(id);
 }
 
 // --- StageModel::backward -----------------------------------------------------------------------
@@ -131,10 +156,10 @@ StageTrace::Id StageTrace::backward(Activations& act, Id dh_out) {
     saved.saved.clear();
   }
   if (!first_stage()) return dh;
-  const Id demb = activation(Use::Temporary, Tseq_, D_);
+  const Id demb = activation(Use::Temporary, tp_ > 1 && !sp_ ? T_ : Tseq_, D_);
   mem_.free(grad_scratch("model.llm.embed_norm.weight", D_));
-  // The embedding's scatter-add needs every row's gradient: gathered under sequence parallelism.
-  if (!frozen("model.llm.embed.weight") && sp_) mem_.spike(Use::Gather, T_ * D_ * act_);
+  // The embedding's scatter-add reads every row's gradient (gathered with SP).
+  if (!frozen("model.llm.embed.weight") && tp_ > 1) mem_.free(gather_input(Use::Gather));
   mem_.free(demb);
   mem_.free(dh);
   return MemoryTrace::kNone;
@@ -147,32 +172,61 @@ void StageTrace::release(Activations& act) {
 
 // --- DecoderLayer -------------------------------------------------------------------------------
 
+// DecoderLayer::residual_conv: the input is kept for the backward (with SP, a new tensor with the
+// K-1 rows before the chunk: gather_halo), the output is a new tensor (with SP, K-1 rows longer).
+StageTrace::Id StageTrace::residual_conv(Layer& s, Id x) {
+  const int64_t H = c_.conv_kernel_size - 1;
+  if (!sp_) {
+    mem_.retag(x, Use::Saved);
+    s.saved.push_back(x);
+    return activation(Use::Saved, Tseq_, D_);
+  }
+  s.saved.push_back(activation(Use::Saved, H + Tseq_, D_));  // sp_halo.cc gather_halo: ext
+  if (H > 0) {
+    const Id mine = activation(Use::Gather, H, D_), all = activation(Use::Gather, tp_ * H, D_);
+    mem_.free(all);
+    mem_.free(mine);
+  }
+  const Id y = activation(Use::Saved, H + Tseq_, D_);
+  mem_.free(x);  // the op's input, a temporary of the caller
+  return y;
+}
+
+// DecoderLayer::residual_conv_backward.
+StageTrace::Id StageTrace::residual_conv_backward(const std::string& conv) {
+  const int64_t H = c_.conv_kernel_size - 1, K = c_.conv_kernel_size;
+  if (!sp_) {
+    const Id dx = activation(Use::Temporary, Tseq_, D_);
+    mem_.free(grad_scratch(conv, D_ * K));
+    return dx;
+  }
+  const Id dy_in = activation(Use::Temporary, H + Tseq_, D_), dx = activation(Use::Temporary, H + Tseq_, D_);
+  mem_.free(grad_scratch(conv, D_ * K));
+  const Id dchunk = activation(Use::Temporary, Tseq_, D_);  // sp_halo.cc scatter_halo_grad
+  if (H > 0) mem_.free(activation(Use::Gather, tp_ * H, D_));
+  mem_.free(dy_in);
+  mem_.free(dx);
+  return dchunk;
+}
+
 StageTrace::Id StageTrace::decoder_forward(int64_t l, Layer& s, Id) {
-  const int64_t K = c_.conv_kernel_size;
   s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // a_norm
-  s.saved.push_back(f32(Use::Saved, Tseq_));      // rstd_a
-  s.saved.push_back(attention_forward(l, s));     // attn_out
-  s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // h_mid
-  // Sequence parallelism: the residual short convolution reads K-1 rows of the previous rank (sp_halo).
-  if (sp_) mem_.spike(Use::Gather, (Tseq_ + K - 1) * D_ * act_);
+  s.saved.push_back(f32(Use::Saved, Tseq_));             // rstd_a
+  const Id attn = attention_forward(l, s);
+  s.saved.push_back(residual_conv(s, attn));             // h_mid (its input: attn_out)
   s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // m_norm
-  s.saved.push_back(f32(Use::Saved, Tseq_));      // rstd_m
-  s.saved.push_back(c_.is_moe(l) ? moe_forward(l, s) : dense_forward(l, s));  // mlp_out
-  const Id h_out = activation(Use::Saved, Tseq_, D_);
-  if (sp_) mem_.spike(Use::Gather, (Tseq_ + K - 1) * D_ * act_);
-  return h_out;
+  s.saved.push_back(f32(Use::Saved, Tseq_));             // rstd_m
+  const Id mlp = c_.is_moe(l) ? moe_forward(l, s) : dense_forward(l, s);
+  return residual_conv(s, mlp);                          // h_out (its input: mlp_out)
 }
 
 StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
   const std::string p = layer_prefix(l);
-  const int64_t K = c_.conv_kernel_size;
-  const Id dmlp = activation(Use::Temporary, Tseq_, D_);
-  mem_.free(grad_scratch(p + "mlp_sconv.weight", D_ * K));
+  const Id dmlp = residual_conv_backward(p + "mlp_sconv.weight");
   const Id dm = c_.is_moe(l) ? moe_backward(l) : dense_backward(l);
   const Id dh_mid = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "mlp_norm.weight", D_));
-  const Id dattn = activation(Use::Temporary, Tseq_, D_);
-  mem_.free(grad_scratch(p + "attn_sconv.weight", D_ * K));
+  const Id dattn = residual_conv_backward(p + "attn_sconv.weight");
   const Id da = attention_backward(l);
   const Id dh_in = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "attn_norm.weight", D_));
@@ -185,17 +239,17 @@ StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
 StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
   const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
   const int64_t E = c_.extent(l);
-  const Id x_full = gather_rows();  // the projections read every row
+  const Id x = gather_input(Use::Saved);  // the projections' input, kept for their weight gradients
+  if (x != MemoryTrace::kNone) s.saved.push_back(x);
   for (int64_t cols : {H * d, G * d, G * d, H * R}) s.saved.push_back(activation(Use::Saved, T_, cols));  // q, k0, v0, r
-  mem_.free(x_full);
   s.saved.push_back(activation(Use::Saved, T_, G * d));  // k1
   s.saved.push_back(activation(Use::Saved, T_, G * d));  // v1
   s.saved.push_back(activation(Use::Saved, T_, H * d));  // qn
   s.saved.push_back(activation(Use::Saved, T_, G * d));  // kn
-  s.saved.push_back(f32(Use::Saved, T_ * H));     // rstd_q
-  s.saved.push_back(f32(Use::Saved, T_ * G));     // rstd_k
+  s.saved.push_back(f32(Use::Saved, T_ * H));            // rstd_q
+  s.saved.push_back(f32(Use::Saved, T_ * G));            // rstd_k
   s.saved.push_back(activation(Use::Saved, T_, H * d));  // o
-  s.saved.push_back(f32(Use::Saved, H * T_));     // lse
+  s.saved.push_back(f32(Use::Saved, H * T_));            // lse
   const bool log_scaling = c_.log_scaling && !c_.is_local(l);
   if (cuda() && d == 128) {  // ops/cuda/attention_tc_forward.cu: the bias rows of every query, fp32
     const Id rb = R > 0 && E > 0 ? f32(Use::Attention, T_ * H * E) : MemoryTrace::kNone;
@@ -203,22 +257,21 @@ StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
     mem_.free(rb);
     mem_.free(tau);
   }
-  // o_proj, row-parallel: a partial [T, D] reduced over the tensor-parallel ranks (scattered with SP).
-  if (!sp_) return activation(Use::Saved, T_, D_);
-  const Id partial = activation(Use::Gather, T_, D_);
-  const Id out = activation(Use::Saved, Tseq_, D_);
-  mem_.free(partial);
-  return out;
+  // o_proj (row-parallel): a partial [T, D], reduced into the sequence region.
+  const Id out = activation(Use::Temporary, T_, D_);
+  const Id reduced = reduce_rows(Use::Temporary);
+  if (reduced == MemoryTrace::kNone) return out;
+  mem_.free(out);
+  return reduced;
 }
 
 StageTrace::Id StageTrace::attention_backward(int64_t l) {
   const std::string p = layer_prefix(l) + "attn.";
   const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
   const int64_t E = c_.extent(l), K = c_.conv_kernel_size;
-  const Id dout_full = gather_rows();
+  const Id dout = gather_input(Use::Gather);  // reduce_output_backward
   const Id do_TX = activation(Use::Temporary, T_, H * d);
   mem_.free(grad_scratch(p + "wo_ud.weight", D_ * H * d));
-  mem_.free(dout_full);
   const Id dqn = activation(Use::Temporary, T_, H * d), dkn = activation(Use::Temporary, T_, G * d);
   const Id dv1 = activation(Use::Temporary, T_, G * d), dr = activation(Use::Temporary, T_, H * R);
   {
@@ -244,88 +297,73 @@ StageTrace::Id StageTrace::attention_backward(int64_t l) {
   const Id dk0 = activation(Use::Temporary, T_, G * d), dv0 = activation(Use::Temporary, T_, G * d);
   mem_.free(grad_scratch(p + "k_sconv.weight", G * d * K));
   mem_.free(grad_scratch(p + "v_sconv.weight", G * d * K));
-  const auto input_weight_grads = [&] {
-    mem_.free(grad_scratch(p + "wq_du.weight", H * d * D_));
-    mem_.free(grad_scratch(p + "wk_dv.weight", G * d * D_));
-    mem_.free(grad_scratch(p + "wv_dv.weight", G * d * D_));
-    mem_.free(grad_scratch(p + "wr_du.weight", H * R * D_));
-  };
-  Id dx;
-  if (sp_) {
-    // The input gradient is a partial over all rows, reduce-scattered; the weight gradients read the
-    // input rows gathered again.
-    const Id partial = activation(Use::Gather, T_, D_), x_full = activation(Use::Gather, T_, D_);
-    dx = activation(Use::Temporary, Tseq_, D_);
-    mem_.free(partial);
-    input_weight_grads();
-    mem_.free(x_full);
-  } else {
-    dx = activation(Use::Temporary, T_, D_);
-    input_weight_grads();
-  }
-  for (Id id : {do_TX, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0}) mem_.free(id);
-  return dx;
+  const Id dx = activation(Use::Temporary, T_, D_);
+  mem_.free(grad_scratch(p + "wq_du.weight", H * d * D_));
+  mem_.free(grad_scratch(p + "wk_dv.weight", G * d * D_));
+  mem_.free(grad_scratch(p + "wv_dv.weight", G * d * D_));
+  mem_.free(grad_scratch(p + "wr_du.weight", H * R * D_));
+  const Id reduced = reduce_rows(Use::Temporary);  // gather_input_backward
+  for (Id id : {dout, do_TX, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0}) mem_.free(id);
+  if (reduced == MemoryTrace::kNone) return dx;
+  mem_.free(dx);
+  return reduced;
 }
 
 // --- DenseMlp -----------------------------------------------------------------------------------
 
 StageTrace::Id StageTrace::dense_forward(int64_t, Layer& s) {
   const int64_t F = c_.dense_intermediate_size / tp_;
+  const Id x = gather_input(Use::Saved);
+  if (x != MemoryTrace::kNone) s.saved.push_back(x);
   s.saved.push_back(activation(Use::Saved, T_, 2 * F));  // h
   s.saved.push_back(activation(Use::Saved, T_, F));      // a
-  const Id partial = sp_ ? activation(Use::Gather, T_, D_) : MemoryTrace::kNone;  // w2's row-parallel output
-  s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // o
-  const Id x_full = gather_rows();                // w13 reads every row
-  mem_.free(x_full);
-  mem_.free(partial);
-  return activation(Use::Saved, Tseq_, D_);  // y = o * global_scale: the layer's mlp_out
+  const Id partial = activation(Use::Saved, T_, D_);     // w2's output, reduced: o
+  const Id o = reduce_rows(Use::Saved);
+  if (o == MemoryTrace::kNone) {
+    s.saved.push_back(partial);
+  } else {
+    s.saved.push_back(o);
+    mem_.free(partial);
+  }
+  return activation(Use::Temporary, Tseq_, D_);  // y = o * global_scale: the layer's mlp_out
 }
 
 StageTrace::Id StageTrace::dense_backward(int64_t l) {
   const std::string p = layer_prefix(l) + "mlp.";
   const int64_t F = c_.dense_intermediate_size / tp_;
-  const Id do_TD = activation(Use::Temporary, Tseq_, D_);
+  const Id do_region = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "global_scale", 1));
-  const Id do_full = gather_rows();
+  const Id do_all = gather_input(Use::Gather);  // reduce_output_backward
   const Id da = activation(Use::Temporary, T_, F);
   mem_.free(grad_scratch(p + "w2_md.weight", D_ * F));
-  mem_.free(do_full);
   const Id dh = activation(Use::Temporary, T_, 2 * F);
-  {
-    const Id x_full = gather_rows();
-    mem_.free(grad_scratch(p + "w13_dn.weight", 2 * F * D_));
-    mem_.free(x_full);
-  }
-  Id dx;
-  if (sp_) {
-    const Id partial = activation(Use::Gather, T_, D_);
-    dx = activation(Use::Temporary, Tseq_, D_);
-    mem_.free(partial);
-  } else {
-    dx = activation(Use::Temporary, T_, D_);
-  }
-  for (Id id : {do_TD, da, dh}) mem_.free(id);
-  return dx;
+  mem_.free(grad_scratch(p + "w13_dn.weight", 2 * F * D_));
+  const Id dx = activation(Use::Temporary, T_, D_);
+  const Id reduced = reduce_rows(Use::Temporary);  // gather_input_backward
+  for (Id id : {do_region, do_all, da, dh}) mem_.free(id);
+  if (reduced == MemoryTrace::kNone) return dx;
+  mem_.free(dx);
+  return reduced;
 }
 
 // --- MoeBlock -----------------------------------------------------------------------------------
-// Routed tokens per rank: the rank's rows of the sequence (tensor-parallel ranks split the tokens
-// among them, as Megatron's dispatcher does). Each sends P = tokens * top_k rows; with expert
-// parallelism it receives, balanced, as many (times expert_rows_factor), and at worst every token
-// of every expert-parallel rank for min(top_k, local experts) of its experts.
+// The routed experts work on the rank's chunk of Tc = T/tp positions (with and without SP); each sends
+// P = Tc * top_k rows. With expert parallelism (modelled, not built) it receives, balanced, as many
+// (times expert_rows_factor), and at worst every token of every expert-parallel rank for
+// min(top_k, local experts) of its experts. The shared experts run on all T positions.
 
 StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   const int64_t E = c_.n_routed_experts, S = c_.n_shared_experts, k = c_.num_experts_per_tok;
   const int64_t Fe = c_.moe_intermediate_size / shape_.etp, Fs = c_.moe_intermediate_size / tp_;
-  const int64_t Tt = T_ / tp_, P = Tt * k;
+  const int64_t Tc = T_ / tp_, P = Tc * k;
   const int ep = shape_.ep;
   const int64_t R = ep == 1 ? P : static_cast<int64_t>(std::ceil(static_cast<double>(P) * shape_.expert_rows_factor));
-  const int64_t R_worst = ep * Tt * std::min(k, E / ep);
-  s.saved.push_back(f32(Use::Saved, Tt * D_));        // x32
-  s.saved.push_back(f32(Use::Saved, Tt * (E + S)));   // logits
-  s.saved.push_back(i32(Use::Saved, Tt * k));         // topk
-  s.saved.push_back(f32(Use::Saved, Tt * (k + S)));   // weights
-  s.saved.push_back(f32(Use::Saved, Tt * k));         // wr
+  const int64_t R_worst = ep * Tc * std::min(k, E / ep);
+  s.saved.push_back(f32(Use::Saved, Tc * D_));        // x32
+  s.saved.push_back(f32(Use::Saved, Tc * (E + S)));   // logits
+  s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
+  s.saved.push_back(f32(Use::Saved, Tc * (k + S)));   // weights
+  s.saved.push_back(f32(Use::Saved, Tc * k));         // wr
   s.saved.push_back(i32(Use::Saved, P));              // perm (the counts are a host tensor)
   const Id xp = activation(ep == 1 ? Use::Saved : Use::Dispatch, P, D_);
   if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);  // moe_plumbing.cu checked_inverse
@@ -346,36 +384,47 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
     s.saved.push_back(activation(Use::Saved, P, D_));
     mem_.free(ye);
   }
-  const Id y = activation(Use::Saved, Tseq_, D_);        // the MoE output: the layer's mlp_out
+  const Id y = activation(Use::Temporary, Tc, D_);
   if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
-  // Shared experts, column/row-parallel over every row (gathered with SP), output partial [T, D].
-  const Id ys = activation(sp_ ? Use::Gather : Use::Temporary, T_, D_);
-  const Id x_full = gather_rows();
+  // region_of_chunk: without SP the chunks are gathered into all T rows.
+  const Id y_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
+  const Id out = y_region != MemoryTrace::kNone ? y_region : y;
+  if (S == 0) {
+    if (y_region != MemoryTrace::kNone) mem_.free(y);
+    return out;
+  }
+  const Id xs = gather_input(Use::Saved);  // the shared experts' input, all T rows
+  if (xs != MemoryTrace::kNone) s.saved.push_back(xs);
+  const Id gamma = f32(Use::Temporary, Tc * S);
+  const Id gamma_all = tp_ > 1 ? f32(Use::Gather, T_ * S) : MemoryTrace::kNone;
+  const Id ys = activation(Use::Temporary, T_, D_);
+  const Id ye = S > 1 ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
   for (int64_t e = 0; e < S; ++e) {
     s.saved.push_back(activation(Use::Saved, T_, 2 * Fs));  // h
     s.saved.push_back(activation(Use::Saved, T_, Fs));      // a
-    s.saved.push_back(f32(Use::Saved, T_));          // gamma
+    s.saved.push_back(f32(Use::Saved, T_));                 // gamma
     s.saved.push_back(activation(Use::Saved, T_, Fs));      // a * gamma
   }
-  mem_.free(x_full);
-  mem_.free(ys);
-  return y;
+  mem_.free(reduce_rows(Use::Gather));  // reduce_output of the shared experts' partial sums
+  for (Id id : {gamma, gamma_all, ys, ye}) mem_.free(id);
+  if (y_region != MemoryTrace::kNone) mem_.free(y);
+  return out;
 }
 
 StageTrace::Id StageTrace::moe_backward(int64_t l) {
   const std::string p = layer_prefix(l) + "mlp.";
   const int64_t E = c_.n_routed_experts, S = c_.n_shared_experts, k = c_.num_experts_per_tok;
   const int64_t Fe = c_.moe_intermediate_size / shape_.etp, Fs = c_.moe_intermediate_size / tp_;
-  const int64_t Tt = T_ / tp_, P = Tt * k;
+  const int64_t Tc = T_ / tp_, P = Tc * k;
   const int ep = shape_.ep;
   const int64_t El = E / ep;
   const int64_t R = ep == 1 ? P : static_cast<int64_t>(std::ceil(static_cast<double>(P) * shape_.expert_rows_factor));
-  const int64_t R_worst = ep * Tt * std::min(k, El);
+  const int64_t R_worst = ep * Tc * std::min(k, El);
   std::vector<Id> locals;
-  const Id dx = activation(Use::Temporary, Tseq_, D_);
-  locals.push_back(f32(Use::Temporary, Tt * (k + S)));  // dweights
-  locals.push_back(activation(Use::Temporary, P, D_));         // dyp
-  locals.push_back(f32(Use::Temporary, Tt * k));        // dwr
+  const Id dx = activation(Use::Temporary, Tc, D_);
+  locals.push_back(f32(Use::Temporary, Tc * (k + S)));  // dweights
+  locals.push_back(activation(Use::Temporary, P, D_));  // dyp
+  locals.push_back(f32(Use::Temporary, Tc * k));        // dwr
   if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
   if (ep > 1) {  // the output gradient rows to the experts (dispatch_tokens, worst-case receive buffer)
     const Id recv = activation(Use::Dispatch, R_worst, D_);
@@ -393,25 +442,35 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
     mem_.free(recv);
   }
   if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
-  // Shared experts: each slice of sw13 / sw2 takes its parameter's gradient tensor for the whole loop.
-  locals.push_back(grad_scratch(p + "shared_experts.shared_w13_weight", S * 2 * Fs * D_));
-  locals.push_back(grad_scratch(p + "shared_experts.shared_w2_weight", S * D_ * Fs));
-  const Id dy_full = gather_rows(), x_full = gather_rows();
-  const Id dxs = sp_ ? activation(Use::Gather, T_, D_) : MemoryTrace::kNone;  // partial, reduce-scattered into dx
-  for (int64_t e = 0; e < S; ++e) {
-    const Id dasc = activation(Use::Temporary, T_, Fs), da = activation(Use::Temporary, T_, Fs);
-    const Id dg = f32(Use::Temporary, T_), dh = activation(Use::Temporary, T_, 2 * Fs);
-    for (Id id : {dasc, da, dg, dh}) mem_.free(id);
+  if (S > 0) {  // shared experts, over all T positions
+    const Id dys = gather_input(Use::Gather);  // reduce_output_backward
+    const Id dxs = activation(Use::Temporary, T_, D_), dgamma = f32(Use::Temporary, T_ * S);
+    // Each slice of sw13 / sw2 takes its parameter's gradient tensor for the whole loop.
+    const Id g13 = grad_scratch(p + "shared_experts.shared_w13_weight", S * 2 * Fs * D_);
+    const Id g2 = grad_scratch(p + "shared_experts.shared_w2_weight", S * D_ * Fs);
+    for (int64_t e = 0; e < S; ++e) {
+      const Id dasc = activation(Use::Temporary, T_, Fs), da = activation(Use::Temporary, T_, Fs);
+      const Id dg = f32(Use::Temporary, T_), dh = activation(Use::Temporary, T_, 2 * Fs);
+      for (Id id : {dasc, da, dg, dh}) mem_.free(id);
+    }
+    if (tp_ > 1) mem_.spike(Use::Gather, Tc * S * 4);  // reduce_scatter_chunks of the gammas' gradients
+    const Id dxs_region = reduce_rows(Use::Temporary);  // gather_input_backward (in place without SP)
+    locals.push_back(dxs_region != MemoryTrace::kNone ? dxs_region : dxs);
+    if (dxs_region != MemoryTrace::kNone) mem_.free(dxs);
+    for (Id id : {dys, dgamma, g13, g2}) mem_.free(id);
   }
-  for (Id id : {dy_full, x_full, dxs}) mem_.free(id);
   // Router.
-  locals.push_back(f32(Use::Temporary, Tt * (E + S)));  // dlogits
+  locals.push_back(f32(Use::Temporary, Tc * (E + S)));  // dlogits
   mem_.free(grad_scratch(p + "gate.global_scale", 1));
   mem_.free(grad_scratch(p + "gate.weight", (E + S) * D_));
-  locals.push_back(f32(Use::Temporary, Tt * D_));  // dx32
-  locals.push_back(activation(Use::Temporary, Tt, D_));   // dxr
+  locals.push_back(f32(Use::Temporary, Tc * D_));         // dx32
+  locals.push_back(activation(Use::Temporary, Tc, D_));  // dxr
+  // chunk_of_region_backward: without SP the chunks' gradients are gathered into all T rows.
+  const Id dx_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
   for (Id id : locals) mem_.free(id);
-  return dx;
+  if (dx_region == MemoryTrace::kNone) return dx;
+  mem_.free(dx);
+  return dx_region;
 }
 
 }  // namespace quill::plan

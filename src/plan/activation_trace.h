@@ -5,13 +5,12 @@
 // permutation's inverse), replayed into a MemoryTrace. What a layer keeps for its backward is
 // tagged Saved; it is freed where the model releases it (after that layer's backward).
 //
-// With every parallel size 1 this is the code as it runs today, allocation for allocation (checked
-// against the CPU allocator's counters: tests/plan). Tensor, sequence and expert parallelism are
-// modelled by Megatron's scheme, ahead of quill's implementation (docs/plan.md): attention split by
-// heads, the dense MLP and shared experts column/row-parallel, the LM head vocab-parallel, routed
-// experts 1/ep per rank (ETP splits their width), sequence parallelism splitting the residual
-// stream's rows by tp (saved inputs of column-parallel GEMMs kept as the local chunk and
-// re-gathered in the backward), the expert dispatcher's buffers sized at the routing's worst case.
+// That is the code as it runs, allocation for allocation, under tensor and sequence parallelism too
+// (parallel/tensor_parallel.h's gathers and reductions, the residual convolutions' halos), checked
+// against the CPU allocator's counters at one rank, DP, PP, TP and TP+SP (tests/plan, tests/cli).
+// Expert parallelism, which quill does not run yet, is modelled by Megatron's scheme: routed experts
+// 1/ep per rank (ETP splits their width), the expert dispatcher's buffers sized at the routing's worst
+// case, the rows a rank keeps at the balanced share (docs/plan.md).
 #pragma once
 
 #include <cstdint>
@@ -66,6 +65,10 @@ class StageTrace {
   bool last_stage() const { return end_ == c_.num_layers; }
 
  private:
+  Id gather_input(Use use);
+  Id reduce_rows(Use use);
+  Id residual_conv(Layer& saved, Id x);
+  Id residual_conv_backward(const std::string& conv);
   Id decoder_forward(int64_t layer, Layer& saved, Id h_in);
   Id decoder_backward(int64_t layer, Id dh);
   Id attention_forward(int64_t layer, Layer& saved);
@@ -83,8 +86,6 @@ class StageTrace {
   Id f32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
   Id i32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
   bool cuda() const { return shape_.device == Device::CUDA; }
-  // Sequence parallelism: a gathered [T, D] copy of the local rows (none without it).
-  Id gather_rows() { return sp_ ? activation(Use::Gather, T_, D_) : MemoryTrace::kNone; }
 
   const InklingConfig& c_;
   TraceShape shape_;

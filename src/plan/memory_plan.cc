@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "model/offload_split.h"
 #include "parallel/grid.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
@@ -126,9 +127,9 @@ MemoryPlan plan_memory(const PlanRequest& req) {
   check_optimizer_memory(req.optimizer);
   const Grid grid(spec.world(), spec);
   const std::vector<int64_t> stage_layers = resolve_stage_layers(spec, c.num_layers);
-  if (spec.tp > 1 || spec.ep > 1 || spec.etp > 1)
-    plan.notes.push_back("tensor, sequence and expert parallelism are modelled by Megatron's scheme (docs/plan.md); "
-                         "quill train does not run them yet");
+  if (spec.ep > 1 || spec.etp > 1)
+    plan.notes.push_back("expert parallelism is modelled by Megatron's scheme (docs/plan.md: the dispatcher's buffers at "
+                         "the routing's worst case); quill train does not run it yet");
   const int M = static_cast<int>(req.global_batch / spec.dp);
   const double F = req.optimizer.effective_fraction();
   const int64_t m_bytes = static_cast<int64_t>(dtype_size(req.optimizer.exp_avg));
@@ -151,10 +152,21 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     sp.parameters = rp.elements;
     sp.compute_weights = rp.compute_bytes();
     sp.gradients = rp.grad_bytes(req.optimizer.main_grads);
-    const int64_t shard = rp.shard_elements(), separate = rp.separate_master_elements();
-    sp.master_weights = scaled(1 - F, separate * 4);
-    sp.moments = scaled(1 - F, shard * (m_bytes + v_bytes));
-    sp.host_optimizer = scaled(F, shard * (4 + m_bytes + v_bytes + 4 + (req.device == Device::CUDA ? 2 : 0)));
+    // The offloaded head of each bucket's shard (model/offload_split.h), as placement and AdamW keep it:
+    // on the host its fp32 master, both moments, an fp32 gradient copy and (a bf16 bucket) a staging copy
+    // of the updated weights; on the device the rest of the masters (bf16 buckets) and moments.
+    std::vector<int64_t> shards;
+    for (const BucketBytes& b : rp.buckets) shards.push_back(b.shard());
+    const std::vector<int64_t> offloaded = offload_split(shards, F);
+    for (size_t i = 0; i < rp.buckets.size(); ++i) {
+      const BucketBytes& b = rp.buckets[i];
+      const int64_t h = offloaded[i], kept = b.shard() - h;
+      const bool separate_master = b.compute != DType::F32;
+      if (separate_master) sp.master_weights += kept * 4;
+      sp.moments += kept * (m_bytes + v_bytes);
+      sp.host_optimizer +=
+          h * (4 + 4 + m_bytes + v_bytes + (separate_master ? static_cast<int64_t>(dtype_size(b.compute)) : 0));
+    }
 
     TraceShape shape;
     shape.device = req.device;

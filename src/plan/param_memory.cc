@@ -20,19 +20,6 @@ int64_t RankParams::grad_bytes(DType main_grads) const {
   return n;
 }
 
-int64_t RankParams::shard_elements() const {
-  int64_t n = 0;
-  for (const BucketBytes& b : buckets) n += b.shard();
-  return n;
-}
-
-int64_t RankParams::separate_master_elements() const {
-  int64_t n = 0;
-  for (const BucketBytes& b : buckets)
-    if (b.compute != DType::F32) n += b.shard();
-  return n;
-}
-
 RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, const std::vector<int64_t>& stage_layers,
                        Device device, const std::vector<std::string>& freeze) {
   const GridCoords coords = grid.coords(rank);
@@ -67,15 +54,16 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
     // The bucket, as place_params groups them.
     const char* group = group_kind_name(p.shard.reduce_over);
     const DType dtype = bf16 ? DType::BF16 : DType::F32;
-    const bool replicated = p.shard.tp_replicated && sizes.tp > 1;
+    const bool replicated = p.shard.tp_replicated && sizes.tp > 1, sum_over_tp = p.shard.sum_grad_over_tp;
     auto it = std::find_if(out.buckets.begin(), out.buckets.end(), [&](const BucketBytes& b) {
-      return b.group == group && b.compute == dtype && b.tp_replicated == replicated;
+      return b.group == group && b.compute == dtype && b.tp_replicated == replicated && b.sum_over_tp == sum_over_tp;
     });
     if (it == out.buckets.end()) {
       BucketBytes b;
       b.group = group;
       b.compute = dtype;
       b.tp_replicated = replicated;
+      b.sum_over_tp = sum_over_tp;
       b.group_size = grid.group(p.shard.reduce_over, rank).size();
       out.buckets.push_back(b);
       it = out.buckets.end() - 1;

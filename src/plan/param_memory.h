@@ -2,7 +2,8 @@
 // (model/params.h: param_decls, split by parallel/shard_spec.h for the rank's coordinates) and the
 // placement rules of model/param_placement.cc, without allocating anything:
 //   - trainable tensors are grouped into buckets by (reduction group, compute dtype, replicated over
-//     tensor parallelism); a bucket's numel is padded to a multiple of its group's size;
+//     tensor parallelism, gradient summed over tensor parallelism); a bucket's numel is padded to a
+//     multiple of its group's size;
 //   - each bucket holds an fp32 gradient buffer [numel] (bf16 with --main-grads-dtype bf16) and a
 //     compute buffer [numel] in its compute dtype (bf16 for matrices on a GPU, fp32 otherwise);
 //   - the rank owns the shard numel / group_size of each bucket: its fp32 masters (a buffer of their own
@@ -26,6 +27,7 @@ struct BucketBytes {
   std::string group;  // "dp-cp" or "edp"
   DType compute = DType::F32;
   bool tp_replicated = false;
+  bool sum_over_tp = false;  // its gradients summed over the tensor-parallel group first
   int group_size = 1;
   int64_t numel = 0;  // padded
   int64_t shard() const { return numel / group_size; }
@@ -41,8 +43,6 @@ struct RankParams {
 
   int64_t compute_bytes() const;                   // bucket compute buffers + frozen values and copies
   int64_t grad_bytes(DType main_grads) const;      // gradient buffers
-  int64_t shard_elements() const;                  // the optimizer state's elements (every bucket's shard)
-  int64_t separate_master_elements() const;        // shard elements of bf16 buckets (masters apart)
 };
 
 // The parameters of `world_rank` in a layout of `sizes` (its grid: `grid`) with `stage_layers`

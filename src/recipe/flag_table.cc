@@ -40,6 +40,10 @@ const std::vector<FlagSpec> kFlags = {
     {"adam-eps", N, F, "1e-08", "Adam epsilon"},
     {"clip-grad", N, F, "1.0", "gradient clipping by global norm (0: off)"},
     {"use-precision-aware-optimizer", N, SW, "false", "TE's optimizer that may keep state in lower precision"},
+    // The state's dtypes change the arithmetic's results (bf16 rounds the moments): numerics.
+    {"exp-avg-dtype", N, S, "fp32", "Adam first moment's dtype: fp32 | bf16"},
+    {"exp-avg-sq-dtype", N, S, "fp32", "Adam second moment's dtype: fp32 | bf16"},
+    {"main-grads-dtype", N, S, "fp32", "gradient buffers' dtype: fp32 | bf16"},
     {"accumulate-allreduce-grads-in-fp32", N, SW, "false", "fp32 gradient accumulation and reduction"},
     // -- batch and steps
     {"global-batch-size", N, I, nullptr, "rows per optimizer step"},

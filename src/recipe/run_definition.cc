@@ -160,6 +160,13 @@ RunDefinition run_definition(const RunFlags& flags) {
   l.get("overlap-cpu-optimizer-d2h-h2d", d.overlap_cpu_optimizer_d2h_h2d);
   l.get("use-distributed-optimizer", d.use_distributed_optimizer);
   l.get("use-precision-aware-optimizer", d.use_precision_aware_optimizer);
+  l.get("exp-avg-dtype", d.exp_avg_dtype);
+  l.get("exp-avg-sq-dtype", d.exp_avg_sq_dtype);
+  l.get("main-grads-dtype", d.main_grads_dtype);
+  for (const auto& [flag, value] : {std::pair{"exp-avg-dtype", d.exp_avg_dtype}, std::pair{"exp-avg-sq-dtype", d.exp_avg_sq_dtype},
+                                    std::pair{"main-grads-dtype", d.main_grads_dtype}})
+    if (value != "fp32" && value != "bf16" && d.origin[flag] != "unresolved")
+      d.problems.push_back(fmt::format("--{} '{}' is not fp32 or bf16", flag, value));
   l.get("moe-token-dispatcher-type", d.dispatcher);
 
   if (l.given("actor-num-nodes") || l.given("actor-num-gpus-per-node")) {
@@ -213,6 +220,12 @@ AdamWConfig RunDefinition::adamw() const {
   c.eps = adam_eps;
   c.weight_decay = weight_decay;
   c.clip_grad = clip_grad;
+  c.memory.cpu_offload = optimizer_cpu_offload;
+  c.memory.offload_fraction = optimizer_offload_fraction;
+  c.memory.overlap_d2h_h2d = overlap_cpu_optimizer_d2h_h2d;
+  c.memory.exp_avg = parse_optimizer_dtype(exp_avg_dtype, "--exp-avg-dtype");
+  c.memory.exp_avg_sq = parse_optimizer_dtype(exp_avg_sq_dtype, "--exp-avg-sq-dtype");
+  c.memory.main_grads = parse_optimizer_dtype(main_grads_dtype, "--main-grads-dtype");
   return c;
 }
 
@@ -265,6 +278,9 @@ nlohmann::json RunDefinition::to_json() const {
   j["overlap_cpu_optimizer_d2h_h2d"] = overlap_cpu_optimizer_d2h_h2d;
   j["use_distributed_optimizer"] = use_distributed_optimizer;
   j["use_precision_aware_optimizer"] = use_precision_aware_optimizer;
+  j["exp_avg_dtype"] = exp_avg_dtype;
+  j["exp_avg_sq_dtype"] = exp_avg_sq_dtype;
+  j["main_grads_dtype"] = main_grads_dtype;
   j["dispatcher"] = dispatcher;
   j["origin"] = origin;
   j["problems"] = problems;

@@ -53,6 +53,8 @@ struct RunDefinition {
   double optimizer_offload_fraction = 1.0;
   bool overlap_cpu_optimizer_d2h_h2d = false;
   bool use_distributed_optimizer = false, use_precision_aware_optimizer = false;
+  // Megatron's precision-aware optimizer: the Adam moments' and main gradients' dtypes (fp32 | bf16).
+  std::string exp_avg_dtype = "fp32", exp_avg_sq_dtype = "fp32", main_grads_dtype = "fp32";
   std::string dispatcher = "allgather";
 
   std::map<std::string, std::string> origin;  // flag name -> "flag" | "default" | "unresolved"

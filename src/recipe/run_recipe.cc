@@ -84,8 +84,6 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   }
   QUILL_CHECK(l.rows_per_microbatch == 1, "layout.rows_per_microbatch {}: quill runs one row per micro-batch",
               l.rows_per_microbatch);
-  if (l.offload && l.offload->optimizer_fraction.value_or(0) > 0)
-    plan.notes.push_back("layout.offload: CPU optimizer offload is not implemented; the optimizer state stays on the device");
 
   // Model: the Hugging Face directory the run names (or --model-dir).
   std::string model_dir = o.model_dir.empty() ? def.hf_checkpoint.value_or("") : o.model_dir;
@@ -122,6 +120,17 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   QUILL_CHECK(plan.train.steps > 0, "the run's length is unknown (no --train-iters or --num-rollout): give --steps");
   plan.train.lr = def.lr_schedule();
   plan.train.adam = def.adamw();
+  // CPU optimizer offload: the recipe's layout.offload, else the run's Megatron flags (the two must
+  // agree where both say: check_recipe compares them).
+  OptimizerMemory& memory = plan.train.adam.memory;
+  if (l.offload && l.offload->optimizer_fraction) {
+    memory.cpu_offload = *l.offload->optimizer_fraction > 0;
+    memory.offload_fraction = *l.offload->optimizer_fraction;
+  }
+  if (l.offload && l.offload->overlap_d2h_h2d) memory.overlap_d2h_h2d = *l.offload->overlap_d2h_h2d;
+  for (const std::string& line : check_optimizer_memory(memory)) plan.notes.push_back(line);
+  if (memory.effective_fraction() > 0 || memory.exp_avg != DType::F32 || memory.exp_avg_sq != DType::F32)
+    plan.notes.push_back("optimizer memory: " + memory.describe());
   plan.train.freeze_patterns = miles_frozen_patterns();
   // miles trains over the padded vocabulary (recipes-and-measurement.md §3).
   plan.train.loss_over_padded_vocab = recipe.run.find("miles") != std::string::npos;

@@ -19,7 +19,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
     const size_t m = static_cast<size_t>(msg.micro);
     if (msg.send) return msg.kind == PipePass::Forward ? out[m] : din[m];
     Tensor& t = msg.kind == PipePass::Forward ? in[m] : dout[m];
-    t = new_activation(ctx, {mbs[m].T, D});
+    t = new_activation(ctx, {stage.region_rows(mbs[m].T), D});  // the sequence region's rows
     return t;
   };
   PipelineStepResult result;

@@ -88,10 +88,14 @@ std::string summary_json(const TrainResult& r) {
   j["wall_time_s"] = r.wall_time_s;
   j["optimizer_state_bytes_rank0"] = {{"master_owned", r.master_owned_bytes},
                                       {"master_allocated", r.master_allocated_bytes},
-                                      {"moments", r.moment_bytes}};
+                                      {"moments", r.moment_bytes},
+                                      {"device", r.device_state_bytes},
+                                      {"host", r.host_state_bytes}};
   j["definitions"] = {
       {"optimizer_state_bytes_rank0", "world rank 0's fp32 master weights (owned: its shards; allocated: apart from "
-                                      "the compute copies) and Adam moments"},
+                                      "the compute copies, on the device) and Adam moments; device / host: of both, "
+                                      "the bytes on the device (apart from the compute copies) and in pinned host "
+                                      "memory (CPU offload)"},
       {"measured", "steps >= warmup_steps, the profiled step left out (all steps when that leaves none)"},
       {"step_time", "host clock around the whole optimizer step, the device synchronised at its end"},
       {"spread_pct", "(max - min) / median of the measured steps"},

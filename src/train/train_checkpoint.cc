@@ -73,20 +73,38 @@ std::vector<Piece> my_pieces(const ParamTable& params, bool replicas) {
       const int64_t o = p.bucket_offset;
       const int64_t lb = std::max(o, b.shard_begin) - o, le = std::min(o + shape_numel(p.shape), b.shard_end) - o;
       if (lb >= le) continue;
+      // Pieces are also cut at the offload boundary, so that each lies in host or device memory.
+      const int64_t cut = b.shard_begin + b.offload_end - o;
       for (const SliceRun& r : slice_runs(p.shard)) {
         const int64_t from = std::max(lb, r.local_offset), to = std::min(le, r.local_offset + r.length);
-        if (from < to)
-          out.push_back({i, bi, r.global_offset + (from - r.local_offset), r.global_offset + (to - r.local_offset),
-                         o + from - b.shard_begin});
+        for (const auto& [f, t] : {std::pair{from, std::min(to, cut)}, std::pair{std::max(from, cut), to}})
+          if (f < t)
+            out.push_back({i, bi, r.global_offset + (f - r.local_offset), r.global_offset + (t - r.local_offset),
+                           o + f - b.shard_begin});
       }
     }
   }
   return out;
 }
 
-const Tensor& state_of(const ParamTable& params, const AdamW& opt, const char* kind, size_t bucket) {
-  if (std::string(kind) == "master") return params.buckets()[bucket].master;
-  return std::string(kind) == "exp_avg" ? opt.exp_avg(bucket) : opt.exp_avg_sq(bucket);
+// A piece's state of one kind: on the device, or in host memory when offloaded; the moments in
+// their own dtype (fp32 or bf16).
+Tensor state_of(const ParamTable& params, const AdamW& opt, const char* kind, const Piece& pc) {
+  const int64_t n = pc.end - pc.begin;
+  if (std::string(kind) == "master") return params.buckets()[pc.bucket].master_range(pc.at, n);
+  return opt.moment_range(std::string(kind) == "exp_avg" ? 0 : 1, pc.bucket, pc.at, n);
+}
+
+// Copies a host tensor into dst (device or host memory), converting a moment saved in another
+// dtype (a resume that changes --exp-avg-dtype: bf16 widens exactly, fp32 rounds to nearest even).
+void copy_into(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
+  Tensor from = src;
+  if (src.dtype() != dst.dtype()) {
+    from = Tensor::empty(src.shape(), dst.dtype());
+    ops::convert(DeviceContext::cpu(), src, from);
+  }
+  if (dst.device() == Device::CPU) std::memcpy(dst.data(), from.data(), from.nbytes());
+  else ops::transfer(ctx, from, dst);
 }
 
 nlohmann::json layout_json(const LayoutSpec& s) {
@@ -151,7 +169,7 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
     const std::string& name = params.params()[pc.param].name;
     for (const char* kind : kKinds)
       pieces.emplace_back(fmt::format("{}/{}/{}-{}", kind, name, pc.begin, pc.end),
-                          to_host(ctx, state_of(params, optimizer, kind, pc.bucket).view_flat(pc.at, {pc.end - pc.begin})));
+                          to_host(ctx, state_of(params, optimizer, kind, pc)));
   }
   // Frozen tensors and buffers: the canonical holder of each slice writes it, by global range.
   for (const Param& p : params.params()) {
@@ -206,9 +224,12 @@ int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW&
       const int64_t b = std::max(s.begin, begin), e = std::min(s.end, end);
       if (b >= e) continue;
       const Tensor src = files[s.file].tensor(s.tensor);
-      QUILL_CHECK(src.dtype() == DType::F32 && src.numel() == s.end - s.begin, "{}: tensor {} is {}, expected F32 [{}]",
-                  files[s.file].path(), s.tensor, src.describe(), s.end - s.begin);
-      ops::transfer(ctx, src.view_flat(b - s.begin, {e - b}), dst.view_flat(b - begin, {e - b}));
+      // Masters and fixed tensors are fp32; moments fp32 or bf16 (--exp-avg-dtype, --exp-avg-sq-dtype).
+      const bool moment = kind != "master" && kind != "fixed";
+      QUILL_CHECK((src.dtype() == DType::F32 || (moment && src.dtype() == DType::BF16)) && src.numel() == s.end - s.begin,
+                  "{}: tensor {} is {}, expected {} [{}]", files[s.file].path(), s.tensor, src.describe(),
+                  moment ? "F32 or BF16" : "F32", s.end - s.begin);
+      copy_into(ctx, src.view_flat(b - s.begin, {e - b}), dst.view_flat(b - begin, {e - b}));
       covered += e - b;
     }
     QUILL_CHECK(covered == end - begin, "{}: {} of {} elements [{}, {}) are missing (found {})", dir, kind, name, begin,
@@ -216,8 +237,7 @@ int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW&
   };
   for (const Piece& pc : my_pieces(params, /*replicas=*/true)) {
     const Param& p = params.params()[pc.param];
-    for (const char* kind : kKinds)
-      fill(kind, p.name, pc.begin, pc.end, state_of(params, optimizer, kind, pc.bucket).view_flat(pc.at, {pc.end - pc.begin}));
+    for (const char* kind : kKinds) fill(kind, p.name, pc.begin, pc.end, state_of(params, optimizer, kind, pc));
   }
   for (Param& p : params.params()) {
     if (p.trainable) continue;

@@ -5,9 +5,12 @@
 // Keyed by parameter name and global element range, so that a run can resume under another layout
 // (each rank reads the ranges of its new shards and slices from whichever files hold them):
 //   shard-rank{r}-of-{W}.safetensors  world rank r's pieces: "master/NAME/B-E", "exp_avg/NAME/B-E",
-//                                     "exp_avg_sq/NAME/B-E" (F32, elements [B, E) of the whole NAME
-//                                     flattened; each element in one rank's file), and "fixed/NAME/B-E"
-//                                     for frozen tensors and buffers
+//                                     "exp_avg_sq/NAME/B-E" (elements [B, E) of the whole NAME
+//                                     flattened; each element in one rank's file; masters F32, moments
+//                                     in their dtype, F32 or BF16, so that bf16 moments resume bit for
+//                                     bit), and "fixed/NAME/B-E" (F32) for frozen tensors and buffers.
+//                                     CPU offload changes nothing here: the host part's pieces are
+//                                     written and read like the device's (cut at the boundary).
 //   state.json                        {"format", "next_step", "optimizer_steps", "world_size", "layout"}
 // Written to DIR.tmp-<pid of rank 0> by every rank and swapped in by rank 0 only when complete.
 #pragma once

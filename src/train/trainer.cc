@@ -25,6 +25,7 @@
 #include "parallel/host_reduce.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/pipeline_executor.h"
+#include "model/offload_split.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
 #include "train/metrics_file.h"
@@ -131,13 +132,13 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
 }
 
 TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx, const Layout& layout) {
-  Comm* dp = layout.comm(GroupKind::DP);
   const int dp_size = layout.spec().dp, dp_rank = layout.coords().dp;
   const bool lead = layout.rank() == 0;
   InklingModel::check_layout(layout.spec());
   Timer wall;
   // Everything is checked before anything is loaded or written.
   check_train_options(o);
+  check_adamw_config(o.adam);
   QUILL_CHECK(o.global_batch % dp_size == 0, "--global-batch {} does not divide over {} data-parallel ranks",
               o.global_batch, dp_size);
   check_run_dir(o);
@@ -158,6 +159,11 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   const InklingConfig config = resolve_config(o);
   RowsReader rows = RowsReader::open(o.rows_dir);
   check_rows_fit(rows, config, o.verify_rows);
+  const int tp = layout.spec().tp;
+  QUILL_CHECK(tp == 1 || rows.row_tokens() % tp == 0,
+              "--tensor-model-parallel-size {}: the rows of {} hold {} tokens each, which do not split into {} equal "
+              "sequence chunks (the routed experts and sequence parallelism work on each rank's chunk)",
+              tp, o.rows_dir, rows.row_tokens(), tp);
   if (layout.world()) check_ranks_agree(*layout.world(), ctx, agreement_fields(o, config, rows));
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
@@ -174,14 +180,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   params.freeze(o.freeze_patterns);
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
-  place_params(params, ctx, layout);
+  // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
+  place_params(params, ctx, layout, o.adam.memory.effective_fraction());
+  if (o.adam.memory.effective_fraction() > 0 && lead)
+    for (const std::string& line : describe_offload(params)) note(lead, line);
   // One stage: the whole model, a row at a time. Several: this rank's stage, run by the 1F1B table.
   const bool pipelined = layout.spec().pp > 1;
   std::unique_ptr<InklingModel> whole_model;
   std::unique_ptr<StageModel> stage_model;
   if (pipelined) {
     QUILL_CHECK(o.dump_grads_step < 0, "--dump-grads-step needs one rank (no pipeline stages)");
-    stage_model = std::make_unique<StageModel>(config, params, ctx, layout.first_layer(), layout.end_layer(), model_options);
+    stage_model = std::make_unique<StageModel>(config, params, ctx, layout, model_options);
   } else {
     whole_model = std::make_unique<InklingModel>(config, params, ctx, layout, model_options);
   }
@@ -220,6 +229,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.master_owned_bytes = master.owned;
   result.master_allocated_bytes = master.allocated;
   result.moment_bytes = optimizer.moment_bytes();
+  result.host_state_bytes = master.host + optimizer.host_moment_bytes();
+  result.device_state_bytes = master.allocated + optimizer.moment_bytes() - optimizer.host_moment_bytes();
   result.warmup_steps = o.warmup_steps;
   result.profile_step = o.profile_step;
   result.active_params = count_params(config).active;
@@ -277,29 +288,19 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       settle_grads(params, ctx);
       if (whole_model) whole_model->set_routing(InklingModel::Routing::Free);
       m.tokens = T * o.global_batch;
-      if (pipelined) {
-        // The loss lives on the last stage and each stage counts its own MoE layers' tokens: sum
+      if (layout.world()) {
+        // The loss lives on the last stage, the same on each of its tensor-parallel ranks; each
+        // (stage, tensor-parallel, data-parallel) rank counts the tokens its MoE layers routed: sum
         // both over the world, every MoE layer in its place.
         m.expert_tokens = all_stages_expert_tokens(config, layout, m.expert_tokens, ctx);
         Tensor sums = Tensor::empty({1}, DType::F64);
-        sums.data_as<double>()[0] = layout.last_stage() ? loss_sum : 0.0;
+        sums.data_as<double>()[0] = layout.last_stage() && layout.coords().tp == 0 ? loss_sum : 0.0;
         all_reduce_host(layout.world(), ctx, sums);
         loss_sum = sums.data_as<double>()[0];
-      } else if (dp) {
-        Tensor sums = Tensor::empty({1}, DType::F64);
-        sums.data_as<double>()[0] = loss_sum;
-        all_reduce_host(dp, ctx, sums);
-        loss_sum = sums.data_as<double>()[0];
-        for (auto& layer : m.expert_tokens) {
-          Tensor counts = Tensor::empty({static_cast<int64_t>(layer.size())}, DType::I64);
-          std::copy(layer.begin(), layer.end(), counts.data_as<int64_t>());
-          all_reduce_host(dp, ctx, counts);
-          std::copy(counts.data_as<int64_t>(), counts.data_as<int64_t>() + counts.numel(), layer.begin());
-        }
       }
       m.loss = loss_sum / static_cast<double>(m.supervised);
       if (step == o.dump_grads_step) {
-        QUILL_CHECK(dp == nullptr, "--dump-grads-step needs a single data-parallel rank");
+        QUILL_CHECK(layout.world() == nullptr, "--dump-grads-step needs a single rank");
         dump_gradients(o.out_dir + fmt::format("/grads_step{}.safetensors", step), params, ctx);
       }
       QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);

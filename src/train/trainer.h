@@ -36,6 +36,8 @@ struct TrainResult {
   // This rank's optimizer state: fp32 master weights owned (its shards) and allocated apart from
   // the compute copies, and the Adam moments.
   int64_t master_owned_bytes = 0, master_allocated_bytes = 0, moment_bytes = 0;
+  int64_t host_state_bytes = 0;    // of the masters and moments, those in host memory (CPU offload)
+  int64_t device_state_bytes = 0;  // and those on the device, apart from the compute copies
   int64_t warmup_steps = 0;   // TrainOptions::warmup_steps
   int64_t profile_step = -1;  // TrainOptions::profile_step
   int64_t active_params = 0;  // N of the MFU formula (count_params(config).active)

@@ -146,7 +146,8 @@ TEST(Cli, LayoutFlagsAreCheckedNamingTheFlag) {
       {"--pp 2 --pp-layers 0,4", "--pp-layers: stage 0 has 0 layers"},
       {"--pp-layers 1,3", "--pp-layers names 2 stages, but --pipeline-model-parallel-size is 1"},
       {"--comm bogus", "--comm: 'bogus' is not auto, nccl or mpi"},
-      {"--tensor-model-parallel-size 2", "tensor, context and expert parallelism are not implemented yet"},
+      {"--expert-model-parallel-size 2", "context and expert parallelism are not implemented yet"},
+      {"--etp 2", "quill builds expert tensor parallelism 1"},
   };
   for (const auto& [flags, message] : bad) {
     const std::string out = temp("layout-bad");

@@ -1,6 +1,7 @@
 // `quill plan` against `quill train` on the CPU: the plan's allocator peak of every rank's stage
 // equals the peak the training reports (summary.json's peak_device_bytes_per_rank) at one rank,
-// DP2, PP2 and PP2 on the six-layer tiny; `quill train` refuses a layout that cannot fit
+// DP2, PP2, PP2 on the six-layer tiny, TP2, TP2 with SP, TP2 SP x PP2, DP2 with half the optimizer
+// state offloaded, and bf16 moments; and so does rank 0's optimizer state on the device; `quill train` refuses a layout that cannot fit
 // --device-memory before writing anything, naming the categories and what would fit; the seed's
 // layout prints its four stages; bad flags are named.
 #include <gtest/gtest.h>
@@ -48,6 +49,11 @@ TEST(PlanCli, PredictsTheMeasuredCpuPeakOfEveryRank) {
       {"configs/tiny.json", "--dp 2", 2, {0, 0}},
       {"configs/tiny.json", "--pp 2", 2, {0, 1}},
       {"tests/fixtures/configs/tiny6.json", "--pp 2 --pp-layers 2,4", 2, {0, 1}},
+      {"configs/tiny.json", "--tp 2", 2, {0, 0}},
+      {"configs/tiny.json", "--tp 2 --sp", 2, {0, 0}},
+      {"configs/tiny.json", "--tp 2 --sp --pp 2", 4, {0, 0, 1, 1}},
+      {"configs/tiny.json", "--dp 2 --optimizer-cpu-offload --optimizer-offload-fraction 0.5", 2, {0, 0}},
+      {"configs/tiny.json", "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", 1, {0}},
   };
   int index = 0;
   for (const Case& c : cases) {
@@ -70,6 +76,10 @@ TEST(PlanCli, PredictsTheMeasuredCpuPeakOfEveryRank) {
       // The issue asks 10%; on the CPU the plan is the model's allocation sequence: equal.
       EXPECT_EQ(predicted, measured[static_cast<size_t>(r)]) << "rank " << r;
     }
+    // Rank 0's optimizer state on the device (its masters apart from the compute copies and moments).
+    const nlohmann::json& s0 = plan["stages"][0];
+    EXPECT_EQ(s0["master_weights_bytes"].get<int64_t>() + s0["moment_bytes"].get<int64_t>(),
+              summary["optimizer_state_bytes_rank0"]["device"].get<int64_t>());
   }
 }
 

@@ -8,6 +8,9 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
 #include <string>
 #include <yaml-cpp/yaml.h>
 #include "util/command.h"
@@ -65,6 +68,51 @@ TEST(QuillRun, TinyRecipeIsMeasuredCheckedAndWritten) {
   EXPECT_EQ(rb["correctness"]["convergence"]["result"].as<std::string>(), "pass");
   EXPECT_EQ(rb["correctness"]["configuration"].as<std::string>(), "pass");
   EXPECT_NEAR(rb["correctness"]["convergence"]["correlation"].as<double>(), 1.0, 1e-12);
+}
+
+// A recipe's layout.offload and its run's precision-aware optimizer flags reach the trainer: the run
+// offloads half of the optimizer state (logged) with bf16 moments, and its losses equal those of the
+// same recipe with bf16 moments and no offload (offload moves the arithmetic, never changes it),
+// which differ from the fp32-moment recipe's (the dtype flags are honoured).
+TEST(QuillRun, RecipeOffloadAndMomentDtypesReachTheTrainer) {
+  const std::string q = QUILL_BINARY, rows = temp("rows-offload");
+  ASSERT_EQ(run(q + " data synth --input data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows), 0);
+  std::ifstream in(std::string(QUILL_SOURCE_DIR) + "/recipes/tiny-cpu.yaml");
+  const std::string base((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto edited = [&](bool offload, const std::string& flags) {
+    std::string text = base;
+    if (offload) {
+      const size_t at = text.find("  recompute: null\n");
+      text.insert(at, "  offload:\n    optimizer_fraction: 0.5\n    overlap_d2h_h2d: true\n");
+    }
+    const std::string last = "--moe-token-dispatcher-type alltoall";
+    text.insert(text.find(last) + last.size(), flags);
+    const std::string path = temp(std::string("recipe-") + (offload ? "off" : "dev") + std::to_string(flags.size())) + ".yaml";
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string bf16 = " --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
+  const std::string a = edited(true, " --optimizer-cpu-offload --optimizer-offload-fraction 0.5 --overlap-cpu-optimizer-d2h-h2d" + bf16);
+  const std::string b = edited(false, bf16), c = edited(false, "");
+  std::map<std::string, std::vector<double>> losses;
+  for (const std::string& recipe : {a, b, c}) {
+    const std::string out = temp("offload-run" + std::to_string(losses.size()));
+    std::string said;
+    ASSERT_EQ(run(q + " run " + recipe + " --device cpu --set SFT_DATA=" + rows + " --steps 3 --out " + out, &said), 0) << said;
+    if (recipe == a) {
+      EXPECT_NE(said.find("optimizer memory: offload 0.5 (overlap), exp_avg bf16, exp_avg_sq bf16"), std::string::npos) << said;
+      EXPECT_NE(said.find("optimizer offload: "), std::string::npos) << said;
+    }
+    std::ifstream m(out + "/metrics.jsonl");
+    for (std::string line; std::getline(m, line);) {
+      const size_t k = line.find("\"loss\":");
+      ASSERT_NE(k, std::string::npos) << line;
+      losses[recipe].push_back(std::stod(line.substr(k + 7)));
+    }
+  }
+  ASSERT_EQ(losses[a].size(), 3u);
+  EXPECT_EQ(losses[a], losses[b]);
+  EXPECT_NE(losses[b], losses[c]);
 }
 
 TEST(QuillRun, CheckpointsOnlyWithSaveIntervalAndAnEarlierRunIsNotOverwritten) {

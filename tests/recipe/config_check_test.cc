@@ -76,6 +76,33 @@ TEST(ConfigCheck, ADifferentLearningRateFailsAsNumerics) {
   EXPECT_EQ(r.to_json()["counts"]["numerics"], 1);
 }
 
+TEST(ConfigCheck, BfloatMomentsFailAsNumericsAndOffloadPassesAsPlacement) {
+  // Megatron's precision-aware optimizer flags change the arithmetic's results (bf16 moments round
+  // on every store): numerics. The offload flags only move the same arithmetic: placement.
+  ConfigCheckResult r = check_config(
+      seed_with({{"--optimizer-offload-fraction 0.7 \\",
+                  "--optimizer-offload-fraction 0.3 --exp-avg-dtype bf16 "
+                  "--exp-avg-sq-dtype bf16 --main-grads-dtype fp32 \\"}}),
+      seed());
+  EXPECT_FALSE(r.passed);
+  for (const char* s : {"--exp-avg-dtype", "--exp-avg-sq-dtype"}) {
+    const SettingDiff* d = find(r, s);
+    ASSERT_TRUE(d) << s << "\n" << r.to_json().dump(2);
+    EXPECT_EQ(d->cls, SettingClass::Numerics) << s;
+  }
+  EXPECT_EQ(find(r, "--exp-avg-dtype")->candidate, "bf16");
+  EXPECT_EQ(find(r, "--exp-avg-dtype")->reference, "fp32");  // Megatron's default, named in the flag table
+  EXPECT_FALSE(find(r, "--main-grads-dtype"));               // fp32 given = the default: no difference
+  const SettingDiff* f = find(r, "--optimizer-offload-fraction");
+  ASSERT_TRUE(f) << r.to_json().dump(2);
+  EXPECT_EQ(f->cls, SettingClass::Placement);
+
+  // Offload alone (fraction, switch, overlap) passes.
+  ConfigCheckResult p = check_config(
+      seed_with({{"--optimizer-offload-fraction 0.7 \\", "--optimizer-offload-fraction 0.3 \\"}}), seed());
+  EXPECT_TRUE(p.passed) << p.to_json().dump(2);
+}
+
 TEST(ConfigCheck, SameValuesSpelledDifferentlyAreNoDifference) {
   ConfigCheckResult r = check_config(
       seed_with({{"--lr 1e-5", "--lr 0.00001 --adam-eps 1e-8 --clip-grad 1.0 --seed 1234"}}), seed());

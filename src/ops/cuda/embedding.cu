@@ -29,6 +29,7 @@ using ops_detail::require_shape;
 using units::Bf16Unit;
 using units::load_unit;
 using units::store_unit;
+using units::zero_unit;
 
 constexpr int kThreads = 256;
 constexpr int kCheckBlocks = 64;  // id check: blocks (and words copied back) at most
@@ -88,20 +89,23 @@ int row_group(int64_t units_per_row) {
 // out[t, :] = table[ids[t], :] (bits copied).
 template <int kW>
 __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const __nv_bfloat16* table, const int32_t* ids,
-                                                                     int64_t n_tok, int64_t D, int G,
-                                                                     __nv_bfloat16* out) {
+                                                                     int64_t n_tok, int64_t D, int G, int64_t begin,
+                                                                     int64_t V, __nv_bfloat16* out) {
   const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
   const int64_t units = D / kW, warps = int64_t(gridDim.x) * (blockDim.x >> 5);
   for (int64_t t = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; t < n_tok;
        t += warps * R) {
-    const __nv_bfloat16* src = table + static_cast<int64_t>(ids[t]) * D;
+    // A vocab-parallel shard holds rows [begin, begin + V): another shard's id reads as zeros.
+    const int64_t r = static_cast<int64_t>(ids[t]) - begin;
+    const bool mine = r >= 0 && r < V;
+    const __nv_bfloat16* src = table + (mine ? r : 0) * D;
     __nv_bfloat16* dst = out + t * D;
 #pragma unroll 1
     for (int64_t u = k; u < units; u += int64_t(G) * kRowUnits) {
       Bf16Unit<kW> v[kRowUnits];
 #pragma unroll
       for (int i = 0; i < kRowUnits; ++i)
-        if (u + i * G < units) v[i] = load_unit<kW>(src + (u + i * G) * kW);
+        if (u + i * G < units) v[i] = mine ? load_unit<kW>(src + (u + i * G) * kW) : zero_unit<kW>();
 #pragma unroll
       for (int i = 0; i < kRowUnits; ++i) {
         if (u + i * G >= units) break;
@@ -116,12 +120,15 @@ __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const __nv_
 // element at a time.
 template <int kW>
 __global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int32_t* ids, const __nv_bfloat16* dout,
-                                                                      int64_t n_tok, int64_t D, int G, float* dtable) {
+                                                                      int64_t n_tok, int64_t D, int G, int64_t begin,
+                                                                      int64_t V, float* dtable) {
   const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
   const int64_t units = D / kW, warps = int64_t(gridDim.x) * (blockDim.x >> 5);
   for (int64_t t = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; t < n_tok;
        t += warps * R) {
-    float* row = dtable + static_cast<int64_t>(ids[t]) * D;
+    const int64_t r = static_cast<int64_t>(ids[t]) - begin;
+    if (r < 0 || r >= V) continue;  // another vocab-parallel shard's row
+    float* row = dtable + r * D;
     const __nv_bfloat16* g = dout + t * D;
 #pragma unroll 1
     for (int64_t u = k; u < units; u += int64_t(G) * kRowUnits) {
@@ -152,25 +159,30 @@ unsigned row_blocks(const DeviceContext& ctx, Kernel kernel, int64_t n_tok, int 
 }
 
 template <int kW>
-void launch_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, const Tensor& out_TD) {
+void launch_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, int64_t begin,
+                    const Tensor& out_TD) {
   const int64_t n_tok = ids_T.dim(0), D = table_VD.dim(1);
   const int G = row_group(D / kW);
   embedding_forward_kernel<kW><<<row_blocks(ctx, embedding_forward_kernel<kW>, n_tok, G), kThreads, 0, stream_of(ctx)>>>(
-      table_VD.data_as<__nv_bfloat16>(), ids_T.data_as<int32_t>(), n_tok, D, G, out_TD.data_as<__nv_bfloat16>());
+      table_VD.data_as<__nv_bfloat16>(), ids_T.data_as<int32_t>(), n_tok, D, G, begin, table_VD.dim(0),
+      out_TD.data_as<__nv_bfloat16>());
 }
 
 template <int kW>
-void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, const Tensor& dtable_VD) {
+void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, int64_t begin,
+                     const Tensor& dtable_VD) {
   const int64_t n_tok = ids_T.dim(0), D = dtable_VD.dim(1);
   const int G = row_group(D / kW);
   embedding_backward_kernel<kW>
       <<<row_blocks(ctx, embedding_backward_kernel<kW>, n_tok, G), kThreads, 0, stream_of(ctx)>>>(
-          ids_T.data_as<int32_t>(), dout_TD.data_as<__nv_bfloat16>(), n_tok, D, G, dtable_VD.data_as<float>());
+          ids_T.data_as<int32_t>(), dout_TD.data_as<__nv_bfloat16>(), n_tok, D, G, begin, dtable_VD.dim(0),
+          dtable_VD.data_as<float>());
 }
 
 }  // namespace
 
-void embedding_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, const Tensor& out_TD) {
+void embedding_forward_shard(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, int64_t vocab_begin,
+                             int64_t vocab_total, const Tensor& out_TD) {
   const char* op = "embedding_forward";
   QUILL_CHECK(table_VD.defined() && table_VD.ndim() == 2, "{}: table must be 2-D [V, D], got {}", op,
               table_VD.defined() ? table_VD.describe() : std::string("(undefined)"));
@@ -186,16 +198,19 @@ void embedding_forward(const DeviceContext& ctx, const Tensor& table_VD, const T
   require_device(op, "ids", ids_T);
   require_device(op, "out", out_TD);
   QUILL_CHECK(n_tok <= INT_MAX, "{}: {} tokens exceed the kernel's grid", op, n_tok);
-  check_ids(op, ctx, ids_T, V);
+  QUILL_CHECK(vocab_begin >= 0 && vocab_begin + V <= vocab_total, "{}: rows [{}, {}) are not inside a vocabulary of {}",
+              op, vocab_begin, vocab_begin + V, vocab_total);
+  check_ids(op, ctx, ids_T, vocab_total);
   if (n_tok == 0 || D == 0) return;
   if (D % units::kVec == 0 && units::aligned16(table_VD.data()) && units::aligned16(out_TD.data()))
-    launch_forward<units::kVec>(ctx, table_VD, ids_T, out_TD);
+    launch_forward<units::kVec>(ctx, table_VD, ids_T, vocab_begin, out_TD);
   else
-    launch_forward<1>(ctx, table_VD, ids_T, out_TD);
+    launch_forward<1>(ctx, table_VD, ids_T, vocab_begin, out_TD);
   QUILL_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
-void embedding_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, const Tensor& dtable_VD) {
+void embedding_backward_shard(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD,
+                              int64_t vocab_begin, int64_t vocab_total, const Tensor& dtable_VD) {
   const char* op = "embedding_backward";
   QUILL_CHECK(dtable_VD.defined() && dtable_VD.ndim() == 2, "{}: dtable must be 2-D [V, D], got {}", op,
               dtable_VD.defined() ? dtable_VD.describe() : std::string("(undefined)"));
@@ -211,13 +226,27 @@ void embedding_backward(const DeviceContext& ctx, const Tensor& ids_T, const Ten
   require_device(op, "dout", dout_TD);
   require_device(op, "dtable", dtable_VD);
   QUILL_CHECK(n_tok <= INT_MAX, "{}: {} tokens exceed the kernel's grid", op, n_tok);
-  check_ids(op, ctx, ids_T, V);
+  QUILL_CHECK(vocab_begin >= 0 && vocab_begin + V <= vocab_total, "{}: rows [{}, {}) are not inside a vocabulary of {}",
+              op, vocab_begin, vocab_begin + V, vocab_total);
+  check_ids(op, ctx, ids_T, vocab_total);
   if (n_tok == 0 || D == 0) return;
   if (D % units::kVec == 0 && units::aligned16(dout_TD.data()) && units::aligned16(dtable_VD.data()))
-    launch_backward<units::kVec>(ctx, ids_T, dout_TD, dtable_VD);
+    launch_backward<units::kVec>(ctx, ids_T, dout_TD, vocab_begin, dtable_VD);
   else
-    launch_backward<1>(ctx, ids_T, dout_TD, dtable_VD);
+    launch_backward<1>(ctx, ids_T, dout_TD, vocab_begin, dtable_VD);
   QUILL_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
+}
+
+void embedding_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, const Tensor& out_TD) {
+  QUILL_CHECK(table_VD.defined() && table_VD.ndim() == 2, "embedding_forward: table must be 2-D [V, D], got {}",
+              table_VD.defined() ? table_VD.describe() : std::string("(undefined)"));
+  embedding_forward_shard(ctx, table_VD, ids_T, 0, table_VD.dim(0), out_TD);
+}
+
+void embedding_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, const Tensor& dtable_VD) {
+  QUILL_CHECK(dtable_VD.defined() && dtable_VD.ndim() == 2, "embedding_backward: dtable must be 2-D [V, D], got {}",
+              dtable_VD.defined() ? dtable_VD.describe() : std::string("(undefined)"));
+  embedding_backward_shard(ctx, ids_T, dout_TD, 0, dtable_VD.dim(0), dtable_VD);
 }
 
 }  // namespace quill::cuda

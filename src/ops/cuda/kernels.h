@@ -39,6 +39,8 @@ void transfer_async(const DeviceContext& ctx, const Tensor& src, const Tensor& d
 void wait_transfers(const DeviceContext& ctx, bool host);
 // ops/cross_entropy.h
 double cross_entropy_forward_backward(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T, const Tensor& weights_T, int64_t vocab_limit, double grad_scale, const Tensor& dlogits_TV);
+void cross_entropy_shard_stats(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T, const Tensor& weights_T, int64_t vocab_begin, int64_t vocab_limit, const Tensor& stats_T3);
+double cross_entropy_shard_backward(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T, const Tensor& weights_T, int64_t vocab_begin, int64_t vocab_limit, const Tensor& all_stats_RT3, double grad_scale, const Tensor& dlogits_TV);
 // ops/elementwise.h
 void copy(const DeviceContext& ctx, const Tensor& src, const Tensor& dst);
 void add_inplace(const DeviceContext& ctx, const Tensor& y, const Tensor& x);
@@ -51,6 +53,8 @@ double sum_squares(const DeviceContext& ctx, const Tensor& x);
 // ops/embedding.h
 void embedding_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, const Tensor& out_TD);
 void embedding_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, const Tensor& dtable_VD);
+void embedding_forward_shard(const DeviceContext& ctx, const Tensor& table_VD, const Tensor& ids_T, int64_t vocab_begin, int64_t vocab_total, const Tensor& out_TD);
+void embedding_backward_shard(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, int64_t vocab_begin, int64_t vocab_total, const Tensor& dtable_VD);
 // ops/linear.h
 void linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const Tensor& w_MK, const Tensor& y_NM);
 void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& w_MK, const Tensor& dx_NK, bool accumulate);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <type_traits>
@@ -149,6 +150,20 @@ OpCost op_cost(OpTag<OpId::embedding_backward>, const Tensor& ids_T, const Tenso
 OpCost op_cost(OpTag<OpId::embedding_forward>, const Tensor& table_VD, const Tensor& ids_T, const Tensor& out_TD) {
   (void)table_VD;  // only the looked-up rows are read: as many bytes as the output (same dtype)
   return memory(tb(ids_T) + 2 * tb(out_TD));
+}
+OpCost op_cost(OpTag<OpId::embedding_backward_shard>, const Tensor& ids_T, const Tensor& dout_TD, int64_t, int64_t,
+               const Tensor& dtable_VD) {
+  return op_cost(OpTag<OpId::embedding_backward>{}, ids_T, dout_TD, dtable_VD);
+}
+OpCost op_cost(OpTag<OpId::embedding_forward_shard>, const Tensor& table_VD, const Tensor& ids_T, int64_t, int64_t,
+               const Tensor& out_TD) {
+  return op_cost(OpTag<OpId::embedding_forward>{}, table_VD, ids_T, out_TD);
+}
+// A collective's row: its label, and the bytes each rank moves.
+OpCost op_cost(OpTag<OpId::collective>, const char* label, const Tensor& moved, const std::function<void()>&) {
+  OpCost c = memory(moved.defined() ? tb(moved) : 0.0);
+  c.op = label;
+  return c;
 }
 OpCost op_cost(OpTag<OpId::get_columns>, const Tensor&, int64_t, const Tensor& out_Nw) { return memory(2 * tb(out_Nw)); }
 OpCost op_cost(OpTag<OpId::set_columns>, const Tensor&, int64_t, const Tensor& v_Nw) { return memory(2 * tb(v_Nw)); }
@@ -323,9 +338,9 @@ OpProfile OpProfiler::end() {
   std::map<std::pair<int, std::string>, OpProfileRow> rows;
   for (const Impl::Record& r : impl_->records) {
     QUILL_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop));
-    OpProfileRow& row = rows[{static_cast<int>(r.id), r.signature}];
+    OpProfileRow& row = rows[{static_cast<int>(r.id), r.cost.op + " " + r.signature}];
     if (row.calls == 0) {
-      row.op = op_name(r.id);
+      row.op = r.cost.op.empty() ? op_name(r.id) : r.cost.op;
       row.signature = r.signature;
       row.kind = r.cost.kind;
     }

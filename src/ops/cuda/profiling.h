@@ -43,7 +43,8 @@ namespace quill {
   X(moe_unpermute_backward) X(grouped_linear_forward) X(grouped_linear_backward_input)                  \
   X(grouped_linear_backward_weight) X(rmsnorm_forward) X(rmsnorm_backward) X(router_forward)            \
   X(router_forward_replay) X(router_backward) X(short_conv_forward) X(short_conv_backward)              \
-  X(swiglu_forward) X(swiglu_backward)
+  X(swiglu_forward) X(swiglu_backward) X(embedding_forward_shard) X(embedding_backward_shard)          \
+  X(cross_entropy_shard_stats) X(cross_entropy_shard_backward) X(collective)
 
 enum class OpId : int {
 #define QUILL_OP_ENUM(name) name,
@@ -62,6 +63,7 @@ struct OpCost {
   double bytes = 0;
   OpKind kind = OpKind::Memory;
   std::string note;  // appended to the signature (attention: the window)
+  std::string op;    // the row's name when not the op's own (a collective's label)
 };
 
 struct OpProfileRow {

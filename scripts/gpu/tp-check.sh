@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One device call (issue 16): tensor + sequence parallelism on ONE H200, several processes sharing the
+# GPU (device tensors staged through host memory over MPI, --comm auto), against one process on the
+# same slice-shaped config (configs/slice6-e8.json: the slice's dimensions, 6 layers, 8 experts: with
+# expert tensor parallelism 1 every process holds all routed experts, and the slice's 32 would not fit
+# four times), 4,096-token rows, 2 rows per step, 5 steps. Prints the per-step losses side by side and
+# the step times, and the per-op profile of step 3 of TP2+SP (the collectives as rows of their own);
+# writes $OUT/tp-check.txt and the profiles.
+# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests
+# Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/tp-check.sh")
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+B=$PWD/build/gpu-bundle
+export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+Q=$B/bin/quill
+mkdir -p "$OUT"
+MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+{
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
+if [ -x "$B/bin/cuda_tests" ]; then
+  timeout 240 "$B/bin/cuda_tests" --gtest_filter="${TESTS:-CudaVocabParallel*:CudaCrossEntropy*:CudaEmbedding*}" 2>&1 | tail -4
+fi
+"$Q" data synth --conversations 3000 --row-tokens 4096 --out /tmp/rows4096 > /dev/null
+flags=(train --config configs/slice6-e8.json --rows /tmp/rows4096 --seed 1 --steps 5 --global-batch 2 --lr 1e-4
+       --min-lr 1e-5 --warmup-fraction 0 --clip-grad 1.0 --device cuda --quiet --overwrite)
+timeout 200 "$Q" "${flags[@]}" --out /tmp/tp-one > /tmp/tp-one.log 2>&1; echo "one process rc $?"; tail -2 /tmp/tp-one.log
+timeout 240 "${MPI[@]}" -np 2 "$Q" "${flags[@]}" --tp 2 --sp --profile-step 3 --out /tmp/tp-2 \
+  < /dev/null > /tmp/tp-2.log 2>&1; echo "tp2+sp rc $?"; tail -2 /tmp/tp-2.log
+timeout 300 "${MPI[@]}" -np 4 "$Q" "${flags[@]}" --tp 4 --sp --out /tmp/tp-4 \
+  < /dev/null > /tmp/tp-4.log 2>&1; echo "tp4+sp rc $?"; tail -2 /tmp/tp-4.log
+python3 - <<'PY'
+import json
+def rows(p):
+    try: return [json.loads(l) for l in open(p + "/metrics.jsonl")]
+    except Exception: return []
+one = rows("/tmp/tp-one")
+for name in ("tp-2", "tp-4"):
+    got = rows("/tmp/" + name)
+    worst = 0
+    print(f"{name}: step  loss-one    loss-{name}  rel       step-ms one / {name}  peak GiB one / {name}")
+    for a, b in zip(one, got):
+        d = abs(a["loss"] - b["loss"]) / abs(a["loss"]); worst = max(worst, d)
+        pa = a.get("peak_gpu_bytes", -1) / 2**30; pb = b.get("peak_gpu_bytes", -1) / 2**30
+        print(f"      {a['step']:4d}  {a['loss']:.6f}  {b['loss']:.6f}  {d:.2e}  {1000*a['step_time_s']:.0f} / {1000*b['step_time_s']:.0f}"
+              f"  {pa:.1f} / {pb:.1f}")
+    print(f"{name}: {min(len(one), len(got))} steps, max rel loss difference {worst:.3e}")
+PY
+cp /tmp/tp-2/op_profile_step3.* "$OUT/" 2>/dev/null
+grep -E "collective|tp\.|^ *op" /tmp/tp-2/op_profile_step3.txt 2>/dev/null | head -30
+} 2>&1 | tee "$OUT/tp-check.txt"

@@ -1,0 +1,81 @@
+#include "parallel/tensor_parallel.h"
+
+#include "base/error.h"
+
+namespace quill {
+
+TensorParallel TensorParallel::of(const Layout& layout) {
+  TensorParallel tp;
+  tp.comm = layout.comm(GroupKind::TP);
+  tp.size = layout.spec().tp;
+  tp.rank = layout.coords().tp;
+  tp.sequence_parallel = layout.spec().sequence_parallel && tp.size > 1;
+  return tp;
+}
+
+Tensor TensorParallel::gather_chunks(const DeviceContext& ctx, const Tensor& x_chunk) const {
+  if (!active()) return x_chunk;
+  Shape shape = x_chunk.shape();
+  QUILL_CHECK(!shape.empty(), "tensor parallelism: cannot gather a 0-D tensor");
+  shape[0] *= size;
+  Tensor full = Tensor::empty(shape, x_chunk.dtype(), *ctx.allocator);
+  comm->all_gather(x_chunk, full);
+  return full;
+}
+
+Tensor TensorParallel::reduce_scatter_chunks(const DeviceContext& ctx, const Tensor& x_full) const {
+  if (!active()) return x_full;
+  Shape shape = x_full.shape();
+  QUILL_CHECK(!shape.empty() && shape[0] % size == 0,
+              "tensor parallelism: {} rows do not split over --tensor-model-parallel-size {}",
+              shape.empty() ? 0 : shape[0], size);
+  shape[0] /= size;
+  Tensor chunk = Tensor::empty(shape, x_full.dtype(), *ctx.allocator);
+  comm->reduce_scatter(x_full, chunk, ReduceOp::Sum);
+  return chunk;
+}
+
+void TensorParallel::all_reduce(const Tensor& t) const {
+  if (active()) comm->all_reduce(t, ReduceOp::Sum);
+}
+
+Tensor TensorParallel::gather_input(const DeviceContext& ctx, const Tensor& x) const {
+  return sequence_parallel ? gather_chunks(ctx, x) : x;
+}
+
+Tensor TensorParallel::gather_input_backward(const DeviceContext& ctx, const Tensor& dx) const {
+  if (sequence_parallel) return reduce_scatter_chunks(ctx, dx);
+  all_reduce(dx);
+  return dx;
+}
+
+Tensor TensorParallel::reduce_output(const DeviceContext& ctx, const Tensor& y) const {
+  if (sequence_parallel) return reduce_scatter_chunks(ctx, y);
+  all_reduce(y);
+  return y;
+}
+
+Tensor TensorParallel::reduce_output_backward(const DeviceContext& ctx, const Tensor& dy) const {
+  return sequence_parallel ? gather_chunks(ctx, dy) : dy;
+}
+
+Tensor TensorParallel::chunk_of_region(const Tensor& x) const {
+  if (!active() || sequence_parallel) return x;
+  const int64_t T = x.dim(0);
+  QUILL_CHECK(T % size == 0, "tensor parallelism: {} positions do not split over --tensor-model-parallel-size {}", T,
+              size);
+  return x.rows(chunk_begin(T), chunk_begin(T) + chunk_rows(T));
+}
+
+Tensor TensorParallel::chunk_of_region_backward(const DeviceContext& ctx, const Tensor& dx_chunk) const {
+  // Without SP the region is replicated: each rank's chunk gradient covers its own positions.
+  return !active() || sequence_parallel ? dx_chunk : gather_chunks(ctx, dx_chunk);
+}
+
+Tensor TensorParallel::region_of_chunk(const DeviceContext& ctx, const Tensor& y_chunk) const {
+  return !active() || sequence_parallel ? y_chunk : gather_chunks(ctx, y_chunk);
+}
+
+Tensor TensorParallel::region_of_chunk_backward(const Tensor& dy) const { return chunk_of_region(dy); }
+
+}  // namespace quill

@@ -1,0 +1,61 @@
+// The collectives around tensor-parallel layers (Megatron's mappings, megatron/core/tensor_parallel/
+// mappings.py), so that layer code reads as single-device code with a call at each boundary.
+//
+// A decoder layer alternates two regions. In the *sequence region* (norms, residual adds, the
+// residual short convolutions) every tensor-parallel rank holds the row's activations: all T
+// positions without sequence parallelism (replicated), its chunk of T/tp consecutive positions
+// with it. In the *split region* (between a column-parallel GEMM and the row-parallel GEMM after
+// it) every rank holds all T positions of its share of heads or FFN columns.
+//
+//   region -> split:   gather_input   (SP: all-gather the chunks;       else the same tensor)
+//     its backward:    gather_input_backward  (SP: reduce-scatter;      else all-reduce)
+//   split -> region:   reduce_output  (SP: reduce-scatter the partial sums; else all-reduce)
+//     its backward:    reduce_output_backward (SP: all-gather;          else the same tensor)
+//
+// The routed experts (expert tensor parallelism 1) work on the rank's own chunk of positions in
+// both modes: chunk_of_region / region_of_chunk convert (without SP: a slice of rows, and an
+// all-gather). gather_chunks / reduce_scatter_chunks move per-position values (router weights)
+// between a rank's chunk and all T positions.
+//
+// With one tensor-parallel rank every call returns its input: the single-device path is untouched.
+// Every call with tp > 1 is collective over the tensor-parallel group.
+#pragma once
+
+#include <cstdint>
+
+#include "comm/comm.h"
+#include "ops/device_context.h"
+#include "parallel/layout.h"
+
+namespace quill {
+
+struct TensorParallel {
+  Comm* comm = nullptr;  // the tensor-parallel group; null with one rank
+  int size = 1, rank = 0;
+  bool sequence_parallel = false;
+
+  static TensorParallel of(const Layout& layout);
+  bool active() const { return size > 1; }
+  // Positions of a T-position row that this rank holds in the sequence region, and the first of them.
+  int64_t region_rows(int64_t T) const { return sequence_parallel ? T / size : T; }
+  int64_t chunk_rows(int64_t T) const { return T / size; }
+  int64_t chunk_begin(int64_t T) const { return rank * chunk_rows(T); }
+
+  Tensor gather_input(const DeviceContext& ctx, const Tensor& x_region) const;
+  Tensor gather_input_backward(const DeviceContext& ctx, const Tensor& dx_full_partial) const;
+  Tensor reduce_output(const DeviceContext& ctx, const Tensor& y_full_partial) const;
+  Tensor reduce_output_backward(const DeviceContext& ctx, const Tensor& dy_region) const;
+
+  Tensor chunk_of_region(const Tensor& x_region) const;
+  Tensor chunk_of_region_backward(const DeviceContext& ctx, const Tensor& dx_chunk) const;
+  Tensor region_of_chunk(const DeviceContext& ctx, const Tensor& y_chunk) const;
+  Tensor region_of_chunk_backward(const Tensor& dy_region) const;
+
+  // [T/tp, C] on every rank -> [T, C] (rank order); and partial [T, C] -> this rank's summed rows.
+  Tensor gather_chunks(const DeviceContext& ctx, const Tensor& x_chunk) const;
+  Tensor reduce_scatter_chunks(const DeviceContext& ctx, const Tensor& x_full_partial) const;
+  // Sums `t` over the group in place (a no-op with one rank).
+  void all_reduce(const Tensor& t) const;
+};
+
+}  // namespace quill
