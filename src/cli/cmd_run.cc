@@ -42,6 +42,8 @@ void add_run_command(CLI::App& app, Runner& run) {
                   "none when they have none)");
   cmd->add_option("--distributed-timeout-minutes", timeout_minutes,
                   "a collective that waits longer stops every rank (default: the run flags', else 10)");
+  static std::string device_memory;
+  add_device_memory_flag(cmd, device_memory);
   // The recipe's own run script calls `quill run RECIPE --save DIR <the flags that define the run>`:
   // those flags are read from the recipe (recipe/run_flags.h), so on this command line they are
   // accepted and left to the recipe.
@@ -68,7 +70,9 @@ void add_run_command(CLI::App& app, Runner& run) {
       std::printf("quill run: %s, %lld steps of %lld x %lld tokens on %d x %s\n", recipe_path.c_str(),
                   static_cast<long long>(plan.train.steps), static_cast<long long>(plan.train.global_batch),
                   static_cast<long long>(plan.row_tokens), plan.layout.world(), device_description(dev).c_str());
-      const TrainResult result = train_with_layout(plan.train, dev, plan.layout);
+      MemoryCheck memory_check;
+      memory_check.device_memory = parse_device_memory(device_memory);
+      const TrainResult result = train_with_layout(plan.train, dev, plan.layout, memory_check);
       if (!result.lead) return 0;  // data-parallel ranks other than 0: rank 0 reports
       const RecipeRunReport report =
           complete_recipe(recipe, plan, result, o, device_description(dev), dev == "cuda", wall.seconds());

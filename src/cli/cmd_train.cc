@@ -5,9 +5,11 @@
 #include "cli/commands.h"
 #include "io/hf_export.h"
 #include "model/params.h"
+#include "tensor/tracking_allocator.h"
 #include "train/step_report.h"
 #include "train/trainer.h"
 #include "cli/launch.h"
+#include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #ifdef QUILL_HAVE_CUDA
 #include <fmt/format.h>
@@ -20,6 +22,30 @@
 #endif
 
 namespace quill::cli {
+
+namespace {
+// The CPU StepProbe: the run's tensors through a counting allocator (tensor/tracking_allocator.h), its
+// peak reset at each step's start, so that metrics.jsonl and summary.json carry the peak that
+// `quill plan --device cpu` predicts (peak_device_bytes, per rank in summary.json).
+class CpuStepProbe final : public StepProbe {
+ public:
+  explicit CpuStepProbe(const DeviceContext& ctx) : counting_(*ctx.allocator), ctx_(ctx) { ctx_.allocator = &counting_; }
+  DeviceContext context() const override { return ctx_; }
+  void begin_step(int64_t, bool) override { counting_.reset_peak(); }
+  StepMemory end_step(int64_t, bool, const std::string&) override {
+    StepMemory m;
+    m.gpu = false;
+    m.peak_bytes = counting_.peak();
+    m.in_use_bytes = counting_.in_use();
+    return m;
+  }
+  void report(const std::string&) override {}
+
+ private:
+  TrackingAllocator counting_;
+  DeviceContext ctx_;
+};
+}  // namespace
 
 #ifdef QUILL_HAVE_CUDA
 namespace {
@@ -154,6 +180,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--profile-ceilings", ceilings,
                   "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS (default 794 4240)")
       ->expected(2);
+  static std::string device_memory;
+  add_device_memory_flag(cmd, device_memory);
   cmd->callback([&run] {
     run = [] {
       o.freeze_patterns = freeze;
@@ -170,6 +198,12 @@ void add_train_command(CLI::App& app, Runner& run) {
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names))
         std::fprintf(stderr, "note: %s\n", line.c_str());
+      MemoryCheck memory_check;
+      memory_check.device_memory = parse_device_memory(device_memory);
+      if (device == "cpu")
+        o.make_probe = [](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
+          return std::make_unique<CpuStepProbe>(ctx);
+        };
 #ifdef QUILL_HAVE_CUDA
       if (device == "cuda") {
         Ceilings c;
@@ -180,7 +214,7 @@ void add_train_command(CLI::App& app, Runner& run) {
         };
       }
 #endif
-      TrainResult r = train_with_layout(o, device, layout);
+      TrainResult r = train_with_layout(o, device, layout, memory_check);
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());

@@ -9,22 +9,47 @@
 #include "base/error.h"
 #include "comm/distributed.h"
 #include "comm/mpi_comm.h"
+#include "data/rows.h"
 #include "model/inkling_model.h"
 #include "model/params.h"
 #include "parallel/layout.h"
+#include "plan/plan_report.h"
 #ifdef QUILL_HAVE_CUDA
 #include "comm/cuda/staged_comm.h"
 #include "comm/nccl/nccl_comm.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/memory_stats.h"
 #endif
 
 namespace quill::cli {
 
+namespace {
+
+// The memory plan of the run against `device_memory` bytes per device: refused when it cannot fit
+// (every rank plans alike, so every rank stops with the same message); a note on the lead when it fits.
+void check_memory_plan(const TrainOptions& o, const InklingConfig& config, const LayoutSpec& spec,
+                       const std::string& device, int64_t device_memory, bool lead) {
+  if (device_memory <= 0) return;
+  const plan::MemoryPlan mp =
+      plan::plan_memory(plan_request_for(o, config, spec, device, RowsReader::open(o.rows_dir).row_tokens()));
+  const plan::FitVerdict verdict = plan::check_fit(mp, device_memory);
+  QUILL_CHECK(verdict.fits, "{} (quill plan prints the whole table)", verdict.message);
+  if (lead) {
+    const plan::StagePlan& s = mp.largest();
+    std::fprintf(stderr, "note: memory plan: stage %d needs %s of %s per device (allocator peak %s)\n", s.stage,
+                 plan::format_bytes(s.device_total()).c_str(), plan::format_bytes(device_memory).c_str(),
+                 plan::format_bytes(s.allocator_peak()).c_str());
+  }
+}
+
+}  // namespace
+
 // Runs the training of `o` on `device` under `spec`: one process per rank, started by mpirun/srun;
 // a one-rank layout without a launcher is the plain single-process run. The layout is validated
 // against the world and the model (its config only) before anything else is loaded.
-TrainResult train_with_layout(const TrainOptions& o, const std::string& device, const LayoutSpec& flags) {
+TrainResult train_with_layout(const TrainOptions& o, const std::string& device, const LayoutSpec& flags,
+                              const MemoryCheck& check) {
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
@@ -47,7 +72,9 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   }
   if (!dist || dist->rank() == 0)
     for (const std::string& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+  const bool lead = !dist || dist->rank() == 0;
   if (device == "cpu") {
+    check_memory_plan(o, config, spec, device, check.device_memory, lead);
     const Layout layout = Layout::create(spec, num_layers, dist ? &dist->world() : nullptr);
     return run_training(o, DeviceContext::cpu(), layout);
   }
@@ -56,6 +83,12 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size(), o.comm_backend != "nccl") : 0;
   CudaBackend backend(gpu);
   const DeviceContext ctx = backend.context();
+  int64_t device_memory = check.device_memory;
+  if (device_memory <= 0) {
+    CudaMemoryStats stats;
+    if (cuda_memory_stats(ctx, stats)) device_memory = stats.device_total_bytes;
+  }
+  check_memory_plan(o, config, spec, device, device_memory, lead);
   std::unique_ptr<Comm> world_gpu;
   if (dist) {
     // NCCL runs one rank per GPU; ranks that share one exchange device tensors through host memory.

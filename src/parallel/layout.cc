@@ -14,6 +14,8 @@ namespace {
 const GroupKind kCommKinds[] = {GroupKind::TP, GroupKind::CP,  GroupKind::DP,  GroupKind::DP_CP,
                                 GroupKind::PP, GroupKind::EP,  GroupKind::ETP, GroupKind::EDP};
 
+}  // namespace
+
 std::vector<int64_t> resolve_stage_layers(const LayoutSpec& spec, int64_t num_layers) {
   if (!spec.pp_layers.empty()) {
     LayoutSpec checked = spec;
@@ -26,8 +28,6 @@ std::vector<int64_t> resolve_stage_layers(const LayoutSpec& spec, int64_t num_la
   QUILL_CHECK(split.error.empty(), "--pipeline-model-parallel-size {}: {} (give --pp-layers)", spec.pp, split.error);
   return split.layers;
 }
-
-}  // namespace
 
 Layout::Layout(const LayoutSpec& spec, int64_t num_layers, int world_size, int rank)
     : spec_(spec), grid_(world_size, spec), rank_(rank), coords_(grid_.coords(rank)) {

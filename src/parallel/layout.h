@@ -18,6 +18,11 @@
 
 namespace quill {
 
+// Layers per pipeline stage: --pp-layers when given (checked: one count per stage, adding up to the
+// model's layers), else Megatron's even split. Throws naming the flag. (Used by Layout and by the
+// memory plan, which needs every stage's split without a communicator.)
+std::vector<int64_t> resolve_stage_layers(const LayoutSpec& spec, int64_t num_layers);
+
 class Layout {
  public:
   // Every size 1, no communicators.

@@ -40,10 +40,7 @@ bool unresolved(const std::string& value) { return value.empty() || value.find('
 
 }  // namespace
 
-namespace {
-
-// The recipe's layout as quill runs it (its pipeline split resolved later, against the model).
-LayoutSpec layout_spec_of(const RecipeLayout& l) {
+LayoutSpec recipe_layout_spec(const RecipeLayout& l, int64_t num_layers) {
   LayoutSpec s;
   s.tp = static_cast<int>(l.tp);
   s.cp = static_cast<int>(l.cp);
@@ -52,10 +49,13 @@ LayoutSpec layout_spec_of(const RecipeLayout& l) {
   s.ep = static_cast<int>(l.ep);
   s.etp = static_cast<int>(l.etp);
   s.sequence_parallel = l.sequence_parallel;
+  if (l.layer_split && num_layers > 0) {
+    const StageSplit split = split_layers(num_layers, l.pp, l.layer_split->first, l.layer_split->last);
+    QUILL_CHECK(split.error.empty(), "layout.layer_split: {}", split.error);
+    s.pp_layers = split.layers;
+  }
   return s;
 }
-
-}  // namespace
 
 RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   RecipeRunPlan plan;
@@ -76,7 +76,7 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   // Layout: what quill does not run stops here, never a silent fallback.
   QUILL_CHECK(l.vpp == 1, "layout {}: virtual pipeline stages (vpp {}) are not implemented in quill",
               l.label.value_or("(unlabelled)"), l.vpp);
-  plan.layout = layout_spec_of(l);
+  plan.layout = recipe_layout_spec(l, 0);  // its pipeline split is resolved below, against the model
   try {
     InklingModel::check_layout(plan.layout);
   } catch (const Error& e) {
@@ -91,11 +91,7 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
               "the model directory is unknown: the run's --hf-checkpoint is '{}'; give --model-dir or --set NAME=VALUE",
               model_dir);
   plan.config = load_inkling_config(model_dir);
-  if (l.layer_split) {
-    const StageSplit split = split_layers(plan.config.num_layers, l.pp, l.layer_split->first, l.layer_split->last);
-    QUILL_CHECK(split.error.empty(), "layout.layer_split: {}", split.error);
-    plan.layout.pp_layers = split.layers;
-  }
+  plan.layout.pp_layers = recipe_layout_spec(l, plan.config.num_layers).pp_layers;
   plan.active_params = count_params(plan.config).active;
   if (has_weights(model_dir)) {
     plan.train.init_dir = model_dir;

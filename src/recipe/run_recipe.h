@@ -44,6 +44,10 @@ struct RecipeRunPlan {
 
 RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& options);
 
+// The recipe's layout as quill runs it, its layer_split resolved for a model of num_layers layers
+// (pp_layers left empty when the recipe has none, or num_layers is 0). Used by `quill run` and `quill plan`.
+LayoutSpec recipe_layout_spec(const RecipeLayout& layout, int64_t num_layers);
+
 struct RecipeRunReport {
   Recipe completed;
   std::optional<RunMetrics> metrics;

@@ -21,7 +21,8 @@ std::string metrics_json_line(const StepMetrics& m) {
   j["supervised_tokens"] = m.supervised;
   j["step_time_s"] = m.step_time_s;
   j["expert_tokens"] = m.expert_tokens;
-  if (m.memory.peak_bytes >= 0) {
+  if (m.memory.peak_bytes >= 0) j["peak_device_bytes"] = m.memory.peak_bytes;
+  if (m.memory.peak_bytes >= 0 && m.memory.gpu) {
     j["peak_gpu_bytes"] = m.memory.peak_bytes;
     j["gpu_in_use_bytes"] = m.memory.in_use_bytes;
     j["device_used_bytes"] = m.memory.device_used_bytes;
@@ -36,7 +37,10 @@ StepSummary summarize_steps(const TrainResult& r) {
     if (m.step >= r.warmup_steps && m.step != r.profile_step) times.push_back(m.step_time_s);
   if (times.empty())
     for (const StepMetrics& m : r.steps) times.push_back(m.step_time_s);
-  for (const StepMetrics& m : r.steps) s.peak_gpu_bytes = std::max(s.peak_gpu_bytes, m.memory.peak_bytes);
+  for (const StepMetrics& m : r.steps) {
+    s.peak_device_bytes = std::max(s.peak_device_bytes, m.memory.peak_bytes);
+    if (m.memory.gpu) s.peak_gpu_bytes = std::max(s.peak_gpu_bytes, m.memory.peak_bytes);
+  }
   if (times.empty()) return s;
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
@@ -75,6 +79,8 @@ std::string summary_json(const TrainResult& r) {
   j["active_params"] = r.active_params;
   j["mfu"] = s.mfu;
   j["peak_gpu_bytes"] = s.peak_gpu_bytes;
+  j["peak_device_bytes"] = s.peak_device_bytes;
+  if (!r.peak_bytes_per_rank.empty()) j["peak_device_bytes_per_rank"] = r.peak_bytes_per_rank;
   if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0) {
     j["device_used_bytes_end"] = r.steps.back().memory.device_used_bytes;
     j["device_total_bytes"] = r.steps.back().memory.device_total_bytes;
@@ -96,11 +102,15 @@ std::string summary_json(const TrainResult& r) {
       {"mfu", "6 * active_params * tokens_per_s / 989e12"},
       {"peak_gpu_bytes", "most bytes the device allocator held at once during a step (tensors; not the CUDA "
                          "context, cuBLASLt workspace or stream-ordered scratch), max over steps"},
+      {"peak_device_bytes", "the same for any backend (the CPU reference's allocator too): what quill plan's "
+                            "allocator peak predicts"},
+      {"peak_device_bytes_per_rank", "peak_device_bytes of every world rank (index: rank)"},
       {"device_used_bytes_end", "cudaMemGetInfo total - free after the last step"}};
   nlohmann::json steps = nlohmann::json::array();
   for (const StepMetrics& m : r.steps)
-    steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s}, {"peak_gpu_bytes", m.memory.peak_bytes},
-                     {"device_used_bytes", m.memory.device_used_bytes}});
+    steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s},
+                     {"peak_gpu_bytes", m.memory.gpu ? m.memory.peak_bytes : int64_t{-1}},
+                     {"peak_device_bytes", m.memory.peak_bytes}, {"device_used_bytes", m.memory.device_used_bytes}});
   j["per_step"] = steps;
   return j.dump(1) + "\n";
 }
@@ -115,6 +125,8 @@ std::string summary_line(const TrainResult& r) {
       1e3 * s.median_s, 1e3 * s.min_s, 1e3 * s.max_s, s.spread_pct, s.cv_pct, s.tokens_per_s, 100 * s.mfu,
       r.active_params);
   if (s.peak_gpu_bytes >= 0) line += fmt::format("; peak GPU {:.2f} GiB", static_cast<double>(s.peak_gpu_bytes) / (1 << 30));
+  else if (s.peak_device_bytes >= 0)
+    line += fmt::format("; peak CPU allocator {:.3f} GiB", static_cast<double>(s.peak_device_bytes) / (1 << 30));
   if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0)
     line += fmt::format(" (device in use at the end {:.2f} of {:.2f} GiB)",
                         static_cast<double>(r.steps.back().memory.device_used_bytes) / (1 << 30),

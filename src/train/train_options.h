@@ -16,8 +16,9 @@
 namespace quill {
 
 // Device instrumentation of a run, optional (the CLI makes one for CUDA: per-step peak memory and a
-// per-op timing table of one step). The trainer trains with context() and brackets each step.
+// per-op timing table of one step; and for the CPU: the per-step peak of its allocator). The trainer trains with context() and brackets each step.
 struct StepMemory {
+  bool gpu = true;                  // a GPU's allocator (else the CPU backend's, tensor/tracking_allocator.h)
   int64_t peak_bytes = -1;          // most bytes the device allocator held during the step
   int64_t in_use_bytes = -1;        // held at the end of the step
   int64_t device_used_bytes = -1;   // cudaMemGetInfo: total - free, at the end of the step

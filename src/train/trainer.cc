@@ -337,6 +337,14 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       }
     }
     result.wall_time_s = wall.seconds();
+    if (probe) {  // every rank's peak, onto every rank (a sum of one-hot vectors: collective over the world)
+      const int world = layout.world() ? layout.world()->size() : 1;
+      Tensor peaks = Tensor::zeros({world}, DType::I64);
+      for (const StepMetrics& m : result.steps)
+        peaks.data_as<int64_t>()[layout.rank()] = std::max(peaks.data_as<int64_t>()[layout.rank()], m.memory.peak_bytes);
+      all_reduce_host(layout.world(), ctx, peaks);
+      result.peak_bytes_per_rank.assign(peaks.data_as<int64_t>(), peaks.data_as<int64_t>() + world);
+    }
     if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
     // The final checkpoint last: one at the run's last step means every output is complete, so a run
     // killed before it resumes from the interval before and writes them again.

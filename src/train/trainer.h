@@ -26,7 +26,7 @@ struct StepMetrics {
   int64_t supervised = 0;  // supervised targets of the global batch
   double step_time_s = 0;
   std::vector<std::vector<int64_t>> expert_tokens;  // per MoE layer, per expert
-  StepMemory memory;  // with a StepProbe (CUDA): "peak_gpu_bytes" and friends in metrics.jsonl
+  StepMemory memory;  // with a StepProbe: "peak_device_bytes" (and on a GPU "peak_gpu_bytes" and friends)
 };
 
 struct TrainResult {
@@ -41,6 +41,9 @@ struct TrainResult {
   int64_t warmup_steps = 0;   // TrainOptions::warmup_steps
   int64_t profile_step = -1;  // TrainOptions::profile_step
   int64_t active_params = 0;  // N of the MFU formula (count_params(config).active)
+  // With a StepProbe: every world rank's most allocator bytes over the steps (index: world rank), for
+  // comparing each pipeline stage with its memory plan; empty without one.
+  std::vector<int64_t> peak_bytes_per_rank;
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).

@@ -20,12 +20,13 @@ ALLOWED = {
     "parallel": {"base", "tensor", "ops", "comm"},
     "model": {"base", "tensor", "ops", "comm", "parallel"},
     "optim": {"base", "tensor", "ops", "comm", "parallel", "model"},
+    "plan": {"base", "tensor", "ops", "comm", "parallel", "model", "optim"},
     "data": {"base", "tensor"},
     "io": {"base", "tensor", "ops", "comm", "parallel", "model"},
     "train": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "data", "io"},
     "recipe": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "data", "io", "train"},
     "tune": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "data", "io", "train", "recipe"},
-    "cli": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "data", "io", "train", "recipe", "tune"},
+    "cli": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "plan", "data", "io", "train", "recipe", "tune"},
 }
 SYSTEM = [  # (header pattern, folders that may include it)
     (re.compile(r"^(cuda|cublas|cudnn|nccl|cuda_bf16|cuda_runtime)"), ("ops/cuda", "comm/nccl", "comm/cuda")),

@@ -1,0 +1,115 @@
+// `quill plan`: the memory a training layout needs per GPU, by pipeline stage and category, before
+// anything is loaded (plan/memory_plan.h; docs/plan.md). The model and layout flags are `quill
+// train`'s, the optimizer memory flags Megatron's (cli/optimizer_flags.h); or a recipe, as `quill run`
+// takes it (its layout, row length, global batch and offload; the model from --config or --model-dir).
+#include <cstdio>
+
+#include "base/error.h"
+#include "cli/commands.h"
+#include "cli/memory_flags.h"
+#include "cli/optimizer_flags.h"
+#include "data/rows.h"
+#include "model/params.h"
+#include "plan/plan_report.h"
+#include "recipe/recipe.h"
+#include "recipe/run_recipe.h"
+
+namespace quill::cli {
+
+void add_plan_command(CLI::App& app, Runner& run) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "memory per GPU of a training layout by pipeline stage and category, before anything is loaded");
+  static std::string recipe_path, config_path, model_dir, rows_dir, device = "cuda", device_memory;
+  static std::string freeze_preset = "miles";
+  static std::vector<std::string> freeze;
+  static int64_t row_tokens = 0, global_batch = 1;
+  static int gpus_per_node = 8;
+  static double expert_rows_factor = 1.0;
+  static bool json = false;
+  static LayoutSpec layout;
+  static OptimizerMemory memory;
+  static OptimizerFlagNames names;
+  cmd->add_option("recipe", recipe_path, "a recipe YAML (its layout, workload and offload), as quill run takes it");
+  cmd->add_option("--config", config_path, "config.json (or a directory holding it)");
+  cmd->add_option("--model-dir", model_dir, "with a recipe: the Hugging Face model directory (its config.json)");
+  cmd->add_option("--rows", rows_dir, "rows directory: the row length from its manifest");
+  cmd->add_option("--row-tokens", row_tokens, "tokens per row (one row per micro-batch), instead of --rows");
+  cmd->add_option("--global-batch", global_batch, "rows per optimizer step (default 1)");
+  cmd->add_option("--device", device, "cuda (bf16, default) | cpu (the fp32 reference)");
+  add_device_memory_flag(cmd, device_memory);
+  cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
+  cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
+  cmd->add_option("--dp", layout.dp, "data-parallel ranks");
+  cmd->add_option("--tp,--tensor-model-parallel-size", layout.tp, "tensor-parallel ranks");
+  cmd->add_option("--pp,--pipeline-model-parallel-size", layout.pp, "pipeline stages");
+  cmd->add_option("--cp,--context-parallel-size", layout.cp, "context-parallel ranks");
+  cmd->add_option("--ep,--expert-model-parallel-size", layout.ep, "expert-parallel ranks");
+  cmd->add_option("--etp,--expert-tensor-parallel-size", layout.etp, "expert tensor-parallel ranks");
+  cmd->add_flag("--sp,--sequence-parallel", layout.sequence_parallel, "sequence parallelism (with --tp)");
+  cmd->add_option("--pp-layers", layout.pp_layers, "layers per pipeline stage, e.g. 12,10,10,10 (default: even)")
+      ->delimiter(',');
+  cmd->add_option("--parallel-order", layout.order, "rank order of the axes (Megatron's, default tp-cp-ep-dp-pp)");
+  add_optimizer_flags(cmd, memory, names);
+  cmd->add_option("--gpus-per-node", gpus_per_node, "GPUs per node, for the pinned host memory per node (default 8)");
+  cmd->add_option("--expert-rows-factor", expert_rows_factor,
+                  "routed-expert rows a rank keeps for backward against balanced routing, with --ep > 1 (default 1)");
+  cmd->add_flag("--json", json, "print the plan as JSON (bytes) instead of the table");
+  cmd->callback([&run, cmd] {
+    run = [cmd] {
+      plan::PlanRequest q;
+      q.layout = layout;
+      q.global_batch = global_batch;
+      q.row_tokens = row_tokens;
+      if (!recipe_path.empty()) {
+        const Recipe recipe = read_recipe(recipe_path);
+        const std::string model = !config_path.empty() ? config_path : model_dir;
+        QUILL_CHECK(!model.empty(), "quill plan {}: give --config or --model-dir (the recipe's model directory)",
+                    recipe_path);
+        q.config = load_inkling_config(model);
+        q.layout = recipe_layout_spec(recipe.layout, q.config.num_layers);
+        q.global_batch = recipe.workload.global_batch;
+        q.row_tokens = recipe.workload.row_tokens;
+        QUILL_CHECK(recipe.layout.rows_per_microbatch == 1,
+                    "layout.rows_per_microbatch {}: quill runs one row per micro-batch", recipe.layout.rows_per_microbatch);
+        // The recipe's offload, unless the command line sets it (the flags win, to compare variants).
+        const bool offload_flags = cmd->count("--optimizer-cpu-offload") + cmd->count("--optimizer-offload-fraction") > 0;
+        if (!offload_flags && recipe.layout.offload && recipe.layout.offload->optimizer_fraction.value_or(0) > 0) {
+          memory.cpu_offload = true;
+          memory.offload_fraction = *recipe.layout.offload->optimizer_fraction;
+          memory.overlap_d2h_h2d = recipe.layout.offload->overlap_d2h_h2d.value_or(false);
+        }
+        if (recipe.gpu.per_node.value_or(0) > 0) gpus_per_node = static_cast<int>(*recipe.gpu.per_node);
+      } else {
+        QUILL_CHECK(!config_path.empty(), "quill plan: give --config (or a recipe)");
+        q.config = load_inkling_config(config_path);
+        if (!rows_dir.empty()) {
+          QUILL_CHECK(row_tokens == 0, "quill plan: give --rows or --row-tokens, not both");
+          q.row_tokens = RowsReader::open(rows_dir).row_tokens();
+        }
+        QUILL_CHECK(q.row_tokens > 0, "quill plan: give --rows (its manifest's row length) or --row-tokens");
+      }
+      QUILL_CHECK(device == "cuda" || device == "cpu", "--device: '{}' is not cpu or cuda", device);
+      q.device = device == "cuda" ? Device::CUDA : Device::CPU;
+      for (const std::string& n : finish_optimizer_flags(memory, names)) std::fprintf(stderr, "note: %s\n", n.c_str());
+      q.optimizer = memory;
+      q.freeze = freeze;
+      if (freeze_preset == "miles") {
+        for (const std::string& p : miles_frozen_patterns()) q.freeze.push_back(p);
+      } else {
+        QUILL_CHECK(freeze_preset == "none", "--freeze-preset: unknown preset '{}' (miles or none)", freeze_preset);
+      }
+      q.gpus_per_node = gpus_per_node;
+      q.expert_rows_factor = expert_rows_factor;
+      int64_t memory_bytes = parse_device_memory(device_memory);
+      if (memory_bytes < 0 && q.device == Device::CUDA) memory_bytes = plan::kH200MemoryBytes;
+      const plan::MemoryPlan mp = plan::plan_memory(q);
+      if (json) std::printf("%s\n", plan::plan_json(mp, memory_bytes).dump(1).c_str());
+      else std::printf("%s", plan::plan_table(mp, memory_bytes).c_str());
+      const plan::FitVerdict v = plan::check_fit(mp, memory_bytes);
+      if (!v.fits && !json) std::printf("%s\n", v.message.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace quill::cli

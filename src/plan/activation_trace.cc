@@ -1,0 +1,476 @@
+// Each function below replays one function of the model (named in its comment) allocation by
+// allocation: a tensor the model allocates is an alloc here, in the same order relative to the
+// ops' internal scratch; a local freed at the end of the model function is freed at the end of the
+// replay. Shapes are per rank (Megatron's shares under tensor/sequence/expert parallelism).
+#include "plan/activation_trace.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "model/params.h"
+
+namespace quill::plan {
+
+namespace {
+constexpr int64_t kAttentionTcRows = 64;  // ops/cuda/attention_tc.cuh kRows: dq_acc's row padding
+constexpr int64_t kCeStatusBytes = 16;    // ops/cuda/cross_entropy.cu Status {double, unsigned}
+// model/stage_model.cc head_chunk_rows: the LM head's rows per chunk.
+int64_t head_chunk_rows(Device device) { return device == Device::CPU ? 1024 : 8192; }
+std::string layer_prefix(int64_t layer) { return fmt::format("model.llm.layers.{}.", layer); }
+}  // namespace
+
+StageTrace::StageTrace(const InklingConfig& config, const TraceShape& shape, int64_t first_layer, int64_t end_layer,
+                       MemoryTrace& mem)
+    : c_(config), shape_(shape), first_(first_layer), end_(end_layer), mem_(mem) {
+  act_ = shape.device == Device::CPU ? 4 : 2;  // DeviceContext::activation: fp32 on the CPU, bf16 on a GPU
+  T_ = shape.row_tokens;
+  D_ = config.hidden_size;
+  tp_ = shape.tp;
+  sp_ = shape.sequence_parallel && shape.tp > 1;
+  // Sequence parallelism splits the rows, and the routed experts take each tensor-parallel rank's share of the tokens.
+  QUILL_CHECK(tp_ == 1 || T_ % tp_ == 0, "the row's {} tokens do not divide over {} tensor-parallel ranks", T_, tp_);
+  Tseq_ = sp_ ? T_ / tp_ : T_;
+}
+
+bool StageTrace::frozen(const std::string& name) const {
+  for (const std::string& p : shape_.freeze)
+    if (name_matches(name, p)) return true;
+  return false;
+}
+
+StageTrace::Id StageTrace::grad_scratch(const std::string& name, int64_t elements) {
+  // layer_util.h grad_target / grad_write: a frozen parameter's gradient is a scratch fp32 tensor.
+  return frozen(name) ? f32(Use::Temporary, elements) : MemoryTrace::kNone;
+}
+
+// --- TensorParallel (parallel/tensor_parallel.h): what each boundary allocates -------------------
+// gather_input: SP all-gathers the chunks into a new [T, D]; else the same tensor (kNone: no new one).
+StageTrace::Id StageTrace::gather_input(Use use) { return sp_ ? activation(use, T_, D_) : MemoryTrace::kNone; }
+// reduce_output / gather_input_backward of a [T, D] partial: SP reduce-scatters into a new [Tseq, D]
+// (the partial is the caller's to free); else an in-place all-reduce (kNone).
+StageTrace::Id StageTrace::reduce_rows(Use use) { return sp_ ? activation(use, Tseq_, D_) : MemoryTrace::kNone; }
+
+// --- StageModel::forward ------------------------------------------------------------------------
+
+StageTrace::Id StageTrace::forward(Activations& act, Id h_in) {
+  act = Activations{};
+  act.layers.resize(static_cast<size_t>(end_ - first_));
+  Id h = h_in;
+  if (first_stage()) {
+    if (cuda()) act.kept.push_back(i32(Use::Saved, T_));  // the ids, uploaded (on the CPU a host tensor)
+    // Vocab-parallel with tp > 1: each rank's partial lookup, reduced into the sequence region.
+    const Id emb = activation(Use::Saved, T_, D_);
+    const Id reduced = tp_ > 1 ? reduce_rows(Use::Saved) : MemoryTrace::kNone;
+    if (reduced != MemoryTrace::kNone) {
+      mem_.free(emb);
+      act.kept.push_back(reduced);
+    } else {
+      act.kept.push_back(emb);
+    }
+    h = activation(Use::Saved, Tseq_, D_);        // embed_norm's output: layer 0's input, released with it
+    act.layers[0].saved.push_back(h);
+    act.kept.push_back(f32(Use::Saved, Tseq_));  // rstd_embed
+  } else {
+    mem_.retag(h_in, Use::Saved);
+    act.kept.push_back(h_in);  // act.h_in (and layer 0's h_in)
+  }
+  for (int64_t l = first_; l < end_; ++l) {
+    Layer& saved = act.layers[static_cast<size_t>(l - first_)];
+    h = decoder_forward(l, saved, h);
+    if (l + 1 < end_) act.layers[static_cast<size_t>(l + 1 - first_)].saved.push_back(h);  // the next layer's h_in
+  }
+  if (!last_stage()) {
+    mem_.retag(h, Use::Pipeline);  // out[m], sent to the next stage
+    return h;
+  }
+  head_forward(act, h);
+  return MemoryTrace::kNone;
+}
+
+// StageModel::forward's head: final norm, muP division, unembedding (all T rows, this rank's
+// vocabulary rows) and the loss in row chunks, each chunk's logits gradient consumed at once.
+void StageTrace::head_forward(Activations& act, Id h) {
+  Id targets = MemoryTrace::kNone, weights = MemoryTrace::kNone;
+  if (cuda()) {  // uploaded; host tensors on the CPU
+    targets = i32(Use::Logits, T_);
+    weights = f32(Use::Logits, T_);
+  }
+  act.h_out = h;
+  const Id hn = activation(Use::Logits, Tseq_, D_);
+  act.kept.push_back(f32(Use::Saved, Tseq_));  // rstd_final
+  const Id hn_all = gather_input(Use::Gather);
+  const Id dhn_all = activation(Use::Saved, T_, D_);
+  const int64_t V = c_.vocab_size / tp_;  // this rank's rows of the unembedding
+  const Id dunembed = grad_scratch("model.llm.unembed.weight", V * D_);
+  const int64_t chunk = head_chunk_rows(shape_.device);
+  for (int64_t r0 = 0; r0 < T_; r0 += chunk) {
+    const int64_t n = std::min(T_, r0 + chunk) - r0;
+    const Id logits = activation(Use::Logits, n, V), dlogits = activation(Use::Logits, n, V);
+    if (tp_ > 1) {  // vocab-parallel loss: each rank's row statistics, gathered
+      const Id stats = mem_.alloc(Use::Logits, n * 3 * (cuda() ? 4 : 8));
+      if (cuda()) mem_.spike(Use::Logits, 4);  // cross_entropy.cu: the stats' check word
+      const Id all = mem_.alloc(Use::Logits, tp_ * n * 3 * (cuda() ? 4 : 8));
+      if (cuda()) mem_.spike(Use::Logits, kCeStatusBytes + 8 * n);
+      mem_.free(all);
+      mem_.free(stats);
+    } else if (cuda()) {
+      mem_.spike(Use::Logits, kCeStatusBytes + 8 * n);  // cross_entropy.cu: per-row loss sums
+    }
+    mem_.free(logits);
+    mem_.free(dlogits);
+  }
+  // dL/d(normed h) back to the sequence region: reduce-scattered with SP, all-reduced in place without.
+  const Id dhn = reduce_rows(Use::Saved);
+  if (dhn != MemoryTrace::kNone) {
+    act.dhn = dhn;
+    mem_.free(dhn_all);
+  } else {
+    act.dhn = dhn_all;
+  }
+  for (Id id : {dunembed, hn_all, hn, targets, weights}) mem_.free(id);
+}
+
+// --- StageModel::backward -----------------------------------------------------------------------
+
+StageTrace::Id StageTrace::backward(Activations& act, Id dh_out) {
+  Id dh = dh_out;
+  bool own = false;  // the received gradient stays the executor's until the backward returns
+  if (last_stage()) {
+    dh = activation(Use::Temporary, Tseq_, D_);
+    own = true;
+    mem_.free(grad_scratch("model.llm.norm.weight", D_));
+    mem_.free(act.dhn);
+    mem_.free(act.h_out);
+    act.dhn = act.h_out = MemoryTrace::kNone;
+  }
+  for (int64_t l = end_; l-- > first_;) {
+    const Id next = decoder_backward(l, dh);
+    if (own) mem_.free(dh);
+    dh = next;
+    own = true;
+    Layer& saved = act.layers[static_cast<size_t>(l - first_)];
+    for (Id id : saved.saved) mem_.free(id);
+    saved.saved.clear();
+  }
+  if (!first_stage()) return dh;
+  const Id demb = activation(Use::Temporary, tp_ > 1 && !sp_ ? T_ : Tseq_, D_);
+  mem_.free(grad_scratch("model.llm.embed_norm.weight", D_));
+  // The embedding's scatter-add reads every row's gradient (gathered with SP).
+  if (!frozen("model.llm.embed.weight") && tp_ > 1) mem_.free(gather_input(Use::Gather));
+  mem_.free(demb);
+  mem_.free(dh);
+  return MemoryTrace::kNone;
+}
+
+void StageTrace::release(Activations& act) {
+  for (Id id : act.kept) mem_.free(id);
+  act = Activations{};
+}
+
+// --- DecoderLayer -------------------------------------------------------------------------------
+
+// DecoderLayer::residual_conv: the input is kept for the backward (with SP, a new tensor with the
+// K-1 rows before the chunk: gather_halo), the output is a new tensor (with SP, K-1 rows longer).
+StageTrace::Id StageTrace::residual_conv(Layer& s, Id x) {
+  const int64_t H = c_.conv_kernel_size - 1;
+  if (!sp_) {
+    mem_.retag(x, Use::Saved);
+    s.saved.push_back(x);
+    return activation(Use::Saved, Tseq_, D_);
+  }
+  s.saved.push_back(activation(Use::Saved, H + Tseq_, D_));  // sp_halo.cc gather_halo: ext
+  if (H > 0) {
+    const Id mine = activation(Use::Gather, H, D_), all = activation(Use::Gather, tp_ * H, D_);
+    mem_.free(all);
+    mem_.free(mine);
+  }
+  const Id y = activation(Use::Saved, H + Tseq_, D_);
+  mem_.free(x);  // the op's input, a temporary of the caller
+  return y;
+}
+
+// DecoderLayer::residual_conv_backward.
+StageTrace::Id StageTrace::residual_conv_backward(const std::string& conv) {
+  const int64_t H = c_.conv_kernel_size - 1, K = c_.conv_kernel_size;
+  if (!sp_) {
+    const Id dx = activation(Use::Temporary, Tseq_, D_);
+    mem_.free(grad_scratch(conv, D_ * K));
+    return dx;
+  }
+  const Id dy_in = activation(Use::Temporary, H + Tseq_, D_), dx = activation(Use::Temporary, H + Tseq_, D_);
+  mem_.free(grad_scratch(conv, D_ * K));
+  const Id dchunk = activation(Use::Temporary, Tseq_, D_);  // sp_halo.cc scatter_halo_grad
+  if (H > 0) mem_.free(activation(Use::Gather, tp_ * H, D_));
+  mem_.free(dy_in);
+  mem_.free(dx);
+  return dchunk;
+}
+
+StageTrace::Id StageTrace::decoder_forward(int64_t l, Layer& s, Id) {
+  s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // a_norm
+  s.saved.push_back(f32(Use::Saved, Tseq_));             // rstd_a
+  const Id attn = attention_forward(l, s);
+  s.saved.push_back(residual_conv(s, attn));             // h_mid (its input: attn_out)
+  s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // m_norm
+  s.saved.push_back(f32(Use::Saved, Tseq_));             // rstd_m
+  const Id mlp = c_.is_moe(l) ? moe_forward(l, s) : dense_forward(l, s);
+  return residual_conv(s, mlp);                          // h_out (its input: mlp_out)
+}
+
+StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
+  const std::string p = layer_prefix(l);
+  const Id dmlp = residual_conv_backward(p + "mlp_sconv.weight");
+  const Id dm = c_.is_moe(l) ? moe_backward(l) : dense_backward(l);
+  const Id dh_mid = activation(Use::Temporary, Tseq_, D_);
+  mem_.free(grad_scratch(p + "mlp_norm.weight", D_));
+  const Id dattn = residual_conv_backward(p + "attn_sconv.weight");
+  const Id da = attention_backward(l);
+  const Id dh_in = activation(Use::Temporary, Tseq_, D_);
+  mem_.free(grad_scratch(p + "attn_norm.weight", D_));
+  for (Id id : {dmlp, dm, dh_mid, dattn, da}) mem_.free(id);
+  return dh_in;
+}
+
+// --- AttentionBlock -----------------------------------------------------------------------------
+
+StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
+  const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
+  const int64_t E = c_.extent(l);
+  const Id x = gather_input(Use::Saved);  // the projections' input, kept for their weight gradients
+  if (x != MemoryTrace::kNone) s.saved.push_back(x);
+  for (int64_t cols : {H * d, G * d, G * d, H * R}) s.saved.push_back(activation(Use::Saved, T_, cols));  // q, k0, v0, r
+  s.saved.push_back(activation(Use::Saved, T_, G * d));  // k1
+  s.saved.push_back(activation(Use::Saved, T_, G * d));  // v1
+  s.saved.push_back(activation(Use::Saved, T_, H * d));  // qn
+  s.saved.push_back(activation(Use::Saved, T_, G * d));  // kn
+  s.saved.push_back(f32(Use::Saved, T_ * H));            // rstd_q
+  s.saved.push_back(f32(Use::Saved, T_ * G));            // rstd_k
+  s.saved.push_back(activation(Use::Saved, T_, H * d));  // o
+  s.saved.push_back(f32(Use::Saved, H * T_));            // lse
+  const bool log_scaling = c_.log_scaling && !c_.is_local(l);
+  if (cuda() && d == 128) {  // ops/cuda/attention_tc_forward.cu: the bias rows of every query, fp32
+    const Id rb = R > 0 && E > 0 ? f32(Use::Attention, T_ * H * E) : MemoryTrace::kNone;
+    const Id tau = log_scaling ? f32(Use::Attention, T_) : MemoryTrace::kNone;
+    mem_.free(rb);
+    mem_.free(tau);
+  }
+  // o_proj (row-parallel): a partial [T, D], reduced into the sequence region.
+  const Id out = activation(Use::Temporary, T_, D_);
+  const Id reduced = reduce_rows(Use::Temporary);
+  if (reduced == MemoryTrace::kNone) return out;
+  mem_.free(out);
+  return reduced;
+}
+
+StageTrace::Id StageTrace::attention_backward(int64_t l) {
+  const std::string p = layer_prefix(l) + "attn.";
+  const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
+  const int64_t E = c_.extent(l), K = c_.conv_kernel_size;
+  const Id dout = gather_input(Use::Gather);  // reduce_output_backward
+  const Id do_TX = activation(Use::Temporary, T_, H * d);
+  mem_.free(grad_scratch(p + "wo_ud.weight", D_ * H * d));
+  const Id dqn = activation(Use::Temporary, T_, H * d), dkn = activation(Use::Temporary, T_, G * d);
+  const Id dv1 = activation(Use::Temporary, T_, G * d), dr = activation(Use::Temporary, T_, H * R);
+  {
+    const Id dtable = grad_scratch(p + "rel_logits_proj.proj", R * E);
+    if (cuda()) {  // ops/cuda/attention_backward.cu and attention_tc_backward.cu
+      std::vector<Id> scratch{f32(Use::Attention, H * T_)};  // D = dout . out
+      if (d == 128) {
+        if (R > 0 && E > 0) {
+          scratch.push_back(f32(Use::Attention, T_ * H * E));  // rb
+          scratch.push_back(f32(Use::Attention, T_ * H * E));  // drb
+        }
+        if (c_.log_scaling && !c_.is_local(l)) scratch.push_back(f32(Use::Attention, T_));
+        const int64_t t_pad = (T_ + kAttentionTcRows - 1) / kAttentionTcRows * kAttentionTcRows;
+        scratch.push_back(f32(Use::Attention, H * t_pad * d));  // dq_acc
+      }
+      for (Id id : scratch) mem_.free(id);
+    }
+    mem_.free(dtable);
+  }
+  const Id dq = activation(Use::Temporary, T_, H * d), dk1 = activation(Use::Temporary, T_, G * d);
+  mem_.free(grad_scratch(p + "q_norm.weight", d));
+  mem_.free(grad_scratch(p + "k_norm.weight", d));
+  const Id dk0 = activation(Use::Temporary, T_, G * d), dv0 = activation(Use::Temporary, T_, G * d);
+  mem_.free(grad_scratch(p + "k_sconv.weight", G * d * K));
+  mem_.free(grad_scratch(p + "v_sconv.weight", G * d * K));
+  const Id dx = activation(Use::Temporary, T_, D_);
+  mem_.free(grad_scratch(p + "wq_du.weight", H * d * D_));
+  mem_.free(grad_scratch(p + "wk_dv.weight", G * d * D_));
+  mem_.free(grad_scratch(p + "wv_dv.weight", G * d * D_));
+  mem_.free(grad_scratch(p + "wr_du.weight", H * R * D_));
+  const Id reduced = reduce_rows(Use::Temporary);  // gather_input_backward
+  for (Id id : {dout, do_TX, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0}) mem_.free(id);
+  if (reduced == MemoryTrace::kNone) return dx;
+  mem_.free(dx);
+  return reduced;
+}
+
+// --- DenseMlp -----------------------------------------------------------------------------------
+
+StageTrace::Id StageTrace::dense_forward(int64_t, Layer& s) {
+  const int64_t F = c_.dense_intermediate_size / tp_;
+  const Id x = gather_input(Use::Saved);
+  if (x != MemoryTrace::kNone) s.saved.push_back(x);
+  s.saved.push_back(activation(Use::Saved, T_, 2 * F));  // h
+  s.saved.push_back(activation(Use::Saved, T_, F));      // a
+  const Id partial = activation(Use::Saved, T_, D_);     // w2's output, reduced: o
+  const Id o = reduce_rows(Use::Saved);
+  if (o == MemoryTrace::kNone) {
+    s.saved.push_back(partial);
+  } else {
+    s.saved.push_back(o);
+    mem_.free(partial);
+  }
+  return activation(Use::Temporary, Tseq_, D_);  // y = o * global_scale: the layer's mlp_out
+}
+
+StageTrace::Id StageTrace::dense_backward(int64_t l) {
+  const std::string p = layer_prefix(l) + "mlp.";
+  const int64_t F = c_.dense_intermediate_size / tp_;
+  const Id do_region = activation(Use::Temporary, Tseq_, D_);
+  mem_.free(grad_scratch(p + "global_scale", 1));
+  const Id do_all = gather_input(Use::Gather);  // reduce_output_backward
+  const Id da = activation(Use::Temporary, T_, F);
+  mem_.free(grad_scratch(p + "w2_md.weight", D_ * F));
+  const Id dh = activation(Use::Temporary, T_, 2 * F);
+  mem_.free(grad_scratch(p + "w13_dn.weight", 2 * F * D_));
+  const Id dx = activation(Use::Temporary, T_, D_);
+  const Id reduced = reduce_rows(Use::Temporary);  // gather_input_backward
+  for (Id id : {do_region, do_all, da, dh}) mem_.free(id);
+  if (reduced == MemoryTrace::kNone) return dx;
+  mem_.free(dx);
+  return reduced;
+}
+
+// --- MoeBlock -----------------------------------------------------------------------------------
+// The routed experts work on the rank's chunk of Tc = T/tp positions (with and without SP); each sends
+// P = Tc * top_k rows. With expert parallelism (modelled, not built) it receives, balanced, as many
+// (times expert_rows_factor), and at worst every token of every expert-parallel rank for
+// min(top_k, local experts) of its experts. The shared experts run on all T positions.
+
+StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
+  const int64_t E = c_.n_routed_experts, S = c_.n_shared_experts, k = c_.num_experts_per_tok;
+  const int64_t Fe = c_.moe_intermediate_size / shape_.etp, Fs = c_.moe_intermediate_size / tp_;
+  const int64_t Tc = T_ / tp_, P = Tc * k;
+  const int ep = shape_.ep;
+  const int64_t R = ep == 1 ? P : static_cast<int64_t>(std::ceil(static_cast<double>(P) * shape_.expert_rows_factor));
+  const int64_t R_worst = ep * Tc * std::min(k, E / ep);
+  s.saved.push_back(f32(Use::Saved, Tc * D_));        // x32
+  s.saved.push_back(f32(Use::Saved, Tc * (E + S)));   // logits
+  s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
+  s.saved.push_back(f32(Use::Saved, Tc * (k + S)));   // weights
+  s.saved.push_back(f32(Use::Saved, Tc * k));         // wr
+  s.saved.push_back(i32(Use::Saved, P));              // perm (the counts are a host tensor)
+  const Id xp = activation(ep == 1 ? Use::Saved : Use::Dispatch, P, D_);
+  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);  // moe_plumbing.cu checked_inverse
+  if (ep == 1) {
+    s.saved.push_back(xp);
+  } else {  // dispatch_tokens: the all-to-all's receive buffer, then the rows regrouped by local expert
+    const Id recv = activation(Use::Dispatch, R_worst, D_);
+    s.saved.push_back(activation(Use::Saved, R, D_));
+    mem_.free(recv);
+    mem_.free(xp);
+  }
+  s.saved.push_back(activation(Use::Saved, R, 2 * Fe));  // hp
+  s.saved.push_back(activation(Use::Saved, R, Fe));      // ap
+  if (ep == 1) {
+    s.saved.push_back(activation(Use::Saved, P, D_));    // yp
+  } else {  // combine_tokens: the experts' output rows (a worst-case buffer) back to their senders
+    const Id ye = activation(Use::Dispatch, R_worst, D_);
+    s.saved.push_back(activation(Use::Saved, P, D_));
+    mem_.free(ye);
+  }
+  const Id y = activation(Use::Temporary, Tc, D_);
+  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
+  // region_of_chunk: without SP the chunks are gathered into all T rows.
+  const Id y_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
+  const Id out = y_region != MemoryTrace::kNone ? y_region : y;
+  if (S == 0) {
+    if (y_region != MemoryTrace::kNone) mem_.free(y);
+    return out;
+  }
+  const Id xs = gather_input(Use::Saved);  // the shared experts' input, all T rows
+  if (xs != MemoryTrace::kNone) s.saved.push_back(xs);
+  const Id gamma = f32(Use::Temporary, Tc * S);
+  const Id gamma_all = tp_ > 1 ? f32(Use::Gather, T_ * S) : MemoryTrace::kNone;
+  const Id ys = activation(Use::Temporary, T_, D_);
+  const Id ye = S > 1 ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
+  for (int64_t e = 0; e < S; ++e) {
+    s.saved.push_back(activation(Use::Saved, T_, 2 * Fs));  // h
+    s.saved.push_back(activation(Use::Saved, T_, Fs));      // a
+    s.saved.push_back(f32(Use::Saved, T_));                 // gamma
+    s.saved.push_back(activation(Use::Saved, T_, Fs));      // a * gamma
+  }
+  mem_.free(reduce_rows(Use::Gather));  // reduce_output of the shared experts' partial sums
+  for (Id id : {gamma, gamma_all, ys, ye}) mem_.free(id);
+  if (y_region != MemoryTrace::kNone) mem_.free(y);
+  return out;
+}
+
+StageTrace::Id StageTrace::moe_backward(int64_t l) {
+  const std::string p = layer_prefix(l) + "mlp.";
+  const int64_t E = c_.n_routed_experts, S = c_.n_shared_experts, k = c_.num_experts_per_tok;
+  const int64_t Fe = c_.moe_intermediate_size / shape_.etp, Fs = c_.moe_intermediate_size / tp_;
+  const int64_t Tc = T_ / tp_, P = Tc * k;
+  const int ep = shape_.ep;
+  const int64_t El = E / ep;
+  const int64_t R = ep == 1 ? P : static_cast<int64_t>(std::ceil(static_cast<double>(P) * shape_.expert_rows_factor));
+  const int64_t R_worst = ep * Tc * std::min(k, El);
+  std::vector<Id> locals;
+  const Id dx = activation(Use::Temporary, Tc, D_);
+  locals.push_back(f32(Use::Temporary, Tc * (k + S)));  // dweights
+  locals.push_back(activation(Use::Temporary, P, D_));  // dyp
+  locals.push_back(f32(Use::Temporary, Tc * k));        // dwr
+  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
+  if (ep > 1) {  // the output gradient rows to the experts (dispatch_tokens, worst-case receive buffer)
+    const Id recv = activation(Use::Dispatch, R_worst, D_);
+    locals.push_back(activation(Use::Temporary, R, D_));
+    mem_.free(recv);
+  }
+  locals.push_back(activation(Use::Temporary, R, Fe));  // dap
+  mem_.free(grad_scratch(p + "experts.w2_weight", El * D_ * Fe));
+  locals.push_back(activation(Use::Temporary, R, 2 * Fe));  // dhp
+  mem_.free(grad_scratch(p + "experts.w13_weight", El * 2 * Fe * D_));
+  locals.push_back(activation(Use::Temporary, R, D_));  // dxp
+  if (ep > 1) {  // back to the senders (combine_tokens)
+    const Id recv = activation(Use::Dispatch, R_worst, D_);
+    locals.push_back(activation(Use::Temporary, P, D_));
+    mem_.free(recv);
+  }
+  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
+  if (S > 0) {  // shared experts, over all T positions
+    const Id dys = gather_input(Use::Gather);  // reduce_output_backward
+    const Id dxs = activation(Use::Temporary, T_, D_), dgamma = f32(Use::Temporary, T_ * S);
+    // Each slice of sw13 / sw2 takes its parameter's gradient tensor for the whole loop.
+    const Id g13 = grad_scratch(p + "shared_experts.shared_w13_weight", S * 2 * Fs * D_);
+    const Id g2 = grad_scratch(p + "shared_experts.shared_w2_weight", S * D_ * Fs);
+    for (int64_t e = 0; e < S; ++e) {
+      const Id dasc = activation(Use::Temporary, T_, Fs), da = activation(Use::Temporary, T_, Fs);
+      const Id dg = f32(Use::Temporary, T_), dh = activation(Use::Temporary, T_, 2 * Fs);
+      for (Id id : {dasc, da, dg, dh}) mem_.free(id);
+    }
+    if (tp_ > 1) mem_.spike(Use::Gather, Tc * S * 4);  // reduce_scatter_chunks of the gammas' gradients
+    const Id dxs_region = reduce_rows(Use::Temporary);  // gather_input_backward (in place without SP)
+    locals.push_back(dxs_region != MemoryTrace::kNone ? dxs_region : dxs);
+    if (dxs_region != MemoryTrace::kNone) mem_.free(dxs);
+    for (Id id : {dys, dgamma, g13, g2}) mem_.free(id);
+  }
+  // Router.
+  locals.push_back(f32(Use::Temporary, Tc * (E + S)));  // dlogits
+  mem_.free(grad_scratch(p + "gate.global_scale", 1));
+  mem_.free(grad_scratch(p + "gate.weight", (E + S) * D_));
+  locals.push_back(f32(Use::Temporary, Tc * D_));         // dx32
+  locals.push_back(activation(Use::Temporary, Tc, D_));  // dxr
+  // chunk_of_region_backward: without SP the chunks' gradients are gathered into all T rows.
+  const Id dx_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
+  for (Id id : locals) mem_.free(id);
+  if (dx_region == MemoryTrace::kNone) return dx;
+  mem_.free(dx);
+  return dx_region;
+}
+
+}  // namespace quill::plan

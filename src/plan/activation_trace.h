@@ -1,0 +1,100 @@
+// The activation plan of one pipeline stage: the device allocations and frees of one micro-batch's
+// forward and backward, in the order the model code makes them (model/stage_model.cc,
+// decoder_layer.cc, attention_block.cc, dense_mlp.cc, moe_block.cc), with the scratch the backend's
+// ops allocate inside (ops/cuda: attention's relative-bias rows, the loss's row sums, the MoE
+// permutation's inverse), replayed into a MemoryTrace. What a layer keeps for its backward is
+// tagged Saved; it is freed where the model releases it (after that layer's backward).
+//
+// That is the code as it runs, allocation for allocation, under tensor and sequence parallelism too
+// (parallel/tensor_parallel.h's gathers and reductions, the residual convolutions' halos), checked
+// against the CPU allocator's counters at one rank, DP, PP, TP and TP+SP (tests/plan, tests/cli).
+// Expert parallelism, which quill does not run yet, is modelled by Megatron's scheme: routed experts
+// 1/ep per rank (ETP splits their width), the expert dispatcher's buffers sized at the routing's worst
+// case, the rows a rank keeps at the balanced share (docs/plan.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "plan/memory_trace.h"
+#include "tensor/dtype.h"
+
+namespace quill::plan {
+
+struct TraceShape {
+  Device device = Device::CPU;
+  int64_t row_tokens = 0;  // one row per micro-batch
+  int tp = 1, ep = 1, etp = 1;
+  bool sequence_parallel = false;
+  std::vector<std::string> freeze;  // frozen parameter patterns (their gradients are scratch tensors)
+  // Routed-expert rows a rank keeps for backward, relative to balanced routing (1: every rank
+  // receives as many rows as it sends). The dispatch buffers are sized at the worst case anyway.
+  double expert_rows_factor = 1.0;
+};
+
+class StageTrace {
+ public:
+  using Id = MemoryTrace::Id;
+  StageTrace(const InklingConfig& config, const TraceShape& shape, int64_t first_layer, int64_t end_layer,
+             MemoryTrace& mem);
+
+  // What one micro-batch's forward keeps until its backward (StageModel::Activations).
+  struct Layer {
+    std::vector<Id> saved;  // released after the layer's backward (its input among them)
+  };
+  struct Activations {
+    std::vector<Layer> layers;
+    std::vector<Id> kept;   // released with the micro-batch: ids, embedding rows and statistics, the
+                            // received input, the final norm's statistics
+    Id h_out = MemoryTrace::kNone, dhn = MemoryTrace::kNone;  // last stage: released by its backward
+  };
+  // h_in: the received input (kNone on the first stage). Returns the stage's output, to send (kNone on
+  // the last stage, whose head runs its backward inside the forward, as the model does).
+  Id forward(Activations& act, Id h_in);
+  // dh_out: the received output gradient (kNone on the last stage). Returns the input gradient, to
+  // send (kNone on the first stage).
+  Id backward(Activations& act, Id dh_out);
+  // The rest of the micro-batch's activations, after its backward (the executor drops them).
+  void release(Activations& act);
+
+  int64_t residual_rows() const { return Tseq_; }
+  int64_t row_bytes() const { return act_ * D_; }  // one row of the residual stream [*, D]
+  bool first_stage() const { return first_ == 0; }
+  bool last_stage() const { return end_ == c_.num_layers; }
+
+ private:
+  Id gather_input(Use use);
+  Id reduce_rows(Use use);
+  Id residual_conv(Layer& saved, Id x);
+  Id residual_conv_backward(const std::string& conv);
+  Id decoder_forward(int64_t layer, Layer& saved, Id h_in);
+  Id decoder_backward(int64_t layer, Id dh);
+  Id attention_forward(int64_t layer, Layer& saved);
+  Id attention_backward(int64_t layer);
+  Id dense_forward(int64_t layer, Layer& saved);
+  Id dense_backward(int64_t layer);
+  Id moe_forward(int64_t layer, Layer& saved);
+  Id moe_backward(int64_t layer);
+  void head_forward(Activations& act, Id h);
+
+  // A gradient the op writes for a frozen parameter: a scratch tensor while the call runs.
+  Id grad_scratch(const std::string& name, int64_t elements);
+  bool frozen(const std::string& name) const;
+  Id activation(Use use, int64_t rows, int64_t cols) { return mem_.alloc(use, rows * cols * act_); }
+  Id f32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
+  Id i32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
+  bool cuda() const { return shape_.device == Device::CUDA; }
+
+  const InklingConfig& c_;
+  TraceShape shape_;
+  int64_t first_, end_;
+  MemoryTrace& mem_;
+  int64_t act_;          // bytes of an activation element
+  int64_t T_, Tseq_, D_; // row tokens, residual rows per rank, hidden size
+  int64_t tp_;
+  bool sp_;
+};
+
+}  // namespace quill::plan

@@ -1,0 +1,80 @@
+// `quill plan`: the bytes per GPU of a training layout, by pipeline stage and category, before
+// anything is loaded (docs/plan.md has every formula and what is modelled versus measured).
+//   resident   compute weights, fp32 master weights, gradient buffers and Adam moments of the rank's
+//              parameter shares (plan/param_memory.h), the optimizer state split device / host by the
+//              offload fraction;
+//   dynamic    the activation plan (plan/activation_trace.h) replayed through the stage's 1F1B
+//              schedule (parallel/pipeline_schedule.h): the most bytes live at once, by use;
+//   outside    what the device allocator does not count: GEMM workspace, CUDA context, allocator
+//   the        slack, NCCL buffers (modelled constants).
+//   allocator
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "optim/optimizer_memory.h"
+#include "parallel/layout_spec.h"
+#include "plan/memory_trace.h"
+
+namespace quill::plan {
+
+struct PlanRequest {
+  InklingConfig config;
+  LayoutSpec layout;
+  int64_t row_tokens = 0;    // one row per micro-batch
+  int64_t global_batch = 1;  // rows per optimizer step
+  Device device = Device::CUDA;
+  OptimizerMemory optimizer;
+  std::vector<std::string> freeze;  // frozen parameter patterns (ParamTable::freeze)
+  int gpus_per_node = 8;            // for the pinned host memory per node
+  double expert_rows_factor = 1.0;  // saved routed-expert rows against balanced routing (EP > 1)
+};
+
+// Modelled constants of what the device allocator does not count (docs/plan.md says where each
+// comes from).
+inline constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // ops/cuda/cuda_resources.h
+inline constexpr int64_t kCudaContextBytes = int64_t{512} << 20;
+inline constexpr double kAllocatorSlack = 0.01;                      // of the dynamic peak
+inline constexpr int64_t kNcclBytesPerCommunicator = int64_t{128} << 20;
+// The H200's cudaMemGetInfo total (bench/results/2026-11-30-slice-v6: device_total_bytes), the
+// device memory `quill plan` checks against when none is given.
+inline constexpr int64_t kH200MemoryBytes = 150109880320;
+
+struct StagePlan {
+  int stage = 0;
+  std::string role;  // "whole model", "first", "middle", "last"
+  int64_t first_layer = 0, end_layer = 0, dense_layers = 0, moe_layers = 0;
+  int world_rank = 0;          // the rank the figures are computed for (the stage's first)
+  int64_t parameters = 0;      // elements held
+  // Resident, per GPU.
+  int64_t compute_weights = 0, master_weights = 0, gradients = 0, moments = 0;
+  int64_t resident() const { return compute_weights + master_weights + gradients + moments; }
+  // Host (pinned) memory of the offloaded optimizer state: masters, moments, an fp32 gradient copy
+  // and (GPU) a bf16 staging copy of the updated weights.
+  int64_t host_optimizer = 0;
+  // Activations.
+  int64_t activations_per_micro_batch = 0;  // kept by one micro-batch's forward for its backward
+  int micro_batches = 0, in_flight = 0;     // per step on this rank; most alive at once under 1F1B
+  UseBytes at_peak{};                       // the dynamic bytes live at the peak, by use
+  int64_t dynamic_peak() const;
+  int64_t allocator_peak() const { return resident() + dynamic_peak(); }  // what the allocator counts
+  // Outside the allocator's count.
+  int64_t gemm_workspace = 0, cuda_context = 0, allocator_slack = 0, comm_buffers = 0;
+  int64_t device_total() const { return allocator_peak() + gemm_workspace + cuda_context + allocator_slack + comm_buffers; }
+};
+
+struct MemoryPlan {
+  PlanRequest request;
+  std::vector<StagePlan> stages;
+  std::vector<int64_t> pinned_host_per_node;
+  std::vector<std::string> notes;
+  const StagePlan& largest() const;  // the stage with the largest device total
+};
+
+// Throws naming the flag when the layout does not work for the model (as quill train would).
+MemoryPlan plan_memory(const PlanRequest& request);
+
+}  // namespace quill::plan

@@ -1,0 +1,77 @@
+#include "plan/param_memory.h"
+
+#include <algorithm>
+
+#include "model/param_placement.h"
+#include "model/params.h"
+#include "parallel/shard_spec.h"
+
+namespace quill::plan {
+
+int64_t RankParams::compute_bytes() const {
+  int64_t n = frozen_value_bytes + frozen_compute_bytes;
+  for (const BucketBytes& b : buckets) n += b.numel * static_cast<int64_t>(dtype_size(b.compute));
+  return n;
+}
+
+int64_t RankParams::grad_bytes(DType main_grads) const {
+  int64_t n = 0;
+  for (const BucketBytes& b : buckets) n += b.numel * static_cast<int64_t>(dtype_size(main_grads));
+  return n;
+}
+
+RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, const std::vector<int64_t>& stage_layers,
+                       Device device, const std::vector<std::string>& freeze) {
+  const GridCoords coords = grid.coords(rank);
+  const LayoutSpec& sizes = grid.sizes();
+  RankParams out;
+  for (ParamDecl& d : param_decls(config)) {
+    // The stage that owns the tensor, as ParamTable::for_config decides it.
+    int stage = 0;
+    for (int64_t end = 0; stage < sizes.pp; ++stage) {
+      end += stage_layers[static_cast<size_t>(stage)];
+      if (d.layer < end) break;
+    }
+    if (stage != coords.pp) continue;
+    d.rule.stage = stage;
+    Param p;
+    p.name = d.name;
+    p.shard = make_shard_spec(d.name, d.shape, d.rule, sizes, coords);
+    p.shape = p.shard.local_shape;
+    const int64_t n = shape_numel(p.shape);
+    out.elements += n;
+    const bool bf16 = device == Device::CUDA && computes_in_bf16(p);
+    if (p.shape.size() >= 2 && bf16) out.largest_matrix = std::max(out.largest_matrix, n);
+    if (device == Device::CPU && p.shape.size() == 2) out.largest_matrix = std::max(out.largest_matrix, n);
+    bool frozen = d.is_buffer;
+    for (const std::string& pattern : freeze) frozen = frozen || name_matches(d.name, pattern);
+    if (frozen) {
+      out.frozen_value_bytes += n * 4;
+      if (bf16) out.frozen_compute_bytes += n * 2;
+      continue;
+    }
+    out.trainable_elements += n;
+    // The bucket, as place_params groups them.
+    const char* group = group_kind_name(p.shard.reduce_over);
+    const DType dtype = bf16 ? DType::BF16 : DType::F32;
+    const bool replicated = p.shard.tp_replicated && sizes.tp > 1, sum_over_tp = p.shard.sum_grad_over_tp;
+    auto it = std::find_if(out.buckets.begin(), out.buckets.end(), [&](const BucketBytes& b) {
+      return b.group == group && b.compute == dtype && b.tp_replicated == replicated && b.sum_over_tp == sum_over_tp;
+    });
+    if (it == out.buckets.end()) {
+      BucketBytes b;
+      b.group = group;
+      b.compute = dtype;
+      b.tp_replicated = replicated;
+      b.sum_over_tp = sum_over_tp;
+      b.group_size = grid.group(p.shard.reduce_over, rank).size();
+      out.buckets.push_back(b);
+      it = out.buckets.end() - 1;
+    }
+    it->numel += n;
+  }
+  for (BucketBytes& b : out.buckets) b.numel = (b.numel + b.group_size - 1) / b.group_size * b.group_size;
+  return out;
+}
+
+}  // namespace quill::plan
