@@ -3,7 +3,7 @@
 # GPU (device tensors staged through host memory over MPI, --comm auto), against one process on the
 # same slice-shaped config (configs/slice6-e8.json: the slice's dimensions, 6 layers, 8 experts: with
 # expert tensor parallelism 1 every process holds all routed experts, and the slice's 32 would not fit
-# four times), 4,096-token rows, 2 rows per step, 5 steps. Prints the per-step losses side by side and
+# four times), 4,096-token rows, GB rows per step (default 1), 5 steps. Prints the per-step losses side by side and
 # the step times, and the per-op profile of step 3 of TP2+SP (the collectives as rows of their own);
 # writes $OUT/tp-check.txt and the profiles.
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests
@@ -22,7 +22,7 @@ if [ -x "$B/bin/cuda_tests" ]; then
   timeout 240 "$B/bin/cuda_tests" --gtest_filter="${TESTS:-CudaVocabParallel*:CudaCrossEntropy*:CudaEmbedding*}" 2>&1 | tail -4
 fi
 "$Q" data synth --conversations 3000 --row-tokens 4096 --out /tmp/rows4096 > /dev/null
-flags=(train --config configs/slice6-e8.json --rows /tmp/rows4096 --seed 1 --steps 5 --global-batch 2 --lr 1e-4
+flags=(train --config configs/slice6-e8.json --rows /tmp/rows4096 --seed 1 --steps 5 --global-batch ${GB:-1} --lr 1e-4
        --min-lr 1e-5 --warmup-fraction 0 --clip-grad 1.0 --device cuda --overwrite)
 date +%T; timeout ${T1:-150} "$Q" "${flags[@]}" --out /tmp/tp-one > /tmp/tp-one.log 2>&1; echo "one process rc $?"; tail -2 /tmp/tp-one.log
 date +%T; timeout ${T2:-200} "${MPI[@]}" -np 2 "$Q" "${flags[@]}" --tp 2 --sp --profile-step 3 --out /tmp/tp-2 \
