@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "data/bpe_cache_sizes.h"
+#include "data/bpe_hash.h"
 #include "base/thread_pool.h"
 
 namespace quill {
@@ -165,5 +166,25 @@ class BpeCore {
   BpeCacheSizes cache_sizes_;
   uint64_t instance_ = 0;  // tells the per-thread caches of different vocabularies (and sizes) apart
 };
+
+inline BpeCore::RankId BpeCore::lookup_pair(uint32_t left, uint32_t right) const {
+  if (compact_) {
+    uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
+    for (uint64_t i = bpe_detail::mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
+      uint64_t s = pairs8_[i];
+      if ((s >> 24) == key) {
+        uint32_t rank = static_cast<uint32_t>(s & 0xFFFFFF);
+        return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
+      }
+      if (s == kEmptyKey) return {kNoId, kNoId};
+    }
+  }
+  uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
+  for (uint64_t i = bpe_detail::mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
+    const PairSlot& s = pairs_[i];
+    if (s.key == key) return {s.rank, s.id};
+    if (s.key == kEmptyKey) return {kNoId, kNoId};
+  }
+}
 
 }  // namespace quill
