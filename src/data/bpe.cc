@@ -258,6 +258,7 @@ BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, Thread
     core.compact_pairs();
   }
   core.build_byte_pairs(p);
+  core.char_parts_ = CharParts::build(core);
   return core;
 }
 

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "data/bpe_cache_sizes.h"
+#include "data/bpe_char_parts.h"
 #include "data/bpe_hash.h"
 #include "base/thread_pool.h"
 
@@ -89,6 +90,11 @@ class BpeCore {
   static BpeCore from_merges(std::vector<std::string> tokens, const std::vector<std::pair<uint32_t, uint32_t>>& merges,
                              bool whole_piece_lookup, const std::string& source, ThreadPool* pool = nullptr);
 
+  // Pieces of up to this many starting parts (bytes, or whole characters: bpe_char_parts.h) merge
+  // in the quadratic scan, on stack arrays; more in the tournament tree. The crossover was
+  // measured on mixed text when parts were bytes (docs/tokenizer.md).
+  static constexpr size_t kSmallParts = 96;
+
   // Appends the ids of one piece (non-empty).
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
   // The merge algorithm alone (no whole-piece lookup), choosing the small or the tree variant;
@@ -142,8 +148,12 @@ class BpeCore {
   void build_byte_pairs(ThreadPool& pool);
   void compact_pairs();
   void encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const;  // n >= 2, no front cache
-  void merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
-  void merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
+  // The merges from starting parts (ids; bytes: the byte of a one-byte part, else
+  // CharParts::kNotByte), m >= 1 of them; merge_small needs m <= kSmallParts.
+  void merge_small(const uint32_t* ids, const uint16_t* bytes, size_t m, std::vector<uint32_t>& out) const;
+  void merge_tree(const uint32_t* ids, const uint16_t* bytes, size_t m, std::vector<uint32_t>& out) const;
+  // A pair through the per-thread pair cache `cache` (null: the table alone).
+  inline RankId cached_pair(uint64_t* cache, uint32_t left, uint32_t right) const;
   // Pieces made of a few runs of one byte (whitespace runs): false when it does not apply.
   bool merge_runs(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
 
@@ -152,6 +162,7 @@ class BpeCore {
   uint32_t byte_id_[256] = {};
   std::vector<PieceSlot, DefaultInitAllocator<PieceSlot>> pieces_;
   uint64_t piece_mask_ = 0;
+  CharParts char_parts_;  // tiktoken vocabularies: characters that may start whole (empty: bytes)
   std::vector<RankId> byte_pairs_;  // the pair of two single bytes a, b at a << 8 | b (the first merges)
   std::vector<PairSlot> pairs_;
   uint64_t pair_mask_ = 0;

@@ -13,9 +13,6 @@ using bpe_detail::mix;
 
 namespace {
 
-// Pieces up to this many bytes merge in the quadratic scan (on stack arrays); longer ones use
-// the tournament tree. The crossover was measured on mixed text (docs/tokenizer.md).
-constexpr size_t kSmallPiece = 96;
 // Pieces of at least this many bytes made of at most 4 runs of one byte merge on the runs (v5).
 constexpr size_t kRunPiece = 24;
 
@@ -23,13 +20,23 @@ constexpr size_t kRunPiece = 24;
 
 void BpeCore::merge_piece(std::string_view piece, std::vector<uint32_t>& out, bool force_tree) const {
   const auto* p = reinterpret_cast<const uint8_t*>(piece.data());
-  if (force_tree) {
-    merge_tree(p, piece.size(), out);
+  const size_t n = piece.size();
+  if (!force_tree && n >= kRunPiece && merge_runs(p, n, out)) return;
+  if (n <= kSmallParts) {
+    uint32_t ids[kSmallParts];
+    uint16_t bytes[kSmallParts];
+    const size_t m = char_parts_.split(p, n, byte_id_, ids, bytes);
+    if (force_tree) merge_tree(ids, bytes, m, out);
+    else merge_small(ids, bytes, m, out);
     return;
   }
-  if (piece.size() >= kRunPiece && merge_runs(p, piece.size(), out)) return;
-  if (piece.size() <= kSmallPiece) merge_small(p, piece.size(), out);
-  else merge_tree(p, piece.size(), out);
+  thread_local std::vector<uint32_t> ids;
+  thread_local std::vector<uint16_t> bytes;
+  ids.resize(n);
+  bytes.resize(n);
+  const size_t m = char_parts_.split(p, n, byte_id_, ids.data(), bytes.data());
+  if (m <= kSmallParts && !force_tree) merge_small(ids.data(), bytes.data(), m, out);
+  else merge_tree(ids.data(), bytes.data(), m, out);
 }
 
 bool BpeCore::merge_runs(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
@@ -165,13 +172,34 @@ uint64_t* thread_pair_cache(uint64_t owner, size_t slots) {
 
 }  // namespace
 
-void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
+inline BpeCore::RankId BpeCore::cached_pair(uint64_t* cache, uint32_t left, uint32_t right) const {
+  if (cache == nullptr) return lookup_pair(left, right);
+  const uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
+  const uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
+  uint64_t& c = cache[h & (cache_sizes_.pair_slots - 1)];
+  if ((c >> 24) != key) {
+    for (uint64_t i = h & pair_mask_;; i = (i + 1) & pair_mask_) {
+      const uint64_t s = pairs8_[i];
+      if ((s >> 24) == key) {
+        c = s;
+        break;
+      }
+      if (s == kEmptyKey) {
+        c = (key << 24) | 0xFFFFFF;
+        break;
+      }
+    }
+  }
+  const uint32_t rank = static_cast<uint32_t>(c & 0xFFFFFF);
+  if (rank == 0xFFFFFF) return {kNoId, kNoId};
+  return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
+}
+
+void BpeCore::merge_small(const uint32_t* start, const uint16_t* bytes, size_t m, std::vector<uint32_t>& out) const {
   // ids[i]: part i; pr[i]: (rank, merged id) of the pair (i, i+1).
-  uint32_t ids[kSmallPiece];
-  RankId pr[kSmallPiece];
-  size_t m = n;
-  for (size_t i = 0; i < n; ++i) ids[i] = byte_id_[p[i]];
-  for (size_t i = 0; i + 1 < m; ++i) pr[i] = byte_pairs_[(p[i] << 8) | p[i + 1]];
+  uint32_t ids[kSmallParts];
+  RankId pr[kSmallParts];
+  std::copy_n(start, m, ids);
   uint64_t* cache = nullptr;
   const uint64_t cache_mask = cache_sizes_.pair_slots - 1;
   if (compact_) {
@@ -190,6 +218,40 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
       if (s == kEmptyKey) return (key << 24) | kNoRank;
     }
   };
+  // The first pairs: two bytes from the byte-pair table; pairs with a whole character through the
+  // pair cache, the table loads of all its misses issued before any is used (cold CJK text: most
+  // of its first pairs are new, and one load after the other they were the merge's time).
+  {
+    uint8_t missed[kSmallParts];
+    size_t n_missed = 0;
+    for (size_t i = 0; i + 1 < m; ++i) {
+      if (bytes[i] != CharParts::kNotByte && bytes[i + 1] != CharParts::kNotByte) {
+        pr[i] = byte_pairs_[(bytes[i] << 8) | bytes[i + 1]];
+        continue;
+      }
+      if (cache == nullptr) {
+        pr[i] = lookup_pair(ids[i], ids[i + 1]);
+        continue;
+      }
+      const uint64_t key = (static_cast<uint64_t>(ids[i]) << 20) | ids[i + 1];
+      const uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
+      const uint64_t c = cache[h & cache_mask];
+      if ((c >> 24) == key) {
+        pr[i] = decode(c);
+      } else {
+        __builtin_prefetch(&pairs8_[h & pair_mask_]);
+        missed[n_missed++] = static_cast<uint8_t>(i);
+      }
+    }
+    for (size_t k = 0; k < n_missed; ++k) {
+      const size_t i = missed[k];
+      const uint64_t key = (static_cast<uint64_t>(ids[i]) << 20) | ids[i + 1];
+      const uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
+      const uint64_t s = probe(key, h);
+      cache[h & cache_mask] = s;
+      pr[i] = decode(s);
+    }
+  }
   while (m > 1) {
     uint32_t best = kNoId;
     size_t bi = 0;
@@ -249,8 +311,8 @@ void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out
   for (size_t i = 0; i < m; ++i) out.push_back(ids[i]);  // mostly 1-4 ids: no memmove call (v5)
 }
 
-void BpeCore::merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
-  // Parts form a linked list; node i is the part that starts at byte i and knows the rank and
+void BpeCore::merge_tree(const uint32_t* ids, const uint16_t* bytes, size_t n, std::vector<uint32_t>& out) const {
+  // Parts form a linked list; node i is starting part i and knows the rank and
   // merged id of the pair it starts. A tournament tree over the nodes holds each pair's key
   // rank << 32 | i (kEmpty for none), so the root is the lowest rank, leftmost on a tie: the pair
   // to merge. A merge changes three leaves, each an O(log n) branch-free climb (a binary heap
@@ -268,9 +330,16 @@ void BpeCore::merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out)
   const size_t size = std::bit_ceil(n);
   nodes.resize(n);
   tree.assign(2 * size, kEmpty);
+  // v5: the pair lookups go through the per-thread pair cache too (as in merge_small).
+  uint64_t* cache = compact_ ? thread_pair_cache(instance_, cache_sizes_.pair_slots) : nullptr;
   for (uint32_t i = 0; i < end; ++i) {
-    RankId r = i + 1 < end ? byte_pairs_[(p[i] << 8) | p[i + 1]] : RankId{kNoId, kNoId};
-    nodes[i] = {byte_id_[p[i]], i == 0 ? kNoId : i - 1, i + 1, r.id};
+    RankId r{kNoId, kNoId};
+    if (i + 1 < end) {
+      r = bytes[i] != CharParts::kNotByte && bytes[i + 1] != CharParts::kNotByte
+              ? byte_pairs_[(bytes[i] << 8) | bytes[i + 1]]
+              : cached_pair(cache, ids[i], ids[i + 1]);
+    }
+    nodes[i] = {ids[i], i == 0 ? kNoId : i - 1, i + 1, r.id};
     if (r.rank != kNoId) tree[size + i] = (static_cast<uint64_t>(r.rank) << 32) | i;
   }
   for (size_t x = size - 1; x >= 1; --x) tree[x] = std::min(tree[2 * x], tree[2 * x + 1]);
@@ -284,38 +353,9 @@ void BpeCore::merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out)
       tree[x] = v;
     }
   };
-  // v5: the pair lookups go through the per-thread pair cache too (as in merge_small).
-  uint64_t* cache = nullptr;
-  const uint64_t cache_mask = cache_sizes_.pair_slots - 1;
-  if (compact_) {
-    cache = thread_pair_cache(instance_, cache_sizes_.pair_slots);
-  }
-  auto lookup = [&](uint32_t left, uint32_t right) -> RankId {
-    if (cache == nullptr) return lookup_pair(left, right);
-    uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
-    uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
-    uint64_t& c = cache[h & cache_mask];
-    if ((c >> 24) != key) {
-      uint64_t i = h & pair_mask_;
-      for (;; i = (i + 1) & pair_mask_) {
-        uint64_t s = pairs8_[i];
-        if ((s >> 24) == key) {
-          c = s;
-          break;
-        }
-        if (s == kEmptyKey) {
-          c = (key << 24) | 0xFFFFFF;
-          break;
-        }
-      }
-    }
-    uint32_t rank = static_cast<uint32_t>(c & 0xFFFFFF);
-    if (rank == 0xFFFFFF) return {kNoId, kNoId};
-    return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
-  };
   auto update = [&](uint32_t i) {  // recomputes the pair node i starts
     Node& a = nodes[i];
-    RankId r = a.next != end ? lookup(a.id, nodes[a.next].id) : RankId{kNoId, kNoId};
+    RankId r = a.next != end ? cached_pair(cache, a.id, nodes[a.next].id) : RankId{kNoId, kNoId};
     a.merged = r.id;
     set_leaf(i, r.rank == kNoId ? kEmpty : (static_cast<uint64_t>(r.rank) << 32) | i);
   };
