@@ -5,6 +5,9 @@
 #include <bit>
 #include <functional>
 #include <cstring>
+#include <cstdlib>
+#include <new>
+#include <sys/mman.h>
 
 #include "base/error.h"
 #include "data/bpe_hash.h"
@@ -38,6 +41,20 @@ void parallel_fill(std::vector<T, A>& v, size_t n, const T& value, ThreadPool& p
 std::atomic<uint64_t> next_instance{1};
 
 }  // namespace
+
+void* huge_page_allocate(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (bytes < kHuge) return ::operator new(bytes);
+  size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
+  if (p == nullptr) throw std::bad_alloc();
+  ::madvise(p, size, MADV_HUGEPAGE);
+  return p;
+}
+void huge_page_free(void* p, size_t bytes) {
+  if (bytes < (size_t{2} << 20)) ::operator delete(p);
+  else std::free(p);
+}
 
 uint64_t hash_bytes(const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -406,7 +423,7 @@ class FrontCache {
 
  private:
   uint64_t owner_ = 0, mask_ = 0;
-  std::vector<Entry> entries_;
+  std::vector<Entry, DefaultInitAllocator<Entry>> entries_;  // huge pages (3 MiB by default)
 };
 
 }  // namespace

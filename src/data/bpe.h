@@ -55,6 +55,9 @@ struct TokenBytes {
   static TokenBytes from_strings(const std::vector<std::string>& tokens, const std::string& source);
 };
 
+void* huge_page_allocate(size_t bytes);
+void huge_page_free(void* p, size_t bytes);
+
 // An allocator whose vectors grow without value-initialising their elements, for tables that
 // are then filled on all threads (a serial zero-fill would be serial work, and page faults, that
 // grow with the table).
@@ -64,6 +67,8 @@ struct DefaultInitAllocator : std::allocator<T> {
   struct rebind {
     using other = DefaultInitAllocator<U>;
   };
+  T* allocate(size_t n) { return static_cast<T*>(huge_page_allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { huge_page_free(p, n * sizeof(T)); }
   template <typename U, typename... Args>
   void construct(U* p, Args&&... args) {
     if constexpr (sizeof...(Args) == 0) {
