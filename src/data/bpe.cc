@@ -92,6 +92,12 @@ void BpeCore::set_tokens(TokenBytes tokens, const std::string& source, ThreadPoo
                 b);
     byte_id_[b] = *id;
   }
+  for (size_t id = 0; id < id_count(); ++id) {
+    std::string_view t = token_bytes(static_cast<uint32_t>(id));
+    if (t.empty()) continue;
+    uint8_t& longest = longest_by_first_byte_[static_cast<uint8_t>(t[0])];
+    longest = static_cast<uint8_t>(std::min<size_t>(255, std::max<size_t>(longest, t.size())));
+  }
 }
 
 namespace {
@@ -467,7 +473,11 @@ void BpeCore::encode_piece(std::string_view piece, std::vector<uint32_t>& out) c
 
 void BpeCore::encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const {
   uint64_t h = hash_bytes(piece.data(), piece.size());
-  if (whole_piece_lookup_) {
+  // A piece longer than every token with its first byte is no token (o200k: 27 bytes at most for
+  // a CJK first byte, so most CJK pieces of 10 characters or more skip the table's cache miss).
+  const bool could_be_token = piece.size() <= longest_by_first_byte_[static_cast<uint8_t>(piece[0])] ||
+                              longest_by_first_byte_[static_cast<uint8_t>(piece[0])] == 255;
+  if (whole_piece_lookup_ && could_be_token) {
     if (std::optional<uint32_t> id = find_token(piece, h)) {
       out.push_back(*id);
       return;

@@ -165,6 +165,7 @@ class BpeCore {
   std::string blob_;               // all token bytes, by id
   std::vector<uint32_t> offsets_;  // token id's bytes: blob_[offsets_[id], offsets_[id+1])
   uint32_t byte_id_[256] = {};
+  uint8_t longest_by_first_byte_[256] = {};  // the longest token that starts with the byte (255: 255 or more)
   std::vector<PieceSlot, DefaultInitAllocator<PieceSlot>> pieces_;
   uint64_t piece_mask_ = 0;
   CharParts char_parts_;  // tiktoken vocabularies: characters that may start whole (empty: bytes)
