@@ -153,8 +153,8 @@ class BpeCore {
   void build_byte_pairs(ThreadPool& pool);
   void compact_pairs();
   void encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const;  // n >= 2, no front cache
-  // The merges from starting parts (ids; bytes: the byte of a one-byte part, else
-  // CharParts::kNotByte), m >= 1 of them; merge_small needs m <= kSmallParts.
+  // The merges from starting parts (ids; bytes as CharParts::split gives them: a byte, or
+  // kCharBase + a character's index), m >= 1 of them; merge_small needs m <= kSmallParts.
   void merge_small(const uint32_t* ids, const uint16_t* bytes, size_t m, std::vector<uint32_t>& out) const;
   void merge_tree(const uint32_t* ids, const uint16_t* bytes, size_t m, std::vector<uint32_t>& out) const;
   // A pair through the per-thread pair cache `cache` (null: the table alone).

@@ -64,7 +64,7 @@ CharParts CharParts::build(const BpeCore& core) {
     }
   }
   cp.index_of_.assign(kCodePoints, 0);
-  for (uint32_t id = 1; id < n && cp.chars_.size() < 0xFFFF; ++id) {
+  for (uint32_t id = 1; id < n && cp.chars_.size() < kMaxChars; ++id) {
     std::string_view t = core.token_bytes(id);
     const uint32_t c = one_char(t);
     if (c == kNone) continue;
@@ -76,7 +76,7 @@ CharParts CharParts::build(const BpeCore& core) {
       r = std::max(r, std::min(a.value_or(kNone), b.value_or(kNone)));
     }
     if (longer[c] <= r) continue;  // rule (c)
-    cp.chars_.push_back({id, 0, 0});
+    cp.chars_.push_back({id, 0, 0, 0});
     cp.index_of_[c] = static_cast<uint16_t>(cp.chars_.size());
   }
   if (cp.chars_.empty()) {
@@ -96,6 +96,20 @@ CharParts CharParts::build(const BpeCore& core) {
     ++s.count;
     cp.bytes_ += core.token_bytes(f.id);
     cp.offsets_.push_back(static_cast<uint32_t>(cp.bytes_.size()));
+  }
+  // The partner filters, from the tokens of exactly two whole characters.
+  auto char_index = [&](std::string_view s) -> int {
+    const uint32_t c = one_char(s);
+    return c == kNone ? -1 : cp.index_of_[c] - 1;
+  };
+  for (uint32_t id = 0; id < n; ++id) {
+    std::string_view t = core.token_bytes(id);
+    if (t.size() < 4 || t.size() > 6) continue;
+    const uint8_t b = static_cast<uint8_t>(t[0]);
+    const size_t first = b >= 0xC2 && b < 0xE0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 0;
+    if (first == 0 || t.size() - first < 2) continue;
+    const int a = char_index(t.substr(0, first)), d = char_index(t.substr(first));
+    if (a >= 0 && d >= 0) cp.chars_[a].partners |= uint64_t{1} << partner_bit(cp.chars_[d].id);
   }
   // Each character's anchor bits: the byte of X next to q (left) or of Y next to s (right).
   auto bits = [&](const Span& s, size_t j, bool left) {
@@ -176,7 +190,7 @@ size_t CharParts::split(const uint8_t* p, size_t n, const uint32_t* byte_id, uin
         const uint16_t k = index_of_[c];
         if (k != 0 && sealed(chars_[k - 1], p, n, i, len)) {
           ids[m] = chars_[k - 1].id;
-          bytes[m++] = kNotByte;
+          bytes[m++] = static_cast<uint16_t>(kCharBase + k - 1);
           i += len;
           continue;
         }

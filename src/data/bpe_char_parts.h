@@ -33,16 +33,24 @@ class BpeCore;
 
 class CharParts {
  public:
-  // Marks a part that is not a single byte in the `bytes` array of split().
-  static constexpr uint16_t kNotByte = 0x100;
+  // In the `bytes` array of split(): a one-byte part is its byte (< kCharBase); a whole
+  // character is kCharBase + its index here.
+  static constexpr uint16_t kCharBase = 0x100;
 
   // For a tiktoken core (pairs are concatenations, ranks are ids); needs its whole-piece table.
   static CharParts build(const BpeCore& core);
   bool empty() const { return index_of_.empty(); }
 
-  // The starting parts of p[0, n): ids[k], and bytes[k] = the byte of a one-byte part (kNotByte
-  // for a character). Returns the count (<= n). byte_id: the token of each byte.
+  // The starting parts of p[0, n): ids[k], and bytes[k] = the byte of a one-byte part or
+  // kCharBase + the character's index. Returns the count (<= n). byte_id: the token of each byte.
   size_t split(const uint8_t* p, size_t n, const uint32_t* byte_id, uint32_t* ids, uint16_t* bytes) const;
+  // False when the whole characters `left` (a bytes[] value >= kCharBase) and `right_id` (the
+  // token of a whole character) are surely no pair: no token is their two characters. On cold CJK
+  // text most neighbouring characters form no token, and each such lookup was a cache miss into
+  // the pair table; these filters are 8 bytes a character.
+  bool may_pair(uint16_t left, uint32_t right_id) const {
+    return (chars_[left - kCharBase].partners >> partner_bit(right_id)) & 1;
+  }
 
  private:
   // A character that may start whole. Rule (a)'s candidates can only occur when the byte before
@@ -52,7 +60,9 @@ class CharParts {
   struct Char {
     uint32_t id;  // t_c
     uint64_t left_bits, right_bits;
+    uint64_t partners;  // bit partner_bit(d) for every character token d with a token t_c + d
   };
+  static unsigned partner_bit(uint32_t id) { return static_cast<unsigned>((id * 0x9E3779B97F4A7C15ull) >> 58); }
   struct Span {
     uint32_t begin = 0, count = 0;  // candidates_[begin, begin + count)
   };
@@ -62,6 +72,7 @@ class CharParts {
   bool occurs(const uint8_t* p, size_t n, size_t start, uint32_t k) const;
 
   std::vector<uint16_t> index_of_;  // by code point below 0x10000: 1 + its index in chars_, or 0 (bytes)
+  static constexpr size_t kMaxChars = 0xFFFF - kCharBase;
   std::vector<Char> chars_;
   // Tokens X + q by q: a lead byte (64, by b0 & 0x3F), or a 3-byte lead and one continuation
   // byte (1024, by (b0 & 0xF) << 6 | b1 & 0x3F); tokens s + Y by s: one continuation byte (64) or

@@ -225,8 +225,13 @@ void BpeCore::merge_small(const uint32_t* start, const uint16_t* bytes, size_t m
     uint8_t missed[kSmallParts];
     size_t n_missed = 0;
     for (size_t i = 0; i + 1 < m; ++i) {
-      if (bytes[i] != CharParts::kNotByte && bytes[i + 1] != CharParts::kNotByte) {
+      if (bytes[i] < CharParts::kCharBase && bytes[i + 1] < CharParts::kCharBase) {
         pr[i] = byte_pairs_[(bytes[i] << 8) | bytes[i + 1]];
+        continue;
+      }
+      if (bytes[i] >= CharParts::kCharBase && bytes[i + 1] >= CharParts::kCharBase &&
+          !char_parts_.may_pair(bytes[i], ids[i + 1])) {
+        pr[i] = {kNoId, kNoId};
         continue;
       }
       if (cache == nullptr) {
@@ -335,9 +340,12 @@ void BpeCore::merge_tree(const uint32_t* ids, const uint16_t* bytes, size_t n, s
   for (uint32_t i = 0; i < end; ++i) {
     RankId r{kNoId, kNoId};
     if (i + 1 < end) {
-      r = bytes[i] != CharParts::kNotByte && bytes[i + 1] != CharParts::kNotByte
-              ? byte_pairs_[(bytes[i] << 8) | bytes[i + 1]]
-              : cached_pair(cache, ids[i], ids[i + 1]);
+      if (bytes[i] < CharParts::kCharBase && bytes[i + 1] < CharParts::kCharBase) {
+        r = byte_pairs_[(bytes[i] << 8) | bytes[i + 1]];
+      } else if (bytes[i] < CharParts::kCharBase || bytes[i + 1] < CharParts::kCharBase ||
+                 char_parts_.may_pair(bytes[i], ids[i + 1])) {
+        r = cached_pair(cache, ids[i], ids[i + 1]);
+      }
     }
     nodes[i] = {ids[i], i == 0 ? kNoId : i - 1, i + 1, r.id};
     if (r.rank != kNoId) tree[size + i] = (static_cast<uint64_t>(r.rank) << 32) | i;

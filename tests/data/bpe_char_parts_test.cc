@@ -236,3 +236,52 @@ TEST(BpeCharParts, O200kRunsMatchTheByteMerge) {
 
 }  // namespace
 }  // namespace quill
+
+namespace quill {
+namespace {
+
+// may_pair: never false for two characters that make a token (the merge would miss it), and
+// false for most neighbouring characters that do not (else it saves nothing).
+TEST(BpeCharParts, O200kPartnerFilterHasNoFalseNegatives) {
+  std::string ranks = test::find_o200k_ranks();
+  if (ranks.empty()) GTEST_SKIP() << test::kNoO200kRanks;
+  auto tok = BpeTokenizer::from_tiktoken(ranks, special_token_set("o200k"));
+  const BpeCore& core = tok->core();
+  const CharParts parts = CharParts::build(core);
+  std::vector<uint32_t> byte_id(256);
+  for (int b = 0; b < 256; ++b) byte_id[b] = *core.find_token(std::string(1, static_cast<char>(b)));
+  auto split = [&](const std::string& s, std::vector<uint32_t>& ids, std::vector<uint16_t>& bytes) {
+    ids.resize(s.size());
+    bytes.resize(s.size());
+    size_t m = parts.split(reinterpret_cast<const uint8_t*>(s.data()), s.size(), byte_id.data(), ids.data(), bytes.data());
+    ids.resize(m);
+    bytes.resize(m);
+  };
+  std::vector<uint32_t> ids;
+  std::vector<uint16_t> bytes;
+  size_t two_char_tokens = 0;
+  for (uint32_t id = 0; id < core.id_count(); ++id) {
+    std::string t(core.token_bytes(id));
+    if (t.size() < 4) continue;
+    split(t, ids, bytes);
+    if (ids.size() != 2 || bytes[0] < CharParts::kCharBase || bytes[1] < CharParts::kCharBase) continue;
+    EXPECT_TRUE(parts.may_pair(bytes[0], ids[1])) << "token " << id;
+    ++two_char_tokens;
+  }
+  EXPECT_GT(two_char_tokens, 1000u);
+  std::string text = read_file(test::tokenizer_fixture("o200k_corpus.txt"));
+  split(text, ids, bytes);
+  size_t no_token = 0, filtered = 0;
+  for (size_t k = 0; k + 1 < ids.size(); ++k) {
+    if (bytes[k] < CharParts::kCharBase || bytes[k + 1] < CharParts::kCharBase) continue;
+    std::string pair = std::string(core.token_bytes(ids[k])) + std::string(core.token_bytes(ids[k + 1]));
+    if (core.find_token(pair)) continue;
+    ++no_token;
+    filtered += !parts.may_pair(bytes[k], ids[k + 1]);
+  }
+  EXPECT_GT(no_token, 10000u);
+  EXPECT_GT(filtered, no_token / 2);
+}
+
+}  // namespace
+}  // namespace quill
