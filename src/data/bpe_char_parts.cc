@@ -48,6 +48,7 @@ CharParts CharParts::build(const BpeCore& core) {
     const size_t len = t.size();
     if (len < 2) continue;
     const auto* u = reinterpret_cast<const uint8_t*>(t.data());
+    if (u[0] < 0x80 && u[len - 1] < 0x80) continue;  // nothing below needs an ASCII end (most tokens)
     if (u[len - 1] >= 0xC0) found.push_back({kEndsInLead, static_cast<uint16_t>(u[len - 1] & 0x3F), id});
     if (len >= 3 && (u[len - 2] & 0xF0) == 0xE0 && is_cont(u[len - 1])) {
       found.push_back({kEndsInLead2, static_cast<uint16_t>(((u[len - 2] & 0xF) << 6) | (u[len - 1] & 0x3F)), id});
@@ -66,6 +67,7 @@ CharParts CharParts::build(const BpeCore& core) {
   cp.index_of_.assign(kCodePoints, 0);
   for (uint32_t id = 1; id < n && cp.chars_.size() < kMaxChars; ++id) {
     std::string_view t = core.token_bytes(id);
+    if (t.size() < 2 || t.size() > 3 || static_cast<uint8_t>(t[0]) < 0xC2) continue;
     const uint32_t c = one_char(t);
     if (c == kNone) continue;
     // Rule (b): c's own merge ends in t_c; R is the highest rank it uses.
