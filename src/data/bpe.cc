@@ -92,12 +92,6 @@ void BpeCore::set_tokens(TokenBytes tokens, const std::string& source, ThreadPoo
                 b);
     byte_id_[b] = *id;
   }
-  for (size_t id = 0; id < id_count(); ++id) {
-    std::string_view t = token_bytes(static_cast<uint32_t>(id));
-    if (t.empty()) continue;
-    uint8_t& longest = longest_by_first_byte_[static_cast<uint8_t>(t[0])];
-    longest = static_cast<uint8_t>(std::min<size_t>(255, std::max<size_t>(longest, t.size())));
-  }
 }
 
 namespace {
@@ -120,6 +114,11 @@ void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
     for (size_t id = c * kBuildChunk; id < std::min(n, (c + 1) * kBuildChunk); ++id) {
       std::string_view bytes = token_bytes(static_cast<uint32_t>(id));
       if (bytes.empty()) continue;
+      std::atomic_ref<uint8_t> longest(longest_by_first_byte_[static_cast<uint8_t>(bytes[0])]);
+      const auto len = static_cast<uint8_t>(std::min<size_t>(255, bytes.size()));
+      for (uint8_t v = longest.load(std::memory_order_relaxed);
+           len > v && !longest.compare_exchange_weak(v, len, std::memory_order_relaxed);) {
+      }
       for (uint64_t i = hash_bytes(bytes.data(), bytes.size()) & piece_mask_;; i = (i + 1) & piece_mask_) {
         uint32_t free = kNoId;
         if (std::atomic_ref<uint32_t>(pieces_[i].id).compare_exchange_strong(free, static_cast<uint32_t>(id),
@@ -281,7 +280,7 @@ BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, Thread
     core.compact_pairs();
   }
   core.build_byte_pairs(p);
-  core.char_parts_ = CharParts::build(core);
+  core.char_parts_ = CharParts::build(core, &p);
   return core;
 }
 

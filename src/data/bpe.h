@@ -17,9 +17,11 @@
 // 3 MiB a thread, v5; 4,096 in v4) keeps frequent words off the large tables. v7: the sizes of the
 // per-thread caches are the core's (bpe_cache_sizes.h: QUILL_BPE_* variables by default).
 //
-// Short pieces use tiktoken's quadratic scan over a small array; long pieces (CJK text without
-// spaces) use a tournament tree over the pairs, whose root is the same pair, so the result is
-// identical (tested against each other and a plain reference). Pieces of at most 4 runs of one
+// A merge starts from one part per byte, or per whole character where that provably gives the
+// same result (tiktoken vocabularies, v10: bpe_char_parts.h; CJK pieces then start with a third
+// of the parts). Pieces of few parts use tiktoken's quadratic scan over a small array; more
+// parts (long CJK runs) use a tournament tree over the pairs, whose root is the same pair, so the
+// result is identical (tested against each other and a plain reference). Pieces of at most 4 runs of one
 // byte (whitespace runs) merge on the runs (v5, merge_runs), also tested against the reference.
 #pragma once
 

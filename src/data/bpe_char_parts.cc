@@ -1,8 +1,10 @@
 #include "data/bpe_char_parts.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string_view>
 
+#include "base/thread_pool.h"
 #include "data/bpe.h"
 
 namespace quill {
@@ -29,90 +31,125 @@ uint32_t one_char(std::string_view s) {
 // The candidate tables of rule (a), as numbered in build().
 enum Table : uint8_t { kEndsInLead = 0, kEndsInLead2 = 1, kStartsWithCont = 2, kStartsWithCont2 = 3 };
 constexpr size_t kTableSize[4] = {64, 1024, 64, 4096};
+// Token ids per parallel task of build().
+constexpr size_t kChunk = 8192;
 
 }  // namespace
 
-CharParts CharParts::build(const BpeCore& core) {
+CharParts CharParts::build(const BpeCore& core, ThreadPool* pool) {
+  ThreadPool one(1);
+  ThreadPool& p = pool ? *pool : one;
   CharParts cp;
   const size_t n = core.id_count();
-  // longer[c]: the lowest rank (= id) of a token longer than c's that begins or ends with c's bytes.
+  const size_t chunks = (n + kChunk - 1) / kChunk;
+  auto ids_of = [&](size_t chunk) { return std::pair<uint32_t, uint32_t>(chunk * kChunk, std::min(n, (chunk + 1) * kChunk)); };
+  // longer[c]: the lowest rank (= id) of a token longer than c's that begins or ends with c's
+  // bytes (an atomic minimum: the same whatever the threads).
   std::vector<uint32_t> longer(kCodePoints, kNone);
   struct Candidate {
     uint8_t table;
     uint16_t index;
     uint32_t id;
   };
-  std::vector<Candidate> found;
-  for (uint32_t id = 0; id < n; ++id) {
-    std::string_view t = core.token_bytes(id);
-    const size_t len = t.size();
-    if (len < 2) continue;
-    const auto* u = reinterpret_cast<const uint8_t*>(t.data());
-    if (u[0] < 0x80 && u[len - 1] < 0x80) continue;  // nothing below needs an ASCII end (most tokens)
-    if (u[len - 1] >= 0xC0) found.push_back({kEndsInLead, static_cast<uint16_t>(u[len - 1] & 0x3F), id});
-    if (len >= 3 && (u[len - 2] & 0xF0) == 0xE0 && is_cont(u[len - 1])) {
-      found.push_back({kEndsInLead2, static_cast<uint16_t>(((u[len - 2] & 0xF) << 6) | (u[len - 1] & 0x3F)), id});
-    }
-    if (is_cont(u[0])) found.push_back({kStartsWithCont, static_cast<uint16_t>(u[0] & 0x3F), id});
-    if (len >= 3 && is_cont(u[0]) && is_cont(u[1])) {
-      found.push_back({kStartsWithCont2, static_cast<uint16_t>(((u[0] & 0x3F) << 6) | (u[1] & 0x3F)), id});
-    }
-    for (size_t k : {size_t{2}, size_t{3}}) {
-      if (len <= k) continue;
-      for (uint32_t c : {one_char(t.substr(0, k)), one_char(t.substr(len - k))}) {
-        if (c != kNone) longer[c] = std::min(longer[c], id);
+  std::vector<std::vector<Candidate>> found(chunks);
+  p.parallel_for(chunks, [&](size_t chunk) {
+    auto [lo, hi] = ids_of(chunk);
+    for (uint32_t id = lo; id < hi; ++id) {
+      std::string_view t = core.token_bytes(id);
+      const size_t len = t.size();
+      if (len < 2) continue;
+      const auto* u = reinterpret_cast<const uint8_t*>(t.data());
+      if (u[0] < 0x80 && u[len - 1] < 0x80) continue;  // nothing below needs an ASCII end (most tokens)
+      std::vector<Candidate>& f = found[chunk];
+      if (u[len - 1] >= 0xC0) f.push_back({kEndsInLead, static_cast<uint16_t>(u[len - 1] & 0x3F), id});
+      if (len >= 3 && (u[len - 2] & 0xF0) == 0xE0 && is_cont(u[len - 1])) {
+        f.push_back({kEndsInLead2, static_cast<uint16_t>(((u[len - 2] & 0xF) << 6) | (u[len - 1] & 0x3F)), id});
+      }
+      if (is_cont(u[0])) f.push_back({kStartsWithCont, static_cast<uint16_t>(u[0] & 0x3F), id});
+      if (len >= 3 && is_cont(u[0]) && is_cont(u[1])) {
+        f.push_back({kStartsWithCont2, static_cast<uint16_t>(((u[0] & 0x3F) << 6) | (u[1] & 0x3F)), id});
+      }
+      for (size_t k : {size_t{2}, size_t{3}}) {
+        if (len <= k) continue;
+        for (uint32_t c : {one_char(t.substr(0, k)), one_char(t.substr(len - k))}) {
+          if (c == kNone) continue;
+          std::atomic_ref<uint32_t> low(longer[c]);
+          for (uint32_t v = low.load(std::memory_order_relaxed);
+               id < v && !low.compare_exchange_weak(v, id, std::memory_order_relaxed);) {
+          }
+        }
       }
     }
-  }
-  cp.index_of_.assign(kCodePoints, 0);
-  for (uint32_t id = 1; id < n && cp.chars_.size() < kMaxChars; ++id) {
-    std::string_view t = core.token_bytes(id);
-    if (t.size() < 2 || t.size() > 3 || static_cast<uint8_t>(t[0]) < 0xC2) continue;
-    const uint32_t c = one_char(t);
-    if (c == kNone) continue;
-    // Rule (b): c's own merge ends in t_c; R is the highest rank it uses.
-    uint32_t r = id;
-    if (t.size() == 3) {
-      std::optional<uint32_t> a = core.find_token(t.substr(0, 2)), b = core.find_token(t.substr(1));
-      if (!a && !b) continue;  // c alone stays three bytes
-      r = std::max(r, std::min(a.value_or(kNone), b.value_or(kNone)));
+  });
+  // The characters that may start whole, in id order (so their indices do not depend on the
+  // threads either).
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> usable(chunks);  // (code point, id)
+  p.parallel_for(chunks, [&](size_t chunk) {
+    auto [lo, hi] = ids_of(chunk);
+    for (uint32_t id = std::max<uint32_t>(lo, 1); id < hi; ++id) {
+      std::string_view t = core.token_bytes(id);
+      if (t.size() < 2 || t.size() > 3 || static_cast<uint8_t>(t[0]) < 0xC2) continue;
+      const uint32_t c = one_char(t);
+      if (c == kNone) continue;
+      // Rule (b): c's own merge ends in t_c; R is the highest rank it uses.
+      uint32_t r = id;
+      if (t.size() == 3) {
+        std::optional<uint32_t> a = core.find_token(t.substr(0, 2)), b = core.find_token(t.substr(1));
+        if (!a && !b) continue;  // c alone stays three bytes
+        r = std::max(r, std::min(a.value_or(kNone), b.value_or(kNone)));
+      }
+      if (longer[c] <= r) continue;  // rule (c)
+      usable[chunk].push_back({c, id});
     }
-    if (longer[c] <= r) continue;  // rule (c)
-    cp.chars_.push_back({id, 0, 0, 0});
-    cp.index_of_[c] = static_cast<uint16_t>(cp.chars_.size());
+  });
+  cp.index_of_.assign(kCodePoints, 0);
+  for (const auto& u : usable) {
+    for (auto [c, id] : u) {
+      if (cp.chars_.size() == kMaxChars) break;
+      cp.chars_.push_back({id, 0, 0, 0});
+      cp.index_of_[c] = static_cast<uint16_t>(cp.chars_.size());
+    }
   }
   if (cp.chars_.empty()) {
     cp.index_of_.clear();
     return cp;
   }
-  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+  std::vector<Candidate> all;
+  for (const auto& f : found) all.insert(all.end(), f.begin(), f.end());
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
     return a.table != b.table ? a.table < b.table : a.index != b.index ? a.index < b.index : a.id < b.id;
   });
   std::vector<Span>* tables[4] = {&cp.ends_in_lead_, &cp.ends_in_lead2_, &cp.starts_with_cont_, &cp.starts_with_cont2_};
   for (int k = 0; k < 4; ++k) tables[k]->assign(kTableSize[k], Span{});
   cp.offsets_.assign(1, 0);
-  for (size_t k = 0; k < found.size(); ++k) {
-    const Candidate& f = found[k];
+  for (size_t k = 0; k < all.size(); ++k) {
+    const Candidate& f = all[k];
     Span& s = (*tables[f.table])[f.index];
     if (s.count == 0) s.begin = static_cast<uint32_t>(k);
     ++s.count;
     cp.bytes_ += core.token_bytes(f.id);
     cp.offsets_.push_back(static_cast<uint32_t>(cp.bytes_.size()));
   }
-  // The partner filters, from the tokens of exactly two whole characters.
+  // The partner filters, from the tokens of exactly two whole characters (an atomic OR).
   auto char_index = [&](std::string_view s) -> int {
     const uint32_t c = one_char(s);
     return c == kNone ? -1 : cp.index_of_[c] - 1;
   };
-  for (uint32_t id = 0; id < n; ++id) {
-    std::string_view t = core.token_bytes(id);
-    if (t.size() < 4 || t.size() > 6) continue;
-    const uint8_t b = static_cast<uint8_t>(t[0]);
-    const size_t first = b >= 0xC2 && b < 0xE0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 0;
-    if (first == 0 || t.size() - first < 2) continue;
-    const int a = char_index(t.substr(0, first)), d = char_index(t.substr(first));
-    if (a >= 0 && d >= 0) cp.chars_[a].partners |= uint64_t{1} << partner_bit(cp.chars_[d].id);
-  }
+  p.parallel_for(chunks, [&](size_t chunk) {
+    auto [lo, hi] = ids_of(chunk);
+    for (uint32_t id = lo; id < hi; ++id) {
+      std::string_view t = core.token_bytes(id);
+      if (t.size() < 4 || t.size() > 6) continue;
+      const uint8_t b = static_cast<uint8_t>(t[0]);
+      const size_t first = b >= 0xC2 && b < 0xE0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 0;
+      if (first == 0 || t.size() - first < 2) continue;
+      const int a = char_index(t.substr(0, first)), d = char_index(t.substr(first));
+      if (a >= 0 && d >= 0) {
+        std::atomic_ref<uint64_t>(cp.chars_[a].partners)
+            .fetch_or(uint64_t{1} << partner_bit(cp.chars_[d].id), std::memory_order_relaxed);
+      }
+    }
+  });
   // Each character's anchor bits: the byte of X next to q (left) or of Y next to s (right).
   auto bits = [&](const Span& s, size_t j, bool left) {
     uint64_t b = 0;
@@ -123,9 +160,7 @@ CharParts CharParts::build(const BpeCore& core) {
     }
     return b;
   };
-  for (uint32_t c = 0x80; c < kCodePoints; ++c) {
-    if (cp.index_of_[c] == 0) continue;
-    Char& e = cp.chars_[cp.index_of_[c] - 1];
+  for (Char& e : cp.chars_) {
     std::string_view t = core.token_bytes(e.id);
     const auto* u = reinterpret_cast<const uint8_t*>(t.data());
     e.left_bits = bits(cp.ends_in_lead_[u[0] & 0x3F], 1, true);

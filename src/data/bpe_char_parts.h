@@ -30,6 +30,7 @@
 namespace quill {
 
 class BpeCore;
+class ThreadPool;
 
 class CharParts {
  public:
@@ -38,7 +39,8 @@ class CharParts {
   static constexpr uint16_t kCharBase = 0x100;
 
   // For a tiktoken core (pairs are concatenations, ranks are ids); needs its whole-piece table.
-  static CharParts build(const BpeCore& core);
+  // Built on `pool` (null: this thread); the result is the same whatever its threads.
+  static CharParts build(const BpeCore& core, ThreadPool* pool = nullptr);
   bool empty() const { return index_of_.empty(); }
 
   // The starting parts of p[0, n): ids[k], and bytes[k] = the byte of a one-byte part or

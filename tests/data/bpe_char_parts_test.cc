@@ -10,6 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/rng.h"
+#include "base/thread_pool.h"
 #include "data/bpe.h"
 #include "data/bpe_tokenizer.h"
 #include "data/tokenizer_loader.h"
@@ -281,6 +282,48 @@ TEST(BpeCharParts, O200kPartnerFilterHasNoFalseNegatives) {
   }
   EXPECT_GT(no_token, 10000u);
   EXPECT_GT(filtered, no_token / 2);
+}
+
+}  // namespace
+}  // namespace quill
+
+namespace quill {
+namespace {
+
+// Built on several threads, the starting parts (and partner filters) are the one-thread ones.
+TEST(BpeCharParts, O200kSameOnAnyThreads) {
+  std::string ranks = test::find_o200k_ranks();
+  if (ranks.empty()) GTEST_SKIP() << test::kNoO200kRanks;
+  auto tok = BpeTokenizer::from_tiktoken(ranks, special_token_set("o200k"));
+  const BpeCore& core = tok->core();
+  std::string text = read_file(test::tokenizer_fixture("o200k_corpus.txt"));
+  std::vector<uint32_t> byte_id(256);
+  for (int b = 0; b < 256; ++b) byte_id[b] = *core.find_token(std::string(1, static_cast<char>(b)));
+  auto parts_of = [&](const CharParts& parts, std::vector<uint32_t>& ids, std::vector<uint16_t>& bytes) {
+    ids.resize(text.size());
+    bytes.resize(text.size());
+    size_t m = parts.split(reinterpret_cast<const uint8_t*>(text.data()), text.size(), byte_id.data(), ids.data(),
+                           bytes.data());
+    ids.resize(m);
+    bytes.resize(m);
+  };
+  std::vector<uint32_t> want_ids, ids;
+  std::vector<uint16_t> want_bytes, bytes;
+  const CharParts one = CharParts::build(core);
+  parts_of(one, want_ids, want_bytes);
+  ASSERT_LT(want_ids.size(), text.size());
+  for (int threads : {2, 3, 8}) {
+    ThreadPool pool(threads);
+    const CharParts many = CharParts::build(core, &pool);
+    parts_of(many, ids, bytes);
+    ASSERT_EQ(ids, want_ids) << threads;
+    ASSERT_EQ(bytes, want_bytes) << threads;
+    for (size_t k = 0; k + 1 < ids.size(); ++k) {
+      if (bytes[k] >= CharParts::kCharBase && bytes[k + 1] >= CharParts::kCharBase) {
+        ASSERT_EQ(many.may_pair(bytes[k], ids[k + 1]), one.may_pair(bytes[k], ids[k + 1])) << threads << " at " << k;
+      }
+    }
+  }
 }
 
 }  // namespace
