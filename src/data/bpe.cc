@@ -257,13 +257,16 @@ BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, Thread
     // The compact table compact_pairs() would make (ranks are ids here: below 2^20, and the
     // merged id is the rank), built directly and on all threads, as the piece table is.
     parallel_fill(core.pairs8_, table_size_for(total), kEmptyKey, p);
+    core.pair_filter_.assign(kPairFilterWords, 0);
     core.pair_mask_ = core.pairs8_.size() - 1;
     core.pair_count_ = total;
     core.compact_ = true;
     p.parallel_for(found.size(), [&](size_t c) {
       for (const PairSlot& s : found[c]) {
         uint64_t key = ((s.key >> 32) << 20) | (s.key & 0xFFFFFFFFu), value = (key << 24) | s.rank;
-        for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & core.pair_mask_;; i = (i + 1) & core.pair_mask_) {
+        const uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
+        std::atomic_ref<uint64_t>(core.pair_filter_[core.filter_word(h)]).fetch_or(filter_bits(h), std::memory_order_relaxed);
+        for (uint64_t i = h & core.pair_mask_;; i = (i + 1) & core.pair_mask_) {
           uint64_t free = kEmptyKey;
           if (std::atomic_ref<uint64_t>(core.pairs8_[i]).compare_exchange_strong(free, value, std::memory_order_relaxed)) {
             break;

@@ -177,7 +177,9 @@ inline BpeCore::RankId BpeCore::cached_pair(uint64_t* cache, uint32_t left, uint
   const uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
   const uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
   uint64_t& c = cache[h & (cache_sizes_.pair_slots - 1)];
-  if ((c >> 24) != key) {
+  if ((c >> 24) != key && !may_be_pair(h)) {
+    c = (key << 24) | 0xFFFFFF;
+  } else if ((c >> 24) != key) {
     for (uint64_t i = h & pair_mask_;; i = (i + 1) & pair_mask_) {
       const uint64_t s = pairs8_[i];
       if ((s >> 24) == key) {
@@ -212,6 +214,7 @@ void BpeCore::merge_small(const uint32_t* start, const uint16_t* bytes, size_t m
     return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
   };
   auto probe = [&](uint64_t key, uint64_t h) -> uint64_t {  // the table's slot for key, or key << 24 | kNoRank
+    if (!may_be_pair(h)) return (key << 24) | kNoRank;
     for (uint64_t i = h & pair_mask_;; i = (i + 1) & pair_mask_) {
       uint64_t s = pairs8_[i];
       if ((s >> 24) == key) return s;
@@ -244,7 +247,7 @@ void BpeCore::merge_small(const uint32_t* start, const uint16_t* bytes, size_t m
       if ((c >> 24) == key) {
         pr[i] = decode(c);
       } else {
-        __builtin_prefetch(&pairs8_[h & pair_mask_]);
+        if (may_be_pair(h)) __builtin_prefetch(&pairs8_[h & pair_mask_]);
         missed[n_missed++] = static_cast<uint8_t>(i);
       }
     }
@@ -289,7 +292,7 @@ void BpeCore::merge_small(const uint32_t* start, const uint16_t* bytes, size_t m
       if ((c >> 24) == kr) pr[bi] = decode(c);
       else {
         miss_r = true;
-        __builtin_prefetch(&pairs8_[hr & pair_mask_]);
+        if (may_be_pair(hr)) __builtin_prefetch(&pairs8_[hr & pair_mask_]);
       }
     }
     if (left) {
@@ -299,7 +302,7 @@ void BpeCore::merge_small(const uint32_t* start, const uint16_t* bytes, size_t m
       if ((c >> 24) == kl) pr[bi - 1] = decode(c);
       else {
         miss_l = true;
-        __builtin_prefetch(&pairs8_[hl & pair_mask_]);
+        if (may_be_pair(hl)) __builtin_prefetch(&pairs8_[hl & pair_mask_]);
       }
     }
     if (miss_r) {
