@@ -105,6 +105,7 @@ inline uint64_t head_bytes(const char* p, size_t n) {
 void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
   const size_t n = id_count();
   parallel_fill(pieces_, table_size_for(n), PieceSlot{0, kNoId, 0}, pool);  // load <= 0.5: a miss ends after ~2 probes
+  piece_filter_.assign(kFilterWords, 0);
   piece_mask_ = pieces_.size() - 1;
   // Inserted on all threads: a token claims the first free slot of its probe sequence by a
   // compare-and-swap of the slot's id, then fills in the rest of the slot, which nobody reads
@@ -119,7 +120,9 @@ void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
       for (uint8_t v = longest.load(std::memory_order_relaxed);
            len > v && !longest.compare_exchange_weak(v, len, std::memory_order_relaxed);) {
       }
-      for (uint64_t i = hash_bytes(bytes.data(), bytes.size()) & piece_mask_;; i = (i + 1) & piece_mask_) {
+      const uint64_t h = hash_bytes(bytes.data(), bytes.size());
+      std::atomic_ref<uint64_t>(piece_filter_[filter_word(h)]).fetch_or(filter_bits(h), std::memory_order_relaxed);
+      for (uint64_t i = h & piece_mask_;; i = (i + 1) & piece_mask_) {
         uint32_t free = kNoId;
         if (std::atomic_ref<uint32_t>(pieces_[i].id).compare_exchange_strong(free, static_cast<uint32_t>(id),
                                                                              std::memory_order_relaxed)) {
@@ -166,6 +169,7 @@ void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
 
 std::optional<uint32_t> BpeCore::find_token(std::string_view bytes, uint64_t h) const {
   if (pieces_.empty()) return std::nullopt;
+  if ((piece_filter_[filter_word(h)] & filter_bits(h)) != filter_bits(h)) return std::nullopt;
   const uint64_t head = head_bytes(bytes.data(), bytes.size());
   for (uint64_t i = h & piece_mask_;; i = (i + 1) & piece_mask_) {
     const PieceSlot& s = pieces_[i];
@@ -257,7 +261,7 @@ BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, Thread
     // The compact table compact_pairs() would make (ranks are ids here: below 2^20, and the
     // merged id is the rank), built directly and on all threads, as the piece table is.
     parallel_fill(core.pairs8_, table_size_for(total), kEmptyKey, p);
-    core.pair_filter_.assign(kPairFilterWords, 0);
+    core.pair_filter_.assign(kFilterWords, 0);
     core.pair_mask_ = core.pairs8_.size() - 1;
     core.pair_count_ = total;
     core.compact_ = true;

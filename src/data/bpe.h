@@ -179,13 +179,14 @@ class BpeCore {
   // left << 44 | right << 24 | rank; the merged id is the rank (tiktoken) or rank_to_id_[rank].
   std::vector<uint64_t, DefaultInitAllocator<uint64_t>> pairs8_;
   std::vector<uint32_t> rank_to_id_;  // empty: the merged id is the rank
-  // A Bloom filter of the compact table's keys (two bits of one word per key, from the table's
-  // hash): a pair whose bits are not both set is surely absent, so on cold text most lookups of
-  // pairs that do not merge stop in these 512 KiB instead of missing in the 8 MiB table.
-  // Empty: not built (every lookup goes to the table).
-  static constexpr size_t kPairFilterWords = size_t{1} << 16;
-  std::vector<uint64_t> pair_filter_;
-  static size_t filter_word(uint64_t h) { return (h >> 40) & (kPairFilterWords - 1); }
+  // Bloom filters of the compact pair table's keys and of the whole-piece table's tokens (two
+  // bits of one word per key, from the bits of the table's hash above those its index uses): a
+  // key whose bits are not both set is surely absent, so on cold text most lookups of pairs that
+  // do not merge and of pieces that are no token stop in these 512 KiB instead of missing in an
+  // 8 MiB table. An empty pair filter: not built (every lookup goes to the table).
+  static constexpr size_t kFilterWords = size_t{1} << 16;
+  std::vector<uint64_t> pair_filter_, piece_filter_;
+  static size_t filter_word(uint64_t h) { return (h >> 40) & (kFilterWords - 1); }
   static uint64_t filter_bits(uint64_t h) { return (uint64_t{1} << ((h >> 28) & 63)) | (uint64_t{1} << ((h >> 34) & 63)); }
   bool may_be_pair(uint64_t h) const {
     return pair_filter_.empty() || (pair_filter_[filter_word(h)] & filter_bits(h)) == filter_bits(h);
