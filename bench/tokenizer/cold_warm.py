@@ -19,7 +19,9 @@ num_threads=N (bench.py's anchor). quill's ids are checked against tiktoken's si
 (SHA-256 of the ids as little-endian u32), cold and warm.
 Then `quill data build` end to end (a fresh process, so always cold: JSONL conversations cut from
 "all"'s timed text by make_corpus.py --jsonl, rows of 8,192), wall time including the tokenizer
-load, against tiktoken's cold encode of the same text at the same thread count.
+load, against tiktoken's cold encode of the same text at the same thread count; with where its
+time went (--timing: load, render, the threads' parse and tokenize time), the part of the wall time
+its own timer does not see, and what a quill process that does nothing costs (`data build --help`).
 Each figure is the median over --reps fresh processes; MB = 10^6 bytes. --no-tiktoken runs quill
 alone (a dry run of the flow where tiktoken is not installed).
 """
@@ -217,8 +219,17 @@ def main():
         subprocess.run([sys.executable, os.path.join(ROOT, "tools/tokenizer/make_corpus.py"), "--out", jsonl, "--jsonl",
                         "--from", texts["all"]["timed"], "--seed", "3"], check=True)
         jsonl_mb = os.path.getsize(jsonl) / 1e6
+        # The cost of a quill process that does nothing (exec, libraries, static set-up, exit), for
+        # comparison with the part of a build's wall time that its own --timing does not see.
+        floor = []
+        for _ in range(max(3, args.reps)):
+            t0 = time.perf_counter()
+            subprocess.run([args.quill, "data", "build", "--help"], capture_output=True, check=True)
+            floor.append(time.perf_counter() - t0)
+        results["process_floor_s"] = statistics.median(floor)
         say(f"quill data build end to end (fresh process: cold), {jsonl_mb:.1f} MB of JSONL cut from all's timed text;"
-            " MB/s of JSONL; x = tiktoken's cold encode time of that text / the build's wall time")
+            " MB/s of JSONL; x = tiktoken's cold encode time of that text / the build's wall time;"
+            f" a quill process that does nothing: {1000 * results['process_floor_s']:.1f} ms")
         for t in threads:
             runs = []
             for rep in range(args.reps):
@@ -239,9 +250,13 @@ def main():
             phases = ""
             if r["timing"]:
                 ph = {p["name"]: p["s"] for p in r["timing"]["phases"]}
+                work = r["timing"].get("work_s", {})
+                # outside: wall time the build's own timer does not see (process start and exit).
+                b["outside_s"] = r["seconds"] - r["timing"]["total_s"]
                 phases = (f"; tokenizer load {ph.get('tokenizer load', 0):.3f} s, "
                           f"render (parse + render + tokenize) {ph.get('render (parse + render + tokenize)', 0):.3f} s "
-                          f"of {r['seconds']:.3f} s")
+                          f"(thread time: parse {work.get('parse', 0):.3f}, tokenize {work.get('tokenize', 0):.3f}), "
+                          f"outside the build's timer {b['outside_s']:.3f} s, of {r['seconds']:.3f} s")
             ratio = ""
             if t in tt_cold_all:  # times: the JSONL holds the same text, with JSON's quoting around it
                 b["ratio_cold"] = tt_cold_all[t] / r["seconds"]

@@ -5,49 +5,19 @@
 #include <bit>
 #include <functional>
 #include <cstring>
+#include <cstdlib>
+#include <new>
+#include <sys/mman.h>
 
 #include "base/error.h"
+#include "data/bpe_hash.h"
 
 namespace quill {
 
+using bpe_detail::load_le;
+using bpe_detail::mix;
+
 namespace {
-
-// Pieces up to this many bytes merge in the quadratic scan (on stack arrays); longer ones use
-// the tournament tree. The crossover was measured on mixed text (docs/tokenizer.md).
-constexpr size_t kSmallPiece = 96;
-// Pieces of at least this many bytes made of at most 4 runs of one byte merge on the runs (v5).
-constexpr size_t kRunPiece = 24;
-
-inline uint64_t load_le(const uint8_t* p, size_t n) {  // n <= 8
-  // The n bytes zero-extended, read with at most two overlapping fixed-size loads (v5: a memcpy
-  // of variable length is a call; this ran for every piece in hashing and the cache keys). Where
-  // the loads overlap they hold the same bytes, so the OR is exact.
-  if (n >= 4) {
-    if (n == 8) {
-      uint64_t w;
-      std::memcpy(&w, p, 8);
-      return w;
-    }
-    uint32_t lo, hi;
-    std::memcpy(&lo, p, 4);
-    std::memcpy(&hi, p + n - 4, 4);
-    return lo | (static_cast<uint64_t>(hi) << (8 * (n - 4)));
-  }
-  if (n >= 2) {
-    uint16_t lo, hi;
-    std::memcpy(&lo, p, 2);
-    std::memcpy(&hi, p + n - 2, 2);
-    return lo | (static_cast<uint64_t>(hi) << (8 * (n - 2)));
-  }
-  return n == 1 ? p[0] : 0;
-}
-
-inline uint64_t mix(uint64_t h) {
-  h ^= h >> 32;
-  h *= 0xD6E8FEB86659FD93ull;
-  h ^= h >> 32;
-  return h;
-}
 
 size_t table_size_for(size_t n) { return std::bit_ceil(std::max<size_t>(16, n * 2)); }
 
@@ -71,6 +41,20 @@ void parallel_fill(std::vector<T, A>& v, size_t n, const T& value, ThreadPool& p
 std::atomic<uint64_t> next_instance{1};
 
 }  // namespace
+
+void* huge_page_allocate(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (bytes < kHuge) return ::operator new(bytes);
+  size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
+  if (p == nullptr) throw std::bad_alloc();
+  ::madvise(p, size, MADV_HUGEPAGE);
+  return p;
+}
+void huge_page_free(void* p, size_t bytes) {
+  if (bytes < (size_t{2} << 20)) ::operator delete(p);
+  else std::free(p);
+}
 
 uint64_t hash_bytes(const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -121,6 +105,7 @@ inline uint64_t head_bytes(const char* p, size_t n) {
 void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
   const size_t n = id_count();
   parallel_fill(pieces_, table_size_for(n), PieceSlot{0, kNoId, 0}, pool);  // load <= 0.5: a miss ends after ~2 probes
+  piece_filter_.assign(kFilterWords, 0);
   piece_mask_ = pieces_.size() - 1;
   // Inserted on all threads: a token claims the first free slot of its probe sequence by a
   // compare-and-swap of the slot's id, then fills in the rest of the slot, which nobody reads
@@ -130,7 +115,14 @@ void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
     for (size_t id = c * kBuildChunk; id < std::min(n, (c + 1) * kBuildChunk); ++id) {
       std::string_view bytes = token_bytes(static_cast<uint32_t>(id));
       if (bytes.empty()) continue;
-      for (uint64_t i = hash_bytes(bytes.data(), bytes.size()) & piece_mask_;; i = (i + 1) & piece_mask_) {
+      std::atomic_ref<uint8_t> longest(longest_by_first_byte_[static_cast<uint8_t>(bytes[0])]);
+      const auto len = static_cast<uint8_t>(std::min<size_t>(255, bytes.size()));
+      for (uint8_t v = longest.load(std::memory_order_relaxed);
+           len > v && !longest.compare_exchange_weak(v, len, std::memory_order_relaxed);) {
+      }
+      const uint64_t h = hash_bytes(bytes.data(), bytes.size());
+      std::atomic_ref<uint64_t>(piece_filter_[filter_word(h)]).fetch_or(filter_bits(h), std::memory_order_relaxed);
+      for (uint64_t i = h & piece_mask_;; i = (i + 1) & piece_mask_) {
         uint32_t free = kNoId;
         if (std::atomic_ref<uint32_t>(pieces_[i].id).compare_exchange_strong(free, static_cast<uint32_t>(id),
                                                                              std::memory_order_relaxed)) {
@@ -177,6 +169,7 @@ void BpeCore::build_piece_table(const std::string& source, ThreadPool& pool) {
 
 std::optional<uint32_t> BpeCore::find_token(std::string_view bytes, uint64_t h) const {
   if (pieces_.empty()) return std::nullopt;
+  if ((piece_filter_[filter_word(h)] & filter_bits(h)) != filter_bits(h)) return std::nullopt;
   const uint64_t head = head_bytes(bytes.data(), bytes.size());
   for (uint64_t i = h & piece_mask_;; i = (i + 1) & piece_mask_) {
     const PieceSlot& s = pieces_[i];
@@ -208,26 +201,6 @@ void BpeCore::add_pair(uint32_t left, uint32_t right, uint32_t rank, uint32_t id
       s.id = id;
       return;
     }
-  }
-}
-
-inline BpeCore::RankId BpeCore::lookup_pair(uint32_t left, uint32_t right) const {
-  if (compact_) {
-    uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
-    for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
-      uint64_t s = pairs8_[i];
-      if ((s >> 24) == key) {
-        uint32_t rank = static_cast<uint32_t>(s & 0xFFFFFF);
-        return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
-      }
-      if (s == kEmptyKey) return {kNoId, kNoId};
-    }
-  }
-  uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
-  for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
-    const PairSlot& s = pairs_[i];
-    if (s.key == key) return {s.rank, s.id};
-    if (s.key == kEmptyKey) return {kNoId, kNoId};
   }
 }
 
@@ -288,13 +261,16 @@ BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, Thread
     // The compact table compact_pairs() would make (ranks are ids here: below 2^20, and the
     // merged id is the rank), built directly and on all threads, as the piece table is.
     parallel_fill(core.pairs8_, table_size_for(total), kEmptyKey, p);
+    core.pair_filter_.assign(kFilterWords, 0);
     core.pair_mask_ = core.pairs8_.size() - 1;
     core.pair_count_ = total;
     core.compact_ = true;
     p.parallel_for(found.size(), [&](size_t c) {
       for (const PairSlot& s : found[c]) {
         uint64_t key = ((s.key >> 32) << 20) | (s.key & 0xFFFFFFFFu), value = (key << 24) | s.rank;
-        for (uint64_t i = mix(key * 0x9E3779B97F4A7C15ull) & core.pair_mask_;; i = (i + 1) & core.pair_mask_) {
+        const uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
+        std::atomic_ref<uint64_t>(core.pair_filter_[core.filter_word(h)]).fetch_or(filter_bits(h), std::memory_order_relaxed);
+        for (uint64_t i = h & core.pair_mask_;; i = (i + 1) & core.pair_mask_) {
           uint64_t free = kEmptyKey;
           if (std::atomic_ref<uint64_t>(core.pairs8_[i]).compare_exchange_strong(free, value, std::memory_order_relaxed)) {
             break;
@@ -311,6 +287,7 @@ BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, Thread
     core.compact_pairs();
   }
   core.build_byte_pairs(p);
+  core.char_parts_ = CharParts::build(core, &p);
   return core;
 }
 
@@ -458,7 +435,7 @@ class FrontCache {
 
  private:
   uint64_t owner_ = 0, mask_ = 0;
-  std::vector<Entry> entries_;
+  std::vector<Entry, DefaultInitAllocator<Entry>> entries_;  // huge pages (3 MiB by default)
 };
 
 }  // namespace
@@ -502,7 +479,11 @@ void BpeCore::encode_piece(std::string_view piece, std::vector<uint32_t>& out) c
 
 void BpeCore::encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const {
   uint64_t h = hash_bytes(piece.data(), piece.size());
-  if (whole_piece_lookup_) {
+  // A piece longer than every token with its first byte is no token (o200k: 27 bytes at most for
+  // a CJK first byte, so most CJK pieces of 10 characters or more skip the table's cache miss).
+  const bool could_be_token = piece.size() <= longest_by_first_byte_[static_cast<uint8_t>(piece[0])] ||
+                              longest_by_first_byte_[static_cast<uint8_t>(piece[0])] == 255;
+  if (whole_piece_lookup_ && could_be_token) {
     if (std::optional<uint32_t> id = find_token(piece, h)) {
       out.push_back(*id);
       return;
@@ -518,318 +499,6 @@ void BpeCore::encode_piece_slow(std::string_view piece, std::vector<uint32_t>& o
   size_t before = out.size();
   merge_piece(piece, out);
   cache.insert(piece, h, out.data() + before, out.size() - before);
-}
-
-void BpeCore::merge_piece(std::string_view piece, std::vector<uint32_t>& out, bool force_tree) const {
-  const auto* p = reinterpret_cast<const uint8_t*>(piece.data());
-  if (force_tree) {
-    merge_tree(p, piece.size(), out);
-    return;
-  }
-  if (piece.size() >= kRunPiece && merge_runs(p, piece.size(), out)) return;
-  if (piece.size() <= kSmallPiece) merge_small(p, piece.size(), out);
-  else merge_tree(p, piece.size(), out);
-}
-
-bool BpeCore::merge_runs(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
-  // v5: the parts of a piece made of a few runs of one byte ("      ", "  \n\n\n") stay a few
-  // runs of equal parts while they merge (every part of a run is the same token, so the run's
-  // pairs all have the same rank and its leftmost pair is its first). The merge is done on the
-  // runs: the candidates are each run's first pair and each boundary pair, scanned left to right
-  // with a strict <, so the pair chosen is the same as in the per-part algorithm (lowest rank,
-  // leftmost). A merge turns a run (x, c) into (z, 1) (x, c - 2), or a boundary (x, c) (y, d)
-  // into (x, c - 1) (z, 1) (y, d - 1); equal neighbours are joined. When the runs grow past
-  // kMaxRuns the piece goes back to the other algorithms (from the start: same result). Merges of
-  // a run's first pair are done count / 2 at a time when that is provably the same (below).
-  struct Run {
-    uint32_t id;
-    uint32_t count;
-  };
-  constexpr size_t kMaxRuns = 24, kMaxInitialRuns = 4;
-  Run runs[kMaxRuns + 2];
-  size_t m = 0;
-  for (size_t i = 0; i < n;) {
-    size_t j = i + 1;
-    while (j < n && p[j] == p[i]) ++j;
-    if (m == kMaxInitialRuns) return false;
-    runs[m++] = {byte_id_[p[i]], static_cast<uint32_t>(j - i)};
-    i = j;
-  }
-  // Pair lookups, memoized: a run piece uses few distinct pairs.
-  constexpr size_t kMemo = 64;
-  struct Memo {
-    uint64_t key;
-    RankId r;
-  };
-  Memo memo[kMemo];
-  for (Memo& e : memo) e.key = kEmptyKey;
-  auto pair = [&](uint32_t a, uint32_t b) -> RankId {
-    uint64_t key = (static_cast<uint64_t>(a) << 32) | b;
-    Memo& e = memo[(mix(key * 0x9E3779B97F4A7C15ull)) & (kMemo - 1)];
-    if (e.key != key) {
-      e.key = key;
-      e.r = lookup_pair(a, b);
-    }
-    return e.r;
-  };
-  for (;;) {
-    uint32_t best = kNoId, merged = 0;
-    size_t bi = 0;
-    bool inner = false;
-    for (size_t i = 0; i < m; ++i) {
-      if (runs[i].count >= 2) {
-        RankId r = pair(runs[i].id, runs[i].id);
-        if (r.rank < best) {
-          best = r.rank;
-          merged = r.id;
-          bi = i;
-          inner = true;
-        }
-      }
-      if (i + 1 < m) {
-        RankId r = pair(runs[i].id, runs[i + 1].id);
-        if (r.rank < best) {
-          best = r.rank;
-          merged = r.id;
-          bi = i;
-          inner = false;
-        }
-      }
-    }
-    if (best == kNoId) break;
-    // New runs for positions bi (and bi + 1): at most 3 replace at most 2.
-    Run repl[3];
-    size_t k = 0, removed;
-    if (inner) {
-      // The run's next first pair stays the choice while the pairs the merge creates rank
-      // higher: (z, z), (z, x) and (left neighbour, z). Then all count / 2 merges go at once
-      // (N spaces: a handful of steps instead of N merges).
-      const uint32_t x = runs[bi].id;
-      uint32_t q = 1;
-      if (runs[bi].count >= 4 && pair(merged, merged).rank > best && pair(merged, x).rank > best &&
-          (bi == 0 || pair(runs[bi - 1].id, merged).rank > best)) {
-        q = runs[bi].count / 2;
-      }
-      repl[k++] = {merged, q};
-      if (runs[bi].count > 2 * q) repl[k++] = {x, runs[bi].count - 2 * q};
-      removed = 1;
-    } else {
-      if (runs[bi].count > 1) repl[k++] = {runs[bi].id, runs[bi].count - 1};
-      repl[k++] = {merged, 1};
-      if (runs[bi + 1].count > 1) repl[k++] = {runs[bi + 1].id, runs[bi + 1].count - 1};
-      removed = 2;
-    }
-    if (m - removed + k > kMaxRuns) return false;
-    // Shift the tail, put the replacement in, then join equal neighbours around it.
-    std::memmove(runs + bi + k, runs + bi + removed, (m - bi - removed) * sizeof(Run));
-    std::memcpy(runs + bi, repl, k * sizeof(Run));
-    m = m - removed + k;
-    size_t lo = bi > 0 ? bi - 1 : 0, hi = std::min(m, bi + k + 1), w = lo;
-    for (size_t i = lo + 1; i < hi; ++i) {
-      if (runs[i].id == runs[w].id) runs[w].count += runs[i].count;
-      else runs[++w] = runs[i];
-    }
-    ++w;
-    std::memmove(runs + w, runs + hi, (m - hi) * sizeof(Run));
-    m -= hi - w;
-  }
-  for (size_t i = 0; i < m; ++i) out.insert(out.end(), runs[i].count, runs[i].id);
-  return true;
-}
-
-namespace {
-
-// The per-thread cache of pair lookups for the compact table (v4): direct-mapped, 65,536 slots
-// by default (v5; 16,384 in v4; v7: the core's BpeCacheSizes::pair_slots) of the table's own
-// format (key << 24 | rank; rank 0xFFFFFF: the pair does not merge), 512 KiB, so
-// the pairs a script keeps using stay in L2 instead of missing in the 8 MiB table (perf: the
-// table load was half of merge_small's time).
-struct PairCache {
-  uint64_t owner = 0;
-  std::vector<uint64_t> slots;
-  uint64_t* get(uint64_t id, size_t n) {
-    if (owner != id) {
-      owner = id;
-      slots.assign(n, ~0ull);
-    }
-    return slots.data();
-  }
-};
-
-// One per thread, shared by merge_small and merge_tree.
-uint64_t* thread_pair_cache(uint64_t owner, size_t slots) {
-  thread_local PairCache pair_cache;
-  return pair_cache.get(owner, slots);
-}
-
-}  // namespace
-
-void BpeCore::merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
-  // ids[i]: part i; pr[i]: (rank, merged id) of the pair (i, i+1).
-  uint32_t ids[kSmallPiece];
-  RankId pr[kSmallPiece];
-  size_t m = n;
-  for (size_t i = 0; i < n; ++i) ids[i] = byte_id_[p[i]];
-  for (size_t i = 0; i + 1 < m; ++i) pr[i] = byte_pairs_[(p[i] << 8) | p[i + 1]];
-  uint64_t* cache = nullptr;
-  const uint64_t cache_mask = cache_sizes_.pair_slots - 1;
-  if (compact_) {
-    cache = thread_pair_cache(instance_, cache_sizes_.pair_slots);
-  }
-  constexpr uint64_t kNoRank = 0xFFFFFF;
-  auto decode = [&](uint64_t slot) -> RankId {
-    uint32_t rank = static_cast<uint32_t>(slot & 0xFFFFFF);
-    if (rank == kNoRank) return {kNoId, kNoId};
-    return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
-  };
-  auto probe = [&](uint64_t key, uint64_t h) -> uint64_t {  // the table's slot for key, or key << 24 | kNoRank
-    for (uint64_t i = h & pair_mask_;; i = (i + 1) & pair_mask_) {
-      uint64_t s = pairs8_[i];
-      if ((s >> 24) == key) return s;
-      if (s == kEmptyKey) return (key << 24) | kNoRank;
-    }
-  };
-  while (m > 1) {
-    uint32_t best = kNoId;
-    size_t bi = 0;
-    for (size_t i = 0; i + 1 < m; ++i) {
-      if (pr[i].rank < best) {
-        best = pr[i].rank;
-        bi = i;
-      }
-    }
-    if (best == kNoId) break;
-    ids[bi] = pr[bi].id;
-    // Remove part bi+1 and the pair (bi+1, bi+2).
-    for (size_t i = bi + 1; i + 1 < m; ++i) ids[i] = ids[i + 1];
-    for (size_t i = bi + 1; i + 2 < m; ++i) pr[i] = pr[i + 1];
-    --m;
-    const bool right = bi + 1 < m, left = bi > 0;
-    if (cache == nullptr) {
-      if (right) pr[bi] = lookup_pair(ids[bi], ids[bi + 1]);
-      if (left) pr[bi - 1] = lookup_pair(ids[bi - 1], ids[bi]);
-      continue;
-    }
-    // Both neighbours: cache first; the table loads of both misses are issued before either is
-    // used, so their latencies overlap.
-    uint64_t kr = 0, hr = 0, kl = 0, hl = 0;
-    bool miss_r = false, miss_l = false;
-    if (right) {
-      kr = (static_cast<uint64_t>(ids[bi]) << 20) | ids[bi + 1];
-      hr = mix(kr * 0x9E3779B97F4A7C15ull);
-      uint64_t c = cache[hr & cache_mask];
-      if ((c >> 24) == kr) pr[bi] = decode(c);
-      else {
-        miss_r = true;
-        __builtin_prefetch(&pairs8_[hr & pair_mask_]);
-      }
-    }
-    if (left) {
-      kl = (static_cast<uint64_t>(ids[bi - 1]) << 20) | ids[bi];
-      hl = mix(kl * 0x9E3779B97F4A7C15ull);
-      uint64_t c = cache[hl & cache_mask];
-      if ((c >> 24) == kl) pr[bi - 1] = decode(c);
-      else {
-        miss_l = true;
-        __builtin_prefetch(&pairs8_[hl & pair_mask_]);
-      }
-    }
-    if (miss_r) {
-      uint64_t s = probe(kr, hr);
-      cache[hr & cache_mask] = s;
-      pr[bi] = decode(s);
-    }
-    if (miss_l) {
-      uint64_t s = probe(kl, hl);
-      cache[hl & cache_mask] = s;
-      pr[bi - 1] = decode(s);
-    }
-  }
-  for (size_t i = 0; i < m; ++i) out.push_back(ids[i]);  // mostly 1-4 ids: no memmove call (v5)
-}
-
-void BpeCore::merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const {
-  // Parts form a linked list; node i is the part that starts at byte i and knows the rank and
-  // merged id of the pair it starts. A tournament tree over the nodes holds each pair's key
-  // rank << 32 | i (kEmpty for none), so the root is the lowest rank, leftmost on a tie: the pair
-  // to merge. A merge changes three leaves, each an O(log n) branch-free climb (a binary heap
-  // with lazy deletion spent its time in mispredicted sift branches).
-  struct Node {
-    uint32_t id;
-    uint32_t prev;  // kNoId: none
-    uint32_t next;  // n: none
-    uint32_t merged;
-  };
-  constexpr uint64_t kEmpty = ~0ull;
-  thread_local std::vector<Node> nodes;
-  thread_local std::vector<uint64_t> tree;
-  const uint32_t end = static_cast<uint32_t>(n);
-  const size_t size = std::bit_ceil(n);
-  nodes.resize(n);
-  tree.assign(2 * size, kEmpty);
-  for (uint32_t i = 0; i < end; ++i) {
-    RankId r = i + 1 < end ? byte_pairs_[(p[i] << 8) | p[i + 1]] : RankId{kNoId, kNoId};
-    nodes[i] = {byte_id_[p[i]], i == 0 ? kNoId : i - 1, i + 1, r.id};
-    if (r.rank != kNoId) tree[size + i] = (static_cast<uint64_t>(r.rank) << 32) | i;
-  }
-  for (size_t x = size - 1; x >= 1; --x) tree[x] = std::min(tree[2 * x], tree[2 * x + 1]);
-  auto set_leaf = [&](uint32_t i, uint64_t key) {
-    size_t x = size + i;
-    tree[x] = key;
-    // Stop at the first node whose minimum does not change: the ones above it cannot either.
-    for (x >>= 1; x >= 1; x >>= 1) {
-      uint64_t v = std::min(tree[2 * x], tree[2 * x + 1]);
-      if (tree[x] == v) break;
-      tree[x] = v;
-    }
-  };
-  // v5: the pair lookups go through the per-thread pair cache too (as in merge_small).
-  uint64_t* cache = nullptr;
-  const uint64_t cache_mask = cache_sizes_.pair_slots - 1;
-  if (compact_) {
-    cache = thread_pair_cache(instance_, cache_sizes_.pair_slots);
-  }
-  auto lookup = [&](uint32_t left, uint32_t right) -> RankId {
-    if (cache == nullptr) return lookup_pair(left, right);
-    uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
-    uint64_t h = mix(key * 0x9E3779B97F4A7C15ull);
-    uint64_t& c = cache[h & cache_mask];
-    if ((c >> 24) != key) {
-      uint64_t i = h & pair_mask_;
-      for (;; i = (i + 1) & pair_mask_) {
-        uint64_t s = pairs8_[i];
-        if ((s >> 24) == key) {
-          c = s;
-          break;
-        }
-        if (s == kEmptyKey) {
-          c = (key << 24) | 0xFFFFFF;
-          break;
-        }
-      }
-    }
-    uint32_t rank = static_cast<uint32_t>(c & 0xFFFFFF);
-    if (rank == 0xFFFFFF) return {kNoId, kNoId};
-    return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
-  };
-  auto update = [&](uint32_t i) {  // recomputes the pair node i starts
-    Node& a = nodes[i];
-    RankId r = a.next != end ? lookup(a.id, nodes[a.next].id) : RankId{kNoId, kNoId};
-    a.merged = r.id;
-    set_leaf(i, r.rank == kNoId ? kEmpty : (static_cast<uint64_t>(r.rank) << 32) | i);
-  };
-  while (tree[1] != kEmpty) {
-    uint32_t i = static_cast<uint32_t>(tree[1]);
-    Node& a = nodes[i];
-    uint32_t j = a.next;
-    a.id = a.merged;
-    a.next = nodes[j].next;
-    if (a.next != end) nodes[a.next].prev = i;
-    set_leaf(j, kEmpty);
-    update(i);
-    if (a.prev != kNoId) update(a.prev);
-  }
-  for (uint32_t i = 0; i != end; i = nodes[i].next) out.push_back(nodes[i].id);
 }
 
 }  // namespace quill

@@ -17,9 +17,11 @@
 // 3 MiB a thread, v5; 4,096 in v4) keeps frequent words off the large tables. v7: the sizes of the
 // per-thread caches are the core's (bpe_cache_sizes.h: QUILL_BPE_* variables by default).
 //
-// Short pieces use tiktoken's quadratic scan over a small array; long pieces (CJK text without
-// spaces) use a tournament tree over the pairs, whose root is the same pair, so the result is
-// identical (tested against each other and a plain reference). Pieces of at most 4 runs of one
+// A merge starts from one part per byte, or per whole character where that provably gives the
+// same result (tiktoken vocabularies, v10: bpe_char_parts.h; CJK pieces then start with a third
+// of the parts). Pieces of few parts use tiktoken's quadratic scan over a small array; more
+// parts (long CJK runs) use a tournament tree over the pairs, whose root is the same pair, so the
+// result is identical (tested against each other and a plain reference). Pieces of at most 4 runs of one
 // byte (whitespace runs) merge on the runs (v5, merge_runs), also tested against the reference.
 #pragma once
 
@@ -32,6 +34,8 @@
 #include <vector>
 
 #include "data/bpe_cache_sizes.h"
+#include "data/bpe_char_parts.h"
+#include "data/bpe_hash.h"
 #include "base/thread_pool.h"
 
 namespace quill {
@@ -53,6 +57,9 @@ struct TokenBytes {
   static TokenBytes from_strings(const std::vector<std::string>& tokens, const std::string& source);
 };
 
+void* huge_page_allocate(size_t bytes);
+void huge_page_free(void* p, size_t bytes);
+
 // An allocator whose vectors grow without value-initialising their elements, for tables that
 // are then filled on all threads (a serial zero-fill would be serial work, and page faults, that
 // grow with the table).
@@ -62,6 +69,8 @@ struct DefaultInitAllocator : std::allocator<T> {
   struct rebind {
     using other = DefaultInitAllocator<U>;
   };
+  T* allocate(size_t n) { return static_cast<T*>(huge_page_allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { huge_page_free(p, n * sizeof(T)); }
   template <typename U, typename... Args>
   void construct(U* p, Args&&... args) {
     if constexpr (sizeof...(Args) == 0) {
@@ -87,6 +96,11 @@ class BpeCore {
   // merges: (left id, right id) in priority order; the merged bytes must be a token.
   static BpeCore from_merges(std::vector<std::string> tokens, const std::vector<std::pair<uint32_t, uint32_t>>& merges,
                              bool whole_piece_lookup, const std::string& source, ThreadPool* pool = nullptr);
+
+  // Pieces of up to this many starting parts (bytes, or whole characters: bpe_char_parts.h) merge
+  // in the quadratic scan, on stack arrays; more in the tournament tree. The crossover was
+  // measured on mixed text when parts were bytes (docs/tokenizer.md).
+  static constexpr size_t kSmallParts = 96;
 
   // Appends the ids of one piece (non-empty).
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
@@ -141,16 +155,22 @@ class BpeCore {
   void build_byte_pairs(ThreadPool& pool);
   void compact_pairs();
   void encode_piece_slow(std::string_view piece, std::vector<uint32_t>& out) const;  // n >= 2, no front cache
-  void merge_small(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
-  void merge_tree(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
+  // The merges from starting parts (ids; bytes as CharParts::split gives them: a byte, or
+  // kCharBase + a character's index), m >= 1 of them; merge_small needs m <= kSmallParts.
+  void merge_small(const uint32_t* ids, const uint16_t* bytes, size_t m, std::vector<uint32_t>& out) const;
+  void merge_tree(const uint32_t* ids, const uint16_t* bytes, size_t m, std::vector<uint32_t>& out) const;
+  // A pair through the per-thread pair cache `cache` (null: the table alone).
+  inline RankId cached_pair(uint64_t* cache, uint32_t left, uint32_t right) const;
   // Pieces made of a few runs of one byte (whitespace runs): false when it does not apply.
   bool merge_runs(const uint8_t* p, size_t n, std::vector<uint32_t>& out) const;
 
   std::string blob_;               // all token bytes, by id
   std::vector<uint32_t> offsets_;  // token id's bytes: blob_[offsets_[id], offsets_[id+1])
   uint32_t byte_id_[256] = {};
+  uint8_t longest_by_first_byte_[256] = {};  // the longest token that starts with the byte (255: 255 or more)
   std::vector<PieceSlot, DefaultInitAllocator<PieceSlot>> pieces_;
   uint64_t piece_mask_ = 0;
+  CharParts char_parts_;  // tiktoken vocabularies: characters that may start whole (empty: bytes)
   std::vector<RankId> byte_pairs_;  // the pair of two single bytes a, b at a << 8 | b (the first merges)
   std::vector<PairSlot> pairs_;
   uint64_t pair_mask_ = 0;
@@ -159,11 +179,43 @@ class BpeCore {
   // left << 44 | right << 24 | rank; the merged id is the rank (tiktoken) or rank_to_id_[rank].
   std::vector<uint64_t, DefaultInitAllocator<uint64_t>> pairs8_;
   std::vector<uint32_t> rank_to_id_;  // empty: the merged id is the rank
+  // Bloom filters of the compact pair table's keys and of the whole-piece table's tokens (two
+  // bits of one word per key, from the bits of the table's hash above those its index uses): a
+  // key whose bits are not both set is surely absent, so on cold text most lookups of pairs that
+  // do not merge and of pieces that are no token stop in these 512 KiB instead of missing in an
+  // 8 MiB table. An empty pair filter: not built (every lookup goes to the table).
+  static constexpr size_t kFilterWords = size_t{1} << 16;
+  std::vector<uint64_t> pair_filter_, piece_filter_;
+  static size_t filter_word(uint64_t h) { return (h >> 40) & (kFilterWords - 1); }
+  static uint64_t filter_bits(uint64_t h) { return (uint64_t{1} << ((h >> 28) & 63)) | (uint64_t{1} << ((h >> 34) & 63)); }
+  bool may_be_pair(uint64_t h) const {
+    return pair_filter_.empty() || (pair_filter_[filter_word(h)] & filter_bits(h)) == filter_bits(h);
+  }
   bool compact_ = false;
   size_t pair_count_ = 0;
   bool whole_piece_lookup_ = true;
   BpeCacheSizes cache_sizes_;
   uint64_t instance_ = 0;  // tells the per-thread caches of different vocabularies (and sizes) apart
 };
+
+inline BpeCore::RankId BpeCore::lookup_pair(uint32_t left, uint32_t right) const {
+  if (compact_) {
+    uint64_t key = (static_cast<uint64_t>(left) << 20) | right;
+    for (uint64_t i = bpe_detail::mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
+      uint64_t s = pairs8_[i];
+      if ((s >> 24) == key) {
+        uint32_t rank = static_cast<uint32_t>(s & 0xFFFFFF);
+        return {rank, rank_to_id_.empty() ? rank : rank_to_id_[rank]};
+      }
+      if (s == kEmptyKey) return {kNoId, kNoId};
+    }
+  }
+  uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
+  for (uint64_t i = bpe_detail::mix(key * 0x9E3779B97F4A7C15ull) & pair_mask_;; i = (i + 1) & pair_mask_) {
+    const PairSlot& s = pairs_[i];
+    if (s.key == key) return {s.rank, s.id};
+    if (s.key == kEmptyKey) return {kNoId, kNoId};
+  }
+}
 
 }  // namespace quill

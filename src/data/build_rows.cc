@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "data/chat_render.h"
+#include "data/conversation_fast.h"
 #include "data/jsonl_lines.h"
 #include "data/mapped_file.h"
 #include "base/thread_pool.h"
@@ -25,9 +26,10 @@ struct InvalidLineSeen {};
 
 }  // namespace
 
-Conversation parse_conversation_line(std::string_view line, const std::string& where) {
-  size_t bad = find_invalid_utf8(line);
-  QUILL_CHECK(bad == kUtf8Valid, "{}: invalid UTF-8 at byte {} of the line", where, bad + 1);
+namespace {
+
+// The general path's JSON of a line; errors name `where`.
+nlohmann::json json_of_line(std::string_view line, const std::string& where) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
@@ -41,7 +43,16 @@ Conversation parse_conversation_line(std::string_view line, const std::string& w
     }
     QUILL_FAIL("{}: malformed JSON ({})", where, what);
   }
-  Conversation c = conversation_from_json(j, where);
+  return j;
+}
+
+}  // namespace
+
+Conversation parse_conversation_line(std::string_view line, const std::string& where) {
+  size_t bad = find_invalid_utf8(line);
+  QUILL_CHECK(bad == kUtf8Valid, "{}: invalid UTF-8 at byte {} of the line", where, bad + 1);
+  std::optional<Conversation> fast = parse_conversation_fast(line);
+  Conversation c = fast ? std::move(*fast) : conversation_from_json(json_of_line(line, where), where);
   if (!c.tools.empty()) {
     try {
       tool_declare_json(c.tools);

@@ -40,6 +40,8 @@ std::string optional_string(const json& obj, const char* key, const std::string&
   return it->get<std::string>();
 }
 
+}  // namespace
+
 ToolCall tool_call_from_json(const json& j, const std::string& where) {
   QUILL_CHECK(j.is_object(), "{}: must be an object", where);
   ToolCall call;
@@ -67,6 +69,8 @@ ToolCall tool_call_from_json(const json& j, const std::string& where) {
               call.args.type_name());
   return call;
 }
+
+namespace {
 
 Message message_from_json(const json& j, const std::string& where) {
   QUILL_CHECK(j.is_object(), "{}: must be an object", where);

@@ -50,6 +50,8 @@ std::optional<Role> parse_role(std::string_view role);
 // The canonical spelling written back to JSON: "system", "user", "assistant", "tool".
 std::string_view role_name(Role role);
 
+// One tool call of a message's tool_calls list (either spelling above).
+ToolCall tool_call_from_json(const nlohmann::json& j, const std::string& where);
 // One conversation from its JSON object. Errors are prefixed with `where` ("file:line 3").
 Conversation conversation_from_json(const nlohmann::json& j, const std::string& where);
 // The JSON object of a conversation: messages with "role", "content" and, when present,
