@@ -90,7 +90,7 @@ int64_t AdamW::host_moment_bytes() const {
 }
 
 double AdamW::reduce_and_norm() {
-  reduce_gradients(params_);
+  reduce_gradients(params_, ctx_);
   return global_grad_norm(params_, ctx_, world_);
 }
 

@@ -6,9 +6,10 @@
 #pragma once
 
 #include "model/params.h"
+#include "ops/device_context.h"
 
 namespace quill {
 
-void reduce_gradients(ParamTable& table);
+void reduce_gradients(ParamTable& table, const DeviceContext& ctx);
 
 }  // namespace quill

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "ops/collective.h"
 #include "ops/convert.h"
 #include "ops/elementwise.h"
 
@@ -37,7 +38,7 @@ Tensor like(const DeviceContext& ctx, const Tensor& t, const Shape& shape) {
 Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
   if (tp == nullptr || tp->size() == 1) return mine;
   Tensor all = like(ctx, mine, {mine.dim(0) * tp->size(), mine.dim(1)});
-  tp->all_gather(mine, all);
+  ops::collective(ctx, "sp.halo_all_gather", all, [&] { tp->all_gather(mine, all); });
   return all;
 }
 

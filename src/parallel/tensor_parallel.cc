@@ -1,6 +1,7 @@
 #include "parallel/tensor_parallel.h"
 
 #include "base/error.h"
+#include "ops/collective.h"
 
 namespace quill {
 
@@ -19,7 +20,7 @@ Tensor TensorParallel::gather_chunks(const DeviceContext& ctx, const Tensor& x_c
   QUILL_CHECK(!shape.empty(), "tensor parallelism: cannot gather a 0-D tensor");
   shape[0] *= size;
   Tensor full = Tensor::empty(shape, x_chunk.dtype(), *ctx.allocator);
-  comm->all_gather(x_chunk, full);
+  ops::collective(ctx, "tp.all_gather", full, [&] { comm->all_gather(x_chunk, full); });
   return full;
 }
 
@@ -31,12 +32,12 @@ Tensor TensorParallel::reduce_scatter_chunks(const DeviceContext& ctx, const Ten
               shape.empty() ? 0 : shape[0], size);
   shape[0] /= size;
   Tensor chunk = Tensor::empty(shape, x_full.dtype(), *ctx.allocator);
-  comm->reduce_scatter(x_full, chunk, ReduceOp::Sum);
+  ops::collective(ctx, "tp.reduce_scatter", x_full, [&] { comm->reduce_scatter(x_full, chunk, ReduceOp::Sum); });
   return chunk;
 }
 
-void TensorParallel::all_reduce(const Tensor& t) const {
-  if (active()) comm->all_reduce(t, ReduceOp::Sum);
+void TensorParallel::all_reduce(const DeviceContext& ctx, const Tensor& t) const {
+  if (active()) ops::collective(ctx, "tp.all_reduce", t, [&] { comm->all_reduce(t, ReduceOp::Sum); });
 }
 
 Tensor TensorParallel::gather_input(const DeviceContext& ctx, const Tensor& x) const {
@@ -45,13 +46,13 @@ Tensor TensorParallel::gather_input(const DeviceContext& ctx, const Tensor& x) c
 
 Tensor TensorParallel::gather_input_backward(const DeviceContext& ctx, const Tensor& dx) const {
   if (sequence_parallel) return reduce_scatter_chunks(ctx, dx);
-  all_reduce(dx);
+  all_reduce(ctx, dx);
   return dx;
 }
 
 Tensor TensorParallel::reduce_output(const DeviceContext& ctx, const Tensor& y) const {
   if (sequence_parallel) return reduce_scatter_chunks(ctx, y);
-  all_reduce(y);
+  all_reduce(ctx, y);
   return y;
 }
 

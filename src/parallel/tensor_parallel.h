@@ -18,6 +18,8 @@
 // between a rank's chunk and all T positions.
 //
 // With one tensor-parallel rank every call returns its input: the single-device path is untouched.
+// Each collective is one entry of the CUDA profiler (ops/collective.h: rows tp.all_gather,
+// tp.reduce_scatter, tp.all_reduce, with the bytes each rank moves).
 // Every call with tp > 1 is collective over the tensor-parallel group.
 #pragma once
 
@@ -55,7 +57,7 @@ struct TensorParallel {
   Tensor gather_chunks(const DeviceContext& ctx, const Tensor& x_chunk) const;
   Tensor reduce_scatter_chunks(const DeviceContext& ctx, const Tensor& x_full_partial) const;
   // Sums `t` over the group in place (a no-op with one rank).
-  void all_reduce(const Tensor& t) const;
+  void all_reduce(const DeviceContext& ctx, const Tensor& t) const;
 };
 
 }  // namespace quill
