@@ -176,3 +176,45 @@ TEST(TensorParallel, LayoutsThatDoNotDivideAreRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// `quill run` of a recipe whose layout is TP2 with sequence parallelism (layout.tp 2,
+// sequence_parallel true, and Megatron's --tensor-model-parallel-size 2 --sequence-parallel
+// --expert-tensor-parallel-size 1 in its run flags), launched with mpirun, equals the one-process
+// recipe step for step (configs/tiny.json: 4 q / 2 kv heads, 1 kv head per rank).
+TEST(TensorParallel, QuillRunOfATensorParallelRecipeEqualsOneRank) {
+  const std::string rows = temp("run-rows");
+  run_ok(kQuill + " data synth --input " + kSrc + "/data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows);
+  std::ifstream in(kSrc + "/recipes/tiny-cpu.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace("  count: 1\n", "  count: 2\n");
+  replace("  per_node: 1\n", "  per_node: 2\n");
+  replace("  label: DP1\n", "  label: TP2-SP\n");
+  replace("  tp: 1\n", "  tp: 2\n");
+  replace("  sequence_parallel: false\n", "  sequence_parallel: true\n");
+  replace("--moe-token-dispatcher-type alltoall",
+          "--moe-token-dispatcher-type alltoall --tensor-model-parallel-size 2 --sequence-parallel "
+          "--expert-tensor-parallel-size 1");
+  const std::string recipe = temp("tp2.yaml");
+  std::ofstream(recipe) << text;
+  const std::string one = temp("run-one"), two = temp("run-tp2");
+  run_ok("cd " + kSrc + " && " + kQuill + " run recipes/tiny-cpu.yaml --set SFT_DATA=" + rows + " --out " + one +
+         " --steps 6");
+  run_ok("cd " + kSrc + " && " + mpirun(2) + kQuill + " run " + recipe + " --set SFT_DATA=" + rows + " --out " + two +
+         " --steps 6");
+  const auto a = metrics(one), b = metrics(two);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* key : {"loss", "grad_norm"})
+      EXPECT_NEAR(b[i][key].get<double>(), a[i][key].get<double>(), 1e-5 * std::fabs(a[i][key].get<double>()))
+          << key << " step " << i;
+}
+
+}  // namespace
