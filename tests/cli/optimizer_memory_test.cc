@@ -24,31 +24,17 @@
 #include "io/safetensors.h"
 #include "train/train_checkpoint.h"
 #include "util/command.h"
+#include "util/run_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-int run(const std::string& cmd, std::string* output = nullptr) {
-  const quill::test::CommandResult r = quill::test::run_command(cmd);
-  if (output) *output = r.output;
-  if (r.status != 0) ADD_FAILURE() << cmd << "\n" << r.output;
-  return r.status;
-}
+int run(const std::string& cmd, std::string* output = nullptr) { return quill::test::run_checked(cmd, output); }
 
-std::string temp(const std::string& name) {
-  std::string d = (fs::temp_directory_path() / ("quill-optmem-" + std::to_string(::getpid()) + "-" + name)).string();
-  fs::remove_all(d);
-  return d;
-}
+std::string temp(const std::string& name) { return quill::test::fresh_temp_dir("optmem", name); }
 
-std::vector<double> metric(const std::string& out, const char* key) {
-  std::vector<double> v;
-  std::ifstream in(out + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) v.push_back(nlohmann::json::parse(line).at(key).get<double>());
-  return v;
-}
+std::vector<double> metric(const std::string& out, const char* key) { return quill::test::read_metric(out, key); }
 
 std::map<std::string, quill::Tensor> weights(const std::string& checkpoint) {
   std::map<std::string, quill::Tensor> m;

@@ -18,24 +18,15 @@
 #include "io/safetensors.h"
 #include "train/train_checkpoint.h"
 #include "util/command.h"
+#include "util/run_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp(const std::string& name) {
-  std::string d = (fs::temp_directory_path() / ("quill-pp-" + std::to_string(::getpid()) + "-" + name)).string();
-  fs::remove_all(d);
-  return d;
-}
+std::string temp(const std::string& name) { return quill::test::fresh_temp_dir("pp", name); }
 
-std::vector<nlohmann::json> metrics(const std::string& out) {
-  std::vector<nlohmann::json> v;
-  std::ifstream in(out + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) v.push_back(nlohmann::json::parse(line));
-  return v;
-}
+std::vector<nlohmann::json> metrics(const std::string& out) { return quill::test::read_metrics(out); }
 
 void run_ok(const std::string& cmd) {
   const quill::test::CommandResult r = quill::test::run_command(cmd);

@@ -47,6 +47,32 @@ __global__ void check_targets_kernel(const int32_t* targets, const float* weight
     if (weights[t] != 0.f && (targets[t] < 0 || targets[t] >= L)) atomicMin(first_bad, static_cast<unsigned>(t));
 }
 
+// A row's gradient of 0 (an unsupervised row) by the block.
+template <typename T, int VEC>
+__device__ __forceinline__ void zero_row(Pack<T, VEC>* grow, int64_t n_vec) {
+  Pack<T, VEC> z;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) z.v[j] = from_f32<T>(0.f);
+  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) grow[i] = z;
+}
+
+// dlogits of a row by the block: g * (softmax - onehot(target)) for columns below limit, 0 beyond.
+template <typename T, int VEC>
+__device__ __forceinline__ void write_row_gradient(const Pack<T, VEC>* row, Pack<T, VEC>* grow, int64_t n_vec,
+                                                   int64_t limit, int64_t target, float lse, float g) {
+  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
+    const Pack<T, VEC> p = row[i];
+    Pack<T, VEC> out;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int64_t col = i * VEC + j;
+      const float prob = expf(to_f32(p.v[j]) - lse);
+      out.v[j] = from_f32<T>(col < limit ? g * (col == target ? prob - 1.0f : prob) : 0.f);
+    }
+    grow[i] = out;
+  }
+}
+
 template <typename T, int VEC>
 __global__ void __launch_bounds__(1024)
     cross_entropy_kernel(const T* logits, const int32_t* targets, const float* weights, int64_t V, int64_t L,
@@ -58,10 +84,7 @@ __global__ void __launch_bounds__(1024)
   P* grow = reinterpret_cast<P*>(dlogits + t * V);
   const float w = weights[t];
   if (w == 0.f) {
-    P z;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) z.v[j] = from_f32<T>(0.f);
-    for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) grow[i] = z;
+    zero_row(grow, n_vec);
     if (threadIdx.x == 0) row_loss[t] = 0.0;
     return;
   }
@@ -79,17 +102,7 @@ __global__ void __launch_bounds__(1024)
   block_online_reduce(m, s, s_m, s_s);
   const float lse = m + logf(s);
   const float g = grad_scale * w;
-  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
-    const P p = row[i];
-    P out;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const int64_t col = i * VEC + j;
-      const float prob = expf(to_f32(p.v[j]) - lse);
-      out.v[j] = from_f32<T>(col < L ? g * (col == target ? prob - 1.0f : prob) : 0.f);
-    }
-    grow[i] = out;
-  }
+  write_row_gradient(row, grow, n_vec, L, target, lse, g);
   if (threadIdx.x == 0) row_loss[t] = static_cast<double>(w) * (static_cast<double>(lse) - s_target_logit);
 }
 
@@ -133,10 +146,7 @@ __global__ void __launch_bounds__(1024)
   P* grow = reinterpret_cast<P*>(dlogits + t * V);
   const float w = weights[t];
   if (w == 0.f) {
-    P z;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) z.v[j] = from_f32<T>(0.f);
-    for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) grow[i] = z;
+    zero_row(grow, n_vec);
     if (threadIdx.x == 0) row_loss[t] = 0.0;
     return;
   }
@@ -149,17 +159,7 @@ __global__ void __launch_bounds__(1024)
   const float lse = m + logf(s);
   const float g = grad_scale * w;
   const int64_t local = static_cast<int64_t>(targets[t]) - begin;
-  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
-    const P p = row[i];
-    P out;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const int64_t col = i * VEC + j;
-      const float prob = expf(to_f32(p.v[j]) - lse);
-      out.v[j] = from_f32<T>(col < valid ? g * (col == local ? prob - 1.0f : prob) : 0.f);
-    }
-    grow[i] = out;
-  }
+  write_row_gradient(row, grow, n_vec, valid, local, lse, g);
   if (threadIdx.x == 0) row_loss[t] = static_cast<double>(w) * (static_cast<double>(lse) - target_logit);
 }
 

@@ -1,0 +1,49 @@
+// Helpers of the CLI tests that run quill and read its run directory: fresh temporary directories,
+// checked commands, metrics.jsonl lines.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "util/command.h"
+
+namespace quill::test {
+
+// An absent directory under the system's temporary one, unique to this process: "quill-PREFIX-PID-NAME".
+inline std::string fresh_temp_dir(const std::string& prefix, const std::string& name) {
+  const std::filesystem::path d =
+      std::filesystem::temp_directory_path() / ("quill-" + prefix + "-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(d);
+  return d.string();
+}
+
+// Runs cmd; a nonzero status adds a test failure naming the command and its output. Returns the status.
+inline int run_checked(const std::string& cmd, std::string* output = nullptr) {
+  const CommandResult r = run_command(cmd);
+  if (output) *output = r.output;
+  if (r.status != 0) ADD_FAILURE() << cmd << "\n" << r.output;
+  return r.status;
+}
+
+// OUT/metrics.jsonl, one parsed line per step (empty when the file is missing).
+inline std::vector<nlohmann::json> read_metrics(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  std::ifstream in(out + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+inline std::vector<double> read_metric(const std::string& out, const char* key) {
+  std::vector<double> v;
+  for (const nlohmann::json& j : read_metrics(out)) v.push_back(j.at(key).get<double>());
+  return v;
+}
+
+}  // namespace quill::test
