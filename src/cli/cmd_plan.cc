@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/layout_flags.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "data/rows.h"
@@ -39,16 +40,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   add_device_memory_flag(cmd, device_memory);
   cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
-  cmd->add_option("--dp", layout.dp, "data-parallel ranks");
-  cmd->add_option("--tp,--tensor-model-parallel-size", layout.tp, "tensor-parallel ranks");
-  cmd->add_option("--pp,--pipeline-model-parallel-size", layout.pp, "pipeline stages");
-  cmd->add_option("--cp,--context-parallel-size", layout.cp, "context-parallel ranks");
-  cmd->add_option("--ep,--expert-model-parallel-size", layout.ep, "expert-parallel ranks");
-  cmd->add_option("--etp,--expert-tensor-parallel-size", layout.etp, "expert tensor-parallel ranks");
-  cmd->add_flag("--sp,--sequence-parallel", layout.sequence_parallel, "sequence parallelism (with --tp)");
-  cmd->add_option("--pp-layers", layout.pp_layers, "layers per pipeline stage, e.g. 12,10,10,10 (default: even)")
-      ->delimiter(',');
-  cmd->add_option("--parallel-order", layout.order, "rank order of the axes (Megatron's, default tp-cp-ep-dp-pp)");
+  add_layout_flags(cmd, layout);
   add_optimizer_flags(cmd, memory, names);
   cmd->add_option("--gpus-per-node", gpus_per_node, "GPUs per node, for the pinned host memory per node (default 8)");
   cmd->add_option("--expert-rows-factor", expert_rows_factor,

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/layout_flags.h"
 #include "io/hf_export.h"
 #include "model/params.h"
 #include "tensor/tracking_allocator.h"
@@ -162,16 +163,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--device", device, "cpu (fp32 reference) | cuda (bf16; one GPU per rank)");
   // The layout (Megatron's flag names, with short forms); world = tp x cp x dp x pp ranks, launched
   // with mpirun -np WORLD or srun. What the model cannot run yet is refused before anything loads.
-  cmd->add_option("--dp", layout.dp, "data-parallel ranks");
-  cmd->add_option("--tp,--tensor-model-parallel-size", layout.tp, "tensor-parallel ranks");
-  cmd->add_option("--pp,--pipeline-model-parallel-size", layout.pp, "pipeline stages");
-  cmd->add_option("--cp,--context-parallel-size", layout.cp, "context-parallel ranks");
-  cmd->add_option("--ep,--expert-model-parallel-size", layout.ep, "expert-parallel ranks");
-  cmd->add_option("--etp,--expert-tensor-parallel-size", layout.etp, "expert tensor-parallel ranks");
-  cmd->add_flag("--sp,--sequence-parallel", layout.sequence_parallel, "sequence parallelism (with --tp)");
-  cmd->add_option("--pp-layers", layout.pp_layers, "layers per pipeline stage, e.g. 12,10,10,10 (default: even)")
-      ->delimiter(',');
-  cmd->add_option("--parallel-order", layout.order, "rank order of the axes (Megatron's, default tp-cp-ep-dp-pp)");
+  add_layout_flags(cmd, layout);
   cmd->add_option("--warmup-steps", o.warmup_steps,
                   "steps left out of the closing summary's median and spread (OUT/summary.json)");
   cmd->add_option("--profile-step", o.profile_step,

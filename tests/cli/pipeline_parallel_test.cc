@@ -143,19 +143,14 @@ namespace {
 TEST(PipelineParallel, QuillRunOfAPipelinedRecipeEqualsOneRank) {
   const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("run-rows");
   run_ok(quill + " data synth --input " + src + "/data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows);
-  std::ifstream in(src + "/recipes/tiny-cpu.yaml");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-  };
-  replace("  count: 1\n", "  count: 2\n");
-  replace("  per_node: 1\n", "  per_node: 2\n");
-  replace("  label: DP1\n", "  label: PP2\n");
-  replace("  pp: 1\n", "  pp: 2\n  layer_split:\n    first: 1\n");
-  replace("--moe-token-dispatcher-type alltoall",
-          "--moe-token-dispatcher-type alltoall --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1");
+  const std::string text = quill::test::edited_text(
+      src + "/recipes/tiny-cpu.yaml",
+      {{"  count: 1\n", "  count: 2\n"},
+       {"  per_node: 1\n", "  per_node: 2\n"},
+       {"  label: DP1\n", "  label: PP2\n"},
+       {"  pp: 1\n", "  pp: 2\n  layer_split:\n    first: 1\n"},
+       {"--moe-token-dispatcher-type alltoall",
+        "--moe-token-dispatcher-type alltoall --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1"}});
   const std::string recipe = temp("pp2.yaml");
   std::ofstream(recipe) << text;
   const std::string one = temp("run-one"), two = temp("run-pp2");

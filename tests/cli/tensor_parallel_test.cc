@@ -177,21 +177,16 @@ namespace {
 TEST(TensorParallel, QuillRunOfATensorParallelRecipeEqualsOneRank) {
   const std::string rows = temp("run-rows");
   run_ok(kQuill + " data synth --input " + kSrc + "/data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows);
-  std::ifstream in(kSrc + "/recipes/tiny-cpu.yaml");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto replace = [&](const std::string& from, const std::string& to) {
-    const size_t at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-  };
-  replace("  count: 1\n", "  count: 2\n");
-  replace("  per_node: 1\n", "  per_node: 2\n");
-  replace("  label: DP1\n", "  label: TP2-SP\n");
-  replace("  tp: 1\n", "  tp: 2\n");
-  replace("  sequence_parallel: false\n", "  sequence_parallel: true\n");
-  replace("--moe-token-dispatcher-type alltoall",
-          "--moe-token-dispatcher-type alltoall --tensor-model-parallel-size 2 --sequence-parallel "
-          "--expert-tensor-parallel-size 1");
+  const std::string text = quill::test::edited_text(
+      kSrc + "/recipes/tiny-cpu.yaml",
+      {{"  count: 1\n", "  count: 2\n"},
+       {"  per_node: 1\n", "  per_node: 2\n"},
+       {"  label: DP1\n", "  label: TP2-SP\n"},
+       {"  tp: 1\n", "  tp: 2\n"},
+       {"  sequence_parallel: false\n", "  sequence_parallel: true\n"},
+       {"--moe-token-dispatcher-type alltoall",
+        "--moe-token-dispatcher-type alltoall --tensor-model-parallel-size 2 --sequence-parallel "
+        "--expert-tensor-parallel-size 1"}});
   const std::string recipe = temp("tp2.yaml");
   std::ofstream(recipe) << text;
   const std::string one = temp("run-one"), two = temp("run-tp2");

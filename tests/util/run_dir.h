@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/command.h"
@@ -44,6 +46,22 @@ inline std::vector<double> read_metric(const std::string& out, const char* key) 
   std::vector<double> v;
   for (const nlohmann::json& j : read_metrics(out)) v.push_back(j.at(key).get<double>());
   return v;
+}
+
+// The text of the file at `path` with each (from, to) edit applied once, in order; an edit whose
+// `from` is missing adds a test failure naming it.
+inline std::string edited_text(const std::string& path, const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    if (at == std::string::npos) {
+      ADD_FAILURE() << path << ": no '" << from << "' to edit";
+      continue;
+    }
+    text.replace(at, from.size(), to);
+  }
+  return text;
 }
 
 }  // namespace quill::test
