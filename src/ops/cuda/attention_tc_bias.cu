@@ -6,8 +6,9 @@
 // the kernels here reduce it to dr = drb . table^T and dtable += r^T . drb.
 // Memory: T * H * E fp32, 0.5 GiB for a local layer of the slice (E = 512), 1 GiB for a global
 // one (E = 1024); transient, freed when the attention call returns.
-// All arithmetic fp32; dtable's sums use fp32 atomics (its order is not fixed).
+// All arithmetic fp32; dtable's sums are per row chunk, added in chunk order (no float atomics).
 #include "ops/cuda/attention_tc.h"
+#include "ops/cuda/ordered_sum.h"
 
 namespace quill::cuda::attn_tc {
 namespace {
@@ -76,11 +77,14 @@ __global__ void bias_rows_dr_kernel(int64_t n_rows, int R, int E, const float* _
 }
 
 // dtable[i, u] += sum over rows of r[row, i] * drb[row, u]; a CTA sums kDtableRows rows for 128
-// distances, then adds its partial sums atomically.
+// distances, then writes its partial sums to its chunk's row of the scratch.
 constexpr int kDtableRows = 1024;
 template <int RMAX>
 __global__ void bias_rows_dtable_kernel(int64_t n_rows, int R, int E, const __nv_bfloat16* __restrict__ r,
-                                        const float* __restrict__ drb, float* __restrict__ dtable) {
+                                        const float* __restrict__ drb, float* __restrict__ partials) {
+  // This block's sums go to row blockIdx.y of partials [row chunks, R*E]; the chunks' rows are added
+  // to dtable in chunk order afterwards (ordered_sum.h: no float atomics, the same bits every run).
+  float* dtable = partials + static_cast<int64_t>(blockIdx.y) * R * E;
   __shared__ float r_s[kRowsPerCta][RMAX];
   const int u = blockIdx.x * kColThreads + threadIdx.x;
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kDtableRows;
@@ -103,7 +107,7 @@ __global__ void bias_rows_dtable_kernel(int64_t n_rows, int R, int E, const __nv
   if (u >= E) return;
 #pragma unroll
   for (int i = 0; i < RMAX; ++i)
-    if (i < R) atomicAdd(dtable + static_cast<int64_t>(i) * E + u, acc[i]);
+    if (i < R) dtable[static_cast<int64_t>(i) * E + u] = acc[i];
 }
 
 __global__ void tau_rows_kernel(attn::Problem p, float* __restrict__ tau) {
@@ -150,18 +154,20 @@ void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const 
   const auto* r = r_THR.data_as<__nv_bfloat16>();
   const auto* table = table_RE.data_as<float>();
   const auto* drb = drb_THE.data_as<float>();
+  Tensor partials = Tensor::empty({static_cast<int64_t>(dt_grid.y), static_cast<int64_t>(p.R) * p.E}, DType::F32,
+                                  *ctx.allocator);
+  float* dtable = partials.data_as<float>();
   if (p.R <= 16) {
     bias_rows_dr_kernel<16><<<dr_blocks, 32 * kWarps, 0, stream>>>(n_rows, p.R, p.E, drb, table,
                                                                   dr_THR.data_as<__nv_bfloat16>());
-    bias_rows_dtable_kernel<16><<<dt_grid, kColThreads, 0, stream>>>(n_rows, p.R, p.E, r, drb,
-                                                                     dtable_RE.data_as<float>());
+    bias_rows_dtable_kernel<16><<<dt_grid, kColThreads, 0, stream>>>(n_rows, p.R, p.E, r, drb, dtable);
   } else {
     bias_rows_dr_kernel<kMaxRank><<<dr_blocks, 32 * kWarps, 0, stream>>>(n_rows, p.R, p.E, drb, table,
                                                                         dr_THR.data_as<__nv_bfloat16>());
-    bias_rows_dtable_kernel<kMaxRank><<<dt_grid, kColThreads, 0, stream>>>(n_rows, p.R, p.E, r, drb,
-                                                                           dtable_RE.data_as<float>());
+    bias_rows_dtable_kernel<kMaxRank><<<dt_grid, kColThreads, 0, stream>>>(n_rows, p.R, p.E, r, drb, dtable);
   }
   QUILL_CUDA_CHECK_LAUNCH("bias_rows_backward kernels");
+  add_partials_in_order(stream, dtable, dt_grid.y, static_cast<int64_t>(p.R) * p.E, dtable_RE.data_as<float>());
 }
 
 }  // namespace quill::cuda::attn_tc

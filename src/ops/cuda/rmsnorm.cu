@@ -14,11 +14,11 @@
 // groups and walks rows R at a time over a grid of one resident wave, so every thread keeps the same
 // columns throughout and loads its w once. The backward computes dx and dw in that one pass: each thread sums
 // dy x rstd for its columns over the rows it visits, the block's groups are reduced in shared memory
-// in group order, then one fp32 atomicAdd per column and block (the order of those adds across blocks
-// is not fixed, as before).
+// in group order into the block's row of a [blocks, D] scratch, and the rows are added to dw in
+// block order by one more kernel (ordered_sum.h): the same bits on every run.
 // Scalar path (any other shape or alignment): one warp per row (8 rows per block) for the row-wise
 // passes; dw a separate column reduction (blocks of 32 columns x a chunk of rows in shared memory,
-// then one fp32 atomicAdd per column and block) that runs before dx is written.
+// then one row of partial sums per chunk, added in chunk order) that runs before dx is written.
 // y may alias x and dx may alias x or dy: on both paths each element is read, by the thread that
 // writes its output, before that output is written, and no other thread reads it (the scalar path's
 // dw pass finishes before its dx pass starts).
@@ -29,6 +29,7 @@
 
 #include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/ordered_sum.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
 
@@ -85,9 +86,11 @@ __global__ void rmsnorm_backward_dx_kernel(const __nv_bfloat16* x, const float* 
     dxr[d] = __float2bfloat16(r * w[d] * __bfloat162float(dyr[d]) - c * __bfloat162float(xr[d]));
 }
 
-// Block (32, 8): column d = blockIdx.x * 32 + threadIdx.x, rows [row0, row1) of chunk blockIdx.y.
+// Block (32, 8): column d = blockIdx.x * 32 + threadIdx.x, rows [row0, row1) of chunk blockIdx.y,
+// whose sums go to row blockIdx.y of `partials` [chunks, D] (added in chunk order afterwards:
+// ordered_sum.h).
 __global__ void rmsnorm_backward_dw_kernel(const __nv_bfloat16* x, const float* rstd, const __nv_bfloat16* dy,
-                                           int64_t N, int64_t D, int64_t chunk_rows, float* dw) {
+                                           int64_t N, int64_t D, int64_t chunk_rows, float* partials) {
   __shared__ float part[8][33];
   const int64_t d = blockIdx.x * int64_t(32) + threadIdx.x;
   const int64_t row0 = blockIdx.y * chunk_rows, row1 = min(N, row0 + chunk_rows);
@@ -100,7 +103,7 @@ __global__ void rmsnorm_backward_dw_kernel(const __nv_bfloat16* x, const float* 
   if (threadIdx.y == 0 && d < D) {
     float s = 0.f;
     for (int i = 0; i < 8; ++i) s += part[i][threadIdx.x];
-    atomicAdd(dw + d, s);
+    partials[blockIdx.y * D + d] = s;
   }
 }
 
@@ -195,7 +198,7 @@ __global__ void __launch_bounds__(kVecBlock, kCpt <= 2 ? 4 : 1)
 template <int kCpt>
 __global__ void __launch_bounds__(kVecBlock, kCpt <= 2 ? 3 : 1)
     rmsnorm_backward_vec_kernel(const __nv_bfloat16* x, const float* w, const float* rstd, const __nv_bfloat16* dy,
-                                int64_t N, int D, int G, __nv_bfloat16* dx, float* dw) {
+                                int64_t N, int D, int G, __nv_bfloat16* dx, float* partials) {
   __shared__ float scratch[2][kVecBlock / 32];
   __shared__ float part[kVecBlock * kVec];  // dw partial sums: [group][8G columns of one chunk index]
   const RowGroup rg(G);
@@ -237,7 +240,8 @@ __global__ void __launch_bounds__(kVecBlock, kCpt <= 2 ? 3 : 1)
   }
   // dw: chunk index j covers columns [8Gj, 8G(j + 1)) in every group. Each thread puts its 8 sums in
   // part[thread * 8 + i] = part[slot][8g + i]; then column col of the slab is summed over the R groups
-  // in order and added to dw once for this block.
+  // in order into this block's row of `partials` [blocks, D] (every column, zeros for a block without
+  // rows), which are added in block order afterwards (ordered_sum.h).
 #pragma unroll
   for (int j = 0; j < kCpt; ++j) {
     __syncthreads();  // the previous slab's readers (and the row loop's scratch) are done
@@ -250,7 +254,7 @@ __global__ void __launch_bounds__(kVecBlock, kCpt <= 2 ? 3 : 1)
       if (d >= D) break;
       float s = 0.f;
       for (int q = 0; q < rg.R; ++q) s += part[q * slab + col];
-      atomicAdd(dw + d, s);
+      partials[blockIdx.x * int64_t(D) + d] = s;
     }
   }
 }
@@ -306,10 +310,13 @@ void launch_backward_vec(const DeviceContext& ctx, const Tensor& x_ND, const Ten
   const int R = plan.threads / plan.group;
   const unsigned blocks = units::resident_blocks(rmsnorm_backward_vec_kernel<kCpt>, plan.threads, 0,
                                                  ctx.cuda->device, units::ceil_div(N, R));
+  const int64_t D = x_ND.dim(1);
+  Tensor partials = Tensor::empty({static_cast<int64_t>(blocks), D}, DType::F32, *ctx.allocator);
   rmsnorm_backward_vec_kernel<kCpt><<<blocks, plan.threads, 0, stream_of(ctx)>>>(
       x_ND.data_as<__nv_bfloat16>(), w_D.data_as<float>(), rstd_N.data_as<float>(), dy_ND.data_as<__nv_bfloat16>(), N,
-      static_cast<int>(x_ND.dim(1)), plan.group, dx_ND.data_as<__nv_bfloat16>(), dw_D.data_as<float>());
+      static_cast<int>(D), plan.group, dx_ND.data_as<__nv_bfloat16>(), partials.data_as<float>());
   QUILL_CUDA_CHECK_LAUNCH("rmsnorm_backward_vec_kernel");
+  add_partials_in_order(stream_of(ctx), partials.data_as<float>(), blocks, D, dw_D.data_as<float>());
 }
 
 unsigned row_blocks(int64_t N) { return static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock); }
@@ -381,10 +388,12 @@ void rmsnorm_backward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((N + 63) / 64, std::max<int64_t>(1, 2048 / col_blocks)));
   const int64_t chunk_rows = (N + chunks - 1) / chunks;
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>((N + chunk_rows - 1) / chunk_rows));
+  Tensor partials = Tensor::empty({static_cast<int64_t>(grid.y), D}, DType::F32, *ctx.allocator);
   rmsnorm_backward_dw_kernel<<<grid, dim3(32, 8), 0, stream>>>(x_ND.data_as<__nv_bfloat16>(), rstd_N.data_as<float>(),
                                                                dy_ND.data_as<__nv_bfloat16>(), N, D, chunk_rows,
-                                                               dw_D.data_as<float>());
+                                                               partials.data_as<float>());
   QUILL_CUDA_CHECK_LAUNCH("rmsnorm_backward_dw_kernel");
+  add_partials_in_order(stream, partials.data_as<float>(), grid.y, D, dw_D.data_as<float>());
   rmsnorm_backward_dx_kernel<<<row_blocks(N), kWarpsPerBlock * 32, 0, stream>>>(
       x_ND.data_as<__nv_bfloat16>(), w_D.data_as<float>(), rstd_N.data_as<float>(), dy_ND.data_as<__nv_bfloat16>(), N,
       D, dx_ND.data_as<__nv_bfloat16>());

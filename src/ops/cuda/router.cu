@@ -11,7 +11,7 @@
 // Legend: N tokens, E routed experts (<= 1024 for the forward), S shared experts, X = E + S, k = top_k,
 // W = k + S (<= 32). logits_NX F32 [N, X], bias_E F32 [E], global_scale F32 [1] (device, read by the
 // kernels), topk_idx_Nk I32 [N, k], weights_NW F32 [N, W], dweights_NW / dlogits_NX like them,
-// dglobal_scale F32 [1] (accumulated: one fp32 atomicAdd per block).
+// dglobal_scale F32 [1] (accumulated: each block's sum, added in block order: ordered_sum.h).
 // Layout: one warp per token row. Selection: each lane owns experts lane, lane + 32, ...; k rounds of
 // "each lane's best untaken candidate, then a warp argmax on (choice desc, index asc)". Weights: lane i
 // owns weight i.
@@ -23,6 +23,7 @@
 #include <string>
 
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/ordered_sum.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
 
@@ -130,7 +131,7 @@ __global__ void router_forward_kernel(const float* logits, const float* bias, co
 
 __global__ void router_backward_kernel(const float* logits, const int32_t* topk, const float* global_scale,
                                        const float* dweights, int64_t N, int E, int S, int k, double route_scale,
-                                       float* dlogits, float* dglobal_scale, unsigned* first_bad) {
+                                       float* dlogits, float* dgs_partials, unsigned* first_bad) {
   __shared__ double s_dgs[kWarpsPerBlock];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + warp;
@@ -167,7 +168,7 @@ __global__ void router_backward_kernel(const float* logits, const int32_t* topk,
   if (threadIdx.x == 0) {
     double s = 0;
     for (int i = 0; i < kWarpsPerBlock; ++i) s += s_dgs[i];
-    atomicAdd(dglobal_scale, static_cast<float>(s));
+    dgs_partials[blockIdx.x] = static_cast<float>(s);  // added in block order after the kernel
   }
 }
 
@@ -293,12 +294,16 @@ void router_backward(const DeviceContext& ctx, const Tensor& logits_NX, const Te
   require_device(op, "dglobal_scale", dglobal_scale);
   if (N == 0) return;
   Tensor flag = new_flag(ctx);
-  router_backward_kernel<<<row_blocks(N), kWarpsPerBlock * 32, 0, stream_of(ctx)>>>(
+  const unsigned blocks = row_blocks(N);
+  Tensor partials = Tensor::empty({static_cast<int64_t>(blocks)}, DType::F32, *ctx.allocator);
+  router_backward_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream_of(ctx)>>>(
       logits_NX.data_as<float>(), topk_idx_Nk.data_as<int32_t>(), global_scale.data_as<float>(),
       dweights_NW.data_as<float>(), N, static_cast<int>(params.n_routed), static_cast<int>(params.n_shared),
-      static_cast<int>(params.top_k), params.route_scale, dlogits_NX.data_as<float>(), dglobal_scale.data_as<float>(),
+      static_cast<int>(params.top_k), params.route_scale, dlogits_NX.data_as<float>(), partials.data_as<float>(),
       static_cast<unsigned*>(flag.data()));
   QUILL_CUDA_CHECK_LAUNCH("router_backward_kernel");
+  // The global scale's gradient: the blocks' sums in block order (issue 24: no float atomics).
+  add_partials_in_order(stream_of(ctx), partials.data_as<float>(), blocks, 1, dglobal_scale.data_as<float>());
   report_bad_topk(op, ctx, flag, topk_idx_Nk, params.n_routed);
 }
 

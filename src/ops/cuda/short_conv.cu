@@ -25,8 +25,8 @@
 //   contiguous run of tiles.
 // - Backward: dx and dw in one pass. Each thread sums dy * x for its channels and taps over its rows
 //   (in position order) in its own row of shared memory; at the end the block's kSlices partial
-//   sums are added in slice order and each (channel, tap) gets one fp32 atomic add per block (the
-//   order of those adds across blocks is not fixed, as with the kernels this replaces).
+//   sums are added in slice order into the block's row of a [splits, C*K] scratch, and one more
+//   kernel adds the splits' rows in order (ordered_sum.h): the same bits on every run.
 // Why: the previous vectorised kernels issued one 16-byte load at a time per thread (a serial walk
 // of 16 or 64 rows, 32-thread blocks forward), and the backward's 64-row runs gave the [8192, 1024]
 // convolutions fewer threads than the GPU holds; they measured 25-50% of the copy ceiling
@@ -41,6 +41,7 @@
 
 #include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/ordered_sum.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
 
@@ -273,7 +274,7 @@ template <int kW, int K>
 __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kBwdMinBlocks)
     short_conv_backward_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
                                const __nv_bfloat16* __restrict__ dy, int64_t T, int64_t C, int64_t tiles_per_block,
-                               __nv_bfloat16* __restrict__ dx, float* __restrict__ dw, bool dw_aligned16) {
+                               __nv_bfloat16* __restrict__ dx, float* __restrict__ partials, bool dw_aligned16) {
   using Tl = Tiling<kW, K>;
   constexpr int U = Tl::kBwdRows;
   __shared__ __align__(16) float wsh[Tl::kGroups * Tl::kStride];                 // [group][kSums]
@@ -297,12 +298,14 @@ __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kBwdMinBlocks)
     if (a >= K - 1 && a + U + K - 1 <= T) backward_rows<kW, K, U, false>(xw, gw, wt, dws, a, T, C, dx + a * C + c0);
     else backward_rows<kW, K, U, true>(xw, gw, wt, dws, a, T, C, dx + a * C + c0);
   }
-  // The block's sums over its slices, in slice order; one atomicAdd per (channel, tap), four at a
-  // time (one 16-byte vector atomic, each element added on its own, as four atomicAdds) when dw is
-  // 16-byte aligned and kW = 8. Entry e of group gg is channel (blockIdx.x * kGroups + gg) * kW + e / K, tap e % K: dw
-  // index (blockIdx.x * kGroups + gg) * kSums + e, consecutive over the loop.
+  // The block's sums over its slices, in slice order, into row blockIdx.y of `partials` [splits,
+  // C*K] (the tile splits' rows are added in split order afterwards, ordered_sum.h: no float
+  // atomics, the same bits every run); four at a time (one 16-byte store) when the rows are 16-byte
+  // aligned and kW = 8. Entry e of group gg is channel (blockIdx.x * kGroups + gg) * kW + e / K, tap
+  // e % K: dw index (blockIdx.x * kGroups + gg) * kSums + e, consecutive over the loop.
   __syncthreads();
   const bool quads = kW == 8 && dw_aligned16;  // kSums = 8K: quads never straddle a group
+  float* dw = partials + int64_t(blockIdx.y) * C * K;
   const int step = quads ? 4 : 1;
   for (int i = threadIdx.x * step; i < Tl::kGroups * Tl::kSums; i += kThreads * step) {
     const int gg = i / Tl::kSums, e = i % Tl::kSums;
@@ -316,12 +319,12 @@ __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kBwdMinBlocks)
         const float* p = col + q * Tl::kGroups * Tl::kStride;
         sum.x += p[0], sum.y += p[1], sum.z += p[2], sum.w += p[3];
       }
-      atomicAdd(reinterpret_cast<float4*>(dw + group * Tl::kSums + e), sum);
+      *reinterpret_cast<float4*>(dw + group * Tl::kSums + e) = sum;
     } else {
       float sum = 0.0f;
 #pragma unroll
       for (int q = 0; q < Tl::kSlices; ++q) sum += col[q * Tl::kGroups * Tl::kStride];
-      atomicAdd(dw + group * Tl::kSums + e, sum);
+      dw[group * Tl::kSums + e] = sum;
     }
   }
 }
@@ -358,9 +361,11 @@ void launch_backward(const DeviceContext& ctx, const Tensor& x, const Tensor& w,
                      const Tensor& dw, int64_t T, int64_t C) {
   using Tl = Tiling<kW, K>;
   const TiledGrid g = tiled_grid(ctx, short_conv_backward_kernel<kW, K>, T, C, kW, Tl::kGroups, Tl::kBwdTile);
+  Tensor partials = Tensor::empty({static_cast<int64_t>(g.grid.y), C * K}, DType::F32, *ctx.allocator);
   short_conv_backward_kernel<kW, K><<<g.grid, kThreads, 0, stream_of(ctx)>>>(
       x.data_as<__nv_bfloat16>(), w.data_as<float>(), dy.data_as<__nv_bfloat16>(), T, C, g.tiles_per_block,
-      dx.data_as<__nv_bfloat16>(), dw.data_as<float>(), units::aligned16(dw.data()));
+      dx.data_as<__nv_bfloat16>(), partials.data_as<float>(), units::aligned16(partials.data()) && (C * K) % 4 == 0);
+  add_partials_in_order(stream_of(ctx), partials.data_as<float>(), g.grid.y, C * K, dw.data_as<float>());
 }
 
 // Calls f(std::integral_constant<int, K>{}) for K in 1..kMaxTaps (every tap count the op accepts).
