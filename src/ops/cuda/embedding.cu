@@ -4,14 +4,15 @@
 // Legend: V vocabulary rows, D model width, T tokens; ids_T I32 [T] in device memory.
 // Preconditions: every id in [0, V). The ids live on the device, so a check kernel records the first
 // bad position (one word per block of the check, no clearing pass), the host copies the words back
-// (one synchronisation) and throws naming it, before anything is written. Backward adds with fp32
-// atomics (repeated ids add in any order).
+// (one synchronisation) and throws naming it, before anything is written. The backward groups the
+// positions by id on the host (one more small copy) and sums each id's rows in position order: no
+// atomics, the same bits on every run (issue 24).
 // Layout: a group of lanes per token row (a warp for D >= 256), moving 16-byte units of 8 bf16 when
 // D % 8 == 0 and the bf16 tensor and the table (or dtable) are 16-byte aligned, one element
-// otherwise; 4 units per lane in flight; the backward adds each unit as two 16-byte fp32 vector
-// atomics. Why: one 256-thread block per token with a serial copy loop (2-byte loads and 4-byte
+// otherwise; 4 units per lane in flight in the forward. Why: one 256-thread block per token with a serial copy loop (2-byte loads and 4-byte
 // atomics in the backward) measured 38-74% of the copy ceiling (bench/results/2026-11-30-slice-v5).
 #include <algorithm>
+#include <vector>
 #include <climits>
 #include <string>
 
@@ -115,40 +116,67 @@ __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const __nv_
   }
 }
 
-// dtable[ids[t], :] += dout[t, :] with fp32 atomics: kW = 8 adds a unit as two 16-byte vector
-// atomics (each element added on its own, as by atomicAdd; dtable 16-byte aligned), kW = 1 one
-// element at a time.
+// dtable[row, :] += the sum of dout[t, :] over the positions t of that row's id, in position order:
+// segment j (one per distinct id of this shard) is positions order[seg[j] .. seg[j + 1]) for local
+// table row rows[j]. Each segment is one group's, so no two groups touch a table row and the sums
+// need no atomics (issue 24: the same bits on every run). kW = 8 adds a unit as two 16-byte fp32
+// vectors (dtable 16-byte aligned), kW = 1 one element at a time.
 template <int kW>
-__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int32_t* ids, const __nv_bfloat16* dout,
-                                                                      int64_t n_tok, int64_t D, int G, int64_t begin,
-                                                                      int64_t V, float* dtable) {
+__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int32_t* order, const int32_t* seg,
+                                                                      const int32_t* rows, int64_t segments,
+                                                                      const __nv_bfloat16* dout, int64_t D, int G,
+                                                                      float* dtable) {
   const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
   const int64_t units = D / kW, warps = int64_t(gridDim.x) * (blockDim.x >> 5);
-  for (int64_t t = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; t < n_tok;
-       t += warps * R) {
-    const int64_t r = static_cast<int64_t>(ids[t]) - begin;
-    if (r < 0 || r >= V) continue;  // another vocab-parallel shard's row
-    float* row = dtable + r * D;
-    const __nv_bfloat16* g = dout + t * D;
+  for (int64_t j = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; j < segments;
+       j += warps * R) {
+    float* row = dtable + static_cast<int64_t>(rows[j]) * D;
+    const int32_t p0 = seg[j], p1 = seg[j + 1];
 #pragma unroll 1
-    for (int64_t u = k; u < units; u += int64_t(G) * kRowUnits) {
-      Bf16Unit<kW> v[kRowUnits];
+    for (int64_t u = k; u < units; u += G) {
+      float acc[kW];
 #pragma unroll
-      for (int i = 0; i < kRowUnits; ++i)
-        if (u + i * G < units) v[i] = load_unit<kW>(g + (u + i * G) * kW);
+      for (int e = 0; e < kW; ++e) acc[e] = 0.f;
+#pragma unroll 4  // the loads of several positions in flight; the adds stay in position order
+      for (int32_t p = p0; p < p1; ++p) {
+        const Bf16Unit<kW> v = load_unit<kW>(dout + static_cast<int64_t>(order[p]) * D + u * kW);
 #pragma unroll
-      for (int i = 0; i < kRowUnits; ++i) {
-        if (u + i * G >= units) break;
-        float* r = row + (u + i * G) * kW;
-        if constexpr (kW == 8) {
-          atomicAdd(reinterpret_cast<float4*>(r), make_float4(v[i][0], v[i][1], v[i][2], v[i][3]));
-          atomicAdd(reinterpret_cast<float4*>(r + 4), make_float4(v[i][4], v[i][5], v[i][6], v[i][7]));
-        } else {
-          atomicAdd(r, v[i][0]);
-        }
+        for (int e = 0; e < kW; ++e) acc[e] += v[e];
+      }
+      float* r = row + u * kW;
+      if constexpr (kW == 8) {
+        float4 a = *reinterpret_cast<float4*>(r), b = *reinterpret_cast<float4*>(r + 4);
+        a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
+        b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
+        *reinterpret_cast<float4*>(r) = a;
+        *reinterpret_cast<float4*>(r + 4) = b;
+      } else {
+        r[0] += acc[0];
       }
     }
   }
+}
+
+// The positions of this shard's ids grouped by id (ascending), each group in position order: what
+// the backward's segments walk. Built on the host from the ids (T of them: a small copy after the
+// id check's synchronisation).
+struct IdSegments {
+  std::vector<int32_t> order, seg, rows;
+};
+
+IdSegments segments_by_id(const std::vector<int32_t>& ids, int64_t begin, int64_t V) {
+  IdSegments s;
+  for (int32_t t = 0; t < static_cast<int32_t>(ids.size()); ++t)
+    if (ids[t] - begin >= 0 && ids[t] - begin < V) s.order.push_back(t);
+  std::stable_sort(s.order.begin(), s.order.end(), [&](int32_t a, int32_t b) { return ids[a] < ids[b]; });
+  for (size_t p = 0; p < s.order.size(); ++p) {
+    if (p == 0 || ids[s.order[p]] != ids[s.order[p - 1]]) {
+      s.seg.push_back(static_cast<int32_t>(p));
+      s.rows.push_back(static_cast<int32_t>(ids[s.order[p]] - begin));
+    }
+  }
+  s.seg.push_back(static_cast<int32_t>(s.order.size()));
+  return s;
 }
 
 // One resident wave of kThreads-thread blocks for a row kernel with groups of G lanes, no more than
@@ -172,11 +200,29 @@ template <int kW>
 void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, int64_t begin,
                      const Tensor& dtable_VD) {
   const int64_t n_tok = ids_T.dim(0), D = dtable_VD.dim(1);
+  cudaStream_t stream = stream_of(ctx);
+  std::vector<int32_t> ids(static_cast<size_t>(n_tok));
+  QUILL_CUDA_CHECK(cudaMemcpyAsync(ids.data(), ids_T.data(), n_tok * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const IdSegments s = segments_by_id(ids, begin, dtable_VD.dim(0));
+  const int64_t segments = static_cast<int64_t>(s.rows.size());
+  if (segments == 0) return;
+  // One upload of the three index arrays, back to back.
+  std::vector<int32_t> packed(s.order);
+  packed.insert(packed.end(), s.seg.begin(), s.seg.end());
+  packed.insert(packed.end(), s.rows.begin(), s.rows.end());
+  Tensor index = Tensor::empty({static_cast<int64_t>(packed.size())}, DType::I32, *ctx.allocator);
+  QUILL_CUDA_CHECK(
+      cudaMemcpyAsync(index.data(), packed.data(), packed.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  const int32_t* order = index.data_as<int32_t>();
+  const int32_t* seg = order + s.order.size();
+  const int32_t* rows = seg + s.seg.size();
   const int G = row_group(D / kW);
   embedding_backward_kernel<kW>
-      <<<row_blocks(ctx, embedding_backward_kernel<kW>, n_tok, G), kThreads, 0, stream_of(ctx)>>>(
-          ids_T.data_as<int32_t>(), dout_TD.data_as<__nv_bfloat16>(), n_tok, D, G, begin, dtable_VD.dim(0),
-          dtable_VD.data_as<float>());
+      <<<row_blocks(ctx, embedding_backward_kernel<kW>, segments, G), kThreads, 0, stream>>>(
+          order, seg, rows, segments, dout_TD.data_as<__nv_bfloat16>(), D, G, dtable_VD.data_as<float>());
+  // The pageable source is staged by the copy; the wait keeps `packed` alive until it is read.
+  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace
