@@ -25,9 +25,9 @@ fi
 flags=(train --config configs/slice6-e8.json --rows /tmp/rows4096 --seed 1 --steps 5 --global-batch ${GB:-1} --lr 1e-4
        --min-lr 1e-5 --warmup-fraction 0 --clip-grad 1.0 --device cuda --overwrite)
 date +%T; timeout ${T1:-150} "$Q" "${flags[@]}" --out /tmp/tp-one > /tmp/tp-one.log 2>&1; echo "one process rc $?"; tail -2 /tmp/tp-one.log
-date +%T; timeout ${T2:-200} "${MPI[@]}" -np 2 "$Q" "${flags[@]}" --tp 2 --sp --profile-step 3 --out /tmp/tp-2 \
+date +%T; timeout ${T2:-260} "${MPI[@]}" -np 2 "$Q" "${flags[@]}" --tp 2 --sp --profile-step 3 --out /tmp/tp-2 \
   < /dev/null > /tmp/tp-2.log 2>&1; echo "tp2+sp rc $?"; tail -4 /tmp/tp-2.log
-date +%T; timeout ${T4:-220} "${MPI[@]}" -np 4 "$Q" "${flags[@]}" --tp 4 --sp --out /tmp/tp-4 \
+date +%T; timeout ${T4:-250} "${MPI[@]}" -np 4 "$Q" "${flags[@]}" --tp 4 --sp --out /tmp/tp-4 \
   < /dev/null > /tmp/tp-4.log 2>&1; echo "tp4+sp rc $?"; tail -4 /tmp/tp-4.log
 python3 - <<'PY'
 import json
