@@ -8,6 +8,14 @@
 
 namespace quill {
 
+ExpertParallel ExpertParallel::of(const Layout& layout) {
+  ExpertParallel ep;
+  ep.comm = layout.comm(GroupKind::EP);
+  ep.size = layout.spec().ep;
+  ep.rank = layout.coords().ep;
+  return ep;
+}
+
 int64_t DispatchPlan::received_rows() const { return std::accumulate(recv_rows.begin(), recv_rows.end(), int64_t{0}); }
 
 namespace {

@@ -14,8 +14,18 @@
 
 #include "comm/comm.h"
 #include "ops/device_context.h"
+#include "parallel/layout.h"
 
 namespace quill {
+
+// The expert-parallel group a MoE layer exchanges its routed rows over (GroupKind::EP of the
+// layout). With one rank the comm is null and the exchange is skipped.
+struct ExpertParallel {
+  Comm* comm = nullptr;
+  int size = 1, rank = 0;
+  static ExpertParallel of(const Layout& layout);
+  bool active() const { return size > 1; }
+};
 
 struct DispatchPlan {
   int ep = 1, rank = 0;
