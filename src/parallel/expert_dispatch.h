@@ -6,7 +6,9 @@
 //   dispatch_tokens   all-to-all-v of the rows, then regrouped from (source rank, local expert) order
 //                     to (local expert, source rank) order for the grouped GEMM over local experts
 //   combine_tokens    the exact reverse (and dispatch_tokens' adjoint: the backward of each is the other)
-// Collective over `ep` (null or one rank: no exchange, the rows stay as they are).
+// Collective over `ep` (null or one rank: no exchange, the rows stay as they are). The exchanges are
+// rows of the per-op profile on a GPU (ops::collective): "ep.counts", "ep.dispatch" and "ep.combine"
+// with the bytes each rank sends; the regrouping shows as copy rows.
 #pragma once
 
 #include <cstdint>
