@@ -10,14 +10,15 @@
 
 namespace quill {
 
-DecoderLayer::DecoderLayer(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp)
+DecoderLayer::DecoderLayer(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp,
+                           const ExpertParallel& ep)
     : eps_(c.rms_norm_eps), kernel_(c.conv_kernel_size), tp_(tp), attn_(c, layer, params, tp) {
   const std::string p = fmt::format("model.llm.layers.{}.", layer);
   attn_norm_ = &params.at(p + "attn_norm.weight");
   mlp_norm_ = &params.at(p + "mlp_norm.weight");
   attn_conv_ = &params.at(p + "attn_sconv.weight");
   mlp_conv_ = &params.at(p + "mlp_sconv.weight");
-  if (c.is_moe(layer)) moe_.emplace(c, layer, params, tp);
+  if (c.is_moe(layer)) moe_.emplace(c, layer, params, tp, ep);
   else dense_.emplace(c, layer, params, tp);
 }
 

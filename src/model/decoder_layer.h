@@ -18,7 +18,8 @@ namespace quill {
 
 class DecoderLayer {
  public:
-  DecoderLayer(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {});
+  DecoderLayer(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {},
+               const ExpertParallel& ep = {});
 
   struct Saved {
     // attn_out / mlp_out: the convolutions' inputs (with sequence parallelism: halo rows first).

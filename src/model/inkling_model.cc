@@ -6,13 +6,18 @@
 namespace quill {
 
 void InklingModel::check_layout(const LayoutSpec& s) {
-  QUILL_CHECK(s.cp == 1 && s.ep == 1,
-              "layout {}: context and expert parallelism are not implemented yet (--tp, --sp, --dp and --pp are)",
+  QUILL_CHECK(s.cp == 1, "layout {}: context parallelism is not implemented yet (--tp, --sp, --dp, --pp and --ep are)",
               s.describe());
   QUILL_CHECK(s.etp == 1,
               "--expert-tensor-parallel-size {}: quill builds expert tensor parallelism 1 (each tensor-parallel rank "
               "holds whole experts; Megatron's --expert-tensor-parallel-size 1)",
               s.etp);
+  // Megatron carves the expert ranks (etp x ep x edp) from the dense ones (tp x cp x dp) of each stage.
+  const int dense = s.tp * s.cp * s.dp;
+  QUILL_CHECK(dense % (s.ep * s.etp) == 0,
+              "--expert-model-parallel-size {} x --expert-tensor-parallel-size {} = {} does not divide the {} ranks of a "
+              "pipeline stage (tp x cp x dp = {} x {} x {}): the expert-parallel groups are carved from them",
+              s.ep, s.etp, s.ep * s.etp, dense, s.tp, s.cp, s.dp);
 }
 
 InklingModel::InklingModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx,

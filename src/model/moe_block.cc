@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "base/error.h"
 #include "model/layer_util.h"
 #include "ops/columns.h"
 #include "ops/elementwise.h"
@@ -11,9 +14,10 @@
 
 namespace quill {
 
-MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp)
+MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp,
+                   const ExpertParallel& ep)
     : E_(c.n_routed_experts), S_(c.n_shared_experts), k_(c.num_experts_per_tok), F_(c.moe_intermediate_size),
-      Fs_(c.moe_intermediate_size), tp_(tp) {
+      Fs_(c.moe_intermediate_size), tp_(tp), ep_(ep) {
   router_.n_routed = E_;
   router_.n_shared = S_;
   router_.top_k = k_;
@@ -27,6 +31,9 @@ MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, co
   sw13_ = &params.at(p + "shared_experts.shared_w13_weight");
   sw2_ = &params.at(p + "shared_experts.shared_w2_weight");
   Fs_ = sw2_->shape[2];  // this rank's columns of the shared experts
+  QUILL_CHECK(w13_->shape[0] * ep_.size == E_,
+              "{}: this rank holds {} of the {} routed experts, but --expert-model-parallel-size is {}", w13_->name,
+              w13_->shape[0], E_, ep_.size);
 }
 
 namespace {
@@ -57,14 +64,32 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   s.perm_P = new_tensor(ctx, {P}, DType::I32);
   s.counts_E = Tensor::empty({E_}, DType::I64);  // host: the grouped GEMMs need the group sizes
   ops::moe_route_plan(ctx, s.topk_Tk, E_, s.perm_P, s.counts_E);
-  s.xp_PD = new_activation(ctx, {P, D});
-  ops::moe_permute(ctx, x_TD, s.perm_P, k_, s.xp_PD);
-  s.hp_P2F = new_activation(ctx, {P, 2 * F_});
-  ops::grouped_linear_forward(ctx, s.xp_PD, w13_->compute, s.counts_E, s.hp_P2F);
-  s.ap_PF = new_activation(ctx, {P, F_});
-  ops::swiglu_forward(ctx, s.hp_P2F, s.ap_PF);
-  s.yp_PD = new_activation(ctx, {P, D});
-  ops::grouped_linear_forward(ctx, s.ap_PF, w2_->compute, s.counts_E, s.yp_PD);
+  {  // To the ranks holding the experts (one rank: the rows stay, the counts are the group sizes).
+    Tensor xp_PD = new_activation(ctx, {P, D});
+    ops::moe_permute(ctx, x_TD, s.perm_P, k_, xp_PD);
+    if (ep_.active()) {
+      const int64_t* counts = s.counts_E.data_as<int64_t>();
+      s.dispatch = plan_dispatch(ctx, std::vector<int64_t>(counts, counts + E_), ep_.comm);
+      s.local_counts_L = Tensor::empty({s.dispatch.local_experts}, DType::I64);
+      std::copy(s.dispatch.local_counts.begin(), s.dispatch.local_counts.end(), s.local_counts_L.data_as<int64_t>());
+      s.xr_RD = dispatch_tokens(ctx, s.dispatch, xp_PD, ep_.comm);
+    } else {
+      s.local_counts_L = s.counts_E;
+      s.xr_RD = xp_PD;
+    }
+  }
+  const int64_t R = s.xr_RD.dim(0);
+  s.hr_R2F = new_activation(ctx, {R, 2 * F_});
+  s.ar_RF = new_activation(ctx, {R, F_});
+  {  // The local experts' outputs, then back to the rows' own ranks.
+    Tensor yr_RD = new_activation(ctx, {R, D});
+    if (R > 0) {  // a rank may receive no rows at all
+      ops::grouped_linear_forward(ctx, s.xr_RD, w13_->compute, s.local_counts_L, s.hr_R2F);
+      ops::swiglu_forward(ctx, s.hr_R2F, s.ar_RF);
+      ops::grouped_linear_forward(ctx, s.ar_RF, w2_->compute, s.local_counts_L, yr_RD);
+    }
+    s.yp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm) : yr_RD;
+  }
   Tensor y_TD = new_activation(ctx, {T, D});
   ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
   Tensor y_region = tp_.region_of_chunk(ctx, y_TD);
@@ -106,14 +131,23 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dyp_PD = new_activation(ctx, {P, D}), dwr_Tk = new_tensor(ctx, {T, k_}, DType::F32);
   ops::moe_unpermute_backward(ctx, dy_TD, s.yp_PD, s.perm_P, s.wr_Tk, dyp_PD, dwr_Tk);
   ops::set_columns(ctx, dweights_TW, 0, dwr_Tk);
-  Tensor dap_PF = new_activation(ctx, {P, F_});
-  write_grouped_weight_grad(ctx, dyp_PD, s.ap_PF, s.counts_E, *w2_);
-  ops::grouped_linear_backward_input(ctx, dyp_PD, w2_->compute, s.counts_E, dap_PF);
-  Tensor dhp_P2F = new_activation(ctx, {P, 2 * F_});
-  ops::swiglu_backward(ctx, s.hp_P2F, dap_PF, dhp_P2F);
-  write_grouped_weight_grad(ctx, dhp_P2F, s.xp_PD, s.counts_E, *w13_);
-  Tensor dxp_PD = new_activation(ctx, {P, D});
-  ops::grouped_linear_backward_input(ctx, dhp_P2F, w13_->compute, s.counts_E, dxp_PD);
+  // Back to the experts' ranks (combine's adjoint), the GEMMs' backward, and home (dispatch's
+  // adjoint). Without rows the experts' gradients get no write (settle_grads zeroes unwritten ones).
+  const Tensor dyr_RD = ep_.active() ? dispatch_tokens(ctx, s.dispatch, dyp_PD, ep_.comm) : dyp_PD;
+  const int64_t R = dyr_RD.dim(0);
+  Tensor dar_RF = new_activation(ctx, {R, F_});
+  if (R > 0) {
+    write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
+    ops::grouped_linear_backward_input(ctx, dyr_RD, w2_->compute, s.local_counts_L, dar_RF);
+  }
+  Tensor dhr_R2F = new_activation(ctx, {R, 2 * F_});
+  if (R > 0) {
+    ops::swiglu_backward(ctx, s.hr_R2F, dar_RF, dhr_R2F);
+    write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
+  }
+  Tensor dxr_RD = new_activation(ctx, {R, D});
+  if (R > 0) ops::grouped_linear_backward_input(ctx, dhr_R2F, w13_->compute, s.local_counts_L, dxr_RD);
+  const Tensor dxp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm) : dxr_RD;
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
   // Shared experts, over all positions; their input gradient (partial over the ranks' columns) and

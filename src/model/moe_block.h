@@ -9,8 +9,14 @@
 // the routed experts work on the rank's own chunk of positions (every rank holds whole experts); the
 // shared experts are split like the dense MLP (column-parallel W13, row-parallel W2) over all T
 // positions, with the router's gammas gathered to them and their gradients reduce-scattered back.
+// Under expert parallelism (parallel/expert_dispatch.h) each rank holds E/ep of the routed experts:
+// after routing and the permutation into expert order (all E experts) the rows go to the ranks that
+// hold their experts (plan_dispatch, dispatch_tokens), run through the grouped GEMMs of the rank's
+// local experts, and come back (combine_tokens) before the weighted un-permutation. The backward
+// runs the same exchange in reverse: dispatch's adjoint is combine and combine's is dispatch.
+// Dropless: every row reaches its expert, however uneven the routing.
 // Legend: T tokens (Tc: the rank's chunk), D hidden, F expert width (Fs: the shared experts' share),
-// E routed, S shared, k top-k, P = Tc*k.
+// E routed (El = E/ep local), S shared, k top-k, P = Tc*k, R rows received for the local experts.
 #pragma once
 
 #include <vector>
@@ -19,17 +25,24 @@
 #include "model/params.h"
 #include "ops/device_context.h"
 #include "ops/router.h"
+#include "parallel/expert_dispatch.h"
 #include "parallel/tensor_parallel.h"
 
 namespace quill {
 
 class MoeBlock {
  public:
-  MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {});
+  MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {},
+           const ExpertParallel& ep = {});
 
   struct Saved {
-    // The rank's chunk: its input, the router's values, the routed experts' activations.
-    Tensor x_TD, x32_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, xp_PD, hp_P2F, ap_PF, yp_PD;
+    // The rank's chunk: its input, the router's values, its routed rows' combined outputs (yp_PD).
+    // counts_E: the rank's own rows per expert, all E (what metrics report, summed over ranks).
+    Tensor x_TD, x32_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, yp_PD;
+    // The local experts' rows (from every rank of the expert-parallel group; with one rank the
+    // rank's own rows), their group sizes (host I64 [El]) and the exchange's plan.
+    Tensor xr_RD, hr_R2F, ar_RF, local_counts_L;
+    DispatchPlan dispatch;
     Tensor xs_TD;  // all T positions (the shared experts' input)
     std::vector<Tensor> hs_T2F, as_TF, gamma_T1, asc_TF;  // per shared expert, all T positions
   };
@@ -41,6 +54,7 @@ class MoeBlock {
  private:
   int64_t E_, S_, k_, F_, Fs_;
   TensorParallel tp_;
+  ExpertParallel ep_;
   ops::RouterParams router_;
   Param *gate_, *bias_, *scale_, *w13_, *w2_, *sw13_, *sw2_;
 };

@@ -41,19 +41,20 @@ Tensor upload(const DeviceContext& ctx, const Tensor& host) {
 
 StageModel::StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
                        int64_t end_layer, ModelOptions options)
-    : StageModel(config, params, ctx, first_layer, end_layer, TensorParallel{}, options) {}
+    : StageModel(config, params, ctx, first_layer, end_layer, TensorParallel{}, ExpertParallel{}, options) {}
 
 StageModel::StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, const Layout& layout,
                        ModelOptions options)
-    : StageModel(config, params, ctx, layout.first_layer(), layout.end_layer(), TensorParallel::of(layout), options) {}
+    : StageModel(config, params, ctx, layout.first_layer(), layout.end_layer(), TensorParallel::of(layout),
+                 ExpertParallel::of(layout), options) {}
 
 StageModel::StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
-                       int64_t end_layer, const TensorParallel& tp, ModelOptions options)
+                       int64_t end_layer, const TensorParallel& tp, const ExpertParallel& ep, ModelOptions options)
     : config_(config), ctx_(ctx), options_(options), first_layer_(first_layer), end_layer_(end_layer), tp_(tp) {
   QUILL_CHECK(0 <= first_layer && first_layer < end_layer && end_layer <= config.num_layers,
               "stage layers [{}, {}) are not a non-empty range of the model's {} layers", first_layer, end_layer,
               config.num_layers);
-  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_);
+  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, ep);
   if (first_stage()) {
     embed_ = &params.at("model.llm.embed.weight");
     embed_norm_ = &params.at("model.llm.embed_norm.weight");

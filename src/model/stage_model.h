@@ -23,6 +23,7 @@
 #include "model/decoder_layer.h"
 #include "model/params.h"
 #include "ops/device_context.h"
+#include "parallel/expert_dispatch.h"
 #include "parallel/layout.h"
 #include "parallel/tensor_parallel.h"
 
@@ -47,7 +48,8 @@ struct MicroBatch {
 struct RowResult {
   double loss_sum = 0;     // sum of -log p(target) over supervised targets (unnormalised; last stage)
   int64_t supervised = 0;  // supervised targets in the row
-  // Tokens routed to each expert of each MoE layer of this stage (layer order).
+  // Tokens this rank routed (its chunk of the row) to each expert of each MoE layer of this stage
+  // (layer order), all E experts whichever rank holds them: the sum over ranks is the global count.
   std::vector<std::vector<int64_t>> expert_tokens;
 };
 
@@ -90,7 +92,7 @@ class StageModel {
 
  private:
   StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
-             int64_t end_layer, const TensorParallel& tp, ModelOptions options);
+             int64_t end_layer, const TensorParallel& tp, const ExpertParallel& ep, ModelOptions options);
 
   InklingConfig config_;
   DeviceContext ctx_;

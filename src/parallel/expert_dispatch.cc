@@ -3,10 +3,19 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "ops/collective.h"
 #include "ops/convert.h"
 #include "ops/elementwise.h"
 
 namespace quill {
+
+ExpertParallel ExpertParallel::of(const Layout& layout) {
+  ExpertParallel ep;
+  ep.comm = layout.comm(GroupKind::EP);
+  ep.size = layout.spec().ep;
+  ep.rank = layout.coords().ep;
+  return ep;
+}
 
 int64_t DispatchPlan::received_rows() const { return std::accumulate(recv_rows.begin(), recv_rows.end(), int64_t{0}); }
 
@@ -78,7 +87,7 @@ DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>&
   std::copy(counts_E.begin(), counts_E.end(), send.data_as<int64_t>());
   if (p.ep > 1) {
     const std::vector<int64_t> n(static_cast<size_t>(p.ep), p.local_experts);
-    all_to_all_host(ctx, ep, send, n, recv, n);
+    ops::collective(ctx, "ep.counts", send, [&] { all_to_all_host(ctx, ep, send, n, recv, n); });
   } else {
     recv = send;
   }
@@ -98,7 +107,7 @@ Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Te
   if (p.ep == 1) return xp;
   const int64_t R = p.received_rows();
   Tensor got = Tensor::empty({std::max<int64_t>(R, 1), D}, xp.dtype(), *ctx.allocator);
-  ep->all_to_all(xp, times(p.send_rows, D), got, times(p.recv_rows, D));
+  ops::collective(ctx, "ep.dispatch", xp, [&] { ep->all_to_all(xp, times(p.send_rows, D), got, times(p.recv_rows, D)); });
   Tensor out = Tensor::empty({R, D}, xp.dtype(), *ctx.allocator);
   regroup(ctx, p, got, out, /*to_expert_order=*/true);
   return out;
@@ -112,7 +121,8 @@ Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Ten
   regroup(ctx, p, y, by_source, /*to_expert_order=*/false);
   const int64_t P = std::accumulate(p.send_rows.begin(), p.send_rows.end(), int64_t{0});
   Tensor out = Tensor::empty({std::max<int64_t>(P, 1), D}, y.dtype(), *ctx.allocator);
-  ep->all_to_all(by_source, times(p.recv_rows, D), out, times(p.send_rows, D));
+  ops::collective(ctx, "ep.combine", by_source.rows(0, R),
+                  [&] { ep->all_to_all(by_source, times(p.recv_rows, D), out, times(p.send_rows, D)); });
   return P == 0 ? Tensor::empty({0, D}, y.dtype(), *ctx.allocator) : out;
 }
 

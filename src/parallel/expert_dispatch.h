@@ -6,7 +6,9 @@
 //   dispatch_tokens   all-to-all-v of the rows, then regrouped from (source rank, local expert) order
 //                     to (local expert, source rank) order for the grouped GEMM over local experts
 //   combine_tokens    the exact reverse (and dispatch_tokens' adjoint: the backward of each is the other)
-// Collective over `ep` (null or one rank: no exchange, the rows stay as they are).
+// Collective over `ep` (null or one rank: no exchange, the rows stay as they are). The exchanges are
+// rows of the per-op profile on a GPU (ops::collective): "ep.counts", "ep.dispatch" and "ep.combine"
+// with the bytes each rank sends; the regrouping shows as copy rows.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +16,18 @@
 
 #include "comm/comm.h"
 #include "ops/device_context.h"
+#include "parallel/layout.h"
 
 namespace quill {
+
+// The expert-parallel group a MoE layer exchanges its routed rows over (GroupKind::EP of the
+// layout). With one rank the comm is null and the exchange is skipped.
+struct ExpertParallel {
+  Comm* comm = nullptr;
+  int size = 1, rank = 0;
+  static ExpertParallel of(const Layout& layout);
+  bool active() const { return size > 1; }
+};
 
 struct DispatchPlan {
   int ep = 1, rank = 0;

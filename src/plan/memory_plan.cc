@@ -129,7 +129,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
   const std::vector<int64_t> stage_layers = resolve_stage_layers(spec, c.num_layers);
   if (spec.ep > 1 || spec.etp > 1)
     plan.notes.push_back("expert parallelism is modelled by Megatron's scheme (docs/plan.md: the dispatcher's buffers at "
-                         "the routing's worst case); quill train does not run it yet");
+                         "the routing's worst case)");
   const int M = static_cast<int>(req.global_batch / spec.dp);
   const double F = req.optimizer.effective_fraction();
   const int64_t m_bytes = static_cast<int64_t>(dtype_size(req.optimizer.exp_avg));

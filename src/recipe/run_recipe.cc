@@ -82,6 +82,12 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   } catch (const Error& e) {
     QUILL_FAIL("layout {}: {}", l.label.value_or("(unlabelled)"), e.what());
   }
+  // quill's expert exchange is Megatron's alltoall dispatcher (parallel/expert_dispatch.h); a recipe
+  // that names another one would measure something else.
+  for (const std::string& named : {l.dispatcher.value_or(""), flag_value(check.flags, "moe-token-dispatcher-type")})
+    QUILL_CHECK(named.empty() || named == "alltoall",
+                "layout {}: the {} token dispatcher is not implemented in quill (--moe-token-dispatcher-type alltoall "
+                "is)", l.label.value_or("(unlabelled)"), named);
   QUILL_CHECK(l.rows_per_microbatch == 1, "layout.rows_per_microbatch {}: quill runs one row per micro-batch",
               l.rows_per_microbatch);
 

@@ -146,7 +146,9 @@ TEST(Cli, LayoutFlagsAreCheckedNamingTheFlag) {
       {"--pp 2 --pp-layers 0,4", "--pp-layers: stage 0 has 0 layers"},
       {"--pp-layers 1,3", "--pp-layers names 2 stages, but --pipeline-model-parallel-size is 1"},
       {"--comm bogus", "--comm: 'bogus' is not auto, nccl or mpi"},
-      {"--expert-model-parallel-size 2", "context and expert parallelism are not implemented yet"},
+      {"--context-parallel-size 2", "context parallelism is not implemented yet"},
+      {"--expert-model-parallel-size 2", "--expert-model-parallel-size 2 x --expert-tensor-parallel-size 1 = 2 does not "
+                                         "divide the 1 ranks of a pipeline stage"},
       {"--etp 2", "quill builds expert tensor parallelism 1"},
   };
   for (const auto& [flags, message] : bad) {

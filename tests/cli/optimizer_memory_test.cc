@@ -7,8 +7,8 @@
 // On the CPU backend "device" and "host" are both host memory, but the offloaded head goes the
 // whole way: its own master and moments, its gradients copied out, the threaded host AdamW, its
 // updated weights copied back. The host AdamW is the reference's arithmetic bit for bit, so the
-// runs must agree within 1e-6 relative (they agree exactly; the tolerance is the brief's). EP2 is
-// not built yet (train refuses --ep 2), so its equivalence is not tested here.
+// runs must agree within 1e-6 relative (they agree exactly; the tolerance is the brief's). Expert
+// parallelism's equivalence is tests/cli/expert_parallel_test.cc's.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

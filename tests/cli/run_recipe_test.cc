@@ -128,16 +128,48 @@ TEST(QuillRun, CheckpointsOnlyWithSaveIntervalAndAnEarlierRunIsNotOverwritten) {
   EXPECT_FALSE(fs::exists(out + "/checkpoint"));
 }
 
+// The seed's layout (TP4 PP4 EP8 DP2, SP) passes the layout checks: it stops at its model directory
+// (configs/ holds no config.json). With context parallelism (not built) the same recipe is refused
+// naming the layout, before anything is written.
 TEST(QuillRun, LayoutNotYetSupportedStopsClearly) {
   const std::string out_dir = temp("seed");
+  const std::string flags = " --set HF_CKPT=configs --set SFT_DATA=x --set TORCH_DIST=x --out " + out_dir;
   std::string out;
-  EXPECT_EQ(run(std::string(QUILL_BINARY) + " run tests/fixtures/recipes/seed.yaml --set HF_CKPT=configs " +
-                    "--set SFT_DATA=x --set TORCH_DIST=x --out " + out_dir,
-                &out),
-            1);
-  EXPECT_NE(out.find("TP4 PP4 EP8 DP2"), std::string::npos) << out;
-  EXPECT_NE(out.find("not implemented"), std::string::npos) << out;
+  EXPECT_EQ(run(std::string(QUILL_BINARY) + " run tests/fixtures/recipes/seed.yaml" + flags, &out), 1);
+  EXPECT_EQ(out.find("not implemented"), std::string::npos) << out;
+  EXPECT_NE(out.find("configs"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(out_dir));
+
+  std::ifstream in(std::string(QUILL_SOURCE_DIR) + "/tests/fixtures/recipes/seed.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"  cp: 1\n", "  cp: 2\n"}, {"  dp: 2\n", "  dp: 1\n"}})
+    text.replace(text.find(from), from.size(), to);
+  const std::string recipe = temp("seed-cp2") + ".yaml";
+  std::ofstream(recipe) << text;
+  EXPECT_EQ(run(std::string(QUILL_BINARY) + " run " + recipe + flags, &out), 1);
+  EXPECT_NE(out.find("TP4 PP4 EP8 DP2"), std::string::npos) << out;
+  EXPECT_NE(out.find("context parallelism is not implemented yet"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(out_dir));
+}
+
+// quill's expert exchange is the alltoall dispatcher: a recipe naming another is refused, naming it,
+// before anything is read or written.
+TEST(QuillRun, ADispatcherOtherThanAlltoallIsRefused) {
+  std::ifstream in(std::string(QUILL_SOURCE_DIR) + "/recipes/tiny-cpu.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const std::string from : {"dispatcher: alltoall", "--moe-token-dispatcher-type alltoall"})
+    text.replace(text.find(from), from.size(), from.substr(0, from.size() - 8) + "allgather");
+  const std::string recipe = temp("recipe-allgather") + ".yaml", out = temp("allgather-run");
+  std::ofstream(recipe) << text;
+  std::string said;
+  EXPECT_NE(run(std::string(QUILL_BINARY) + " run " + recipe + " --device cpu --set SFT_DATA=" + temp("no-rows") +
+                    " --steps 1 --out " + out,
+                &said),
+            0);
+  EXPECT_NE(said.find("the allgather token dispatcher is not implemented in quill (--moe-token-dispatcher-type alltoall"),
+            std::string::npos)
+      << said;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 }  // namespace

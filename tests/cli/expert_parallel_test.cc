@@ -1,0 +1,180 @@
+// Expert parallelism on the CPU under mpirun: the single-rank command line plus --ep (carved from the
+// ranks of --tp x --dp, Megatron's expert grid), against one rank on the same model and rows. Every
+// step's loss and gradient norm within 1e-5 relative, the same per-expert counts (each rank reports
+// its own tokens' routing over all experts, summed over the world), and the fp32 weights after 3
+// steps within 1e-5. Expert-parallel ranks hold E/ep routed experts each; their rows travel by the
+// all-to-all dispatcher (parallel/expert_dispatch.h). The model is tests/fixtures/configs/
+// tiny-tp4.json: 8 routed experts (2 per rank under EP4), 8 query / 4 kv heads for TP.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "io/safetensors.h"
+#include "train/train_checkpoint.h"
+#include "util/command.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string scratch_dir(const std::string& name) {
+  std::string d = (fs::temp_directory_path() / ("quill-ep-" + std::to_string(::getpid()) + "-" + name)).string();
+  fs::remove_all(d);
+  return d;
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(out + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+void expect_runs(const std::string& cmd) {
+  const quill::test::CommandResult r = quill::test::run_command(cmd);
+  ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
+}
+
+std::string under_mpirun(int ranks) { return std::string(QUILL_MPIEXEC) + " -np " + std::to_string(ranks) + " "; }
+
+// ||a - b|| / ||b|| over all elements.
+double relative_l2(const quill::Tensor& a, const quill::Tensor& b) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double x = a.data_as<float>()[i], y = b.data_as<float>()[i];
+    diff += (x - y) * (x - y), norm += y * y;
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+const std::string kQuill = QUILL_BINARY, kSrc = QUILL_SOURCE_DIR;
+const std::string kConfig = kSrc + "/tests/fixtures/configs/tiny-tp4.json";
+
+struct EpLayout {
+  std::string flags;
+  int ranks;
+};
+
+TEST(ExpertParallel, LayoutsEqualOneRankEveryStep) {
+  const std::string rows = scratch_dir("rows");
+  expect_runs(kQuill + " data synth --conversations 300 --row-tokens 32 --max-rows 64 --out " + rows);
+  const std::string train = " train --config " + kConfig + " --rows " + rows +
+                            " --seed 6 --steps 3 --global-batch 4 --lr 1e-2 --weight-decay 0.1 --quiet";
+  const std::string one = scratch_dir("one");
+  expect_runs(kQuill + train + " --out " + one + " --save " + one + "/checkpoint");
+  const auto ref = read_metrics(one);
+  ASSERT_EQ(ref.size(), 3u);
+  std::map<std::string, quill::Tensor> ref_weights;
+  for (auto& [name, t] : quill::checkpoint_values(one + "/checkpoint")) ref_weights[name] = t;
+
+  const std::vector<EpLayout> layouts = {
+      {"--dp 2 --ep 2", 2},                         // EP2 (edp 1)
+      {"--dp 4 --ep 4", 4},                         // EP4: two experts per rank
+      {"--dp 4 --ep 2", 4},                         // EP2 x DP2: expert gradients reduced over edp 2
+      {"--tp 2 --sp --ep 2", 2},                    // EP2 over the tensor-parallel ranks' sequence chunks
+      {"--tp 2 --sp --dp 2 --ep 2", 4},             // TP2+SP, EP2 (edp 2)
+      {"--tp 2 --dp 2 --ep 4", 4},                  // TP2 x DP2 with EP4 (without SP)
+      {"--dp 2 --pp 2 --pp-layers 2,2 --ep 2", 4},  // EP2 x PP2: each stage's MoE layers exchange
+  };
+  int index = 0;
+  for (const EpLayout& layout : layouts) {
+    SCOPED_TRACE(layout.flags);
+    const std::string out = scratch_dir("layout" + std::to_string(index++));
+    expect_runs(under_mpirun(layout.ranks) + kQuill + train + " " + layout.flags + " --out " + out + " --save " + out +
+                "/checkpoint");
+    const auto got = read_metrics(out);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      for (const char* key : {"loss", "grad_norm"}) {
+        const double a = got[i][key].get<double>(), b = ref[i][key].get<double>();
+        EXPECT_NEAR(a, b, 1e-5 * std::fabs(b)) << key << " step " << i;
+      }
+      EXPECT_EQ(got[i]["expert_tokens"], ref[i]["expert_tokens"]) << "step " << i;
+    }
+    const auto weights = quill::checkpoint_values(out + "/checkpoint");
+    ASSERT_EQ(weights.size(), ref_weights.size());
+    for (auto& [name, t] : weights) EXPECT_LE(relative_l2(t, ref_weights.at(name)), 1e-5) << name;
+  }
+}
+
+// A Hugging Face checkpoint loads into EP2 x DP2 (each rank reads only its experts) and the export
+// gathers every expert back: with --lr 0 the files must equal one rank's byte for byte.
+TEST(ExpertParallel, ExportUnderExpertParallelismIsByteIdentical) {
+  const std::string rows = scratch_dir("rows-export");
+  expect_runs(kQuill + " data synth --conversations 200 --row-tokens 32 --max-rows 16 --out " + rows);
+  const std::string init = scratch_dir("init");
+  expect_runs(kQuill + " train --config " + kConfig + " --rows " + rows +
+              " --seed 9 --steps 2 --global-batch 4 --lr 1e-2 --quiet --save-hf --out " + init);
+  const std::string train =
+      " train --init " + init + "/hf --rows " + rows + " --steps 1 --global-batch 4 --lr 0 --quiet --save-hf";
+  const std::string one = scratch_dir("export-one"), ep = scratch_dir("export-ep2");
+  expect_runs(kQuill + train + " --out " + one);
+  expect_runs(under_mpirun(4) + kQuill + train + " --dp 4 --ep 2 --out " + ep);
+  const double loss_one = read_metrics(one)[0]["loss"].get<double>(), loss_ep = read_metrics(ep)[0]["loss"].get<double>();
+  EXPECT_NEAR(loss_ep, loss_one, 1e-6 * loss_one) << "the same weights loaded into EP2";
+  const quill::SafetensorsFile a = quill::SafetensorsFile::open(one + "/hf/model.safetensors");
+  const quill::SafetensorsFile b = quill::SafetensorsFile::open(ep + "/hf/model.safetensors");
+  ASSERT_EQ(a.names(), b.names());
+  for (const std::string& name : a.names()) {
+    const quill::Tensor x = a.raw(name), y = b.raw(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.nbytes()), 0) << name;
+  }
+}
+
+// EP2 stopped after 2 steps and resumed equals the uninterrupted run bit for bit; its checkpoint
+// (keyed by global element ranges) also resumes without expert parallelism (DP2), within rounding.
+TEST(ExpertParallel, ResumeIsBitIdenticalAndCrossesLayouts) {
+  const std::string rows = scratch_dir("rows-resume");
+  expect_runs(kQuill + " data synth --conversations 200 --row-tokens 32 --max-rows 32 --out " + rows);
+  const std::string mpi = under_mpirun(2) + kQuill;
+  const std::string train = " train --config " + kConfig + " --rows " + rows +
+                            " --seed 4 --steps 4 --global-batch 2 --lr 1e-2 --quiet --dp 2";
+  const std::string whole = scratch_dir("whole"), parts = scratch_dir("parts"), other = scratch_dir("other");
+  expect_runs(mpi + train + " --ep 2 --out " + whole);
+  expect_runs(mpi + train + " --ep 2 --stop-after 2 --out " + parts + " --save " + parts + "/checkpoint");
+  fs::copy(parts, other, fs::copy_options::recursive);
+  expect_runs(mpi + train + " --ep 2 --resume " + parts + "/checkpoint --out " + parts + " --save " + parts +
+              "/checkpoint");
+  expect_runs(mpi + train + " --resume " + other + "/checkpoint --out " + other);
+  const auto a = read_metrics(whole), b = read_metrics(parts), c = read_metrics(other);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), a.size());
+  ASSERT_EQ(c.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << i;
+    EXPECT_EQ(a[i]["grad_norm"], b[i]["grad_norm"]) << i;
+    for (const char* key : {"loss", "grad_norm"})
+      EXPECT_NEAR(c[i][key].get<double>(), a[i][key].get<double>(), 1e-5 * std::fabs(a[i][key].get<double>()))
+          << "resumed under DP2 without EP: " << key << " step " << i;
+  }
+}
+
+// Layouts whose experts or ranks do not divide are refused before any rank starts or anything
+// loads, naming the flag (the checks need no launcher).
+TEST(ExpertParallel, LayoutsThatDoNotDivideAreRefused) {
+  const std::string rows = scratch_dir("rows-bad");
+  expect_runs(kQuill + " data synth --conversations 100 --row-tokens 32 --max-rows 8 --out " + rows);
+  const std::string base = kQuill + " train --config " + kConfig + " --rows " + rows + " --steps 1 --global-batch 6 --quiet";
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--dp 3 --ep 3", "--expert-model-parallel-size 3 does not divide the 8 routed experts of "
+                             "model.llm.layers.1.mlp.experts.w13_weight"},
+           {"--dp 2 --ep 4", "--expert-model-parallel-size 4 x --expert-tensor-parallel-size 1 = 4 does not divide the 2 "
+                             "ranks of a pipeline stage"},
+           {"--tp 2 --ep 2 --etp 2", "--expert-tensor-parallel-size 2: quill builds expert tensor parallelism 1"}}) {
+    const std::string out = scratch_dir("bad");
+    const quill::test::CommandResult r = quill::test::run_command(base + " " + flags + " --out " + out);
+    EXPECT_NE(r.status, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
+    EXPECT_FALSE(fs::exists(out + "/metrics.jsonl")) << flags;
+  }
+}
+
+}  // namespace
