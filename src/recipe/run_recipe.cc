@@ -112,8 +112,12 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   QUILL_CHECK(!unresolved(rows_dir), "the rows are unknown: the run's --prompt-data is '{}'; give --rows or --set",
               rows_dir);
   const RowsReader rows = RowsReader::open(rows_dir);
-  QUILL_CHECK(rows.row_tokens() == recipe.workload.row_tokens, "{}: rows of {} tokens, the recipe's workload.row_tokens is {}",
-              rows_dir, rows.row_tokens(), recipe.workload.row_tokens);
+  const int64_t row_tokens = o.row_tokens.value_or(recipe.workload.row_tokens);
+  QUILL_CHECK(rows.row_tokens() == row_tokens, "{}: rows of {} tokens, the {} is {}", rows_dir, rows.row_tokens(),
+              o.row_tokens ? "--row-tokens" : "recipe's workload.row_tokens", row_tokens);
+  if (o.row_tokens && *o.row_tokens != recipe.workload.row_tokens)
+    plan.notes.push_back(fmt::format("a reduced workload: rows of {} tokens instead of workload.row_tokens {} (--row-tokens)",
+                                     row_tokens, recipe.workload.row_tokens));
   plan.train.rows_dir = rows_dir;
   plan.row_tokens = rows.row_tokens();
 
@@ -122,6 +126,13 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   QUILL_CHECK(!def.global_batch_size || *def.global_batch_size == recipe.workload.global_batch,
               "workload.global_batch {} disagrees with the run's --global-batch-size {}", recipe.workload.global_batch,
               *def.global_batch_size);
+  if (o.global_batch) {
+    QUILL_CHECK(*o.global_batch > 0, "--global-batch {}: must be positive", *o.global_batch);
+    if (*o.global_batch != plan.train.global_batch)
+      plan.notes.push_back(fmt::format("a reduced workload: {} rows per step instead of workload.global_batch {} "
+                                       "(--global-batch)", *o.global_batch, plan.train.global_batch));
+    plan.train.global_batch = *o.global_batch;
+  }
   plan.train.steps = o.steps ? *o.steps : def.train_steps.value_or(0);
   QUILL_CHECK(plan.train.steps > 0, "the run's length is unknown (no --train-iters or --num-rollout): give --steps");
   plan.train.lr = def.lr_schedule();
@@ -211,6 +222,8 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
     report.notes.push_back(std::string("no result metrics: ") + e.what());
   }
   out.status = "measured";
+  out.workload.row_tokens = plan.row_tokens;
+  out.workload.global_batch = plan.train.global_batch;
   out.gpu = Gpu{};
   out.gpu.type = device;
   out.gpu.count = plan.layout.world();

@@ -30,6 +30,10 @@ struct RecipeRunOptions {
   bool overwrite = false;                 // replace an earlier run's outputs in out_dir
   std::optional<int64_t> save_interval;   // overrides the run flags' --save-interval (checkpoints: none without)
   std::optional<double> distributed_timeout_minutes;  // overrides the run flags'
+  // A reduced form of the workload (a small model on short rows, as the seed's layout is checked on
+  // CPU ranks): the rows' length and the rows per step replace workload.row_tokens / global_batch and
+  // the run's --seq-length / --global-batch-size; the completed recipe records what ran, with a note.
+  std::optional<int64_t> row_tokens, global_batch;
 };
 
 struct RecipeRunPlan {
