@@ -172,6 +172,11 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--pp-layers", layout.pp_layers, "layers per pipeline stage, e.g. 12,10,10,10 (default: even)")
       ->delimiter(',');
   cmd->add_option("--parallel-order", layout.order, "rank order of the axes (Megatron's, default tp-cp-ep-dp-pp)");
+  cmd->add_option("--simulate-rank", o.simulate_rank,
+                  "run only world rank R of the layout, in this one process (no mpirun), its collectives served by a "
+                  "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
+                  "the loss is not meaningful (docs/simulate-rank.md)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--warmup-steps", o.warmup_steps,
                   "steps left out of the closing summary's median and spread (OUT/summary.json)");
   cmd->add_option("--profile-step", o.profile_step,
@@ -214,10 +219,11 @@ void add_train_command(CLI::App& app, Runner& run) {
         };
       }
 #endif
-      TrainResult r = train_with_layout(o, device, layout, memory_check);
+      TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true);
       if (!r.steps.empty())
-        std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
-                    r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());
+        std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f%s; metrics in %s/metrics.jsonl\n", r.steps.size(),
+                    r.wall_time_s, r.steps.front().loss, r.steps.back().loss,
+                    r.simulated_rank >= 0 ? " (simulated rank: not meaningful)" : "", o.out_dir.c_str());
       if (!r.steps.empty() && r.lead) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
       return 0;
     };
