@@ -95,14 +95,14 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;
   const std::vector<std::string> notes = check_layout_flags(spec);
+  const bool simulate = o.simulate_rank >= 0;
+  if (simulate) check_simulation(o, spec);
   QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
               o.distributed_timeout_minutes);
   InklingModel::check_layout(spec);
   const InklingConfig config = resolve_config(o);
   check_model_split(config, spec);
   const int64_t num_layers = config.num_layers;
-  const bool simulate = o.simulate_rank >= 0;
-  if (simulate) check_simulation(o, spec);
   // Megatron's --distributed-timeout-minutes bounds every collective (comm/comm.h: the watchdog).
   CommOptions comm_options;
   comm_options.timeout_s = o.distributed_timeout_minutes * 60;
