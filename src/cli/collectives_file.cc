@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "parallel/grid.h"
 
 namespace quill::cli {
 
@@ -50,7 +51,8 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
                "that group during that training step"},
       {"step", "the optimizer step (0-based); -1: outside the steps (layout set-up, argument agreement, the closing "
                "exchange of peaks)"},
-      {"group", "the communicator's name (world, tp, cp, dp, dp_cp, pp, ep, etp, edp); group_size its ranks"},
+      {"group", "the communicator's name (world, tp, cp, dp, dp-cp, pp, ep, etp, edp); group_size its ranks; "
+                "groups lists each group of this rank with more than one rank by name, with its world ranks"},
       {"payload_bytes", "summed over the calls: the operation's size as nccl-tests reports it (all_reduce and "
                         "broadcast: the tensor; all_gather and reduce_scatter: the whole gathered buffer; "
                         "all_to_all: the rows this rank sends, itself included; send/recv/send_recv: the messages)"},
@@ -60,8 +62,18 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
       {"recv_bytes", "what this rank takes off the wire, by the same rules"},
       {"simulated_rank", "null: every rank of a real run; R: the one rank run by quill train --simulate-rank R "
                          "(collectives served by a loopback communicator: bytes exact, values not)"}};
+  // Each rank's groups by name with their world ranks, so that a model can tell the groups inside a
+  // node from those across nodes.
+  const Grid grid(run.spec.world(), run.spec);
   nlohmann::json all = nlohmann::json::array();
-  for (const auto& [rank, rows] : ranks) all.push_back({{"rank", rank}, {"rows", rows_json(rows)}});
+  for (const auto& [rank, rows] : ranks) {
+    nlohmann::json groups = nlohmann::json::object();
+    for (GroupKind kind : all_group_kinds()) {
+      const RankGroup g = grid.group(kind, rank);
+      if (g.size() > 1) groups[group_kind_name(kind)] = g.ranks;
+    }
+    all.push_back({{"rank", rank}, {"groups", groups}, {"rows", rows_json(rows)}});
+  }
   j["ranks"] = all;
   return j.dump(1) + "\n";
 }

@@ -24,7 +24,7 @@ namespace quill {
 // training steps: set-up, argument agreement, the closing exchange of peaks).
 struct CollectiveRow {
   int64_t step = -1;
-  std::string group;    // the communicator's name: "world", "tp", "dp", "pp", "dp_cp", ...
+  std::string group;    // the communicator's name: "world", "tp", "dp", "pp", "dp-cp", ...
   int group_size = 1;
   std::string op;       // "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
                         // "send", "recv", "send_recv", "barrier", "split"
