@@ -172,11 +172,6 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--pp-layers", layout.pp_layers, "layers per pipeline stage, e.g. 12,10,10,10 (default: even)")
       ->delimiter(',');
   cmd->add_option("--parallel-order", layout.order, "rank order of the axes (Megatron's, default tp-cp-ep-dp-pp)");
-  cmd->add_option("--simulate-rank", o.simulate_rank,
-                  "run only world rank R of the layout, in this one process (no mpirun), its collectives served by a "
-                  "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
-                  "the loss is not meaningful (docs/simulate-rank.md)")
-      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--warmup-steps", o.warmup_steps,
                   "steps left out of the closing summary's median and spread (OUT/summary.json)");
   cmd->add_option("--profile-step", o.profile_step,
@@ -185,6 +180,11 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--profile-ceilings", ceilings,
                   "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS (default 794 4240)")
       ->expected(2);
+  cmd->add_option("--simulate-rank", o.simulate_rank,
+                  "run only world rank R of the layout, in this one process (no mpirun), its collectives served by a "
+                  "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
+                  "the loss is not meaningful (docs/simulate-rank.md)")
+      ->check(CLI::NonNegativeNumber);
   static std::string device_memory;
   add_device_memory_flag(cmd, device_memory);
   cmd->callback([&run] {
