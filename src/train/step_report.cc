@@ -114,7 +114,7 @@ std::string summary_json(const TrainResult& r) {
                          "served by a loopback communicator (docs/simulate-rank.md); step times are its compute "
                          "without communication time, memory and collective bytes (collectives.json) are the rank's; "
                          "the loss and gradient norm are not meaningful; peak_device_bytes_per_rank holds rank R's "
-                         "entry only (the others 0)"}};
+                         "entry only (the others 0), optimizer_state_bytes_rank0 is rank R's"}};
   nlohmann::json steps = nlohmann::json::array();
   for (const StepMetrics& m : r.steps)
     steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s},
