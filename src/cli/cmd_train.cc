@@ -172,6 +172,11 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--profile-ceilings", ceilings,
                   "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS (default 794 4240)")
       ->expected(2);
+  cmd->add_option("--simulate-rank", o.simulate_rank,
+                  "run only world rank R of the layout, in this one process (no mpirun), its collectives served by a "
+                  "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
+                  "the loss is not meaningful (docs/simulate-rank.md)")
+      ->check(CLI::NonNegativeNumber);
   static std::string device_memory;
   add_device_memory_flag(cmd, device_memory);
   cmd->callback([&run] {
@@ -206,10 +211,11 @@ void add_train_command(CLI::App& app, Runner& run) {
         };
       }
 #endif
-      TrainResult r = train_with_layout(o, device, layout, memory_check);
+      TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true);
       if (!r.steps.empty())
-        std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f; metrics in %s/metrics.jsonl\n", r.steps.size(),
-                    r.wall_time_s, r.steps.front().loss, r.steps.back().loss, o.out_dir.c_str());
+        std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f%s; metrics in %s/metrics.jsonl\n", r.steps.size(),
+                    r.wall_time_s, r.steps.front().loss, r.steps.back().loss,
+                    r.simulated_rank >= 0 ? " (simulated rank: not meaningful)" : "", o.out_dir.c_str());
       if (!r.steps.empty() && r.lead) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
       return 0;
     };

@@ -7,7 +7,11 @@
 #include <vector>
 
 #include "base/error.h"
+#include "cli/collective_probe.h"
+#include "cli/collectives_file.h"
+#include "comm/counting_comm.h"
 #include "comm/distributed.h"
+#include "comm/loopback_comm.h"
 #include "comm/mpi_comm.h"
 #include "data/rows.h"
 #include "model/inkling_model.h"
@@ -15,6 +19,7 @@
 #include "parallel/layout.h"
 #include "plan/plan_report.h"
 #ifdef QUILL_HAVE_CUDA
+#include "comm/cuda/loopback_cuda_mover.h"
 #include "comm/cuda/staged_comm.h"
 #include "comm/nccl/nccl_comm.h"
 #include "ops/cuda/cuda_context.h"
@@ -43,18 +48,55 @@ void check_memory_plan(const TrainOptions& o, const InklingConfig& config, const
   }
 }
 
+// --simulate-rank R: what one rank's share of the layout can run. Throws naming the flag.
+void check_simulation(const TrainOptions& o, const LayoutSpec& spec) {
+  QUILL_CHECK(o.simulate_rank < spec.world(), "--simulate-rank {}: the layout ({}) has {} ranks (0..{})", o.simulate_rank,
+              spec.describe(), spec.world(), spec.world() - 1);
+  QUILL_CHECK(spec.ep == 1,
+              "--simulate-rank with --expert-model-parallel-size {}: the routing of the experts' token exchange is not "
+              "simulated yet (give --expert-model-parallel-size 1)", spec.ep);
+  const char* refused = !o.save_dir.empty()      ? "--save"
+                        : !o.resume_dir.empty()  ? "--resume"
+                        : o.save_hf              ? "--save-hf"
+                        : o.dump_grads_step >= 0 ? "--dump-grads-step"
+                                                 : nullptr;
+  QUILL_CHECK(refused == nullptr,
+              "--simulate-rank with {}: a simulated rank's weights are one share of a run whose other ranks never ran "
+              "(its loss is not meaningful); nothing of it can be saved or resumed", refused ? refused : "");
+}
+
+// With a ledger: the run's probe (or none) wrapped so that the ledger knows each collective's step.
+void count_steps(TrainOptions& o, const std::shared_ptr<CollectiveLedger>& ledger) {
+  if (!ledger) return;
+  auto inner = o.make_probe;
+  o.make_probe = [inner, ledger](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
+    return std::make_unique<CollectiveStepProbe>(inner ? inner(ctx) : nullptr, ctx, ledger);
+  };
+}
+
+// The communicator the layout splits: `world` (a loopback one when simulating, or one this run made),
+// else the launcher's, counted into the ledger when there is one.
+std::unique_ptr<Comm> counted_world(std::unique_ptr<Comm> world, Comm* launcher, const std::shared_ptr<CollectiveLedger>& ledger) {
+  if (!ledger) return world;
+  if (world) return std::make_unique<CountingComm>(std::move(world), ledger);
+  return launcher ? std::make_unique<CountingComm>(*launcher, ledger) : nullptr;
+}
+
 }  // namespace
 
 // Runs the training of `o` on `device` under `spec`: one process per rank, started by mpirun/srun;
 // a one-rank layout without a launcher is the plain single-process run. The layout is validated
 // against the world and the model (its config only) before anything else is loaded.
-TrainResult train_with_layout(const TrainOptions& o, const std::string& device, const LayoutSpec& flags,
-                              const MemoryCheck& check) {
+TrainResult train_with_layout(const TrainOptions& options, const std::string& device, const LayoutSpec& flags,
+                              const MemoryCheck& check, bool count_collectives) {
+  TrainOptions o = options;
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;
   const std::vector<std::string> notes = check_layout_flags(spec);
+  const bool simulate = o.simulate_rank >= 0;
+  if (simulate) check_simulation(o, spec);
   QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
               o.distributed_timeout_minutes);
   InklingModel::check_layout(spec);
@@ -65,18 +107,48 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   CommOptions comm_options;
   comm_options.timeout_s = o.distributed_timeout_minutes * 60;
   std::unique_ptr<Distributed> dist;
-  if (spec.world() > 1 || launched_by_mpi()) {
+  if (simulate) {
+    // One plain process (srun may still start it as a task of one).
+    if (launched_by_mpi()) dist = init_distributed(nullptr, nullptr, comm_options);
+    QUILL_CHECK(!dist || dist->size() == 1,
+                "--simulate-rank runs the layout's rank {} alone in one process, but the launcher started {} (run it "
+                "without mpirun, or with one task)", o.simulate_rank, dist ? dist->size() : 1);
+  } else if (spec.world() > 1 || launched_by_mpi()) {
     dist = init_distributed(nullptr, nullptr, comm_options);
     QUILL_CHECK(dist->size() == spec.world(), "the layout ({}) needs {} ranks but the launcher started {} (mpirun -np {})",
                 spec.describe(), spec.world(), dist->size(), spec.world());
   }
-  if (!dist || dist->rank() == 0)
+  const bool lead = simulate || !dist || dist->rank() == 0;
+  if (lead)
     for (const std::string& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
-  const bool lead = !dist || dist->rank() == 0;
+  if (simulate)
+    std::fprintf(stderr,
+                 "note: --simulate-rank %d: world rank %d of the layout's %d (%s) alone in this process, every "
+                 "collective served by a loopback communicator; compute, memory and collective bytes are the rank's, "
+                 "the loss is not meaningful (docs/simulate-rank.md)\n",
+                 o.simulate_rank, o.simulate_rank, spec.world(), spec.describe().c_str());
+  // The ledger of OUT/collectives.json: every parallel run's collectives, and a simulated rank's.
+  std::shared_ptr<CollectiveLedger> ledger;
+  if (count_collectives && (simulate || spec.world() > 1)) ledger = std::make_shared<CollectiveLedger>();
+  count_steps(o, ledger);
+  Comm* launcher_world = dist && !simulate ? &dist->world() : nullptr;
+  const int world_rank = simulate ? o.simulate_rank : dist ? dist->rank() : 0;
+  auto write_ledger = [&](const TrainResult& r) {
+    if (ledger && !r.steps.empty())
+      write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank, CollectivesRun{spec, o.simulate_rank});
+  };
   if (device == "cpu") {
     check_memory_plan(o, config, spec, device, check.device_memory, lead);
-    const Layout layout = Layout::create(spec, num_layers, dist ? &dist->world() : nullptr);
-    return run_training(o, DeviceContext::cpu(), layout);
+    std::unique_ptr<Comm> loopback;
+    if (simulate) loopback = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_host_loopback_mover());
+    const std::unique_ptr<Comm> world = counted_world(std::move(loopback), launcher_world, ledger);
+    TrainResult r;
+    {
+      const Layout layout = Layout::create(spec, num_layers, world ? world.get() : launcher_world);
+      r = run_training(o, DeviceContext::cpu(), layout);
+    }
+    write_ledger(r);
+    return r;
   }
 #ifdef QUILL_HAVE_CUDA
   QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
@@ -90,7 +162,9 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
   }
   check_memory_plan(o, config, spec, device, device_memory, lead);
   std::unique_ptr<Comm> world_gpu;
-  if (dist) {
+  if (simulate) {
+    world_gpu = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_cuda_loopback_mover(stream_of(ctx)));
+  } else if (dist) {
     // NCCL runs one rank per GPU; ranks that share one exchange device tensors through host memory.
     const bool shared = ranks_share_a_gpu(dist->world());
     QUILL_CHECK(!(shared && o.comm_backend == "nccl"),
@@ -103,8 +177,14 @@ TrainResult train_with_layout(const TrainOptions& o, const std::string& device, 
       world_gpu = NcclComm::create(dist->world(), stream_of(ctx), comm_options, "world", comm_stream_of(ctx));
     }
   }
-  const Layout layout = Layout::create(spec, num_layers, world_gpu.get());
-  return run_training(o, ctx, layout);
+  world_gpu = counted_world(std::move(world_gpu), nullptr, ledger);
+  TrainResult r;
+  {
+    const Layout layout = Layout::create(spec, num_layers, world_gpu.get());
+    r = run_training(o, ctx, layout);
+  }
+  write_ledger(r);
+  return r;
 #else
   QUILL_FAIL("--device cuda: this quill was built without the CUDA backend");
 #endif

@@ -12,8 +12,12 @@ namespace quill::cli {
 
 // Before anything is loaded, the layout's memory plan (plan/) is checked against the device's memory
 // (`check`): a layout that cannot fit is refused, naming its largest categories and what would fit.
+// With `count_collectives`, every collective of a parallel run (or of a simulated rank) is counted per
+// step, group and operation into OUT/collectives.json (cli/collectives_file.h). With
+// options.simulate_rank R the layout's world rank R runs alone in this process, over a loopback world
+// (comm/loopback_comm.h; docs/simulate-rank.md).
 TrainResult train_with_layout(const TrainOptions& options, const std::string& device, const LayoutSpec& flags,
-                              const MemoryCheck& check = {});
+                              const MemoryCheck& check = {}, bool count_collectives = false);
 // "cuda" when this build has the CUDA backend and a GPU is visible, else "cpu".
 std::string default_device();
 // What ran the job, for reports: the GPU's name, or the CPU backend.

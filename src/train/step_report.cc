@@ -81,6 +81,10 @@ std::string summary_json(const TrainResult& r) {
   j["peak_gpu_bytes"] = s.peak_gpu_bytes;
   j["peak_device_bytes"] = s.peak_device_bytes;
   if (!r.peak_bytes_per_rank.empty()) j["peak_device_bytes_per_rank"] = r.peak_bytes_per_rank;
+  if (r.simulated_rank >= 0) {
+    j["simulated_rank"] = r.simulated_rank;
+    j["loss_meaningful"] = false;
+  }
   if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0) {
     j["device_used_bytes_end"] = r.steps.back().memory.device_used_bytes;
     j["device_total_bytes"] = r.steps.back().memory.device_total_bytes;
@@ -105,7 +109,12 @@ std::string summary_json(const TrainResult& r) {
       {"peak_device_bytes", "the same for any backend (the CPU reference's allocator too): what quill plan's "
                             "allocator peak predicts"},
       {"peak_device_bytes_per_rank", "peak_device_bytes of every world rank (index: rank)"},
-      {"device_used_bytes_end", "cudaMemGetInfo total - free after the last step"}};
+      {"device_used_bytes_end", "cudaMemGetInfo total - free after the last step"},
+      {"simulated_rank", "present for quill train --simulate-rank R: world rank R run alone, its collectives "
+                         "served by a loopback communicator (docs/simulate-rank.md); step times are its compute "
+                         "without communication time, memory and collective bytes (collectives.json) are the rank's; "
+                         "the loss and gradient norm are not meaningful; peak_device_bytes_per_rank holds rank R's "
+                         "entry only (the others 0), optimizer_state_bytes_rank0 is rank R's"}};
   nlohmann::json steps = nlohmann::json::array();
   for (const StepMetrics& m : r.steps)
     steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s},
@@ -131,6 +140,8 @@ std::string summary_line(const TrainResult& r) {
     line += fmt::format(" (device in use at the end {:.2f} of {:.2f} GiB)",
                         static_cast<double>(r.steps.back().memory.device_used_bytes) / (1 << 30),
                         static_cast<double>(r.steps.back().memory.device_total_bytes) / (1 << 30));
+  if (r.simulated_rank >= 0)
+    line += fmt::format("; simulated rank {}: compute only, no communication time; loss not meaningful", r.simulated_rank);
   return line;
 }
 

@@ -72,6 +72,10 @@ struct TrainOptions {
   // spread (out_dir/summary.json); profile_step's ops are timed one by one (needs make_probe).
   int64_t warmup_steps = 0;
   int64_t profile_step = -1;
+  // `quill train --simulate-rank R` (docs/simulate-rank.md): the layout's world rank R alone, its
+  // collectives served by a loopback communicator. This process then writes the outputs (as rank 0
+  // does in a real run) and its log lines say that the loss is not meaningful. -1: a real run.
+  int simulate_rank = -1;
   // Makes the run's StepProbe for a device context (null or returning null: none).
   std::function<std::unique_ptr<StepProbe>(const DeviceContext&)> make_probe;
 };

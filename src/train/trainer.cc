@@ -133,7 +133,11 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
 
 TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx, const Layout& layout) {
   const int dp_size = layout.spec().dp, dp_rank = layout.coords().dp;
-  const bool lead = layout.rank() == 0;
+  // The simulated rank is the only process of its run: it writes what rank 0 writes in a real one.
+  const bool simulated = o.simulate_rank >= 0;
+  const bool lead = simulated || layout.rank() == 0;
+  QUILL_CHECK(!simulated || layout.rank() == o.simulate_rank, "--simulate-rank {}: the layout was made for rank {}",
+              o.simulate_rank, layout.rank());
   InklingModel::check_layout(layout.spec());
   Timer wall;
   // Everything is checked before anything is loaded or written.
@@ -144,6 +148,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   check_run_dir(o);
   TrainResult result;
   result.lead = lead;
+  result.simulated_rank = o.simulate_rank;
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
     return result;
@@ -312,7 +317,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       if (lead) metrics->append(metrics_json_line(m));
       run_time_s += m.step_time_s;
       const double eta = run_time_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(o.steps - step - 1);
-      if (lead && !o.quiet) std::printf("%s\n", megatron_log_line(m, o.steps, o.global_batch, eta).c_str()), std::fflush(stdout);
+      if (lead && !o.quiet) {
+        std::string line = megatron_log_line(m, o.steps, o.global_batch, eta);
+        if (simulated) line += fmt::format(" simulated rank {} of {}: loss and grad norm not meaningful |", o.simulate_rank,
+                                           layout.grid().world());
+        std::printf("%s\n", line.c_str()), std::fflush(stdout);
+      }
       result.steps.push_back(m);
 
       // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).

@@ -44,6 +44,7 @@ struct TrainResult {
   // With a StepProbe: every world rank's most allocator bytes over the steps (index: world rank), for
   // comparing each pipeline stage with its memory plan; empty without one.
   std::vector<int64_t> peak_bytes_per_rank;
+  int simulated_rank = -1;  // TrainOptions::simulate_rank: the loss and norms are not meaningful
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).

@@ -1,0 +1,107 @@
+#include "cli/collectives_file.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "parallel/grid.h"
+
+namespace quill::cli {
+
+namespace {
+
+nlohmann::json rows_json(const std::vector<CollectiveRow>& rows) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const CollectiveRow& r : rows)
+    a.push_back({{"step", r.step}, {"group", r.group}, {"group_size", r.group_size}, {"op", r.op}, {"calls", r.calls},
+                 {"payload_bytes", r.payload_bytes}, {"sent_bytes", r.sent_bytes}, {"recv_bytes", r.recv_bytes}});
+  return a;
+}
+
+std::vector<CollectiveRow> rows_from_json(const nlohmann::json& a) {
+  std::vector<CollectiveRow> rows;
+  for (const nlohmann::json& j : a) {
+    CollectiveRow r;
+    r.step = j.at("step");
+    r.group = j.at("group");
+    r.group_size = j.at("group_size");
+    r.op = j.at("op");
+    r.calls = j.at("calls");
+    r.payload_bytes = j.at("payload_bytes");
+    r.sent_bytes = j.at("sent_bytes");
+    r.recv_bytes = j.at("recv_bytes");
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::string collectives_json(const std::vector<std::pair<int, std::vector<CollectiveRow>>>& ranks,
+                             const CollectivesRun& run) {
+  nlohmann::json j;
+  j["format"] = "quill-collectives-1";
+  j["layout"] = run.spec.describe();
+  j["world_size"] = run.spec.world();
+  j["simulated_rank"] = run.simulated_rank >= 0 ? nlohmann::json(run.simulated_rank) : nlohmann::json(nullptr);
+  j["definitions"] = {
+      {"rows", "per rank, one row per (step, group, op): every call this rank made of op on its communicator of "
+               "that group during that training step"},
+      {"step", "the optimizer step (0-based); -1: outside the steps (layout set-up, argument agreement, the closing "
+               "exchange of peaks)"},
+      {"group", "the communicator's name (world, tp, cp, dp, dp-cp, pp, ep, etp, edp); group_size its ranks; "
+                "groups lists each group of this rank with more than one rank by name, with its world ranks"},
+      {"payload_bytes", "summed over the calls: the operation's size as nccl-tests reports it (all_reduce and "
+                        "broadcast: the tensor; all_gather and reduce_scatter: the whole gathered buffer; "
+                        "all_to_all: the rows this rank sends, itself included; send/recv/send_recv: the messages)"},
+      {"sent_bytes", "what this rank puts on the wire under the ring algorithms (all_reduce 2(p-1)/p of the "
+                     "payload, all_gather and reduce_scatter (p-1)/p, all_to_all what goes to other ranks, "
+                     "point to point the message; copies to itself excluded)"},
+      {"recv_bytes", "what this rank takes off the wire, by the same rules"},
+      {"simulated_rank", "null: every rank of a real run; R: the one rank run by quill train --simulate-rank R "
+                         "(collectives served by a loopback communicator: bytes exact, values not)"}};
+  // Each rank's groups by name with their world ranks, so that a model can tell the groups inside a
+  // node from those across nodes.
+  const Grid grid(run.spec.world(), run.spec);
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& [rank, rows] : ranks) {
+    nlohmann::json groups = nlohmann::json::object();
+    for (GroupKind kind : all_group_kinds()) {
+      const RankGroup g = grid.group(kind, rank);
+      if (g.size() > 1) groups[group_kind_name(kind)] = g.ranks;
+    }
+    all.push_back({{"rank", rank}, {"groups", groups}, {"rows", rows_json(rows)}});
+  }
+  j["ranks"] = all;
+  return j.dump(1) + "\n";
+}
+
+void write_collectives_file(const std::string& out_dir, const CollectiveLedger& ledger, Comm* world, int rank,
+                            const CollectivesRun& run) {
+  const std::vector<CollectiveRow> mine = ledger.rows();
+  std::vector<std::pair<int, std::vector<CollectiveRow>>> ranks;
+  if (world == nullptr || world->size() == 1) {
+    ranks.emplace_back(rank, mine);
+  } else {
+    QUILL_CHECK(world->device() == Device::CPU, "collectives.json: the gathering needs a CPU communicator");
+    // Each rank's rows as JSON text, padded to the longest, all-gathered (lengths first).
+    const std::string text = rows_json(mine).dump();
+    const int p = world->size();
+    Tensor len = Tensor::empty({1}, DType::I64), lens = Tensor::empty({p}, DType::I64);
+    len.data_as<int64_t>()[0] = static_cast<int64_t>(text.size());
+    world->all_gather(len, lens);
+    const int64_t longest = *std::max_element(lens.data_as<int64_t>(), lens.data_as<int64_t>() + p);
+    Tensor buf = Tensor::zeros({longest}, DType::U8), all = Tensor::empty({longest * p}, DType::U8);
+    std::memcpy(buf.data(), text.data(), text.size());
+    world->all_gather(buf, all);
+    for (int r = 0; r < p; ++r) {
+      const char* at = static_cast<const char*>(all.data()) + r * longest;
+      ranks.emplace_back(r, rows_from_json(nlohmann::json::parse(std::string(at, lens.data_as<int64_t>()[r]))));
+    }
+  }
+  if (rank == 0 || run.simulated_rank >= 0) write_file_atomic(out_dir + "/collectives.json", collectives_json(ranks, run));
+}
+
+}  // namespace quill::cli

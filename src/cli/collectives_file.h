@@ -1,0 +1,29 @@
+// OUT/collectives.json: the collective ledger (comm/collective_ledger.h) of every rank of a run, or
+// of the one simulated rank (`quill train --simulate-rank R`), per step, group and operation: calls,
+// payload and wire bytes. The input of a communication model (docs/simulate-rank.md).
+#pragma once
+
+#include <string>
+
+#include "comm/collective_ledger.h"
+#include "comm/comm.h"
+#include "parallel/layout_spec.h"
+
+namespace quill::cli {
+
+struct CollectivesRun {
+  LayoutSpec spec;
+  int simulated_rank = -1;  // -1: a real run
+};
+
+// Collective over `world` (every rank calls it; null or one rank: this rank's table only): every
+// rank's table onto world rank 0, which writes out_dir/collectives.json atomically. `world` must
+// be a CPU communicator that does not count into `ledger` (the gathering is no part of the run).
+void write_collectives_file(const std::string& out_dir, const CollectiveLedger& ledger, Comm* world,
+                            int rank, const CollectivesRun& run);
+
+// The file's text for the given ranks' rows (rank index, rows), for tests and the writer.
+std::string collectives_json(const std::vector<std::pair<int, std::vector<CollectiveRow>>>& ranks,
+                             const CollectivesRun& run);
+
+}  // namespace quill::cli

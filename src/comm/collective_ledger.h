@@ -1,0 +1,59 @@
+// CollectiveLedger: the bytes every collective of one rank moved, per training step, group and
+// operation, as a table a communication model can read (docs/simulate-rank.md). CountingComm
+// (comm/counting_comm.h) records into it, around a real communicator or the loopback one, so that
+// a real run and a simulated rank are counted by the same code.
+//
+// Per call it records the payload (the size NCCL's performance notes call the operation's "size":
+// the all-reduced tensor, the whole gathered / reduce-scattered buffer, the all-to-all's send
+// total) and the bytes this rank sends and receives on the wire under the ring algorithms that
+// NCCL's bus-bandwidth factors describe (nccl-tests doc/PERFORMANCE.md): all-reduce 2(p-1)/p of
+// the payload each way, all-gather and reduce-scatter (p-1)/p, all-to-all what goes to and comes
+// from other ranks, point to point what the message holds. A rank's copy to itself is no traffic.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace quill {
+
+// One row of the table: every call of `op` on the group `group` during `step` (-1: outside the
+// training steps: set-up, argument agreement, the closing exchange of peaks).
+struct CollectiveRow {
+  int64_t step = -1;
+  std::string group;    // the communicator's name: "world", "tp", "dp", "pp", "dp-cp", ...
+  int group_size = 1;
+  std::string op;       // "all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast",
+                        // "send", "recv", "send_recv", "barrier", "split"
+  int64_t calls = 0;
+  int64_t payload_bytes = 0;
+  int64_t sent_bytes = 0;   // by this rank, over the wire
+  int64_t recv_bytes = 0;   // by this rank, over the wire
+
+  bool operator==(const CollectiveRow&) const = default;
+};
+
+class CollectiveLedger {
+ public:
+  // The step that later calls belong to (-1: none). Set by the trainer's step probe.
+  void set_step(int64_t step);
+  int64_t step() const;
+  void record(const std::string& group, int group_size, const char* op, int64_t payload_bytes, int64_t sent_bytes,
+              int64_t recv_bytes);
+  // Sorted by step, group, op.
+  std::vector<CollectiveRow> rows() const;
+
+ private:
+  mutable std::mutex mu_;
+  int64_t step_ = -1;
+  std::map<std::tuple<int64_t, std::string, std::string>, CollectiveRow> rows_;
+};
+
+// Wire bytes of the ring algorithms (see the header comment), for a group of p ranks.
+int64_t ring_all_reduce_bytes(int64_t payload_bytes, int p);
+int64_t ring_gather_bytes(int64_t whole_buffer_bytes, int p);  // all-gather and reduce-scatter
+
+}  // namespace quill

@@ -1,0 +1,75 @@
+#include "comm/cuda/loopback_cuda_mover.h"
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+
+#include "base/error.h"
+
+namespace quill {
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  QUILL_CHECK(e == cudaSuccess, "loopback comm (CUDA): {} failed: {}", what, cudaGetErrorString(e));
+}
+
+class CudaMover final : public LoopbackMover {
+ public:
+  explicit CudaMover(cudaStream_t stream) : stream_(stream) {}
+  ~CudaMover() override {
+    cudaStreamSynchronize(stream_);  // fills may still read the patterns
+    for (auto& [dtype, p] : patterns_) cudaFree(p.data);
+  }
+
+  Device device() const override { return Device::CUDA; }
+
+  void copy(const Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_offset, size_t bytes) override {
+    if (!bytes) return;
+    check(cudaMemcpyAsync(static_cast<char*>(dst.data()) + dst_offset, static_cast<const char*>(src.data()) + src_offset,
+                          bytes, cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync (device to device)");
+  }
+
+  void fill(const Tensor& dst, int64_t first, int64_t count) override {
+    if (count <= 0) return;
+    const size_t elem = dtype_size(dst.dtype());
+    const void* pattern = device_pattern(dst.dtype(), count);
+    check(cudaMemcpyAsync(static_cast<char*>(dst.data()) + static_cast<size_t>(first) * elem, pattern,
+                          static_cast<size_t>(count) * elem, cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync (fill pattern)");
+  }
+
+ private:
+  struct Pattern {
+    void* data = nullptr;
+    int64_t count = 0;
+  };
+
+  const void* device_pattern(DType dtype, int64_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Pattern& p = patterns_[dtype];
+    if (p.count >= count) return p.data;
+    // Earlier fills on the stream may still read the old buffer: wait before freeing it.
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    if (p.data) check(cudaFree(p.data), "cudaFree");
+    p = Pattern{};
+    const Tensor host = loopback_pattern(dtype, count);
+    check(cudaMalloc(&p.data, host.nbytes()), "cudaMalloc (fill pattern)");
+    check(cudaMemcpyAsync(p.data, host.data(), host.nbytes(), cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (pattern upload)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the host copy dies here
+    p.count = count;
+    return p.data;
+  }
+
+  cudaStream_t stream_;
+  std::mutex mu_;
+  std::map<DType, Pattern> patterns_;
+};
+
+}  // namespace
+
+std::unique_ptr<LoopbackMover> make_cuda_loopback_mover(cudaStream_t stream) { return std::make_unique<CudaMover>(stream); }
+
+}  // namespace quill
