@@ -90,6 +90,22 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
                 "is)", l.label.value_or("(unlabelled)"), named);
   QUILL_CHECK(l.rows_per_microbatch == 1, "layout.rows_per_microbatch {}: quill runs one row per micro-batch",
               l.rows_per_microbatch);
+  // The run's flags that quill reads but does not carry out, each named (nothing silently ignored).
+  QUILL_CHECK(def.optimizer == "adam", "--optimizer {}: quill implements adam (AdamW, decoupled weight decay)",
+              def.optimizer);
+  if (def.attention_dropout != 0 || def.hidden_dropout != 0)
+    plan.warnings.push_back(fmt::format("--attention-dropout {} / --hidden-dropout {}: quill trains without dropout "
+                                        "(Megatron's default is 0.1 when the flags are absent)",
+                                        def.attention_dropout, def.hidden_dropout));
+  if (check.flags.find("ref-load"))
+    plan.warnings.push_back("--ref-load: not read (a Megatron torch_dist checkpoint); quill starts from the Hugging "
+                            "Face checkpoint of --hf-checkpoint / --model-dir");
+  if (check.flags.find("transformer-impl"))
+    plan.notes.push_back("--transformer-impl " + flag_value(check.flags, "transformer-impl") +
+                         ": quill runs its own kernels (the same arithmetic classes: bf16 GEMMs, fp32 softmax and norms)");
+  if (check.flags.find("no-check-for-nan-in-loss-and-grad"))
+    plan.notes.push_back("--no-check-for-nan-in-loss-and-grad: quill stops at a non-finite loss regardless, before "
+                         "the weights change");
 
   // Model: the Hugging Face directory the run names (or --model-dir).
   std::string model_dir = o.model_dir.empty() ? def.hf_checkpoint.value_or("") : o.model_dir;
@@ -271,7 +287,9 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
     c.reference = o.reference;
     bool configuration_pass = true;
     if (const auto ref = reference_recipe(o.reference)) {
-      const ConfigCheckResult cc = check_config(recipe, *ref);
+      // The recipe as it ran (a reduced workload's rows and batch, the ranks used) against the
+      // reference's completed recipe, which records the same of its own run.
+      const ConfigCheckResult cc = check_config(out, *ref);
       configuration_pass = cc.passed;
       c.configuration = cc.passed ? "pass" : "fail";
     } else {
