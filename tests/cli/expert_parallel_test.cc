@@ -18,41 +18,24 @@
 #include "io/safetensors.h"
 #include "train/train_checkpoint.h"
 #include "util/command.h"
+#include "util/run_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string scratch_dir(const std::string& name) {
-  std::string d = (fs::temp_directory_path() / ("quill-ep-" + std::to_string(::getpid()) + "-" + name)).string();
-  fs::remove_all(d);
-  return d;
-}
+std::string scratch_dir(const std::string& name) { return quill::test::fresh_temp_dir("ep", name); }
 
-std::vector<nlohmann::json> read_metrics(const std::string& out) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(out + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
+using quill::test::read_metrics;
 
 void expect_runs(const std::string& cmd) {
   const quill::test::CommandResult r = quill::test::run_command(cmd);
   ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
 }
 
-std::string under_mpirun(int ranks) { return std::string(QUILL_MPIEXEC) + " -np " + std::to_string(ranks) + " "; }
+std::string under_mpirun(int ranks) { return quill::test::mpirun_command(ranks); }
 
-// ||a - b|| / ||b|| over all elements.
-double relative_l2(const quill::Tensor& a, const quill::Tensor& b) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double x = a.data_as<float>()[i], y = b.data_as<float>()[i];
-    diff += (x - y) * (x - y), norm += y * y;
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
+using quill::test::relative_l2_f32;
 
 const std::string kQuill = QUILL_BINARY, kSrc = QUILL_SOURCE_DIR;
 const std::string kConfig = kSrc + "/tests/fixtures/configs/tiny-tp4.json";
@@ -100,7 +83,7 @@ TEST(ExpertParallel, LayoutsEqualOneRankEveryStep) {
     }
     const auto weights = quill::checkpoint_values(out + "/checkpoint");
     ASSERT_EQ(weights.size(), ref_weights.size());
-    for (auto& [name, t] : weights) EXPECT_LE(relative_l2(t, ref_weights.at(name)), 1e-5) << name;
+    for (auto& [name, t] : weights) EXPECT_LE(relative_l2_f32(t, ref_weights.at(name)), 1e-5) << name;
   }
 }
 
@@ -119,14 +102,7 @@ TEST(ExpertParallel, ExportUnderExpertParallelismIsByteIdentical) {
   expect_runs(under_mpirun(4) + kQuill + train + " --dp 4 --ep 2 --out " + ep);
   const double loss_one = read_metrics(one)[0]["loss"].get<double>(), loss_ep = read_metrics(ep)[0]["loss"].get<double>();
   EXPECT_NEAR(loss_ep, loss_one, 1e-6 * loss_one) << "the same weights loaded into EP2";
-  const quill::SafetensorsFile a = quill::SafetensorsFile::open(one + "/hf/model.safetensors");
-  const quill::SafetensorsFile b = quill::SafetensorsFile::open(ep + "/hf/model.safetensors");
-  ASSERT_EQ(a.names(), b.names());
-  for (const std::string& name : a.names()) {
-    const quill::Tensor x = a.raw(name), y = b.raw(name);
-    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.nbytes()), 0) << name;
-  }
+  quill::test::expect_same_tensor_bytes(one + "/hf/model.safetensors", ep + "/hf/model.safetensors");
 }
 
 // EP2 stopped after 2 steps and resumed equals the uninterrupted run bit for bit; its checkpoint

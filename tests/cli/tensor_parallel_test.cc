@@ -33,16 +33,9 @@ void run_ok(const std::string& cmd) {
   ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
 }
 
-std::string mpirun(int ranks) { return std::string(QUILL_MPIEXEC) + " -np " + std::to_string(ranks) + " "; }
+std::string mpirun(int ranks) { return quill::test::mpirun_command(ranks); }
 
-double rel_l2(const quill::Tensor& a, const quill::Tensor& b) {
-  double num = 0, den = 0;
-  for (int64_t k = 0; k < b.numel(); ++k) {
-    const double x = a.data_as<float>()[k], y = b.data_as<float>()[k];
-    num += (x - y) * (x - y), den += y * y;
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using quill::test::relative_l2_f32;
 
 const std::string kQuill = QUILL_BINARY, kSrc = QUILL_SOURCE_DIR;
 const std::string kConfig = kSrc + "/tests/fixtures/configs/tiny-tp4.json";
@@ -77,7 +70,7 @@ TEST(TensorParallel, LayoutsEqualOneRankEveryStep) {
     }
     const auto values = quill::checkpoint_values(out + "/checkpoint");
     ASSERT_EQ(values.size(), ref_w.size());
-    for (auto& [n, t] : values) EXPECT_LE(rel_l2(t, ref_w.at(n)), 1e-5) << n;
+    for (auto& [n, t] : values) EXPECT_LE(relative_l2_f32(t, ref_w.at(n)), 1e-5) << n;
   }
 }
 
@@ -114,14 +107,7 @@ TEST(TensorParallel, ExportUnderTensorParallelismIsByteIdentical) {
   run_ok(mpirun(4) + kQuill + flags + " --tp 4 --sp --out " + tp);
   const double l1 = metrics(one)[0]["loss"].get<double>(), l4 = metrics(tp)[0]["loss"].get<double>();
   EXPECT_NEAR(l4, l1, 1e-6 * l1) << "the same weights loaded into TP4";
-  const quill::SafetensorsFile a = quill::SafetensorsFile::open(one + "/hf/model.safetensors");
-  const quill::SafetensorsFile b = quill::SafetensorsFile::open(tp + "/hf/model.safetensors");
-  ASSERT_EQ(a.names(), b.names());
-  for (const std::string& n : a.names()) {
-    const quill::Tensor x = a.raw(n), y = b.raw(n);
-    ASSERT_EQ(x.nbytes(), y.nbytes()) << n;
-    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.nbytes()), 0) << n;
-  }
+  quill::test::expect_same_tensor_bytes(one + "/hf/model.safetensors", tp + "/hf/model.safetensors");
 }
 
 TEST(TensorParallel, ResumeIsBitIdentical) {

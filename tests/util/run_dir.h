@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "util/command.h"
 
 namespace quill::test {
@@ -23,6 +27,21 @@ inline std::string fresh_temp_dir(const std::string& prefix, const std::string& 
       std::filesystem::temp_directory_path() / ("quill-" + prefix + "-" + std::to_string(::getpid()) + "-" + name);
   std::filesystem::remove_all(d);
   return d.string();
+}
+
+#ifdef QUILL_MPIEXEC
+// The launcher's command line for `ranks` processes (CMake's QUILL_MPIEXEC, with its flags), then a space.
+inline std::string mpirun_command(int ranks) { return std::string(QUILL_MPIEXEC) + " -np " + std::to_string(ranks) + " "; }
+#endif
+
+// ||a - b|| / ||b|| over the elements of two F32 tensors of one size.
+inline double relative_l2_f32(const Tensor& a, const Tensor& b) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double x = a.data_as<float>()[i], y = b.data_as<float>()[i];
+    diff += (x - y) * (x - y), norm += y * y;
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 // Runs cmd; a nonzero status adds a test failure naming the command and its output. Returns the status.
@@ -46,6 +65,18 @@ inline std::vector<double> read_metric(const std::string& out, const char* key) 
   std::vector<double> v;
   for (const nlohmann::json& j : read_metrics(out)) v.push_back(j.at(key).get<double>());
   return v;
+}
+
+// Two safetensors files with the same tensor names, each tensor's bytes identical (an export under a
+// layout against one rank's).
+inline void expect_same_tensor_bytes(const std::string& a_path, const std::string& b_path) {
+  const SafetensorsFile a = SafetensorsFile::open(a_path), b = SafetensorsFile::open(b_path);
+  ASSERT_EQ(a.names(), b.names());
+  for (const std::string& name : a.names()) {
+    const Tensor x = a.raw(name), y = b.raw(name);
+    ASSERT_EQ(x.nbytes(), y.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), x.nbytes()), 0) << name;
+  }
 }
 
 // The text of the file at `path` with each (from, to) edit applied once, in order; an edit whose
