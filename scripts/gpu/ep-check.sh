@@ -41,24 +41,7 @@ if has ep4; then
     < /dev/null > /tmp/ep-4.log 2>&1; echo "ep4 (tp4+sp) rc $?"; tail -4 /tmp/ep-4.log
 fi
 for d in ep-one ep-2 ep-4; do [ -f /tmp/$d/metrics.jsonl ] && mkdir -p "$OUT/$d" && cp /tmp/$d/metrics.jsonl "$OUT/$d/"; done
-python3 - <<'PY'
-import json
-def rows(p):
-    try: return [json.loads(l) for l in open(p + "/metrics.jsonl")]
-    except Exception: return []
-one = rows("/tmp/ep-one")
-for name in ("ep-2", "ep-4"):
-    got = rows("/tmp/" + name)
-    if not got: continue
-    worst, counts_equal = 0, True
-    print(f"{name}: step  loss-one    loss-{name}  rel       step-ms one / {name}")
-    for a, b in zip(one, got):
-        d = abs(a["loss"] - b["loss"]) / abs(a["loss"]); worst = max(worst, d)
-        counts_equal &= a.get("expert_tokens") == b.get("expert_tokens")
-        print(f"      {a['step']:4d}  {a['loss']:.6f}  {b['loss']:.6f}  {d:.2e}  {1000*a['step_time_s']:.0f} / {1000*b['step_time_s']:.0f}")
-    # bf16 routing may flip a near-tied expert choice, so counts can differ slightly: report, do not assert.
-    print(f"{name}: {min(len(one), len(got))} steps, max rel loss difference {worst:.3e}, expert counts equal: {counts_equal}")
-PY
+python3 tools/runs/compare_runs.py /tmp/ep-one /tmp/ep-2 /tmp/ep-4
 cp /tmp/ep-2/op_profile_step3.* "$OUT/" 2>/dev/null
 grep -E "ep\.|moe_|copy|^ *op" /tmp/ep-2/op_profile_step3.txt 2>/dev/null | head -30
 } 2>&1 | tee "$OUT/ep-check.txt"

@@ -23,19 +23,5 @@ timeout 200 mpirun --allow-run-as-root --oversubscribe -np 2 "$Q" "${flags[@]}" 
   < /dev/null > /tmp/pp-2.log 2>&1; echo "pp2 rc $?"; tail -2 /tmp/pp-2.log
 timeout 240 mpirun --allow-run-as-root --oversubscribe -np 4 "$Q" "${flags[@]}" --pp 4 --pp-layers 2,2,1,1 --out /tmp/pp-4 \
   < /dev/null > /tmp/pp-4.log 2>&1; echo "pp4 rc $?"; tail -2 /tmp/pp-4.log
-python3 - <<'PY'
-import json
-def rows(p):
-    try: return [json.loads(l) for l in open(p + "/metrics.jsonl")]
-    except Exception: return []
-one = rows("/tmp/pp-one")
-for name in ("pp-2", "pp-4"):
-    got = rows("/tmp/" + name)
-    worst = 0
-    print(f"{name}: step  loss-one    loss-{name}  rel       step-ms one / {name}")
-    for a, b in zip(one, got):
-        d = abs(a["loss"] - b["loss"]) / abs(a["loss"]); worst = max(worst, d)
-        print(f"      {a['step']:4d}  {a['loss']:.6f}  {b['loss']:.6f}  {d:.2e}  {1000*a['step_time_s']:.0f} / {1000*b['step_time_s']:.0f}")
-    print(f"{name}: {min(len(one), len(got))} steps, max rel loss difference {worst:.3e}")
-PY
+python3 tools/runs/compare_runs.py /tmp/pp-one /tmp/pp-2 /tmp/pp-4
 } 2>&1 | tee "$OUT/pp-check.txt"

@@ -29,23 +29,7 @@ date +%T; timeout ${T2:-260} "${MPI[@]}" -np 2 "$Q" "${flags[@]}" --tp 2 --sp --
   < /dev/null > /tmp/tp-2.log 2>&1; echo "tp2+sp rc $?"; tail -4 /tmp/tp-2.log
 date +%T; timeout ${T4:-250} "${MPI[@]}" -np 4 "$Q" "${flags[@]}" --tp 4 --sp --out /tmp/tp-4 \
   < /dev/null > /tmp/tp-4.log 2>&1; echo "tp4+sp rc $?"; tail -4 /tmp/tp-4.log
-python3 - <<'PY'
-import json
-def rows(p):
-    try: return [json.loads(l) for l in open(p + "/metrics.jsonl")]
-    except Exception: return []
-one = rows("/tmp/tp-one")
-for name in ("tp-2", "tp-4"):
-    got = rows("/tmp/" + name)
-    worst = 0
-    print(f"{name}: step  loss-one    loss-{name}  rel       step-ms one / {name}  peak GiB one / {name}")
-    for a, b in zip(one, got):
-        d = abs(a["loss"] - b["loss"]) / abs(a["loss"]); worst = max(worst, d)
-        pa = a.get("peak_gpu_bytes", -1) / 2**30; pb = b.get("peak_gpu_bytes", -1) / 2**30
-        print(f"      {a['step']:4d}  {a['loss']:.6f}  {b['loss']:.6f}  {d:.2e}  {1000*a['step_time_s']:.0f} / {1000*b['step_time_s']:.0f}"
-              f"  {pa:.1f} / {pb:.1f}")
-    print(f"{name}: {min(len(one), len(got))} steps, max rel loss difference {worst:.3e}")
-PY
+python3 tools/runs/compare_runs.py /tmp/tp-one /tmp/tp-2 /tmp/tp-4
 cp /tmp/tp-2/op_profile_step3.* "$OUT/" 2>/dev/null
 grep -E "collective|tp\.|^ *op" /tmp/tp-2/op_profile_step3.txt 2>/dev/null | head -30
 } 2>&1 | tee "$OUT/tp-check.txt"

@@ -72,18 +72,8 @@ TEST(ExpertParallel, LayoutsEqualOneRankEveryStep) {
     const std::string out = scratch_dir("layout" + std::to_string(index++));
     expect_runs(under_mpirun(layout.ranks) + kQuill + train + " " + layout.flags + " --out " + out + " --save " + out +
                 "/checkpoint");
-    const auto got = read_metrics(out);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      for (const char* key : {"loss", "grad_norm"}) {
-        const double a = got[i][key].get<double>(), b = ref[i][key].get<double>();
-        EXPECT_NEAR(a, b, 1e-5 * std::fabs(b)) << key << " step " << i;
-      }
-      EXPECT_EQ(got[i]["expert_tokens"], ref[i]["expert_tokens"]) << "step " << i;
-    }
-    const auto weights = quill::checkpoint_values(out + "/checkpoint");
-    ASSERT_EQ(weights.size(), ref_weights.size());
-    for (auto& [name, t] : weights) EXPECT_LE(relative_l2_f32(t, ref_weights.at(name)), 1e-5) << name;
+    quill::test::expect_steps_match(read_metrics(out), ref);
+    quill::test::expect_weights_match(out + "/checkpoint", ref_weights);
   }
 }
 

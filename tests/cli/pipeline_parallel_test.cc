@@ -54,24 +54,8 @@ TEST(PipelineParallel, StagesEqualOneRankEveryStep) {
     const std::string out = temp("layout" + std::to_string(index++));
     run_ok(std::string(QUILL_MPIEXEC) + " -np " + std::to_string(ranks) + " " + quill + flags + " " + layout + " --out " +
            out + " --save " + out + "/checkpoint");
-    const auto got = metrics(out);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      for (const char* key : {"loss", "grad_norm"}) {
-        const double a = got[i][key].get<double>(), b = ref[i][key].get<double>();
-        EXPECT_NEAR(a, b, 1e-5 * std::fabs(b)) << key << " step " << i;
-      }
-      EXPECT_EQ(got[i]["expert_tokens"], ref[i]["expert_tokens"]) << "step " << i;
-    }
-    for (auto& [n, t] : quill::checkpoint_values(out + "/checkpoint")) {
-      const quill::Tensor& r = ref_w.at(n);
-      double num = 0, den = 0;
-      for (int64_t k = 0; k < r.numel(); ++k) {
-        const double x = t.data_as<float>()[k], y = r.data_as<float>()[k];
-        num += (x - y) * (x - y), den += y * y;
-      }
-      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-5) << n;
-    }
+    quill::test::expect_steps_match(metrics(out), ref);
+    quill::test::expect_weights_match(out + "/checkpoint", ref_w);
     // The fp32 export: byte-identical without data parallelism (the same arithmetic); with it,
     // within float rounding (the data-parallel reduction sums in another order).
     const bool data_parallel = layout.find("--dp") != std::string::npos;

@@ -59,18 +59,8 @@ TEST(TensorParallel, LayoutsEqualOneRankEveryStep) {
     SCOPED_TRACE(layout);
     const std::string out = temp("layout" + std::to_string(index++));
     run_ok(mpirun(ranks) + kQuill + flags + " " + layout + " --out " + out + " --save " + out + "/checkpoint");
-    const auto got = metrics(out);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      for (const char* key : {"loss", "grad_norm"}) {
-        const double a = got[i][key].get<double>(), b = ref[i][key].get<double>();
-        EXPECT_NEAR(a, b, 1e-5 * std::fabs(b)) << key << " step " << i;
-      }
-      EXPECT_EQ(got[i]["expert_tokens"], ref[i]["expert_tokens"]) << "step " << i;
-    }
-    const auto values = quill::checkpoint_values(out + "/checkpoint");
-    ASSERT_EQ(values.size(), ref_w.size());
-    for (auto& [n, t] : values) EXPECT_LE(relative_l2_f32(t, ref_w.at(n)), 1e-5) << n;
+    quill::test::expect_steps_match(metrics(out), ref);
+    quill::test::expect_weights_match(out + "/checkpoint", ref_w);
   }
 }
 

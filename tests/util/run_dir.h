@@ -12,11 +12,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <iterator>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
+#include "train/train_checkpoint.h"
 #include "util/command.h"
 
 namespace quill::test {
@@ -65,6 +67,29 @@ inline std::vector<double> read_metric(const std::string& out, const char* key) 
   std::vector<double> v;
   for (const nlohmann::json& j : read_metrics(out)) v.push_back(j.at(key).get<double>());
   return v;
+}
+
+// A layout's run against one rank's: every step's loss and gradient norm within `rel` relative, and
+// the same per-expert token counts.
+inline void expect_steps_match(const std::vector<nlohmann::json>& got, const std::vector<nlohmann::json>& ref,
+                               double rel = 1e-5) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    for (const char* key : {"loss", "grad_norm"}) {
+      const double a = got[i][key].get<double>(), b = ref[i][key].get<double>();
+      EXPECT_NEAR(a, b, rel * std::fabs(b)) << key << " step " << i;
+    }
+    EXPECT_EQ(got[i]["expert_tokens"], ref[i]["expert_tokens"]) << "step " << i;
+  }
+}
+
+// The fp32 weights of a training checkpoint (read through its global element ranges) within `rel`
+// relative L2 of the reference's, tensor by tensor.
+inline void expect_weights_match(const std::string& checkpoint, const std::map<std::string, Tensor>& ref,
+                                 double rel = 1e-5) {
+  const auto values = checkpoint_values(checkpoint);
+  ASSERT_EQ(values.size(), ref.size());
+  for (const auto& [name, t] : values) EXPECT_LE(relative_l2_f32(t, ref.at(name)), rel) << name;
 }
 
 // Two safetensors files with the same tensor names, each tensor's bytes identical (an export under a
