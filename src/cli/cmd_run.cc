@@ -32,7 +32,7 @@ void add_run_command(CLI::App& app, Runner& run) {
   cmd->add_option("--model-dir", o.model_dir, "Hugging Face model directory (default: the run's --hf-checkpoint)");
   cmd->add_option("--rows", o.rows_dir, "rows directory (default: the run's --prompt-data)");
   cmd->add_option("--set", sets, "NAME=VALUE for a variable of the run script (repeatable)");
-  static int64_t row_tokens = 0, global_batch = 0;
+  static int64_t row_tokens = -1, global_batch = -1;  // -1: not given
   cmd->add_option("--row-tokens", row_tokens,
                   "a reduced workload: rows of this length replace workload.row_tokens (the completed recipe says so)");
   cmd->add_option("--global-batch", global_batch,
@@ -65,6 +65,8 @@ void add_run_command(CLI::App& app, Runner& run) {
         if (eq != std::string::npos) o.environment.emplace(kv.substr(0, eq), kv.substr(eq + 1));
       }
       if (steps > 0) o.steps = steps;
+      QUILL_CHECK(row_tokens == -1 || row_tokens > 0, "--row-tokens {}: must be positive", row_tokens);
+      QUILL_CHECK(global_batch == -1 || global_batch > 0, "--global-batch {}: must be positive", global_batch);
       if (row_tokens > 0) o.row_tokens = row_tokens;
       if (global_batch > 0) o.global_batch = global_batch;
       if (save_interval != 0) o.save_interval = save_interval;

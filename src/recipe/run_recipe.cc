@@ -129,8 +129,8 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
               rows_dir);
   const RowsReader rows = RowsReader::open(rows_dir);
   const int64_t row_tokens = o.row_tokens.value_or(recipe.workload.row_tokens);
-  QUILL_CHECK(rows.row_tokens() == row_tokens, "{}: rows of {} tokens, the {} is {}", rows_dir, rows.row_tokens(),
-              o.row_tokens ? "--row-tokens" : "recipe's workload.row_tokens", row_tokens);
+  QUILL_CHECK(rows.row_tokens() == row_tokens, "{}: rows of {} tokens, but {} says {}", rows_dir, rows.row_tokens(),
+              o.row_tokens ? "--row-tokens" : "the recipe's workload.row_tokens", row_tokens);
   if (o.row_tokens && *o.row_tokens != recipe.workload.row_tokens)
     plan.notes.push_back(fmt::format("a reduced workload: rows of {} tokens instead of workload.row_tokens {} (--row-tokens)",
                                      row_tokens, recipe.workload.row_tokens));

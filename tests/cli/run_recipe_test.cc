@@ -173,3 +173,27 @@ TEST(QuillRun, ADispatcherOtherThanAlltoallIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// A reduced workload of the seed recipe (a small model on short rows): --row-tokens must be positive
+// and agree with the rows, --global-batch positive; each refusal names the flag and writes nothing.
+TEST(QuillRun, ReducedWorkloadFlagsAreChecked) {
+  const std::string q = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows-reduced");
+  ASSERT_EQ(run(q + " data synth --conversations 100 --row-tokens 32 --max-rows 16 --out " + rows), 0);
+  const std::string base = q + " run " + src + "/tests/fixtures/recipes/seed.yaml --model-dir " + src +
+                           "/configs/seed-shape --rows " + rows + " --device cpu";
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--row-tokens 0", "--row-tokens 0: must be positive"},
+           {"--row-tokens 32 --global-batch -3", "--global-batch -3: must be positive"},
+           {"--row-tokens 64", "rows of 32 tokens, but --row-tokens says 64"},
+           {"", "rows of 32 tokens, but the recipe's workload.row_tokens says 8192"}}) {
+    const std::string out = temp("reduced-bad");
+    const quill::test::CommandResult r = quill::test::run_command(base + " " + flags + " --out " + out);
+    EXPECT_NE(r.status, 0) << flags;
+    EXPECT_NE(r.output.find(message), std::string::npos) << flags << ": " << r.output;
+    EXPECT_FALSE(fs::exists(out + "/metrics.jsonl")) << flags;
+  }
+}
+
+}  // namespace
