@@ -136,7 +136,7 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
   // vocabulary rows [vb, vb + Vr).
   const Tensor hn_all = tp_.gather_input(ctx_, hn);
   const int64_t Vr = unembed_->shape[0], vb = unembed_->shard.tp_begin;
-  Tensor dhn_all = new_activation(ctx_, {T, D});
+  Tensor dhn_all = backward ? new_activation(ctx_, {T, D}) : Tensor();  // dL/d(hn) of all T positions
   // The chunks write the same unembedding gradient: the first by grad_write's rule, the rest add.
   GradWrite dunembed = backward ? grad_write(ctx_, *unembed_) : GradWrite{Tensor(), true};
   if (logits_out) *logits_out = Tensor::empty({T, VL}, DType::F32);

@@ -4,9 +4,9 @@
 // Legend: V vocabulary rows, D model width, T tokens; ids_T I32 [T] in device memory.
 // Preconditions: every id in [0, V). The ids live on the device, so a check kernel records the first
 // bad position (one word per block of the check, no clearing pass), the host copies the words back
-// (one synchronisation) and throws naming it, before anything is written. The backward groups the
-// positions by id on the host (one more small copy) and sums each id's rows in position order: no
-// atomics, the same bits on every run (issue 24).
+// (one synchronisation) and throws naming it, before anything is written. The backward copies the
+// ids to the host once, checks them there and groups the positions by id, then sums each id's rows in
+// position order: no atomics, the same bits on every run (issue 24).
 // Layout: a group of lanes per token row (a warp for D >= 256), moving 16-byte units of 8 bf16 when
 // D % 8 == 0 and the bf16 tensor and the table (or dtable) are 16-byte aligned, one element
 // otherwise; 4 units per lane in flight in the forward. Why: one 256-thread block per token with a serial copy loop (2-byte loads and 4-byte
@@ -196,14 +196,20 @@ void launch_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tens
       out_TD.data_as<__nv_bfloat16>());
 }
 
-template <int kW>
-void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, int64_t begin,
-                     const Tensor& dtable_VD) {
-  const int64_t n_tok = ids_T.dim(0), D = dtable_VD.dim(1);
+// The ids in host memory (one copy and synchronisation): the backward both checks and groups them there.
+std::vector<int32_t> ids_on_host(const DeviceContext& ctx, const Tensor& ids_T) {
+  std::vector<int32_t> ids(static_cast<size_t>(ids_T.dim(0)));
   cudaStream_t stream = stream_of(ctx);
-  std::vector<int32_t> ids(static_cast<size_t>(n_tok));
-  QUILL_CUDA_CHECK(cudaMemcpyAsync(ids.data(), ids_T.data(), n_tok * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  QUILL_CUDA_CHECK(cudaMemcpyAsync(ids.data(), ids_T.data(), ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
   QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return ids;
+}
+
+template <int kW>
+void launch_backward(const DeviceContext& ctx, const std::vector<int32_t>& ids, const Tensor& dout_TD, int64_t begin,
+                     const Tensor& dtable_VD) {
+  const int64_t D = dtable_VD.dim(1);
+  cudaStream_t stream = stream_of(ctx);
   const IdSegments s = segments_by_id(ids, begin, dtable_VD.dim(0));
   const int64_t segments = static_cast<int64_t>(s.rows.size());
   if (segments == 0) return;
@@ -221,8 +227,8 @@ void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor
   embedding_backward_kernel<kW>
       <<<row_blocks(ctx, embedding_backward_kernel<kW>, segments, G), kThreads, 0, stream>>>(
           order, seg, rows, segments, dout_TD.data_as<__nv_bfloat16>(), D, G, dtable_VD.data_as<float>());
-  // The pageable source is staged by the copy; the wait keeps `packed` alive until it is read.
-  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // No wait: a copy from pageable memory returns once `packed` is staged, and `index` is freed in
+  // stream order (the device allocator frees with cudaFreeAsync on this stream).
 }
 
 }  // namespace
@@ -274,12 +280,15 @@ void embedding_backward_shard(const DeviceContext& ctx, const Tensor& ids_T, con
   QUILL_CHECK(n_tok <= INT_MAX, "{}: {} tokens exceed the kernel's grid", op, n_tok);
   QUILL_CHECK(vocab_begin >= 0 && vocab_begin + V <= vocab_total, "{}: rows [{}, {}) are not inside a vocabulary of {}",
               op, vocab_begin, vocab_begin + V, vocab_total);
-  check_ids(op, ctx, ids_T, vocab_total);
+  const std::vector<int32_t> ids = ids_on_host(ctx, ids_T);
+  for (size_t t = 0; t < ids.size(); ++t)
+    QUILL_CHECK(ids[t] >= 0 && ids[t] < vocab_total, "{}: token id {} at position {} is outside the vocabulary [0, {})",
+                op, ids[t], t, vocab_total);
   if (n_tok == 0 || D == 0) return;
   if (D % units::kVec == 0 && units::aligned16(dout_TD.data()) && units::aligned16(dtable_VD.data()))
-    launch_backward<units::kVec>(ctx, ids_T, dout_TD, vocab_begin, dtable_VD);
+    launch_backward<units::kVec>(ctx, ids, dout_TD, vocab_begin, dtable_VD);
   else
-    launch_backward<1>(ctx, ids_T, dout_TD, vocab_begin, dtable_VD);
+    launch_backward<1>(ctx, ids, dout_TD, vocab_begin, dtable_VD);
   QUILL_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
 }
 
