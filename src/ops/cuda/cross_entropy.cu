@@ -47,6 +47,21 @@ __global__ void check_targets_kernel(const int32_t* targets, const float* weight
     if (weights[t] != 0.f && (targets[t] < 0 || targets[t] >= L)) atomicMin(first_bad, static_cast<unsigned>(t));
 }
 
+// The block's (max, sum of exp(x - max)) over a row's columns below limit, in every thread.
+template <typename T, int VEC>
+__device__ __forceinline__ void row_softmax_stats(const Pack<T, VEC>* row, int64_t n_vec, int64_t limit, float* s_m,
+                                                  float* s_s, float& m, float& s) {
+  m = -INFINITY;
+  s = 0.f;
+  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
+    const Pack<T, VEC> p = row[i];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      if (i * VEC + j < limit) online_add(m, s, to_f32(p.v[j]));
+  }
+  block_online_reduce(m, s, s_m, s_s);
+}
+
 // A row's gradient of 0 (an unsupervised row) by the block.
 template <typename T, int VEC>
 __device__ __forceinline__ void zero_row(Pack<T, VEC>* grow, int64_t n_vec) {
@@ -92,14 +107,8 @@ __global__ void __launch_bounds__(1024)
   __shared__ float s_target_logit, s_m[32], s_s[32];
   if (threadIdx.x == 0) s_target_logit = to_f32(logits[t * V + target]);
 
-  float m = -INFINITY, s = 0.f;
-  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
-    const P p = row[i];
-#pragma unroll
-    for (int j = 0; j < VEC; ++j)
-      if (i * VEC + j < L) online_add(m, s, to_f32(p.v[j]));
-  }
-  block_online_reduce(m, s, s_m, s_s);
+  float m, s;
+  row_softmax_stats(row, n_vec, L, s_m, s_s, m, s);
   const float lse = m + logf(s);
   const float g = grad_scale * w;
   write_row_gradient(row, grow, n_vec, L, target, lse, g);
@@ -117,14 +126,8 @@ __global__ void __launch_bounds__(1024)
   const int64_t t = blockIdx.x, n_vec = V / VEC;
   const P* row = reinterpret_cast<const P*>(logits + t * V);
   __shared__ float s_m[32], s_s[32];
-  float m = -INFINITY, s = 0.f;
-  for (int64_t i = threadIdx.x; i < n_vec; i += blockDim.x) {
-    const P p = row[i];
-#pragma unroll
-    for (int j = 0; j < VEC; ++j)
-      if (i * VEC + j < valid) online_add(m, s, to_f32(p.v[j]));
-  }
-  block_online_reduce(m, s, s_m, s_s);
+  float m, s;
+  row_softmax_stats(row, n_vec, valid, s_m, s_s, m, s);
   if (threadIdx.x == 0) {
     const int64_t local = static_cast<int64_t>(targets[t]) - begin;
     stats[t * 3 + 0] = m;
