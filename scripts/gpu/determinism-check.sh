@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# One device call (issue 24): is GPU training bit-reproducible? Every CUDA op test (the kernels whose
+# float atomics became ordered reductions), then the slice (configs/slice.json, random init --seed 11,
+# 8,192-token rows, 4 steps of 2 rows, --lr 1e-4 --clip-grad 1.0) trained RUNS times (default 3) with an
+# HF export each; prints every step's loss and gradient norm per run, whether they are bit-identical,
+# and the sha256 of each export (all its files, in name order) and of each run's per-expert counts.
+# compute-sanitizer racecheck/initcheck on the tiny config when the machine has the tool.
+# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests
+# Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/determinism-check.sh")
+# Environment [defaults]: OUT [/tmp/out]  RUNS [3]  TESTS [1]  SANITIZER [1]  THEN [""]: a command run
+#   afterwards in the same call (e.g. "PARTS='one tp2' bash scripts/gpu/tp-check.sh")
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+B=$PWD/build/gpu-bundle
+export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+Q=$B/bin/quill
+RUNS=${RUNS:-3}
+mkdir -p "$OUT"
+{
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
+if [ "${TESTS:-1}" = 1 ]; then
+  date +%T; timeout 240 "$B/bin/cuda_tests" --gtest_brief=1 > "$OUT/cuda_tests.log" 2>&1
+  echo "cuda_tests rc $?"; grep -E "PASSED|FAILED|Failure|tests ran" "$OUT/cuda_tests.log" | head -20
+fi
+"$Q" data synth --conversations 400 --row-tokens 8192 --out /tmp/rows8192 > /dev/null
+if [ "${SANITIZER:-1}" = 1 ]; then
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -n "$cs" ]; then
+    "$Q" data synth --conversations 200 --row-tokens 128 --out /tmp/rows128 > /dev/null
+    for tool in racecheck initcheck; do
+      date +%T; timeout 120 "$cs" --tool $tool --error-exitcode 9 "$Q" train --config configs/tiny.json \
+        --rows /tmp/rows128 --seed 1 --steps 2 --global-batch 2 --device cuda --quiet --overwrite \
+        --out /tmp/cs-$tool > "$OUT/sanitizer-$tool.log" 2>&1
+      echo "compute-sanitizer $tool rc $?"; tail -3 "$OUT/sanitizer-$tool.log"
+    done
+  else
+    echo "compute-sanitizer: not on this machine"
+  fi
+fi
+for i in $(seq 1 "$RUNS"); do
+  date +%T; timeout 150 "$Q" train --config configs/slice.json --rows /tmp/rows8192 --seed 11 --steps 4 \
+    --global-batch 2 --lr 1e-4 --clip-grad 1.0 --device cuda --save-hf --overwrite --out /tmp/det-$i \
+    > /tmp/det-$i.log 2>&1
+  echo "run $i rc $?"; tail -1 /tmp/det-$i.log
+  mkdir -p "$OUT/det-$i" && cp /tmp/det-$i/metrics.jsonl "$OUT/det-$i/" 2>/dev/null
+  if [ -d /tmp/det-$i/hf ]; then
+    (cd /tmp/det-$i/hf && find . -type f | sort | xargs sha256sum) > "$OUT/det-$i/hf.sha256"
+    echo "run $i export sha256 (of the per-file list): $(sha256sum < "$OUT/det-$i/hf.sha256" | cut -c1-16)"
+    rm -rf /tmp/det-$i/hf /tmp/det-$i/checkpoint*
+  fi
+done
+python3 - "$OUT" "$RUNS" <<'PY'
+import json, sys, hashlib
+out, n = sys.argv[1], int(sys.argv[2])
+runs = []
+for i in range(1, n + 1):
+    try: runs.append([json.loads(l) for l in open(f"{out}/det-{i}/metrics.jsonl")])
+    except OSError: runs.append([])
+print("step  " + "  ".join(f"loss[{i+1}]          gnorm[{i+1}]" for i in range(n)))
+for s in range(max(map(len, runs))):
+    print(f"{s:4d}  " + "  ".join(f"{r[s]['loss']!r:<17} {r[s]['grad_norm']!r:<17}" if s < len(r) else "-" for r in runs))
+def key(r): return [(m['loss'], m['grad_norm'], m.get('expert_tokens')) for m in r]
+same = all(runs[0] and key(r) == key(runs[0]) for r in runs)
+print("metrics (loss, grad norm, expert counts) bit-identical across runs:", same)
+for i, r in enumerate(runs):
+    h = hashlib.sha256(json.dumps([m.get('expert_tokens') for m in r]).encode()).hexdigest()[:16]
+    print(f"run {i+1}: steps {len(r)}, step ms {[round(1000*m['step_time_s'],1) for m in r]}, counts sha {h}")
+PY
+for i in $(seq 2 "$RUNS"); do
+  cmp -s "$OUT/det-1/hf.sha256" "$OUT/det-$i/hf.sha256" && echo "export $i == export 1" || echo "export $i DIFFERS from export 1"
+done
+} 2>&1 | tee "$OUT/determinism-check.txt"
+if [ -n "${THEN:-}" ]; then bash -c "$THEN"; fi
