@@ -7,7 +7,8 @@
 # compute-sanitizer racecheck/initcheck on the tiny config when the machine has the tool.
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/determinism-check.sh")
-# Environment [defaults]: OUT [/tmp/out]  RUNS [3]  TESTS [1]  SANITIZER [1]  THEN [""]: a command run
+# Environment [defaults]: OUT [/tmp/out]  RUNS [3]  TESTS [1]  TEST_FILTER [*]  SANITIZER [1]
+#   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  THEN [""]: a command run
 #   afterwards in the same call (e.g. "PARTS='one tp2' bash scripts/gpu/tp-check.sh")
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -20,19 +21,20 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 if [ "${TESTS:-1}" = 1 ]; then
-  date +%T; timeout 240 "$B/bin/cuda_tests" --gtest_brief=1 > "$OUT/cuda_tests.log" 2>&1
-  echo "cuda_tests rc $?"; grep -E "PASSED|FAILED|Failure|tests ran" "$OUT/cuda_tests.log" | head -20
+  date +%T; timeout 240 "$B/bin/cuda_tests" --gtest_brief=1 --gtest_filter="${TEST_FILTER:-*}" > "$OUT/cuda_tests.log" 2>&1
+  echo "cuda_tests rc $?"; grep -E -A6 "PASSED|FAILED|Failure|tests ran" "$OUT/cuda_tests.log" | head -${TEST_LINES:-20}
 fi
 "$Q" data synth --conversations 400 --row-tokens 8192 --out /tmp/rows8192 > /dev/null
 if [ "${SANITIZER:-1}" = 1 ]; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$cs" ]; then
     "$Q" data synth --conversations 200 --row-tokens 128 --out /tmp/rows128 > /dev/null
-    for tool in racecheck initcheck; do
-      date +%T; timeout 120 "$cs" --tool $tool --error-exitcode 9 "$Q" train --config configs/tiny.json \
+    for tool in ${SAN_TOOLS:-racecheck initcheck}; do
+      date +%T; timeout ${SAN_T:-120} "$cs" --tool $tool --print-limit 100000 --error-exitcode 9 "$Q" train --config ${SAN_CONFIG:-configs/tiny.json} \
         --rows /tmp/rows128 --seed 1 --steps 2 --global-batch 2 --device cuda --quiet --overwrite \
         --out /tmp/cs-$tool > "$OUT/sanitizer-$tool.log" 2>&1
       echo "compute-sanitizer $tool rc $?"; tail -3 "$OUT/sanitizer-$tool.log"
+      echo "kernels named in its reports:"; grep -E "^=========     at " "$OUT/sanitizer-$tool.log" | sed 's/(.*//' | sort | uniq -c | sort -rn | head -20
     done
   else
     echo "compute-sanitizer: not on this machine"

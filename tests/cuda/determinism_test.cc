@@ -9,11 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/harness.h"
 #include "model/inkling_model.h"
 #include "model/param_placement.h"
+#include "ops/convert.h"
 #include "optim/adamw.h"
 #include "util/random_row.h"
 
@@ -23,6 +26,9 @@ namespace {
 struct RunBits {
   std::vector<double> losses, norms;
   std::vector<std::vector<float>> weights;
+  // Step 0's gradients by parameter name: when the bits differ, the tensors whose gradients differ
+  // name the op (the one nearest the loss among them is the order-dependent one).
+  std::vector<std::pair<std::string, std::vector<float>>> first_grads;
 };
 
 RunBits train_three_steps() {
@@ -52,6 +58,14 @@ RunBits train_three_steps() {
     double loss = model.train_row(a.tokens.data(), a.mask.data(), T, scale).loss_sum;
     loss += model.train_row(b.tokens.data(), b.mask.data(), T, scale).loss_sum;
     settle_grads(params, ctx);
+    if (step == 0) {
+      for (const Param& p : params.params()) {
+        if (!p.grad.defined()) continue;
+        Tensor host = Tensor::empty(p.grad.shape(), DType::F32);
+        ops::transfer(ctx, p.grad, host);
+        bits.first_grads.emplace_back(p.name, std::vector<float>(host.data_as<float>(), host.data_as<float>() + host.numel()));
+      }
+    }
     bits.losses.push_back(loss);
     bits.norms.push_back(optimizer.step(1e-3));
   }
@@ -68,6 +82,16 @@ TEST(CudaDeterminism, TheSameTrainingTwiceGivesTheSameBits) {
     EXPECT_EQ(a.losses[s], b.losses[s]) << "loss of step " << s;
     EXPECT_EQ(a.norms[s], b.norms[s]) << "gradient norm of step " << s;
   }
+  ASSERT_EQ(a.first_grads.size(), b.first_grads.size());
+  std::string differing_grads;
+  for (size_t i = 0; i < a.first_grads.size(); ++i) {
+    const auto& ga = a.first_grads[i].second;
+    const auto& gb = b.first_grads[i].second;
+    int64_t n = 0;
+    for (size_t j = 0; j < ga.size(); ++j) n += std::memcmp(&ga[j], &gb[j], sizeof(float)) != 0;
+    if (n) differing_grads += " " + a.first_grads[i].first + "(" + std::to_string(n) + "/" + std::to_string(ga.size()) + ")";
+  }
+  EXPECT_EQ(differing_grads, "") << "step 0's gradients that differ between the two runs (elements differing / total)";
   ASSERT_EQ(a.weights.size(), b.weights.size());
   int64_t differing_tensors = 0;
   for (size_t i = 0; i < a.weights.size(); ++i)
