@@ -5,10 +5,11 @@
 # HF export each; prints every step's loss and gradient norm per run, whether they are bit-identical,
 # and the sha256 of each export (all its files, in name order) and of each run's per-expert counts.
 # compute-sanitizer racecheck/initcheck on the tiny config when the machine has the tool.
-# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests
+# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/determinism-check.sh")
 # Environment [defaults]: OUT [/tmp/out]  RUNS [3]  TESTS [1]  TEST_FILTER [*]  SANITIZER [1]
-#   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  THEN [""]: a command run
+#   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  ATTN_BENCH [1]: attention_bench
+#   (when bundled) with the fixed-order dQ additions and without (QUILL_ATTENTION_UNORDERED_DQ=1), twice each  THEN [""]: a command run
 #   afterwards in the same call (e.g. "PARTS='one tp2' bash scripts/gpu/tp-check.sh")
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -23,6 +24,14 @@ echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 if [ "${TESTS:-1}" = 1 ]; then
   date +%T; timeout 240 "$B/bin/cuda_tests" --gtest_brief=1 --gtest_filter="${TEST_FILTER:-*}" > "$OUT/cuda_tests.log" 2>&1
   echo "cuda_tests rc $?"; grep -E -A6 "PASSED|FAILED|Failure|tests ran" "$OUT/cuda_tests.log" | head -${TEST_LINES:-20}
+fi
+if [ -x "$B/bin/attention_bench" ] && [ "${ATTN_BENCH:-1}" = 1 ]; then
+  # What the fixed-order dQ additions cost: the same binary with the order (default) and without it.
+  for arm in ordered unordered ordered unordered; do
+    echo "attention_bench, dQ additions $arm:"
+    if [ $arm = unordered ]; then QUILL_ATTENTION_UNORDERED_DQ=1 timeout 60 "$B/bin/attention_bench" 2>&1 | tail -3
+    else timeout 60 "$B/bin/attention_bench" 2>&1 | tail -3; fi
+  done
 fi
 "$Q" data synth --conversations 400 --row-tokens 8192 --out /tmp/rows8192 > /dev/null
 if [ "${SANITIZER:-1}" = 1 ]; then

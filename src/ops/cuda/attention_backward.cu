@@ -16,12 +16,14 @@
 // Preconditions: as the forward; lse_HT and out_THd are the forward's for these inputs; outputs
 // do not alias inputs or each other.
 //
-// Three kernels on the context's stream, no atomics except into dtable:
+// Kernels on the context's stream, no atomics (issue 24: the same bits on every run):
 //  1. D[h, t] = dout[t, h] . out[t, h] into an fp32 workspace [H, T] (one warp per row).
 //  2. dq kernel: one CTA per (64-query tile, head), walking key tiles like the forward. It recomputes
-//     S and dP, forms dz in shared memory, and accumulates dq (registers) and dr (shared memory), so
-//     both are written once, in bf16. It also reduces each tile's dz * r by distance (127 sums per
-//     rank index) and adds them to dtable with fp32 atomics.
+//     S and dP, forms dz in shared memory, and accumulates dq in registers, written once in bf16.
+//     With a bias it stores each allowed pair's dz at distance t - s < E into drb [T, H, E] (fp32,
+//     one writer per element), from which the tensor-core path's bias backward (attention_tc_bias.cu)
+//     forms dr and dtable in a fixed order. (Before: dr summed here, dtable by fp32 atomics per
+//     tile, whose order varied from run to run.)
 //  3. dk/dv kernel: one CTA per (64-key tile, kv head), walking the query heads of its group and the
 //     query tiles that see its keys (up to window - 1 positions later, or to T); recomputes S^T and
 //     dP^T, and accumulates dk and dv in registers, written once in bf16.
@@ -62,7 +64,7 @@ __global__ void attention_backward_dot_kernel(int T, int H, int d, const __nv_bf
 template <int DPAD>
 size_t dq_smem_bytes(int R) {
   return sizeof(float) * (4 * head_tile_floats<DPAD>() + pair_tile_floats() + bias_rows_floats(R) +
-                          table_slice_floats(R) + kTile * R);
+                          table_slice_floats(R));
 }
 
 template <int DPAD>
@@ -71,15 +73,14 @@ size_t dkv_smem_bytes(int R) {
                           table_slice_floats(R) + 3 * kTile);
 }
 
-// dq, dr and dtable. Rows of the thread's pairs are queries (4ty + i), columns keys (tx + 16j).
+// dq, and drb (the bias rows' gradient). Rows of the thread's pairs are queries (4ty + i), columns keys (tx + 16j).
 template <int DPAD>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_backward_dq_kernel(Problem p, const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                                  const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ r,
                                  const float* __restrict__ table, const __nv_bfloat16* __restrict__ dout,
                                  const float* __restrict__ lse, const float* __restrict__ D,
-                                 __nv_bfloat16* __restrict__ dq, __nv_bfloat16* __restrict__ dr,
-                                 float* __restrict__ dtable) {
+                                 __nv_bfloat16* __restrict__ dq, float* __restrict__ drb) {
   constexpr int LDD = DPAD + 1;
   constexpr int CPT = DPAD / 16;
   extern __shared__ float smem[];
@@ -90,7 +91,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* dz_s = v_s + head_tile_floats<DPAD>();     // [64][65]   dz[query][key]
   float* r_s = dz_s + pair_tile_floats();           // [64][R|1]  r rows of the queries
   float* tab_s = r_s + bias_rows_floats(p.R);       // [R][128]   table slice of the key tile
-  float* dr_s = tab_s + table_slice_floats(p.R);    // [R][64]    dr accumulator, dr_s[i * 64 + query]
 
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   const int n_qtiles = (p.T + kTile - 1) / kTile;
@@ -104,8 +104,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_head_tile<DPAD>(q_s, q + static_cast<int64_t>(h) * p.d, t0, p.T, qrow_stride, p.d);
   load_head_tile<DPAD>(do_s, dout + static_cast<int64_t>(h) * p.d, t0, p.T, qrow_stride, p.d);
   load_bias_rows(r_s, r, p, t0, h);
-  // dr_s is owned element by element: thread tid owns the elements tid, tid + 256, ... throughout.
-  for (int o = tid; o < p.R * kTile; o += kThreads) dr_s[o] = 0.0f;
 
   float tau[4], row_lse[4], row_D[4], qacc[4][CPT];
 #pragma unroll
@@ -143,6 +141,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (allowed(p, t, s)) {
           const float P = expf(tau[i] * (p.scale * sc[i][j] + bias[i][j]) - row_lse[i]);
           dz = tau[i] * (P * (dp[i][j] - row_D[i]));
+          if (has_bias && t - s < p.E) drb[(static_cast<int64_t>(t) * p.H + h) * p.E + (t - s)] = dz;
         }
         dz_s[(4 * ty + i) * kPairLd + tx + 16 * j] = dz;
       }
@@ -151,31 +150,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // dq[t][n] += sum_s dz[t][s] * k[s][n]   (scale applied once, at the end)
     micro_mma<CPT, kPairLd, 1, 1, LDD>(qacc, dz_s, k_s, kTile, ty, tx);
-
-    if (has_bias) {
-      // dr[t][i] += sum_s dz[t][s] * table[i, t - s]; element o = i * 64 + query row.
-      for (int o = tid; o < p.R * kTile; o += kThreads) {
-        const int i = o / kTile, rr = o % kTile;
-        const float* dz_row = dz_s + rr * kPairLd;
-        const float* tab = tab_s + i * kTabW + rr + (kTile - 1);  // tab[-c] is table[i, dist of (rr, c)]
-        float sum = 0.0f;
-        for (int c = 0; c < kTile; ++c) sum = fmaf(dz_row[c], tab[-c], sum);
-        dr_s[o] += sum;
-      }
-      // dtable[i, dmin + u] += sum over the pairs at that distance of dz * r[t][i]; the pairs with
-      // u = rr - c + 63 are rr = max(0, u - 63) .. min(63, u), c = rr - u + 63.
-      const int ld = rank_ld(p.R);
-      for (int o = tid; o < p.R * (kTabW - 1); o += kThreads) {
-        const int i = o / (kTabW - 1), u = o % (kTabW - 1);
-        const int dist = dmin + u;
-        if (dist < 0 || dist >= p.E) continue;
-        float sum = 0.0f;
-        const int rr_end = min(kTile - 1, u);
-        for (int rr = max(0, u - (kTile - 1)); rr <= rr_end; ++rr)
-          sum = fmaf(dz_s[rr * kPairLd + rr - u + (kTile - 1)], r_s[rr * ld + i], sum);
-        if (sum != 0.0f) atomicAdd(dtable + static_cast<int64_t>(i) * p.E + dist, sum);
-      }
-    }
   }
 
 #pragma unroll
@@ -188,11 +162,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int n = tx + 16 * j;
       if (n < p.d) dq_t[n] = __float2bfloat16(p.scale * qacc[i][j]);
     }
-  }
-  // Each thread wrote only its own dr_s elements, so no barrier is needed before reading them back.
-  for (int o = tid; o < p.R * kTile; o += kThreads) {
-    const int i = o / kTile, rr = o % kTile;
-    if (t0 + rr < p.T) dr[(static_cast<int64_t>(t0 + rr) * p.H + h) * p.R + i] = __float2bfloat16(dr_s[o]);
   }
 }
 
@@ -303,18 +272,27 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <int DPAD>
-void launch_backward(const char* op, const Problem& p, cudaStream_t stream, const Tensor& q, const Tensor& k,
+void launch_backward(const char* op, const DeviceContext& ctx, const Problem& p, const Tensor& q, const Tensor& k,
                      const Tensor& v, const Tensor& r, const Tensor& table, const Tensor& dout, const Tensor& lse,
                      const Tensor& D, const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dr,
                      const Tensor& dtable) {
   using bf16 = __nv_bfloat16;
+  const cudaStream_t stream = stream_of(ctx);
+  // drb [T, H, E]: the dq kernel stores every allowed pair's entry (u <= t, u < window); zero the rest.
+  Tensor drb;
+  if (p.R > 0 && p.E > 0) {
+    drb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
+    const bool window_below_E = p.window > 0 && p.window < p.E;
+    const int64_t zero_rows = window_below_E ? p.T : std::min<int64_t>(p.T, p.E);
+    QUILL_CUDA_CHECK(cudaMemsetAsync(drb.data(), 0, zero_rows * p.H * p.E * sizeof(float), stream));
+  }
   const int n_tiles = (p.T + kTile - 1) / kTile;
   const size_t dq_smem = dq_smem_bytes<DPAD>(p.R);
   set_smem(op, reinterpret_cast<const void*>(&attention_backward_dq_kernel<DPAD>), dq_smem);
   attention_backward_dq_kernel<DPAD><<<dim3(n_tiles, p.H), kThreads, dq_smem, stream>>>(
       p, q.data_as<bf16>(), k.data_as<bf16>(), v.data_as<bf16>(), r.data_as<bf16>(), table.data_as<float>(),
-      dout.data_as<bf16>(), lse.data_as<float>(), D.data_as<float>(), dq.data_as<bf16>(), dr.data_as<bf16>(),
-      dtable.data_as<float>());
+      dout.data_as<bf16>(), lse.data_as<float>(), D.data_as<float>(), dq.data_as<bf16>(),
+      drb.defined() ? drb.data_as<float>() : nullptr);
   QUILL_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
   const size_t dkv_smem = dkv_smem_bytes<DPAD>(p.R);
   set_smem(op, reinterpret_cast<const void*>(&attention_backward_dkv_kernel<DPAD>), dkv_smem);
@@ -322,6 +300,8 @@ void launch_backward(const char* op, const Problem& p, cudaStream_t stream, cons
       p, q.data_as<bf16>(), k.data_as<bf16>(), v.data_as<bf16>(), r.data_as<bf16>(), table.data_as<float>(),
       dout.data_as<bf16>(), lse.data_as<float>(), D.data_as<float>(), dk.data_as<bf16>(), dv.data_as<bf16>());
   QUILL_CUDA_CHECK_LAUNCH("attention_backward_dkv_kernel");
+  // dr = drb . table^T and dtable += r^T . drb, in a fixed order; with no distance biased, dr = 0.
+  if (p.R > 0) attn_tc::bias_rows_backward(ctx, p, r, table, drb, dr, dtable);
 }
 
 }  // namespace
@@ -357,10 +337,10 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
                              dv_TGd, dr_THR, dtable_RE);
 
   switch (head_dim_pad(p.d)) {
-    case 16: return launch_backward<16>(op, p, stream, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
-    case 32: return launch_backward<32>(op, p, stream, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
-    case 64: return launch_backward<64>(op, p, stream, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
-    default: return launch_backward<128>(op, p, stream, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
+    case 16: return launch_backward<16>(op, ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
+    case 32: return launch_backward<32>(op, ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
+    case 64: return launch_backward<64>(op, ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
+    default: return launch_backward<128>(op, ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
   }
 }
 

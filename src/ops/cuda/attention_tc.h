@@ -21,6 +21,16 @@ inline bool takes(const attn::Problem& p) {
   return p.d == 128 && !cuda_cores;
 }
 
+// QUILL_ATTENTION_UNORDERED_DQ=1 lets the backward's key tiles add into dQ in arrival order, as before
+// issue 24 (not bit-reproducible): only for the benchmark that measures what the fixed order costs.
+inline bool unordered_dq() {
+  static const bool unordered = [] {
+    const char* v = std::getenv("QUILL_ATTENTION_UNORDERED_DQ");
+    return v != nullptr && v[0] == '1';
+  }();
+  return unordered;
+}
+
 void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
              const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& out_THd,
              const Tensor& lse_HT);

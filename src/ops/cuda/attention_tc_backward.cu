@@ -11,6 +11,17 @@
 // (attention_tc_bias.cu). The next step's Q, dO, per-query lse / D / tau and bias tile load
 // (cp.async) overlaps the dQ product. Shared memory: K, V, Q, dO tiles, the 64 x 64 bf16 dz tile,
 // the bias tile and the per-query rows, 90 KiB.
+// Deterministic dQ (issue 24): many CTAs (the key tiles that see a query tile) add into the same dQ
+// rows, and float additions in arrival order gave different bits on every run. Each warp's block of
+// a query tile now takes the key tiles' additions in a fixed order, highest key tile first, through a
+// counter per (head, query tile, warp): a warp waits until the counter equals the number of key tiles
+// above its own that see the query tile, adds, waits for its additions to complete, and increments.
+// The grid is launched highest key tile first (kv heads fastest), so a CTA only ever waits for CTAs
+// launched before it (no deadlock, whatever the number of resident CTAs); and that is also the order
+// in which the additions arrive unordered (a CTA reaches each query tile one step after the CTA of the
+// next key tile), so the waits are short. Shortest CTAs first instead of longest first costs the
+// tail of the grid little: a list-scheduling model of the global layer's 1,024 CTAs on 264 slots puts
+// it 1.3% above the old order (docs/decisions/deterministic-attention-backward.md).
 #include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/attention_tc.h"
 
@@ -43,13 +54,30 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Between the generic proxy's counter accesses and the bulk (async proxy) reductions to global memory.
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+// This warp's additions into dQ are complete: the next key tile's warp may add.
+__device__ __forceinline__ void release_turn(int*& counter) {
+  bulk_wait_all();
+  fence_proxy_async_global();
+  add_release(counter, 1);
+  counter = nullptr;
+}
 
 __global__ void __launch_bounds__(kThreads, 2)
     attention_tc_backward_kernel(TcProblem p, const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                                  const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dout,
                                  const float* __restrict__ lse, const float* __restrict__ Dsum,
                                  float* __restrict__ dq_acc, float* __restrict__ drb, __nv_bfloat16* __restrict__ dk,
-                                 __nv_bfloat16* __restrict__ dv) {
+                                 __nv_bfloat16* __restrict__ dv, int* __restrict__ dq_order) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* v_s = k_s + kTileElems;
@@ -63,8 +91,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* dq_stage = tau_s + kRows;  // this warp's 16 x 64 block at dq_stage + warp * 16 * 64
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-  const int s0 = blockIdx.x * kRows;  // tile 0 (the most query tiles) first
-  const int kvh = blockIdx.y;
+  const int key_tile = gridDim.y - 1 - blockIdx.y;  // the last key tile (the fewest query tiles) first
+  const int s0 = key_tile * kRows;
+  const int kvh = blockIdx.x;
   const int heads_per_kv = p.H / p.G;
   const int64_t q_stride = static_cast<int64_t>(p.H) * kD, kv_stride = static_cast<int64_t>(p.G) * kD;
 
@@ -102,6 +131,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk_acc[j][e] = dv_acc[j][e] = 0.0f;
 
+  // Lane 0's counter to increment once its last dQ additions have completed (ordered additions only).
+  int* pending_release = nullptr;
   for (int it = 0; it < n_iter; ++it) {
     const int h = head_of(it), t0 = tile_of(it);
     cp_async_wait_all();  // Q, dO of this step (and K, V the first time)
@@ -139,6 +170,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int j = 0; j < 8; ++j) dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.0f;
     mma_strip_by_rows_n(dpt, v_s, 16 * warp, do_s, lane);
+    // The previous step's dQ additions have had three tile products' time to land: pass the turn on.
+    if (lane == 0 && pending_release != nullptr) release_turn(pending_release);
     // dz = tau * P * (dP - D); its bias-row gradient; dz^T into shared memory for dQ. drb's index
     // (t * H + h) * E + (t - s) grows by H * E + 1 per query: one base per key row, constant steps.
     const int64_t drb_step = static_cast<int64_t>(p.H) * p.E + 1;
@@ -195,6 +228,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       if (lane == 0) bulk_wait_read();  // the previous reduction has read the staging block
       __syncwarp();
+      int* order = nullptr;  // this warp's counter for (h, query tile), when the additions are ordered
+      if (dq_order != nullptr)
+        order = dq_order + ((static_cast<int64_t>(h) * (t_pad / kRows) + t0 / kRows) * 4 + warp);
       // Rows g and g + 8 of the block are queries t0 + 16 warp + g (+ 8): t % 8 = g for both.
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -205,14 +241,23 @@ __global__ void __launch_bounds__(kThreads, 2)
       fence_proxy_async_smem();  // the generic-proxy writes above, visible to the bulk copy engine
       __syncwarp();
       if (lane == 0) {
+        if (order != nullptr && part == 0) {
+          // The key tiles above this one that see query tile t0 (down to the diagonal) add first.
+          const int before = t0 / kRows - key_tile;
+          while (load_acquire(order) != before) {
+          }
+          fence_proxy_async_global();
+        }
         bulk_reduce_add_f32(dq_acc + ((static_cast<int64_t>(h) * 2 + part) * t_pad + t0 + 16 * warp) * 64, stage,
                             16 * 64 * sizeof(float));
         bulk_commit();
+        if (part == 1) pending_release = order;  // released once both halves have landed (below)
       }
     }
   }
 
   if (lane == 0) bulk_wait_all();  // the staging block stays valid until every reduction has completed
+  if (lane == 0 && pending_release != nullptr) release_turn(pending_release);
   // dk = scale * dK, dv = dV, written once in bf16.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -279,11 +324,17 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   const size_t smem = (4 * kTileElems + kRows * kRows) * sizeof(__nv_bfloat16) +
                       (kRbTileFloats + 3 * kRows + kDqStageFloats) * sizeof(float);
   attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
-  const dim3 grid((p.T + kRows - 1) / kRows, p.G);
+  const dim3 grid(p.G, (p.T + kRows - 1) / kRows);
+  Tensor dq_order;
+  if (!unordered_dq()) {
+    dq_order = Tensor::empty({p.H, t_pad / kRows, 4}, DType::I32, *ctx.allocator);
+    QUILL_CUDA_CHECK(cudaMemsetAsync(dq_order.data(), 0, dq_order.nbytes(), stream));
+  }
   attention_tc_backward_kernel<<<grid, kThreads, smem, stream>>>(
       tp, q_THd.data_as<__nv_bfloat16>(), k_TGd.data_as<__nv_bfloat16>(), v_TGd.data_as<__nv_bfloat16>(),
       dout_THd.data_as<__nv_bfloat16>(), lse_HT.data_as<float>(), D_HT.data_as<float>(), dq_acc.data_as<float>(),
-      bias ? drb.data_as<float>() : nullptr, dk_TGd.data_as<__nv_bfloat16>(), dv_TGd.data_as<__nv_bfloat16>());
+      bias ? drb.data_as<float>() : nullptr, dk_TGd.data_as<__nv_bfloat16>(), dv_TGd.data_as<__nv_bfloat16>(),
+      dq_order.defined() ? dq_order.data_as<int>() : nullptr);
   QUILL_CUDA_CHECK_LAUNCH("attention_tc_backward_kernel");
 
   const int64_t n4 = p.T * p.H * kD / 4;
