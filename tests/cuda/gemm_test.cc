@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "cuda/harness.h"
+#include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/gemm_plan_cache.h"
 #include "ops/linear.h"
@@ -296,6 +298,52 @@ TEST(GroupedLinearCuda, PlanCacheBucketsRowCounts) {
   ASSERT_NE(ctx.cuda->gemm_plans, nullptr);
   EXPECT_GT(ctx.cuda->gemm_plans->hits, 0);
   EXPECT_EQ(ctx.cuda->gemm_plans->fallbacks, 0) << "a bucket's algorithm refused a problem of its bucket";
+}
+
+// Issue 24: the algorithm of a shape must not depend on which call came first. Two fresh backends
+// (each with its own plan cache) run the same grouped problems in opposite orders: every key both caches
+// hold maps to the same cuBLASLt algorithm (the same bytes), and every problem gives the same bits.
+TEST(GemmPlanCache, TheSameShapesGetTheSameAlgorithmsInAnyOrder) {
+  QUILL_REQUIRE_GPU();
+  if (!cuda::GemmPlanCache::enabled()) GTEST_SKIP() << "QUILL_GEMM_PLAN_CACHE=0";
+  const std::vector<std::vector<int64_t>> problems = {{257, 300, 511}, {1, 513, 700}, {768, 1000, 1023}, {0, 258, 5}};
+  const int64_t K = 256, M = 520;
+  auto run = [&](const std::vector<size_t>& order, std::vector<std::vector<uint16_t>>& outputs) {
+    CudaBackend backend(0);
+    const DeviceContext ctx = backend.context();
+    outputs.assign(problems.size(), {});
+    for (size_t i : order) {
+      const std::vector<int64_t>& counts = problems[i];
+      const int64_t E = static_cast<int64_t>(counts.size());
+      int64_t P = 0;
+      for (int64_t c : counts) P += c;
+      Tensor counts_E = Tensor::empty({E}, DType::I64);
+      for (int64_t e = 0; e < E; ++e) counts_E.data_as<int64_t>()[e] = counts[e];
+      const Tensor x = to_device(input({P, K}, DType::BF16, 40 + i), DType::BF16);
+      const Tensor w = to_device(input({E, M, K}, DType::BF16, 50 + i), DType::BF16);
+      Tensor y = Tensor::empty({P, M}, DType::BF16, *ctx.allocator);
+      ops::grouped_linear_forward(ctx, x, w, counts_E, y);
+      const Tensor host = to_host(y);
+      const auto* bits = static_cast<const uint16_t*>(host.data());
+      outputs[i].assign(bits, bits + host.numel());
+    }
+    backend.synchronize();
+    return ctx.cuda->gemm_plans ? *ctx.cuda->gemm_plans : cuda::GemmPlanCache{};
+  };
+  std::vector<std::vector<uint16_t>> out_a, out_b;
+  const cuda::GemmPlanCache a = run({0, 1, 2, 3}, out_a);
+  const cuda::GemmPlanCache b = run({3, 2, 1, 0}, out_b);
+  ASSERT_FALSE(a.algos.empty());
+  EXPECT_EQ(a.algos.size(), b.algos.size());
+  int64_t common = 0;
+  for (const auto& [key, algo] : a.algos) {
+    const auto it = b.algos.find(key);
+    if (it == b.algos.end()) continue;
+    ++common;
+    EXPECT_EQ(std::memcmp(&algo, &it->second, sizeof(algo)), 0) << "m=" << key.m << " n=" << key.n << " k=" << key.k;
+  }
+  EXPECT_EQ(common, static_cast<int64_t>(a.algos.size()));
+  for (size_t i = 0; i < problems.size(); ++i) EXPECT_EQ(out_a[i], out_b[i]) << "problem " << i;
 }
 
 TEST(GroupedLinearCuda, Fp32AndFp32Outputs) {
