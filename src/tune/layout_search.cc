@@ -1,0 +1,173 @@
+#include "tune/layout_search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+
+#include "base/error.h"
+#include "parallel/stage_split.h"
+#include "plan/memory_plan.h"
+#include "plan/plan_report.h"
+
+namespace quill::tune {
+namespace {
+
+std::vector<int> divisors(int64_t n) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+std::string split_name(const std::vector<int64_t>& split) {
+  if (split.empty()) return "even";
+  return fmt::format("first/last {}/{}", split.front(), split.back());
+}
+
+// The offload fractions tried, in steps of 0.1 (Megatron's --optimizer-offload-fraction).
+constexpr std::array<double, 11> kFractions = {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+
+OptimizerMemory optimizer_at(double fraction, bool bf16_moments) {
+  OptimizerMemory m;
+  m.cpu_offload = fraction > 0;
+  m.offload_fraction = fraction > 0 ? fraction : 1.0;
+  m.overlap_d2h_h2d = fraction > 0;  // the overlap only ever helps (Megatron's flag, quill implements it)
+  m.exp_avg = m.exp_avg_sq = bf16_moments ? DType::BF16 : DType::F32;
+  return m;
+}
+
+}  // namespace
+
+int64_t Candidate::peak_device_bytes() const {
+  return stage_device_bytes.empty() ? 0 : *std::max_element(stage_device_bytes.begin(), stage_device_bytes.end());
+}
+
+std::vector<std::vector<int64_t>> megatron_splits(int64_t layers, int pp, int64_t max_imbalance) {
+  std::vector<std::vector<int64_t>> out;
+  if (pp <= 1 || layers < pp) return pp == 1 && layers >= 1 ? std::vector<std::vector<int64_t>>{{}} : out;
+  if (layers % pp == 0) out.push_back({});  // the even split (no flags)
+  for (int64_t first = 1; first < layers; ++first) {
+    for (int64_t last = 1; first + last <= layers - (pp - 2); ++last) {
+      if (pp == 2 && first + last != layers) continue;
+      const StageSplit s = split_layers(layers, pp, first, last);
+      if (!s.error.empty()) continue;
+      if (layers % pp == 0 && std::all_of(s.layers.begin(), s.layers.end(), [&](int64_t n) { return n == layers / pp; }))
+        continue;  // the even split, already listed
+      if (max_imbalance >= 0) {
+        const int64_t middle = pp > 2 ? s.layers[1] : last;
+        if (std::abs(first - middle) > max_imbalance || std::abs(last - middle) > max_imbalance) continue;
+      }
+      out.push_back(s.layers);
+    }
+  }
+  return out;
+}
+
+SearchResult search_layouts(const SearchRequest& q) {
+  QUILL_CHECK(q.gpus >= 1, "--gpus {}: give at least one GPU", q.gpus);
+  QUILL_CHECK(q.gpus_per_node >= 1, "--gpus-per-node {}: give at least one", q.gpus_per_node);
+  QUILL_CHECK(q.row_tokens >= 1, "--row-tokens {}: give the row length", q.row_tokens);
+  QUILL_CHECK(q.global_batch >= 1, "--global-batch {}: give at least one row per step", q.global_batch);
+  SearchResult r;
+  r.pruning = {
+      "tensor parallelism inside a node (tp <= --gpus-per-node): its collectives are on every layer's critical path",
+      fmt::format("expert parallelism {} (ep <= --gpus-per-node)", q.cross_node_ep ? "across nodes allowed" : "inside a node"),
+      "expert tensor parallelism 1 (quill builds ETP 1 only), context parallelism 1, one row per micro-batch",
+      "the distributed optimizer always (quill shards the optimizer state over data-parallel ranks)",
+      "per layout and moment dtype, only the smallest offload fraction (steps of 0.1) that fits: more offload only "
+      "adds host work and copies",
+      "main gradients fp32 (quill refuses --main-grads-dtype bf16)",
+      fmt::format("pipeline splits: the even one, and Megatron's uneven (first, last) splits whose first and last stages "
+                  "are within {} layers of the middle stages",
+                  q.max_split_imbalance)};
+  auto refuse = [&](const std::string& reason, const std::string& example) {
+    Refusal& x = r.refused[reason];
+    if (x.count++ == 0) x.example = example;
+  };
+  const InklingConfig& c = q.config;
+  for (int tp : divisors(q.gpus)) {
+    if (tp > q.gpus_per_node) continue;
+    for (int pp : divisors(q.gpus / tp)) {
+      if (pp > c.num_layers) continue;
+      const int dp = q.gpus / (tp * pp);
+      for (const std::vector<int64_t>& split : megatron_splits(c.num_layers, pp, q.max_split_imbalance)) {
+        for (bool sp : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+          for (int ep : divisors(std::max<int64_t>(c.n_routed_experts, 1))) {
+            if (ep > 1 && !q.cross_node_ep && ep > q.gpus_per_node) continue;
+            ++r.geometries;
+            LayoutSpec l;
+            l.tp = tp, l.pp = pp, l.dp = dp, l.ep = ep, l.sequence_parallel = sp, l.pp_layers = split;
+            const std::string name = l.describe();
+            if (q.global_batch % dp != 0) {
+              refuse("global batch not divisible by data parallelism", fmt::format("{}: {} rows over dp {}", name,
+                                                                                 q.global_batch, dp));
+              continue;
+            }
+            plan::PlanRequest pr;
+            pr.config = c;
+            pr.layout = l;
+            pr.row_tokens = q.row_tokens;
+            pr.global_batch = q.global_batch;
+            pr.gpus_per_node = q.gpus_per_node;
+            pr.freeze = q.freeze;
+            auto plan_at = [&](double fraction, bool bf16) {
+              pr.optimizer = optimizer_at(fraction, bf16);
+              ++r.plans;
+              return plan::plan_memory(pr);
+            };
+            // The most memory-saving setting first: if it does not fit, nothing does.
+            plan::MemoryPlan lightest;
+            try {
+              lightest = plan_at(1.0, true);
+            } catch (const Error& e) {
+              std::string why = e.what();
+              refuse(fmt::format("quill refuses the layout: {}", why.substr(0, why.find(':'))), name + ": " + why);
+              continue;
+            }
+            if (lightest.largest().device_total() > q.device_memory) {
+              refuse("out of device memory even with offload 1.0 and bf16 moments",
+                     name + ": " + plan::check_fit(lightest, q.device_memory).message);
+              continue;
+            }
+            for (bool bf16 : {false, true}) {
+              // The smallest fraction that fits (device bytes fall as the fraction grows): binary search
+              // for the first fitting index in [a, fit); fit == n means none fits (bf16 fits at 1.0, known).
+              const size_t n = kFractions.size();
+              size_t a = 0, fit = bf16 ? n - 1 : n;
+              plan::MemoryPlan best = bf16 ? lightest : plan::MemoryPlan{};
+              while (a < fit) {
+                const size_t mid = (a + fit) / 2;
+                plan::MemoryPlan m = plan_at(kFractions[mid], bf16);
+                if (m.largest().device_total() <= q.device_memory) {
+                  best = std::move(m);
+                  fit = mid;
+                } else {
+                  a = mid + 1;
+                }
+              }
+              if (fit == n) {
+                refuse("out of device memory with fp32 moments even at offload 1.0 (fits with bf16 moments)",
+                       name + ": " + plan::check_fit(plan_at(1.0, false), q.device_memory).message);
+                continue;
+              }
+              Candidate cand;
+              cand.layout = l;
+              cand.optimizer = optimizer_at(kFractions[fit], bf16);
+              cand.split = split_name(split);
+              for (const plan::StagePlan& s : best.stages) {
+                cand.stage_device_bytes.push_back(s.device_total());
+                cand.stage_roles.push_back(s.role);
+              }
+              r.fitting.push_back(std::move(cand));
+            }
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace quill::tune
