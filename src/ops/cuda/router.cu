@@ -156,11 +156,21 @@ __global__ void router_backward_kernel(const float* logits, const int32_t* topk,
       for (int o = 16; o > 0; o >>= 1) p_dot_dp += __shfl_xor_sync(0xffffffffu, p_dot_dp, o);
       dgs = dw * route_scale * p;
       for (int o = 16; o > 0; o >>= 1) dgs += __shfl_xor_sync(0xffffffffu, dgs, o);
-      if (lane < W) {
-        const double du = p * (dp - p_dot_dp);
-        const int col = lane < k ? idx : E + (lane - k);
-        atomicAdd(drow + col, static_cast<float>(du * sigmoid_f32(-l)));  // atomic: a repeated expert adds up
+      // A replayed routing may name an expert twice in one row: the slots of a column add up, in slot
+      // order (issue 24: not atomics in arrival order), and the column's first slot stores the sum.
+      const int col = lane < W ? (lane < k ? idx : E + (lane - k)) : -1;
+      const float mine = lane < W ? static_cast<float>(p * (dp - p_dot_dp) * sigmoid_f32(-l)) : 0.f;
+      float sum = 0.f;
+      bool first = true;
+      for (int j = 0; j < W; ++j) {
+        const int cj = __shfl_sync(0xffffffffu, col, j);
+        const float vj = __shfl_sync(0xffffffffu, mine, j);
+        if (cj == col) {
+          first = first && j >= lane;
+          sum += vj;
+        }
       }
+      if (lane < W && first) drow[col] = sum;  // the row was zeroed above: 0 + the slots, as before
     }
   }
   if (lane == 0) s_dgs[warp] = dgs;
