@@ -247,6 +247,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       Timer step_timer;
       const bool profile_ops = step == o.profile_step;
       if (probe) probe->begin_step(step, profile_ops);
+      if (o.step_mark) o.step_mark->begin(step);
       StepMetrics m;
       m.step = step;
       m.lr = o.lr.lr_at(step, o.steps);
@@ -310,6 +311,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       }
       QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
       m.grad_norm = optimizer.step(m.lr);
+      if (o.step_mark) o.step_mark->end(step);
       if (probe) m.memory = probe->end_step(step, profile_ops, lead ? o.out_dir : std::string());
       m.step_time_s = step_timer.seconds();
       if (probe && profile_ops && lead) probe->report(o.out_dir);

@@ -7,6 +7,7 @@
 // tiny-tp4.json: 8 routed experts (2 per rank under EP4), 8 query / 4 kv heads for TP.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -144,3 +145,31 @@ TEST(ExpertParallel, LayoutsThatDoNotDivideAreRefused) {
 }
 
 }  // namespace
+
+// --distributed-timeout-minutes bounds every group's collectives: world rank 1 hangs at the start of
+// step 2 (the hidden test flag --stall-rank-at-step), and its peer, waiting in the first collective
+// of that step, ends the job within the timeout (3 s) with a message naming the group and the step.
+// Under --dp 2 --ep 2 that collective is the first MoE layer's expert exchange over 'ep'; under
+// --tp 2 --sp the first layer's tensor-parallel gather over 'tp'. Never a hang: `timeout` bounds the run.
+TEST(ExpertParallel, HungExchangeEndsTheJobNamingGroupAndStep) {
+  const std::string rows = scratch_dir("rows-stall");
+  expect_runs(kQuill + " data synth --conversations 100 --row-tokens 32 --max-rows 16 --out " + rows);
+  for (const auto& [layout, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--dp 2 --ep 2", "rank 0 (rank 0 of 2 in comm 'ep'): MPI all_to_all"},
+           {"--tp 2 --sp", "rank 0 (rank 0 of 2 in comm 'tp'): MPI "}}) {
+    SCOPED_TRACE(layout);
+    const std::string out = scratch_dir("stall");
+    const auto start = std::chrono::steady_clock::now();
+    const quill::test::CommandResult r = quill::test::run_command(
+        "timeout 90 " + under_mpirun(2) + kQuill + " train --config " + kConfig + " --rows " + rows +
+        " --seed 3 --steps 4 --global-batch 2 --lr 1e-2 --quiet " + layout +
+        " --distributed-timeout-minutes 0.05 --stall-rank-at-step 1,2 --out " + out);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.status, 124) << "the job hung until `timeout` ended it:\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("did not complete within 3 s during step 2"), std::string::npos) << r.output;
+    EXPECT_LT(seconds, 30) << "the 3 s timeout took " << seconds << " s to end the job";
+    EXPECT_EQ(read_metrics(out).size(), 2u) << "the steps before the hang stay recorded (a resume continues there)";
+  }
+}
