@@ -1,7 +1,10 @@
 // `quill train`: train a model on rows, one process, CPU reference backend.
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "base/error.h"
+#include "comm/distributed.h"
 #include "cli/commands.h"
 #include "cli/layout_flags.h"
 #include "io/hf_export.h"
@@ -45,6 +48,33 @@ class CpuStepProbe final : public StepProbe {
  private:
   TrackingAllocator counting_;
   DeviceContext ctx_;
+};
+
+// Test-only, behind the hidden --stall-rank-at-step R,S: world rank R stops at the start of step S
+// for ten times --distributed-timeout-minutes, as a hung rank would, so that a test can watch its
+// peers end the job naming the group and the step they waited in (tests/cli/expert_parallel_test.cc).
+class StallingProbe final : public StepProbe {
+ public:
+  StallingProbe(std::unique_ptr<StepProbe> inner, int rank, int64_t step, double stall_s)
+      : inner_(std::move(inner)), rank_(rank), step_(step), stall_s_(stall_s) {}
+  DeviceContext context() const override { return inner_->context(); }
+  void begin_step(int64_t step, bool profile_ops) override {
+    inner_->begin_step(step, profile_ops);
+    if (step != step_ || mpi_world_rank() != rank_) return;
+    std::fprintf(stderr, "quill train: --stall-rank-at-step: rank %d stalls at step %lld for %.0f s\n", rank_,
+                 static_cast<long long>(step), stall_s_);
+    std::this_thread::sleep_for(std::chrono::duration<double>(stall_s_));
+  }
+  StepMemory end_step(int64_t step, bool profile_ops, const std::string& out_dir) override {
+    return inner_->end_step(step, profile_ops, out_dir);
+  }
+  void report(const std::string& out_dir) override { inner_->report(out_dir); }
+
+ private:
+  std::unique_ptr<StepProbe> inner_;
+  int rank_;
+  int64_t step_;
+  double stall_s_;
 };
 }  // namespace
 
@@ -149,6 +179,11 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "sharing a GPU; auto picks it when they do)");
   cmd->add_option("--distributed-timeout-minutes", o.distributed_timeout_minutes,
                   "a collective that waits longer than this stops every rank (Megatron's flag; default 10)");
+  static std::vector<int64_t> stall;  // hidden, for tests: see StallingProbe
+  cmd->add_option("--stall-rank-at-step", stall, "R,S: world rank R hangs at step S (tests of the timeout)")
+      ->expected(2)
+      ->delimiter(',')
+      ->group("");
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
   cmd->add_option("--replay-routing", o.replay_routing_file,
                   "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");
@@ -211,6 +246,16 @@ void add_train_command(CLI::App& app, Runner& run) {
         };
       }
 #endif
+      if (!stall.empty()) {
+        QUILL_CHECK(o.make_probe != nullptr, "--stall-rank-at-step: no step probe on --device {}", device);
+        auto inner = o.make_probe;
+        const int rank = static_cast<int>(stall[0]);
+        const int64_t step = stall[1];
+        const double stall_s = 10 * 60 * o.distributed_timeout_minutes;
+        o.make_probe = [inner, rank, step, stall_s](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
+          return std::make_unique<StallingProbe>(inner(ctx), rank, step, stall_s);
+        };
+      }
       TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true);
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f%s; metrics in %s/metrics.jsonl\n", r.steps.size(),

@@ -104,8 +104,12 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   check_model_split(config, spec);
   const int64_t num_layers = config.num_layers;
   // Megatron's --distributed-timeout-minutes bounds every collective (comm/comm.h: the watchdog).
+  // Every communicator of the run (each group is split from the world and inherits its options)
+  // names the step a timed-out collective hung in: the trainer moves the mark they share.
   CommOptions comm_options;
   comm_options.timeout_s = o.distributed_timeout_minutes * 60;
+  o.step_mark = std::make_shared<StepMark>();
+  comm_options.step_mark = o.step_mark;
   std::unique_ptr<Distributed> dist;
   if (simulate) {
     // One plain process (srun may still start it as a task of one).

@@ -13,7 +13,8 @@
 //   their own (NCCL does); the start_* forms leave the second ordering to CommHandle::wait.
 // - A failure (a peer that never arrives within the timeout, an engine error, arguments that
 //   differ across ranks) stops every rank with a message naming the rank, the communicator and
-//   the operation; nothing hangs silently. See CommOptions.
+//   the operation (and for a timeout the training step, when CommOptions::step_mark is set);
+//   nothing hangs silently. Communicators split from one inherit its options. See CommOptions.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/step_mark.h"
 #include "tensor/tensor.h"
 
 namespace quill {
@@ -53,6 +55,9 @@ struct CommOptions {
   // on every rank (for tests). A failure of one rank alone (an engine error, a timeout, a
   // truncated message) always aborts, since its peers are in an unknown state.
   enum class OnError { Abort, Throw } on_error = OnError::Abort;
+  // The job's training step (comm/step_mark.h), named by the message of a collective that times
+  // out; null: no step is named. Splits share it.
+  std::shared_ptr<const StepMark> step_mark;
 };
 
 class Comm {
@@ -109,6 +114,16 @@ class Comm {
   // belongs to (ranks of this communicator; the groups of all ranks partition them, as the
   // groups of one kind of a Grid do); the new communicator numbers its ranks in list order.
   virtual std::unique_ptr<Comm> split(const std::vector<int>& group, const std::string& name) = 0;
+  // split(), but the new communicator's operations queue apart from every other communicator's: an
+  // engine communicator of its own and, on a GPU, a communication stream of its own (ordered against
+  // the caller's stream by events, as every operation is). For an exchange that must never wait
+  // behind another group's collectives nor be waited behind: the experts' token all-to-all against
+  // the gradients' reduce-scatter (docs/decisions/expert-exchange-stream.md). By default split(),
+  // which suits communicators whose operations share no queue (MPI: every split is a communicator
+  // of its own whose nonblocking operations progress independently of the others').
+  virtual std::unique_ptr<Comm> split_isolated(const std::vector<int>& group, const std::string& name) {
+    return split(group, name);
+  }
 };
 
 }  // namespace quill

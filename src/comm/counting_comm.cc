@@ -117,4 +117,9 @@ std::unique_ptr<Comm> CountingComm::split(const std::vector<int>& group, const s
   return std::make_unique<CountingComm>(inner_->split(group, name), ledger_);
 }
 
+std::unique_ptr<Comm> CountingComm::split_isolated(const std::vector<int>& group, const std::string& name) {
+  count("split", 0, 0, 0);
+  return std::make_unique<CountingComm>(inner_->split_isolated(group, name), ledger_);
+}
+
 }  // namespace quill

@@ -41,6 +41,7 @@ class CountingComm final : public Comm {
   std::unique_ptr<CommHandle> start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
                                                const Tensor& out, const std::vector<int64_t>& recv_counts) override;
   std::unique_ptr<Comm> split(const std::vector<int>& group, const std::string& name) override;
+  std::unique_ptr<Comm> split_isolated(const std::vector<int>& group, const std::string& name) override;
 
   const std::shared_ptr<CollectiveLedger>& ledger() const { return ledger_; }
 

@@ -58,6 +58,9 @@ class Distributed {
 // multicast stays off). `world_options` configure the world communicator (timeout, checks).
 std::unique_ptr<Distributed> init_distributed(int* argc = nullptr, char*** argv = nullptr, CommOptions world_options = {});
 
+// This process's rank in MPI's world once MPI is initialised (and not finalised), else -1.
+int mpi_world_rank();
+
 // True when a launcher (mpirun/mpiexec, srun) started this process, so that the caller can
 // choose between init_distributed() and a plain single-process run.
 bool launched_by_mpi();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -138,8 +139,9 @@ void MpiComm::wait(MPI_Request* request, const std::string& what, MPI_Status* st
     check_rc(MPI_Test(request, &done, status ? status : &local), what);
     if (done) return;
     if (Clock::now() - start > limit)
-      abort_job(fmt::format("{}: MPI {} did not complete within {} s (a rank of the communicator never reached it, is "
-                            "stuck elsewhere, or died); stopping every rank", who(), what, options_.timeout_s));
+      abort_job(fmt::format("{}: MPI {} did not complete within {} s{} (a rank of the communicator never reached it, "
+                            "is stuck elsewhere, or died); stopping every rank", who(), what, options_.timeout_s,
+                            options_.step_mark ? " " + options_.step_mark->describe() : std::string()));
     // Yield first (latency), then sleep (oversubscribed test runs share a few cores).
     if (spins < 2000) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -201,61 +203,147 @@ void MpiComm::all_reduce(const Tensor& t, ReduceOp op) {
   wait(&req, sig.str());
 }
 
-void MpiComm::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+// A started operation: its request, posted at start, completed by wait() under the communicator's
+// deadline, then `finish` (a BF16/F16 result converted back). What MPI reads or writes until then
+// (staging copies, the count and displacement arrays) lives in the handle.
+class MpiComm::Started final : public CommHandle {
+ public:
+  Started(const MpiComm& comm, std::string what) : comm_(&comm), what_(std::move(what)) {}
+  ~Started() override { wait(); }  // never leave an operation in flight
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    comm_->wait(&request, what_);
+    if (finish) finish();
+  }
+  MPI_Request* req() { return &request; }
+  const std::string& what() const { return what_; }
+
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::function<void()> finish;
+  Tensor send, recv;                 // staging buffers
+  std::vector<int> sc, sd, rc, rd;   // all-to-all-v counts and displacements
+
+ private:
+  const MpiComm* comm_;
+  std::string what_;
+  bool done_ = false;
+};
+
+void MpiComm::check_reduce_scatter(const Tensor& in, const Tensor& out, bool* in_place) const {
   check_tensor(in, "reduce_scatter", "input");
   check_tensor(out, "reduce_scatter", "output");
-  bool in_place = false;
-  check(comm_checks::reduce_scatter(in, out, size_, rank_, &in_place));
+  check(comm_checks::reduce_scatter(in, out, size_, rank_, in_place));
+}
+
+std::unique_ptr<MpiComm::Started> MpiComm::post_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op,
+                                                                bool in_place) const {
   const Signature sig{static_cast<int64_t>(OpCode::ReduceScatter), static_cast<int64_t>(in.dtype()), out.numel(), -1,
                       static_cast<int64_t>(op)};
-  agree(sig);
+  auto h = std::make_unique<Started>(*this, sig.str());
   // MPI forbids aliasing send and receive buffers; an in-place call sends from a copy.
   const bool f32 = reduce_via_f32(in.dtype());
-  Tensor send = f32 ? convert_dtype(in, DType::F32) : in_place ? in.clone() : in;
-  Tensor recv = f32 ? Tensor::empty(out.shape(), DType::F32) : out;
-  MPI_Request req;
-  check_rc(MPI_Ireduce_scatter_block(send.data(), recv.data(), static_cast<int>(recv.numel()), move_type(send.dtype()),
-                                     mpi_op(op), comm_, &req),
-           sig.str());
-  wait(&req, sig.str());
-  if (f32) store_converted(recv, out);
+  h->send = f32 ? convert_dtype(in, DType::F32) : in_place ? in.clone() : in;
+  h->recv = f32 ? Tensor::empty(out.shape(), DType::F32) : out;
+  check_rc(MPI_Ireduce_scatter_block(h->send.data(), h->recv.data(), static_cast<int>(h->recv.numel()),
+                                     move_type(h->send.dtype()), mpi_op(op), comm_, h->req()),
+           h->what());
+  if (f32) h->finish = [recv = h->recv, out] { store_converted(recv, out); };
+  return h;
+}
+
+void MpiComm::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  bool in_place = false;
+  check_reduce_scatter(in, out, &in_place);
+  agree(Signature{static_cast<int64_t>(OpCode::ReduceScatter), static_cast<int64_t>(in.dtype()), out.numel(), -1,
+                  static_cast<int64_t>(op)});
+  post_reduce_scatter(in, out, op, in_place)->wait();
+}
+
+std::unique_ptr<CommHandle> MpiComm::start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
+  bool in_place = false;
+  check_reduce_scatter(in, out, &in_place);
+  return post_reduce_scatter(in, out, op, in_place);
+}
+
+void MpiComm::check_all_gather(const Tensor& in, const Tensor& out, bool* in_place) const {
+  check_tensor(in, "all_gather", "input");
+  check_tensor(out, "all_gather", "output");
+  check(comm_checks::all_gather(in, out, size_, rank_, in_place));
+}
+
+std::unique_ptr<MpiComm::Started> MpiComm::post_all_gather(const Tensor& in, const Tensor& out, bool in_place) const {
+  const Signature sig{static_cast<int64_t>(OpCode::AllGather), static_cast<int64_t>(in.dtype()), in.numel(), -1, -1};
+  auto h = std::make_unique<Started>(*this, sig.str());
+  const MPI_Datatype type = move_type(in.dtype());
+  const int count = static_cast<int>(in.numel());
+  check_rc(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data(), count, type, out.data(), count, type, comm_, h->req()),
+           h->what());
+  return h;
 }
 
 void MpiComm::all_gather(const Tensor& in, const Tensor& out) {
-  check_tensor(in, "all_gather", "input");
-  check_tensor(out, "all_gather", "output");
   bool in_place = false;
-  check(comm_checks::all_gather(in, out, size_, rank_, &in_place));
-  const Signature sig{static_cast<int64_t>(OpCode::AllGather), static_cast<int64_t>(in.dtype()), in.numel(), -1, -1};
-  agree(sig);
+  check_all_gather(in, out, &in_place);
+  agree(Signature{static_cast<int64_t>(OpCode::AllGather), static_cast<int64_t>(in.dtype()), in.numel(), -1, -1});
+  post_all_gather(in, out, in_place)->wait();
+}
+
+std::unique_ptr<CommHandle> MpiComm::start_all_gather(const Tensor& in, const Tensor& out) {
+  bool in_place = false;
+  check_all_gather(in, out, &in_place);
+  return post_all_gather(in, out, in_place);
+}
+
+void MpiComm::check_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
+                               const std::vector<int64_t>& recv_counts) const {
+  check_tensor(in, "all_to_all", "input");
+  check_tensor(out, "all_to_all", "output");
+  check(comm_checks::all_to_all(in, send_counts, out, recv_counts, size_, name_));
+  int64_t send_total = 0, recv_total = 0;
+  for (int r = 0; r < size_; ++r) {
+    send_total += send_counts[r];
+    recv_total += recv_counts[r];
+    if (send_total > INT_MAX || recv_total > INT_MAX)
+      fail(fmt::format("all_to_all: more elements than one MPI call takes ({})", INT_MAX));
+  }
+}
+
+namespace {
+std::string all_to_all_what(DType d, const std::vector<int64_t>& send_counts, const std::vector<int64_t>& recv_counts) {
+  int64_t send_total = 0, recv_total = 0;
+  for (int64_t n : send_counts) send_total += n;
+  for (int64_t n : recv_counts) recv_total += n;
+  return fmt::format("all_to_all of {} (sending {} elements, receiving {})", dtype_name(d), send_total, recv_total);
+}
+}  // namespace
+
+std::unique_ptr<MpiComm::Started> MpiComm::post_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
+                                                            const Tensor& out, const std::vector<int64_t>& recv_counts) const {
+  auto h = std::make_unique<Started>(*this, all_to_all_what(in.dtype(), send_counts, recv_counts));
+  h->sc.resize(size_), h->sd.resize(size_), h->rc.resize(size_), h->rd.resize(size_);
+  int64_t send_total = 0, recv_total = 0;
+  for (int r = 0; r < size_; ++r) {
+    h->sd[r] = static_cast<int>(send_total);
+    h->rd[r] = static_cast<int>(recv_total);
+    h->sc[r] = static_cast<int>(send_counts[r]);
+    h->rc[r] = static_cast<int>(recv_counts[r]);
+    send_total += send_counts[r];
+    recv_total += recv_counts[r];
+  }
   const MPI_Datatype type = move_type(in.dtype());
-  const int count = static_cast<int>(in.numel());
-  MPI_Request req;
-  check_rc(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data(), count, type, out.data(), count, type, comm_, &req), sig.str());
-  wait(&req, sig.str());
+  check_rc(MPI_Ialltoallv(in.data(), h->sc.data(), h->sd.data(), type, out.data(), h->rc.data(), h->rd.data(), type,
+                          comm_, h->req()),
+           h->what());
+  return h;
 }
 
 void MpiComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
                          const std::vector<int64_t>& recv_counts) {
-  check_tensor(in, "all_to_all", "input");
-  check_tensor(out, "all_to_all", "output");
-  check(comm_checks::all_to_all(in, send_counts, out, recv_counts, size_, name_));
-  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
-  int64_t send_total = 0, recv_total = 0;
-  for (int r = 0; r < size_; ++r) {
-    if (send_total + send_counts[r] > INT_MAX || recv_total + recv_counts[r] > INT_MAX)
-      fail(fmt::format("all_to_all: more elements than one MPI call takes ({})", INT_MAX));
-    sd[r] = static_cast<int>(send_total);
-    rd[r] = static_cast<int>(recv_total);
-    sc[r] = static_cast<int>(send_counts[r]);
-    rc[r] = static_cast<int>(recv_counts[r]);
-    send_total += send_counts[r];
-    recv_total += recv_counts[r];
-  }
+  check_all_to_all(in, send_counts, out, recv_counts);
   const Signature sig{static_cast<int64_t>(OpCode::AllToAll), static_cast<int64_t>(in.dtype()), 0, -1, -1};
   agree(sig);
-  const std::string what =
-      fmt::format("all_to_all of {} (sending {} elements, receiving {})", dtype_name(in.dtype()), send_total, recv_total);
+  const std::string what = all_to_all_what(in.dtype(), send_counts, recv_counts);
   if (options_.check_args && size_ > 1) {
     // incoming[r] = what rank r sends here; it must be what this rank expects from r.
     std::vector<int64_t> incoming(size_);
@@ -278,10 +366,13 @@ void MpiComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send_coun
                            all[4 * r + 3], all[4 * r + 1], all[4 * r + 2]);
     if (!bad.empty()) fail(fmt::format("all_to_all counts disagree across comm '{}': {}", name_, bad));
   }
-  const MPI_Datatype type = move_type(in.dtype());
-  MPI_Request req;
-  check_rc(MPI_Ialltoallv(in.data(), sc.data(), sd.data(), type, out.data(), rc.data(), rd.data(), type, comm_, &req), what);
-  wait(&req, what);
+  post_all_to_all(in, send_counts, out, recv_counts)->wait();
+}
+
+std::unique_ptr<CommHandle> MpiComm::start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
+                                                      const Tensor& out, const std::vector<int64_t>& recv_counts) {
+  check_all_to_all(in, send_counts, out, recv_counts);
+  return post_all_to_all(in, send_counts, out, recv_counts);
 }
 
 void MpiComm::broadcast(const Tensor& t, int root) {

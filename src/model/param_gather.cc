@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
+#include "parallel/host_reduce.h"
 
 namespace quill {
 
@@ -18,9 +19,9 @@ bool holds_canonical(const ShardSpec& spec, int stage, const GridCoords& c) {
 
 }  // namespace
 
-ParamTable gather_whole(const ParamTable& table, const DeviceContext& ctx, const Layout& layout,
-                        const InklingConfig& config) {
-  ParamTable local = host_copy(table, ctx);  // the masters' data-parallel shards gathered
+// Every param's `value` in `local` is this rank's whole slice on the host: onto rank 0.
+static ParamTable gather_slices(const ParamTable& local, const DeviceContext& ctx, const Layout& layout,
+                         const InklingConfig& config) {
   Comm* world = layout.world();
   if (world == nullptr || world->size() == 1) return local;
   const int me = layout.rank(), ranks = world->size();
@@ -88,6 +89,48 @@ ParamTable gather_whole(const ParamTable& table, const DeviceContext& ctx, const
       at += n;
     }
     whole.params().push_back(std::move(p));
+  }
+  return whole;
+}
+
+ParamTable gather_whole(const ParamTable& table, const DeviceContext& ctx, const Layout& layout,
+                        const InklingConfig& config) {
+  return gather_slices(host_copy(table, ctx), ctx, layout, config);  // the masters' shards gathered first
+}
+
+ParamTable gather_whole_grads(const ParamTable& table, const DeviceContext& ctx, const Layout& layout,
+                              const InklingConfig& config) {
+  // Each bucket's buffer summed as the optimizer will sum it (over tp first where each rank holds
+  // a share, then over the bucket's group), on a copy: the buffers themselves stay for the step.
+  std::vector<Tensor> summed;
+  for (const ParamBucket& b : table.buckets()) {
+    Tensor g = Tensor::empty({b.numel}, DType::F32);
+    ops::transfer(ctx, b.grads, g);
+    if (b.sum_over_tp) all_reduce_host(b.tp_comm, ctx, g);
+    all_reduce_host(b.comm, ctx, g);
+    summed.push_back(g);
+  }
+  ParamTable local;
+  for (const Param& p : table.params()) {
+    Param q;
+    q.name = p.name;
+    q.shape = p.shape;
+    q.shard = p.shard;
+    q.checkpoint_dtype = p.checkpoint_dtype;
+    q.is_buffer = p.is_buffer;
+    q.trainable = p.trainable;
+    q.gate_up_interleaved = p.gate_up_interleaved;
+    q.routed_expert = p.routed_expert;
+    q.value = p.bucket >= 0 ? summed[static_cast<size_t>(p.bucket)].view_flat(p.bucket_offset, p.shape).clone()
+                            : Tensor::zeros(p.shape, DType::F32);
+    q.compute = q.value;
+    local.params().push_back(std::move(q));
+  }
+  ParamTable whole = gather_slices(local, ctx, layout, config);
+  // The gradient also as `grad`; trainable as on this rank (frozen tensors have no gradient; every rank freezes alike).
+  for (Param& p : whole.params()) {
+    p.grad = p.value;
+    if (const Param* mine = local.find(p.name)) p.trainable = mine->trainable;
   }
   return whole;
 }

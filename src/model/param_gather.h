@@ -15,5 +15,11 @@ namespace quill {
 // host_copy (model/param_placement.h).
 ParamTable gather_whole(const ParamTable& table, const DeviceContext& ctx, const Layout& layout,
                         const InklingConfig& config);
+// The gradients the same way, before the optimizer step (--dump-grads-step under a layout): each
+// bucket's gradient summed over its reduction groups as the optimizer sums it (on a copy), every
+// tensor's slices gathered onto world rank 0 as `value` and `grad`, `trainable` as on this rank. Collective over
+// the layout's world.
+ParamTable gather_whole_grads(const ParamTable& table, const DeviceContext& ctx, const Layout& layout,
+                              const InklingConfig& config);
 
 }  // namespace quill

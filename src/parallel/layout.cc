@@ -50,7 +50,11 @@ Layout Layout::create(const LayoutSpec& spec, int64_t num_layers, Comm* world) {
   for (GroupKind kind : kCommKinds) {
     const RankGroup g = layout.grid_.group(kind, layout.rank_);
     if (g.size() == 1) continue;
-    layout.comms_[kind] = world->split(g.ranks, group_kind_name(kind));
+    // The experts' token exchange queues apart from every other group's collectives (on a GPU its
+    // own NCCL communicator and stream), so that it never waits behind, nor holds up, the gradients'
+    // reduce-scatter (docs/decisions/expert-exchange-stream.md).
+    layout.comms_[kind] = kind == GroupKind::EP ? world->split_isolated(g.ranks, group_kind_name(kind))
+                                                : world->split(g.ranks, group_kind_name(kind));
   }
   return layout;
 }

@@ -2,7 +2,9 @@
 // LayoutSpec, the world communicator and the model's layer count; validated before anything is
 // loaded; passed by const reference to the model, the optimizer and the trainer. It holds the grid
 // (Megatron's rank arithmetic, parallel/grid.h), this rank's coordinates, one owned communicator
-// per group kind whose groups have more than one rank, and the pipeline stage split.
+// per group kind whose groups have more than one rank (the expert-parallel one split apart, so that
+// the token exchange shares no queue with another group: Comm::split_isolated), and the pipeline
+// stage split.
 //
 // With every size 1 (Layout::single()) it holds no communicator and the model is plain
 // single-device code.

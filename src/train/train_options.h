@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/step_mark.h"
 #include "io/hf_export.h"
 #include "ops/device_context.h"
 
@@ -57,6 +58,9 @@ struct TrainOptions {
   bool verify_rows = true;   // check rows.bin against the manifest's rows_sha256 before training
   // Megatron's --distributed-timeout-minutes: a collective that waits longer stops the job.
   double distributed_timeout_minutes = 10;
+  // The job's step mark, shared with its communicators (CommOptions::step_mark): moved at each step's
+  // start and end, so that a collective that times out names its step. Null: none.
+  std::shared_ptr<StepMark> step_mark;
   // GPU communicators: "nccl"; "mpi" (device tensors staged through host memory, for ranks that
   // share a GPU: comm/cuda/staged_comm.h); "auto": mpi when ranks share a GPU, else nccl.
   std::string comm_backend = "auto";

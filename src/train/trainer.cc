@@ -193,8 +193,13 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   const bool pipelined = layout.spec().pp > 1;
   std::unique_ptr<InklingModel> whole_model;
   std::unique_ptr<StageModel> stage_model;
+  // The gradient dump (and the routing replay it comes with) runs on one rank or under data and expert
+  // parallelism: the gradients are summed and gathered onto rank 0. Tensor parallelism routes each
+  // rank's chunk of a row, pipelining runs micro-batches through stages; neither replays a row's routing yet.
+  QUILL_CHECK(o.dump_grads_step < 0 || (layout.spec().tp == 1 && layout.spec().cp == 1 && layout.spec().pp == 1),
+              "--dump-grads-step (and --replay-routing) under {}: only data and expert parallelism are supported "
+              "(give --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1)", layout.spec().describe());
   if (pipelined) {
-    QUILL_CHECK(o.dump_grads_step < 0, "--dump-grads-step needs one rank (no pipeline stages)");
     stage_model = std::make_unique<StageModel>(config, params, ctx, layout, model_options);
   } else {
     whole_model = std::make_unique<InklingModel>(config, params, ctx, layout, model_options);
@@ -247,6 +252,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       Timer step_timer;
       const bool profile_ops = step == o.profile_step;
       if (probe) probe->begin_step(step, profile_ops);
+      if (o.step_mark) o.step_mark->begin(step);
       StepMetrics m;
       m.step = step;
       m.lr = o.lr.lr_at(step, o.steps);
@@ -305,11 +311,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       }
       m.loss = loss_sum / static_cast<double>(m.supervised);
       if (step == o.dump_grads_step) {
-        QUILL_CHECK(layout.world() == nullptr, "--dump-grads-step needs a single rank");
-        dump_gradients(o.out_dir + fmt::format("/grads_step{}.safetensors", step), params, ctx);
+        const std::string path = o.out_dir + fmt::format("/grads_step{}.safetensors", step);
+        if (layout.world() == nullptr) {
+          dump_gradients(path, params, ctx);
+        } else {  // collective: every rank's summed slices onto rank 0, which writes them
+          const ParamTable whole = gather_whole_grads(params, ctx, layout, config);
+          if (lead) dump_gradients(path, whole, DeviceContext::cpu());
+        }
       }
       QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
       m.grad_norm = optimizer.step(m.lr);
+      if (o.step_mark) o.step_mark->end(step);
       if (probe) m.memory = probe->end_step(step, profile_ops, lead ? o.out_dir : std::string());
       m.step_time_s = step_timer.seconds();
       if (probe && profile_ops && lead) probe->report(o.out_dir);

@@ -7,6 +7,7 @@
 // tiny-tp4.json: 8 routed experts (2 per rank under EP4), 8 query / 4 kv heads for TP.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "model/config.h"
 #include "train/train_checkpoint.h"
 #include "util/command.h"
 #include "util/run_dir.h"
@@ -144,3 +146,111 @@ TEST(ExpertParallel, LayoutsThatDoNotDivideAreRefused) {
 }
 
 }  // namespace
+
+// --distributed-timeout-minutes bounds every group's collectives: world rank 1 hangs at the start of
+// step 2 (the hidden test flag --stall-rank-at-step), and its peer, waiting in the first collective
+// of that step, ends the job within the timeout (3 s) with a message naming the group and the step.
+// Under --dp 2 --ep 2 that collective is the first MoE layer's expert exchange over 'ep'; under
+// --tp 2 --sp the first layer's tensor-parallel gather over 'tp'. Never a hang: `timeout` bounds the run.
+TEST(ExpertParallel, HungExchangeEndsTheJobNamingGroupAndStep) {
+  const std::string rows = scratch_dir("rows-stall");
+  expect_runs(kQuill + " data synth --conversations 100 --row-tokens 32 --max-rows 16 --out " + rows);
+  for (const auto& [layout, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--dp 2 --ep 2", "rank 0 (rank 0 of 2 in comm 'ep'): MPI all_to_all"},
+           {"--tp 2 --sp", "rank 0 (rank 0 of 2 in comm 'tp'): MPI "}}) {
+    SCOPED_TRACE(layout);
+    const std::string out = scratch_dir("stall");
+    const auto start = std::chrono::steady_clock::now();
+    const quill::test::CommandResult r = quill::test::run_command(
+        "timeout 90 " + under_mpirun(2) + kQuill + " train --config " + kConfig + " --rows " + rows +
+        " --seed 3 --steps 4 --global-batch 2 --lr 1e-2 --quiet " + layout +
+        " --distributed-timeout-minutes 0.05 --stall-rank-at-step 1,2 --out " + out);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.status, 124) << "the job hung until `timeout` ended it:\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("did not complete within 3 s during step 2"), std::string::npos) << r.output;
+    EXPECT_LT(seconds, 30) << "the 3 s timeout took " << seconds << " s to end the job";
+    EXPECT_EQ(read_metrics(out).size(), 2u) << "the steps before the hang stay recorded (a resume continues there)";
+  }
+}
+
+// Routing replay (--replay-routing at --dump-grads-step) under expert parallelism equals one rank
+// replaying the same routing: every step's loss, gradient norm and counts, the weights after the run,
+// and the dumped (summed, gathered) gradients of the replayed step. The routing is made to hit the
+// edge cases: every token of the first two rows (rank 0's share under EP2) goes to expert 5 (the
+// other slot to experts 0-3), the other rows spread over experts 0-6, and expert 7 gets no token on
+// any rank; under EP4 ranks 0 and 1 send nothing to rank 3. Step 1's counts must be the file's (a
+// replay that was ignored would show the router's own choice).
+TEST(ExpertParallel, RoutingReplayEqualsOneRankReplaying) {
+  const std::string rows = scratch_dir("rows-replay");
+  expect_runs(kQuill + " data synth --conversations 200 --row-tokens 32 --max-rows 16 --out " + rows);
+  const quill::InklingConfig config = quill::load_inkling_config(kConfig);
+  const int64_t T = 32, B = 4, k = config.num_experts_per_tok, E = config.n_routed_experts;
+  ASSERT_EQ(k, 2);
+  ASSERT_EQ(E, 8);
+  quill::Tensor topk = quill::Tensor::empty({B * T, k}, quill::DType::I32);
+  std::vector<int64_t> counts(E, 0);
+  for (int64_t j = 0; j < B; ++j)
+    for (int64_t t = 0; t < T; ++t) {
+      int32_t* s = topk.data_as<int32_t>() + (j * T + t) * k;
+      if (j < 2) {
+        s[0] = 5, s[1] = static_cast<int32_t>(t % 4);
+      } else {
+        s[0] = static_cast<int32_t>((t + j) % 7);
+        s[1] = static_cast<int32_t>((s[0] + 1 + t % 3) % 7);
+      }
+      ++counts[s[0]], ++counts[s[1]];
+    }
+  ASSERT_EQ(counts[7], 0);
+  std::vector<std::pair<std::string, quill::Tensor>> routing;
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < config.num_layers; ++i)
+    if (config.is_moe(i)) routing.emplace_back("model.llm.layers." + std::to_string(i) + ".mlp.gate.topk", topk), ++moe_layers;
+  ASSERT_GT(moe_layers, 0);
+  const std::string file = scratch_dir("routing") + ".safetensors";
+  quill::write_safetensors(file, routing);
+
+  const std::string train = " train --config " + kConfig + " --rows " + rows + " --seed 8 --steps 3 --global-batch 4" +
+                            " --lr 1e-2 --quiet --dump-grads-step 1 --replay-routing " + file;
+  const std::string one = scratch_dir("replay-one");
+  expect_runs(kQuill + train + " --out " + one + " --save " + one + "/checkpoint");
+  const auto ref = read_metrics(one);
+  ASSERT_EQ(ref.size(), 3u);
+  for (int64_t l = 0; l < moe_layers; ++l)
+    EXPECT_EQ(ref[1]["expert_tokens"][l].get<std::vector<int64_t>>(), counts) << "one rank did not replay layer " << l;
+  std::map<std::string, quill::Tensor> ref_weights;
+  for (auto& [name, t] : quill::checkpoint_values(one + "/checkpoint")) ref_weights[name] = t;
+  const quill::SafetensorsFile ref_grads = quill::SafetensorsFile::open(one + "/grads_step1.safetensors");
+
+  for (const EpLayout& layout : std::vector<EpLayout>{{"--dp 2 --ep 2", 2}, {"--dp 4 --ep 4", 4}}) {
+    SCOPED_TRACE(layout.flags);
+    const std::string out = scratch_dir("replay-ep" + std::to_string(layout.ranks));
+    expect_runs("timeout 120 " + under_mpirun(layout.ranks) + kQuill + train + " " + layout.flags + " --out " + out +
+                " --save " + out + "/checkpoint");
+    quill::test::expect_steps_match(read_metrics(out), ref);
+    quill::test::expect_weights_match(out + "/checkpoint", ref_weights);
+    const quill::SafetensorsFile grads = quill::SafetensorsFile::open(out + "/grads_step1.safetensors");
+    ASSERT_EQ(grads.names(), ref_grads.names());
+    for (const std::string& name : ref_grads.names())
+      EXPECT_LE(relative_l2_f32(grads.tensor(name), ref_grads.tensor(name)), 1e-5) << name;
+  }
+  const quill::Tensor unused = ref_grads.tensor("model.llm.layers.1.mlp.experts.w2_weight");
+  const int64_t per = unused.numel() / E;
+  for (int64_t i = 7 * per; i < 8 * per; ++i)
+    ASSERT_EQ(unused.data_as<float>()[i], 0.0f) << "expert 7 received no token: its gradient is zero";
+}
+
+// Under tensor or pipeline parallelism the gradient dump and the replay are refused before anything
+// loads, naming the flags.
+TEST(ExpertParallel, GradientDumpUnderTensorParallelismIsRefused) {
+  const std::string rows = scratch_dir("rows-dump-tp");
+  expect_runs(kQuill + " data synth --conversations 100 --row-tokens 32 --max-rows 8 --out " + rows);
+  const std::string out = scratch_dir("dump-tp");
+  const quill::test::CommandResult r = quill::test::run_command(
+      "timeout 60 " + under_mpirun(2) + kQuill + " train --config " + kConfig + " --rows " + rows +
+      " --steps 1 --global-batch 2 --quiet --tp 2 --dump-grads-step 0 --out " + out);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--dump-grads-step (and --replay-routing) under tp 2"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(out + "/metrics.jsonl"));
+}

@@ -6,7 +6,9 @@
 // global count). The choice of experts is fixed (routing replay), which also makes the edge cases
 // reachable: random routing; every token of every rank to two experts of rank 0 (the other ranks
 // receive no row at all, six experts get none anywhere); and each rank sending all its tokens to
-// the same two experts of the next rank (so it sends nothing to every other peer).
+// the same two experts of the next rank (so it sends nothing to every other peer); and, with one
+// expert per token, every token of a rank to one expert (a different one per rank, so each rank's
+// whole share lands on one expert of one peer, and most experts get nothing).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,11 +74,12 @@ double rel_diff(const float* a, const float* b, int64_t n) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-void expect_equal_to_one_rank(const Routing& routing, const std::string& what) {
+void expect_equal_to_one_rank(const Routing& routing, const std::string& what, int64_t top_k = 0) {
   SCOPED_TRACE(what);
   MpiComm& world = mpi_world();
   const int ranks = world.size(), rank = world.rank();
-  const InklingConfig c = tiny();
+  InklingConfig c = tiny();
+  if (top_k > 0) c.num_experts_per_tok = top_k;
   const DeviceContext ctx = DeviceContext::cpu();
   LayoutSpec spec;
   spec.dp = ranks, spec.ep = ranks;
@@ -152,6 +155,13 @@ TEST(MoeExpertParallel, EachRankToTheNextRanksExpertsEqualsOneRank) {
         slots[1] = first + 1;  // per >= 2 on 2 and 4 ranks: both on the next rank
       },
       "all of a rank's tokens to the next rank's experts");
+}
+
+TEST(MoeExpertParallel, AllOfARanksTokensToOneExpertEqualsOneRank) {
+  // Top-1 routing: rank r sends every token to expert 3 r + 1 (mod 8): rank 0 to expert 1 (its own),
+  // rank 1 to expert 4, rank 2 to 7, rank 3 to 2; the other experts receive nothing anywhere.
+  expect_equal_to_one_rank([](int rank, int64_t, int32_t* slots) { slots[0] = (3 * rank + 1) % 8; },
+                           "every token of a rank to one expert (top-1)", /*top_k=*/1);
 }
 
 }  // namespace

@@ -90,4 +90,8 @@ std::unique_ptr<Comm> StagedComm::split(const std::vector<int>& group, const std
   return std::make_unique<StagedComm>(host_->split(group, name), stream_);
 }
 
+std::unique_ptr<Comm> StagedComm::split_isolated(const std::vector<int>& group, const std::string& name) {
+  return std::make_unique<StagedComm>(host_->split_isolated(group, name), stream_);
+}
+
 }  // namespace quill

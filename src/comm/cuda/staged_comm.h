@@ -37,6 +37,8 @@ class StagedComm final : public Comm {
   void send_recv(const Tensor& send, int dst, const Tensor& recv, int src) override;
   void barrier() override;
   std::unique_ptr<Comm> split(const std::vector<int>& group, const std::string& name) override;
+  // The host communicator's own isolated split (staging is synchronous: no stream to keep apart).
+  std::unique_ptr<Comm> split_isolated(const std::vector<int>& group, const std::string& name) override;
 
  private:
   Tensor to_host(const Tensor& device) const;          // waits for the stream first

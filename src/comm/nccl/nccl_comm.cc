@@ -77,10 +77,11 @@ class NcclWatchdog {
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   }
 
-  uint64_t begin(std::string what) {
+  // `when`: the training step it belongs to (" during step 3"), for the message of a timeout.
+  uint64_t begin(std::string what, std::string when = "") {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t ticket = next_++;
-    pending_[ticket] = Pending{std::move(what), Clock::now(), nullptr};
+    pending_[ticket] = Pending{std::move(what), std::move(when), Clock::now(), nullptr};
     return ticket;
   }
 
@@ -139,7 +140,7 @@ class NcclWatchdog {
 
  private:
   struct Pending {
-    std::string what;
+    std::string what, when;
     Clock::time_point start;
     cudaEvent_t event;  // null while the host call runs
   };
@@ -165,8 +166,8 @@ class NcclWatchdog {
         }
         const double waited = std::chrono::duration<double>(now - p.start).count();
         if (problem.empty() && waited > timeout_s_)
-          problem = fmt::format("{} did not complete within {} s (a rank of the communicator never reached it, is stuck "
-                                "elsewhere, or died)", p.what, timeout_s_);
+          problem = fmt::format("{} did not complete within {} s{} (a rank of the communicator never reached it, is "
+                                "stuck elsewhere, or died)", p.what, timeout_s_, p.when);
         ++it;
       }
       for (const auto& [comm, who] : comms_) {
@@ -360,7 +361,7 @@ template <typename F>
 cudaEvent_t NcclComm::launch(const std::string& what, F&& enqueue) {
   const std::string full = fmt::format("{}: NCCL {}", who(), what);
   join(streams_->comm, record_event(stream_));  // after the compute stream's work so far
-  const uint64_t ticket = watchdog_->begin(full);
+  const uint64_t ticket = watchdog_->begin(full, options_.step_mark ? " " + options_.step_mark->describe() : "");
   const ncclResult_t r = enqueue();
   if (r != ncclSuccess)
     watchdog_->fatal(fmt::format("{} failed: {} ({})", full, ncclGetErrorString(r), ncclGetLastError(comm_)));
@@ -517,6 +518,20 @@ void NcclComm::barrier() {
 }
 
 std::unique_ptr<Comm> NcclComm::split(const std::vector<int>& group, const std::string& name) {
+  return split_with(group, name, streams_);
+}
+
+std::unique_ptr<Comm> NcclComm::split_isolated(const std::vector<int>& group, const std::string& name) {
+  auto own = std::make_shared<Streams>();
+  const cudaError_t err = cudaStreamCreateWithFlags(&own->comm, cudaStreamNonBlocking);
+  if (err != cudaSuccess)
+    watchdog_->fatal(fmt::format("{}: cannot create the communication stream of '{}': {}", who(), name, cudaGetErrorString(err)));
+  own->owned = true;
+  return split_with(group, name, std::move(own));
+}
+
+std::unique_ptr<Comm> NcclComm::split_with(const std::vector<int>& group, const std::string& name,
+                                           std::shared_ptr<Streams> streams) {
   check(comm_checks::split(group, rank_, size_, name_, name));
   const int color = *std::min_element(group.begin(), group.end());
   const int key = static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
@@ -527,7 +542,7 @@ std::unique_ptr<Comm> NcclComm::split(const std::vector<int>& group, const std::
   watchdog_->end_host(ticket);
   if (r != ncclSuccess || !sub)
     watchdog_->fatal(fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), ncclGetLastError(comm_)));
-  std::unique_ptr<NcclComm> comm(new NcclComm(sub, stream_, options_, name, watchdog_, streams_));
+  std::unique_ptr<NcclComm> comm(new NcclComm(sub, stream_, options_, name, watchdog_, std::move(streams)));
   if (comm->size_ != static_cast<int>(group.size()) || group[comm->rank_] != rank_)
     watchdog_->fatal(fmt::format("{}: the new communicator has {} ranks with this rank at {}; every member must pass the "
                                  "same list", what, comm->size_, comm->rank_));

@@ -68,6 +68,11 @@ class NcclComm final : public Comm {
   void barrier() override;
   // ncclCommSplit; the new communicator shares this one's streams and watchdog.
   std::unique_ptr<Comm> split(const std::vector<int>& group, const std::string& name) override;
+  // ncclCommSplit with a communication stream of its own (made here, destroyed with the last
+  // communicator that uses it, and inherited by the splits of the new one); the watchdog is shared.
+  // Its operations order against the compute stream by events like every other's, and against the
+  // other communicators' only through the compute stream (docs/decisions/expert-exchange-stream.md).
+  std::unique_ptr<Comm> split_isolated(const std::vector<int>& group, const std::string& name) override;
 
   std::unique_ptr<CommHandle> start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override;
   std::unique_ptr<CommHandle> start_all_gather(const Tensor& in, const Tensor& out) override;
@@ -90,6 +95,7 @@ class NcclComm final : public Comm {
   NcclComm(ncclComm_t comm, cudaStream_t stream, CommOptions options, std::string name, std::shared_ptr<NcclWatchdog> watchdog,
            std::shared_ptr<Streams> streams);
   void init_common();
+  std::unique_ptr<Comm> split_with(const std::vector<int>& group, const std::string& name, std::shared_ptr<Streams> streams);
   std::string who() const;
   [[noreturn]] void fail(const std::string& message) const;  // local argument errors: policy
   void check(const std::string& problem) const;

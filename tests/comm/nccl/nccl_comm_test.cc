@@ -182,6 +182,49 @@ TEST(NcclComm, GridGroupsBySplit) {
   });
 }
 
+// split_isolated (the experts' exchange, docs/decisions/expert-exchange-stream.md): a communication
+// stream of its own, apart from the parent's and a plain split's; its operations still follow the
+// compute stream's earlier work (the input is written there just before) and complete against a
+// reduce-scatter started on another communicator in the opposite order on every other rank.
+TEST(NcclComm, IsolatedSplitHasItsOwnStreamAndOrdersAfterCompute) {
+  REQUIRE_TWO_GPUS();
+  on_gpus([](NcclComm& c, Allocator& gpu) {
+    const int n = c.size(), me = c.rank();
+    std::vector<int> everyone(n);
+    std::iota(everyone.begin(), everyone.end(), 0);
+    std::unique_ptr<Comm> dp = c.split(everyone, "dp-cp"), ep = c.split_isolated(everyone, "ep");
+    auto* dp_nccl = dynamic_cast<NcclComm*>(dp.get());
+    auto* ep_nccl = dynamic_cast<NcclComm*>(ep.get());
+    ASSERT_NE(dp_nccl, nullptr);
+    ASSERT_NE(ep_nccl, nullptr);
+    EXPECT_EQ(dp_nccl->comm_stream(), c.comm_stream());
+    EXPECT_NE(ep_nccl->comm_stream(), c.comm_stream());
+    EXPECT_EQ(ep_nccl->stream(), c.stream());  // the same compute stream
+
+    const int64_t big = 1 << 22;  // long enough that an unordered read would see the old values
+    Tensor host_tokens = make_tensor(DType::F32, big * n, [&](int64_t i) { return 10 * me + i / big; });
+    Tensor tokens = Tensor::zeros({big * n}, DType::F32, gpu);
+    Tensor got = Tensor::zeros({big * n}, DType::F32, gpu);
+    Tensor grads = to_device(make_tensor(DType::F32, 3 * n, [&](int64_t i) { return (me + 1) * (i + 1); }), gpu);
+    Tensor owned = Tensor::empty({3}, DType::F32, gpu);
+    cudaMemcpyAsync(tokens.data(), host_tokens.data(), tokens.nbytes(), cudaMemcpyHostToDevice, c.stream());
+    const std::vector<int64_t> counts(n, big);
+    std::unique_ptr<CommHandle> a, b;
+    if (me % 2 == 0) {
+      a = ep->start_all_to_all(tokens, counts, got, counts);
+      b = dp->start_reduce_scatter(grads, owned, ReduceOp::Sum);
+    } else {
+      b = dp->start_reduce_scatter(grads, owned, ReduceOp::Sum);
+      a = ep->start_all_to_all(tokens, counts, got, counts);
+    }
+    a->wait();
+    b->wait();
+    expect_values(to_host(got, c.stream()), [&](int64_t i) { return 10 * (i / big) + me; }, "isolated all_to_all", me);
+    expect_values(to_host(owned, c.stream()), [&](int64_t i) { return n * (n + 1) / 2.0 * (3 * me + i + 1); },
+                  "reduce_scatter beside it", me);
+  });
+}
+
 TEST(NcclComm, LocalArgumentErrors) {
   REQUIRE_TWO_GPUS();
   on_gpus([](NcclComm& c, Allocator& gpu) {
