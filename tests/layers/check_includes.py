@@ -25,7 +25,7 @@ ALLOWED = {
     "io": {"base", "tensor", "ops", "comm", "parallel", "model"},
     "train": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "data", "io"},
     "recipe": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "data", "io", "train"},
-    "tune": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "data", "io", "train", "recipe"},
+    "tune": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "plan", "data", "io", "train", "recipe"},
     "cli": {"base", "tensor", "ops", "comm", "parallel", "model", "optim", "plan", "data", "io", "train", "recipe", "tune"},
 }
 SYSTEM = [  # (header pattern, folders that may include it)
