@@ -65,6 +65,9 @@ class CudaStepProbe final : public StepProbe {
     cuda_reset_peak_memory(ctx_);
     if (profile_ops && profiler_) profiler_->begin(step);
   }
+  // The step's passes are timed to their device end (one synchronisation per step; the optimizer's
+  // first collective or kernel follows at once).
+  void passes_done(int64_t) override { cuda_synchronize(ctx_); }
   StepMemory end_step(int64_t, bool profile_ops, const std::string&) override {
     if (profile_ops && profiler_) profile_ = profiler_->end();  // synchronises the stream
     cuda_synchronize(ctx_);
