@@ -12,6 +12,7 @@
 #include "cli/launch.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
+#include "cli/projection_report.h"
 #ifdef QUILL_HAVE_CUDA
 #include <fmt/format.h>
 
@@ -182,6 +183,9 @@ void add_train_command(CLI::App& app, Runner& run) {
       ->check(CLI::NonNegativeNumber);
   static std::string device_memory;
   add_device_memory_flag(cmd, device_memory);
+  // With --simulate-rank: the layout's projected step from this rank's run (docs/comm-model.md).
+  static ProjectionFlags projection;
+  add_projection_flags(cmd, projection, /*workload=*/false);
   cmd->callback([&run] {
     run = [] {
       o.freeze_patterns = freeze;
@@ -220,6 +224,12 @@ void add_train_command(CLI::App& app, Runner& run) {
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss,
                     r.simulated_rank >= 0 ? " (simulated rank: not meaningful)" : "", o.out_dir.c_str());
       if (!r.steps.empty() && r.lead) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
+      if (!r.steps.empty() && r.simulated_rank >= 0) {
+        // Every stage not simulated takes this one's figures (noted); quill project combines several runs.
+        const ProjectionReport rep = project_runs({o.out_dir}, projection);
+        write_projection(o.out_dir, rep);
+        std::printf("%sprojection in %s/projection.json\n", rep.text.c_str(), o.out_dir.c_str());
+      }
       return 0;
     };
   });

@@ -79,6 +79,7 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
   j["layout"] = run.spec.describe();
   j["layout_spec"] = layout_spec_json(run.spec);
   j["workload"] = {{"global_batch", run.global_batch}, {"row_tokens", run.row_tokens}};
+  j["device"] = run.device;
   j["world_size"] = run.spec.world();
   j["simulated_rank"] = run.simulated_rank >= 0 ? nlohmann::json(run.simulated_rank) : nlohmann::json(nullptr);
   j["definitions"] = {

@@ -18,6 +18,7 @@ struct CollectivesRun {
   int simulated_rank = -1;  // -1: a real run
   int64_t global_batch = 0;  // rows per step (the workload a projection starts from)
   int64_t row_tokens = 0;
+  std::string device;  // what computed: launch.h's device_description (a projection's default price)
 };
 
 // The layout as collectives.json's "layout_spec" writes it, and back (a quill::Error naming `what`

@@ -136,7 +136,8 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   auto write_ledger = [&](const TrainResult& r) {
     if (ledger && !r.steps.empty())
       write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank,
-                             CollectivesRun{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens()});
+                             CollectivesRun{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens(),
+                                            device_description(device)});
   };
   if (device == "cpu") {
     check_memory_plan(o, config, spec, device, check.device_memory, lead);
