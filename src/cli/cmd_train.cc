@@ -181,6 +181,9 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
                   "the loss is not meaningful (docs/simulate-rank.md)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--simulate-routing", o.simulate_routing,
+                  "with --simulate-rank and expert parallelism: what the peers route to this rank's experts, balanced "
+                  "(default) or the per-expert counts of a run's metrics.jsonl (docs/simulate-rank.md)");
   static std::string device_memory;
   add_device_memory_flag(cmd, device_memory);
   // With --simulate-rank: the layout's projected step from this rank's run (docs/comm-model.md).

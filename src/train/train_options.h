@@ -80,6 +80,9 @@ struct TrainOptions {
   // collectives served by a loopback communicator. This process then writes the outputs (as rank 0
   // does in a real run) and its log lines say that the loss is not meaningful. -1: a real run.
   int simulate_rank = -1;
+  // With simulate_rank and expert parallelism: the routing model of the token exchange, "balanced" or a
+  // metrics.jsonl path (comm/loopback_routing.h); empty: not given (balanced).
+  std::string simulate_routing;
   // Makes the run's StepProbe for a device context (null or returning null: none).
   std::function<std::unique_ptr<StepProbe>(const DeviceContext&)> make_probe;
 };
