@@ -221,6 +221,12 @@ TEST_F(SimulateRank, ProjectionsOfOneAndOfEveryStage) {
   const double tps = 8.0 * 32 / p.at("step_s").get<double>() / 4;
   EXPECT_NEAR(p.at("metrics").at("tokens_per_s_per_gpu").get<double>(), tps, 1e-9 * tps);
   EXPECT_NEAR(p.at("metrics").at("usd_per_million_tokens").get<double>(), 2.0 / (tps * 3600) * 1e6, 1e-9);
+  // --overwrite removes a simulated run's projection with its other outputs.
+  run_ok(kQuill + train_flags(*rows_) + " --overwrite --out " + dirs[0]);
+  EXPECT_FALSE(fs::exists(dirs[0] + "/projection.json"));
+  EXPECT_TRUE(fs::exists(dirs[0] + "/summary.json"));
+  dirs[0] = temp("proj0-again");
+  run_ok(kQuill + train_flags(*rows_) + layout + " --simulate-rank 0 --out " + dirs[0]);
   // Refusals: two runs of one stage; a real run's directory.
   quill::test::CommandResult r = quill::test::run_command(kQuill + " project " + dirs[0] + " " + dirs[0]);
   EXPECT_NE(r.status, 0);
