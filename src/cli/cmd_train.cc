@@ -15,6 +15,7 @@
 #include "cli/launch.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
+#include "cli/projection_report.h"
 #ifdef QUILL_HAVE_CUDA
 #include <fmt/format.h>
 
@@ -95,6 +96,9 @@ class CudaStepProbe final : public StepProbe {
     cuda_reset_peak_memory(ctx_);
     if (profile_ops && profiler_) profiler_->begin(step);
   }
+  // The step's passes are timed to their device end (one synchronisation per step; the optimizer's
+  // first collective or kernel follows at once).
+  void passes_done(int64_t) override { cuda_synchronize(ctx_); }
   StepMemory end_step(int64_t, bool profile_ops, const std::string&) override {
     if (profile_ops && profiler_) profile_ = profiler_->end();  // synchronises the stream
     cuda_synchronize(ctx_);
@@ -212,8 +216,14 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
                   "the loss is not meaningful (docs/simulate-rank.md)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--simulate-routing", o.simulate_routing,
+                  "with --simulate-rank and expert parallelism: what the peers route to this rank's experts, balanced "
+                  "(default) or the per-expert counts of a run's metrics.jsonl (docs/simulate-rank.md)");
   static std::string device_memory;
   add_device_memory_flag(cmd, device_memory);
+  // With --simulate-rank: the layout's projected step from this rank's run (docs/comm-model.md).
+  static ProjectionFlags projection;
+  add_projection_flags(cmd, projection, /*workload=*/false);
   cmd->callback([&run] {
     run = [] {
       o.freeze_patterns = freeze;
@@ -262,6 +272,12 @@ void add_train_command(CLI::App& app, Runner& run) {
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss,
                     r.simulated_rank >= 0 ? " (simulated rank: not meaningful)" : "", o.out_dir.c_str());
       if (!r.steps.empty() && r.lead) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
+      if (!r.steps.empty() && r.simulated_rank >= 0) {
+        // Every stage not simulated takes this one's figures (noted); quill project combines several runs.
+        const ProjectionReport rep = project_runs({o.out_dir}, projection);
+        write_projection(o.out_dir, rep);
+        std::printf("%sprojection in %s/projection.json\n", rep.text.c_str(), o.out_dir.c_str());
+      }
       return 0;
     };
   });

@@ -1,6 +1,6 @@
 // A StepProbe (train/train_options.h) around the run's own probe (or none) that also tells the
 // collective ledger which training step the collectives it records belong to: the step from
-// begin_step to end_step, -1 outside. The trainer's code stays as it is; only the probe it is
+// begin_step to end_step (its passes until passes_done, then its optimizer phase), -1 outside. The trainer's code stays as it is; only the probe it is
 // given changes.
 #pragma once
 
@@ -22,6 +22,10 @@ class CollectiveStepProbe final : public StepProbe {
   void begin_step(int64_t step, bool profile_ops) override {
     if (inner_) inner_->begin_step(step, profile_ops);
     ledger_->set_step(step);
+  }
+  void passes_done(int64_t step) override {
+    if (inner_) inner_->passes_done(step);
+    ledger_->set_optimizer_phase();
   }
   StepMemory end_step(int64_t step, bool profile_ops, const std::string& out_dir) override {
     ledger_->set_step(-1);

@@ -15,7 +15,7 @@ namespace {
 nlohmann::json rows_json(const std::vector<CollectiveRow>& rows) {
   nlohmann::json a = nlohmann::json::array();
   for (const CollectiveRow& r : rows)
-    a.push_back({{"step", r.step}, {"group", r.group}, {"group_size", r.group_size}, {"op", r.op}, {"calls", r.calls},
+    a.push_back({{"step", r.step}, {"phase", r.phase}, {"group", r.group}, {"group_size", r.group_size}, {"op", r.op}, {"calls", r.calls},
                  {"payload_bytes", r.payload_bytes}, {"sent_bytes", r.sent_bytes}, {"recv_bytes", r.recv_bytes}});
   return a;
 }
@@ -25,6 +25,7 @@ std::vector<CollectiveRow> rows_from_json(const nlohmann::json& a) {
   for (const nlohmann::json& j : a) {
     CollectiveRow r;
     r.step = j.at("step");
+    r.phase = j.at("phase");
     r.group = j.at("group");
     r.group_size = j.at("group_size");
     r.op = j.at("op");
@@ -39,11 +40,46 @@ std::vector<CollectiveRow> rows_from_json(const nlohmann::json& a) {
 
 }  // namespace
 
+nlohmann::json layout_spec_json(const LayoutSpec& spec) {
+  return {{"tp", spec.tp},   {"cp", spec.cp},   {"dp", spec.dp},   {"pp", spec.pp},
+          {"ep", spec.ep},   {"etp", spec.etp}, {"order", spec.order},
+          {"sequence_parallel", spec.sequence_parallel}, {"pp_layers", spec.pp_layers}};
+}
+
+LayoutSpec layout_spec_from_json(const nlohmann::json& j, const std::string& what) {
+  try {
+    LayoutSpec s;
+    s.tp = j.at("tp");
+    s.cp = j.at("cp");
+    s.dp = j.at("dp");
+    s.pp = j.at("pp");
+    s.ep = j.at("ep");
+    s.etp = j.at("etp");
+    s.order = j.at("order");
+    s.sequence_parallel = j.at("sequence_parallel");
+    s.pp_layers = j.at("pp_layers").get<std::vector<int64_t>>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{}: layout_spec: {}", what, e.what());
+  }
+}
+
+std::vector<CollectiveRow> collective_rows_from_json(const nlohmann::json& rows, const std::string& what) {
+  try {
+    return rows_from_json(rows);
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{}: rows: {}", what, e.what());
+  }
+}
+
 std::string collectives_json(const std::vector<std::pair<int, std::vector<CollectiveRow>>>& ranks,
                              const CollectivesRun& run) {
   nlohmann::json j;
-  j["format"] = "quill-collectives-1";
+  j["format"] = "quill-collectives-2";
   j["layout"] = run.spec.describe();
+  j["layout_spec"] = layout_spec_json(run.spec);
+  j["workload"] = {{"global_batch", run.global_batch}, {"row_tokens", run.row_tokens}};
+  j["device"] = run.device;
   j["world_size"] = run.spec.world();
   j["simulated_rank"] = run.simulated_rank >= 0 ? nlohmann::json(run.simulated_rank) : nlohmann::json(nullptr);
   j["definitions"] = {
@@ -51,6 +87,10 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
                "that group during that training step"},
       {"step", "the optimizer step (0-based); -1: outside the steps (layout set-up, argument agreement, the closing "
                "exchange of peaks)"},
+      {"phase", "passes: during the step's forward and backward passes (tensor, sequence and expert parallelism, the "
+                "pipeline's exchanges); optimizer: the rest of the step (loss and count sums, gradient reduction, "
+                "norm, weight all-gather); outside: step -1"},
+      {"workload", "the run's rows per step (global_batch) and tokens per row, from which a projection starts"},
       {"group", "the communicator's name (world, tp, cp, dp, dp-cp, pp, ep, etp, edp); group_size its ranks; "
                 "groups lists each group of this rank with more than one rank by name, with its world ranks"},
       {"payload_bytes", "summed over the calls: the operation's size as nccl-tests reports it (all_reduce and "

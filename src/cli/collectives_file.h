@@ -3,7 +3,9 @@
 // payload and wire bytes. The input of a communication model (docs/simulate-rank.md).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "comm/collective_ledger.h"
 #include "comm/comm.h"
@@ -14,7 +16,17 @@ namespace quill::cli {
 struct CollectivesRun {
   LayoutSpec spec;
   int simulated_rank = -1;  // -1: a real run
+  int64_t global_batch = 0;  // rows per step (the workload a projection starts from)
+  int64_t row_tokens = 0;
+  std::string device;  // what computed: launch.h's device_description (a projection's default price)
 };
+
+// The layout as collectives.json's "layout_spec" writes it, and back (a quill::Error naming `what`
+// and the field when one is missing or wrong).
+nlohmann::json layout_spec_json(const LayoutSpec& spec);
+LayoutSpec layout_spec_from_json(const nlohmann::json& j, const std::string& what);
+// A collectives.json's rows array, back (a quill::Error naming `what` when a field is missing).
+std::vector<CollectiveRow> collective_rows_from_json(const nlohmann::json& rows, const std::string& what);
 
 // Collective over `world` (every rank calls it; null or one rank: this rank's table only): every
 // rank's table onto world rank 0, which writes out_dir/collectives.json atomically. `world` must

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "cli/collective_probe.h"
 #include "cli/collectives_file.h"
+#include "cli/simulated_routing.h"
 #include "comm/counting_comm.h"
 #include "comm/distributed.h"
 #include "comm/loopback_comm.h"
@@ -52,9 +53,6 @@ void check_memory_plan(const TrainOptions& o, const InklingConfig& config, const
 void check_simulation(const TrainOptions& o, const LayoutSpec& spec) {
   QUILL_CHECK(o.simulate_rank < spec.world(), "--simulate-rank {}: the layout ({}) has {} ranks (0..{})", o.simulate_rank,
               spec.describe(), spec.world(), spec.world() - 1);
-  QUILL_CHECK(spec.ep == 1,
-              "--simulate-rank with --expert-model-parallel-size {}: the routing of the experts' token exchange is not "
-              "simulated yet (give --expert-model-parallel-size 1)", spec.ep);
   const char* refused = !o.save_dir.empty()      ? "--save"
                         : !o.resume_dir.empty()  ? "--resume"
                         : o.save_hf              ? "--save-hf"
@@ -97,12 +95,19 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   const std::vector<std::string> notes = check_layout_flags(spec);
   const bool simulate = o.simulate_rank >= 0;
   if (simulate) check_simulation(o, spec);
+  QUILL_CHECK(o.simulate_routing.empty() || simulate,
+              "--simulate-routing {}: only with --simulate-rank (a real run routes its own tokens)", o.simulate_routing);
   QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
               o.distributed_timeout_minutes);
   InklingModel::check_layout(spec);
   const InklingConfig config = resolve_config(o);
   check_model_split(config, spec);
   const int64_t num_layers = config.num_layers;
+  // The simulated token exchange's routing (expert parallelism only), checked before anything loads.
+  std::shared_ptr<LoopbackRouting> routing;
+  if (simulate && spec.ep > 1)
+    routing = simulated_routing(o.simulate_routing.empty() ? "balanced" : o.simulate_routing, config, spec,
+                                o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens());
   // Megatron's --distributed-timeout-minutes bounds every collective (comm/comm.h: the watchdog).
   // Every communicator of the run (each group is split from the world and inherits its options)
   // names the step a timed-out collective hung in: the trainer moves the mark they share.
@@ -139,12 +144,18 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   const int world_rank = simulate ? o.simulate_rank : dist ? dist->rank() : 0;
   auto write_ledger = [&](const TrainResult& r) {
     if (ledger && !r.steps.empty())
-      write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank, CollectivesRun{spec, o.simulate_rank});
+      write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank,
+                             CollectivesRun{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens(),
+                                            device_description(device)});
   };
   if (device == "cpu") {
     check_memory_plan(o, config, spec, device, check.device_memory, lead);
     std::unique_ptr<Comm> loopback;
-    if (simulate) loopback = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_host_loopback_mover());
+    if (simulate) {
+      auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_host_loopback_mover());
+      lb->set_routing(routing);
+      loopback = std::move(lb);
+    }
     const std::unique_ptr<Comm> world = counted_world(std::move(loopback), launcher_world, ledger);
     TrainResult r;
     {
@@ -167,7 +178,9 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   check_memory_plan(o, config, spec, device, device_memory, lead);
   std::unique_ptr<Comm> world_gpu;
   if (simulate) {
-    world_gpu = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_cuda_loopback_mover(stream_of(ctx)));
+    auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_cuda_loopback_mover(stream_of(ctx)));
+    lb->set_routing(routing);
+    world_gpu = std::move(lb);
   } else if (dist) {
     // NCCL runs one rank per GPU; ranks that share one exchange device tensors through host memory.
     const bool shared = ranks_share_a_gpu(dist->world());

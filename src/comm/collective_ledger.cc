@@ -5,6 +5,12 @@ namespace quill {
 void CollectiveLedger::set_step(int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   step_ = step;
+  phase_ = step < 0 ? "outside" : "passes";
+}
+
+void CollectiveLedger::set_optimizer_phase() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (step_ >= 0) phase_ = "optimizer";
 }
 
 int64_t CollectiveLedger::step() const {
@@ -15,9 +21,10 @@ int64_t CollectiveLedger::step() const {
 void CollectiveLedger::record(const std::string& group, int group_size, const char* op, int64_t payload_bytes,
                               int64_t sent_bytes, int64_t recv_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  CollectiveRow& row = rows_[{step_, group, op}];
+  CollectiveRow& row = rows_[{step_, phase_, group, op}];
   if (row.calls == 0) {
     row.step = step_;
+    row.phase = phase_;
     row.group = group;
     row.group_size = group_size;
     row.op = op;

@@ -20,8 +20,8 @@
 
 namespace quill {
 
-// One row of the table: every call of `op` on the group `group` during `step` (-1: outside the
-// training steps: set-up, argument agreement, the closing exchange of peaks).
+// One row of the table: every call of `op` on the group `group` during `phase` of `step` (-1: outside
+// the training steps: set-up, argument agreement, the closing exchange of peaks).
 struct CollectiveRow {
   int64_t step = -1;
   std::string group;    // the communicator's name: "world", "tp", "dp", "pp", "dp-cp", ...
@@ -32,24 +32,31 @@ struct CollectiveRow {
   int64_t payload_bytes = 0;
   int64_t sent_bytes = 0;   // by this rank, over the wire
   int64_t recv_bytes = 0;   // by this rank, over the wire
+  // "passes": the step's forward and backward passes (tensor, sequence and expert parallelism, the
+  // pipeline's exchanges); "optimizer": the rest of the step (loss and count sums, gradient reduction,
+  // norm, weight all-gather); "outside" at step -1. A communication model places each on the timeline.
+  std::string phase = "outside";
 
   bool operator==(const CollectiveRow&) const = default;
 };
 
 class CollectiveLedger {
  public:
-  // The step that later calls belong to (-1: none). Set by the trainer's step probe.
+  // The step that later calls belong to (-1: none), in its passes; set_optimizer_phase moves the step's
+  // later calls to its "optimizer" phase. Set by the trainer's step probe.
   void set_step(int64_t step);
+  void set_optimizer_phase();
   int64_t step() const;
   void record(const std::string& group, int group_size, const char* op, int64_t payload_bytes, int64_t sent_bytes,
               int64_t recv_bytes);
-  // Sorted by step, group, op.
+  // Sorted by step, then phase, group and op as strings (byte order: "optimizer" before "passes").
   std::vector<CollectiveRow> rows() const;
 
  private:
   mutable std::mutex mu_;
   int64_t step_ = -1;
-  std::map<std::tuple<int64_t, std::string, std::string>, CollectiveRow> rows_;
+  std::string phase_ = "outside";
+  std::map<std::tuple<int64_t, std::string, std::string, std::string>, CollectiveRow> rows_;
 };
 
 // Wire bytes of the ring algorithms (see the header comment), for a group of p ranks.

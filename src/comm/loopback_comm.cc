@@ -30,6 +30,12 @@ class HostMover final : public LoopbackMover {
   void copy(const Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_offset, size_t bytes) override {
     if (bytes) std::memmove(bytes_of(dst) + dst_offset, bytes_of(src) + src_offset, bytes);
   }
+  void to_host(void* dst, const Tensor& src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src.data(), bytes);
+  }
+  void from_host(const Tensor& dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst.data(), src, bytes);
+  }
   void fill(const Tensor& dst, int64_t first, int64_t count) override {
     if (count <= 0) return;
     const Tensor pattern = cached(dst.dtype(), count);
@@ -94,10 +100,12 @@ void LoopbackComm::all_gather(const Tensor& in, const Tensor& out) {
   check_tensor(out, "all_gather", "output");
   bool in_place = false;
   check(comm_checks::all_gather(in, out, size_, rank_, &in_place));
-  // In place, the source is out's own block: copy it to the others (never onto itself).
+  // In place (the ZeRO-1 weights' gather), the other blocks keep what they hold: the peers' shards as
+  // the last exchange left them (for weights, their initial values), not copies of this rank's shard,
+  // so the model the next step runs keeps its real values outside this rank's shard.
+  if (in_place) return;
   const size_t block = in.nbytes();
-  for (int r = 0; r < size_; ++r)
-    if (!(in_place && r == rank_)) mover_->copy(out, static_cast<size_t>(r) * block, in, 0, block);
+  for (int r = 0; r < size_; ++r) mover_->copy(out, static_cast<size_t>(r) * block, in, 0, block);
 }
 
 int LoopbackComm::all_to_all_block_from(int source) const { return ((2 * rank_ - source) % size_ + size_) % size_; }
@@ -107,6 +115,20 @@ void LoopbackComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send
   check_tensor(in, "all_to_all", "input");
   check_tensor(out, "all_to_all", "output");
   check(comm_checks::all_to_all(in, send_counts, out, recv_counts, size_, name_));
+  if (routing_ && name_ == "ep" && in.dtype() == DType::I64 && size_ > 1) {
+    const int64_t per = send_counts[0];
+    bool counts_exchange = true;
+    for (int r = 0; r < size_; ++r) counts_exchange &= send_counts[r] == per && recv_counts[r] == per;
+    if (counts_exchange) {
+      const size_t n = static_cast<size_t>(per * size_);
+      std::vector<int64_t> sent(n);
+      mover_->to_host(sent.data(), in, n * sizeof(int64_t));
+      const std::vector<int64_t> got = routing_->received(sent, rank_, size_);
+      check(got.size() == n ? "" : "the routing model returned the wrong number of counts");
+      mover_->from_host(out, got.data(), n * sizeof(int64_t));
+      return;
+    }
+  }
   std::vector<int64_t> send_offset(static_cast<size_t>(size_), 0);
   for (int r = 1; r < size_; ++r) send_offset[r] = send_offset[r - 1] + send_counts[r - 1];
   const size_t elem = dtype_size(in.dtype());
@@ -150,7 +172,9 @@ void LoopbackComm::send_recv(const Tensor& send, int dst, const Tensor& recv, in
 std::unique_ptr<Comm> LoopbackComm::split(const std::vector<int>& group, const std::string& name) {
   check(comm_checks::split(group, rank_, size_, name_, name));
   const int index = static_cast<int>(std::find(group.begin(), group.end(), rank_) - group.begin());
-  return std::make_unique<LoopbackComm>(static_cast<int>(group.size()), index, name, mover_);
+  auto sub = std::make_unique<LoopbackComm>(static_cast<int>(group.size()), index, name, mover_);
+  sub->set_routing(routing_);
+  return sub;
 }
 
 }  // namespace quill

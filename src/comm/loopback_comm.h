@@ -7,7 +7,10 @@
 //   rather than their sum, so that values keep one rank's scale (a sum would grow the TP partial
 //   sums and the gradients by the group size at every reduction);
 // - reduce_scatter writes this rank's block of the input (the same mean rule);
-// - all_gather replicates the input into every block; broadcast leaves the tensor as it is;
+// - all_gather replicates the input into every block; in place (the input is the output's own block,
+//   as ZeRO-1's weight gather is) the other blocks keep what they hold: the peers' shards as they were
+//   (for weights, their values before the step), never copies of this rank's; broadcast leaves the
+//   tensor as it is;
 // - all_to_all delivers from source q the block this rank sends to rank (2·rank − q) mod size:
 //   what q would send here if every rank routed as this one, shifted by q − rank. Received totals
 //   equal sent totals, and a count exchange followed by the data exchange agrees with itself;
@@ -16,7 +19,11 @@
 //   floating dtypes, zeros for integers: a random-looking activation or gradient, so that routers
 //   downstream spread tokens as over real data); send_recv copies what is sent into the received
 //   tensor when the sizes agree (the copy's neighbour sends the same), else the pattern;
-// - barrier does nothing; split returns a loopback of the group's size, this rank's index in it.
+// - barrier does nothing; split returns a loopback of the group's size, this rank's index in it;
+// - with a routing model (set_routing, docs/simulate-rank.md), the communicator named "ep" answers the
+//   expert dispatcher's count exchange (an I64 all_to_all of equal counts per peer) with the model's
+//   counts instead of the rule above: the rows every peer would route to this rank's experts. The data
+//   exchanges that follow then move those counts of rows (the rule above, the pattern beyond a block).
 //
 // Bytes are not counted here: wrap it in a CountingComm (comm/counting_comm.h), as real runs are.
 // Argument checks are those of the real communicators (comm/comm_checks.h); a bad call throws.
@@ -42,6 +49,20 @@ class LoopbackMover {
   virtual void copy(const Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_offset, size_t bytes) = 0;
   // Elements [first, first + count) of dst get the fill pattern of dst's dtype (loopback_pattern).
   virtual void fill(const Tensor& dst, int64_t first, int64_t count) = 0;
+  // The first `bytes` bytes of src into host memory, and host memory into dst (complete on return).
+  virtual void to_host(void* dst, const Tensor& src, size_t bytes) = 0;
+  virtual void from_host(const Tensor& dst, const void* src, size_t bytes) = 0;
+};
+
+// The routing model of a simulated rank's token exchange (comm/loopback_routing.h): what the other
+// ranks of its expert-parallel group send to its experts.
+class LoopbackRouting {
+ public:
+  virtual ~LoopbackRouting() = default;
+  // The dispatcher's count exchange: `sent` holds this rank's rows per expert (all E experts, expert
+  // order), `rank` its index in the group of `size` (E divisible by size). Returns the counts received,
+  // source-major: [source][local expert], E values; from itself, its own counts for its own experts.
+  virtual std::vector<int64_t> received(const std::vector<int64_t>& sent, int rank, int size) = 0;
 };
 
 // The fill pattern on the host: `count` elements of `dtype`, element i a hash of i mapped to
@@ -72,6 +93,9 @@ class LoopbackComm final : public Comm {
   void barrier() override {}
   std::unique_ptr<Comm> split(const std::vector<int>& group, const std::string& name) override;
 
+  // The routing model of the "ep" communicator, inherited by every split (null: the block rule).
+  void set_routing(std::shared_ptr<LoopbackRouting> routing) { routing_ = std::move(routing); }
+
   // The source block rule of all_to_all: the block of this rank's input delivered as from `source`.
   int all_to_all_block_from(int source) const;
 
@@ -82,6 +106,7 @@ class LoopbackComm final : public Comm {
   int size_, rank_;
   std::string name_;
   std::shared_ptr<LoopbackMover> mover_;
+  std::shared_ptr<LoopbackRouting> routing_;
 };
 
 }  // namespace quill

@@ -27,10 +27,11 @@ bool lies_inside(const std::string& inner, const std::string& outer) {
 
 // What quill train and quill run write into --out (everything a later run could be confused by).
 bool is_run_output(const std::string& name) {
-  for (const char* exact : {"metrics.jsonl", "summary.json", "collectives.json", "checkpoint", "hf", "recipe.yaml", "run.svg"})
+  for (const char* exact : {"metrics.jsonl", "summary.json", "collectives.json", "projection.json", "checkpoint", "hf",
+                            "recipe.yaml", "run.svg"})
     if (name == exact) return true;
   for (const char* prefix : {"checkpoint.", "hf.", "grads_step", "op_profile_step", "metrics.jsonl.tmp.", "summary.json.tmp.",
-                             "collectives.json.tmp."})
+                             "collectives.json.tmp.", "projection.json.tmp."})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }

@@ -102,6 +102,9 @@ std::string summary_json(const TrainResult& r) {
                                       "memory (CPU offload)"},
       {"measured", "steps >= warmup_steps, the profiled step left out (all steps when that leaves none)"},
       {"step_time", "host clock around the whole optimizer step, the device synchronised at its end"},
+      {"passes_time_s", "per step: of step_time_s, the forward and backward passes of the step's micro-batches, the "
+                        "device synchronised at their end (the rest: loss and count sums, gradient reduction, norm, "
+                        "update and weight all-gather)"},
       {"spread_pct", "(max - min) / median of the measured steps"},
       {"mfu", "6 * active_params * tokens_per_s / 989e12"},
       {"peak_gpu_bytes", "most bytes the device allocator held at once during a step (tensors; not the CUDA "
@@ -117,7 +120,7 @@ std::string summary_json(const TrainResult& r) {
                          "entry only (the others 0), optimizer_state_bytes_rank0 is rank R's"}};
   nlohmann::json steps = nlohmann::json::array();
   for (const StepMetrics& m : r.steps)
-    steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s},
+    steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s}, {"passes_time_s", m.passes_time_s},
                      {"peak_gpu_bytes", m.memory.gpu ? m.memory.peak_bytes : int64_t{-1}},
                      {"peak_device_bytes", m.memory.peak_bytes}, {"device_used_bytes", m.memory.device_used_bytes}});
   j["per_step"] = steps;

@@ -30,6 +30,10 @@ class StepProbe {
   virtual ~StepProbe() = default;
   virtual DeviceContext context() const = 0;
   virtual void begin_step(int64_t step, bool profile_ops) = 0;
+  // After the step's forward and backward passes (every micro-batch), before the loss and count sums and
+  // the optimizer: a GPU probe synchronises the device, so that the trainer's clock splits the step into
+  // its passes and the rest (StepMetrics::passes_time_s; the projection of docs/comm-model.md needs both).
+  virtual void passes_done(int64_t step) { (void)step; }
   // After the step's last op: synchronises the device, so that the step's host time is complete.
   virtual StepMemory end_step(int64_t step, bool profile_ops, const std::string& out_dir) = 0;
   // After the profiled step's time was taken: prints the op table and writes
@@ -80,6 +84,9 @@ struct TrainOptions {
   // collectives served by a loopback communicator. This process then writes the outputs (as rank 0
   // does in a real run) and its log lines say that the loss is not meaningful. -1: a real run.
   int simulate_rank = -1;
+  // With simulate_rank and expert parallelism: the routing model of the token exchange, "balanced" or a
+  // metrics.jsonl path (comm/loopback_routing.h); empty: not given (balanced).
+  std::string simulate_routing;
   // Makes the run's StepProbe for a device context (null or returning null: none).
   std::function<std::unique_ptr<StepProbe>(const DeviceContext&)> make_probe;
 };

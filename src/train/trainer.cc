@@ -298,6 +298,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       }
       settle_grads(params, ctx);
       if (whole_model) whole_model->set_routing(InklingModel::Routing::Free);
+      if (probe) probe->passes_done(step);
+      m.passes_time_s = step_timer.seconds();
       m.tokens = T * o.global_batch;
       if (layout.world()) {
         // The loss lives on the last stage, the same on each of its tensor-parallel ranks; each

@@ -25,6 +25,9 @@ struct StepMetrics {
   int64_t tokens = 0;      // all tokens of the global batch
   int64_t supervised = 0;  // supervised targets of the global batch
   double step_time_s = 0;
+  // Of step_time_s, the forward and backward passes of the step's micro-batches (with a StepProbe the
+  // device is synchronised at their end; without one on a GPU it is the host's share only).
+  double passes_time_s = 0;
   std::vector<std::vector<int64_t>> expert_tokens;  // per MoE layer, per expert
   StepMemory memory;  // with a StepProbe: "peak_device_bytes" (and on a GPU "peak_gpu_bytes" and friends)
 };

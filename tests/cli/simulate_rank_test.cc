@@ -66,11 +66,12 @@ std::string* SimulateRank::rows_ = nullptr;
 TEST_F(SimulateRank, EveryRankMatchesTheRealRunsBytesAndPeak) {
   int index = 0;
   for (const auto& [layout, ranks] : {std::pair<std::string, int>{"--tp 2 --sp", 2},
+                                      {"--dp 2", 2},
                                       {"--pp 2 --pp-layers 1,3", 2},
                                       {"--tp 2 --dp 2", 4}}) {
     SCOPED_TRACE(layout);
     const std::string real = temp("real" + std::to_string(index));
-    run_ok(mpirun(ranks) + kQuill + train_flags(*rows_) + " " + layout + " --out " + real);
+    run_ok(mpirun(ranks) + kQuill + train_flags(*rows_) + " " + layout + " --out " + real + " </dev/null");
     const nlohmann::json real_bytes = read_json(real + "/collectives.json");
     const nlohmann::json real_summary = read_json(real + "/summary.json");
     EXPECT_TRUE(real_bytes.at("simulated_rank").is_null());
@@ -124,7 +125,9 @@ TEST_F(SimulateRank, RefusesWhatItCannotSimulateNamingTheFlag) {
     std::string args, message;
   };
   for (const Case& c : {Case{"--tp 2 --simulate-rank 2", "--simulate-rank 2: the layout (tp 2 cp 1 dp 1 pp 1 ep 1 etp 1) has 2 ranks (0..1)"},
-                        Case{"--simulate-rank 0 --ep 2", "--simulate-rank with --expert-model-parallel-size 2"},
+                        Case{"--ep 2 --dp 2 --simulate-routing balanced", "--simulate-routing balanced: only with --simulate-rank"},
+                        Case{"--ep 2 --dp 2 --simulate-rank 0 --simulate-routing nowhere.jsonl",
+                             "--simulate-routing nowhere.jsonl: neither balanced nor a metrics.jsonl file"},
                         Case{"--tp 2 --simulate-rank 0 --save SAVE", "--simulate-rank with --save:"},
                         Case{"--tp 2 --simulate-rank 0 --save-hf", "--simulate-rank with --save-hf:"},
                         Case{"--tp 2 --simulate-rank -1", "--simulate-rank"}}) {
@@ -139,11 +142,100 @@ TEST_F(SimulateRank, RefusesWhatItCannotSimulateNamingTheFlag) {
   }
   // Under a launcher of several ranks every rank stops.
   const quill::test::CommandResult r =
-      quill::test::run_command(mpirun(2) + kQuill + flags + " --tp 2 --simulate-rank 1 --out " + temp("mpi"));
+      quill::test::run_command(mpirun(2) + kQuill + flags + " --tp 2 --simulate-rank 1 --out " + temp("mpi") + " </dev/null");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--simulate-rank runs the layout's rank 1 alone in one process, but the launcher started 2"),
             std::string::npos)
       << r.output;
+}
+
+}  // namespace
+
+namespace {
+
+// tiny-tp4 cut to its first two layers (dense, then one MoE layer): the simulated rank's only MoE layer
+// routes the real rank's inputs, so with --lr 0 every step's routing, and so every byte, is the real run's.
+std::string one_moe_layer_config() {
+  nlohmann::json c = read_json(kConfig);
+  c["num_hidden_layers"] = 2;
+  for (auto& [key, value] : c.items())
+    if (value.is_array() && value.size() == 4) value = nlohmann::json(std::vector<nlohmann::json>(value.begin(), value.begin() + 2));
+  const std::string path = temp("one-moe.json");
+  std::ofstream(path) << c.dump();
+  return path;
+}
+
+TEST_F(SimulateRank, ExpertParallelRanksMatchTheRealRunWithItsRecordedRouting) {
+  const std::string flags = " train --config " + one_moe_layer_config() + " --rows " + *rows_ +
+                            " --seed 5 --steps 2 --global-batch 4 --lr 0 --min-lr 0 --quiet --ep 2 --dp 2";
+  const std::string real = temp("ep-real");
+  run_ok("timeout 120 " + mpirun(2) + kQuill + flags + " --out " + real + " </dev/null");
+  const nlohmann::json real_bytes = read_json(real + "/collectives.json");
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::string sim = temp("ep-sim" + std::to_string(r));
+    run_ok(kQuill + flags + " --simulate-rank " + std::to_string(r) + " --simulate-routing " + real +
+           "/metrics.jsonl --out " + sim);
+    const nlohmann::json want = rank_rows(real_bytes, r), got = rank_rows(read_json(sim + "/collectives.json"), r);
+    bool exchanged = false;
+    for (const nlohmann::json& row : want) exchanged |= row.at("group") == "ep" && row.at("step") == 1 && row.at("recv_bytes") > 0;
+    EXPECT_TRUE(exchanged) << "the real run exchanged tokens in step 1";
+    EXPECT_EQ(got, want);
+  }
+  // Balanced routing differs from the real routing (so the test above could fail), and runs on a model of
+  // several MoE layers too.
+  const std::string balanced = temp("ep-balanced");
+  run_ok(kQuill + flags + " --simulate-rank 0 --out " + balanced);
+  EXPECT_NE(rank_rows(read_json(balanced + "/collectives.json"), 0), rank_rows(real_bytes, 0));
+  const std::string many = temp("ep-many");
+  run_ok(kQuill + train_flags(*rows_) + " --ep 2 --dp 2 --simulate-rank 1 --out " + many);
+  EXPECT_TRUE(fs::exists(many + "/projection.json"));
+}
+
+TEST_F(SimulateRank, ProjectionsOfOneAndOfEveryStage) {
+  // A simulated run prints and writes its projection; quill project combines the stages.
+  const std::string layout = " --pp 2 --pp-layers 1,3 --dp 2";
+  std::vector<std::string> dirs;
+  for (int r : {0, 2}) {  // stage 0 (ranks 0, 1), stage 1 (ranks 2, 3)
+    const std::string sim = temp("proj" + std::to_string(r));
+    const std::string out = run_ok(kQuill + train_flags(*rows_) + layout + " --simulate-rank " + std::to_string(r) + " --out " + sim);
+    EXPECT_NE(out.find("projection of tp 1 cp 1 dp 2 pp 2 (1/3) ep 1 etp 1 (4 GPUs, 8 per node)"), std::string::npos) << out;
+    EXPECT_NE(out.find("not measured: a like stage's figures"), std::string::npos) << out;
+    const nlohmann::json p = read_json(sim + "/projection.json");
+    EXPECT_EQ(p.at("format"), "quill-projection-1");
+    EXPECT_GT(p.at("step_s").get<double>(), 0.0);
+    EXPECT_TRUE(p.at("metrics").at("usd_per_million_tokens").is_null()) << "no price on the CPU";
+    dirs.push_back(sim);
+  }
+  const std::string out = temp("proj-both");
+  const std::string text = run_ok(kQuill + " project " + dirs[0] + " " + dirs[1] +
+                                  " --global-batch 8 --price-per-gpu-hour 2 --nvlink-busbw-gbps 5 --out " + out);
+  EXPECT_EQ(text.find("a like stage's figures"), std::string::npos) << text;
+  EXPECT_NE(text.find("given on the command line: --nvlink-busbw-gbps 5"), std::string::npos) << text;
+  const nlohmann::json p = read_json(out + "/projection.json");
+  EXPECT_EQ(p.at("workload").at("micro_batches"), 4);
+  EXPECT_EQ(p.at("stages").size(), 2u);
+  EXPECT_FALSE(p.at("stages")[1].at("borrowed").get<bool>());
+  EXPECT_DOUBLE_EQ(p.at("comm_model").at("intra_node_busbw_gbps").get<double>(), 5.0);
+  // tokens/s/GPU and $ by the recipe's formulas over the projected step.
+  const double tps = 8.0 * 32 / p.at("step_s").get<double>() / 4;
+  EXPECT_NEAR(p.at("metrics").at("tokens_per_s_per_gpu").get<double>(), tps, 1e-9 * tps);
+  EXPECT_NEAR(p.at("metrics").at("usd_per_million_tokens").get<double>(), 2.0 / (tps * 3600) * 1e6, 1e-9);
+  // --overwrite removes a simulated run's projection with its other outputs.
+  run_ok(kQuill + train_flags(*rows_) + " --overwrite --out " + dirs[0]);
+  EXPECT_FALSE(fs::exists(dirs[0] + "/projection.json"));
+  EXPECT_TRUE(fs::exists(dirs[0] + "/summary.json"));
+  dirs[0] = temp("proj0-again");
+  run_ok(kQuill + train_flags(*rows_) + layout + " --simulate-rank 0 --out " + dirs[0]);
+  // Refusals: two runs of one stage; a real run's directory.
+  quill::test::CommandResult r = quill::test::run_command(kQuill + " project " + dirs[0] + " " + dirs[0]);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("both measure stage 0"), std::string::npos) << r.output;
+  const std::string real = temp("proj-real");
+  run_ok(mpirun(2) + kQuill + train_flags(*rows_) + " --dp 2 --out " + real + " </dev/null");
+  r = quill::test::run_command(kQuill + " project " + real);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("a real run's collectives (simulated_rank null)"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -51,18 +51,23 @@ TEST(CountingComm, PointToPointAndStepsAndSplits) {
   pp->send(act, 0);
   pp->recv(Tensor::zeros({2}, DType::F32), 0);
   pp->barrier();
+  c.ledger->set_optimizer_phase();
+  pp->all_reduce(Tensor::zeros({4}, DType::F32), ReduceOp::Sum);  // step 7's optimizer phase
   c.ledger->set_step(-1);
+  c.ledger->set_optimizer_phase();  // no phase outside the steps
   pp->all_reduce(Tensor::zeros({2}, DType::F64), ReduceOp::Max);  // 16 bytes over 2 ranks: 16 each way
   const auto rows = c.ledger->rows();
-  EXPECT_EQ(*find(rows, 3, "world", "split"), (CollectiveRow{3, "world", 4, "split", 1, 0, 0, 0}));
-  EXPECT_EQ(*find(rows, 7, "pp", "send_recv"), (CollectiveRow{7, "pp", 2, "send_recv", 2, 512, 256, 256}));
-  EXPECT_EQ(*find(rows, 7, "pp", "send"), (CollectiveRow{7, "pp", 2, "send", 1, 128, 128, 0}));
-  EXPECT_EQ(*find(rows, 7, "pp", "recv"), (CollectiveRow{7, "pp", 2, "recv", 1, 8, 0, 8}));
-  EXPECT_EQ(*find(rows, 7, "pp", "barrier"), (CollectiveRow{7, "pp", 2, "barrier", 1, 0, 0, 0}));
+  EXPECT_EQ(*find(rows, 3, "world", "split"), (CollectiveRow{3, "world", 4, "split", 1, 0, 0, 0, "passes"}));
+  EXPECT_EQ(*find(rows, 7, "pp", "send_recv"), (CollectiveRow{7, "pp", 2, "send_recv", 2, 512, 256, 256, "passes"}));
+  EXPECT_EQ(*find(rows, 7, "pp", "send"), (CollectiveRow{7, "pp", 2, "send", 1, 128, 128, 0, "passes"}));
+  EXPECT_EQ(*find(rows, 7, "pp", "recv"), (CollectiveRow{7, "pp", 2, "recv", 1, 8, 0, 8, "passes"}));
+  EXPECT_EQ(*find(rows, 7, "pp", "barrier"), (CollectiveRow{7, "pp", 2, "barrier", 1, 0, 0, 0, "passes"}));
   EXPECT_EQ(*find(rows, -1, "pp", "all_reduce"), (CollectiveRow{-1, "pp", 2, "all_reduce", 1, 16, 16, 16}));
-  // Sorted by step, then group, then op.
+  EXPECT_EQ(*find(rows, 7, "pp", "all_reduce"), (CollectiveRow{7, "pp", 2, "all_reduce", 1, 16, 16, 16, "optimizer"}));
+  // Sorted by step, then phase, group and op.
   for (size_t i = 1; i < rows.size(); ++i)
-    EXPECT_TRUE(std::tie(rows[i - 1].step, rows[i - 1].group, rows[i - 1].op) < std::tie(rows[i].step, rows[i].group, rows[i].op));
+    EXPECT_TRUE(std::tie(rows[i - 1].step, rows[i - 1].phase, rows[i - 1].group, rows[i - 1].op) <
+                std::tie(rows[i].step, rows[i].phase, rows[i].group, rows[i].op));
 }
 
 TEST(CountingComm, StartedFormsCountAndStillRun) {

@@ -47,11 +47,11 @@ TEST(LoopbackComm, AllGatherReplicatesIntoEveryBlock) {
   Tensor in = iota(2, 1), out = Tensor::zeros({6}, DType::F32);
   c.all_gather(in, out);
   EXPECT_EQ(values(out), (std::vector<float>{1, 2, 1, 2, 1, 2}));
-  // In place: the input is out's block 1; the other blocks get its copy.
+  // In place: the input is out's block 1; the other blocks keep what they held (the peers' shards).
   Tensor buf = Tensor::zeros({6}, DType::F32);
-  buf.data_as<float>()[2] = 7, buf.data_as<float>()[3] = 8;
+  buf.data_as<float>()[0] = 3, buf.data_as<float>()[2] = 7, buf.data_as<float>()[3] = 8, buf.data_as<float>()[5] = 9;
   c.all_gather(buf.view_flat(2, {2}), buf);
-  EXPECT_EQ(values(buf), (std::vector<float>{7, 8, 7, 8, 7, 8}));
+  EXPECT_EQ(values(buf), (std::vector<float>{3, 0, 7, 8, 0, 9}));
 }
 
 TEST(LoopbackComm, AllToAllDeliversTheRotatedBlocks) {

@@ -32,6 +32,19 @@ class CudaMover final : public LoopbackMover {
           "cudaMemcpyAsync (device to device)");
   }
 
+  // The routing model's count exchange (a few hundred bytes per MoE layer and micro-batch): waits for
+  // the stream, as the real exchange through host memory does (parallel/expert_dispatch.cc).
+  void to_host(void* dst, const Tensor& src, size_t bytes) override {
+    if (!bytes) return;
+    check(cudaMemcpyAsync(dst, src.data(), bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (device to host)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+  void from_host(const Tensor& dst, const void* src, size_t bytes) override {
+    if (!bytes) return;
+    check(cudaMemcpyAsync(dst.data(), src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (host to device)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the host buffer dies after the call
+  }
+
   void fill(const Tensor& dst, int64_t first, int64_t count) override {
     if (count <= 0) return;
     const size_t elem = dtype_size(dst.dtype());

@@ -1,0 +1,311 @@
+#include "cli/projection_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "cli/collectives_file.h"
+#include "parallel/grid.h"
+#include "plan/projection.h"
+#include "recipe/gpu_price.h"
+#include "recipe/metrics.h"
+
+namespace quill::cli {
+
+void add_projection_flags(CLI::App* cmd, ProjectionFlags& f, bool workload) {
+  const plan::CommModelParams h = plan::h200_comm_params();
+  cmd->add_option("--gpus-per-node", f.gpus_per_node, "projection: GPUs per node (world ranks in consecutive blocks; default 8)");
+  cmd->add_option("--nvlink-busbw-gbps,--intra-node-busbw-gbps", f.intra_busbw_gbps,
+                  fmt::format("projection: bus bandwidth inside a node, GB/s (default {}: NVLink 4, published NCCL figure; "
+                              "docs/comm-model.md)", h.intra_node.busbw_gbps));
+  cmd->add_option("--internode-busbw-gbps,--inter-node-busbw-gbps", f.inter_busbw_gbps,
+                  fmt::format("projection: bus bandwidth across nodes per GPU, GB/s (default {}: 400 Gb/s NDR)",
+                              h.inter_node.busbw_gbps));
+  cmd->add_option("--nvlink-latency-us,--intra-node-latency-us", f.intra_latency_us,
+                  fmt::format("projection: latency of one collective inside a node, us (default {})", h.intra_node.latency_us));
+  cmd->add_option("--internode-latency-us,--inter-node-latency-us", f.inter_latency_us,
+                  fmt::format("projection: latency of one collective across nodes, us (default {})", h.inter_node.latency_us));
+  cmd->add_option("--price-per-gpu-hour", f.price_per_gpu_hour,
+                  "projection: USD per GPU-hour for $ per million tokens (default: quill's built-in price of the GPU "
+                  "that measured, none on the CPU)");
+  if (workload)
+    cmd->add_option("--global-batch", f.global_batch, "the projected workload's rows per step (default: the runs')");
+}
+
+plan::CommModelParams comm_params(const ProjectionFlags& f) {
+  plan::CommModelParams p = plan::h200_comm_params();
+  std::vector<std::string> given;
+  auto take = [&](const std::optional<double>& v, double& field, const char* flag) {
+    if (!v) return;
+    QUILL_CHECK(*v > 0 || (std::string(flag).find("latency") != std::string::npos && *v >= 0),
+                "{} {}: must be positive", flag, *v);
+    field = *v;
+    given.push_back(fmt::format("{} {}", flag, *v));
+  };
+  take(f.intra_busbw_gbps, p.intra_node.busbw_gbps, "--nvlink-busbw-gbps");
+  take(f.inter_busbw_gbps, p.inter_node.busbw_gbps, "--internode-busbw-gbps");
+  take(f.intra_latency_us, p.intra_node.latency_us, "--nvlink-latency-us");
+  take(f.inter_latency_us, p.inter_node.latency_us, "--internode-latency-us");
+  QUILL_CHECK(f.gpus_per_node >= 1, "--gpus-per-node {}: must be at least 1", f.gpus_per_node);
+  if (f.gpus_per_node != p.gpus_per_node) given.push_back(fmt::format("--gpus-per-node {}", f.gpus_per_node));
+  p.gpus_per_node = f.gpus_per_node;
+  if (!given.empty()) {
+    std::string list;
+    for (const std::string& g : given) list += (list.empty() ? "" : ", ") + g;
+    p.source = "given on the command line: " + list + "; the rest: " + p.source;
+  }
+  return p;
+}
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  QUILL_CHECK(path_exists(path), "{}: not found (a run directory of quill train --simulate-rank holds it)", path);
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{}: not JSON: {}", path, e.what());
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One run directory as the projection's measurement.
+struct Run {
+  std::string dir, device;
+  LayoutSpec spec;
+  int64_t global_batch = 0, row_tokens = 0, active_params = 0, peak_bytes = -1;
+  bool gpu_peak = false;
+  plan::RankMeasurement m;
+};
+
+Run read_run(const std::string& dir) {
+  Run run;
+  run.dir = dir;
+  const std::string cpath = dir + "/collectives.json", spath = dir + "/summary.json";
+  const nlohmann::json c = read_json(cpath), s = read_json(spath);
+  try {
+    QUILL_CHECK(c.at("format") == "quill-collectives-2", "{}: format {} (this quill reads quill-collectives-2)", cpath,
+                c.at("format").dump());
+    QUILL_CHECK(!c.at("simulated_rank").is_null(),
+                "{}: a real run's collectives (simulated_rank null); a projection starts from quill train --simulate-rank "
+                "runs, whose step times are compute only",
+                cpath);
+    run.spec = layout_spec_from_json(c.at("layout_spec"), cpath);
+    run.global_batch = c.at("workload").at("global_batch");
+    run.row_tokens = c.at("workload").at("row_tokens");
+    run.device = c.value("device", std::string());
+    const int rank = c.at("simulated_rank");
+    run.m.rank = rank;
+    const nlohmann::json& entry = c.at("ranks").at(0);
+    QUILL_CHECK(entry.at("rank") == rank, "{}: ranks[0] is rank {}, not the simulated rank {}", cpath,
+                entry.at("rank").dump(), rank);
+    for (const auto& [name, ranks] : entry.at("groups").items()) run.m.groups[name] = ranks.get<std::vector<int>>();
+    // The world communicator is every rank (collectives.json lists the layout's groups only).
+    std::vector<int> everyone(static_cast<size_t>(c.at("world_size").get<int>()));
+    for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = static_cast<int>(i);
+    run.m.groups.emplace("world", everyone);
+    const std::vector<CollectiveRow> rows = collective_rows_from_json(entry.at("rows"), cpath);
+    // The measured steps, as summary.json's median takes them: steps >= warmup_steps, the profiled one out.
+    const int64_t warmup = s.at("warmup_steps"), profiled = s.at("profile_step");
+    std::vector<double> passes, rest, all_passes, all_rest;
+    std::vector<int64_t> measured, all_steps;
+    for (const nlohmann::json& st : s.at("per_step")) {
+      const int64_t step = st.at("step");
+      const double t = st.at("step_time_s"), p = st.at("passes_time_s");
+      all_passes.push_back(p), all_rest.push_back(t - p), all_steps.push_back(step);
+      if (step >= warmup && step != profiled) passes.push_back(p), rest.push_back(t - p), measured.push_back(step);
+    }
+    QUILL_CHECK(!all_steps.empty(), "{}: per_step is empty", spath);
+    if (measured.empty()) passes = all_passes, rest = all_rest, measured = all_steps;
+    run.m.passes_s = median(passes);
+    run.m.rest_s = std::max(0.0, median(rest));
+    for (const CollectiveRow& r : rows)
+      if (std::find(measured.begin(), measured.end(), r.step) != measured.end()) run.m.rows.push_back(r);
+    run.m.steps = static_cast<int64_t>(measured.size());
+    run.active_params = s.at("active_params");
+    if (s.contains("peak_device_bytes_per_rank")) run.peak_bytes = s.at("peak_device_bytes_per_rank").at(rank);
+    run.gpu_peak = s.at("peak_gpu_bytes").get<int64_t>() >= 0;
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{} or {}: {}", cpath, spath, e.what());
+  }
+  QUILL_CHECK(run.global_batch > 0 && run.global_batch % run.spec.dp == 0,
+              "{}/collectives.json: workload.global_batch {} does not split over {} data-parallel ranks", dir,
+              run.global_batch, run.spec.dp);
+  run.m.micro_batches = run.global_batch / run.spec.dp;
+  run.m.stage = Grid(run.spec.world(), run.spec).coords(run.m.rank).pp;
+  return run;
+}
+
+std::string gib(int64_t b) { return b < 0 ? "-" : fmt::format("{:.2f}", static_cast<double>(b) / (1 << 30)); }
+
+}  // namespace
+
+ProjectionReport project_runs(const std::vector<std::string>& dirs, const ProjectionFlags& flags) {
+  QUILL_CHECK(!dirs.empty(), "quill project: give one or more run directories of quill train --simulate-rank");
+  std::vector<Run> runs;
+  for (const std::string& d : dirs) runs.push_back(read_run(d));
+  const Run& first = runs.front();
+  for (const Run& r : runs) {
+    QUILL_CHECK(r.spec.describe() == first.spec.describe() && r.row_tokens == first.row_tokens &&
+                    r.global_batch == first.global_batch,
+                "quill project: {} ran {} on {} rows of {} tokens, {} ran {} on {} rows of {}; give runs of one layout "
+                "and workload",
+                r.dir, r.spec.describe(), r.global_batch, r.row_tokens, first.dir, first.spec.describe(),
+                first.global_batch, first.row_tokens);
+  }
+  plan::ProjectionRequest q;
+  q.spec = first.spec;
+  for (const Run& r : runs) q.ranks.push_back(r.m);
+  const int64_t global_batch = flags.global_batch > 0 ? flags.global_batch : first.global_batch;
+  QUILL_CHECK(global_batch % first.spec.dp == 0, "--global-batch {} does not split over {} data-parallel ranks",
+              global_batch, first.spec.dp);
+  q.micro_batches = global_batch / first.spec.dp;
+  q.comm = comm_params(flags);
+  const plan::Projection p = plan::project_step(q);
+  const int world = first.spec.world();
+
+  // The recipe's formulas (docs/recipes-and-measurement.md §2) over the one projected step.
+  MetricsInput in;
+  in.step_times_s = {p.step_s};
+  in.global_batch = global_batch;
+  in.row_tokens = first.row_tokens;
+  in.num_gpus = world;
+  in.active_params = first.active_params;
+  in.window = std::array<int64_t, 2>{0, 0};
+  std::optional<GpuPrice> price;
+  if (flags.price_per_gpu_hour) {
+    QUILL_CHECK(*flags.price_per_gpu_hour > 0, "--price-per-gpu-hour {}: must be positive", *flags.price_per_gpu_hour);
+    price = GpuPrice{*flags.price_per_gpu_hour, "the --price-per-gpu-hour flag"};
+  } else {
+    price = builtin_gpu_price(first.device);
+  }
+  in.usd_per_gpu_hour = price ? std::optional<double>(price->usd_per_gpu_hour) : std::nullopt;
+  const RunMetrics metrics = compute_metrics(in);
+
+  // What bounds the step: its largest parts.
+  struct Part {
+    std::string what;
+    double s;
+  };
+  std::vector<Part> parts;
+  const plan::StageProjection* slow = &p.stages[0];
+  for (const plan::StageProjection& sp : p.stages) {
+    if (sp.passes_compute_s > slow->passes_compute_s) slow = &sp;
+    for (const plan::GroupTime& g : sp.groups)
+      if (!sp.borrowed)
+        parts.push_back({fmt::format("stage {} {} {} over {} ({}{})", sp.stage, g.phase, g.op, g.group, g.group_size,
+                                     g.inter_node ? ", across nodes" : ""),
+                         g.seconds});
+  }
+  parts.push_back({fmt::format("stage {} compute of the passes (measured)", slow->stage),
+                   slow->passes_compute_s * static_cast<double>(q.micro_batches)});
+  parts.push_back({"the pipeline's fill, drain and waits (modelled)", p.bubble_s});
+  double opt_compute = 0;
+  for (const plan::StageProjection& sp : p.stages) opt_compute = std::max(opt_compute, sp.optimizer_compute_s);
+  parts.push_back({"the optimizer phase's compute (measured: gradient copies, update, offload)", opt_compute});
+  std::sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.s > b.s; });
+
+  std::string t;
+  t += fmt::format("projection of {} ({} GPUs, {} per node): {} rows x {} tokens per step, {} micro-batches per pipeline\n",
+                   first.spec.describe(), world, q.comm.gpus_per_node, global_batch, first.row_tokens, q.micro_batches);
+  t += "  stage  rank  compute ms/mb  comm ms/mb  msg ms  pipeline ms  opt compute ms  opt comm ms  peak GiB  GB/step\n";
+  std::map<int, const Run*> by_rank;
+  for (const Run& r : runs) by_rank[r.m.rank] = &r;
+  nlohmann::json stages = nlohmann::json::array();
+  for (const plan::StageProjection& sp : p.stages) {
+    const Run* r = by_rank.at(sp.from_rank);
+    int64_t bytes = 0;
+    for (const plan::GroupTime& g : sp.groups) bytes += g.wire_bytes;
+    t += fmt::format("  {:>5}  {:>4}{} {:>13.3f}  {:>10.3f}  {:>6.3f}  {:>11.1f}  {:>14.1f}  {:>11.1f}  {:>8}  {:>7.2f}\n",
+                     sp.stage, sp.from_rank, sp.borrowed ? "*" : " ", 1e3 * sp.passes_compute_s, 1e3 * sp.passes_comm_s,
+                     1e3 * sp.message_s, 1e3 * sp.pipeline_end_s, 1e3 * sp.optimizer_compute_s,
+                     1e3 * sp.optimizer_comm_s, gib(r->peak_bytes), static_cast<double>(bytes) / 1e9);
+    nlohmann::json groups = nlohmann::json::array();
+    for (const plan::GroupTime& g : sp.groups)
+      groups.push_back({{"phase", g.phase}, {"group", g.group}, {"group_size", g.group_size}, {"op", g.op},
+                        {"inter_node", g.inter_node}, {"calls_per_step", g.calls}, {"wire_bytes_per_step", g.wire_bytes},
+                        {"seconds_per_step", g.seconds}});
+    stages.push_back({{"stage", sp.stage}, {"from_rank", sp.from_rank}, {"borrowed", sp.borrowed},
+                      {"run_dir", r->dir},
+                      {"compute_per_micro_batch_s", sp.passes_compute_s}, {"comm_per_micro_batch_s", sp.passes_comm_s},
+                      {"forward_s", sp.forward_s}, {"backward_s", sp.backward_s}, {"message_s", sp.message_s},
+                      {"pipeline_comm_s", sp.pipeline_comm_s}, {"pipeline_end_s", sp.pipeline_end_s},
+                      {"optimizer_compute_s", sp.optimizer_compute_s}, {"optimizer_comm_s", sp.optimizer_comm_s},
+                      {"peak_device_bytes", r->peak_bytes}, {"peak_is_gpu", r->gpu_peak}, {"wire_bytes_per_step", bytes},
+                      {"groups", groups}});
+  }
+  if (std::any_of(p.stages.begin(), p.stages.end(), [](const plan::StageProjection& s) { return s.borrowed; }))
+    t += "  * not measured: a like stage's figures (simulate a rank of it for its own)\n";
+  t += fmt::format("  step {:.3f} s = pipeline {:.3f} s + optimizer phase {:.3f} s; of it compute {:.3f} s (measured), "
+                   "communication {:.3f} s (modelled, none overlapped), fill/drain/waits {:.3f} s (modelled; (pp-1)/m = {:.3f})\n",
+                   p.step_s, p.pipeline_s, p.optimizer_s, p.compute_s, p.exposed_comm_s, p.bubble_s,
+                   p.bubble_fraction_formula);
+  t += fmt::format("  {:.2f} tokens/s/GPU, MFU {:.2f}% (6N, N = {}, 989 TFLOP/s)", metrics.tokens_per_s_per_gpu,
+                   100 * metrics.mfu, first.active_params);
+  if (metrics.usd_per_million_tokens)
+    t += fmt::format(", ${:.2f} per million tokens at ${:.3f} per GPU-hour ({})", *metrics.usd_per_million_tokens,
+                     price->usd_per_gpu_hour, price->source);
+  else
+    t += ", no $ figure (no price for this device: --price-per-gpu-hour)";
+  t += "\n  bounded by: ";
+  for (size_t i = 0; i < std::min<size_t>(3, parts.size()); ++i)
+    t += fmt::format("{}{} {:.3f} s", i ? "; " : "", parts[i].what, parts[i].s);
+  t += "\n  comm model: " + q.comm.source + "\n";
+  for (const std::string& n : p.notes) t += "  note: " + n + "\n";
+
+  ProjectionReport rep;
+  rep.text = t;
+  nlohmann::json& j = rep.json;
+  j["format"] = "quill-projection-1";
+  j["layout"] = first.spec.describe();
+  j["layout_spec"] = layout_spec_json(first.spec);
+  j["world_size"] = world;
+  j["workload"] = {{"global_batch", global_batch}, {"row_tokens", first.row_tokens}, {"micro_batches", q.micro_batches}};
+  j["measured_on"] = first.device;
+  j["step_s"] = p.step_s;
+  j["pipeline_s"] = p.pipeline_s;
+  j["optimizer_phase_s"] = p.optimizer_s;
+  j["compute_s"] = p.compute_s;
+  j["exposed_comm_s"] = p.exposed_comm_s;
+  j["fill_drain_wait_s"] = p.bubble_s;
+  j["bubble_fraction_formula"] = p.bubble_fraction_formula;
+  j["metrics"] = metrics.to_json();
+  j["usd_per_gpu_hour_source"] = price ? nlohmann::json(price->source) : nlohmann::json(nullptr);
+  j["stages"] = stages;
+  nlohmann::json bound = nlohmann::json::array();
+  for (const Part& part : parts) bound.push_back({{"what", part.what}, {"seconds_per_step", part.s}});
+  j["bounded_by"] = bound;
+  j["comm_model"] = {{"intra_node_busbw_gbps", q.comm.intra_node.busbw_gbps},
+                     {"intra_node_latency_us", q.comm.intra_node.latency_us},
+                     {"inter_node_busbw_gbps", q.comm.inter_node.busbw_gbps},
+                     {"inter_node_latency_us", q.comm.inter_node.latency_us},
+                     {"gpus_per_node", q.comm.gpus_per_node},
+                     {"source", q.comm.source}};
+  j["notes"] = p.notes;
+  j["definitions"] = {
+      {"measured", "per stage: compute of the passes per micro-batch and of the rest of the step (the simulated rank's "
+                   "summary.json medians), peak memory, and the bytes of every collective (collectives.json)"},
+      {"modelled", "the time of every collective (docs/comm-model.md: bytes / bus bandwidth + calls x latency, none "
+                   "overlapped with compute, as quill runs them), the 1F1B pipeline's fill, drain and waits (the "
+                   "schedule replayed), stages not simulated (a like stage's figures)"},
+      {"metrics", "recipe formulas over the projected step: tokens_per_s_per_gpu = global_batch x row_tokens / step_s / "
+                  "world; mfu = 6 N tokens_per_s_per_gpu / 989e12; usd_per_million_tokens = price / (tokens/s/GPU x 3600) "
+                  "x 1e6"}};
+  return rep;
+}
+
+void write_projection(const std::string& out_dir, const ProjectionReport& report) {
+  write_file_atomic(out_dir + "/projection.json", report.json.dump(1) + "\n");
+}
+
+}  // namespace quill::cli
