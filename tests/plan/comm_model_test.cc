@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "parallel/grid.h"
 #include "plan/comm_model.h"
+#include "plan/ledger_row.h"
 
 namespace {
 
@@ -26,17 +27,7 @@ CommModelParams params() {
 }
 
 CollectiveRow row(const std::string& op, int size, int64_t calls, int64_t payload, int64_t sent, int64_t recv) {
-  CollectiveRow r;
-  r.step = 0;
-  r.phase = "passes";
-  r.group = "g";
-  r.group_size = size;
-  r.op = op;
-  r.calls = calls;
-  r.payload_bytes = payload;
-  r.sent_bytes = sent;
-  r.recv_bytes = recv;
-  return r;
+  return quill::test::ledger_row("passes", "g", size, op, calls, payload, sent, recv);
 }
 
 TEST(CommModel, SeedGroupsOverNodesOfEight) {

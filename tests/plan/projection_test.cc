@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "plan/ledger_row.h"
 #include "plan/projection.h"
 
 namespace {
@@ -17,17 +18,7 @@ using quill::plan::replay_pipeline;
 
 CollectiveRow row(const std::string& phase, const std::string& group, int size, const std::string& op, int64_t calls,
                   int64_t payload, int64_t sent, int64_t recv) {
-  CollectiveRow r;
-  r.step = 0;
-  r.phase = phase;
-  r.group = group;
-  r.group_size = size;
-  r.op = op;
-  r.calls = calls;
-  r.payload_bytes = payload;
-  r.sent_bytes = sent;
-  r.recv_bytes = recv;
-  return r;
+  return quill::test::ledger_row(phase, group, size, op, calls, payload, sent, recv);
 }
 
 quill::plan::CommModelParams params() {
