@@ -8,7 +8,7 @@
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/determinism-check.sh")
 # Environment [defaults]: OUT [/tmp/out]  RUNS [3]  TESTS [1]  TEST_FILTER [*]  SANITIZER [1]
-#   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  ATTN_BENCH [1]: attention_bench
+#   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  DP [0]: also DP2 on the one GPU (MPI-staged), run twice, compared  ATTN_BENCH [1]: attention_bench
 #   (when bundled) with the fixed-order dQ additions and without (QUILL_ATTENTION_UNORDERED_DQ=1), twice each  THEN [""]: a command run
 #   afterwards in the same call (e.g. "PARTS='one tp2' bash scripts/gpu/tp-check.sh")
 set -uo pipefail
@@ -48,6 +48,27 @@ if [ "${SANITIZER:-1}" = 1 ]; then
   else
     echo "compute-sanitizer: not on this machine"
   fi
+fi
+if [ "${DP:-0}" = 1 ]; then
+  # Data parallelism: two ranks sharing the GPU (MPI-staged), the same run twice; then one rank twice.
+  "$Q" data synth --conversations 400 --row-tokens 512 --out /tmp/rows512 > /dev/null
+  dflags=(train --config tests/fixtures/configs/determinism.json --rows /tmp/rows512 --seed 3 --steps 4 --global-batch 4
+          --lr 1e-3 --clip-grad 1.0 --device cuda --save-hf --quiet --overwrite)
+  for i in 1 2; do
+    date +%T; timeout 150 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$Q" "${dflags[@]}" --dp 2 \
+      --out /tmp/dp2-$i < /dev/null > /tmp/dp2-$i.log 2>&1; echo "dp2 run $i rc $?"
+    (cd /tmp/dp2-$i/hf 2>/dev/null && find . -type f | sort | xargs sha256sum) > "$OUT/dp2-$i.sha256"
+    mkdir -p "$OUT/dp2-$i" && cp /tmp/dp2-$i/metrics.jsonl "$OUT/dp2-$i/" 2>/dev/null
+  done
+  python3 - /tmp/dp2-1/metrics.jsonl /tmp/dp2-2/metrics.jsonl <<'PY'
+import json, sys
+def key(p):
+    try: return [(m["loss"], m["grad_norm"], m.get("expert_tokens")) for m in map(json.loads, open(p))]
+    except OSError: return None
+a, b = key(sys.argv[1]), key(sys.argv[2])
+print("dp2: per-step loss, grad norm, expert counts", "identical" if a and a == b else "DIFFER", a and [x[:2] for x in a])
+PY
+  cmp -s "$OUT/dp2-1.sha256" "$OUT/dp2-2.sha256" && echo "dp2: exports identical" || echo "dp2: exports DIFFER"
 fi
 for i in $(seq 1 "$RUNS"); do
   date +%T; timeout 150 "$Q" train --config configs/slice.json --rows /tmp/rows8192 --seed 11 --steps 4 \
