@@ -26,11 +26,15 @@ if [ "${TESTS:-1}" = 1 ]; then
   echo "cuda_tests rc $?"; grep -E -A6 "PASSED|FAILED|Failure|tests ran" "$OUT/cuda_tests.log" | head -${TEST_LINES:-20}
 fi
 if [ -x "$B/bin/attention_bench" ] && [ "${ATTN_BENCH:-1}" = 1 ]; then
-  # What the fixed-order dQ additions cost: the same binary with the order (default) and without it.
-  for arm in ordered unordered ordered unordered; do
-    echo "attention_bench, dQ additions $arm:"
-    if [ $arm = unordered ]; then QUILL_ATTENTION_UNORDERED_DQ=1 timeout 60 "$B/bin/attention_bench" 2>&1 | tail -3
-    else timeout 60 "$B/bin/attention_bench" 2>&1 | tail -3; fi
+  # What the fixed-order dQ additions cost: the same binary with the order (default) and without it
+  # (QUILL_ATTENTION_UNORDERED_DQ=1), each with the key tiles launched shortest first (default) and
+  # longest first (QUILL_ATTENTION_BWD_LONGEST_FIRST=1); the four arms twice, alternated.
+  for round in 1 2; do
+    for arm in "0 0" "1 0" "0 1" "1 1"; do
+      set -- $arm
+      echo "attention_bench round $round: dQ additions $([ $1 = 1 ] && echo unordered || echo ordered), $([ $2 = 1 ] && echo longest || echo shortest) first:"
+      QUILL_ATTENTION_UNORDERED_DQ=$1 QUILL_ATTENTION_BWD_LONGEST_FIRST=$2 timeout 60 "$B/bin/attention_bench" 2>&1 | tail -2
+    done
   done
 fi
 "$Q" data synth --conversations 400 --row-tokens 8192 --out /tmp/rows8192 > /dev/null

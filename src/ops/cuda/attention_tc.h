@@ -31,6 +31,17 @@ inline bool unordered_dq() {
   return unordered;
 }
 
+// QUILL_ATTENTION_BWD_LONGEST_FIRST=1 launches the backward's key tiles longest first (tile 0 first),
+// as before issue 24, instead of shortest first: a benchmark knob, to measure which order is faster with
+// the fixed-order dQ additions (both give the same bits: the order of the additions is the counters').
+inline bool longest_first_requested() {
+  static const bool longest = [] {
+    const char* v = std::getenv("QUILL_ATTENTION_BWD_LONGEST_FIRST");
+    return v != nullptr && v[0] == '1';
+  }();
+  return longest;
+}
+
 void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
              const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& out_THd,
              const Tensor& lse_HT);

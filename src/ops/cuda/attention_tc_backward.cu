@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                                  const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dout,
                                  const float* __restrict__ lse, const float* __restrict__ Dsum,
                                  float* __restrict__ dq_acc, float* __restrict__ drb, __nv_bfloat16* __restrict__ dk,
-                                 __nv_bfloat16* __restrict__ dv, int* __restrict__ dq_order) {
+                                 __nv_bfloat16* __restrict__ dv, int* __restrict__ dq_order, bool longest_first) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* v_s = k_s + kTileElems;
@@ -91,7 +91,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* dq_stage = tau_s + kRows;  // this warp's 16 x 64 block at dq_stage + warp * 16 * 64
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-  const int key_tile = gridDim.y - 1 - blockIdx.y;  // the last key tile (the fewest query tiles) first
+  // Launch order: the last key tile (the fewest query tiles) first, or with longest_first tile 0 first.
+  const int key_tile = longest_first ? blockIdx.y : gridDim.y - 1 - blockIdx.y;
   const int s0 = key_tile * kRows;
   const int kvh = blockIdx.x;
   const int heads_per_kv = p.H / p.G;
@@ -325,6 +326,17 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
                       (kRbTileFloats + 3 * kRows + kDqStageFloats) * sizeof(float);
   attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
   const dim3 grid(p.G, (p.T + kRows - 1) / kRows);
+  // Longest CTAs first is safe with the ordered additions (which wait for higher key tiles, launched
+  // later then) only while every CTA of one kv head is resident at once; otherwise shortest first.
+  bool longest_first = longest_first_requested();
+  if (longest_first && !unordered_dq()) {
+    int per_sm = 0, sms = 0, device = 0;
+    QUILL_CUDA_CHECK(cudaGetDevice(&device));
+    QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    QUILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, reinterpret_cast<const void*>(&attention_tc_backward_kernel), kThreads, smem));
+    longest_first = static_cast<int64_t>(grid.y) * 2 <= static_cast<int64_t>(per_sm) * sms;  // margin for other kernels
+  }
   Tensor dq_order;
   if (!unordered_dq()) {
     dq_order = Tensor::empty({p.H, t_pad / kRows, 4}, DType::I32, *ctx.allocator);
@@ -334,7 +346,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
       tp, q_THd.data_as<__nv_bfloat16>(), k_TGd.data_as<__nv_bfloat16>(), v_TGd.data_as<__nv_bfloat16>(),
       dout_THd.data_as<__nv_bfloat16>(), lse_HT.data_as<float>(), D_HT.data_as<float>(), dq_acc.data_as<float>(),
       bias ? drb.data_as<float>() : nullptr, dk_TGd.data_as<__nv_bfloat16>(), dv_TGd.data_as<__nv_bfloat16>(),
-      dq_order.defined() ? dq_order.data_as<int>() : nullptr);
+      dq_order.defined() ? dq_order.data_as<int>() : nullptr, longest_first);
   QUILL_CUDA_CHECK_LAUNCH("attention_tc_backward_kernel");
 
   const int64_t n4 = p.T * p.H * kD / 4;
