@@ -24,6 +24,10 @@ echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 if [ "${TESTS:-1}" = 1 ]; then
   date +%T; timeout 240 "$B/bin/cuda_tests" --gtest_brief=1 --gtest_filter="${TEST_FILTER:-*}" > "$OUT/cuda_tests.log" 2>&1
   echo "cuda_tests rc $?"; grep -E -A6 "PASSED|FAILED|Failure|tests ran" "$OUT/cuda_tests.log" | head -${TEST_LINES:-20}
+  # The other launch order of the attention backward (a benchmark knob) must pass the same tests.
+  QUILL_ATTENTION_BWD_LONGEST_FIRST=1 timeout 120 "$B/bin/cuda_tests" --gtest_brief=1 \
+    --gtest_filter='CudaAttention*:*CudaAttentionTest*:CudaDeterminism*' > "$OUT/cuda_tests-longest-first.log" 2>&1
+  echo "cuda_tests (attention, longest first) rc $?"; grep -E "PASSED|FAILED" "$OUT/cuda_tests-longest-first.log" | head -5
 fi
 if [ -x "$B/bin/attention_bench" ] && [ "${ATTN_BENCH:-1}" = 1 ]; then
   # What the fixed-order dQ additions cost: the same binary with the order (default) and without it
