@@ -8,7 +8,8 @@
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/determinism-check.sh")
 # Environment [defaults]: OUT [/tmp/out]  RUNS [3]  TESTS [1]  TEST_FILTER [*]  SANITIZER [1]
-#   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  DP [0]: also DP2 on the one GPU (MPI-staged), run twice, compared  ATTN_BENCH [1]: attention_bench
+#   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  SAN_TESTS [""]: a gtest filter of
+#   cuda_tests to run under initcheck (e.g. "CudaSwiglu*:CudaShortConv*:LinearCuda.*")  DP [0]: also DP2 on the one GPU (MPI-staged), run twice, compared  ATTN_BENCH [1]: attention_bench
 #   (when bundled) with the fixed-order dQ additions and without (QUILL_ATTENTION_UNORDERED_DQ=1), twice each  THEN [""]: a command run
 #   afterwards in the same call (e.g. "PARTS='one tp2' bash scripts/gpu/tp-check.sh")
 set -uo pipefail
@@ -53,6 +54,16 @@ if [ "${SANITIZER:-1}" = 1 ]; then
       echo "compute-sanitizer $tool rc $?"; tail -3 "$OUT/sanitizer-$tool.log"
       echo "kernels named in its reports:"; grep -E "^=========     at " "$OUT/sanitizer-$tool.log" | sed 's/(.*//' | sort | uniq -c | sort -rn | head -20
     done
+    # Which reports are the kernels' own: the op tests feed kernels from cudaMemcpy'd inputs (no GEMM
+    # before them), so a kernel flagged here reads memory nobody wrote; one flagged only in training reads
+    # what another writer (cuBLASLt) wrote in a way initcheck may not track.
+    if [ -n "${SAN_TESTS:-}" ]; then
+      date +%T; timeout ${SAN_T:-120} "$cs" --tool initcheck --print-limit 100000 "$B/bin/cuda_tests" --gtest_brief=1 \
+        --gtest_filter="$SAN_TESTS" > "$OUT/sanitizer-initcheck-tests.log" 2>&1
+      echo "compute-sanitizer initcheck on cuda_tests ($SAN_TESTS) rc $?"
+      grep -E "^=========     at " "$OUT/sanitizer-initcheck-tests.log" | sed 's/(.*//' | sort | uniq -c | sort -rn | head -20
+      grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer-initcheck-tests.log" | tail -3
+    fi
   else
     echo "compute-sanitizer: not on this machine"
   fi
