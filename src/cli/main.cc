@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   quill::cli::add_run_command(app, run);
   quill::cli::add_plan_command(app, run);
   quill::cli::add_project_command(app, run);
+  quill::cli::add_tune_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -166,8 +166,9 @@ Projection project_step(const ProjectionRequest& q) {
       sp.message_s = pp_latency + static_cast<double>(pp_bytes) / static_cast<double>(pp_messages) / (pp_busbw * 1e9);
     for (auto& [key, gt] : by_group) sp.groups.push_back(gt);
     const double pass = sp.passes_compute_s + sp.passes_comm_s;
-    sp.forward_s = (1 - fb) * pass;
-    sp.backward_s = fb * pass;
+    const double share = r.backward_share >= 0 ? r.backward_share : fb;
+    sp.forward_s = (1 - share) * pass;
+    sp.backward_s = share * pass;
     out.stages.push_back(sp);
   }
   // The passes by the 1F1B table, at the projected micro-batch count.

@@ -41,6 +41,9 @@ struct RankMeasurement {
   std::vector<CollectiveRow> rows;
   int64_t steps = 1;
   std::map<std::string, std::vector<int>> groups;  // name -> world ranks (collectives.json's "groups")
+  // Of its passes, the backward's share; negative: the request's backward_share. A modelled rank knows it
+  // (quill tune: the last stage's forward also runs the head's backward).
+  double backward_share = -1;
 };
 
 struct ProjectionRequest {

@@ -139,7 +139,8 @@ template <class T> YAML::Node to_node(const T& v, const YAML::Node& existing) {
   } else if constexpr (std::is_same_v<T, StringMap>) {
     YAML::Node m(YAML::NodeType::Map);
     for (const auto& [key, value] : v) {
-      YAML::Node old = existing.IsMap() ? existing[key] : YAML::Node();
+      // (a recipe built from scratch has no such section: `existing` is then undefined, not a map)
+      YAML::Node old = existing.IsDefined() && existing.IsMap() ? existing[key] : YAML::Node();
       bool same = old.IsDefined() && old.IsScalar() && old.Scalar() == value;
       m[key] = same ? old : yaml_string(value);  // an unchanged entry keeps its spelling
     }

@@ -112,6 +112,7 @@ SearchResult search_layouts(const SearchRequest& q) {
             pr.global_batch = q.global_batch;
             pr.gpus_per_node = q.gpus_per_node;
             pr.freeze = q.freeze;
+            pr.device = q.device;
             auto plan_at = [&](double fraction, bool bf16) {
               pr.optimizer = optimizer_at(fraction, bf16);
               ++r.plans;

@@ -22,6 +22,7 @@ struct SearchRequest {
   int64_t row_tokens = 0;    // one row per micro-batch
   int64_t global_batch = 1;  // rows per optimizer step
   int64_t device_memory = 0; // bytes a GPU offers (plan::kH200MemoryBytes for an H200)
+  Device device = Device::CUDA;  // what the ranks compute on (the plan's dtypes)
   bool cross_node_ep = false;        // expert-parallel groups may span nodes
   // Uneven pipeline splits whose first or last stage differs from the middle stages by more layers are
   // not examined (a stage that much larger bounds the step; the even split always is).

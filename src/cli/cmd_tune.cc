@@ -1,0 +1,317 @@
+// `quill tune`: the layouts of a model on a number of GPUs, those that fit (quill plan), ranked by their
+// projected tokens/s/GPU (modelled compute and exact modelled collective bytes through the communication
+// model), with the reasons for what was refused and how the search was pruned (docs/tune.md).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/timer.h"
+#include "cli/commands.h"
+#include "cli/memory_flags.h"
+#include "cli/projection_report.h"
+#include "model/params.h"
+#include "plan/memory_plan.h"
+#include "plan/plan_report.h"
+#include "recipe/metrics.h"
+#include "recipe/run_recipe.h"
+#include "tune/emit_recipe.h"
+#include "tune/rank_layouts.h"
+
+namespace quill::cli {
+
+namespace {
+
+// Overrides of the compute rates from a JSON object of ComputeRates' field names.
+tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
+  std::ifstream in(path);
+  QUILL_CHECK(in.good(), "--compute-rates {}: cannot read the file", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("--compute-rates {}: {}", path, e.what());
+  }
+  QUILL_CHECK(j.is_object(), "--compute-rates {}: expected a JSON object of rates", path);
+  const std::pair<const char*, double*> fields[] = {
+      {"dense_gemm_tflops", &r.dense_gemm_tflops},
+      {"grouped_gemm_tflops", &r.grouped_gemm_tflops},
+      {"attention_global_fwd_tflops", &r.attention_global_fwd_tflops},
+      {"attention_global_bwd_tflops", &r.attention_global_bwd_tflops},
+      {"attention_local_fwd_tflops", &r.attention_local_fwd_tflops},
+      {"attention_local_bwd_tflops", &r.attention_local_bwd_tflops},
+      {"loss_gbps", &r.loss_gbps},
+      {"region_ms_per_row_layer", &r.region_ms_per_row_layer},
+      {"split_ms_per_row_layer", &r.split_ms_per_row_layer},
+      {"gaps_ms_per_row_layer", &r.gaps_ms_per_row_layer},
+      {"adamw_gbps", &r.adamw_gbps},
+      {"sum_squares_gbps", &r.sum_squares_gbps},
+      {"host_adamw_gbps", &r.host_adamw_gbps},
+      {"pcie_gbps", &r.pcie_gbps}};
+  for (const auto& [key, value] : j.items()) {
+    if (key == "source") {
+      r.source = value.get<std::string>();
+      continue;
+    }
+    if (key == "reference_tokens" || key == "reference_hidden") {
+      (key == "reference_tokens" ? r.reference_tokens : r.reference_hidden) = value.get<int64_t>();
+      continue;
+    }
+    bool known = false;
+    for (const auto& [name, field] : fields)
+      if (key == name) {
+        QUILL_CHECK(value.is_number() && value.get<double>() >= 0, "--compute-rates {}: {} must be a number >= 0",
+                    path, key);
+        *field = value.get<double>();
+        known = true;
+      }
+    QUILL_CHECK(known, "--compute-rates {}: unknown rate '{}'", path, key);
+  }
+  if (!j.contains("source")) r.source = "given in " + path;
+  return r;
+}
+
+std::string gib(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / (1 << 30)); }
+
+// Peak GiB by stage role: "first 120.1 / middle 98.0 / last 110.3" (the largest middle stage).
+std::string peaks_by_role(const tune::Candidate& c) {
+  std::map<std::string, int64_t> by;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < c.stage_roles.size(); ++i) {
+    if (!by.count(c.stage_roles[i])) order.push_back(c.stage_roles[i]);
+    by[c.stage_roles[i]] = std::max(by[c.stage_roles[i]], c.stage_device_bytes[i]);
+  }
+  std::string out;
+  for (const std::string& role : order) out += (out.empty() ? "" : " / ") + role + " " + gib(by[role]);
+  return out;
+}
+
+std::string optimizer_text(const OptimizerMemory& m) {
+  std::string s = m.effective_fraction() > 0 ? fmt::format("offload {:.1f}", m.offload_fraction) : "offload 0";
+  if (m.exp_avg == DType::BF16) s += ", bf16 moments";
+  return s;
+}
+
+nlohmann::json ranked_json(const tune::RankedLayout& r, int rank) {
+  nlohmann::json j;
+  j["rank"] = rank;
+  j["layout"] = r.candidate.layout.describe();
+  j["tp"] = r.candidate.layout.tp, j["sp"] = r.candidate.layout.sequence_parallel, j["pp"] = r.candidate.layout.pp;
+  j["pp_layers"] = r.candidate.layout.pp_layers, j["ep"] = r.candidate.layout.ep, j["dp"] = r.candidate.layout.dp;
+  j["split"] = r.candidate.split;
+  j["offload_fraction"] = r.candidate.optimizer.effective_fraction();
+  j["bf16_moments"] = r.candidate.optimizer.exp_avg == DType::BF16;
+  nlohmann::json stages = nlohmann::json::array();
+  for (size_t i = 0; i < r.candidate.stage_roles.size(); ++i)
+    stages.push_back({{"role", r.candidate.stage_roles[i]}, {"peak_device_bytes", r.candidate.stage_device_bytes[i]},
+                      {"forward_s", r.projection.stages[i].forward_s}, {"backward_s", r.projection.stages[i].backward_s},
+                      {"optimizer_s", r.projection.stages[i].optimizer_compute_s + r.projection.stages[i].optimizer_comm_s}});
+  j["stages"] = stages;
+  j["step_s"] = r.step_s;
+  j["pipeline_s"] = r.projection.pipeline_s;
+  j["optimizer_s"] = r.projection.optimizer_s;
+  j["exposed_comm_s"] = r.projection.exposed_comm_s;
+  j["bubble_s"] = r.projection.bubble_s;
+  j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+  j["mfu"] = r.mfu;
+  j["usd_per_million_tokens"] = r.usd_per_million_tokens ? nlohmann::json(*r.usd_per_million_tokens) : nlohmann::json(nullptr);
+  j["bound"] = r.bound;
+  j["bound_s"] = r.bound_s;
+  return j;
+}
+
+std::string row_text(const tune::RankedLayout& r, int rank) {
+  return fmt::format("{:>4}  {:<44} {:<22} {:<36} {:>8.3f} {:>10.1f} {:>6.2f}% {:>8} {}\n", rank,
+                     r.candidate.layout.describe(), optimizer_text(r.candidate.optimizer), peaks_by_role(r.candidate),
+                     r.step_s, r.tokens_per_s_per_gpu, 100 * r.mfu,
+                     r.usd_per_million_tokens ? fmt::format("{:.3f}", *r.usd_per_million_tokens) : "-",
+                     fmt::format("{} {:.3f} s", r.bound, r.bound_s));
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app, Runner& run) {
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "choose the layout for a model on a number of GPUs: every layout that fits, ranked by projected tokens/s/GPU");
+  static std::string model, gpu = "h200", device_memory, emit, rates_path, freeze_preset = "miles";
+  static std::vector<std::string> freeze, compare;
+  static int gpus = 0, top = 10;
+  static int64_t row_tokens = 8192, global_batch = 128, max_imbalance = 3;
+  static bool json = false, cross_node_ep = false;
+  static ProjectionFlags pflags;
+  cmd->add_option("--model", model, "config.json of the model (or a directory holding it)")->required();
+  cmd->add_option("--gpus", gpus, "GPUs (world ranks) to lay the model out on")->required();
+  cmd->add_option("--gpu", gpu, "h200 (bf16, 141 GiB, the H200 rates and NVLink/NDR figures; default) | cpu (fp32 "
+                                "CPU ranks: give --compute-rates, --device-memory and the MPI figures)");
+  cmd->add_option("--row-tokens", row_tokens, "tokens per row, one row per micro-batch (default 8192)");
+  cmd->add_option("--global-batch", global_batch, "rows per optimizer step (default 128)");
+  cmd->add_option("--top", top, "layouts to print (default 10)");
+  cmd->add_flag("--json", json, "print every ranked layout, the refusals and the pruning as JSON");
+  cmd->add_option("--emit-recipe", emit, "write the best layout as a recipe (the seed's format) that quill run accepts");
+  cmd->add_flag("--allow-cross-node-ep", cross_node_ep, "let expert-parallel groups span nodes (default: inside a node)");
+  cmd->add_option("--max-split-imbalance", max_imbalance,
+                  "uneven pipeline splits: first and last stages within this many layers of the middle ones (default 3)");
+  cmd->add_option("--compute-rates", rates_path, "JSON object overriding the modelled compute rates (docs/tune.md)");
+  cmd->add_option("--compare", compare, "a recipe whose layout and offload to project and place in the ranking "
+                                        "(repeatable)");
+  cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
+  cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales; default) | none");
+  add_device_memory_flag(cmd, device_memory);
+  add_projection_flags(cmd, pflags, /*workload=*/false);
+  cmd->callback([&run] {
+    run = [] {
+      Timer timer;
+      QUILL_CHECK(gpu == "h200" || gpu == "cpu", "--gpu {}: quill tune knows h200 and cpu", gpu);
+      const bool on_gpu = gpu == "h200";
+      tune::SearchRequest q;
+      q.config = load_inkling_config(model);
+      q.gpus = gpus;
+      q.gpus_per_node = pflags.gpus_per_node;
+      q.row_tokens = row_tokens;
+      q.global_batch = global_batch;
+      q.cross_node_ep = cross_node_ep;
+      q.max_split_imbalance = max_imbalance;
+      q.freeze = freeze;
+      if (freeze_preset == "miles") {
+        for (const std::string& p : miles_frozen_patterns()) q.freeze.push_back(p);
+      } else {
+        QUILL_CHECK(freeze_preset == "none", "--freeze-preset: unknown preset '{}' (miles or none)", freeze_preset);
+      }
+      q.device_memory = parse_device_memory(device_memory);
+      if (q.device_memory < 0) {
+        QUILL_CHECK(on_gpu, "--gpu cpu: give --device-memory (the memory each CPU rank may use)");
+        q.device_memory = plan::kH200MemoryBytes;
+      }
+      QUILL_CHECK(on_gpu || !rates_path.empty(), "--gpu cpu: give --compute-rates (the CPU's measured rates)");
+      q.device = on_gpu ? Device::CUDA : Device::CPU;
+      tune::SearchResult found = tune::search_layouts(q);
+      const double search_s = timer.seconds();
+
+      tune::RankRequest rq;
+      rq.config = q.config;
+      rq.row_tokens = row_tokens;
+      rq.global_batch = global_batch;
+      rq.device = q.device;
+      rq.freeze = q.freeze;
+      rq.comm = comm_params(pflags);
+      rq.rates = rates_path.empty() ? tune::h200_compute_rates() : rates_with(rates_path, tune::h200_compute_rates());
+      rq.price_per_gpu_hour = pflags.price_per_gpu_hour;
+      if (!rq.price_per_gpu_hour && on_gpu) rq.price_per_gpu_hour = kUsdPerGpuHourP5en;
+      rq.peak_flops = kPeakFlopsH100Bf16;
+      // Expert-parallel groups inside a node, unless allowed across (the search kept ep <= GPUs per node;
+      // the grid's placement decides).
+      std::vector<tune::Candidate> kept;
+      for (tune::Candidate& c : found.fitting) {
+        if (!cross_node_ep && !tune::expert_groups_inside_nodes(c.layout, q.gpus_per_node)) {
+          tune::Refusal& x = found.refused["an expert-parallel group spans nodes (--allow-cross-node-ep)"];
+          if (x.count++ == 0) x.example = c.layout.describe();
+          continue;
+        }
+        kept.push_back(std::move(c));
+      }
+      const std::vector<tune::RankedLayout> ranked = tune::rank_layouts(kept, rq);
+      const double total_s = timer.seconds();
+
+      // --compare: each recipe's layout and offload, projected, with the place it would take.
+      struct Compared {
+        std::string path;
+        tune::RankedLayout r;
+        int place = 0;
+        bool fits = false;
+        std::string fit;
+      };
+      std::vector<Compared> compared;
+      for (const std::string& path : compare) {
+        const Recipe recipe = read_recipe(path);
+        tune::Candidate c;
+        c.layout = recipe_layout_spec(recipe.layout, q.config.num_layers);
+        c.split = c.layout.pp_layers.empty() ? "even" : "recipe's";
+        if (recipe.layout.offload && recipe.layout.offload->optimizer_fraction.value_or(0) > 0) {
+          c.optimizer.cpu_offload = true;
+          c.optimizer.offload_fraction = *recipe.layout.offload->optimizer_fraction;
+          c.optimizer.overlap_d2h_h2d = recipe.layout.offload->overlap_d2h_h2d.value_or(false);
+        }
+        QUILL_CHECK(c.layout.world() == gpus, "--compare {}: its layout has {} ranks, --gpus is {}", path,
+                    c.layout.world(), gpus);
+        plan::PlanRequest pr;
+        pr.config = q.config, pr.layout = c.layout, pr.row_tokens = row_tokens, pr.global_batch = global_batch;
+        pr.optimizer = c.optimizer, pr.gpus_per_node = q.gpus_per_node, pr.freeze = q.freeze, pr.device = q.device;
+        const plan::MemoryPlan mp = plan::plan_memory(pr);
+        for (const plan::StagePlan& s : mp.stages) c.stage_device_bytes.push_back(s.device_total()), c.stage_roles.push_back(s.role);
+        const plan::FitVerdict v = plan::check_fit(mp, q.device_memory);
+        Compared x{path, tune::project_candidate(c, rq), 1, v.fits, v.message};
+        for (const tune::RankedLayout& r : ranked) x.place += r.tokens_per_s_per_gpu > x.r.tokens_per_s_per_gpu ? 1 : 0;
+        compared.push_back(std::move(x));
+      }
+
+      if (json) {
+        nlohmann::json j;
+        j["format"] = "quill-tune-1";
+        j["model"] = model;
+        j["gpus"] = gpus, j["gpus_per_node"] = q.gpus_per_node, j["gpu"] = gpu;
+        j["row_tokens"] = row_tokens, j["global_batch"] = global_batch;
+        j["geometries"] = found.geometries, j["plans"] = found.plans;
+        j["search_s"] = search_s, j["total_s"] = total_s;
+        j["comm_model"] = rq.comm.source;
+        j["compute_model"] = rq.rates.source;
+        nlohmann::json all = nlohmann::json::array();
+        for (size_t i = 0; i < ranked.size(); ++i) all.push_back(ranked_json(ranked[i], static_cast<int>(i + 1)));
+        j["ranked"] = all;
+        nlohmann::json refused = nlohmann::json::object();
+        for (const auto& [reason, x] : found.refused) refused[reason] = {{"count", x.count}, {"example", x.example}};
+        j["refused"] = refused;
+        j["pruning"] = found.pruning;
+        nlohmann::json cmp = nlohmann::json::array();
+        for (const Compared& c : compared) {
+          nlohmann::json e = ranked_json(c.r, c.place);
+          e["recipe"] = c.path, e["fits"] = c.fits, e["fit"] = c.fit;
+          cmp.push_back(e);
+        }
+        j["compared"] = cmp;
+        std::printf("%s\n", j.dump(1).c_str());
+      } else {
+        std::printf("quill tune: %s on %d GPUs (%d per node, %s), %lld-token rows, %lld rows per step\n", model.c_str(),
+                    gpus, q.gpus_per_node, gpu.c_str(), static_cast<long long>(row_tokens),
+                    static_cast<long long>(global_batch));
+        std::printf("%lld geometries examined, %lld memory plans, %zu layouts fit and are ranked (%.1f s; search %.1f s)\n",
+                    static_cast<long long>(found.geometries), static_cast<long long>(found.plans), ranked.size(), total_s,
+                    search_s);
+        std::printf("every figure is MODELLED (docs/tune.md): compute from measured per-op rates, collectives from their "
+                    "exact bytes and the communication model; nothing here ran\n\n");
+        std::printf("%4s  %-44s %-22s %-36s %8s %10s %7s %8s %s\n", "rank", "layout", "optimizer", "peak GiB by stage",
+                    "step s", "tok/s/GPU", "MFU", "$/M tok", "bounded by");
+        for (size_t i = 0; i < ranked.size() && static_cast<int>(i) < top; ++i)
+          std::printf("%s", row_text(ranked[i], static_cast<int>(i + 1)).c_str());
+        for (const Compared& c : compared) {
+          std::printf("\n%s (%s): would rank %d of %zu%s\n", c.path.c_str(), c.fits ? "fits" : "does NOT fit", c.place,
+                      ranked.size() + 1, c.fits ? "" : (": " + c.fit).c_str());
+          std::printf("%s", row_text(c.r, c.place).c_str());
+        }
+        std::printf("\nrefused:\n");
+        for (const auto& [reason, x] : found.refused)
+          std::printf("  %lld  %s\n       e.g. %s\n", static_cast<long long>(x.count), reason.c_str(),
+                      x.example.substr(0, 400).c_str());
+        std::printf("pruning:\n");
+        for (const std::string& p : found.pruning) std::printf("  - %s\n", p.c_str());
+        std::printf("compute model: %s\ncomm model: %s\n", rq.rates.source.c_str(), rq.comm.source.c_str());
+      }
+      if (!emit.empty()) {
+        QUILL_CHECK(!ranked.empty(), "--emit-recipe {}: no layout fits, nothing to write", emit);
+        tune::EmitRequest e;
+        e.model = q.config.source.empty() ? model : q.config.source;
+        e.gpu = on_gpu ? "H200" : "CPU";
+        e.gpu_memory_gb = on_gpu ? 141 : q.device_memory >> 30;
+        e.gpus_per_node = q.gpus_per_node;
+        e.row_tokens = row_tokens;
+        e.global_batch = global_batch;
+        write_recipe(emit, tune::tuned_recipe(ranked.front(), e));
+        if (!json) std::printf("recipe of rank 1 in %s\n", emit.c_str());
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace quill::cli

@@ -1,0 +1,162 @@
+#include "tune/compute_model.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "model/offload_split.h"
+#include "parallel/grid.h"
+#include "parallel/layout.h"
+#include "plan/param_memory.h"
+
+namespace quill::tune {
+
+ComputeRates h200_compute_rates() {
+  ComputeRates r;
+  // bench/results/2026-11-30-slice-v6/op_profile_gb8.json (quill 508d374, one H200, the slice at 8 rows of
+  // 8,192 tokens, 50.9% MFU): FLOPs and milliseconds of each op over one step.
+  // linear_*: 3 x 1.772e14 FLOPs in 231.84 + 237.76 + 245.32 ms.
+  r.dense_gemm_tflops = 3 * 1.772e14 / (714.92e-3) / 1e12;  // 743.6
+  // grouped_linear_*: 3 x 5.937e13 FLOPs in 95.15 + 92.22 + 120.28 ms.
+  r.grouped_gemm_tflops = 3 * 5.937e13 / (307.65e-3) / 1e12;  // 578.9
+  // attention by layer type (the step's top-25 table, slice-bench.txt): the global layer 140.9 forward,
+  // 93.7 backward; the three local layers (window 512) 65.2 and 47.2 TFLOP/s. Since then the backward
+  // adds dQ in a fixed order (bench/results/2026-12-02-determinism: +9.4% global, +3.6% local).
+  r.attention_global_fwd_tflops = 140.9;
+  r.attention_global_bwd_tflops = 93.7 / 1.094;
+  r.attention_local_fwd_tflops = 65.2;
+  r.attention_local_bwd_tflops = 47.2 / 1.036;
+  // cross_entropy_forward_backward: 5.27e10 bytes (4 per logit) in 11.55 ms.
+  r.loss_gbps = 5.27e10 / 11.55e-3 / 1e9;  // 4563
+  // The memory-bound ops of the passes over 8 rows x 4 layers: the sequence region's (rmsnorm, add_inplace,
+  // short_conv, scale_by_scalar, embedding, zero, scale_inplace, convert, transfer) 39.65 ms; the split
+  // region's (swiglu, moe_(un)permute, scale_rows, route plan, router, get/set_columns) 43.61 ms; the gaps
+  // between ops (step 1420.59 ms on the stream, ops 1414.80 ms) 5.79 ms.
+  r.region_ms_per_row_layer = 39.65 / 32;
+  r.split_ms_per_row_layer = 43.61 / 32;
+  r.gaps_ms_per_row_layer = 5.79 / 32;
+  // adamw_update: 1.378e11 bytes in 35.21 ms; sum_squares: 1.837e10 bytes in 4.49 ms.
+  r.adamw_gbps = 1.378e11 / 35.21e-3 / 1e9;       // 3914
+  r.sum_squares_gbps = 1.837e10 / 4.49e-3 / 1e9;  // 4091
+  // The host AdamW (bench/results/2026-12-01-cpu-adamw): 50.1 GB/s of optimizer state on two threads of the
+  // development VM; the GPU host's figure is not measured yet (scripts/gpu/offload-check.sh).
+  r.host_adamw_gbps = 50.1;
+  // Pinned host <-> device copies on the H200 machine, each way (docs/performance.md).
+  r.pcie_gbps = 55.0;
+  r.source =
+      "modelled from quill's own measurements on one H200: the slice's per-op rates at 8 rows per step "
+      "(bench/results/2026-11-30-slice-v6: dense GEMMs 744, expert GEMMs 579, attention global 141/86, local "
+      "65/46 TFLOP/s fwd/bwd with the deterministic backward's cost), AdamW 3914 GB/s; host AdamW 50.1 GB/s of "
+      "state (2-core VM, bench/results/2026-12-01-cpu-adamw), pinned copies 55 GB/s";
+  return r;
+}
+
+double attention_pairs(int64_t T, int64_t window) {
+  const double t = static_cast<double>(T);
+  const double w = window <= 0 || window >= T ? t : static_cast<double>(window);
+  return w * (w + 1) / 2 + (t - w) * w;
+}
+
+namespace {
+
+int64_t dtype_bytes(DType d) { return static_cast<int64_t>(dtype_size(d)); }
+
+}  // namespace
+
+RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int rank, const LedgerWorkload& w,
+                         const OptimizerMemory& opt, const ComputeRates& rates) {
+  const Grid grid(spec.world(), spec);
+  const GridCoords at = grid.coords(rank);
+  const std::vector<int64_t> stages = resolve_stage_layers(spec, c.num_layers);
+  int64_t first = 0;
+  for (int s = 0; s < at.pp; ++s) first += stages[static_cast<size_t>(s)];
+  const int64_t end = first + stages[static_cast<size_t>(at.pp)];
+  QUILL_CHECK(w.global_batch % spec.dp == 0, "--global-batch {} does not divide over {} data-parallel ranks",
+              w.global_batch, spec.dp);
+  const int64_t m = w.global_batch / spec.dp;
+  const double T = static_cast<double>(w.row_tokens), D = static_cast<double>(c.hidden_size);
+  const double tp = spec.tp, Tc = T / tp;
+  const bool sp = spec.sequence_parallel && spec.tp > 1;
+  const bool last = at.pp == spec.pp - 1;
+
+  // Per micro-batch, forward FLOPs by kind.
+  double dense = 0, grouped = 0, head = 0;
+  double attn_s_fwd = 0, attn_s_bwd = 0, attn_flops = 0;
+  for (int64_t i = first; i < end; ++i) {
+    const double H = static_cast<double>(c.heads(i)) / tp, G = static_cast<double>(c.kv_heads(i)) / tp;
+    const double d = static_cast<double>(c.layer_head_dim(i)), R = static_cast<double>(c.d_rel);
+    dense += 2 * T * D * (H * d + 2 * G * d + H * R) + 2 * T * H * d * D;  // q, k, v, relative; out
+    const double core = 4 * attention_pairs(w.row_tokens, c.window(i)) * H * d;
+    const bool local = c.is_local(i);
+    attn_s_fwd += core / ((local ? rates.attention_local_fwd_tflops : rates.attention_global_fwd_tflops) * 1e12);
+    attn_s_bwd += 2.5 * core / ((local ? rates.attention_local_bwd_tflops : rates.attention_global_bwd_tflops) * 1e12);
+    attn_flops += 3.5 * core;
+    if (!c.is_moe(i)) {
+      const double F = static_cast<double>(c.dense_intermediate_size) / tp;
+      dense += 2 * T * D * 2 * F + 2 * T * F * D;
+    } else {
+      const double E = static_cast<double>(c.n_routed_experts), S = static_cast<double>(c.n_shared_experts);
+      const double F = static_cast<double>(c.moe_intermediate_size);
+      dense += 2 * Tc * D * (E + S);                                 // the router's gate, on the rank's chunk
+      grouped += 6 * Tc * static_cast<double>(c.num_experts_per_tok) * D * F;  // T/tp x top_k rows, w13 and w2
+      dense += S * 6 * T * D * (F / tp);                              // the shared experts over all positions
+    }
+  }
+  if (last) head = 2 * T * D * static_cast<double>(c.vocab_size) / tp;
+  const double dense_s = dense / (rates.dense_gemm_tflops * 1e12), grouped_s = grouped / (rates.grouped_gemm_tflops * 1e12);
+  const double head_s = head / (rates.dense_gemm_tflops * 1e12);
+  const double loss_s = last ? T * static_cast<double>(c.vocab_size) / tp * 4 / (rates.loss_gbps * 1e9) : 0;
+  const double layers = static_cast<double>(end - first);
+  const double size = T * D / (static_cast<double>(rates.reference_tokens) * static_cast<double>(rates.reference_hidden));
+  const double memory_s = layers * 1e-3 *
+                          (size * (rates.region_ms_per_row_layer / (sp ? tp : 1.0) + rates.split_ms_per_row_layer / tp) +
+                           rates.gaps_ms_per_row_layer);
+
+  RankCompute out;
+  // The GEMMs' backward is two GEMMs of the forward's size; the memory-bound ops split as measured
+  // (about a third forward). The last stage's forward also runs the head's backward and the loss
+  // (model/stage_model.cc: each chunk's logits gradient is consumed at once).
+  out.forward_s = (dense_s + grouped_s) + attn_s_fwd + memory_s / 3 + 3 * head_s + loss_s;
+  out.backward_s = 2 * (dense_s + grouped_s) + attn_s_bwd + 2 * memory_s / 3;
+  out.flops_per_micro_batch = 3 * (dense + grouped + head) + attn_flops;
+  const double md = static_cast<double>(m);
+  out.parts = {{"dense GEMMs", 3 * dense_s * md},
+               {"expert GEMMs", 3 * grouped_s * md},
+               {"attention", (attn_s_fwd + attn_s_bwd) * md},
+               {"memory-bound ops", memory_s * md}};
+  if (last) out.parts.push_back({"LM head and loss", (3 * head_s + loss_s) * md});
+
+  // The optimizer step on the rank's shards (optim/adamw.cc): the device update of the part kept on the
+  // device, the norm's pass, and under offload the copy down of the gradients, the host update and the
+  // copy up of the weights (with --overlap-cpu-optimizer-d2h-h2d beside the device's update).
+  const plan::RankParams params = plan::rank_params(c, grid, rank, stages, w.device, w.freeze);
+  std::vector<int64_t> shards;
+  for (const plan::BucketBytes& b : params.buckets) shards.push_back(b.shard());
+  const std::vector<int64_t> host = offload_split(shards, opt.effective_fraction());
+  const int64_t moments = dtype_bytes(opt.exp_avg) + dtype_bytes(opt.exp_avg_sq);
+  double device_bytes = 0, host_bytes = 0, down = 0, up = 0, norm_bytes = 0;
+  for (size_t i = 0; i < params.buckets.size(); ++i) {
+    const plan::BucketBytes& b = params.buckets[i];
+    // Read master, gradient and both moments; write master, moments and (bf16 buckets) the compute copy.
+    const int64_t per = 4 + 4 + moments + 4 + moments + (b.compute == DType::BF16 ? 2 : 0);
+    device_bytes += static_cast<double>((shards[i] - host[i]) * per);
+    host_bytes += static_cast<double>(host[i] * per);
+    down += static_cast<double>(host[i] * 4);
+    up += static_cast<double>(host[i] * dtype_bytes(b.compute));
+    norm_bytes += static_cast<double>(shards[i] * 4);
+  }
+  const double device_s = device_bytes / (rates.adamw_gbps * 1e9);
+  const double norm_s = norm_bytes / (rates.sum_squares_gbps * 1e9);
+  const double host_s = host_bytes / (rates.host_adamw_gbps * 1e9);
+  const double down_s = down / (rates.pcie_gbps * 1e9), up_s = up / (rates.pcie_gbps * 1e9);
+  // With the overlap the copies up follow the host's update in 64 MiB stretches (optim/adamw.cc): only
+  // the last stretch's copy is left after it.
+  const double stretch_s = std::min(up, static_cast<double>(int64_t{1} << 24) * 2) / (rates.pcie_gbps * 1e9);
+  const double offload_s = opt.overlap_d2h_h2d ? std::max(device_s, down_s + host_s + stretch_s)
+                                               : down_s + host_s + up_s + device_s;
+  out.optimizer_s = norm_s + (host_bytes > 0 ? offload_s : device_s);
+  out.parts.push_back({"device AdamW and norm", device_s + norm_s});
+  if (host_bytes > 0) out.parts.push_back({"host AdamW and copies (offload)", down_s + host_s + up_s});
+  return out;
+}
+
+}  // namespace quill::tune

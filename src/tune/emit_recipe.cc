@@ -1,0 +1,99 @@
+#include "tune/emit_recipe.h"
+
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "base/error.h"
+#include "optim/optimizer_memory.h"
+
+namespace quill::tune {
+
+namespace {
+
+std::string label_of(const LayoutSpec& s) {
+  std::string l = fmt::format("TP{}", s.tp);
+  if (s.sequence_parallel && s.tp > 1) l += " SP";
+  l += fmt::format(" PP{}", s.pp);
+  if (!s.pp_layers.empty()) {
+    std::string split;
+    for (int64_t n : s.pp_layers) split += (split.empty() ? "" : "/") + std::to_string(n);
+    l += " " + split;
+  }
+  return l + fmt::format(" EP{} DP{}", s.ep, s.dp);
+}
+
+}  // namespace
+
+Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
+  const LayoutSpec& s = chosen.candidate.layout;
+  const OptimizerMemory& opt = chosen.candidate.optimizer;
+  Recipe r;
+  r.schema_version = 1;
+  r.model = q.model;
+  r.gpu.type = q.gpu;
+  r.gpu.memory_gb = q.gpu_memory_gb;
+  r.gpu.count = s.world();
+  r.gpu.per_node = q.gpus_per_node;
+  r.author = Author{std::string("quill tune"), std::nullopt};
+  r.status = "proposed";
+  r.workload.row_tokens = q.row_tokens;
+  r.workload.rows = "SFT conversations";
+  r.workload.global_batch = q.global_batch;
+  r.workload.precision = "bf16";
+  RecipeLayout& l = r.layout;
+  l.label = label_of(s);
+  l.tp = s.tp, l.pp = s.pp, l.vpp = 1, l.cp = 1, l.ep = s.ep, l.etp = 1, l.dp = s.dp;
+  l.sequence_parallel = s.sequence_parallel && s.tp > 1;
+  if (!s.pp_layers.empty()) l.layer_split = LayerSplit{s.pp_layers.front(), s.pp_layers.back()};
+  l.rows_per_microbatch = 1;
+  if (opt.effective_fraction() > 0) l.offload = Offload{opt.offload_fraction, opt.overlap_d2h_h2d};
+  l.dispatcher = "alltoall";
+  const bool bf16_moments = opt.exp_avg == DType::BF16 || opt.exp_avg_sq == DType::BF16;
+  l.summary = fmt::format(
+      "TP {}{}, PP {} ({}), CP 1, EP {}, ETP 1, DP {}; one {}-token row per microbatch; no recompute; {}; {}distributed "
+      "optimizer; alltoall dispatcher. Chosen by quill tune: projected {:.1f} tokens/s/GPU (modelled, not measured)",
+      s.tp, l.sequence_parallel ? " with sequence parallel" : "", s.pp, chosen.candidate.split, s.ep, s.dp, q.row_tokens,
+      opt.effective_fraction() > 0 ? fmt::format("CPU optimizer offload of {:.0f}% with overlapped copies",
+                                                 100 * opt.offload_fraction)
+                                   : "the optimizer on the GPU",
+      bf16_moments ? "bf16 Adam moments; " : "", chosen.tokens_per_s_per_gpu);
+  r.env = {{"NCCL_NVLS_ENABLE", "0"}};
+  std::string flags = fmt::format("--tensor-model-parallel-size {}{} \\\n    --pipeline-model-parallel-size {}", s.tp,
+                                  l.sequence_parallel ? " --sequence-parallel" : "", s.pp);
+  if (l.layer_split)
+    flags += fmt::format(" --decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}",
+                         *l.layer_split->first, *l.layer_split->last);
+  flags += fmt::format(" \\\n    --expert-model-parallel-size {} --expert-tensor-parallel-size 1 --use-distributed-optimizer", s.ep);
+  if (l.offload)
+    flags += fmt::format(" \\\n    --optimizer-cpu-offload --optimizer-offload-fraction {}{}", opt.offload_fraction,
+                         opt.overlap_d2h_h2d ? " --overlap-cpu-optimizer-d2h-h2d" : "");
+  if (bf16_moments)
+    flags += fmt::format(" \\\n    --use-precision-aware-optimizer --exp-avg-dtype {} --exp-avg-sq-dtype {}",
+                         optimizer_dtype_name(opt.exp_avg), optimizer_dtype_name(opt.exp_avg_sq));
+  r.run = fmt::format(
+      "export NCCL_NVLS_ENABLE=0\n"
+      "quill run tuned.yaml \\\n"
+      "    --hf-checkpoint \"$HF_CKPT\" --prompt-data \"$SFT_DATA\" \\\n"
+      "    --train-iters 20 --global-batch-size {} --micro-batch-size 1 --seq-length {} \\\n"
+      "    {} \\\n"
+      "    --optimizer adam --lr 1e-5 --lr-decay-style cosine --min-lr 1e-6 --lr-warmup-fraction 0.1 \\\n"
+      "    --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98 --bf16 --calculate-per-token-loss \\\n"
+      "    --attention-dropout 0.0 --hidden-dropout 0.0 --moe-token-dispatcher-type alltoall \\\n"
+      "    --distributed-timeout-minutes 30\n",
+      q.global_batch, q.row_tokens, flags);
+  std::string peaks;
+  for (size_t i = 0; i < chosen.candidate.stage_roles.size(); ++i)
+    peaks += fmt::format("{}{} {:.1f} GiB", peaks.empty() ? "" : ", ", chosen.candidate.stage_roles[i],
+                         static_cast<double>(chosen.candidate.stage_device_bytes[i]) / (1 << 30));
+  r.notes = fmt::format(
+      "- Chosen by `quill tune` (docs/tune.md) from every layout that divides the model and {} GPUs and fits by\n"
+      "  `quill plan`: projected step {:.3f} s, {:.1f} tokens/s/GPU, MFU {:.4f} (modelled compute and communication,\n"
+      "  nothing measured); bounded by {}. Peak device memory per stage (plan): {}.\n"
+      "- The optimizer and schedule flags of the run block are the seed's (tests/fixtures/recipes/seed.yaml); review\n"
+      "  them for this run. HF_CKPT and SFT_DATA name the model directory and the rows (quill data build).\n",
+      s.world(), chosen.step_s, chosen.tokens_per_s_per_gpu, chosen.mfu, chosen.bound, peaks);
+  return r;
+}
+
+}  // namespace quill::tune

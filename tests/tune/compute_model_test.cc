@@ -1,0 +1,69 @@
+// The compute model (tune/compute_model.h): its FLOP counts are the CUDA profiler's for the slice
+// (bench/results/2026-11-30-slice-v6/op_profile_gb1.json), and with the rates taken from the slice's
+// 8-row table it gives the slice's measured steps (8 rows: 1,411.0 ms median; 1 row: 211.3 ms, a figure
+// the rates were not taken from); offload and bf16 moments move the optimizer's time the right way.
+#include <gtest/gtest.h>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "tune/compute_model.h"
+
+namespace quill::tune {
+namespace {
+
+const std::string kSrc = QUILL_SOURCE_DIR;
+
+LedgerWorkload slice_workload(int64_t rows) {
+  LedgerWorkload w;
+  w.row_tokens = 8192;
+  w.global_batch = rows;
+  w.device = Device::CUDA;
+  w.freeze = miles_frozen_patterns();  // as bench/slice/run.sh trains it (quill train's default preset)
+  return w;
+}
+
+TEST(ComputeModel, FlopsAreTheProfilersAndTheSliceStepsAreTheMeasuredOnes) {
+  const InklingConfig slice = load_inkling_config(kSrc + "/configs/slice.json");
+  const LayoutSpec one;
+  const ComputeRates rates = h200_compute_rates();
+  const RankCompute gb1 = rank_compute(slice, one, 0, slice_workload(1), OptimizerMemory{}, rates);
+  // op_profile_gb1.json: linear_* 2.216e13 FLOPs each (forward, backward input, backward weight), the
+  // grouped ones 7.422e12 each, attention 7.496e11 forward and 1.874e12 backward.
+  const double profiler = 3 * 2.216e13 + 3 * 7.422e12 + 7.496e11 + 1.874e12;
+  EXPECT_NEAR(gb1.flops_per_micro_batch, profiler, 1e-3 * profiler);
+  const double step1 = gb1.forward_s + gb1.backward_s + gb1.optimizer_s;
+  const RankCompute gb8 = rank_compute(slice, one, 0, slice_workload(8), OptimizerMemory{}, rates);
+  const double step8 = 8 * (gb8.forward_s + gb8.backward_s) + gb8.optimizer_s;
+  std::printf("slice on one H200, modelled: gb1 %.1f ms (measured 211.3), gb8 %.1f ms (measured 1411.0)\n", 1e3 * step1,
+              1e3 * step8);
+  // The deterministic attention backward (after v6) adds about 1.4% to the 8-row step.
+  EXPECT_NEAR(step8, 1.4110, 0.03 * 1.4110);
+  EXPECT_NEAR(step1, 0.2113, 0.05 * 0.2113);
+  // The optimizer: AdamW over 4.59e9 elements, about 35 ms plus the norm's pass (measured 35.1 + 4.4 ms).
+  EXPECT_NEAR(gb1.optimizer_s, 0.0395, 0.1 * 0.0395);
+}
+
+TEST(ComputeModel, OffloadAddsHostWorkAndBf16MomentsSaveDeviceBytes) {
+  const InklingConfig slice = load_inkling_config(kSrc + "/configs/slice.json");
+  const LayoutSpec one;
+  const ComputeRates rates = h200_compute_rates();
+  OptimizerMemory device, half, bf16;
+  half.cpu_offload = true, half.offload_fraction = 0.5, half.overlap_d2h_h2d = true;
+  bf16.exp_avg = bf16.exp_avg_sq = DType::BF16;
+  const double d = rank_compute(slice, one, 0, slice_workload(1), device, rates).optimizer_s;
+  const double h = rank_compute(slice, one, 0, slice_workload(1), half, rates).optimizer_s;
+  const double b = rank_compute(slice, one, 0, slice_workload(1), bf16, rates).optimizer_s;
+  EXPECT_GT(h, 10 * d) << "half the state through the host at 50 GB/s against the device's 3.9 TB/s";
+  EXPECT_LT(b, d);
+  // 2.3e9 elements x 30 bytes through the host at 50.1 GB/s, after their gradients' copy down at 55 GB/s.
+  EXPECT_NEAR(h, 4.59e9 / 2 * (30 / 50.1e9 + 4 / 55e9), 0.05 * h);
+}
+
+TEST(ComputeModel, AttentionPairsCountTheWindow) {
+  EXPECT_DOUBLE_EQ(attention_pairs(8, 0), 36);   // causal: 8 x 9 / 2
+  EXPECT_DOUBLE_EQ(attention_pairs(8, 3), 21);   // 1 + 2 + 3 x 6
+  EXPECT_DOUBLE_EQ(attention_pairs(8, 16), 36);  // a window past the row is causal
+}
+
+}  // namespace
+}  // namespace quill::tune
