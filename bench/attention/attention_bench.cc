@@ -5,9 +5,10 @@
 // counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
 // bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
 // machine. Usage: attention_bench [T]
-// Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma" and
-// "forward wgmma split" (its two P V forms), each with its largest difference from the default
-// forward's out and lse on the same inputs (a full-size self-check before the figure is believed).
+// Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma",
+// "forward wgmma split" and "forward wgmma setmaxnreg" (its three forms), each with its largest
+// difference from the default forward's out and lse on the same inputs (a full-size self-check
+// before the figure is believed).
 // QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it.
 #include <cuda_runtime.h>
 
@@ -90,10 +91,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(T), fwd, 4.0 * n * d / fwd / 1e9, bwd, 10.0 * n * d / bwd / 1e9);
     if (!cuda::attn_wg::device_supported()) continue;
     ops::attention_forward(ctx, q, k, v, r, table, p, out, lse);  // the reference of the self-check
-    for (bool split : {false, true}) {
+    std::fflush(stdout);
+    for (int form = 0; form < 3; ++form) {  // default, split P V, setmaxnreg (last: a hang there keeps the rest)
+      const bool split = form == 1;
       Tensor out_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), lse_wg = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
       cuda::attn_wg::Options options;
       options.split_pv = split;
+      options.setmaxnreg = form == 2;
       options.sync_check = true;  // the first call names a failing kernel
       cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
       const double d_out = max_abs_diff(ctx, out_wg, out), d_lse = max_abs_diff(ctx, lse_wg, lse);
@@ -102,7 +106,9 @@ int main(int argc, char** argv) {
         cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
       });
       std::printf("%-40s T=%lld  forward wgmma%s %8.3f ms %7.1f TFLOP/s   max |diff| vs default: out %.3g, lse %.3g\n",
-                  layer.name, static_cast<long long>(T), split ? " split" : "", wg, 4.0 * n * d / wg / 1e9, d_out, d_lse);
+                  layer.name, static_cast<long long>(T), form == 1 ? " split" : (form == 2 ? " setmaxnreg" : ""), wg,
+                  4.0 * n * d / wg / 1e9, d_out, d_lse);
+      std::fflush(stdout);
     }
   }
   return 0;

@@ -1,7 +1,8 @@
 // The Hopper attention forward (src/ops/cuda/attention_wg_*.cu, entry point attention_forward_wgmma)
 // against the CPU reference on every head-dim-128 shape of tests/cuda/attention_test.cc plus more GQA
 // ratios, tile remainders and a case without bias, in both forms of its P V product (the default
-// m64n128 and the split m64n64 pair); against the mma.sync forward on the slice's shapes; and three
+// m64n128 and the split m64n64 pair; the setmaxnreg form on three cases, in its own test); against the
+// mma.sync forward on the slice's shapes; and three
 // diagnostics that isolate one part of the kernel each and print the first mismatching elements with
 // their coordinates (run them first when the main test fails: docs/decisions/attention-wgmma.md):
 //   WindowOneCopiesValues        out = v exactly: P V, the V descriptor (MN-major), the output store
@@ -255,6 +256,32 @@ TEST(CudaAttentionWg, BiasOnlyShowsTheBand) {
   in.v = identity_values(c.T, c.G);
   in.table = random_tensor({c.R, c.E}, DType::F32, 6105, 1.0);  // a bias of a few units: visible in P
   run_diagnostic("bias_only", c, in, 1e-2);
+}
+
+// The form with setmaxnreg (attention_wg.h, QUILL_ATTENTION_WGMMA=3) on three cases. Its own test, so
+// that a hang in setmaxnreg.inc (a register balance the hardware does not grant; no barrier timeout
+// catches it) can be filtered out: --gtest_filter=-*Setmaxnreg*.
+TEST(CudaAttentionWg, SetmaxnregFormMatchesCpu) {
+  QUILL_REQUIRE_SM90();
+  for (const Case& c : {Case{"setmaxnreg_T300_window70_E130", 300, 2, 1, 16, 130, 70},
+                        Case{"setmaxnreg_T77_log_scaling", 77, 4, 4, 5, 200, 0, true, 10.0},
+                        Case{"setmaxnreg_T1024_global", 1024, 8, 2, 16, 1024, 0, true, 300.0}}) {
+    const AttentionParams p = params_of(c);
+    const Host in = make_inputs(c, 1000);
+    Tensor out_ref = Tensor::empty({c.T, c.H, kD}, DType::F32), lse_ref = Tensor::empty({c.H, c.T}, DType::F32);
+    ops::attention_forward(DeviceContext::cpu(), in.q, in.k, in.v, in.r, in.table, p, out_ref, lse_ref);
+    const OnGpu dev = upload(in);
+    auto out = poisoned_output({c.T, c.H, kD}, DType::BF16);
+    auto lse = poisoned_output({c.H, c.T}, DType::F32);
+    cuda::attn_wg::Options options;
+    options.setmaxnreg = true;
+    options.sync_check = true;
+    cuda::attn_wg::attention_forward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out->tensor(),
+                                           lse->tensor(), options);
+    expect_close(c.name + " out", to_host_f32(out->tensor()), out_ref, 1e-2);
+    expect_close(c.name + " lse", to_host_f32(lse->tensor()), lse_ref, 1e-4);
+    EXPECT_TRUE(out->guards_intact() && lse->guards_intact()) << c.name << ": written outside its bounds";
+  }
 }
 
 TEST(CudaAttentionWg, RejectsOtherHeadDims) {

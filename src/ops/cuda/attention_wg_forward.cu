@@ -7,8 +7,8 @@
 // Design, predictions and what is least sure: docs/decisions/attention-wgmma.md.
 //
 // CTA: 384 threads, one (128-query tile, head). Warpgroup 0 is the producer (its first thread issues
-// every TMA; the rest exit after giving their registers away); warpgroups 1 and 2 each own 64 query
-// rows. Per consumer and key tile of 64 keys:
+// every TMA; the rest exit, in the kSetmaxnreg form after giving their registers away); warpgroups 1
+// and 2 each own 64 query rows. Per consumer and key tile of 64 keys:
 //   S = Q K^T       8 x wgmma.m64n64k16, Q and K from shared memory (K-major, 128-byte swizzle)
 //   softmax         in fp32 registers: tau, scale, the bias tile (fp32, from shared memory), the mask,
 //                   the online max / sum in base 2; P rounded to bf16 is the A operand of the next product
@@ -26,9 +26,10 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-// Register budgets after the split (setmaxnreg): 128 x 40 + 256 x 232 = 64,512 = 384 x 168, the
-// launch allocation (__launch_bounds__(384, 1)); the two must balance or setmaxnreg.inc waits forever.
-// ptxas compiles the consumer within 168 registers anyway (no spills, -Xptxas -v), so the raise is headroom.
+// Register budgets after the split (setmaxnreg, the kSetmaxnreg form only): 128 x 40 + 256 x 232 = 64,512 =
+// 384 x 168, the launch allocation (__launch_bounds__(384, 1)); they must balance or setmaxnreg.inc waits
+// forever. ptxas fits the consumer in 160 registers without it (no spills, -Xptxas -v), so the default form
+// leaves it out: no gain, and a hang that no barrier timeout would catch if the balance were wrong.
 constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 232;
 static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs == kThreads * 168, "register budgets must balance");
@@ -305,7 +306,7 @@ struct Consumer {
   }
 };
 
-template <bool kSplitPv>
+template <bool kSplitPv, bool kSetmaxnreg>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_wg_forward_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                 const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap b_map,
@@ -337,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();  // the last CTA-wide barrier: the producer's idle warps exit below
 
   if (wg == 0) {
-    regs_dec<kProducerRegs>();
+    if constexpr (kSetmaxnreg) regs_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       tma_prefetch_descriptor(&q_map);
       tma_prefetch_descriptor(&k_map);
@@ -347,25 +348,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
-  regs_inc<kConsumerRegs>();
+  if constexpr (kSetmaxnreg) regs_inc<kConsumerRegs>();
   Consumer<kSplitPv> c(sm, p, wg - 1, t0, threadIdx.x % 128);
   c.run(s_begin, n_tiles, h, out, lse);
 }
 
 }  // namespace
 
-void launch_forward_kernel(const LaunchArgs& a, bool split_pv, cudaStream_t stream) {
-  const void* kernel = split_pv ? reinterpret_cast<const void*>(&attention_wg_forward_kernel<true>)
-                                : reinterpret_cast<const void*>(&attention_wg_forward_kernel<false>);
+namespace {
+template <bool kSplitPv, bool kSetmaxnreg>
+void launch(const LaunchArgs& a, cudaStream_t stream, const char* name) {
+  const void* kernel = reinterpret_cast<const void*>(&attention_wg_forward_kernel<kSplitPv, kSetmaxnreg>);
   attn::set_smem("attention_forward_wgmma", kernel, kSmemBytes);
   const dim3 grid((a.p.T + kBlockM - 1) / kBlockM, a.p.H);
-  if (split_pv)
-    attention_wg_forward_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p,
-                                                                              a.out, a.lse);
-  else
-    attention_wg_forward_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p,
-                                                                               a.out, a.lse);
-  QUILL_CUDA_CHECK_LAUNCH(split_pv ? "attention_wg_forward_kernel<split P V>" : "attention_wg_forward_kernel");
+  attention_wg_forward_kernel<kSplitPv, kSetmaxnreg>
+      <<<grid, kThreads, kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p, a.out, a.lse);
+  QUILL_CUDA_CHECK_LAUNCH(name);
+}
+}  // namespace
+
+void launch_forward_kernel(const LaunchArgs& a, bool split_pv, bool setmaxnreg, cudaStream_t stream) {
+  QUILL_CHECK(!(split_pv && setmaxnreg), "attention_forward_wgmma: the split P V form has no setmaxnreg variant");
+  if (setmaxnreg) return launch<false, true>(a, stream, "attention_wg_forward_kernel<setmaxnreg>");
+  if (split_pv) return launch<true, false>(a, stream, "attention_wg_forward_kernel<split P V>");
+  launch<false, false>(a, stream, "attention_wg_forward_kernel");
 }
 
 }  // namespace quill::cuda::attn_wg
