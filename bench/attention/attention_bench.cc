@@ -5,14 +5,22 @@
 // counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
 // bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
 // machine. Usage: attention_bench [T]
+// Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma",
+// "forward wgmma split" and "forward wgmma setmaxnreg" (its three forms), each with its largest
+// difference from the default forward's out and lse on the same inputs (a full-size self-check
+// before the figure is believed).
+// QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/convert.h"
+#include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
 #include "tensor/tensor.h"
@@ -24,6 +32,22 @@ using bench::median_ms;
 using bench::random_device;
 
 namespace {
+
+// Largest |a - b| over two device tensors of one shape (bf16 or fp32), on the host.
+double max_abs_diff(const DeviceContext& ctx, const Tensor& a, const Tensor& b) {
+  auto host = [&](const Tensor& t) {
+    Tensor h = Tensor::empty(t.shape(), t.dtype());
+    ops::transfer(ctx, t, h);
+    return convert_dtype(h, DType::F32);
+  };
+  const Tensor ha = host(a), hb = host(b);
+  double worst = 0;
+  for (int64_t i = 0; i < ha.numel(); ++i) {
+    const double d = std::fabs(static_cast<double>(ha.data_as<float>()[i]) - hb.data_as<float>()[i]);
+    if (!(d <= worst)) worst = d;  // NaN sticks
+  }
+  return worst;
+}
 
 double pairs(int64_t T, int64_t window) {
   double n = 0;
@@ -65,6 +89,27 @@ int main(int argc, char** argv) {
     const double n = pairs(T, layer.window) * static_cast<double>(H);
     std::printf("%-40s T=%lld  forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n", layer.name,
                 static_cast<long long>(T), fwd, 4.0 * n * d / fwd / 1e9, bwd, 10.0 * n * d / bwd / 1e9);
+    if (!cuda::attn_wg::device_supported()) continue;
+    ops::attention_forward(ctx, q, k, v, r, table, p, out, lse);  // the reference of the self-check
+    std::fflush(stdout);
+    for (int form = 0; form < 3; ++form) {  // default, split P V, setmaxnreg (last: a hang there keeps the rest)
+      const bool split = form == 1;
+      Tensor out_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), lse_wg = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
+      cuda::attn_wg::Options options;
+      options.split_pv = split;
+      options.setmaxnreg = form == 2;
+      options.sync_check = true;  // the first call names a failing kernel
+      cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
+      const double d_out = max_abs_diff(ctx, out_wg, out), d_lse = max_abs_diff(ctx, lse_wg, lse);
+      options.sync_check = false;
+      const double wg = median_ms(stream, [&] {
+        cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
+      });
+      std::printf("%-40s T=%lld  forward wgmma%s %8.3f ms %7.1f TFLOP/s   max |diff| vs default: out %.3g, lse %.3g\n",
+                  layer.name, static_cast<long long>(T), form == 1 ? " split" : (form == 2 ? " setmaxnreg" : ""), wg,
+                  4.0 * n * d / wg / 1e9, d_out, d_lse);
+      std::fflush(stdout);
+    }
   }
   return 0;
 }

@@ -23,6 +23,7 @@
 // (window 512), 31 ms for a global one (E = 1024); fp32 CUDA-core products, about 14 to 18 TFLOP/s.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_tc.h"
+#include "ops/cuda/attention_wg.h"
 #include "ops/cuda/kernels.h"
 
 namespace quill::cuda {
@@ -162,6 +163,12 @@ void attention_forward(const DeviceContext& ctx, const Tensor& q_THd, const Tens
   require_device(op, "out_THd", out_THd, {p.T, p.H, p.d}, DType::BF16);
   require_device(op, "lse_HT", lse_HT, {p.H, p.T}, DType::F32);
   if (p.T == 0 || p.H == 0) return;
+  if (attn_tc::takes(p) && attn_wg::requested_mode() > 0) {  // QUILL_ATTENTION_WGMMA (attention_wg.h)
+    attn_wg::Options options;
+    options.split_pv = attn_wg::requested_mode() == 2;
+    options.setmaxnreg = attn_wg::requested_mode() == 3;
+    return attn_wg::attention_forward_wgmma(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT, options);
+  }
   if (attn_tc::takes(p)) return attn_tc::forward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, out_THd, lse_HT);
   const cudaStream_t stream = stream_of(ctx);
   switch (head_dim_pad(p.d)) {

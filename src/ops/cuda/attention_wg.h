@@ -1,0 +1,34 @@
+// The Hopper (wgmma + TMA, FlashAttention-3 style) attention forward for head dim 128 on sm_90a: a
+// path beside the mma.sync kernels (attention_tc.h), which stay the default. Same math, arguments and
+// outputs as ops::attention_forward (ops/attention.h). Design note: docs/decisions/attention-wgmma.md.
+//
+// QUILL_ATTENTION_WGMMA in the environment sends attention_forward's head-dim-128 calls here:
+//   1  the default form (P V as wgmma.m64n128k16)
+//   2  the split form (P V as two wgmma.m64n64k16 per k-step; a debugging aid for the MN-major
+//      descriptor's LBO, which only the m64n128 form uses)
+//   3  the setmaxnreg form (the default one with the producer's registers given to the consumers)
+// Unset or 0: the mma.sync path. QUILL_ATTENTION_CUDA_CORES=1 still wins over both.
+// Plain C++ (no CUDA headers): the tests and the benchmark call it directly.
+#pragma once
+
+#include "ops/attention.h"
+
+namespace quill::cuda::attn_wg {
+
+struct Options {
+  bool split_pv = false;    // the split P V form (see above)
+  bool setmaxnreg = false;  // the form with setmaxnreg (producer 40 / consumers 232 registers); not with split_pv
+  bool sync_check = false;  // synchronise after the kernel and name it in the error (tests, self-checks)
+};
+
+// 0 off, 1 default form, 2 split form, 3 setmaxnreg form (QUILL_ATTENTION_WGMMA, read once).
+int requested_mode();
+
+// True when the current device can run this path (compute capability 9.0).
+bool device_supported();
+
+void attention_forward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
+                             const Tensor& r_THR, const Tensor& table_RE, const ops::AttentionParams& params,
+                             const Tensor& out_THd, const Tensor& lse_HT, const Options& options = {});
+
+}  // namespace quill::cuda::attn_wg

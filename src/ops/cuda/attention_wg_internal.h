@@ -1,0 +1,43 @@
+// What the pieces of the Hopper attention forward share (attention_wg_*.cu only): the problem as the
+// kernel reads it, the launch arguments, the banded-bias writer and the TMA tensor maps.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/attention_wg_layout.h"
+
+namespace quill::cuda::attn_wg {
+
+// The problem as the kernel reads it. tau: [T] fp32 or null (log scaling off); has_bias: the band
+// exists (R > 0 and E > 0), so b_map is valid.
+struct WgProblem {
+  int T, H, G, E, window;
+  float scale;
+  const float* tau;
+  int has_bias;
+};
+
+struct LaunchArgs {
+  CUtensorMap q_map, k_map, v_map, b_map;
+  WgProblem p;
+  __nv_bfloat16* out;
+  float* lse;
+};
+
+void launch_forward_kernel(const LaunchArgs& args, bool split_pv, bool setmaxnreg, cudaStream_t stream);
+
+// band (band_floats(T, H, E) fp32, attention_wg_layout.h) = the bias of every (t, s) pair with a band
+// slot, zero where the distance is outside [0, E) or t >= T. Every slot is written (no memset needed).
+void write_bias_band(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
+                     const Tensor& band);
+
+// TMA tensor maps (attention_wg_tma.cu). rows_map: a [T, X, 128] bf16 tensor (X = H or G heads) as
+// boxes of 64 rows x 64 columns of one head, 128-byte swizzle. band_map: the banded bias as boxes of
+// 64 rows x 32 keys of one key block and head, 128-byte swizzle. Both zero-fill out-of-bounds boxes.
+CUtensorMap rows_map(const char* what, const void* base, int64_t T, int64_t X);
+CUtensorMap band_map(const void* band, int64_t T, int64_t H, int64_t E);
+
+}  // namespace quill::cuda::attn_wg
