@@ -12,22 +12,14 @@
 #include <unistd.h>
 
 #include "util/command.h"
+#include "util/run_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp(const std::string& name) {
-  std::string d = (fs::temp_directory_path() / ("quill-sim-" + std::to_string(::getpid()) + "-" + name)).string();
-  fs::remove_all(d);
-  return d;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  return nlohmann::json::parse(in);
-}
+std::string temp(const std::string& name) { return quill::test::fresh_temp_dir("sim", name); }
+using quill::test::read_json;
 
 std::string run_ok(const std::string& cmd) {
   const quill::test::CommandResult r = quill::test::run_command(cmd);

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "cuda/attention_inputs.h"
 #include "cuda/harness.h"
 #include "ops/attention.h"
 #include "util/test_util.h"
@@ -84,26 +85,11 @@ std::vector<Case> cases() {
   };
 }
 
-struct Host {
-  Tensor q, k, v, r, table;
-};
+using Host = test::AttentionHost;
+using OnGpu = test::AttentionOnGpu;
+using test::upload;
 
-Host make_inputs(const Case& c, uint64_t seed) {
-  return {round_bf16(random_tensor({c.T, c.H, kD}, DType::F32, seed + 1)),
-          round_bf16(random_tensor({c.T, c.G, kD}, DType::F32, seed + 2)),
-          round_bf16(random_tensor({c.T, c.G, kD}, DType::F32, seed + 3)),
-          round_bf16(random_tensor({c.T, c.H, c.R}, DType::F32, seed + 4)),
-          random_tensor({c.R, c.E}, DType::F32, seed + 5, 0.3)};
-}
-
-struct OnGpu {
-  Tensor q, k, v, r, table;
-};
-
-OnGpu upload(const Host& h) {
-  return {to_device(h.q, DType::BF16), to_device(h.k, DType::BF16), to_device(h.v, DType::BF16),
-          to_device(h.r, DType::BF16), to_device(h.table, DType::F32)};
-}
+Host make_inputs(const Case& c, uint64_t seed) { return test::attention_inputs(c.T, c.H, c.G, kD, c.R, c.E, seed); }
 
 double expect_close(const std::string& what, const Tensor& got, const Tensor& ref, double tol) {
   const double err = test::expect_close(what, got, ref, tol);

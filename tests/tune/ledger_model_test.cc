@@ -19,6 +19,7 @@
 #include "parallel/layout.h"
 #include "tune/ledger_model.h"
 #include "util/command.h"
+#include "util/run_dir.h"
 
 namespace quill::tune {
 namespace {
@@ -27,17 +28,8 @@ namespace fs = std::filesystem;
 
 const std::string kQuill = QUILL_BINARY, kSrc = QUILL_SOURCE_DIR;
 
-std::string temp(const std::string& name) {
-  std::string d = (fs::temp_directory_path() / ("quill-ledger-" + std::to_string(::getpid()) + "-" + name)).string();
-  fs::remove_all(d);
-  return d;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  return nlohmann::json::parse(in);
-}
+std::string temp(const std::string& name) { return test::fresh_temp_dir("ledger", name); }
+using test::read_json;
 
 std::string describe(const CollectiveRow& r) {
   std::ostringstream o;

@@ -31,6 +31,13 @@ inline std::string fresh_temp_dir(const std::string& prefix, const std::string& 
   return d.string();
 }
 
+// A JSON file (summary.json, collectives.json, ...) parsed; a missing file fails the test, naming it.
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return nlohmann::json::parse(in);
+}
+
 #ifdef QUILL_MPIEXEC
 // The launcher's command line for `ranks` processes (CMake's QUILL_MPIEXEC, with its flags), then a space.
 inline std::string mpirun_command(int ranks) { return std::string(QUILL_MPIEXEC) + " -np " + std::to_string(ranks) + " "; }
