@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -165,6 +166,11 @@ void add_tune_command(CLI::App& app, Runner& run) {
       Timer timer;
       QUILL_CHECK(gpu == "h200" || gpu == "cpu", "--gpu {}: quill tune knows h200 and cpu", gpu);
       const bool on_gpu = gpu == "h200";
+      if (!emit.empty()) {  // refused before the search, not after it
+        const std::filesystem::path dir = std::filesystem::absolute(emit).parent_path();
+        QUILL_CHECK(std::filesystem::is_directory(dir), "--emit-recipe {}: the directory {} does not exist", emit,
+                    dir.string());
+      }
       tune::SearchRequest q;
       q.config = load_inkling_config(model);
       q.gpus = gpus;

@@ -143,6 +143,11 @@ TEST(TuneCommand, PrintsTheRankingRefusalsAndPruningAndEmitsTheBestLayout) {
   EXPECT_EQ(j.at("ranked")[0].at("rank"), 1);
   EXPECT_GT(j.at("refused").at("global batch not divisible by data parallelism").at("count").get<int>(), 0);
   // Refusals name the flag.
+  // An --emit-recipe into a missing directory is refused before the search, naming the flag.
+  r = test::run_command(base + " --emit-recipe " + dir + "/missing/best.yaml");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--emit-recipe"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rank  layout"), std::string::npos) << "refused after the search:\n" << r.output;
   r = test::run_command(base + " --gpu a100");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--gpu a100"), std::string::npos) << r.output;
