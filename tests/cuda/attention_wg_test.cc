@@ -150,6 +150,104 @@ TEST_P(CudaAttentionWgTest, ForwardMatchesCpu) {
   check_against_cpu(c, options);
 }
 
+INSTANTIATE_TEST_SUITE_P(CudaAttentionWg, CudaAttentionWgTest, ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<Case, bool>>& info) {
+                           return std::get<0>(info.param).name + (std::get<1>(info.param) ? "_split_pv" : "");
+                         });
+
+// The slice's layers (T = 8,192, 32 q / 8 kv heads, R = 16): the wgmma forward against the mma.sync
+// forward (ops::attention_forward's default path for head dim 128) on the same device inputs.
+TEST(CudaAttentionWg, MatchesTensorCoreForwardOnSliceShapes) {
+  QUILL_REQUIRE_SM90();
+  if (cuda::attn_wg::requested_mode() != 0) GTEST_SKIP() << "QUILL_ATTENTION_WGMMA is set: no mma.sync reference";
+  struct Layer {
+    const char* name;
+    int64_t window, E;
+    bool log_scaling;
+  };
+  const int64_t T = 8192, H = 32, G = 8, R = 16;
+  for (const Layer& layer : {Layer{"local", 512, 512, false}, Layer{"global", 0, 1024, true}}) {
+    const Case c{layer.name, T, H, G, R, layer.E, layer.window, layer.log_scaling, 4096.0};
+    AttentionParams p = params_of(c);
+    p.scale = 1.0 / static_cast<double>(kD);  // the model's scale (as bench/attention)
+    const OnGpu dev = upload(make_inputs(c, 7000));
+    const DeviceContext ctx = test::gpu_ctx();
+    Tensor out_tc = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse_tc = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
+    ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out_tc, lse_tc);
+    const Tensor o_ref = to_host_f32(out_tc), l_ref = to_host_f32(lse_tc);
+    for (bool split : {false, true}) {
+      Tensor out = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
+      cuda::attn_wg::Options options;
+      options.split_pv = split;
+      options.sync_check = true;
+      cuda::attn_wg::attention_forward_wgmma(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, options);
+      const std::string what = std::string(layer.name) + (split ? " split" : "");
+      expect_close(what + " out vs mma.sync", to_host_f32(out), o_ref, 1e-2);
+      expect_close(what + " lse vs mma.sync", to_host_f32(lse), l_ref, 1e-4);
+    }
+  }
+}
+
+// The identity rows v[s, g, :] = e_s (s < 128): out[t, h, s] is then the probability of key s.
+Tensor identity_values(int64_t T, int64_t G) {
+  Tensor v = Tensor::zeros({T, G, kD}, DType::F32);
+  for (int64_t s = 0; s < T && s < kD; ++s)
+    for (int64_t g = 0; g < G; ++g) v.data_as<float>()[(s * G + g) * kD + s] = 1.0f;
+  return v;
+}
+
+// Runs both forms on host inputs; compares out with the CPU reference element by element.
+void run_diagnostic(const std::string& name, const Case& c, const Host& in, double abs_tol) {
+  const AttentionParams p = params_of(c);
+  Tensor out_ref = Tensor::empty({c.T, c.H, kD}, DType::F32), lse_ref = Tensor::empty({c.H, c.T}, DType::F32);
+  ops::attention_forward(DeviceContext::cpu(), in.q, in.k, in.v, in.r, in.table, p, out_ref, lse_ref);
+  const OnGpu dev = upload(in);
+  for (bool split : {false, true}) {
+    auto out = poisoned_output({c.T, c.H, kD}, DType::BF16);
+    auto lse = poisoned_output({c.H, c.T}, DType::F32);
+    cuda::attn_wg::Options options;
+    options.split_pv = split;
+    options.sync_check = true;
+    cuda::attn_wg::attention_forward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out->tensor(),
+                                           lse->tensor(), options);
+    const std::string what = name + (split ? " (split P V)" : "");
+    EXPECT_EQ(report_mismatches(what + " out", to_host_f32(out->tensor()), out_ref, c.T, c.H, kD, abs_tol), 0);
+    const Tensor l = to_host_f32(lse->tensor());
+    int bad = 0;
+    for (int64_t i = 0; i < l.numel(); ++i)
+      if (!(std::fabs(l.data_as<float>()[i] - lse_ref.data_as<float>()[i]) <= 1e-3) && bad++ < 8)
+        ADD_FAILURE() << what << " lse: h=" << i / c.T << " t=" << i % c.T << " got " << l.data_as<float>()[i] << " want "
+                      << lse_ref.data_as<float>()[i];
+  }
+}
+
+// Window 1: each query sees only itself, so out = v (exact in bf16) whatever S is.
+TEST(CudaAttentionWg, WindowOneCopiesValues) {
+  QUILL_REQUIRE_SM90();
+  const Case c{"window_one", 200, 4, 2, 16, 64, 1};
+  run_diagnostic("window_one", c, make_inputs(c, 5000), 0.0);
+}
+
+// No bias, causal, T = 128 (two consumer warpgroups, two key tiles): out[t][s] = P(t, s).
+TEST(CudaAttentionWg, OneHotValuesShowScores) {
+  QUILL_REQUIRE_SM90();
+  const Case c{"one_hot_scores", 128, 2, 1, 0, 4, 0};
+  Host in = make_inputs(c, 6000);
+  in.v = identity_values(c.T, c.G);
+  run_diagnostic("one_hot_scores", c, in, 1e-2);  // bf16 rounding of P and of out: <= P * 2^-7
+}
+
+// q = 0: the scores are the bias alone; with identity values out[t][s] = softmax_s(bias(t, s)).
+TEST(CudaAttentionWg, BiasOnlyShowsTheBand) {
+  QUILL_REQUIRE_SM90();
+  const Case c{"bias_only", 128, 2, 1, 16, 96, 0};
+  Host in = make_inputs(c, 6100);
+  in.q = Tensor::zeros({c.T, c.H, kD}, DType::F32);
+  in.v = identity_values(c.T, c.G);
+  in.table = random_tensor({c.R, c.E}, DType::F32, 6105, 1.0);  // a bias of a few units: visible in P
+  run_diagnostic("bias_only", c, in, 1e-2);
+}
+
 // The form with setmaxnreg (attention_wg.h, QUILL_ATTENTION_WGMMA=3) on three cases. Its own test, so
 // that a hang in setmaxnreg.inc (a register balance the hardware does not grant; no barrier timeout
 // catches it) can be filtered out: --gtest_filter=-*Setmaxnreg*.
