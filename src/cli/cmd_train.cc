@@ -189,6 +189,8 @@ void add_train_command(CLI::App& app, Runner& run) {
       ->delimiter(',')
       ->group("");
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
+  cmd->add_flag("--moe-shared-expert-overlap", o.moe_shared_expert_overlap,
+                "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
   cmd->add_option("--replay-routing", o.replay_routing_file,
                   "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");
   auto* save_hf = cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");

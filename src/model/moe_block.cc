@@ -64,6 +64,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   s.perm_P = new_tensor(ctx, {P}, DType::I32);
   s.counts_E = Tensor::empty({E_}, DType::I64);  // host: the grouped GEMMs need the group sizes
   ops::moe_route_plan(ctx, s.topk_Tk, E_, s.perm_P, s.counts_E);
+  Tensor shared_y;  // the shared experts' output, when computed during the exchange
   {  // To the ranks holding the experts (one rank: the rows stay, the counts are the group sizes).
     Tensor xp_PD = new_activation(ctx, {P, D});
     ops::moe_permute(ctx, x_TD, s.perm_P, k_, xp_PD);
@@ -72,7 +73,9 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
       s.dispatch = plan_dispatch(ctx, std::vector<int64_t>(counts, counts + E_), ep_.comm);
       s.local_counts_L = Tensor::empty({s.dispatch.local_experts}, DType::I64);
       std::copy(s.dispatch.local_counts.begin(), s.dispatch.local_counts.end(), s.local_counts_L.data_as<int64_t>());
-      s.xr_RD = dispatch_tokens(ctx, s.dispatch, xp_PD, ep_.comm);
+      PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, xp_PD, ep_.comm);
+      if (overlap_shared()) shared_y = shared_forward(ctx, x_region, s);
+      s.xr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
     } else {
       s.local_counts_L = s.counts_E;
       s.xr_RD = xp_PD;
@@ -94,7 +97,13 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
   Tensor y_region = tp_.region_of_chunk(ctx, y_TD);
   if (S_ == 0) return y_region;
+  if (!shared_y.defined()) shared_y = shared_forward(ctx, x_region, s);
+  ops::add_inplace(ctx, y_region, shared_y);
+  return y_region;
+}
 
+Tensor MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
+  const int64_t T = s.x_TD.dim(0), D = s.x_TD.dim(1);
   // Shared experts over all positions, each weighted per token by its router gamma before the down
   // projection; their partial sums (this rank's columns) are reduced into the sequence region.
   s.xs_TD = tp_.gather_input(ctx, x_region);
@@ -117,8 +126,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
     s.gamma_T1.push_back(g);
     s.asc_TF.push_back(asc);
   }
-  ops::add_inplace(ctx, y_region, tp_.reduce_output(ctx, ys_TD));
-  return y_region;
+  return tp_.reduce_output(ctx, ys_TD);
 }
 
 Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region) const {
@@ -133,7 +141,13 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   ops::set_columns(ctx, dweights_TW, 0, dwr_Tk);
   // Back to the experts' ranks (combine's adjoint), the GEMMs' backward, and home (dispatch's
   // adjoint). Without rows the experts' gradients get no write (settle_grads zeroes unwritten ones).
-  const Tensor dyr_RD = ep_.active() ? dispatch_tokens(ctx, s.dispatch, dyp_PD, ep_.comm) : dyp_PD;
+  Tensor dxs_region;  // the shared experts' input gradient, when computed during the exchange
+  Tensor dyr_RD = dyp_PD;
+  if (ep_.active()) {
+    PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, dyp_PD, ep_.comm);
+    if (overlap_shared()) dxs_region = shared_backward(ctx, s, dy_region, dweights_TW);
+    dyr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
+  }
   const int64_t R = dyr_RD.dim(0);
   Tensor dar_RF = new_activation(ctx, {R, F_});
   if (R > 0) {
@@ -150,29 +164,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   const Tensor dxp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm) : dxr_RD;
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
-  // Shared experts, over all positions; their input gradient (partial over the ranks' columns) and
-  // the gammas' gradients return to the sequence region and to the rank's chunk.
-  Tensor dxs_region;
-  if (S_ > 0) {
-    const Tensor dys_TD = tp_.reduce_output_backward(ctx, dy_region);
-    const int64_t Ta = dys_TD.dim(0);
-    Tensor dxs_TD = new_activation(ctx, {Ta, D}), dgamma_TS = new_tensor(ctx, {Ta, S_}, DType::F32);
-    // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
-    const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
-    for (int64_t e = 0; e < S_; ++e) {
-      Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
-      Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
-      ops::linear_backward_weight(ctx, dys_TD, s.asc_TF[e], expert_slice(sw2_grad.grad, e), sw2_grad.accumulate);
-      ops::linear_backward_input(ctx, dys_TD, expert_slice(sw2_->compute, e), dasc);
-      ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
-      ops::set_columns(ctx, dgamma_TS, e, dg);
-      ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
-      ops::linear_backward_weight(ctx, dh, s.xs_TD, expert_slice(sw13_grad.grad, e), sw13_grad.accumulate);
-      ops::linear_backward_input(ctx, dh, expert_slice(sw13_->compute, e), dxs_TD, /*accumulate=*/e > 0);
-    }
-    ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));
-    dxs_region = tp_.gather_input_backward(ctx, dxs_TD);
-  }
+  if (S_ > 0 && !dxs_region.defined()) dxs_region = shared_backward(ctx, s, dy_region, dweights_TW);
 
   // Router.
   Tensor dlogits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
@@ -186,6 +178,31 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dx_region = tp_.chunk_of_region_backward(ctx, dx_TD);
   if (dxs_region.defined()) ops::add_inplace(ctx, dx_region, dxs_region);
   return dx_region;
+}
+
+// Shared experts, over all positions; their input gradient (partial over the ranks' columns) and the
+// gammas' gradients return to the sequence region and to the rank's chunk.
+Tensor MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region,
+                                 Tensor& dweights_TW) const {
+  const int64_t D = s.x_TD.dim(1);
+  const Tensor dys_TD = tp_.reduce_output_backward(ctx, dy_region);
+  const int64_t Ta = dys_TD.dim(0);
+  Tensor dxs_TD = new_activation(ctx, {Ta, D}), dgamma_TS = new_tensor(ctx, {Ta, S_}, DType::F32);
+  // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
+  const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
+  for (int64_t e = 0; e < S_; ++e) {
+    Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
+    Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
+    ops::linear_backward_weight(ctx, dys_TD, s.asc_TF[e], expert_slice(sw2_grad.grad, e), sw2_grad.accumulate);
+    ops::linear_backward_input(ctx, dys_TD, expert_slice(sw2_->compute, e), dasc);
+    ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
+    ops::set_columns(ctx, dgamma_TS, e, dg);
+    ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
+    ops::linear_backward_weight(ctx, dh, s.xs_TD, expert_slice(sw13_grad.grad, e), sw13_grad.accumulate);
+    ops::linear_backward_input(ctx, dh, expert_slice(sw13_->compute, e), dxs_TD, /*accumulate=*/e > 0);
+  }
+  ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));
+  return tp_.gather_input_backward(ctx, dxs_TD);
 }
 
 }  // namespace quill

@@ -52,6 +52,15 @@ class MoeBlock {
   Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD) const;
 
  private:
+  // The shared experts over all positions, reduced into the sequence region (their contribution to
+  // the output); and their backward: the input gradient in the region, the gammas' gradients into
+  // dweights_TW's shared columns.
+  Tensor shared_forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const;
+  Tensor shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, Tensor& dweights_TW) const;
+  // With --moe-shared-expert-overlap under expert parallelism: the shared experts run while the
+  // routed rows' exchange is in flight.
+  bool overlap_shared() const { return ep_.active() && ep_.overlap_shared_experts && S_ > 0; }
+
   int64_t E_, S_, k_, F_, Fs_;
   TensorParallel tp_;
   ExpertParallel ep_;

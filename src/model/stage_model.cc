@@ -54,7 +54,9 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
   QUILL_CHECK(0 <= first_layer && first_layer < end_layer && end_layer <= config.num_layers,
               "stage layers [{}, {}) are not a non-empty range of the model's {} layers", first_layer, end_layer,
               config.num_layers);
-  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, ep);
+  ExpertParallel layer_ep = ep;
+  layer_ep.overlap_shared_experts = options.shared_expert_overlap;
+  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, layer_ep);
   if (first_stage()) {
     embed_ = &params.at("model.llm.embed.weight");
     embed_norm_ = &params.at("model.llm.embed_norm.weight");

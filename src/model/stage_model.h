@@ -32,6 +32,8 @@ namespace quill {
 struct ModelOptions {
   // Softmax over all vocab_size rows (miles) instead of the unpadded vocabulary (transformers).
   bool loss_over_padded_vocab = false;
+  // Megatron's --moe-shared-expert-overlap (parallel/expert_dispatch.h: ExpertParallel).
+  bool shared_expert_overlap = false;
 };
 
 // One row (sequence) of T tokens. Targets: position t predicts tokens[t+1] with weight mask[t+1].

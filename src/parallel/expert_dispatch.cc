@@ -101,16 +101,32 @@ DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>&
   return p;
 }
 
-Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& xp, Comm* ep) {
+PendingDispatch start_dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& xp, Comm* ep) {
   const int64_t P = std::accumulate(p.send_rows.begin(), p.send_rows.end(), int64_t{0}), D = xp.dim(1);
   QUILL_CHECK(xp.ndim() == 2 && xp.dim(0) == P, "dispatch_tokens: rows {} but the plan sends {}", xp.describe(), P);
-  if (p.ep == 1) return xp;
-  const int64_t R = p.received_rows();
-  Tensor got = Tensor::empty({std::max<int64_t>(R, 1), D}, xp.dtype(), *ctx.allocator);
-  ops::collective(ctx, "ep.dispatch", xp, [&] { ep->all_to_all(xp, times(p.send_rows, D), got, times(p.recv_rows, D)); });
-  Tensor out = Tensor::empty({R, D}, xp.dtype(), *ctx.allocator);
-  regroup(ctx, p, got, out, /*to_expert_order=*/true);
+  PendingDispatch pending;
+  pending.sent = xp;
+  if (p.ep == 1) return pending;
+  pending.got = Tensor::empty({std::max<int64_t>(p.received_rows(), 1), D}, xp.dtype(), *ctx.allocator);
+  ops::collective(ctx, "ep.dispatch", xp, [&] {
+    pending.handle = ep->start_all_to_all(xp, times(p.send_rows, D), pending.got, times(p.recv_rows, D));
+  });
+  return pending;
+}
+
+Tensor finish_dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, PendingDispatch& pending) {
+  if (p.ep == 1) return pending.sent;
+  pending.handle->wait();
+  const int64_t R = p.received_rows(), D = pending.sent.dim(1);
+  Tensor out = Tensor::empty({R, D}, pending.sent.dtype(), *ctx.allocator);
+  regroup(ctx, p, pending.got, out, /*to_expert_order=*/true);
+  pending = PendingDispatch{};
   return out;
+}
+
+Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& xp, Comm* ep) {
+  PendingDispatch pending = start_dispatch_tokens(ctx, p, xp, ep);
+  return finish_dispatch_tokens(ctx, p, pending);
 }
 
 Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& y, Comm* ep) {

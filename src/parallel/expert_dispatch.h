@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm/comm.h"
@@ -25,6 +26,9 @@ namespace quill {
 struct ExpertParallel {
   Comm* comm = nullptr;
   int size = 1, rank = 0;
+  // Megatron's --moe-shared-expert-overlap: the shared experts compute while the routed rows are in
+  // flight (the token exchange started, then waited for); the same results bit for bit.
+  bool overlap_shared_experts = false;
   static ExpertParallel of(const Layout& layout);
   bool active() const { return size > 1; }
 };
@@ -44,6 +48,14 @@ struct DispatchPlan {
 DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>& counts_E, Comm* ep);
 // xp_PD [P, D]: this rank's rows in expert order (P = its total). Returns [R, D], R = received_rows().
 Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& xp_PD, Comm* ep);
+// dispatch_tokens in two halves, for compute in between: the all-to-all-v started, then waited for and
+// regrouped. The pending exchange holds its buffers until finished.
+struct PendingDispatch {
+  Tensor sent, got;
+  std::unique_ptr<CommHandle> handle;
+};
+PendingDispatch start_dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& xp_PD, Comm* ep);
+Tensor finish_dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& plan, PendingDispatch& pending);
 // y_RD [R, D] in dispatch_tokens' order -> [P, D] back in this rank's expert order.
 Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& y_RD, Comm* ep);
 

@@ -120,6 +120,7 @@ const std::vector<FlagSpec> kFlags = {
     {"overlap-grad-reduce", P, SW, "false", "overlapped gradient reduction"},
     {"overlap-param-gather", P, SW, "false", "overlapped parameter gathering"},
     {"moe-token-dispatcher-type", P, S, "allgather", "expert dispatcher"},
+    {"moe-shared-expert-overlap", P, SW, "false", "shared experts overlapped with the token exchange"},
     {"max-tokens-per-gpu", P, I, nullptr, "miles: dynamic micro-batching by tokens"},
     {"use-dynamic-batch-size", P, SW, "false", "miles: dynamic micro-batching"},
     {"recompute-granularity", P, S, nullptr, "activation recompute: full | selective"},

@@ -167,6 +167,7 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   plan.train.freeze_patterns = miles_frozen_patterns();
   // miles trains over the padded vocabulary (recipes-and-measurement.md §3).
   plan.train.loss_over_padded_vocab = recipe.run.find("miles") != std::string::npos;
+  plan.train.moe_shared_expert_overlap = static_cast<bool>(check.flags.find("moe-shared-expert-overlap"));
   plan.train.out_dir = o.out_dir;
   // A benchmark writes no training checkpoint unless asked: Megatron's --save-interval in the run
   // flags or on the command line (checkpoints then go to OUT/checkpoint; `--save` is OUT itself here).

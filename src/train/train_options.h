@@ -76,6 +76,9 @@ struct TrainOptions {
   // At dump_grads_step, replay this routing (safetensors: "model.llm.layers.{i}.mlp.gate.topk" I32
   // [rows * T, top_k], the step's rows in order), so that gradients compare under one expert choice.
   std::string replay_routing_file;
+  // Megatron's --moe-shared-expert-overlap: under expert parallelism the shared experts compute while
+  // the routed rows' exchange is in flight (forward and backward); the same results bit for bit.
+  bool moe_shared_expert_overlap = false;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and
   // spread (out_dir/summary.json); profile_step's ops are timed one by one (needs make_probe).
   int64_t warmup_steps = 0;

@@ -185,6 +185,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   params.freeze(o.freeze_patterns);
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
+  model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction());
   if (o.adam.memory.effective_fraction() > 0 && lead)
