@@ -112,15 +112,10 @@ ParamTable gather_whole_grads(const ParamTable& table, const DeviceContext& ctx,
   }
   ParamTable local;
   for (const Param& p : table.params()) {
-    Param q;
-    q.name = p.name;
-    q.shape = p.shape;
-    q.shard = p.shard;
-    q.checkpoint_dtype = p.checkpoint_dtype;
-    q.is_buffer = p.is_buffer;
-    q.trainable = p.trainable;
-    q.gate_up_interleaved = p.gate_up_interleaved;
-    q.routed_expert = p.routed_expert;
+    Param q = p;  // every attribute as on this rank; the value becomes the summed gradient, on the host
+    q.grad = Tensor();
+    q.bucket = -1;
+    q.bucket_offset = 0;
     q.value = p.bucket >= 0 ? summed[static_cast<size_t>(p.bucket)].view_flat(p.bucket_offset, p.shape).clone()
                             : Tensor::zeros(p.shape, DType::F32);
     q.compute = q.value;
