@@ -242,6 +242,9 @@ void add_train_command(CLI::App& app, Runner& run) {
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names))
         std::fprintf(stderr, "note: %s\n", line.c_str());
+      if (o.moe_shared_expert_overlap && layout.ep == 1)
+        std::fprintf(stderr, "note: --moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): "
+                             "there is no token exchange to overlap\n");
       MemoryCheck memory_check;
       memory_check.device_memory = parse_device_memory(device_memory);
       if (device == "cpu")
