@@ -4,18 +4,20 @@
 // calls, CUDA events on the backend's stream, and the achieved TFLOP/s (causal or windowed pairs
 // counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
 // bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
-// machine. Usage: attention_bench [T]
+// machine. Usage: attention_bench [T] [--no-wgmma]
 // Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma",
 // "forward wgmma split" and "forward wgmma setmaxnreg" (its three forms), each with its largest
 // difference from the default forward's out and lse on the same inputs (a full-size self-check
 // before the figure is believed).
-// QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it.
+// QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it. --no-wgmma leaves those rows
+// out (the determinism cost arms time only the default kernels, and a wgmma fault must not cost them).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "ops/attention.h"
@@ -58,7 +60,13 @@ double pairs(int64_t T, int64_t window) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t T = argc > 1 ? std::atoll(argv[1]) : 8192, H = 32, G = 8, d = 128, R = 16;
+  int64_t T = 8192;
+  bool wgmma_rows = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--no-wgmma") wgmma_rows = false;
+    else T = std::atoll(argv[i]);
+  }
+  const int64_t H = 32, G = 8, d = 128, R = 16;
   CudaBackend backend(0);
   const DeviceContext ctx = backend.context();
   const cudaStream_t stream = stream_of(ctx);
@@ -89,7 +97,7 @@ int main(int argc, char** argv) {
     const double n = pairs(T, layer.window) * static_cast<double>(H);
     std::printf("%-40s T=%lld  forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n", layer.name,
                 static_cast<long long>(T), fwd, 4.0 * n * d / fwd / 1e9, bwd, 10.0 * n * d / bwd / 1e9);
-    if (!cuda::attn_wg::device_supported()) continue;
+    if (!wgmma_rows || !cuda::attn_wg::device_supported()) continue;
     ops::attention_forward(ctx, q, k, v, r, table, p, out, lse);  // the reference of the self-check
     std::fflush(stdout);
     for (int form = 0; form < 3; ++form) {  // default, split P V, setmaxnreg (last: a hang there keeps the rest)

@@ -38,7 +38,7 @@ if [ -x "$B/bin/attention_bench" ] && [ "${ATTN_BENCH:-1}" = 1 ]; then
     for arm in "0 0" "1 0" "0 1" "1 1"; do
       set -- $arm
       echo "attention_bench round $round: dQ additions $([ $1 = 1 ] && echo unordered || echo ordered), $([ $2 = 1 ] && echo longest || echo shortest) first:"
-      QUILL_ATTENTION_UNORDERED_DQ=$1 QUILL_ATTENTION_BWD_LONGEST_FIRST=$2 timeout 60 "$B/bin/attention_bench" 2>&1 | tail -2
+      QUILL_ATTENTION_UNORDERED_DQ=$1 QUILL_ATTENTION_BWD_LONGEST_FIRST=$2 timeout 60 "$B/bin/attention_bench" --no-wgmma 2>&1 | tail -2
     done
   done
 fi
