@@ -32,8 +32,8 @@ inline bool unordered_dq() {
 }
 
 // QUILL_ATTENTION_BWD_LONGEST_FIRST=1 launches the backward's key tiles longest first (tile 0 first),
-// as before issue 24, instead of shortest first: a benchmark knob, to measure which order is faster with
-// the fixed-order dQ additions (both give the same bits: the order of the additions is the counters').
+// as before issue 24, instead of shortest first, and the fixed-order dQ additions then go lowest key tile
+// first. Each order is bit-reproducible; the two give different bits (another order of the same sums).
 inline bool longest_first_requested() {
   static const bool longest = [] {
     const char* v = std::getenv("QUILL_ATTENTION_BWD_LONGEST_FIRST");

@@ -92,6 +92,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
   // Launch order: the last key tile (the fewest query tiles) first, or with longest_first tile 0 first.
+  // The ordered dQ additions follow the launch order (shortest first: the highest key tile adds first;
+  // longest first: the lowest), so a CTA only ever waits for CTAs launched before it: no deadlock at any
+  // T, however few CTAs are resident.
   const int key_tile = longest_first ? blockIdx.y : gridDim.y - 1 - blockIdx.y;
   const int s0 = key_tile * kRows;
   const int kvh = blockIdx.x;
@@ -103,8 +106,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int t_end = p.window > 0 ? min(p.T, s0 + kRows - 1 + p.window) : p.T;  // exclusive
   const int n_qt = (t_end - t_first + kRows - 1) / kRows;
   const int n_iter = n_qt * heads_per_kv;
-  auto head_of = [&](int it) { return kvh * heads_per_kv + it / n_qt; };
-  auto tile_of = [&](int it) { return t_first + (it % n_qt) * kRows; };
+  // Step order. Shortest first: heads outer, query tiles ascending. Longest first: query tiles descending
+  // outer, heads inner, so that this CTA reaches each (head, query tile) at the same step as the key tile
+  // below it, which adds into that dQ block just before: its wait is about one step, not a head's worth.
+  auto head_of = [&](int it) { return kvh * heads_per_kv + (longest_first ? it % heads_per_kv : it / n_qt); };
+  auto tile_of = [&](int it) {
+    return t_first + (longest_first ? n_qt - 1 - it / heads_per_kv : it % n_qt) * kRows;
+  };
+  // The lowest key tile that sees query tile `qt` (the first to add there when the lowest adds first): key
+  // tile j sees query tile qt when j <= qt and 64 qt < 64 j + 63 + window.
+  auto lowest_key_tile = [&](int qt) {
+    if (p.window <= 0) return 0;
+    const int a = qt * kRows - (kRows - 1) - p.window;
+    return a < 0 ? 0 : a / kRows + 1;
+  };
 
   auto tile_has_bias = [&](int t0) { return p.rb != nullptr && t0 - (s0 + kRows - 1) < p.E; };
   // Everything step `it` reads besides K and V: Q, dO, the queries' lse, D and tau, the bias tile.
@@ -243,8 +258,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncwarp();
       if (lane == 0) {
         if (order != nullptr && part == 0) {
-          // The key tiles above this one that see query tile t0 (down to the diagonal) add first.
-          const int before = t0 / kRows - key_tile;
+          // Shortest first: the key tiles above this one that see query tile t0 (down to the diagonal) add
+          // first; longest first: those below it, from the lowest that sees t0.
+          const int before = longest_first ? key_tile - lowest_key_tile(t0 / kRows) : t0 / kRows - key_tile;
           while (load_acquire(order) != before) {
           }
           fence_proxy_async_global();
@@ -326,17 +342,9 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
                       (kRbTileFloats + 3 * kRows + kDqStageFloats) * sizeof(float);
   attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
   const dim3 grid(p.G, (p.T + kRows - 1) / kRows);
-  // Longest CTAs first is safe with the ordered additions (which wait for higher key tiles, launched
-  // later then) only while every CTA of one kv head is resident at once; otherwise shortest first.
-  bool longest_first = longest_first_requested();
-  if (longest_first && !unordered_dq()) {
-    int per_sm = 0, sms = 0, device = 0;
-    QUILL_CUDA_CHECK(cudaGetDevice(&device));
-    QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    QUILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, reinterpret_cast<const void*>(&attention_tc_backward_kernel), kThreads, smem));
-    longest_first = static_cast<int64_t>(grid.y) * 2 <= static_cast<int64_t>(per_sm) * sms;  // margin for other kernels
-  }
+  // Either launch order is deadlock-free with the ordered additions (they follow it); which is faster is a
+  // measurement (bench/results/2026-12-04-attention-order).
+  const bool longest_first = longest_first_requested();
   Tensor dq_order;
   if (!unordered_dq()) {
     dq_order = Tensor::empty({p.H, t_pad / kRows, 4}, DType::I32, *ctx.allocator);
