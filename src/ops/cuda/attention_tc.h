@@ -31,15 +31,17 @@ inline bool unordered_dq() {
   return unordered;
 }
 
-// QUILL_ATTENTION_BWD_LONGEST_FIRST=1 launches the backward's key tiles longest first (tile 0 first),
-// as before issue 24, instead of shortest first, and the fixed-order dQ additions then go lowest key tile
-// first. Each order is bit-reproducible; the two give different bits (another order of the same sums).
-inline bool longest_first_requested() {
-  static const bool longest = [] {
+// The backward's launch order of its key tiles, chosen per layer by measurement (attention_tc_backward.cu);
+// QUILL_ATTENTION_BWD_LONGEST_FIRST=1 forces longest first (tile 0 first), =0 shortest first: a benchmark
+// knob. With the fixed-order dQ additions, longest first makes them go lowest key tile first, shortest
+// first highest first. Each order is bit-reproducible; the two give different bits (another order of the
+// same sums). Returns 1, 0, or -1 when not forced.
+inline int forced_launch_order() {
+  static const int forced = [] {
     const char* v = std::getenv("QUILL_ATTENTION_BWD_LONGEST_FIRST");
-    return v != nullptr && v[0] == '1';
+    return v == nullptr || v[0] == '\0' ? -1 : (v[0] == '1' ? 1 : 0);
   }();
-  return longest;
+  return forced;
 }
 
 void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,

@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                                  const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dout,
                                  const float* __restrict__ lse, const float* __restrict__ Dsum,
                                  float* __restrict__ dq_acc, float* __restrict__ drb, __nv_bfloat16* __restrict__ dk,
-                                 __nv_bfloat16* __restrict__ dv, int* __restrict__ dq_order, bool longest_first) {
+                                 __nv_bfloat16* __restrict__ dv, int* __restrict__ dq_order, bool longest_first,
+                                 bool query_tiles_outer) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* v_s = k_s + kTileElems;
@@ -106,12 +107,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int t_end = p.window > 0 ? min(p.T, s0 + kRows - 1 + p.window) : p.T;  // exclusive
   const int n_qt = (t_end - t_first + kRows - 1) / kRows;
   const int n_iter = n_qt * heads_per_kv;
-  // Step order. Shortest first: heads outer, query tiles ascending. Longest first: query tiles descending
-  // outer, heads inner, so that this CTA reaches each (head, query tile) at the same step as the key tile
-  // below it, which adds into that dQ block just before: its wait is about one step, not a head's worth.
-  auto head_of = [&](int it) { return kvh * heads_per_kv + (longest_first ? it % heads_per_kv : it / n_qt); };
+  // Step order: heads outer, query tiles ascending; or (query_tiles_outer, with the ordered additions
+  // longest first) query tiles descending outer, heads inner, so that this CTA reaches each (head, query
+  // tile) at the same step as the key tile below it, which adds into that dQ block just before: its wait is
+  // about one step, not a head's worth.
+  auto head_of = [&](int it) { return kvh * heads_per_kv + (query_tiles_outer ? it % heads_per_kv : it / n_qt); };
   auto tile_of = [&](int it) {
-    return t_first + (longest_first ? n_qt - 1 - it / heads_per_kv : it % n_qt) * kRows;
+    return t_first + (query_tiles_outer ? n_qt - 1 - it / heads_per_kv : it % n_qt) * kRows;
   };
   // The lowest key tile that sees query tile `qt` (the first to add there when the lowest adds first): key
   // tile j sees query tile qt when j <= qt and 64 qt < 64 j + 63 + window.
@@ -342,9 +344,13 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
                       (kRbTileFloats + 3 * kRows + kDqStageFloats) * sizeof(float);
   attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
   const dim3 grid(p.G, (p.T + kRows - 1) / kRows);
-  // Either launch order is deadlock-free with the ordered additions (they follow it); which is faster is a
-  // measurement (bench/results/2026-12-04-attention-order).
-  const bool longest_first = longest_first_requested();
+  // Either launch order is deadlock-free with the ordered additions (they follow it); which is faster was
+  // measured (bench/results/2026-12-04-attention-order, T = 8,192): with the order, global layers longest
+  // first (12.7 ms against 14.9), local (windowed, CTAs of about equal length) shortest first (3.50 against
+  // 3.85); without it, longest first (11.4 against 13.6 global).
+  const bool ordered = !unordered_dq();
+  const int forced = forced_launch_order();
+  const bool longest_first = forced >= 0 ? forced == 1 : (!ordered || p.window <= 0);
   Tensor dq_order;
   if (!unordered_dq()) {
     dq_order = Tensor::empty({p.H, t_pad / kRows, 4}, DType::I32, *ctx.allocator);
@@ -354,7 +360,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
       tp, q_THd.data_as<__nv_bfloat16>(), k_TGd.data_as<__nv_bfloat16>(), v_TGd.data_as<__nv_bfloat16>(),
       dout_THd.data_as<__nv_bfloat16>(), lse_HT.data_as<float>(), D_HT.data_as<float>(), dq_acc.data_as<float>(),
       bias ? drb.data_as<float>() : nullptr, dk_TGd.data_as<__nv_bfloat16>(), dv_TGd.data_as<__nv_bfloat16>(),
-      dq_order.defined() ? dq_order.data_as<int>() : nullptr, longest_first);
+      dq_order.defined() ? dq_order.data_as<int>() : nullptr, longest_first, ordered && longest_first);
   QUILL_CUDA_CHECK_LAUNCH("attention_tc_backward_kernel");
 
   const int64_t n4 = p.T * p.H * kD / 4;
