@@ -328,7 +328,6 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
     return tune::ranks_before(*out.candidates[a].projected, *out.candidates[b].projected);
   });
   out.seconds = timer.seconds();
-  if (!out.kept) out.dir += " (removed)";
   return out;
 }
 
@@ -337,7 +336,7 @@ std::string measure_text(const MeasureResult& r) {
       "\nmeasured: the {} best candidates, one rank per stage role each as quill train --simulate-rank on {} ({} "
       "steps{}; random weights, synthetic rows); {} runs started, {} reused, {} failed in {:.1f} s; runs in {}\n",
       r.candidates.size(), r.device, r.steps, r.steps > 1 ? ", the first left out as warm-up" : "", r.started,
-      r.reused, r.failed, r.seconds, r.dir);
+      r.reused, r.failed, r.seconds, r.kept ? r.dir : r.dir + " (temporary, removed)");
   t += "compute MEASURED where the compute column says so (the passes per micro-batch and the optimizer step of "
        "those stages; scaled: a middle stage not run, modelled x the measured/modelled ratios of the stage run); "
        "MODELLED: every collective (exact bytes, the communication model), the pipeline's fill and drain (the 1F1B "

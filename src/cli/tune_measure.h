@@ -66,7 +66,7 @@ struct MeasuredCandidate {
 struct MeasureResult {
   std::vector<MeasuredCandidate> candidates;  // in modelled order
   std::vector<size_t> ranking;                // indices of the measured candidates, best first
-  std::string dir;                            // where the runs were
+  std::string dir;                            // where the runs were (removed at the end unless kept)
   bool kept = false;                          // dir stays (--measure-dir)
   int started = 0, reused = 0, failed = 0;    // runs
   double seconds = 0;
