@@ -159,6 +159,10 @@ void add_tune_command(CLI::App& app, Runner& run) {
         mo.quill = self_executable();
         QUILL_CHECK(mo.device == "cpu" || mo.device == "cuda", "--measure-device {}: cpu or cuda", mo.device);
         QUILL_CHECK(measure_steps >= 1, "--measure-steps {}: at least one step", measure_steps);
+        if ((mo.device == "cuda") != on_gpu)
+          std::fprintf(stderr, "note: --measure-device %s with --gpu %s: the runs compute in %s, the plan and the "
+                               "model in %s\n", mo.device.c_str(), gpu.c_str(), mo.device == "cuda" ? "bf16" : "fp32",
+                       on_gpu ? "bf16" : "fp32");
       }
       tune::SearchRequest q;
       q.config = load_inkling_config(model);
