@@ -106,6 +106,20 @@ std::string failure_reason(const ChildResult& r, const std::string& log) {
   return why.empty() ? r.describe() : fmt::format("{}: {}", r.describe(), why);
 }
 
+// `quill data synth` of the rows into dir/rs.name() (a quill::Error when it fails: nothing can run).
+void make_rows(const std::string& quill, const RowsSpec& rs, const std::string& dir) {
+  const std::string rows = dir + "/" + rs.name(), log = rows + ".log";
+  std::error_code ec;
+  fs::remove_all(rows, ec);  // an earlier attempt's, incomplete (no manifest.json)
+  std::fprintf(stderr, "  synthetic rows: %lld rows of %lld tokens in %s\n", static_cast<long long>(rs.max_rows),
+               static_cast<long long>(rs.row_tokens), rows.c_str());
+  const ChildResult r = run_child({quill, "data", "synth", "--conversations", std::to_string(rs.conversations),
+                                   "--row-tokens", std::to_string(rs.row_tokens), "--max-rows",
+                                   std::to_string(rs.max_rows), "--seed", "1", "--out", rows},
+                                  log);
+  QUILL_CHECK(r.ok(), "quill tune --measure: quill data synth failed ({}); log {}", failure_reason(r, log), log);
+}
+
 // A temporary directory for the runs when --measure-dir is not given, removed at the end.
 class TempDir {
  public:
@@ -126,6 +140,14 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The run's measured figures from its directory (a quill::Error when it does not read back).
+void take_figures(MeasureRun& run) {
+  const SimulatedRun sr = read_simulated_run(run.dir);
+  run.passes_per_micro_batch_s = sr.m.passes_s / static_cast<double>(sr.m.micro_batches);
+  run.optimizer_s = sr.m.rest_s;
+  run.peak_bytes = sr.peak_bytes, run.device_used_bytes = sr.device_used_bytes, run.gpu_peak = sr.gpu_peak;
+}
 
 bool selected(const MeasureOptions& o, int candidate, int stage) {
   if (o.only.empty()) return true;
@@ -192,10 +214,7 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
   const RowsSpec rs = rows_spec(q.row_tokens, q.global_batch);
   const std::string rows = out.dir + "/" + rs.name();
   const size_t count = std::min(ranked.size(), static_cast<size_t>(o.candidates));
-  auto needs_rows = [&] {  // only when some run will start (a reuse needs none)
-    return !path_exists(rows + "/manifest.json");
-  };
-  bool rows_ready = !needs_rows();
+  bool rows_ready = path_exists(rows + "/manifest.json");  // else made when a run first needs them
 
   std::fprintf(stderr, "quill tune --measure %d: %zu candidates on %s, %d steps per run, runs in %s%s\n", o.candidates,
                count, o.device.c_str(), o.steps, out.dir.c_str(), out.kept ? "" : " (temporary)");
@@ -236,11 +255,8 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
       bool reused = false;
       if (path_exists(key_path) && read_file(key_path) == key_text) {
         try {
-          const SimulatedRun sr = read_simulated_run(run.dir);
+          take_figures(run);
           run.status = "reused";
-          run.passes_per_micro_batch_s = sr.m.passes_s / static_cast<double>(sr.m.micro_batches);
-          run.optimizer_s = sr.m.rest_s;
-          run.peak_bytes = sr.peak_bytes, run.device_used_bytes = sr.device_used_bytes, run.gpu_peak = sr.gpu_peak;
           reused = true;
           ++out.reused;
           std::fprintf(stderr, "  [%d] %s: reused %s (its key matches)\n", run_index, what.c_str(), run.dir.c_str());
@@ -257,16 +273,7 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
         std::fprintf(stderr, "  [%d] %s: not run (--measure-only)\n", run_index, what.c_str());
       } else if (!reused) {
         if (!rows_ready) {
-          make_dirs(out.dir);
-          const std::vector<std::string> synth = {o.quill, "data", "synth", "--conversations",
-                                                  std::to_string(rs.conversations), "--row-tokens",
-                                                  std::to_string(rs.row_tokens), "--max-rows", std::to_string(rs.max_rows),
-                                                  "--seed", "1", "--out", rows};
-          std::fprintf(stderr, "  synthetic rows: %lld rows of %lld tokens in %s\n", static_cast<long long>(rs.max_rows),
-                       static_cast<long long>(rs.row_tokens), rows.c_str());
-          const std::string log = out.dir + "/" + rs.name() + ".log";
-          const ChildResult r = run_child(synth, log);
-          QUILL_CHECK(r.ok(), "quill tune --measure: quill data synth failed ({}); log {}", failure_reason(r, log), log);
+          make_rows(o.quill, rs, out.dir);
           rows_ready = true;
         }
         std::error_code ec;
@@ -279,11 +286,8 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
         ++out.started;
         if (r.ok()) {
           try {
-            const SimulatedRun sr = read_simulated_run(run.dir);
+            take_figures(run);
             run.status = "measured";
-            run.passes_per_micro_batch_s = sr.m.passes_s / static_cast<double>(sr.m.micro_batches);
-            run.optimizer_s = sr.m.rest_s;
-            run.peak_bytes = sr.peak_bytes, run.device_used_bytes = sr.device_used_bytes, run.gpu_peak = sr.gpu_peak;
             write_file_atomic(key_path, key_text);
           } catch (const Error& e) {
             run.status = "failed", run.reason = std::string("its run directory does not read back: ") + e.what();
