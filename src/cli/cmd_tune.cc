@@ -313,8 +313,11 @@ void add_tune_command(CLI::App& app, Runner& run) {
         e.gpus_per_node = q.gpus_per_node;
         e.row_tokens = row_tokens;
         e.global_batch = global_batch;
-        write_recipe(emit, tune::tuned_recipe(ranked.front(), e));
-        if (!json) std::printf("recipe of rank 1 in %s\n", emit.c_str());
+        // The measured best when --measure measured one, else the modelled best.
+        const bool from_measured = measured && !measured->ranking.empty();
+        write_recipe(emit, tune::tuned_recipe(
+                               from_measured ? *measured->candidates[measured->ranking.front()].projected : ranked.front(), e));
+        if (!json) std::printf("recipe of %srank 1 in %s\n", from_measured ? "the measured ranking's " : "", emit.c_str());
       }
       return 0;
     };

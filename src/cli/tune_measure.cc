@@ -44,9 +44,9 @@ RowsSpec rows_spec(int64_t row_tokens, int64_t global_batch) {
   RowsSpec r;
   r.row_tokens = row_tokens;
   r.max_rows = std::clamp<int64_t>(global_batch, 1, 64);
-  // quill data synth's conversations hold a few hundred byte tokens each (6,000 fill 256 rows of 8,192 in
-  // scripts/gpu/seed-projection.sh): 1 per 150 tokens wanted leaves margin.
-  r.conversations = std::max<int64_t>(40, r.max_rows * row_tokens / 150);
+  // A conversation of quill data synth packs into about 72 tokens (7,000 of them fill 62 rows of 8,192; 6,000
+  // fill 53): one per 50 tokens wanted leaves a margin (0.3 s for 64 rows of 8,192 on this VM).
+  r.conversations = std::max<int64_t>(40, r.max_rows * row_tokens / 50);
   return r;
 }
 
@@ -162,6 +162,106 @@ std::string ratio(double measured, double modelled) {
 }
 std::string bytes_text(int64_t b) { return b < 0 ? "-" : plan::format_bytes(b); }
 
+// What every run of one measurement shares.
+struct Measurement {
+  Measurement(const MeasureOptions& options, const tune::RankRequest& request, MeasureResult& result)
+      : o(options), q(request), out(result) {}
+  const MeasureOptions& o;
+  const tune::RankRequest& q;
+  MeasureResult& out;
+  std::string model, model_hash, rows;
+  RowsSpec rows_spec;
+  bool rows_ready = false;  // made when a run first needs them (a reuse needs none)
+  Timer timer;
+  int run_index = 0;
+};
+
+// Stage `stage` of candidate `cand` (its modelled rank `place`): reused when its directory's key matches,
+// else run unless --measure-only leaves it out or `stop` (an earlier stage's failure) says why not.
+MeasureRun measure_stage(Measurement& x, const tune::Candidate& cand, int place, int stage, const std::string& stop) {
+  const MeasureOptions& o = x.o;
+  const RowsSpec& rs = x.rows_spec;
+  MeasureRun run;
+  run.stage = stage;
+  run.rank = tune::stage_rank(cand.layout, stage);
+  const size_t s = static_cast<size_t>(stage);
+  if (s < cand.stage_roles.size()) run.role = cand.stage_roles[s];
+  if (s < cand.stage_allocator_peak_bytes.size()) run.plan_allocator_peak_bytes = cand.stage_allocator_peak_bytes[s];
+  if (s < cand.stage_device_bytes.size()) run.plan_device_bytes = cand.stage_device_bytes[s];
+  const std::vector<std::string> flags = train_flags(cand, run.rank, x.q, o);
+  const nlohmann::json key = {{"format", kKeyFormat},
+                              {"model_sha256", x.model_hash},
+                              {"rows", {{"row_tokens", rs.row_tokens}, {"max_rows", rs.max_rows},
+                                        {"conversations", rs.conversations}, {"seed", 1}}},
+                              {"train_flags", flags}};
+  const std::string key_text = key.dump(1) + "\n";
+  run.dir = fmt::format("{}/{}-s{}-r{}-{}", x.out.dir, slug(cand), stage, run.rank, sha256_hex(key_text).substr(0, 12));
+  run.log = run.dir + "/measure.log";
+  run.argv = {o.quill, "train", "--config", x.model, "--rows", x.rows};
+  run.argv.insert(run.argv.end(), flags.begin(), flags.end());
+  run.argv.insert(run.argv.end(), {"--overwrite", "--out", run.dir});
+  const int index = ++x.run_index;
+  const std::string what =
+      fmt::format("candidate {} ({}), stage {} ({}), rank {}", place, cand.layout.describe(), stage, run.role, run.rank);
+  // Reuse: the key file is written after a run succeeded, so a match means its outputs are complete.
+  const std::string key_path = run.dir + "/" + kKeyFile;
+  if (path_exists(key_path) && read_file(key_path) == key_text) {
+    try {
+      take_figures(run);
+      run.status = "reused";
+      ++x.out.reused;
+      std::fprintf(stderr, "  [%d] %s: reused %s (its key matches)\n", index, what.c_str(), run.dir.c_str());
+      return run;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "  [%d] %s: %s does not read back (%s): running it again\n", index, what.c_str(),
+                   run.dir.c_str(), e.what());
+    }
+  }
+  if (!stop.empty()) {
+    run.status = "not run", run.reason = stop;
+    return run;
+  }
+  if (!selected(o, place, stage)) {
+    run.status = "not run";
+    run.reason = fmt::format("left out by --measure-only, and no run of it in {}", x.out.dir);
+    std::fprintf(stderr, "  [%d] %s: not run (--measure-only)\n", index, what.c_str());
+    return run;
+  }
+  if (!x.rows_ready) {
+    make_rows(o.quill, rs, x.out.dir);
+    x.rows_ready = true;
+  }
+  std::error_code ec;
+  fs::remove(key_path, ec);
+  fs::remove(run.log, ec);  // an earlier attempt's
+  make_dirs(run.dir);
+  std::fprintf(stderr, "  [%d] %s: quill train --simulate-rank %d ... (elapsed %.1f s)\n", index, what.c_str(), run.rank,
+               x.timer.seconds());
+  const ChildResult r = run_child(run.argv, run.log, o.timeout_s);
+  run.seconds = r.seconds;
+  ++x.out.started;
+  if (r.ok()) {
+    try {
+      take_figures(run);
+      run.status = "measured";
+      write_file_atomic(key_path, key_text);
+    } catch (const Error& e) {
+      run.status = "failed", run.reason = fmt::format("its run directory does not read back: {}", e.what());
+    }
+  } else {
+    run.status = "failed", run.reason = fmt::format("{} (log {})", failure_reason(r, run.log), run.log);
+  }
+  if (run.status == "failed") {
+    ++x.out.failed;
+    std::fprintf(stderr, "      FAILED in %.1f s: %s (elapsed %.1f s)\n", r.seconds, run.reason.c_str(), x.timer.seconds());
+  } else {
+    std::fprintf(stderr, "      measured in %.1f s: %s ms per micro-batch, optimizer %s ms, peak %s (elapsed %.1f s)\n",
+                 r.seconds, ms(run.passes_per_micro_batch_s).c_str(), ms(run.optimizer_s).c_str(),
+                 bytes_text(run.peak_bytes).c_str(), x.timer.seconds());
+  }
+  return run;
+}
+
 }  // namespace
 
 std::pair<int, int> parse_measure_only(const std::string& text) {
@@ -194,7 +294,6 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
   for (const auto& [c, s] : o.only)
     QUILL_CHECK(c <= o.candidates, "--measure-only {}{}: only the first {} candidates are measured (--measure {})", c,
                 s >= 0 ? fmt::format(":{}", s) : "", o.candidates, o.candidates);
-  const Timer timer;
   MeasureResult out;
   out.device = o.device;
   out.steps = o.steps;
@@ -207,18 +306,15 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
     out.dir = fs::absolute(o.dir).lexically_normal().string();
     out.kept = true;
   }
-  const std::string model = fs::absolute(o.model).string();
-  const std::string model_hash = model_sha256(model);
-
-  // The rows (one set for every run: the workload's row length).
-  const RowsSpec rs = rows_spec(q.row_tokens, q.global_batch);
-  const std::string rows = out.dir + "/" + rs.name();
+  Measurement x(o, q, out);
+  x.model = fs::absolute(o.model).string();
+  x.model_hash = model_sha256(x.model);
+  x.rows_spec = rows_spec(q.row_tokens, q.global_batch);
+  x.rows = out.dir + "/" + x.rows_spec.name();  // one set for every run: the workload's row length
+  x.rows_ready = path_exists(x.rows + "/manifest.json");
   const size_t count = std::min(ranked.size(), static_cast<size_t>(o.candidates));
-  bool rows_ready = path_exists(rows + "/manifest.json");  // else made when a run first needs them
-
   std::fprintf(stderr, "quill tune --measure %d: %zu candidates on %s, %d steps per run, runs in %s%s\n", o.candidates,
                count, o.device.c_str(), o.steps, out.dir.c_str(), out.kept ? "" : " (temporary)");
-  int run_index = 0;
   for (size_t i = 0; i < count; ++i) {
     MeasuredCandidate mc;
     mc.modelled_rank = static_cast<int>(i + 1);
@@ -227,87 +323,8 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
     std::vector<tune::MeasuredStage> measured;
     std::string stop;  // an earlier stage failed: the rest are not run
     for (int stage : tune::stages_to_measure(cand.layout)) {
-      MeasureRun run;
-      run.stage = stage;
-      run.rank = tune::stage_rank(cand.layout, stage);
-      run.role = static_cast<size_t>(stage) < cand.stage_roles.size() ? cand.stage_roles[static_cast<size_t>(stage)] : "";
-      if (static_cast<size_t>(stage) < cand.stage_allocator_peak_bytes.size())
-        run.plan_allocator_peak_bytes = cand.stage_allocator_peak_bytes[static_cast<size_t>(stage)];
-      if (static_cast<size_t>(stage) < cand.stage_device_bytes.size())
-        run.plan_device_bytes = cand.stage_device_bytes[static_cast<size_t>(stage)];
-      const std::vector<std::string> flags = train_flags(cand, run.rank, q, o);
-      nlohmann::json key = {{"format", kKeyFormat},
-                            {"model_sha256", model_hash},
-                            {"rows", {{"row_tokens", rs.row_tokens}, {"max_rows", rs.max_rows},
-                                      {"conversations", rs.conversations}, {"seed", 1}}},
-                            {"train_flags", flags}};
-      const std::string key_text = key.dump(1) + "\n";
-      run.dir = fmt::format("{}/{}-s{}-r{}-{}", out.dir, slug(cand), stage, run.rank, sha256_hex(key_text).substr(0, 12));
-      run.log = run.dir + "/measure.log";
-      run.argv = {o.quill, "train", "--config", model, "--rows", rows};
-      run.argv.insert(run.argv.end(), flags.begin(), flags.end());
-      run.argv.insert(run.argv.end(), {"--overwrite", "--out", run.dir});
-      ++run_index;
-      const std::string what = fmt::format("candidate {} ({}), stage {} ({}), rank {}", mc.modelled_rank,
-                                           cand.layout.describe(), stage, run.role, run.rank);
-      // Reuse: the key file is written after a run succeeded, so a match means its outputs are complete.
-      const std::string key_path = run.dir + "/" + kKeyFile;
-      bool reused = false;
-      if (path_exists(key_path) && read_file(key_path) == key_text) {
-        try {
-          take_figures(run);
-          run.status = "reused";
-          reused = true;
-          ++out.reused;
-          std::fprintf(stderr, "  [%d] %s: reused %s (its key matches)\n", run_index, what.c_str(), run.dir.c_str());
-        } catch (const Error& e) {
-          std::fprintf(stderr, "  [%d] %s: %s does not read back (%s): running it again\n", run_index, what.c_str(),
-                       run.dir.c_str(), e.what());
-        }
-      }
-      if (!reused && !stop.empty()) {
-        run.status = "not run", run.reason = stop;
-      } else if (!reused && !selected(o, mc.modelled_rank, stage)) {
-        run.status = "not run";
-        run.reason = fmt::format("left out by --measure-only, and no run of it in {}", out.dir);
-        std::fprintf(stderr, "  [%d] %s: not run (--measure-only)\n", run_index, what.c_str());
-      } else if (!reused) {
-        if (!rows_ready) {
-          make_rows(o.quill, rs, out.dir);
-          rows_ready = true;
-        }
-        std::error_code ec;
-        fs::remove(key_path, ec);
-        make_dirs(run.dir);
-        std::fprintf(stderr, "  [%d] %s: quill train --simulate-rank %d ... (elapsed %.1f s)\n", run_index, what.c_str(),
-                     run.rank, timer.seconds());
-        const ChildResult r = run_child(run.argv, run.log, o.timeout_s);
-        run.seconds = r.seconds;
-        ++out.started;
-        if (r.ok()) {
-          try {
-            take_figures(run);
-            run.status = "measured";
-            write_file_atomic(key_path, key_text);
-          } catch (const Error& e) {
-            run.status = "failed", run.reason = std::string("its run directory does not read back: ") + e.what();
-          }
-        } else {
-          run.status = "failed", run.reason = failure_reason(r, run.log) + " (log " + run.log + ")";
-        }
-        if (run.status == "failed") {
-          ++out.failed;
-          stop = fmt::format("stage {} of this candidate failed", stage);
-        }
-        std::fprintf(stderr, "      %s in %.1f s%s (elapsed %.1f s)\n", run.status == "measured" ? "measured" : "FAILED",
-                     r.seconds,
-                     run.status == "measured"
-                         ? fmt::format(": {} ms per micro-batch, optimizer {} ms, peak {} GiB", ms(run.passes_per_micro_batch_s),
-                                       ms(run.optimizer_s), bytes_text(run.peak_bytes))
-                               .c_str()
-                         : (": " + run.reason).c_str(),
-                     timer.seconds());
-      }
+      MeasureRun run = measure_stage(x, cand, mc.modelled_rank, stage, stop);
+      if (run.status == "failed") stop = fmt::format("stage {} of this candidate failed", stage);
       if (run.status == "measured" || run.status == "reused")
         measured.push_back({run.stage, run.rank, run.passes_per_micro_batch_s, run.optimizer_s});
       mc.runs.push_back(std::move(run));
@@ -331,7 +348,7 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
   std::stable_sort(out.ranking.begin(), out.ranking.end(), [&](size_t a, size_t b) {
     return tune::ranks_before(*out.candidates[a].projected, *out.candidates[b].projected);
   });
-  out.seconds = timer.seconds();
+  out.seconds = x.timer.seconds();
   return out;
 }
 

@@ -4,12 +4,14 @@
 //   (a) the figures the output calls measured are those of the children's run directories (read back here
 //       from summary.json), every figure is marked measured, scaled or modelled, the peaks sit beside the
 //       plan's;
-//   (b) a second call with the same --measure-dir runs nothing and changes no run directory; --measure-only
+//   (b) a second call with the same --measure-dir runs nothing and changes no run directory (and
+//       --emit-recipe writes the measured best); --measure-only
 //       runs one stage, leaves the candidates incomplete, and a later call completes them;
 //   (c) a candidate whose run fails (device memory too small for it alone, or a time limit) is reported
 //       failed with the reason and the rest still rank;
 //   (d) the measured ranking is by the measured figures (sorted by its own tokens/s/GPU, each from its own
 //       projected step).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -176,8 +178,17 @@ TEST_F(TuneMeasure, MeasuredFiguresAreTheRunsAndReuseRunsNothing) {
 
   // (b) Again with the same directory: nothing runs, no file changes, the same figures.
   const auto before = mtimes(runs);
-  const test::CommandResult again = test::run_command(tune("--measure 2 --measure-dir " + runs));
+  const std::string recipe = *dir_ + "/best.yaml";
+  const test::CommandResult again = test::run_command(tune("--measure 2 --measure-dir " + runs + " --emit-recipe " + recipe));
   ASSERT_EQ(again.status, 0) << again.output;
+  // The recipe is the measured ranking's best, and says what was measured.
+  EXPECT_NE(again.output.find("recipe of the measured ranking's rank 1 in"), std::string::npos) << again.output;
+  std::ifstream in(recipe);
+  const std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(yaml.find("compute measured by quill tune --measure, communication modelled"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find(fmt::format("projected {:.1f} tokens/s/GPU", m.at("ranked")[0].at("tokens_per_s_per_gpu").get<double>())),
+            std::string::npos)
+      << yaml;
   for (const char* want : {"0 runs started, 6 reused, 0 failed", "reused", "measured (stages 0,1,3; 2 scaled)",
                            "every figure of this table is MODELLED", "compute MEASURED where the compute column says so",
                            "passes mod", "plan peak", "run peak"})
