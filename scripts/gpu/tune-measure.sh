@@ -8,14 +8,15 @@
 # arguments). Every call copies the run directories (not the rows) to $OUT/tune-measure, which the next call,
 # on a fresh machine, takes back when carried as runs/tune-measure.
 #   here:   cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle
-#   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/tune-measure.sh 1:0 1:1")
-#           run(carry=["build/gpu-bundle", "runs/tune-measure"], command="bash scripts/gpu/tune-measure.sh 1:3 2:0")
-#           run(carry=["build/gpu-bundle", "runs/tune-measure"], command="bash scripts/gpu/tune-measure.sh 2:1 2:3")
-#   here:   (copy each call's $OUT/tune-measure to runs/tune-measure between calls; after the last:)
+#   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/tune-measure.sh 1")          (candidate 1: 3 runs)
+#   here:   copy that call's $OUT/tune-measure to runs/tune-measure
+#   device: run(carry=["build/gpu-bundle", "runs/tune-measure"], command="bash scripts/gpu/tune-measure.sh 2")
+#           (its output has the whole measured ranking: candidate 1's runs reused; again here, at any time:)
 #           build/quill tune --model tests/fixtures/configs/inkling-small-hf.json --gpus 32 --gpus-per-node 8 \
 #             --gpu h200 --measure 2 --measure-device cuda --measure-dir runs/tune-measure     (all reused: no GPU)
 # $OUT/tune-measure.txt: the progress per run, both rankings and the per-stage table (modelled vs measured).
-# K (default 2), STEPS (2: one warm-up, one measured), RUN_TIMEOUT (s per run, default 540).
+# K (default 2), STEPS (2: one warm-up, one measured), RUN_TIMEOUT (s per run, default 170: three runs and the
+# search fit a 10-minute call).
 # Dry run on the CPU (the command lines, not the figures): Q=build/quill DEVICE=cpu CONFIG=configs/seed-shape \
 #   TUNE_FLAGS="--gpu cpu --device-memory 5MiB --row-tokens 32 --global-batch 16 --compute-rates RATES.json" \
 #   OUT=/tmp/tm-dry bash scripts/gpu/tune-measure.sh
@@ -30,7 +31,7 @@ CONFIG=${CONFIG:-tests/fixtures/configs/inkling-small-hf.json}
 TUNE_FLAGS=${TUNE_FLAGS:---gpu h200}
 K=${K:-2}
 STEPS=${STEPS:-2}
-RUN_TIMEOUT=${RUN_TIMEOUT:-540}
+RUN_TIMEOUT=${RUN_TIMEOUT:-170}
 M=${M:-/tmp/tune-measure}
 mkdir -p "$OUT" "$M"
 # Runs of an earlier call (carried back): the measure directory takes them unless it has its own.
