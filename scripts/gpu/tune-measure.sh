@@ -2,7 +2,7 @@
 # `quill tune --measure` (docs/tune.md) for Inkling-Small on 32 H200 (8 per node), one device call at a time:
 # the K best layouts of the modelled ranking, each stage role of each (first, middle, last: 3 runs of
 # `quill train --simulate-rank` for a PP4 layout) run on this machine's GPU with random weights and synthetic
-# 8,192-token rows, re-ranked by the measured compute. A run takes minutes, the device call at most 10, so each
+# 8,192-token rows, re-ranked by the measured compute. A run may take a minute or two, a device call at most 10, so each
 # call runs the runs named as arguments (CANDIDATE:STAGE, quill tune's --measure-only) and keeps every run in
 # the measure directory; a call with no argument runs whatever is still missing (under the call's limit: give
 # arguments). Every call copies the run directories (not the rows) to $OUT/tune-measure, which the next call,
