@@ -7,12 +7,17 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "base/child_process.h"
 #include "base/error.h"
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/launch.h"
 #include "cli/memory_flags.h"
 #include "cli/projection_report.h"
+#include "cli/tune_measure.h"
+#include "cli/tune_report.h"
 #include "model/params.h"
 #include "plan/memory_plan.h"
 #include "plan/plan_report.h"
@@ -74,63 +79,6 @@ tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
   return r;
 }
 
-std::string gib(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / (1 << 30)); }
-
-// Peak GiB by stage role: "first 120.1 / middle 98.0 / last 110.3" (the largest middle stage).
-std::string peaks_by_role(const tune::Candidate& c) {
-  std::map<std::string, int64_t> by;
-  std::vector<std::string> order;
-  for (size_t i = 0; i < c.stage_roles.size(); ++i) {
-    if (!by.count(c.stage_roles[i])) order.push_back(c.stage_roles[i]);
-    by[c.stage_roles[i]] = std::max(by[c.stage_roles[i]], c.stage_device_bytes[i]);
-  }
-  std::string out;
-  for (const std::string& role : order) out += (out.empty() ? "" : " / ") + role + " " + gib(by[role]);
-  return out;
-}
-
-std::string optimizer_text(const OptimizerMemory& m) {
-  std::string s = m.effective_fraction() > 0 ? fmt::format("offload {:.1f}", m.offload_fraction) : "offload 0";
-  if (m.exp_avg == DType::BF16) s += ", bf16 moments";
-  return s;
-}
-
-nlohmann::json ranked_json(const tune::RankedLayout& r, int rank) {
-  nlohmann::json j;
-  j["rank"] = rank;
-  j["layout"] = r.candidate.layout.describe();
-  j["tp"] = r.candidate.layout.tp, j["sp"] = r.candidate.layout.sequence_parallel, j["pp"] = r.candidate.layout.pp;
-  j["pp_layers"] = r.candidate.layout.pp_layers, j["ep"] = r.candidate.layout.ep, j["dp"] = r.candidate.layout.dp;
-  j["split"] = r.candidate.split;
-  j["offload_fraction"] = r.candidate.optimizer.effective_fraction();
-  j["bf16_moments"] = r.candidate.optimizer.exp_avg == DType::BF16;
-  nlohmann::json stages = nlohmann::json::array();
-  for (size_t i = 0; i < r.candidate.stage_roles.size(); ++i)
-    stages.push_back({{"role", r.candidate.stage_roles[i]}, {"peak_device_bytes", r.candidate.stage_device_bytes[i]},
-                      {"forward_s", r.projection.stages[i].forward_s}, {"backward_s", r.projection.stages[i].backward_s},
-                      {"optimizer_s", r.projection.stages[i].optimizer_compute_s + r.projection.stages[i].optimizer_comm_s}});
-  j["stages"] = stages;
-  j["step_s"] = r.step_s;
-  j["pipeline_s"] = r.projection.pipeline_s;
-  j["optimizer_s"] = r.projection.optimizer_s;
-  j["exposed_comm_s"] = r.projection.exposed_comm_s;
-  j["bubble_s"] = r.projection.bubble_s;
-  j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
-  j["mfu"] = r.mfu;
-  j["usd_per_million_tokens"] = r.usd_per_million_tokens ? nlohmann::json(*r.usd_per_million_tokens) : nlohmann::json(nullptr);
-  j["bound"] = r.bound;
-  j["bound_s"] = r.bound_s;
-  return j;
-}
-
-std::string row_text(const tune::RankedLayout& r, int rank) {
-  return fmt::format("{:>4}  {:<44} {:<22} {:<36} {:>8.3f} {:>10.1f} {:>6.2f}% {:>8} {}\n", rank,
-                     r.candidate.layout.describe(), optimizer_text(r.candidate.optimizer), peaks_by_role(r.candidate),
-                     r.step_s, r.tokens_per_s_per_gpu, 100 * r.mfu,
-                     r.usd_per_million_tokens ? fmt::format("{:.3f}", *r.usd_per_million_tokens) : "-",
-                     fmt::format("{} {:.3f} s", r.bound, r.bound_s));
-}
-
 }  // namespace
 
 void add_tune_command(CLI::App& app, Runner& run) {
@@ -142,6 +90,10 @@ void add_tune_command(CLI::App& app, Runner& run) {
   static int64_t row_tokens = 8192, global_batch = 128, max_imbalance = 3;
   static bool json = false, cross_node_ep = false;
   static ProjectionFlags pflags;
+  static int measure = 0, measure_steps = 2;
+  static std::string measure_device, measure_dir, measure_device_memory;
+  static std::vector<std::string> measure_only;
+  static double measure_timeout = 0;
   cmd->add_option("--model", model, "config.json of the model (or a directory holding it)")->required();
   cmd->add_option("--gpus", gpus, "GPUs (world ranks) to lay the model out on")->required();
   cmd->add_option("--gpu", gpu, "h200 (bf16, 141 GiB, the H200 rates and NVLink/NDR figures; default) | cpu (fp32 "
@@ -161,6 +113,24 @@ void add_tune_command(CLI::App& app, Runner& run) {
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales; default) | none");
   add_device_memory_flag(cmd, device_memory);
   add_projection_flags(cmd, pflags, /*workload=*/false);
+  cmd->add_option("--measure", measure,
+                  "measure the K best layouts: one rank per stage role of each as quill train --simulate-rank (real "
+                  "kernels, random weights, synthetic rows) in a child process; re-rank them by the measured compute "
+                  "(docs/tune.md)");
+  cmd->add_option("--measure-steps", measure_steps, "with --measure: steps per run, the first a warm-up (default 2)");
+  cmd->add_option("--measure-device", measure_device,
+                  "with --measure: cuda | cpu (default: cuda when a GPU is visible, else cpu)");
+  cmd->add_option("--measure-dir", measure_dir,
+                  "with --measure: keep the run directories here; a later --measure reuses those whose layout and "
+                  "flags match (default: a temporary directory, removed)");
+  cmd->add_option("--measure-only", measure_only,
+                  "with --measure: run only candidate C (its modelled rank) or its stage S (C:S, repeatable); the other "
+                  "runs are reused from --measure-dir or left out");
+  cmd->add_option("--measure-timeout", measure_timeout, "with --measure: seconds a run may take before it is killed "
+                                                        "and reported failed (default 0: no limit)");
+  cmd->add_option("--measure-device-memory", measure_device_memory,
+                  "with --measure: the runs' --device-memory (default: --device-memory when given, else the device's "
+                  "own)");
   cmd->callback([&run] {
     run = [] {
       Timer timer;
@@ -170,6 +140,29 @@ void add_tune_command(CLI::App& app, Runner& run) {
         const std::filesystem::path dir = std::filesystem::absolute(emit).parent_path();
         QUILL_CHECK(std::filesystem::is_directory(dir), "--emit-recipe {}: the directory {} does not exist", emit,
                     dir.string());
+      }
+      const bool measuring = measure > 0;
+      QUILL_CHECK(measuring || (measure_dir.empty() && measure_only.empty() && measure_device.empty()),
+                  "--measure-dir, --measure-only and --measure-device need --measure K");
+      QUILL_CHECK(measure >= 0, "--measure {}: the number of candidates to measure (0: none)", measure);
+      MeasureOptions mo;
+      if (measuring) {  // refused before the search, not after it
+        mo.candidates = measure;
+        mo.steps = measure_steps;
+        mo.device = measure_device.empty() ? default_device() : measure_device;
+        mo.dir = measure_dir;
+        mo.model = model;
+        mo.device_memory = !measure_device_memory.empty() ? measure_device_memory : device_memory;
+        if (!mo.device_memory.empty()) parse_device_memory(mo.device_memory);  // refused here when malformed
+        mo.timeout_s = measure_timeout;
+        for (const std::string& x : measure_only) mo.only.push_back(parse_measure_only(x));
+        mo.quill = self_executable();
+        QUILL_CHECK(mo.device == "cpu" || mo.device == "cuda", "--measure-device {}: cpu or cuda", mo.device);
+        QUILL_CHECK(measure_steps >= 1, "--measure-steps {}: at least one step", measure_steps);
+        if ((mo.device == "cuda") != on_gpu)
+          std::fprintf(stderr, "note: --measure-device %s with --gpu %s: the runs compute in %s, the plan and the "
+                               "model in %s\n", mo.device.c_str(), gpu.c_str(), mo.device == "cuda" ? "bf16" : "fp32",
+                       on_gpu ? "bf16" : "fp32");
       }
       tune::SearchRequest q;
       q.config = load_inkling_config(model);
@@ -219,6 +212,8 @@ void add_tune_command(CLI::App& app, Runner& run) {
       }
       const std::vector<tune::RankedLayout> ranked = tune::rank_layouts(kept, rq);
       const double total_s = timer.seconds();
+      std::optional<MeasureResult> measured;
+      if (measuring) measured = measure_candidates(ranked, rq, mo);
 
       // --compare: each recipe's layout and offload, projected, with the place it would take.
       struct Compared {
@@ -245,7 +240,11 @@ void add_tune_command(CLI::App& app, Runner& run) {
         pr.config = q.config, pr.layout = c.layout, pr.row_tokens = row_tokens, pr.global_batch = global_batch;
         pr.optimizer = c.optimizer, pr.gpus_per_node = q.gpus_per_node, pr.freeze = q.freeze, pr.device = q.device;
         const plan::MemoryPlan mp = plan::plan_memory(pr);
-        for (const plan::StagePlan& s : mp.stages) c.stage_device_bytes.push_back(s.device_total()), c.stage_roles.push_back(s.role);
+        for (const plan::StagePlan& s : mp.stages) {
+          c.stage_device_bytes.push_back(s.device_total());
+          c.stage_allocator_peak_bytes.push_back(s.allocator_peak());
+          c.stage_roles.push_back(s.role);
+        }
         const plan::FitVerdict v = plan::check_fit(mp, q.device_memory);
         Compared x{path, tune::project_candidate(c, rq), 1, v.fits, v.message};
         for (const tune::RankedLayout& r : ranked) x.place += r.tokens_per_s_per_gpu > x.r.tokens_per_s_per_gpu ? 1 : 0;
@@ -276,6 +275,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
           cmp.push_back(e);
         }
         j["compared"] = cmp;
+        j["measured"] = measured ? measure_json(*measured) : nlohmann::json(nullptr);
         std::printf("%s\n", j.dump(1).c_str());
       } else {
         std::printf("quill tune: %s on %d GPUs (%d per node, %s), %lld-token rows, %lld rows per step\n", model.c_str(),
@@ -284,16 +284,16 @@ void add_tune_command(CLI::App& app, Runner& run) {
         std::printf("%lld geometries examined, %lld memory plans, %zu layouts fit and are ranked (%.1f s; search %.1f s)\n",
                     static_cast<long long>(found.geometries), static_cast<long long>(found.plans), ranked.size(), total_s,
                     search_s);
-        std::printf("every figure is MODELLED (docs/tune.md): compute from measured per-op rates, collectives from their "
-                    "exact bytes and the communication model; nothing here ran\n\n");
-        std::printf("%4s  %-44s %-22s %-36s %8s %10s %7s %8s %s\n", "rank", "layout", "optimizer", "peak GiB by stage",
-                    "step s", "tok/s/GPU", "MFU", "$/M tok", "bounded by");
+        std::printf("every figure of this table is MODELLED (docs/tune.md): compute from measured per-op rates, "
+                    "collectives from their exact bytes and the communication model; nothing here ran%s\n\n",
+                    measured ? " (the measured ranking follows it)" : "");
+        std::printf("%s", ranked_header(false).c_str());
         for (size_t i = 0; i < ranked.size() && static_cast<int>(i) < top; ++i)
-          std::printf("%s", row_text(ranked[i], static_cast<int>(i + 1)).c_str());
+          std::printf("%s", ranked_row(ranked[i], static_cast<int>(i + 1), false).c_str());
         for (const Compared& c : compared) {
           std::printf("\n%s (%s): would rank %d of %zu%s\n", c.path.c_str(), c.fits ? "fits" : "does NOT fit", c.place,
                       ranked.size() + 1, c.fits ? "" : (": " + c.fit).c_str());
-          std::printf("%s", row_text(c.r, c.place).c_str());
+          std::printf("%s", ranked_row(c.r, c.place, false).c_str());
         }
         std::printf("\nrefused:\n");
         for (const auto& [reason, x] : found.refused)
@@ -302,6 +302,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
         std::printf("pruning:\n");
         for (const std::string& p : found.pruning) std::printf("  - %s\n", p.c_str());
         std::printf("compute model: %s\ncomm model: %s\n", rq.rates.source.c_str(), rq.comm.source.c_str());
+        if (measured) std::printf("%s", measure_text(*measured).c_str());
       }
       if (!emit.empty()) {
         QUILL_CHECK(!ranked.empty(), "--emit-recipe {}: no layout fits, nothing to write", emit);
@@ -312,8 +313,11 @@ void add_tune_command(CLI::App& app, Runner& run) {
         e.gpus_per_node = q.gpus_per_node;
         e.row_tokens = row_tokens;
         e.global_batch = global_batch;
-        write_recipe(emit, tune::tuned_recipe(ranked.front(), e));
-        if (!json) std::printf("recipe of rank 1 in %s\n", emit.c_str());
+        // The measured best when --measure measured one, else the modelled best.
+        const bool from_measured = measured && !measured->ranking.empty();
+        write_recipe(emit, tune::tuned_recipe(
+                               from_measured ? *measured->candidates[measured->ranking.front()].projected : ranked.front(), e));
+        if (!json) std::printf("recipe of %srank 1 in %s\n", from_measured ? "the measured ranking's " : "", emit.c_str());
       }
       return 0;
     };

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "cli/collectives_file.h"
+#include "cli/simulated_run.h"
 #include "parallel/grid.h"
 #include "plan/projection.h"
 #include "recipe/gpu_price.h"
@@ -63,99 +64,16 @@ plan::CommModelParams comm_params(const ProjectionFlags& f) {
 
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  QUILL_CHECK(path_exists(path), "{}: not found (a run directory of quill train --simulate-rank holds it)", path);
-  try {
-    return nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    QUILL_FAIL("{}: not JSON: {}", path, e.what());
-  }
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// One run directory as the projection's measurement.
-struct Run {
-  std::string dir, device;
-  LayoutSpec spec;
-  int64_t global_batch = 0, row_tokens = 0, active_params = 0, peak_bytes = -1;
-  bool gpu_peak = false;
-  plan::RankMeasurement m;
-};
-
-Run read_run(const std::string& dir) {
-  Run run;
-  run.dir = dir;
-  const std::string cpath = dir + "/collectives.json", spath = dir + "/summary.json";
-  const nlohmann::json c = read_json(cpath), s = read_json(spath);
-  try {
-    QUILL_CHECK(c.at("format") == "quill-collectives-2", "{}: format {} (this quill reads quill-collectives-2)", cpath,
-                c.at("format").dump());
-    QUILL_CHECK(!c.at("simulated_rank").is_null(),
-                "{}: a real run's collectives (simulated_rank null); a projection starts from quill train --simulate-rank "
-                "runs, whose step times are compute only",
-                cpath);
-    run.spec = layout_spec_from_json(c.at("layout_spec"), cpath);
-    run.global_batch = c.at("workload").at("global_batch");
-    run.row_tokens = c.at("workload").at("row_tokens");
-    run.device = c.value("device", std::string());
-    const int rank = c.at("simulated_rank");
-    run.m.rank = rank;
-    const nlohmann::json& entry = c.at("ranks").at(0);
-    QUILL_CHECK(entry.at("rank") == rank, "{}: ranks[0] is rank {}, not the simulated rank {}", cpath,
-                entry.at("rank").dump(), rank);
-    for (const auto& [name, ranks] : entry.at("groups").items()) run.m.groups[name] = ranks.get<std::vector<int>>();
-    // The world communicator is every rank (collectives.json lists the layout's groups only).
-    std::vector<int> everyone(static_cast<size_t>(c.at("world_size").get<int>()));
-    for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = static_cast<int>(i);
-    run.m.groups.emplace("world", everyone);
-    const std::vector<CollectiveRow> rows = collective_rows_from_json(entry.at("rows"), cpath);
-    // The measured steps, as summary.json's median takes them: steps >= warmup_steps, the profiled one out.
-    const int64_t warmup = s.at("warmup_steps"), profiled = s.at("profile_step");
-    std::vector<double> passes, rest, all_passes, all_rest;
-    std::vector<int64_t> measured, all_steps;
-    for (const nlohmann::json& st : s.at("per_step")) {
-      const int64_t step = st.at("step");
-      const double t = st.at("step_time_s"), p = st.at("passes_time_s");
-      all_passes.push_back(p), all_rest.push_back(t - p), all_steps.push_back(step);
-      if (step >= warmup && step != profiled) passes.push_back(p), rest.push_back(t - p), measured.push_back(step);
-    }
-    QUILL_CHECK(!all_steps.empty(), "{}: per_step is empty", spath);
-    if (measured.empty()) passes = all_passes, rest = all_rest, measured = all_steps;
-    run.m.passes_s = median(passes);
-    run.m.rest_s = std::max(0.0, median(rest));
-    for (const CollectiveRow& r : rows)
-      if (std::find(measured.begin(), measured.end(), r.step) != measured.end()) run.m.rows.push_back(r);
-    run.m.steps = static_cast<int64_t>(measured.size());
-    run.active_params = s.at("active_params");
-    if (s.contains("peak_device_bytes_per_rank")) run.peak_bytes = s.at("peak_device_bytes_per_rank").at(rank);
-    run.gpu_peak = s.at("peak_gpu_bytes").get<int64_t>() >= 0;
-  } catch (const nlohmann::json::exception& e) {
-    QUILL_FAIL("{} or {}: {}", cpath, spath, e.what());
-  }
-  QUILL_CHECK(run.global_batch > 0 && run.global_batch % run.spec.dp == 0,
-              "{}/collectives.json: workload.global_batch {} does not split over {} data-parallel ranks", dir,
-              run.global_batch, run.spec.dp);
-  run.m.micro_batches = run.global_batch / run.spec.dp;
-  run.m.stage = Grid(run.spec.world(), run.spec).coords(run.m.rank).pp;
-  return run;
-}
-
 std::string gib(int64_t b) { return b < 0 ? "-" : fmt::format("{:.2f}", static_cast<double>(b) / (1 << 30)); }
 
 }  // namespace
 
 ProjectionReport project_runs(const std::vector<std::string>& dirs, const ProjectionFlags& flags) {
   QUILL_CHECK(!dirs.empty(), "quill project: give one or more run directories of quill train --simulate-rank");
-  std::vector<Run> runs;
-  for (const std::string& d : dirs) runs.push_back(read_run(d));
-  const Run& first = runs.front();
-  for (const Run& r : runs) {
+  std::vector<SimulatedRun> runs;
+  for (const std::string& d : dirs) runs.push_back(read_simulated_run(d));
+  const SimulatedRun& first = runs.front();
+  for (const SimulatedRun& r : runs) {
     QUILL_CHECK(r.spec.describe() == first.spec.describe() && r.row_tokens == first.row_tokens &&
                     r.global_batch == first.global_batch,
                 "quill project: {} ran {} on {} rows of {} tokens, {} ran {} on {} rows of {}; give runs of one layout "
@@ -165,7 +83,7 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
   }
   plan::ProjectionRequest q;
   q.spec = first.spec;
-  for (const Run& r : runs) q.ranks.push_back(r.m);
+  for (const SimulatedRun& r : runs) q.ranks.push_back(r.m);
   const int64_t global_batch = flags.global_batch > 0 ? flags.global_batch : first.global_batch;
   QUILL_CHECK(global_batch % first.spec.dp == 0, "--global-batch {} does not split over {} data-parallel ranks",
               global_batch, first.spec.dp);
@@ -219,11 +137,11 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
   t += fmt::format("projection of {} ({} GPUs, {} per node): {} rows x {} tokens per step, {} micro-batches per pipeline\n",
                    first.spec.describe(), world, q.comm.gpus_per_node, global_batch, first.row_tokens, q.micro_batches);
   t += "  stage  rank  compute ms/mb  comm ms/mb  msg ms  pipeline ms  opt compute ms  opt comm ms  peak GiB  GB/step\n";
-  std::map<int, const Run*> by_rank;
-  for (const Run& r : runs) by_rank[r.m.rank] = &r;
+  std::map<int, const SimulatedRun*> by_rank;
+  for (const SimulatedRun& r : runs) by_rank[r.m.rank] = &r;
   nlohmann::json stages = nlohmann::json::array();
   for (const plan::StageProjection& sp : p.stages) {
-    const Run* r = by_rank.at(sp.from_rank);
+    const SimulatedRun* r = by_rank.at(sp.from_rank);
     int64_t bytes = 0;
     for (const plan::GroupTime& g : sp.groups) bytes += g.wire_bytes;
     t += fmt::format("  {:>5}  {:>4}{} {:>13.3f}  {:>10.3f}  {:>6.3f}  {:>11.1f}  {:>14.1f}  {:>11.1f}  {:>8}  {:>7.2f}\n",

@@ -52,12 +52,13 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
   const bool bf16_moments = opt.exp_avg == DType::BF16 || opt.exp_avg_sq == DType::BF16;
   l.summary = fmt::format(
       "TP {}{}, PP {} ({}), CP 1, EP {}, ETP 1, DP {}; one {}-token row per microbatch; no recompute; {}; {}distributed "
-      "optimizer; alltoall dispatcher. Chosen by quill tune: projected {:.1f} tokens/s/GPU (modelled, not measured)",
+      "optimizer; alltoall dispatcher. Chosen by quill tune: projected {:.1f} tokens/s/GPU ({})",
       s.tp, l.sequence_parallel ? " with sequence parallel" : "", s.pp, chosen.candidate.split, s.ep, s.dp, q.row_tokens,
       opt.effective_fraction() > 0 ? fmt::format("CPU optimizer offload of {:.0f}% with overlapped copies",
                                                  100 * opt.offload_fraction)
                                    : "the optimizer on the GPU",
-      bf16_moments ? "bf16 Adam moments; " : "", chosen.tokens_per_s_per_gpu);
+      bf16_moments ? "bf16 Adam moments; " : "", chosen.tokens_per_s_per_gpu,
+      chosen.measured() ? "compute measured by quill tune --measure, communication modelled" : "modelled, not measured");
   r.env = {{"NCCL_NVLS_ENABLE", "0"}};
   std::string flags = fmt::format("--tensor-model-parallel-size {}{} \\\n    --pipeline-model-parallel-size {}", s.tp,
                                   l.sequence_parallel ? " --sequence-parallel" : "", s.pp);
@@ -88,11 +89,15 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
                          static_cast<double>(chosen.candidate.stage_device_bytes[i]) / (1 << 30));
   r.notes = fmt::format(
       "- Chosen by `quill tune` (docs/tune.md) from every layout that divides the model and {} GPUs and fits by\n"
-      "  `quill plan`: projected step {:.3f} s, {:.1f} tokens/s/GPU, MFU {:.4f} (modelled compute and communication,\n"
-      "  nothing measured); bounded by {}. Peak device memory per stage (plan): {}.\n"
+      "  `quill plan`: projected step {:.3f} s, {:.1f} tokens/s/GPU, MFU {:.4f} ({});\n"
+      "  bounded by {}. Peak device memory per stage (plan): {}.\n"
       "- The optimizer and schedule flags of the run block are the seed's (tests/fixtures/recipes/seed.yaml); review\n"
       "  them for this run. HF_CKPT and SFT_DATA name the model directory and the rows (quill data build).\n",
-      s.world(), chosen.step_s, chosen.tokens_per_s_per_gpu, chosen.mfu, chosen.bound, peaks);
+      s.world(), chosen.step_s, chosen.tokens_per_s_per_gpu, chosen.mfu,
+      chosen.measured() ? "the compute of its stages measured by `quill tune --measure` with random weights, the\n"
+                          "  communication modelled"
+                        : "modelled compute and communication, nothing measured",
+      chosen.bound, peaks);
   return r;
 }
 

@@ -159,6 +159,7 @@ SearchResult search_layouts(const SearchRequest& q) {
               cand.split = split_name(split);
               for (const plan::StagePlan& s : best.stages) {
                 cand.stage_device_bytes.push_back(s.device_total());
+                cand.stage_allocator_peak_bytes.push_back(s.allocator_peak());
                 cand.stage_roles.push_back(s.role);
               }
               r.fitting.push_back(std::move(cand));

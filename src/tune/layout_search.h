@@ -36,6 +36,7 @@ struct Candidate {
   OptimizerMemory optimizer;
   std::string split;                       // "even", "first/last F/L" (Megatron's uneven split flags)
   std::vector<int64_t> stage_device_bytes; // the plan's device total per pipeline stage
+  std::vector<int64_t> stage_allocator_peak_bytes;  // of it, the allocator's peak (what a run's summary.json measures)
   std::vector<std::string> stage_roles;    // "whole model", "first", "middle", "last"
   int64_t peak_device_bytes() const;       // the largest stage's
 };

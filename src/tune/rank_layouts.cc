@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "base/error.h"
 #include "model/config.h"
@@ -22,7 +23,59 @@ bool expert_groups_inside_nodes(const LayoutSpec& spec, int gpus_per_node) {
   return true;
 }
 
-RankedLayout project_candidate(const Candidate& cand, const RankRequest& q) {
+namespace {
+
+// A stage's role: 0 first (the embedding), 1 middle, 2 last (the head); one stage is the first.
+int stage_role(int stage, int pp) { return stage == 0 ? 0 : stage == pp - 1 ? 2 : 1; }
+
+// The compute figures stage s uses: its measurement, a same-role measurement's ratios, or the model's.
+StageComputeSource source_of(int s, const LayoutSpec& spec, const RankCompute& modelled,
+                             const std::vector<MeasuredStage>& measured, const std::vector<RankCompute>& all_modelled) {
+  StageComputeSource out;
+  out.modelled_passes_per_micro_batch_s = modelled.forward_s + modelled.backward_s;
+  out.modelled_optimizer_s = modelled.optimizer_s;
+  out.passes_per_micro_batch_s = out.modelled_passes_per_micro_batch_s;
+  out.optimizer_s = out.modelled_optimizer_s;
+  const MeasuredStage* same_role = nullptr;
+  for (const MeasuredStage& m : measured) {
+    if (m.stage == s) {
+      out.source = "measured", out.from_stage = s;
+      out.passes_per_micro_batch_s = m.passes_per_micro_batch_s;
+      out.optimizer_s = m.optimizer_s;
+      return out;
+    }
+    if (stage_role(m.stage, spec.pp) == stage_role(s, spec.pp) && (!same_role || std::abs(m.stage - s) < std::abs(same_role->stage - s)))
+      same_role = &m;
+  }
+  if (!same_role) return out;
+  const RankCompute& ref = all_modelled[static_cast<size_t>(same_role->stage)];
+  const double ref_passes = ref.forward_s + ref.backward_s;
+  out.source = "scaled", out.from_stage = same_role->stage;
+  if (ref_passes > 0) out.passes_per_micro_batch_s *= same_role->passes_per_micro_batch_s / ref_passes;
+  if (ref.optimizer_s > 0) out.optimizer_s *= same_role->optimizer_s / ref.optimizer_s;
+  return out;
+}
+
+}  // namespace
+
+bool RankedLayout::measured() const {
+  for (const StageComputeSource& s : compute_sources)
+    if (s.source != "modelled") return true;
+  return false;
+}
+
+std::vector<int> stages_to_measure(const LayoutSpec& spec) {
+  if (spec.pp == 1) return {0};
+  if (spec.pp == 2) return {0, 1};
+  return {0, 1, spec.pp - 1};
+}
+
+bool ranks_before(const RankedLayout& a, const RankedLayout& b) {
+  if (a.tokens_per_s_per_gpu != b.tokens_per_s_per_gpu) return a.tokens_per_s_per_gpu > b.tokens_per_s_per_gpu;
+  return a.candidate.peak_device_bytes() < b.candidate.peak_device_bytes();
+}
+
+RankedLayout project_candidate(const Candidate& cand, const RankRequest& q, const std::vector<MeasuredStage>& measured) {
   const LayoutSpec& spec = cand.layout;
   LedgerWorkload w;
   w.row_tokens = q.row_tokens;
@@ -36,21 +89,29 @@ RankedLayout project_candidate(const Candidate& cand, const RankRequest& q) {
   pr.spec = spec;
   pr.micro_batches = m;
   pr.comm = q.comm;
+  for (const MeasuredStage& x : measured)
+    QUILL_CHECK(x.stage >= 0 && x.stage < spec.pp && x.rank == stage_rank(spec, x.stage),
+                "{}: a measurement of stage {} rank {}, but the projection's rank of that stage is {}", spec.describe(),
+                x.stage, x.rank, x.stage >= 0 && x.stage < spec.pp ? stage_rank(spec, x.stage) : -1);
+  for (int s = 0; s < spec.pp; ++s)
+    out.stage_compute.push_back(rank_compute(q.config, spec, stage_rank(spec, s), w, cand.optimizer, q.rates));
   for (int s = 0; s < spec.pp; ++s) {
     const int rank = stage_rank(spec, s);
-    const RankCompute c = rank_compute(q.config, spec, rank, w, cand.optimizer, q.rates);
+    const RankCompute& c = out.stage_compute[static_cast<size_t>(s)];
+    const StageComputeSource src = source_of(s, spec, c, measured, out.stage_compute);
     plan::RankMeasurement r;
     r.rank = rank;
     r.stage = s;
     r.micro_batches = m;
-    r.passes_s = static_cast<double>(m) * (c.forward_s + c.backward_s);
-    r.rest_s = c.optimizer_s;
+    r.passes_s = static_cast<double>(m) * src.passes_per_micro_batch_s;
+    r.rest_s = src.optimizer_s;
+    // The split of a pass into forward and backward is the model's (a run measures their sum).
     r.backward_share = c.backward_s / (c.forward_s + c.backward_s);
     r.rows = modelled_ledger(q.config, spec, rank, w);
     r.steps = 1;
     r.groups = rank_groups(spec, rank);
     pr.ranks.push_back(std::move(r));
-    out.stage_compute.push_back(c);
+    out.compute_sources.push_back(src);
   }
   out.projection = plan::project_step(pr);
   out.step_s = out.projection.step_s;
@@ -67,8 +128,15 @@ RankedLayout project_candidate(const Candidate& cand, const RankRequest& q) {
   auto consider = [&](const std::string& what, double seconds) {
     if (seconds > out.bound_s) out.bound_s = seconds, out.bound = what;
   };
-  for (const RankCompute::Part& p : out.stage_compute[slowest].parts)
-    consider(fmt::format("{} (stage {})", p.what, slowest), p.seconds);
+  const StageComputeSource& src = out.compute_sources[slowest];
+  if (src.source == "modelled") {
+    for (const RankCompute::Part& p : out.stage_compute[slowest].parts)
+      consider(fmt::format("{} (stage {})", p.what, slowest), p.seconds);
+  } else {  // a measurement has no parts by op kind: the passes and the optimizer step
+    consider(fmt::format("compute of the passes ({}, stage {})", src.source, slowest),
+             static_cast<double>(m) * src.passes_per_micro_batch_s);
+    consider(fmt::format("optimizer step ({}, stage {})", src.source, slowest), src.optimizer_s);
+  }
   for (const plan::StageProjection& sp : out.projection.stages)
     for (const plan::GroupTime& g : sp.groups)
       consider(fmt::format("{} {} over {} ({}{})", g.phase == "passes" ? "passes" : "optimizer", g.op, g.group,
@@ -82,10 +150,7 @@ std::vector<RankedLayout> rank_layouts(const std::vector<Candidate>& candidates,
   std::vector<RankedLayout> out;
   out.reserve(candidates.size());
   for (const Candidate& c : candidates) out.push_back(project_candidate(c, q));
-  std::stable_sort(out.begin(), out.end(), [](const RankedLayout& a, const RankedLayout& b) {
-    if (a.tokens_per_s_per_gpu != b.tokens_per_s_per_gpu) return a.tokens_per_s_per_gpu > b.tokens_per_s_per_gpu;
-    return a.candidate.peak_device_bytes() < b.candidate.peak_device_bytes();
-  });
+  std::stable_sort(out.begin(), out.end(), ranks_before);
   return out;
 }
 

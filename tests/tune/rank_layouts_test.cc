@@ -1,18 +1,21 @@
 // The ranking (tune/rank_layouts.h), the recipe it emits (tune/emit_recipe.h) and `quill tune` itself on
 // tests/fixtures/configs/tiny-tp4.json over 8 GPUs: ranked best first; more offload is never faster; the
-// expert groups' placement; the emitted recipe validates and `quill run`'s planning maps it back to the
-// same layout and optimizer memory; the command prints the table, the refusals and the pruning.
+// expert groups' placement; measured compute in place of the modelled (--measure's projection) re-ranks;
+// the emitted recipe validates and `quill run`'s planning maps it back to the same layout and optimizer
+// memory; the command prints the table, the refusals and the pruning.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "model/params.h"
 #include "plan/comm_model.h"
 #include "recipe/run_recipe.h"
 #include "recipe/validate.h"
 #include "tune/emit_recipe.h"
+#include "tune/ledger_model.h"
 #include "tune/rank_layouts.h"
 #include "util/command.h"
 
@@ -75,6 +78,81 @@ TEST(RankLayouts, BestFirstAndOffloadNeverFaster) {
   const RankedLayout a = project_candidate(candidate(l, none), q), b = project_candidate(candidate(l, some), q);
   EXPECT_LT(a.step_s, b.step_s);
   EXPECT_EQ(a.projection.stages.size(), 2u);
+}
+
+// --measure's projection (cli/tune_measure.h gives it the runs' figures): the measured stages' compute in
+// place of the modelled, the middle stage not run scaled by the measured middle stage's ratios, the
+// communication unchanged; and the ranking by the measured figures, whatever the modelled order was.
+TEST(RankLayouts, MeasuredComputeReplacesTheModelledAndReRanks) {
+  const RankRequest q = tiny_request();
+  LayoutSpec pp4;
+  pp4.pp = 4, pp4.dp = 2;
+  EXPECT_EQ(stages_to_measure(pp4), (std::vector<int>{0, 1, 3}));
+  LayoutSpec dp8;
+  dp8.dp = 8;
+  EXPECT_EQ(stages_to_measure(dp8), (std::vector<int>{0}));
+  LayoutSpec pp2 = pp4;
+  pp2.pp = 2, pp2.dp = 4;
+  EXPECT_EQ(stages_to_measure(pp2), (std::vector<int>{0, 1}));
+
+  const OptimizerMemory none;
+  const Candidate c = candidate(pp4, none);
+  const RankedLayout modelled = project_candidate(c, q);
+  EXPECT_FALSE(modelled.measured());
+  std::vector<MeasuredStage> runs;
+  for (int s : stages_to_measure(pp4)) {
+    const StageComputeSource& m = modelled.compute_sources[static_cast<size_t>(s)];
+    EXPECT_EQ(m.source, "modelled");
+    runs.push_back({s, stage_rank(pp4, s), (s + 2) * m.modelled_passes_per_micro_batch_s, 3 * m.modelled_optimizer_s});
+  }
+  const RankedLayout measured = project_candidate(c, q, runs);
+  EXPECT_TRUE(measured.measured());
+  for (int s = 0; s < 4; ++s) {
+    SCOPED_TRACE("stage " + std::to_string(s));
+    const StageComputeSource& src = measured.compute_sources[static_cast<size_t>(s)];
+    const StageComputeSource& mod = modelled.compute_sources[static_cast<size_t>(s)];
+    const double passes_ratio = s == 2 ? 3.0 : s + 2.0;  // stage 2 takes stage 1's ratio
+    EXPECT_EQ(src.source, s == 2 ? "scaled" : "measured");
+    EXPECT_EQ(src.from_stage, s == 2 ? 1 : s);
+    EXPECT_DOUBLE_EQ(src.modelled_passes_per_micro_batch_s, mod.modelled_passes_per_micro_batch_s);
+    EXPECT_NEAR(src.passes_per_micro_batch_s, passes_ratio * mod.modelled_passes_per_micro_batch_s, 1e-15);
+    EXPECT_NEAR(src.optimizer_s, 3 * mod.modelled_optimizer_s, 1e-15);
+    const plan::StageProjection &a = measured.projection.stages[static_cast<size_t>(s)],
+                                &b = modelled.projection.stages[static_cast<size_t>(s)];
+    EXPECT_DOUBLE_EQ(a.passes_compute_s, src.passes_per_micro_batch_s);
+    EXPECT_DOUBLE_EQ(a.optimizer_compute_s, src.optimizer_s);
+    // The communication is the modelled one, untouched.
+    EXPECT_DOUBLE_EQ(a.passes_comm_s, b.passes_comm_s);
+    EXPECT_DOUBLE_EQ(a.optimizer_comm_s, b.optimizer_comm_s);
+    EXPECT_DOUBLE_EQ(a.message_s, b.message_s);
+    ASSERT_EQ(a.groups.size(), b.groups.size());
+    for (size_t g = 0; g < a.groups.size(); ++g) EXPECT_DOUBLE_EQ(a.groups[g].seconds, b.groups[g].seconds);
+    // The forward/backward split is the model's.
+    EXPECT_NEAR(a.backward_s / (a.forward_s + a.backward_s), b.backward_s / (b.forward_s + b.backward_s), 1e-12);
+  }
+  EXPECT_GT(measured.step_s, modelled.step_s);
+  EXPECT_NEAR(measured.tokens_per_s_per_gpu, 8.0 * 64 / measured.step_s / 8, 1e-9 * measured.tokens_per_s_per_gpu);
+  // A run of another rank than the projection's for its stage is refused.
+  std::vector<MeasuredStage> wrong = runs;
+  wrong[0].rank = stage_rank(pp4, 0) + 1;
+  EXPECT_THROW(project_candidate(c, q, wrong), Error);
+
+  // The re-ranking follows the measured figures: the modelled best, measured ten times slower, drops below.
+  const RankedLayout a = project_candidate(candidate(dp8, none), q), b = modelled;
+  ASSERT_TRUE(ranks_before(a, b)) << a.tokens_per_s_per_gpu << " " << b.tokens_per_s_per_gpu;
+  std::vector<MeasuredStage> slow = {{0, 0, 10 * a.compute_sources[0].modelled_passes_per_micro_batch_s,
+                                      a.compute_sources[0].modelled_optimizer_s}};
+  std::vector<MeasuredStage> same;
+  for (int s : stages_to_measure(pp4))
+    same.push_back({s, stage_rank(pp4, s), b.compute_sources[static_cast<size_t>(s)].modelled_passes_per_micro_batch_s,
+                    b.compute_sources[static_cast<size_t>(s)].modelled_optimizer_s});
+  std::vector<RankedLayout> remeasured = {project_candidate(a.candidate, q, slow), project_candidate(b.candidate, q, same)};
+  EXPECT_NEAR(remeasured[1].step_s, b.step_s, 1e-12);  // measured as modelled: the same projection
+  // What bounds a measured stage: its measured passes (a run has no parts by op kind).
+  EXPECT_EQ(remeasured[0].bound, "compute of the passes (measured, stage 0)");
+  std::stable_sort(remeasured.begin(), remeasured.end(), ranks_before);
+  EXPECT_EQ(remeasured[0].candidate.layout.describe(), pp4.describe());
+  EXPECT_EQ(remeasured[1].candidate.layout.describe(), dp8.describe());
 }
 
 TEST(RankLayouts, ExpertGroupsInsideANode) {

@@ -1,0 +1,93 @@
+#include "cli/simulated_run.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "cli/collectives_file.h"
+#include "parallel/grid.h"
+
+namespace quill::cli {
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  QUILL_CHECK(path_exists(path), "{}: not found (a run directory of quill train --simulate-rank holds it)", path);
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{}: not JSON: {}", path, e.what());
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+SimulatedRun read_simulated_run(const std::string& dir) {
+  SimulatedRun run;
+  run.dir = dir;
+  const std::string cpath = dir + "/collectives.json", spath = dir + "/summary.json";
+  const nlohmann::json c = read_json(cpath), s = read_json(spath);
+  try {
+    QUILL_CHECK(c.at("format") == "quill-collectives-2", "{}: format {} (this quill reads quill-collectives-2)", cpath,
+                c.at("format").dump());
+    QUILL_CHECK(!c.at("simulated_rank").is_null(),
+                "{}: a real run's collectives (simulated_rank null); a projection starts from quill train --simulate-rank "
+                "runs, whose step times are compute only",
+                cpath);
+    run.spec = layout_spec_from_json(c.at("layout_spec"), cpath);
+    run.global_batch = c.at("workload").at("global_batch");
+    run.row_tokens = c.at("workload").at("row_tokens");
+    run.device = c.value("device", std::string());
+    const int rank = c.at("simulated_rank");
+    run.m.rank = rank;
+    const nlohmann::json& entry = c.at("ranks").at(0);
+    QUILL_CHECK(entry.at("rank") == rank, "{}: ranks[0] is rank {}, not the simulated rank {}", cpath,
+                entry.at("rank").dump(), rank);
+    for (const auto& [name, ranks] : entry.at("groups").items()) run.m.groups[name] = ranks.get<std::vector<int>>();
+    // The world communicator is every rank (collectives.json lists the layout's groups only).
+    std::vector<int> everyone(static_cast<size_t>(c.at("world_size").get<int>()));
+    for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = static_cast<int>(i);
+    run.m.groups.emplace("world", everyone);
+    const std::vector<CollectiveRow> rows = collective_rows_from_json(entry.at("rows"), cpath);
+    // The measured steps, as summary.json's median takes them: steps >= warmup_steps, the profiled one out.
+    const int64_t warmup = s.at("warmup_steps"), profiled = s.at("profile_step");
+    std::vector<double> passes, rest, all_passes, all_rest;
+    std::vector<int64_t> measured, all_steps;
+    for (const nlohmann::json& st : s.at("per_step")) {
+      const int64_t step = st.at("step");
+      const double t = st.at("step_time_s"), p = st.at("passes_time_s");
+      all_passes.push_back(p), all_rest.push_back(t - p), all_steps.push_back(step);
+      if (step >= warmup && step != profiled) passes.push_back(p), rest.push_back(t - p), measured.push_back(step);
+    }
+    QUILL_CHECK(!all_steps.empty(), "{}: per_step is empty", spath);
+    if (measured.empty()) passes = all_passes, rest = all_rest, measured = all_steps;
+    run.m.passes_s = median(passes);
+    run.m.rest_s = std::max(0.0, median(rest));
+    for (const CollectiveRow& r : rows)
+      if (std::find(measured.begin(), measured.end(), r.step) != measured.end()) run.m.rows.push_back(r);
+    run.m.steps = static_cast<int64_t>(measured.size());
+    run.active_params = s.at("active_params");
+    if (s.contains("peak_device_bytes_per_rank")) run.peak_bytes = s.at("peak_device_bytes_per_rank").at(rank);
+    run.gpu_peak = s.at("peak_gpu_bytes").get<int64_t>() >= 0;
+    run.device_used_bytes = s.value("device_used_bytes_end", int64_t{-1});
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{} or {}: {}", cpath, spath, e.what());
+  }
+  QUILL_CHECK(run.global_batch > 0 && run.global_batch % run.spec.dp == 0,
+              "{}/collectives.json: workload.global_batch {} does not split over {} data-parallel ranks", dir,
+              run.global_batch, run.spec.dp);
+  run.m.micro_batches = run.global_batch / run.spec.dp;
+  run.m.stage = Grid(run.spec.world(), run.spec).coords(run.m.rank).pp;
+  return run;
+}
+
+}  // namespace quill::cli

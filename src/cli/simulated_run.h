@@ -1,0 +1,30 @@
+// One run directory of `quill train --simulate-rank R` read back as the projection's measurement of its
+// rank (plan/projection.h): the layout and workload it ran (collectives.json), its measured compute (the
+// median over summary.json's measured steps of the passes and of the rest of the step), the collective rows
+// of those steps, its groups and its allocator peak. What `quill project` combines into a layout's step,
+// and what `quill tune --measure` puts in place of its modelled compute (cli/tune_measure.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "parallel/layout_spec.h"
+#include "plan/projection.h"
+
+namespace quill::cli {
+
+struct SimulatedRun {
+  std::string dir, device;  // device: what computed (collectives.json's "device")
+  LayoutSpec spec;
+  int64_t global_batch = 0, row_tokens = 0, active_params = 0;
+  int64_t peak_bytes = -1;        // the rank's allocator peak (summary.json), -1 when absent
+  int64_t device_used_bytes = -1; // cudaMemGetInfo total - free after the last step (GPU runs), -1 when absent
+  bool gpu_peak = false;          // the peak is the CUDA allocator's
+  plan::RankMeasurement m;        // micro_batches: global_batch / dp; stage: the rank's on the layout's grid
+};
+
+// A quill::Error naming the file and field when `dir` holds no simulated run (a real run's collectives,
+// a missing or malformed summary.json or collectives.json, a global batch that does not split over dp).
+SimulatedRun read_simulated_run(const std::string& dir);
+
+}  // namespace quill::cli
