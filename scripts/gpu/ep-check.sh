@@ -13,6 +13,8 @@
 # 600 s call does not hold all three, split it: PARTS="one ep2", then PARTS="one ep4".
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/ep-check.sh")
+# Environment: CONFIG [configs/slice6-e8.json] (configs/slice.json: the slice itself, 32 experts)  ROW_TOKENS [4096]
+#   PARTS [one ep2 ep4]  T1 T2 T4 (seconds per run)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=$PWD/build/gpu-bundle
@@ -25,8 +27,8 @@ has() { [[ " $PARTS " == *" $1 "* ]]; }
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ); parts: $PARTS"
-"$Q" data synth --conversations 3000 --row-tokens 4096 --out /tmp/rows4096 > /dev/null
-flags=(train --config configs/slice6-e8.json --rows /tmp/rows4096 --seed 1 --steps 5 --global-batch 1 --lr 1e-4
+"$Q" data synth --conversations 3000 --row-tokens ${ROW_TOKENS:-4096} --out /tmp/rows-ep > /dev/null
+flags=(train --config ${CONFIG:-configs/slice6-e8.json} --rows /tmp/rows-ep --seed 1 --steps 5 --global-batch 1 --lr 1e-4
        --min-lr 1e-5 --warmup-fraction 0 --clip-grad 1.0 --device cuda --overwrite)
 if has one; then
   date +%T; timeout ${T1:-120} "$Q" "${flags[@]}" --out /tmp/ep-one > /tmp/ep-one.log 2>&1; echo "one process rc $?"
