@@ -18,6 +18,25 @@ metrics="sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,
 # attention_bench launches each kernel 13 times per layer (3 warm-up, 10 timed): launch 0 is the local
 # layer's, launch 13 the global layer's. LAYERS="local global" (default), SASS=1 adds the per-instruction
 # source page (gzip'd CSV for tools/ncu/sass_mix.py).
+# WG=1 (issue 23) profiles the Hopper forward instead (attention_wg_forward_kernel, default form, and its
+# bias_band_kernel): attention_bench runs each of its three forms once unmeasured and 13 times measured, so
+# launch 0 is the local layer's, launch 42 the global layer's; ncu's own sections (SpeedOfLight,
+# ComputeWorkloadAnalysis for the tensor pipe, WarpStateStats, MemoryWorkloadAnalysis, Occupancy, LaunchStats),
+# which name Hopper's pipes correctly.
+if [ "${WG:-0}" = 1 ]; then
+  for kern in attention_wg_forward_kernel bias_band_kernel; do
+    for layer in ${LAYERS:-local global}; do
+      skip=0; [ "$layer" = global ] && skip=42
+      timeout 150 "$NCU" -k "regex:$kern" --launch-skip $skip -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+        "$B/bin/attention_bench" > "$OUT/ncu-$kern-$layer.txt" 2>&1
+      echo "== $kern, $layer layer: ncu rc $?"
+      grep -E "Duration|Throughput|Pipe|Tensor|Registers Per|Shared Memory Config|Achieved Occupancy|Stall|Warp Cycles|Issued|ERR" \
+        "$OUT/ncu-$kern-$layer.txt" | head -40
+    done
+  done
+  exit 0
+fi
 for k in ${KERNELS:-forward backward}; do
   for layer in ${LAYERS:-local global}; do
     skip=0; [ "$layer" = global ] && skip=13
