@@ -8,6 +8,9 @@
 # collective bytes per step and the projection of the 32-GPU run (docs/comm-model.md). Token routing of the
 # expert exchange: balanced (--simulate-routing).
 #
+# GLOBAL_BATCH=32 (16 micro-batches per pipeline instead of 64) measures the same per-micro-batch compute, peak
+# memory (1F1B keeps at most pp micro-batches in flight either way) and optimizer step in a quarter of the passes;
+# `quill project --global-batch 128 DIR...` then projects the seed's workload from them.
 # Each case is one quill train run, under the device's 10-minute call limit (STEPS steps); give the cases a
 # call should run (default all six, which need more than one call):
 #   here:   cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle
