@@ -193,19 +193,41 @@ struct Consumer {
     const bool full = wg_tile_fully_allowed(tw, s0, p.T, p.window);
     const bool has_bias = bias_base != 0;
     float row_max[2] = {-INFINITY, -INFINITY};
+    // The elementwise work is what bounds this kernel's issue slots (about as many as the tile's two products
+    // take at peak), so tiles with nothing masked (most of a global layer's; a local layer's inner ones) skip
+    // the mask's integer work, and those without bias also the bias: the same values as the general path
+    // (fmaf(c, s, 0) is c * s).
+    if (full && !has_bias) {
 #pragma unroll
-    for (int q = 0; q < 16; ++q) {  // accumulator pair 2q, 2q + 1: one row, two adjacent keys
-      const int sel = q & 1, col = 8 * (q >> 1) + 2 * cq, row = 16 * warp + g + 8 * sel;
-      float2 b = make_float2(0.0f, 0.0f);
-      if (has_bias) b = ld_shared_f2(bias_base + (col / kBiasCols) * kBoxBytes + swizzle128(row, 4 * (col % kBiasCols)));
+      for (int i = 0; i < 32; ++i) {
+        const int sel = (i >> 1) & 1;
+        s[i] *= coef_qk[sel];
+        row_max[sel] = fmaxf(row_max[sel], s[i]);
+      }
+    } else if (full) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int t = t_row[sel], key = s0 + col + e;
-        // Branch-free: every operand is computed, the mask is one select.
-        const bool ok = full | ((t < p.T) & (key <= t) & ((p.window == 0) | (t - key < p.window)));
-        const float x = ok ? fmaf(coef_qk[sel], s[2 * q + e], coef_bias[sel] * (e ? b.y : b.x)) : -INFINITY;
-        s[2 * q + e] = x;
-        row_max[sel] = fmaxf(row_max[sel], x);
+      for (int q = 0; q < 16; ++q) {
+        const int sel = q & 1, col = 8 * (q >> 1) + 2 * cq, row = 16 * warp + g + 8 * sel;
+        const float2 b = ld_shared_f2(bias_base + (col / kBiasCols) * kBoxBytes + swizzle128(row, 4 * (col % kBiasCols)));
+        s[2 * q] = fmaf(coef_qk[sel], s[2 * q], coef_bias[sel] * b.x);
+        s[2 * q + 1] = fmaf(coef_qk[sel], s[2 * q + 1], coef_bias[sel] * b.y);
+        row_max[sel] = fmaxf(row_max[sel], fmaxf(s[2 * q], s[2 * q + 1]));
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 16; ++q) {  // accumulator pair 2q, 2q + 1: one row, two adjacent keys
+        const int sel = q & 1, col = 8 * (q >> 1) + 2 * cq, row = 16 * warp + g + 8 * sel;
+        float2 b = make_float2(0.0f, 0.0f);
+        if (has_bias) b = ld_shared_f2(bias_base + (col / kBiasCols) * kBoxBytes + swizzle128(row, 4 * (col % kBiasCols)));
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int t = t_row[sel], key = s0 + col + e;
+          // Branch-free within the tile: every operand is computed, the mask is one select.
+          const bool ok = full | ((t < p.T) & (key <= t) & ((p.window == 0) | (t - key < p.window)));
+          const float x = ok ? fmaf(coef_qk[sel], s[2 * q + e], coef_bias[sel] * (e ? b.y : b.x)) : -INFINITY;
+          s[2 * q + e] = x;
+          row_max[sel] = fmaxf(row_max[sel], x);
+        }
       }
     }
     if (has_bias) {
