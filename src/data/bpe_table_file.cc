@@ -136,8 +136,8 @@ TableFilePolicy TableFilePolicy::from_env() {
 
 std::string bpe_table_file_path(const std::string& ranks_path) { return ranks_path + ".quill-tables"; }
 
-std::optional<BpeCore> read_bpe_table_file(const std::string& file, std::string_view ranks_sha256, uint64_t ranks_bytes,
-                                           ThreadPool& pool) {
+std::optional<BpeCore> read_bpe_table_file(const std::string& file, const std::function<std::string()>& ranks_sha256,
+                                           uint64_t ranks_bytes, ThreadPool& pool) {
   if (!path_exists(file)) return std::nullopt;
   std::optional<MappedFile> map;
   try {
@@ -150,8 +150,7 @@ std::optional<BpeCore> read_bpe_table_file(const std::string& file, std::string_
   Header h;
   std::memcpy(&h, data.data(), sizeof(Header));
   if (std::memcmp(h.magic, kMagic, 8) != 0 || h.version != kVersion || h.byte_order != kByteOrder ||
-      !same_text(h.fingerprint, QUILL_BPE_TABLES_FINGERPRINT) || !same_text(h.ranks_sha256, ranks_sha256) ||
-      h.ranks_bytes != ranks_bytes) {
+      !same_text(h.fingerprint, QUILL_BPE_TABLES_FINGERPRINT) || h.ranks_bytes != ranks_bytes) {
     return std::nullopt;
   }
   // Each table sized from its section, then all of them copied in blocks on the pool.
@@ -207,7 +206,7 @@ std::optional<BpeCore> read_bpe_table_file(const std::string& file, std::string_
     std::memcpy(targets[s] + off, sources[s].bytes + off, n);
     hashes[b] = block_hash(targets[s] + off, n);  // of the copy, while it is in cache
   });
-  if (combine(sources, blocks, hashes) != h.checksum) return std::nullopt;
+  if (combine(sources, blocks, hashes) != h.checksum || !same_text(h.ranks_sha256, ranks_sha256())) return std::nullopt;
   return core;
 }
 
@@ -242,7 +241,7 @@ bool write_bpe_table_file(const std::string& file, const BpeCore& core, std::str
     out.append(padded(s.size) - s.size, '\0');
   }
   try {
-    write_file_atomic(file, out);
+    write_file_atomic(file, out, /*flush=*/false);  // a torn file fails the checks above; the flush cost ~0.1 s
   } catch (const Error&) {
     return false;  // a read-only folder, a full disk: the next load builds again
   }

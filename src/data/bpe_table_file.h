@@ -12,12 +12,14 @@
 //     line_ranges.h), so a change to how the tables are built invalidates every file;
 //   - the rank file: its SHA-256 (which the tokenizer's definition hashes anyway) and its size;
 //   - the file itself: every section's size, and a checksum of the whole content.
-// It is written to a temporary name, flushed and renamed (base/file_util.h), so a reader sees a
-// whole file or none; a folder that cannot be written (read-only) is simply not cached.
+// It is written to a temporary name and renamed (base/file_util.h), so a reader sees a whole file
+// or none, except after a crash (it is not flushed: a torn file fails the checksum and is
+// rebuilt); a folder that cannot be written (read-only) is simply not cached.
 // QUILL_TOKENIZER_CACHE=0 neither reads nor writes it (the load then builds, as before).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,9 +41,14 @@ struct TableFilePolicy {
 std::string bpe_table_file_path(const std::string& ranks_path);
 
 // The core in `file` when it is there and matches the format and the rank file (SHA-256 in hex,
-// size); nullopt otherwise (missing, stale, damaged, unreadable). Copied on `pool`.
-std::optional<BpeCore> read_bpe_table_file(const std::string& file, std::string_view ranks_sha256, uint64_t ranks_bytes,
-                                           ThreadPool& pool);
+// size); nullopt otherwise (missing, stale, damaged, unreadable). Copied on `pool`; ranks_sha256
+// is called once the tables are copied (so that the rank file can be hashed meanwhile).
+std::optional<BpeCore> read_bpe_table_file(const std::string& file, const std::function<std::string()>& ranks_sha256,
+                                           uint64_t ranks_bytes, ThreadPool& pool);
+inline std::optional<BpeCore> read_bpe_table_file(const std::string& file, const std::string& ranks_sha256,
+                                                  uint64_t ranks_bytes, ThreadPool& pool) {
+  return read_bpe_table_file(file, [&] { return ranks_sha256; }, ranks_bytes, pool);
+}
 
 // Writes `core` (built from the rank file of that SHA-256 and size) to `file` atomically; false,
 // with nothing under the final name, when it cannot (a read-only folder, a full disk).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -119,9 +120,16 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& pat
   MappedFile file(path);
   std::string_view text = file.view();
   ThreadPool pool(threads);
-  // The file's SHA-256 (for the definition's, and the table file's key) first: one serial pass
-  // of a few milliseconds.
-  const std::string ranks_sha = sha256_hex(text);
+  // The file's SHA-256 (the definition's, and the table file's key) is one serial pass of a few
+  // milliseconds: on a thread of its own while the pool reads the table file or parses, unless
+  // the load is to use one thread.
+  std::future<std::string> sha_job;
+  if (pool.threads() > 1) sha_job = std::async(std::launch::async, [text] { return sha256_hex(text); });
+  std::string ranks_sha;
+  auto sha = [&]() -> std::string {
+    if (ranks_sha.empty()) ranks_sha = sha_job.valid() ? sha_job.get() : sha256_hex(text);
+    return ranks_sha;
+  };
   auto tok = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
   tok->kind_ = "tiktoken";
   tok->name_ = "tiktoken:" + std::filesystem::path(path).filename().string();
@@ -134,7 +142,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& pat
   const bool use_table_file = table_file.enabled && text.size() >= table_file.min_rank_file_bytes;
   const std::string table_path = bpe_table_file_path(path);
   std::optional<BpeCore> core;
-  if (use_table_file) core = read_bpe_table_file(table_path, ranks_sha, text.size(), pool);
+  if (use_table_file) core = read_bpe_table_file(table_path, sha, text.size(), pool);
   if (core) {
     check_specials(core->id_count(), [&](uint32_t id) { return core->token_bytes(id); });
     tok->core_ = std::move(*core);
@@ -142,7 +150,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& pat
     TokenBytes tokens = parse_rank_file(text, path, pool);
     check_specials(tokens.size(), [&](uint32_t id) { return tokens.at(id); });
     tok->core_ = BpeCore::from_ranks(std::move(tokens), path, &pool);
-    if (use_table_file) write_bpe_table_file(table_path, tok->core_, ranks_sha, text.size());
+    if (use_table_file) write_bpe_table_file(table_path, tok->core_, sha(), text.size());
   }
   tok->splitter_ = std::make_unique<PreSplitRegex>(pattern);
   tok->keep_gaps_ = false;
@@ -152,7 +160,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& pat
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const SpecialToken& s : sorted) special.push_back({s.spelling, s.id});
   json def = {{"kind", "tiktoken"},
-              {"ranks_sha256", ranks_sha},
+              {"ranks_sha256", sha()},
               {"pattern", pattern},
               {"special", special}};
   tok->sha256_ = sha256_hex(def.dump());
