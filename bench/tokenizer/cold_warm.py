@@ -227,9 +227,15 @@ def main():
             subprocess.run([args.quill, "data", "build", "--help"], capture_output=True, check=True)
             floor.append(time.perf_counter() - t0)
         results["process_floor_s"] = statistics.median(floor)
+        # The rank file's built tables, kept next to it by the first quill load of this run (the
+        # bench-encode rows above) and read back by every build below (docs/tokenizer.md,
+        # "Loading"); QUILL_TOKENIZER_CACHE=0 in the environment makes every load build them.
+        table_file = args.ranks + ".quill-tables"
+        results["tokenizer_table_file"] = os.path.exists(table_file) and os.environ.get("QUILL_TOKENIZER_CACHE") != "0"
         say(f"quill data build end to end (fresh process: cold), {jsonl_mb:.1f} MB of JSONL cut from all's timed text;"
             " MB/s of JSONL; x = tiktoken's cold encode time of that text / the build's wall time;"
-            f" a quill process that does nothing: {1000 * results['process_floor_s']:.1f} ms")
+            f" a quill process that does nothing: {1000 * results['process_floor_s']:.1f} ms;"
+            f" tokenizer tables {'read from ' + os.path.basename(table_file) if results['tokenizer_table_file'] else 'built'}")
         for t in threads:
             runs = []
             for rep in range(args.reps):

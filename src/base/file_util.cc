@@ -23,7 +23,7 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) {
+void write_file_atomic(const std::string& path, std::string_view bytes, bool flush) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   QUILL_CHECK(fd >= 0, "{}: cannot create ({})", tmp, std::strerror(errno));
@@ -38,7 +38,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     }
     done += static_cast<size_t>(n);
   }
-  ::fsync(fd);
+  if (flush) ::fsync(fd);
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;

@@ -198,9 +198,10 @@ void add_data_commands(CLI::App& app, Runner& run) {
       CreatedDirGuard out_guard(b_out);
       BuildTiming timing;
       std::unique_ptr<Tokenizer> tok = load_tokenizer(b_tokenizer, b_special, b_threads);
-      // Built on the build's threads, so a parallel phase: its serial remainder (mapping the
-      // file, PCRE2's pattern, prefix sums) measured about 1 ms of 118 here (1 -> 2 threads:
-      // 0.118 -> 0.055 s).
+      // Read from the rank file's table file when it matches (docs/tokenizer.md, "Loading": about
+      // 0.011 s), else built on the build's threads; a parallel phase either way: the serial
+      // remainder (mapping the file, PCRE2's pattern, prefix sums) measured about 1 ms of 118 when
+      // built here (1 -> 2 threads: 0.118 -> 0.055 s).
       timing.add_phase("tokenizer load", false, timer.seconds());
       if (b_timing) options.timing = &timing;
       nlohmann::json manifest = build_rows_from_inputs(b_inputs, *tok, options, b_out);

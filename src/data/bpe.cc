@@ -210,12 +210,17 @@ void BpeCore::set_cache_sizes(const BpeCacheSizes& sizes) {
   instance_ = next_instance++;
 }
 
-BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, ThreadPool* pool) {
-  ThreadPool one(1);
-  ThreadPool& p = pool ? *pool : one;
+BpeCore BpeCore::unbuilt() {
   BpeCore core;
   core.instance_ = next_instance++;
   core.cache_sizes_ = BpeCacheSizes::from_env();
+  return core;
+}
+
+BpeCore BpeCore::from_ranks(TokenBytes tokens, const std::string& source, ThreadPool* pool) {
+  ThreadPool one(1);
+  ThreadPool& p = pool ? *pool : one;
+  BpeCore core = unbuilt();
   core.set_tokens(std::move(tokens), source, p);
   core.whole_piece_lookup_ = true;
   // Every split of every token into two tokens is a merge, ranked by the token's rank. The
@@ -295,9 +300,7 @@ BpeCore BpeCore::from_merges(std::vector<std::string> tokens, const std::vector<
                              bool whole_piece_lookup, const std::string& source, ThreadPool* pool) {
   ThreadPool one(1);
   ThreadPool& p = pool ? *pool : one;
-  BpeCore core;
-  core.instance_ = next_instance++;
-  core.cache_sizes_ = BpeCacheSizes::from_env();
+  BpeCore core = unbuilt();
   core.set_tokens(TokenBytes::from_strings(tokens, source), source, p);
   core.whole_piece_lookup_ = whole_piece_lookup;
   core.reserve_pairs(merges.size());

@@ -127,6 +127,34 @@ class BpeCore {
   const BpeCacheSizes& cache_sizes() const { return cache_sizes_; }
   void set_cache_sizes(const BpeCacheSizes& sizes);
 
+  // An empty core with an identity of its own and the environment's cache sizes (as from_ranks
+  // gives), for the table file (bpe_table_file.h) to fill through for_each_table.
+  static BpeCore unbuilt();
+  // Calls f on every table and scalar a build makes, in one fixed order (the table file's
+  // layout): f(std::string&), f(std::vector<T, A>&), f(T (&)[N]) or f(scalar&), with Self either
+  // BpeCore or const BpeCore. Not the per-process state (cache_sizes_, instance_). A member added
+  // to the class must be added here too (bpe_table_file.cc checks the class's size).
+  template <typename Self, typename F>
+  static void for_each_table(Self& core, F&& f) {
+    f(core.blob_);
+    f(core.offsets_);
+    f(core.byte_id_);
+    f(core.longest_by_first_byte_);
+    f(core.pieces_);
+    f(core.piece_mask_);
+    CharParts::for_each_table(core.char_parts_, f);
+    f(core.byte_pairs_);
+    f(core.pairs_);
+    f(core.pair_mask_);
+    f(core.pairs8_);
+    f(core.rank_to_id_);
+    f(core.pair_filter_);
+    f(core.piece_filter_);
+    f(core.compact_);
+    f(core.pair_count_);
+    f(core.whole_piece_lookup_);
+  }
+
  private:
   struct RankId {
     uint32_t rank;  // kNoId: the pair does not merge

@@ -106,7 +106,7 @@ CharParts CharParts::build(const BpeCore& core, ThreadPool* pool) {
   for (const auto& u : usable) {
     for (auto [c, id] : u) {
       if (cp.chars_.size() == kMaxChars) break;
-      cp.chars_.push_back({id, 0, 0, 0});
+      cp.chars_.push_back({id, 0, 0, 0, 0});
       cp.index_of_[c] = static_cast<uint16_t>(cp.chars_.size());
     }
   }

@@ -54,13 +54,27 @@ class CharParts {
     return (chars_[left - kCharBase].partners >> partner_bit(right_id)) & 1;
   }
 
+  // Every table, in one fixed order, for BpeCore::for_each_table (the table file).
+  template <typename Self, typename F>
+  static void for_each_table(Self& parts, F&& f) {
+    f(parts.index_of_);
+    f(parts.chars_);
+    f(parts.ends_in_lead_);
+    f(parts.ends_in_lead2_);
+    f(parts.starts_with_cont_);
+    f(parts.starts_with_cont2_);
+    f(parts.bytes_);
+    f(parts.offsets_);
+  }
+
  private:
   // A character that may start whole. Rule (a)'s candidates can only occur when the byte before
   // the character is the last byte of an X (left) or the byte after it the first of a Y (right):
   // those bytes, as bits (byte & 63) of all its candidates, so that most characters need no
   // candidate compared (perf: the checks were 11% of a CJK encode without them).
   struct Char {
-    uint32_t id;  // t_c
+    uint32_t id;      // t_c
+    uint32_t unused;  // what would be padding, named so that every byte is defined (the table file)
     uint64_t left_bits, right_bits;
     uint64_t partners;  // bit partner_bit(d) for every character token d with a token t_c + d
   };

@@ -10,6 +10,7 @@
 #include "base/file_util.h"
 #include "data/mapped_file.h"
 #include "base/thread_pool.h"
+#include "data/bpe_table_file.h"
 #include "data/rank_file.h"
 #include "data/utf8.h"
 
@@ -114,24 +115,43 @@ HfSplit hf_pattern(const json& pre, const std::string& where) {
 }  // namespace
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& path, std::vector<SpecialToken> specials,
-                                                          std::string_view pattern, int threads) {
+                                                          std::string_view pattern, int threads,
+                                                          const TableFilePolicy& table_file) {
   MappedFile file(path);
   std::string_view text = file.view();
   ThreadPool pool(threads);
-  // The file's SHA-256 (for the definition's) is one serial pass: on a thread of its own while
-  // the pool parses, unless the load is to use one thread.
-  std::future<std::string> ranks_sha;
-  if (pool.threads() > 1) ranks_sha = std::async(std::launch::async, [text] { return sha256_hex(text); });
-  TokenBytes tokens = parse_rank_file(text, path, pool);
-
+  // The file's SHA-256 (the definition's, and the table file's key) is one serial pass of a few
+  // milliseconds: on a thread of its own while the pool reads the table file or parses, unless
+  // the load is to use one thread.
+  std::future<std::string> sha_job;
+  if (pool.threads() > 1) sha_job = std::async(std::launch::async, [text] { return sha256_hex(text); });
+  std::string ranks_sha;
+  auto sha = [&]() -> std::string {
+    if (ranks_sha.empty()) ranks_sha = sha_job.valid() ? sha_job.get() : sha256_hex(text);
+    return ranks_sha;
+  };
   auto tok = std::unique_ptr<BpeTokenizer>(new BpeTokenizer());
   tok->kind_ = "tiktoken";
   tok->name_ = "tiktoken:" + std::filesystem::path(path).filename().string();
-  for (const SpecialToken& s : specials) {
-    QUILL_CHECK(s.id >= tokens.size() || tokens.at(s.id).empty(), "{}: special token {} has id {}, which is a rank of the file",
-                path, s.spelling, s.id);
+  auto check_specials = [&](size_t ids, auto&& bytes_of) {
+    for (const SpecialToken& s : specials) {
+      QUILL_CHECK(s.id >= ids || bytes_of(s.id).empty(), "{}: special token {} has id {}, which is a rank of the file",
+                  path, s.spelling, s.id);
+    }
+  };
+  const bool use_table_file = table_file.enabled && text.size() >= table_file.min_rank_file_bytes;
+  const std::string table_path = bpe_table_file_path(path);
+  std::optional<BpeCore> core;
+  if (use_table_file) core = read_bpe_table_file(table_path, sha, text.size(), pool);
+  if (core) {
+    check_specials(core->id_count(), [&](uint32_t id) { return core->token_bytes(id); });
+    tok->core_ = std::move(*core);
+  } else {
+    TokenBytes tokens = parse_rank_file(text, path, pool);
+    check_specials(tokens.size(), [&](uint32_t id) { return tokens.at(id); });
+    tok->core_ = BpeCore::from_ranks(std::move(tokens), path, &pool);
+    if (use_table_file) write_bpe_table_file(table_path, tok->core_, sha(), text.size());
   }
-  tok->core_ = BpeCore::from_ranks(std::move(tokens), path, &pool);
   tok->splitter_ = std::make_unique<PreSplitRegex>(pattern);
   tok->keep_gaps_ = false;
   tok->specials_ = std::move(specials);
@@ -140,7 +160,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tiktoken(const std::string& pat
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const SpecialToken& s : sorted) special.push_back({s.spelling, s.id});
   json def = {{"kind", "tiktoken"},
-              {"ranks_sha256", ranks_sha.valid() ? ranks_sha.get() : sha256_hex(text)},
+              {"ranks_sha256", sha()},
               {"pattern", pattern},
               {"special", special}};
   tok->sha256_ = sha256_hex(def.dump());

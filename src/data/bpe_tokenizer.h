@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "data/bpe.h"
+#include "data/bpe_table_file.h"
 #include "data/parallel_encode.h"
 #include "data/pre_split.h"
 #include "data/tokenizer.h"
@@ -39,9 +40,12 @@ class BpeTokenizer final : public Tokenizer {
  public:
   // Loads a tiktoken rank file. `specials` are added as special tokens (their ids may not be
   // ranks of the file). Errors name the file and the line. The tables are built on `threads`
-  // threads (0: all cores); the tokenizer and any error are the same whatever the count.
+  // threads (0: all cores), or read from the rank file's table file when it matches
+  // (bpe_table_file.h; written after a build); the tokenizer and any error are the same whatever
+  // the count and whether the table file was used.
   static std::unique_ptr<BpeTokenizer> from_tiktoken(const std::string& path, std::vector<SpecialToken> specials,
-                                                     std::string_view pattern = kO200kPattern, int threads = 0);
+                                                     std::string_view pattern = kO200kPattern, int threads = 0,
+                                                     const TableFilePolicy& table_file = TableFilePolicy::from_env());
   // Loads a Hugging Face tokenizer.json (see above). Errors name the file and the field.
   static std::unique_ptr<BpeTokenizer> from_hf_json(const std::string& path, int threads = 0);
 

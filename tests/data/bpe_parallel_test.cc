@@ -18,29 +18,6 @@ namespace {
 
 using test::expect_error;
 
-// A rank file: the 256 bytes, then random concatenations of earlier tokens drawn from text-like
-// pieces (letters, digits, spaces, newlines, punctuation), so that words merge over many steps.
-std::string random_ranks(uint64_t seed) {
-  SplitMix64 rng(seed);
-  std::vector<std::string> tokens;
-  std::map<std::string, bool> seen;
-  for (int b = 0; b < 256; ++b) {
-    tokens.emplace_back(1, static_cast<char>(b));
-    seen[tokens.back()] = true;
-  }
-  std::vector<std::string> pool = {"a", "b", "e", "t", "1", " ", "\n", ".", "T", " t", "\n\n"};
-  while (tokens.size() < 2000) {
-    std::string t = pool[rng.below(pool.size())] + pool[rng.below(pool.size())];
-    if (t.size() > 12 || seen.count(t)) continue;
-    seen[t] = true;
-    tokens.push_back(t);
-    pool.push_back(t);
-  }
-  std::string out;
-  for (size_t r = 0; r < tokens.size(); ++r) out += test::base64(tokens[r]) + " " + std::to_string(r) + "\n";
-  return out;
-}
-
 std::string random_text(SplitMix64& rng, size_t bytes) {
   const std::vector<std::string> parts = {"a", "b", "e", "t", "1", "T", " ", "  ", "\n", "\n\n", ".", "tea", " bet",
                                           "\xC3\xA9", "\xE4\xB8\xAD", "\r\n", "  \n", "12345"};
@@ -52,7 +29,7 @@ std::string random_text(SplitMix64& rng, size_t bytes) {
 class BpeParallel : public ::testing::Test {
  protected:
   void SetUp() override {
-    write_file_atomic(tmp_.sub("r.tiktoken"), random_ranks(11));
+    write_file_atomic(tmp_.sub("r.tiktoken"), test::random_ranks(11));
     tok_ = BpeTokenizer::from_tiktoken(tmp_.sub("r.tiktoken"), {});
   }
   test::TempDir tmp_;

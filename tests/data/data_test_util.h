@@ -6,10 +6,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
+#include "base/rng.h"
 #include "data/build_rows.h"
 
 namespace quill::test {
@@ -66,6 +69,29 @@ inline std::string base64(std::string_view bytes) {
     uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8);
     out += std::string{k[(v >> 18) & 63], k[(v >> 12) & 63], k[(v >> 6) & 63], '='};
   }
+  return out;
+}
+
+// A rank file: the 256 bytes, then random concatenations of earlier tokens drawn from text-like
+// pieces (letters, digits, spaces, newlines, punctuation), so that words merge over many steps.
+inline std::string random_ranks(uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<std::string> tokens;
+  std::map<std::string, bool> seen;
+  for (int b = 0; b < 256; ++b) {
+    tokens.emplace_back(1, static_cast<char>(b));
+    seen[tokens.back()] = true;
+  }
+  std::vector<std::string> pool = {"a", "b", "e", "t", "1", " ", "\n", ".", "T", " t", "\n\n"};
+  while (tokens.size() < 2000) {
+    std::string t = pool[rng.below(pool.size())] + pool[rng.below(pool.size())];
+    if (t.size() > 12 || seen.count(t)) continue;
+    seen[t] = true;
+    tokens.push_back(t);
+    pool.push_back(t);
+  }
+  std::string out;
+  for (size_t r = 0; r < tokens.size(); ++r) out += base64(tokens[r]) + " " + std::to_string(r) + "\n";
   return out;
 }
 

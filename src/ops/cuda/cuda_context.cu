@@ -89,7 +89,9 @@ CudaBackend::CudaBackend(int device)
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->comm_stream, cudaStreamNonBlocking));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->copy_stream, cudaStreamNonBlocking));
   static_cast<DeviceAllocator*>(allocator_.get())->set_stream(resources_->stream);
-  QUILL_CHECK(cublasLtCreate(&resources_->lt) == CUBLAS_STATUS_SUCCESS, "cublasLtCreate failed on device {}", device);
+  resources_->cublaslt = cuda::load_cublaslt();  // opened here, not at process start (cublaslt_library.h)
+  QUILL_CHECK(resources_->cublaslt.cublasLtCreate(&resources_->lt) == CUBLAS_STATUS_SUCCESS,
+              "cublasLtCreate failed on device {}", device);
   QUILL_CUDA_CHECK(cudaMalloc(&resources_->workspace, resources_->workspace_bytes));
 }
 
@@ -98,7 +100,7 @@ CudaBackend::~CudaBackend() {
     if (st) cudaStreamSynchronize(st);
   if (resources_->stream) cudaStreamSynchronize(resources_->stream);  // pending frees and kernels finish first
   if (resources_->workspace) cudaFree(resources_->workspace);
-  if (resources_->lt) cublasLtDestroy(resources_->lt);
+  if (resources_->lt) resources_->cublaslt.cublasLtDestroy(resources_->lt);
   for (cudaStream_t st : {resources_->comm_stream, resources_->copy_stream})
     if (st) cudaStreamDestroy(st);
   if (resources_->stream) cudaStreamDestroy(resources_->stream);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "ops/cuda/cublaslt_library.h"
 #include "ops/device_context.h"
 
 namespace quill {
@@ -25,6 +26,7 @@ struct CudaResources {
   cudaStream_t stream = nullptr;
   cudaStream_t comm_stream = nullptr;
   cudaStream_t copy_stream = nullptr;
+  cuda::CublasLt cublaslt;  // the library's functions (cublaslt_library.h), loaded by CudaBackend
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 32u << 20;  // cuBLASLt's recommended workspace on Hopper is 32 MiB
@@ -49,10 +51,4 @@ inline cudaStream_t copy_stream_of(const DeviceContext& ctx) { return ctx.cuda->
   do {                                                                                                \
     cudaError_t err_ = cudaGetLastError();                                                            \
     QUILL_CHECK(err_ == cudaSuccess, "CUDA kernel {} failed to launch: {}", kernel_name, cudaGetErrorString(err_)); \
-  } while (0)
-
-#define QUILL_CUBLAS_CHECK(call)                                                                       \
-  do {                                                                                                 \
-    cublasStatus_t st_ = (call);                                                                       \
-    QUILL_CHECK(st_ == CUBLAS_STATUS_SUCCESS, "cuBLAS call {} failed: {}", #call, cublasLtGetStatusString(st_)); \
   } while (0)

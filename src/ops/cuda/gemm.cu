@@ -29,12 +29,12 @@
 #include <cstdint>
 #include <string>
 
-// As QUILL_CUBLAS_CHECK, but naming the status through cuBLASLt's own cublasLtGetStatusString:
-// quill_cuda links cuBLASLt only, and cublasGetStatusString lives in libcublas.
-#define QUILL_LT_CHECK(call)                                                                             \
-  do {                                                                                                   \
-    cublasStatus_t st_ = (call);                                                                         \
-    QUILL_CHECK(st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt call {} failed: {}", #call, cublasLtGetStatusString(st_)); \
+// Checks a cuBLASLt call made through the table `lt` (cublaslt_library.h), naming the status
+// through cuBLASLt's own cublasLtGetStatusString (cublasGetStatusString lives in libcublas).
+#define QUILL_LT_CHECK(lt, call)                                                                             \
+  do {                                                                                                       \
+    cublasStatus_t st_ = (call);                                                                             \
+    QUILL_CHECK(st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt call {} failed: {}", #call, (lt).cublasLtGetStatusString(st_)); \
   } while (0)
 
 namespace quill::cuda {
@@ -46,17 +46,21 @@ using ops_detail::require_shape;
 // ---------------------------------------------------------------------------------------------
 // cuBLASLt core: D (m x n, column-major, ld m) = op(A) op(B) + beta * D, with C = D.
 
+// Each descriptor keeps the table it was created through, to destroy itself through it.
 struct MatmulDesc {
+  const CublasLt& lt;
   cublasLtMatmulDesc_t h = nullptr;
-  ~MatmulDesc() { if (h) cublasLtMatmulDescDestroy(h); }
+  ~MatmulDesc() { if (h) lt.cublasLtMatmulDescDestroy(h); }
 };
 struct Layout {
+  const CublasLt& lt;
   cublasLtMatrixLayout_t h = nullptr;
-  ~Layout() { if (h) cublasLtMatrixLayoutDestroy(h); }
+  ~Layout() { if (h) lt.cublasLtMatrixLayoutDestroy(h); }
 };
 struct Preference {
+  const CublasLt& lt;
   cublasLtMatmulPreference_t h = nullptr;
-  ~Preference() { if (h) cublasLtMatmulPreferenceDestroy(h); }
+  ~Preference() { if (h) lt.cublasLtMatmulPreferenceDestroy(h); }
 };
 
 // A column-major operand as cuBLASLt stores it (before the op is applied).
@@ -80,7 +84,7 @@ uint32_t alignment_of(const void* p) {
 }
 
 void make_layout(Layout& l, const Operand& o) {
-  QUILL_LT_CHECK(cublasLtMatrixLayoutCreate(&l.h, o.type, o.rows, o.cols, o.ld));
+  QUILL_LT_CHECK(l.lt, l.lt.cublasLtMatrixLayoutCreate(&l.h, o.type, o.rows, o.cols, o.ld));
 }
 
 // Which dimension of a call follows a row count (an expert's rows, a chunk of positions): the plan
@@ -98,38 +102,39 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
     return;
   }
   CudaResources& res = *ctx.cuda;
-  MatmulDesc desc;
-  QUILL_LT_CHECK(cublasLtMatmulDescCreate(&desc.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const CublasLt& lt = res.cublaslt;
+  MatmulDesc desc{lt};
+  QUILL_LT_CHECK(lt, lt.cublasLtMatmulDescCreate(&desc.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const int32_t op_a = ta, op_b = tb;
-  QUILL_LT_CHECK(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  QUILL_LT_CHECK(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  QUILL_LT_CHECK(lt, lt.cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  QUILL_LT_CHECK(lt, lt.cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
 
-  Layout la, lb, ld;
+  Layout la{lt}, lb{lt}, ld{lt};
   make_layout(la, a);
   make_layout(lb, b);
   make_layout(ld, Operand{d, d_type, m, n, static_cast<int64_t>(m)});
 
-  Preference pref;
-  QUILL_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref.h));
+  Preference pref{lt};
+  QUILL_LT_CHECK(lt, lt.cublasLtMatmulPreferenceCreate(&pref.h));
   const uint64_t ws = res.workspace_bytes;
   QUILL_LT_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   const uint32_t al_a = alignment_of(a.ptr), al_b = alignment_of(b.ptr), al_d = alignment_of(d);
   QUILL_LT_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
   QUILL_LT_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
   QUILL_LT_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
+      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
   QUILL_LT_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
+      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
 
   // The heuristic's first algorithm for the given layouts, or nullopt-like `false`.
   auto ask = [&](const Layout& qa, const Layout& qb, const Layout& qd, cublasLtMatmulAlgo_t& algo,
                  cublasStatus_t& why) {
     cublasLtMatmulHeuristicResult_t heur{};
     int found = 0;
-    why = cublasLtMatmulAlgoGetHeuristic(res.lt, desc.h, qa.h, qb.h, qd.h, qd.h, pref.h, 1, &heur, &found);
+    why = lt.cublasLtMatmulAlgoGetHeuristic(res.lt, desc.h, qa.h, qb.h, qd.h, qd.h, pref.h, 1, &heur, &found);
     if (why == CUBLAS_STATUS_SUCCESS && (found == 0 || heur.state != CUBLAS_STATUS_SUCCESS))
       why = found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : heur.state;
     if (why == CUBLAS_STATUS_SUCCESS) algo = heur.algo;
@@ -142,7 +147,7 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
                 "op {} align {}; D {} ld {} align {}): {}",
                 op, m, n, k, cuda_type_name(a.type), a.rows, a.cols, a.ld, ta == CUBLAS_OP_T ? "T" : "N", al_a,
                 cuda_type_name(b.type), b.rows, b.cols, b.ld, tb == CUBLAS_OP_T ? "T" : "N", al_b,
-                cuda_type_name(d_type), m, al_d, cublasLtGetStatusString(why));
+                cuda_type_name(d_type), m, al_d, lt.cublasLtGetStatusString(why));
   };
 
   cublasLtMatmulAlgo_t algo{};
@@ -171,7 +176,7 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
         ab.cols = kb;
         bb.cols = kb;
       }
-      Layout qa, qb, qd;
+      Layout qa{lt}, qb{lt}, qd{lt};
       make_layout(qa, ab);
       make_layout(qb, bb);
       make_layout(qd, Operand{d, d_type, m, nb, static_cast<int64_t>(m)});
@@ -190,7 +195,7 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
 
   const float alpha = 1.0f;
   auto run = [&] {
-    return cublasLtMatmul(res.lt, desc.h, &alpha, a.ptr, la.h, b.ptr, lb.h, &beta, d, ld.h, d, ld.h, &algo,
+    return lt.cublasLtMatmul(res.lt, desc.h, &alpha, a.ptr, la.h, b.ptr, lb.h, &beta, d, ld.h, d, ld.h, &algo,
                           res.workspace, res.workspace_bytes, stream_of(ctx));
   };
   cublasStatus_t st = run();
@@ -201,7 +206,7 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
     st = run();
   }
   QUILL_CHECK(st == CUBLAS_STATUS_SUCCESS, "{}: cublasLtMatmul failed for m={} n={} k={}: {}", op, m, n, k,
-              cublasLtGetStatusString(st));
+              lt.cublasLtGetStatusString(st));
 }
 
 // Row-major GEMMs on raw pointers (sizes already validated). `xt` is the dtype of x, w and dy.
