@@ -121,9 +121,12 @@ __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const __nv_
 // dtable[row, :] += the sum of dout[t, :] over the positions t of that row's id, in position order.
 // keys / pos: the positions sorted by local row (id_sort.h), keys[p] == V outside the shard. A group
 // of G lanes takes sorted index p when p starts a segment (its first position of one row) and walks
-// the segment: each segment is one group's, so no two groups touch a table row and the sums need no
-// atomics (issue 24: the same bits on every run). kW = 8 adds a unit as two 16-byte fp32 vectors
-// (dtable 16-byte aligned), kW = 1 one element at a time.
+// the segment for one chunk of the row, G units wide (blockIdx.y: lane k of the group owns unit
+// blockIdx.y * G + k): each (segment, unit) is one lane's, so no two lanes touch a table element and the
+// sums need no atomics (issue 24: the same bits on every run). Chunks, not whole rows, per group:
+// rows of few distinct ids (synthetic byte-tokenizer rows: ~100 ids in 8,192 positions) would otherwise
+// leave a handful of warps walking long segments across all 4,096 columns. kW = 8 adds a unit as two
+// 16-byte fp32 vectors (dtable 16-byte aligned), kW = 1 one element at a time.
 template <int kW>
 __global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int32_t* keys, const int32_t* pos,
                                                                       int64_t n, int64_t V,
@@ -131,34 +134,31 @@ __global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int3
                                                                       float* dtable) {
   const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
   const int64_t units = D / kW, warps = int64_t(gridDim.x) * (blockDim.x >> 5);
+  const int64_t u = static_cast<int64_t>(blockIdx.y) * G + k;
   for (int64_t p0 = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; p0 < n;
        p0 += warps * R) {
     const int32_t key = keys[p0];
-    if (key >= V || (p0 > 0 && keys[p0 - 1] == key)) continue;
+    if (key >= V || (p0 > 0 && keys[p0 - 1] == key) || u >= units) continue;
     int64_t p1 = p0 + 1;
     while (p1 < n && keys[p1] == key) ++p1;
-    float* row = dtable + static_cast<int64_t>(key) * D;
-#pragma unroll 1
-    for (int64_t u = k; u < units; u += G) {
-      float acc[kW];
+    float acc[kW];
 #pragma unroll
-      for (int e = 0; e < kW; ++e) acc[e] = 0.f;
+    for (int e = 0; e < kW; ++e) acc[e] = 0.f;
 #pragma unroll 4  // the loads of several positions in flight; the adds stay in position order
-      for (int64_t p = p0; p < p1; ++p) {
-        const Bf16Unit<kW> v = load_unit<kW>(dout + static_cast<int64_t>(pos[p]) * D + u * kW);
+    for (int64_t p = p0; p < p1; ++p) {
+      const Bf16Unit<kW> v = load_unit<kW>(dout + static_cast<int64_t>(pos[p]) * D + u * kW);
 #pragma unroll
-        for (int e = 0; e < kW; ++e) acc[e] += v[e];
-      }
-      float* r = row + u * kW;
-      if constexpr (kW == 8) {
-        float4 a = *reinterpret_cast<float4*>(r), b = *reinterpret_cast<float4*>(r + 4);
-        a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
-        b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
-        *reinterpret_cast<float4*>(r) = a;
-        *reinterpret_cast<float4*>(r + 4) = b;
-      } else {
-        r[0] += acc[0];
-      }
+      for (int e = 0; e < kW; ++e) acc[e] += v[e];
+    }
+    float* r = dtable + static_cast<int64_t>(key) * D + u * kW;
+    if constexpr (kW == 8) {
+      float4 a = *reinterpret_cast<float4*>(r), b = *reinterpret_cast<float4*>(r + 4);
+      a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
+      b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
+      *reinterpret_cast<float4*>(r) = a;
+      *reinterpret_cast<float4*>(r + 4) = b;
+    } else {
+      r[0] += acc[0];
     }
   }
 }
@@ -187,7 +187,10 @@ void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor
   Tensor keys, pos;
   sort_positions_by_id(ctx, ids_T, begin, V, keys, pos);
   const int G = row_group(D / kW);
-  embedding_backward_kernel<kW><<<row_blocks(ctx, embedding_backward_kernel<kW>, n, G), kThreads, 0, stream_of(ctx)>>>(
+  const int64_t chunks = units::ceil_div(D / kW, G);
+  QUILL_CHECK(chunks <= 65535, "embedding_backward: rows of {} columns exceed the kernel's grid", D);
+  const dim3 grid(row_blocks(ctx, embedding_backward_kernel<kW>, n, G), static_cast<unsigned>(chunks));
+  embedding_backward_kernel<kW><<<grid, kThreads, 0, stream_of(ctx)>>>(
       keys.data_as<int32_t>(), pos.data_as<int32_t>(), n, V, dout_TD.data_as<__nv_bfloat16>(), D, G,
       dtable_VD.data_as<float>());
   // keys and pos are freed in stream order (the device allocator frees with cudaFreeAsync on this stream).
