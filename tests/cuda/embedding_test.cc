@@ -2,8 +2,9 @@
 // rounded through bf16 first so both backends see the same numbers; outputs are poisoned inside guard
 // bands; dtable starts from nonzero contents and must come back as those plus the reference's sum.
 // Shapes cover the 16-byte path (D % 8 == 0, aligned tensors: a group of up to 32 lanes per token,
-// two 16-byte fp32 atomics per unit in the backward) with 1, 8 and 32 lanes per token, the element
-// path (other D, or a misaligned tensor), and an id check that spans several check blocks.
+// in the backward a lane per (id, unit) adding two 16-byte fp32 vectors) with 1, 8 and 32 lanes per token, the element
+// path (other D, or a misaligned tensor), an id repeated at nearly every position (the backward's longest
+// segment), and an id check that spans several check blocks.
 // Legend: V vocabulary rows, D width, T tokens (with repeated ids, so backward adds rows up).
 #include "ops/embedding.h"
 
@@ -84,7 +85,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaEmbeddingTest,
                                            Case{1000, 4096, 3001},  // model width: 16 units a lane, many tokens
                                            Case{300, 8, 1001},    // one unit a row: a lane per token
                                            Case{300, 64, 1001},   // 8 lanes per token, 4 tokens per warp
-                                           Case{40, 36, 999}));   // D % 8 == 4: element path
+                                           Case{40, 36, 999},     // D % 8 == 4: element path
+                                           Case{3, 4096, 8192}));  // one id at 8,191 positions: the longest segment
 
 // One tensor starts `misalign` bytes past a 16-byte boundary (the others aligned), which sends the
 // op to its element path: the table or out (forward), dout or dtable (backward).

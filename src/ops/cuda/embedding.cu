@@ -4,20 +4,22 @@
 // Legend: V vocabulary rows, D model width, T tokens; ids_T I32 [T] in device memory.
 // Preconditions: every id in [0, V). The ids live on the device, so a check kernel records the first
 // bad position (one word per block of the check, no clearing pass), the host copies the words back
-// (one synchronisation) and throws naming it, before anything is written. The backward copies the
-// ids to the host once, checks them there and groups the positions by id, then sums each id's rows in
-// position order: no atomics, the same bits on every run (issue 24).
+// (one synchronisation) and throws naming it, before anything is written; the backward checks the
+// same way. The backward sorts the positions by id on the device (id_sort.h: a stable radix sort),
+// then sums each id's rows in position order: no atomics, the same bits on every run (issue 24).
+// (Grouping them on the host instead cost 5.3 ms a row on the slice against 0.23 ms for the atomics:
+// bench/results/2026-12-04-determinism-cost.)
 // Layout: a group of lanes per token row (a warp for D >= 256), moving 16-byte units of 8 bf16 when
 // D % 8 == 0 and the bf16 tensor and the table (or dtable) are 16-byte aligned, one element
 // otherwise; 4 units per lane in flight in the forward. Why: one 256-thread block per token with a serial copy loop (2-byte loads and 4-byte
 // atomics in the backward) measured 38-74% of the copy ceiling (bench/results/2026-11-30-slice-v5).
 #include <algorithm>
-#include <vector>
 #include <climits>
 #include <string>
 
 #include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/id_sort.h"
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
 
@@ -116,67 +118,49 @@ __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(const __nv_
   }
 }
 
-// dtable[row, :] += the sum of dout[t, :] over the positions t of that row's id, in position order:
-// segment j (one per distinct id of this shard) is positions order[seg[j] .. seg[j + 1]) for local
-// table row rows[j]. Each segment is one group's, so no two groups touch a table row and the sums
-// need no atomics (issue 24: the same bits on every run). kW = 8 adds a unit as two 16-byte fp32
-// vectors (dtable 16-byte aligned), kW = 1 one element at a time.
+// dtable[row, :] += the sum of dout[t, :] over the positions t of that row's id, in position order.
+// keys / pos: the positions sorted by local row (id_sort.h), keys[p] == V outside the shard. A group
+// of G lanes takes sorted index p when p starts a segment (its first position of one row) and walks
+// the segment for one chunk of the row, G units wide (blockIdx.y: lane k of the group owns unit
+// blockIdx.y * G + k): each (segment, unit) is one lane's, so no two lanes touch a table element and the
+// sums need no atomics (issue 24: the same bits on every run). Chunks, not whole rows, per group:
+// rows of few distinct ids (synthetic byte-tokenizer rows: ~100 ids in 8,192 positions) would otherwise
+// leave a handful of warps walking long segments across all 4,096 columns. kW = 8 adds a unit as two
+// 16-byte fp32 vectors (dtable 16-byte aligned), kW = 1 one element at a time.
 template <int kW>
-__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int32_t* order, const int32_t* seg,
-                                                                      const int32_t* rows, int64_t segments,
+__global__ void __launch_bounds__(kThreads) embedding_backward_kernel(const int32_t* keys, const int32_t* pos,
+                                                                      int64_t n, int64_t V,
                                                                       const __nv_bfloat16* dout, int64_t D, int G,
                                                                       float* dtable) {
   const int lane = threadIdx.x & 31, k = lane & (G - 1), R = 32 / G;
   const int64_t units = D / kW, warps = int64_t(gridDim.x) * (blockDim.x >> 5);
-  for (int64_t j = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; j < segments;
-       j += warps * R) {
-    float* row = dtable + static_cast<int64_t>(rows[j]) * D;
-    const int32_t p0 = seg[j], p1 = seg[j + 1];
-#pragma unroll 1
-    for (int64_t u = k; u < units; u += G) {
-      float acc[kW];
+  const int64_t u = static_cast<int64_t>(blockIdx.y) * G + k;
+  for (int64_t p0 = (blockIdx.x * int64_t(blockDim.x >> 5) + (threadIdx.x >> 5)) * R + lane / G; p0 < n;
+       p0 += warps * R) {
+    const int32_t key = keys[p0];
+    if (key >= V || (p0 > 0 && keys[p0 - 1] == key) || u >= units) continue;
+    int64_t p1 = p0 + 1;
+    while (p1 < n && keys[p1] == key) ++p1;
+    float acc[kW];
 #pragma unroll
-      for (int e = 0; e < kW; ++e) acc[e] = 0.f;
+    for (int e = 0; e < kW; ++e) acc[e] = 0.f;
 #pragma unroll 4  // the loads of several positions in flight; the adds stay in position order
-      for (int32_t p = p0; p < p1; ++p) {
-        const Bf16Unit<kW> v = load_unit<kW>(dout + static_cast<int64_t>(order[p]) * D + u * kW);
+    for (int64_t p = p0; p < p1; ++p) {
+      const Bf16Unit<kW> v = load_unit<kW>(dout + static_cast<int64_t>(pos[p]) * D + u * kW);
 #pragma unroll
-        for (int e = 0; e < kW; ++e) acc[e] += v[e];
-      }
-      float* r = row + u * kW;
-      if constexpr (kW == 8) {
-        float4 a = *reinterpret_cast<float4*>(r), b = *reinterpret_cast<float4*>(r + 4);
-        a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
-        b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
-        *reinterpret_cast<float4*>(r) = a;
-        *reinterpret_cast<float4*>(r + 4) = b;
-      } else {
-        r[0] += acc[0];
-      }
+      for (int e = 0; e < kW; ++e) acc[e] += v[e];
+    }
+    float* r = dtable + static_cast<int64_t>(key) * D + u * kW;
+    if constexpr (kW == 8) {
+      float4 a = *reinterpret_cast<float4*>(r), b = *reinterpret_cast<float4*>(r + 4);
+      a.x += acc[0], a.y += acc[1], a.z += acc[2], a.w += acc[3];
+      b.x += acc[4], b.y += acc[5], b.z += acc[6], b.w += acc[7];
+      *reinterpret_cast<float4*>(r) = a;
+      *reinterpret_cast<float4*>(r + 4) = b;
+    } else {
+      r[0] += acc[0];
     }
   }
-}
-
-// The positions of this shard's ids grouped by id (ascending), each group in position order: what
-// the backward's segments walk. Built on the host from the ids (T of them: a small copy after the
-// id check's synchronisation).
-struct IdSegments {
-  std::vector<int32_t> order, seg, rows;
-};
-
-IdSegments segments_by_id(const std::vector<int32_t>& ids, int64_t begin, int64_t V) {
-  IdSegments s;
-  for (int32_t t = 0; t < static_cast<int32_t>(ids.size()); ++t)
-    if (ids[t] - begin >= 0 && ids[t] - begin < V) s.order.push_back(t);
-  std::stable_sort(s.order.begin(), s.order.end(), [&](int32_t a, int32_t b) { return ids[a] < ids[b]; });
-  for (size_t p = 0; p < s.order.size(); ++p) {
-    if (p == 0 || ids[s.order[p]] != ids[s.order[p - 1]]) {
-      s.seg.push_back(static_cast<int32_t>(p));
-      s.rows.push_back(static_cast<int32_t>(ids[s.order[p]] - begin));
-    }
-  }
-  s.seg.push_back(static_cast<int32_t>(s.order.size()));
-  return s;
 }
 
 // One resident wave of kThreads-thread blocks for a row kernel with groups of G lanes, no more than
@@ -196,39 +180,20 @@ void launch_forward(const DeviceContext& ctx, const Tensor& table_VD, const Tens
       out_TD.data_as<__nv_bfloat16>());
 }
 
-// The ids in host memory (one copy and synchronisation): the backward both checks and groups them there.
-std::vector<int32_t> ids_on_host(const DeviceContext& ctx, const Tensor& ids_T) {
-  std::vector<int32_t> ids(static_cast<size_t>(ids_T.dim(0)));
-  cudaStream_t stream = stream_of(ctx);
-  QUILL_CUDA_CHECK(cudaMemcpyAsync(ids.data(), ids_T.data(), ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
-  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return ids;
-}
-
 template <int kW>
-void launch_backward(const DeviceContext& ctx, const std::vector<int32_t>& ids, const Tensor& dout_TD, int64_t begin,
+void launch_backward(const DeviceContext& ctx, const Tensor& ids_T, const Tensor& dout_TD, int64_t begin,
                      const Tensor& dtable_VD) {
-  const int64_t D = dtable_VD.dim(1);
-  cudaStream_t stream = stream_of(ctx);
-  const IdSegments s = segments_by_id(ids, begin, dtable_VD.dim(0));
-  const int64_t segments = static_cast<int64_t>(s.rows.size());
-  if (segments == 0) return;
-  // One upload of the three index arrays, back to back.
-  std::vector<int32_t> packed(s.order);
-  packed.insert(packed.end(), s.seg.begin(), s.seg.end());
-  packed.insert(packed.end(), s.rows.begin(), s.rows.end());
-  Tensor index = Tensor::empty({static_cast<int64_t>(packed.size())}, DType::I32, *ctx.allocator);
-  QUILL_CUDA_CHECK(
-      cudaMemcpyAsync(index.data(), packed.data(), packed.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
-  const int32_t* order = index.data_as<int32_t>();
-  const int32_t* seg = order + s.order.size();
-  const int32_t* rows = seg + s.seg.size();
+  const int64_t n = ids_T.dim(0), V = dtable_VD.dim(0), D = dtable_VD.dim(1);
+  Tensor keys, pos;
+  sort_positions_by_id(ctx, ids_T, begin, V, keys, pos);
   const int G = row_group(D / kW);
-  embedding_backward_kernel<kW>
-      <<<row_blocks(ctx, embedding_backward_kernel<kW>, segments, G), kThreads, 0, stream>>>(
-          order, seg, rows, segments, dout_TD.data_as<__nv_bfloat16>(), D, G, dtable_VD.data_as<float>());
-  // No wait: a copy from pageable memory returns once `packed` is staged, and `index` is freed in
-  // stream order (the device allocator frees with cudaFreeAsync on this stream).
+  const int64_t chunks = units::ceil_div(D / kW, G);
+  QUILL_CHECK(chunks <= 65535, "embedding_backward: rows of {} columns exceed the kernel's grid", D);
+  const dim3 grid(row_blocks(ctx, embedding_backward_kernel<kW>, n, G), static_cast<unsigned>(chunks));
+  embedding_backward_kernel<kW><<<grid, kThreads, 0, stream_of(ctx)>>>(
+      keys.data_as<int32_t>(), pos.data_as<int32_t>(), n, V, dout_TD.data_as<__nv_bfloat16>(), D, G,
+      dtable_VD.data_as<float>());
+  // keys and pos are freed in stream order (the device allocator frees with cudaFreeAsync on this stream).
 }
 
 }  // namespace
@@ -280,15 +245,12 @@ void embedding_backward_shard(const DeviceContext& ctx, const Tensor& ids_T, con
   QUILL_CHECK(n_tok <= INT_MAX, "{}: {} tokens exceed the kernel's grid", op, n_tok);
   QUILL_CHECK(vocab_begin >= 0 && vocab_begin + V <= vocab_total, "{}: rows [{}, {}) are not inside a vocabulary of {}",
               op, vocab_begin, vocab_begin + V, vocab_total);
-  const std::vector<int32_t> ids = ids_on_host(ctx, ids_T);
-  for (size_t t = 0; t < ids.size(); ++t)
-    QUILL_CHECK(ids[t] >= 0 && ids[t] < vocab_total, "{}: token id {} at position {} is outside the vocabulary [0, {})",
-                op, ids[t], t, vocab_total);
+  check_ids(op, ctx, ids_T, vocab_total);
   if (n_tok == 0 || D == 0) return;
   if (D % units::kVec == 0 && units::aligned16(dout_TD.data()) && units::aligned16(dtable_VD.data()))
-    launch_backward<units::kVec>(ctx, ids, dout_TD, vocab_begin, dtable_VD);
+    launch_backward<units::kVec>(ctx, ids_T, dout_TD, vocab_begin, dtable_VD);
   else
-    launch_backward<1>(ctx, ids, dout_TD, vocab_begin, dtable_VD);
+    launch_backward<1>(ctx, ids_T, dout_TD, vocab_begin, dtable_VD);
   QUILL_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
 }
 
