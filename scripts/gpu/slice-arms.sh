@@ -11,7 +11,8 @@
 #             && git describe --always --dirty > build/gpu-bundle/COMMIT
 # Then: run(carry=["build/gpu-bundle", ".gpu-base"], command="bash scripts/gpu/slice-arms.sh")
 # Environment [defaults]: OUT [/tmp/out]  ARMS [""]  TESTS ["CudaAttention*:*CudaAttentionTest*:CudaDeterminism*"]
-#   PEER [1]  BASE [1 when .gpu-base exists]  STEPS8 [8]
+#   PEER [1]  BASE_RUN [1: the base arm when .gpu-base exists]  STEPS8 [8]  ARM_BUDGET_S [110: seconds per quill arm, gb1 and gb8;
+#   150 leaves gb8 its 8 steps]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=$PWD/build/gpu-bundle
@@ -45,7 +46,7 @@ slice_arm() {  # NAME QUILL_DIR SRC_DIR ENV...
   local name=$1 qdir=$2 src=$3
   shift 3
   echo "== slice: $name ($(cat "$qdir/COMMIT") $*)"
-  (cd "$src" && env "$@" LD_LIBRARY_PATH=$qdir/lib WORK=$WORK OUT=$OUT/arms/$name QUILL=$qdir/bin/quill BUDGET_S=110 \
+  (cd "$src" && env "$@" LD_LIBRARY_PATH=$qdir/lib WORK=$WORK OUT=$OUT/arms/$name QUILL=$qdir/bin/quill BUDGET_S=${ARM_BUDGET_S:-110} \
     STEPS8=${STEPS8:-8} REUSE_INIT=1 PHASES="quill1 quill8 report" COMMIT="$(cat "$qdir/COMMIT") $*" bash bench/slice/run.sh \
     > "$OUT/arms/slice-$name.log" 2>&1)
   grep -A8 "^arm " "$OUT/arms/$name/slice-bench.txt" 2>/dev/null
