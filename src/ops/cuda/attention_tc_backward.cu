@@ -345,7 +345,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   attn::set_smem("attention_backward", reinterpret_cast<const void*>(&attention_tc_backward_kernel), smem);
   const dim3 grid(p.G, (p.T + kRows - 1) / kRows);
   // Either launch order is deadlock-free with the ordered additions (they follow it); which is faster was
-  // measured (bench/results/2026-12-04-attention-order, T = 8,192): with the order, global layers longest
+  // measured (bench/results/2026-12-04-determinism-cost, T = 8,192): with the order, global layers longest
   // first (12.7 ms against 14.9), local (windowed, CTAs of about equal length) shortest first (3.50 against
   // 3.85); without it, longest first (11.4 against 13.6 global).
   const bool ordered = !unordered_dq();

@@ -7,8 +7,8 @@
 // (one synchronisation) and throws naming it, before anything is written; the backward checks the
 // same way. The backward sorts the positions by id on the device (id_sort.h: a stable radix sort),
 // then sums each id's rows in position order: no atomics, the same bits on every run (issue 24).
-// (Grouping them on the host instead cost 5.3 ms a row on the slice against 0.23 ms for the atomics:
-// bench/results/2026-12-04-determinism-cost.)
+// (Its first form grouped them on the host and gave each id one warp: 5.3 ms a row on the slice's
+// synthetic rows of few distinct ids against 0.23 ms for the atomics, bench/results/2026-12-04-determinism-cost.)
 // Layout: a group of lanes per token row (a warp for D >= 256), moving 16-byte units of 8 bf16 when
 // D % 8 == 0 and the bf16 tensor and the table (or dtable) are 16-byte aligned, one element
 // otherwise; 4 units per lane in flight in the forward. Why: one 256-thread block per token with a serial copy loop (2-byte loads and 4-byte
