@@ -37,7 +37,7 @@ timeout 600 $q train $flags --out "$out/one" </dev/null >"$out/one.log" 2>&1
 cat >"$out/unit.json" <<'EOF'
 {"dense_gemm_tflops": 1, "grouped_gemm_tflops": 1, "attention_global_fwd_tflops": 1, "attention_global_bwd_tflops": 1,
  "attention_local_fwd_tflops": 1, "attention_local_bwd_tflops": 1, "loss_gbps": 1e9, "region_ms_per_row_layer": 0,
- "split_ms_per_row_layer": 0, "gaps_ms_per_row_layer": 0, "adamw_gbps": 1, "sum_squares_gbps": 1, "host_adamw_gbps": 1,
+ "split_ms_per_row_layer": 0, "gaps_ms_per_row_layer": 0, "adamw_gbps": 1, "sum_squares_gbps": 1, "host_adamw_gelements_per_s": 1,
  "pcie_gbps": 1, "source": "unit rates"}
 EOF
 $q tune --model $config --gpu cpu --gpus 1 --row-tokens $row --global-batch $batch --device-memory 4GiB \
@@ -59,7 +59,7 @@ gbps = bytes_s / rest * share
 rates = {k: tflops for k in ["dense_gemm_tflops", "grouped_gemm_tflops", "attention_global_fwd_tflops",
                              "attention_global_bwd_tflops", "attention_local_fwd_tflops", "attention_local_bwd_tflops"]}
 rates.update({"loss_gbps": 1e9, "region_ms_per_row_layer": 0, "split_ms_per_row_layer": 0, "gaps_ms_per_row_layer": 0,
-              "adamw_gbps": gbps, "sum_squares_gbps": gbps, "host_adamw_gbps": gbps, "pcie_gbps": 1e3})
+              "adamw_gbps": gbps, "sum_squares_gbps": gbps, "host_adamw_gelements_per_s": gbps / 30, "pcie_gbps": 1e3})
 rates["source"] = (f"measured on this machine: one rank's median passes {passes*1e3:.1f} ms for {flops_s*1e3:.3f} GFLOP "
                    f"({flops_s/passes*1e3:.2f} GFLOP/s), optimizer {rest*1e3:.2f} ms for {bytes_s:.4f} GB "
                    f"({bytes_s/rest:.2f} GB/s); x {share:.3g} ({cores} cores over {ranks} ranks)")

@@ -1,6 +1,7 @@
 // Throughput of the host AdamW (optim/cpu_adamw.h) in GB/s of optimizer state traffic (reads of w,
 // g, m, v and writes of w, m, v and the bf16 copy: 30 bytes per element, 22 with bf16 moments) against this machine's
-// memcpy bandwidth on the same sizes, at 1..N threads. Not a test: bench/cpu_adamw/README.md.
+// memcpy bandwidth on the same sizes, at 1..N threads (the copy split over the same threads: the host's
+// bandwidth at that thread count, which one thread's memcpy understates on a many-channel server). Not a test: bench/cpu_adamw/README.md.
 // Usage: cpu_adamw_bench [elements (default 64 Mi)] [max threads (default all cores)]
 #include <chrono>
 #include <cstdio>
@@ -43,8 +44,15 @@ int main(int argc, char** argv) {
         else
           quill::adamw_update_host(s, w.data(), g.data(), m.data(), v.data(), out.data(), n, pool);
       });
-      std::printf("%s threads %2d: %.3f s per update, %.1f GB/s of state (%.0f B/element), %.0f M elements/s\n",
-                  bf16_moments ? "bf16 moments" : "fp32 moments", t, sec, bytes * n / sec / 1e9, bytes, n / sec / 1e6);
+      // memcpy of the same buffers over the same threads, in 64 chunks (read + write counted).
+      const size_t chunks = 64, chunk = a.size() / chunks;
+      const double copy_t = seconds([&] {
+        pool.parallel_for(chunks, [&](size_t i) { std::memcpy(b.data() + i * chunk, a.data() + i * chunk, chunk); });
+      });
+      std::printf("%s threads %2d: %.3f s per update, %.1f GB/s of state (%.0f B/element), %.0f M elements/s; "
+                  "memcpy on %d threads %.1f GB/s\n",
+                  bf16_moments ? "bf16 moments" : "fp32 moments", t, sec, bytes * n / sec / 1e9, bytes, n / sec / 1e6, t,
+                  2.0 * static_cast<double>(chunk * chunks) / copy_t / 1e9);
       if (t * 2 > max_threads && t != max_threads) t = max_threads / 2;
     }
   }

@@ -15,6 +15,9 @@
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/ep-check.sh")
 # Environment: CONFIG [configs/slice6-e8.json] (configs/slice.json: the slice itself, 32 experts)  ROW_TOKENS [4096]
 #   PARTS [one ep2 ep4]  T1 T2 T4 (seconds per run)
+#   PARTS may add "noise": the one-process run twice more with the attention backward's dQ additions in arrival
+#   order (QUILL_ATTENTION_UNORDERED_DQ=1, issue 24's knob): two runs that differ only in the order of float sums,
+#   i.e. the bf16 noise floor of this very config, rows and steps, against which EP's difference is read.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=$PWD/build/gpu-bundle
@@ -42,7 +45,15 @@ if has ep4; then
   date +%T; timeout ${T4:-260} "${MPI[@]}" -np 4 "$Q" "${flags[@]}" --tp 4 --sp --ep 4 --out /tmp/ep-4 \
     < /dev/null > /tmp/ep-4.log 2>&1; echo "ep4 (tp4+sp) rc $?"; tail -4 /tmp/ep-4.log
 fi
-for d in ep-one ep-2 ep-4; do [ -f /tmp/$d/metrics.jsonl ] && mkdir -p "$OUT/$d" && cp /tmp/$d/metrics.jsonl "$OUT/$d/"; done
+if has noise; then
+  for k in a b; do
+    date +%T; QUILL_ATTENTION_UNORDERED_DQ=1 timeout ${T1:-120} "$Q" "${flags[@]}" --out /tmp/ep-noise-$k > /tmp/ep-noise-$k.log 2>&1
+    echo "one process, unordered dQ ($k) rc $?"
+  done
+  echo "--- the noise floor: two one-process runs whose float sums differ in order only"
+  python3 tools/runs/compare_runs.py /tmp/ep-noise-a /tmp/ep-noise-b
+fi
+for d in ep-one ep-2 ep-4 ep-noise-a ep-noise-b; do [ -f /tmp/$d/metrics.jsonl ] && mkdir -p "$OUT/$d" && cp /tmp/$d/metrics.jsonl "$OUT/$d/"; done
 python3 tools/runs/compare_runs.py /tmp/ep-one /tmp/ep-2 /tmp/ep-4
 cp /tmp/ep-2/op_profile_step3.* "$OUT/" 2>/dev/null
 grep -E "ep\.|moe_|copy|^ *op" /tmp/ep-2/op_profile_step3.txt 2>/dev/null | head -30

@@ -34,8 +34,9 @@ for routing in free replay; do
   echo "one process, $routing routing: rc $?; $(grep -E '^trained' "$W/one-$routing.log")"
   date +%T; timeout ${T:-200} "${MPI[@]}" -np 2 "$Q" "${flags[@]}" "${extra[@]}" --dp 2 --ep 2 --out "$W/ep2-$routing" \
     < /dev/null > "$W/ep2-$routing.log" 2>&1
-  echo "EP2 x DP2, $routing routing: rc $?; $(grep -E '^trained' "$W/ep2-$routing.log" | head -1)"
-  tail -3 "$W/ep2-$routing.log" | grep -iE "error|fail" 
+  rc=$?; echo "EP2 x DP2, $routing routing: rc $rc; $(grep -E '^trained' "$W/ep2-$routing.log" | head -1)"
+  [ $rc != 0 ] && grep -vE "^ *\[|orte_base_help|^-+$" "$W/ep2-$routing.log" | tail -8
+  cp "$W/one-$routing.log" "$W/ep2-$routing.log" "$OUT/"
   echo "--- $routing routing: EP2 x DP2 against one process (tools/parity/compare.py; per-tensor ||c - r|| / ||r||)"
   python3 tools/parity/compare.py --candidate "$W/ep2-$routing/metrics.jsonl" --reference "$W/one-$routing/metrics.jsonl" \
     --candidate-grads "$W/ep2-$routing/grads_step0.safetensors" --reference-grads "$W/one-$routing/grads_step0.safetensors" \

@@ -54,7 +54,7 @@ tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
       {"gaps_ms_per_row_layer", &r.gaps_ms_per_row_layer},
       {"adamw_gbps", &r.adamw_gbps},
       {"sum_squares_gbps", &r.sum_squares_gbps},
-      {"host_adamw_gbps", &r.host_adamw_gbps},
+      {"host_adamw_gelements_per_s", &r.host_adamw_gelements_per_s},
       {"pcie_gbps", &r.pcie_gbps}};
   for (const auto& [key, value] : j.items()) {
     if (key == "source") {
@@ -65,6 +65,10 @@ tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
       (key == "reference_tokens" ? r.reference_tokens : r.reference_hidden) = value.get<int64_t>();
       continue;
     }
+    QUILL_CHECK(key != "host_adamw_gbps",
+                "--compute-rates {}: host_adamw_gbps is now host_adamw_gelements_per_s (G elements a second: the host "
+                "update is bound by its arithmetic, not its bytes)",
+                path);
     bool known = false;
     for (const auto& [name, field] : fields)
       if (key == name) {

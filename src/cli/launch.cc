@@ -3,7 +3,9 @@
 #include "cli/launch.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -31,6 +33,22 @@
 namespace quill::cli {
 
 namespace {
+
+#ifdef QUILL_HAVE_CUDA
+// QUILL_POISON_DEVICE_MEMORY=B (0-255, decimal or 0x hex): every device allocation filled with byte B
+// (CudaBackendOptions::poison_byte). Two runs with different bytes that give the same bits read no
+// memory that nothing wrote (docs/determinism.md).
+CudaBackendOptions cuda_backend_options() {
+  CudaBackendOptions options;
+  const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
+  if (v == nullptr || *v == '\0') return options;
+  char* end = nullptr;
+  const long byte = std::strtol(v, &end, 0);
+  QUILL_CHECK(*end == '\0' && byte >= 0 && byte <= 255, "QUILL_POISON_DEVICE_MEMORY={}: not a byte (0-255, e.g. 0xff)", v);
+  options.poison_byte = static_cast<int>(byte);
+  return options;
+}
+#endif
 
 // The memory plan of the run against `device_memory` bytes per device: refused when it cannot fit
 // (every rank plans alike, so every rank stops with the same message); a note on the lead when it fits.
@@ -168,7 +186,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
 #ifdef QUILL_HAVE_CUDA
   QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
   const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size(), o.comm_backend != "nccl") : 0;
-  CudaBackend backend(gpu);
+  CudaBackend backend(gpu, cuda_backend_options());
   const DeviceContext ctx = backend.context();
   int64_t device_memory = check.device_memory;
   if (device_memory <= 0) {

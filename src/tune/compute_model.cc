@@ -37,16 +37,18 @@ ComputeRates h200_compute_rates() {
   // adamw_update: 1.378e11 bytes in 35.21 ms; sum_squares: 1.837e10 bytes in 4.49 ms.
   r.adamw_gbps = 1.378e11 / 35.21e-3 / 1e9;       // 3914
   r.sum_squares_gbps = 1.837e10 / 4.49e-3 / 1e9;  // 4091
-  // The host AdamW (bench/results/2026-12-01-cpu-adamw): 50.1 GB/s of optimizer state on two threads of the
-  // development VM; the GPU host's figure is not measured yet (scripts/gpu/offload-check.sh).
-  r.host_adamw_gbps = 50.1;
+  // The host AdamW on the H200 machine's host, 16 threads (the cores each GPU of that machine has;
+  // bench/results/2026-12-04-offload-h200, bench/cpu_adamw): 3.303 G elements/s with fp32 moments (99.1 GB/s of
+  // state), 3.255 with bf16 ones (71.6 GB/s). Counted in elements, not bytes: the update is bound by its
+  // arithmetic there (fp32 and bf16 moments run at the same element rate while their bytes differ by 27%).
+  r.host_adamw_gelements_per_s = 3.30;
   // Pinned host <-> device copies on the H200 machine, each way (docs/performance.md).
   r.pcie_gbps = 55.0;
   r.source =
       "modelled from quill's own measurements on one H200: the slice's per-op rates at 8 rows per step "
       "(bench/results/2026-11-30-slice-v6: dense GEMMs 744, expert GEMMs 579, attention global 141/86, local "
-      "65/46 TFLOP/s fwd/bwd with the deterministic backward's cost), AdamW 3914 GB/s; host AdamW 50.1 GB/s of "
-      "state (2-core VM, bench/results/2026-12-01-cpu-adamw), pinned copies 55 GB/s";
+      "65/46 TFLOP/s fwd/bwd with the deterministic backward's cost), AdamW 3914 GB/s; host AdamW 3.30 G elements/s "
+      "(16 threads of the H200 machine's host, bench/results/2026-12-04-offload-h200), pinned copies 55 GB/s";
   return r;
 }
 
@@ -133,20 +135,21 @@ RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int ran
   for (const plan::BucketBytes& b : params.buckets) shards.push_back(b.shard());
   const std::vector<int64_t> host = offload_split(shards, opt.effective_fraction());
   const int64_t moments = dtype_bytes(opt.exp_avg) + dtype_bytes(opt.exp_avg_sq);
-  double device_bytes = 0, host_bytes = 0, down = 0, up = 0, norm_bytes = 0;
+  double device_bytes = 0, host_bytes = 0, host_elements = 0, down = 0, up = 0, norm_bytes = 0;
   for (size_t i = 0; i < params.buckets.size(); ++i) {
     const plan::BucketBytes& b = params.buckets[i];
     // Read master, gradient and both moments; write master, moments and (bf16 buckets) the compute copy.
     const int64_t per = 4 + 4 + moments + 4 + moments + (b.compute == DType::BF16 ? 2 : 0);
     device_bytes += static_cast<double>((shards[i] - host[i]) * per);
     host_bytes += static_cast<double>(host[i] * per);
+    host_elements += static_cast<double>(host[i]);
     down += static_cast<double>(host[i] * 4);
     up += static_cast<double>(host[i] * dtype_bytes(b.compute));
     norm_bytes += static_cast<double>(shards[i] * 4);
   }
   const double device_s = device_bytes / (rates.adamw_gbps * 1e9);
   const double norm_s = norm_bytes / (rates.sum_squares_gbps * 1e9);
-  const double host_s = host_bytes / (rates.host_adamw_gbps * 1e9);
+  const double host_s = host_elements / (rates.host_adamw_gelements_per_s * 1e9);
   const double down_s = down / (rates.pcie_gbps * 1e9), up_s = up / (rates.pcie_gbps * 1e9);
   // With the overlap the copies up follow the host's update in 64 MiB stretches (optim/adamw.cc): only
   // the last stretch's copy is left after it.

@@ -32,7 +32,7 @@ struct ComputeRates {
   int64_t reference_tokens = 8192, reference_hidden = 4096;
   double adamw_gbps = 0;            // the device AdamW (bytes read and written per element: see .cc)
   double sum_squares_gbps = 0;      // the gradient norm's pass over the shard
-  double host_adamw_gbps = 0;       // the host AdamW, bytes of optimizer state per second per rank
+  double host_adamw_gelements_per_s = 0;  // the host AdamW, G elements updated per second per rank
   double pcie_gbps = 0;             // pinned host <-> device copies, each way
   std::string source;
 };

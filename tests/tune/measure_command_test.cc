@@ -43,7 +43,7 @@ class TuneMeasure : public ::testing::Test {
         << R"({"dense_gemm_tflops": 0.01, "grouped_gemm_tflops": 0.01, "attention_global_fwd_tflops": 0.01,
  "attention_global_bwd_tflops": 0.01, "attention_local_fwd_tflops": 0.01, "attention_local_bwd_tflops": 0.01,
  "loss_gbps": 1, "region_ms_per_row_layer": 0, "split_ms_per_row_layer": 0, "gaps_ms_per_row_layer": 0,
- "adamw_gbps": 1, "sum_squares_gbps": 1, "host_adamw_gbps": 1, "pcie_gbps": 10, "source": "test rates"})";
+ "adamw_gbps": 1, "sum_squares_gbps": 1, "host_adamw_gelements_per_s": 1, "pcie_gbps": 10, "source": "test rates"})";
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);

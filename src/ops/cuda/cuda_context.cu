@@ -17,7 +17,7 @@ namespace {
 // makes stream-ordered reuse safe; a second stream would have to record events before freeing.
 class DeviceAllocator final : public Allocator {
  public:
-  explicit DeviceAllocator(int device) : device_(device) {
+  DeviceAllocator(int device, int poison_byte) : device_(device), poison_byte_(poison_byte) {
     cudaMemPool_t pool = nullptr;
     QUILL_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
     uint64_t keep_everything = UINT64_MAX;
@@ -30,6 +30,7 @@ class DeviceAllocator final : public Allocator {
     cudaError_t err = cudaMallocAsync(&p, bytes ? bytes : 1, stream_);
     QUILL_CHECK(err == cudaSuccess, "out of GPU memory allocating {} bytes on device {} ({} in use, {} at peak) ({})",
                 bytes, device_, in_use_.load(), peak_.load(), cudaGetErrorString(err));
+    if (poison_byte_ >= 0) QUILL_CUDA_CHECK(cudaMemsetAsync(p, poison_byte_, bytes, stream_));
     // Byte counters for the benchmark's peak-memory figure (memory_stats.h); atomic, as frees may come from any thread.
     const int64_t now = in_use_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
     int64_t peak = peak_.load();
@@ -51,6 +52,7 @@ class DeviceAllocator final : public Allocator {
 
  private:
   int device_;
+  int poison_byte_;  // CudaBackendOptions::poison_byte
   cudaStream_t stream_ = nullptr;
   std::atomic<int64_t> in_use_{0}, peak_{0}, allocations_{0};
 };
@@ -81,8 +83,12 @@ class PinnedHostAllocator final : public Allocator {
   Device device() const override { return Device::CPU; }
 };
 
-CudaBackend::CudaBackend(int device)
-    : resources_(new CudaResources), allocator_(new DeviceAllocator(device)), pinned_(new PinnedHostAllocator) {
+CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
+    : resources_(new CudaResources),
+      allocator_(new DeviceAllocator(device, options.poison_byte)),
+      pinned_(new PinnedHostAllocator) {
+  QUILL_CHECK(options.poison_byte >= -1 && options.poison_byte <= 255, "CUDA backend: poison byte {} is not -1 or 0-255",
+              options.poison_byte);
   resources_->device = device;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->stream, cudaStreamNonBlocking));

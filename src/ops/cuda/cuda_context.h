@@ -18,10 +18,18 @@ struct OpTable;
 // The CUDA implementations of the ops (ops/cuda/op_table.cu).
 const OpTable& cuda_op_table();
 
+// How a backend is set up beyond its device.
+struct CudaBackendOptions {
+  // -1: none. 0-255: every device allocation is filled with this byte before it is handed out (in
+  // stream order). A debugging aid for bit-reproducibility (issue 24): results that do not change
+  // between two fills read no memory that nothing wrote. Costs one memset per allocation.
+  int poison_byte = -1;
+};
+
 // Owns the resources behind a DeviceContext for one GPU.
 class CudaBackend {
  public:
-  explicit CudaBackend(int device);
+  explicit CudaBackend(int device, const CudaBackendOptions& options = {});
   ~CudaBackend();
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
