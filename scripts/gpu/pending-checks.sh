@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call (~8-9 minutes) for what session 8 left open on one H200, each part with its own time limit and
+# skipped when the call's budget (BUDGET_S, default 540 s) would run out:
+#   1. all of cuda_tests (CudaDeterminism.PoisonedAllocationsGiveTheSameBits is new: issue 24);
+#   2. EP on the slice: the bf16 noise floor of its config, rows and steps (ep-check.sh PARTS="noise", issue 17);
+#   3. EP2 x DP2 against one process with the routing replayed (ep-replay-check.sh, issue 17);
+#   4. what the offload's overlap hides: f0.7 against the f0.7o of 2026-12-04, f1o against f1, and the host's
+#      memcpy on every thread count (offload-check.sh RUNS='f0.7 f1o', issue 19).
+# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
+#             cpu_adamw_bench && git describe --always --dirty > build/gpu-bundle/COMMIT
+# Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/pending-checks.sh; cd $OUT && tar czf /tmp/a.tgz . &&
+#       find . -mindepth 1 -delete && mv /tmp/a.tgz pending.tgz")
+# Environment [defaults]: OUT [/tmp/out]  BUDGET_S [540]  PARTS [tests noise replay overlap]
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+B=$PWD/build/gpu-bundle
+export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+PARTS=${PARTS:-tests noise replay overlap}
+T0=$(date +%s)
+mkdir -p "$OUT"
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+left() { echo $(( ${BUDGET_S:-540} - ($(date +%s) - T0) )); }
+# part NAME NEEDED_S COMMAND...: runs COMMAND when NEEDED_S seconds are left, else says it was skipped.
+part() {
+  local name=$1 need=$2
+  shift 2
+  has "$name" || return 0
+  if (( $(left) < need )); then echo "== $name: skipped ($(left) s left, needs $need)"; return 0; fi
+  echo "== $name ($(date +%T), $(left) s left)"
+  timeout $(( $(left) - 10 )) "$@"
+  echo "== $name rc $?"
+}
+{
+echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
+part tests 80 bash -c "'$B/bin/cuda_tests' --gtest_brief=1 > '$OUT/cuda_tests.log' 2>&1; echo rc \$?;
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' '$OUT/cuda_tests.log' | head -12"
+part noise 130 env OUT="$OUT/noise" CONFIG=configs/slice.json PARTS="noise" T1=75 bash scripts/gpu/ep-check.sh
+part replay 200 env OUT="$OUT/replay" T=90 bash scripts/gpu/ep-replay-check.sh
+part overlap 160 env OUT="$OUT/overlap" RUNS='f0.7 f1o' TESTS=0 bash scripts/gpu/offload-check.sh
+echo "done at +$(( $(date +%s) - T0 )) s"
+} 2>&1 | tee "$OUT/pending-checks.txt"
