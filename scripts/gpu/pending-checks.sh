@@ -5,17 +5,20 @@
 #   2. EP on the slice: the bf16 noise floor of its config, rows and steps (ep-check.sh PARTS="noise", issue 17);
 #   3. EP2 x DP2 against one process with the routing replayed (ep-replay-check.sh, issue 17);
 #   4. what the offload's overlap hides: f0.7 against the f0.7o of 2026-12-04, f1o against f1, and the host's
-#      memcpy on every thread count (offload-check.sh RUNS='f0.7 f1o', issue 19).
-# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
+#      memcpy on every thread count (offload-check.sh RUNS='f0.7 f1o', issue 19);
+#   5. the routed-expert GEMM rate at the seed's rows per expert (issues 21, 22: quill tune models every layout's
+#      grouped GEMMs at the slice's 1,536 rows per expert; the seed's TP4 SP EP8 rank sees 32 experts x 384 rows,
+#      EP4 64 x 192): grouped_bench with balanced counts, 1,536 / 768 / 384 / 192 / 96 rows per expert.
+# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench grouped_bench
 #             cpu_adamw_bench && git describe --always --dirty > build/gpu-bundle/COMMIT
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/pending-checks.sh; cd $OUT && tar czf /tmp/a.tgz . &&
 #       find . -mindepth 1 -delete && mv /tmp/a.tgz pending.tgz")
-# Environment [defaults]: OUT [/tmp/out]  BUDGET_S [540]  PARTS [tests noise replay overlap]
+# Environment [defaults]: OUT [/tmp/out]  BUDGET_S [540]  PARTS [tests grouped noise replay overlap]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=$PWD/build/gpu-bundle
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
-PARTS=${PARTS:-tests noise replay overlap}
+PARTS=${PARTS:-tests grouped noise replay overlap}
 T0=$(date +%s)
 mkdir -p "$OUT"
 has() { [[ " $PARTS " == *" $1 "* ]]; }
@@ -34,6 +37,13 @@ part() {
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 part tests 80 bash -c "'$B/bin/cuda_tests' --gtest_brief=1 > '$OUT/cuda_tests.log' 2>&1; echo rc \$?;
   grep -E '^\[  (PASSED|FAILED|SKIPPED) ' '$OUT/cuda_tests.log' | head -12"
+grouped_rates() {  # experts x rows per expert, the same 49,152 rows in all but the last two
+  for er in 32x1536 64x768 128x384 32x384 64x192 32x96; do
+    echo "-- ${er%x*} experts x ${er#*x} rows"
+    "$B/bin/grouped_bench" $(yes "${er#*x}" | head -n "${er%x*}") | grep -v "^ "
+  done
+}
+[ -x "$B/bin/grouped_bench" ] && part grouped 40 bash -c "$(declare -f grouped_rates); B='$B' grouped_rates"
 part noise 130 env OUT="$OUT/noise" CONFIG=configs/slice.json PARTS="noise" T1=75 bash scripts/gpu/ep-check.sh
 part replay 200 env OUT="$OUT/replay" T=90 bash scripts/gpu/ep-replay-check.sh
 part overlap 160 env OUT="$OUT/overlap" RUNS='f0.7 f1o' TESTS=0 bash scripts/gpu/offload-check.sh
