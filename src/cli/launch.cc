@@ -19,7 +19,6 @@
 #include "data/rows.h"
 #include "model/inkling_model.h"
 #include "model/params.h"
-#include "parallel/grid.h"
 #include "parallel/layout.h"
 #include "plan/plan_report.h"
 #ifdef QUILL_HAVE_CUDA
@@ -59,24 +58,6 @@ void check_memory_plan(const TrainOptions& o, const InklingConfig& config, const
   const plan::MemoryPlan mp =
       plan::plan_memory(plan_request_for(o, config, spec, device, RowsReader::open(o.rows_dir).row_tokens()));
   const plan::FitVerdict verdict = plan::check_fit(mp, device_memory);
-  if (!verdict.fits && o.simulate_rank >= 0) {
-    // A simulated rank runs only its own stage's share: when that fits, the run goes on (what one
-    // GPU of each stage would do is what the user asked), and says the layout as a whole does not.
-    const int stage = Grid(spec.world(), spec).coords(o.simulate_rank).pp;
-    const plan::StagePlan& own = mp.stages.at(static_cast<size_t>(stage));
-    QUILL_CHECK(own.device_total() <= device_memory,
-                "--simulate-rank {}: its stage {} needs {} per device, the device has {}; {} (quill plan prints the whole "
-                "table)",
-                o.simulate_rank, stage, plan::format_bytes(own.device_total()), plan::format_bytes(device_memory),
-                verdict.message);
-    if (lead)
-      std::fprintf(stderr,
-                   "note: --simulate-rank %d: its stage %d fits (%s of %s per device), but the layout as a whole does not "
-                   "and a real run would be refused: %s\n",
-                   o.simulate_rank, stage, plan::format_bytes(own.device_total()).c_str(),
-                   plan::format_bytes(device_memory).c_str(), verdict.message.c_str());
-    return;
-  }
   QUILL_CHECK(verdict.fits, "{} (quill plan prints the whole table)", verdict.message);
   if (lead) {
     const plan::StagePlan& s = mp.largest();

@@ -141,39 +141,6 @@ TEST_F(SimulateRank, RefusesWhatItCannotSimulateNamingTheFlag) {
       << r.output;
 }
 
-// A layout whose largest stage does not fit the device is refused for a real run, but a simulated
-// rank of a stage that fits runs (saying the layout does not), and one of the stage that does not
-// is refused naming its stage.
-TEST_F(SimulateRank, RunsARankWhoseStageFitsWhenTheLayoutDoesNot) {
-  const std::string flags = train_flags(*rows_);
-  const std::string plan_flags = " plan --device cpu --json --config " + kConfig + " --rows " + *rows_ + " --global-batch 4 --pp 2";
-  const nlohmann::json plan = nlohmann::json::parse(run_ok(kQuill + plan_flags));
-  const int64_t s0 = plan.at("stages")[0].at("device_total_bytes").get<int64_t>();
-  const int64_t s1 = plan.at("stages")[1].at("device_total_bytes").get<int64_t>();
-  ASSERT_NE(s0, s1);
-  const int big = s0 > s1 ? 0 : 1, small = 1 - big;
-  const std::string memory = " --device-memory " + std::to_string((s0 + s1) / 2) + " --pp 2";
-  const std::string real_out = temp("fit-real");
-  const quill::test::CommandResult real = quill::test::run_command(mpirun(2) + kQuill + flags + memory + " --out " + real_out + " </dev/null");
-  EXPECT_NE(real.status, 0);
-  EXPECT_NE(real.output.find("does not fit the device's memory: stage " + std::to_string(big)), std::string::npos) << real.output;
-  const std::string sim_out = temp("fit-small");
-  std::string log_flags = flags;
-  log_flags.erase(log_flags.find(" --quiet"));
-  const std::string log = run_ok(kQuill + log_flags + memory + " --simulate-rank " + std::to_string(small) + " --out " + sim_out);
-  EXPECT_NE(log.find("--simulate-rank " + std::to_string(small) + ": its stage " + std::to_string(small) +
-                     " fits"), std::string::npos) << log;
-  EXPECT_NE(log.find("a real run would be refused"), std::string::npos) << log;
-  EXPECT_TRUE(fs::exists(sim_out + "/summary.json"));
-  const std::string big_out = temp("fit-big");
-  const quill::test::CommandResult refused =
-      quill::test::run_command(kQuill + flags + memory + " --simulate-rank " + std::to_string(big) + " --out " + big_out);
-  EXPECT_NE(refused.status, 0);
-  EXPECT_NE(refused.output.find("--simulate-rank " + std::to_string(big) + ": its stage " + std::to_string(big) + " needs"),
-            std::string::npos) << refused.output;
-  EXPECT_FALSE(fs::exists(big_out)) << "nothing written";
-}
-
 }  // namespace
 
 namespace {
