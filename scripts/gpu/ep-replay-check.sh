@@ -15,7 +15,7 @@
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/ep-replay-check.sh")
 # CPU dry run: Q=build/quill DEVICE=cpu CONFIG=configs/tiny.json ROW_TOKENS=32 bash scripts/gpu/ep-replay-check.sh
 # Environment [defaults]: OUT [/tmp/out]  CONFIG [configs/slice.json]  VOCAB [4096; 0: the config's]  ROW_TOKENS [4096]
-#   DEVICE [cuda]  T [200 s a run]
+#   DEVICE [cuda]  T [200 s a run]  ROUTINGS [free replay]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=$PWD/build/gpu-bundle
@@ -42,7 +42,7 @@ fi
 python3 tools/runs/make_routing.py --config "$CONFIG" --rows 2 --tokens "$TOK" --seed 5 --out "$W/routing.safetensors" || exit 1
 flags=(train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps 1 --global-batch 2 --lr 1e-4 --clip-grad 1.0
        --device "${DEVICE:-cuda}" --quiet --overwrite --dump-grads-step 0)
-for routing in free replay; do
+for routing in ${ROUTINGS:-free replay}; do
   extra=(); [ $routing = replay ] && extra=(--replay-routing "$W/routing.safetensors")
   date +%T; timeout ${T:-200} "$Q" "${flags[@]}" "${extra[@]}" --out "$W/one-$routing" > "$W/one-$routing.log" 2>&1
   echo "one process, $routing routing: rc $?; $(grep -E '^trained' "$W/one-$routing.log")"

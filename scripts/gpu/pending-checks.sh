@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# One device call (~8-9 minutes) for what session 8 left open on one H200, each part with its own time limit and
-# skipped when the call's budget (BUDGET_S, default 540 s) would run out:
-#   1. all of cuda_tests (CudaDeterminism.PoisonedAllocationsGiveTheSameBits is new: issue 24);
-#   2. EP on the slice: the bf16 noise floor of its config, rows and steps (ep-check.sh PARTS="noise", issue 17);
-#   3. EP2 x DP2 against one process with the routing replayed (ep-replay-check.sh, issue 17);
-#   4. what the offload's overlap hides: f0.7 against the f0.7o of 2026-12-04, f1o against f1, and the host's
-#      memcpy on every thread count (offload-check.sh RUNS='f0.7 f1o', issue 19);
-#   5. the routed-expert GEMM rate at the seed's rows per expert (issues 21, 22: quill tune models every layout's
-#      grouped GEMMs at the slice's 1,536 rows per expert; the seed's TP4 SP EP8 rank sees 32 experts x 384 rows,
-#      EP4 64 x 192): grouped_bench with balanced counts, 1,536 / 768 / 384 / 192 / 96 rows per expert.
+# One device call (~9 minutes) for the GPU checks still open on one H200, each part with its own time limit and
+# skipped when the call's budget (BUDGET_S, default 540 s) would run out (PARTS picks them):
+#   tests:   all of cuda_tests;
+#   grouped: the routed-expert GEMM rate at 1,536 / 768 / 384 / 192 / 96 rows per expert (grouped_bench);
+#   noise:   EP on the slice: the bf16 noise floor of its config, rows and steps (ep-check.sh PARTS="noise", issue 17);
+#   replay:  EP2 x DP2 against one process, free and with the routing replayed (ep-replay-check.sh, issue 17);
+#   overlap: what the offload's overlap hides: f0.7 and f0.7o in the same call (offload-check.sh, issue 19);
+#   seedbf16: the seed layout's stages with bf16 moments and the smallest offload that fits, 0.1 (seed-projection.sh
+#            SEED_CASES, default first-bf16o middle-bf16o; bf16 moments alone do not fit the first stage, issue 21);
+#   tune1:   quill tune --measure's first candidate, its three stage roles (tune-measure.sh 1, issue 22).
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench grouped_bench
 #             cpu_adamw_bench && git describe --always --dirty > build/gpu-bundle/COMMIT
-# Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/pending-checks.sh; cd $OUT && tar czf /tmp/a.tgz . &&
-#       find . -mindepth 1 -delete && mv /tmp/a.tgz pending.tgz")
+# Then: run(carry=["build/gpu-bundle"], command="PARTS='overlap replay' bash scripts/gpu/pending-checks.sh; cd $OUT &&
+#       tar czf /tmp/a.tgz . && find . -mindepth 1 -delete && mv /tmp/a.tgz pending.tgz")
 # Environment [defaults]: OUT [/tmp/out]  BUDGET_S [540]  PARTS [tests grouped noise replay overlap]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -45,7 +45,10 @@ grouped_rates() {  # experts x rows per expert, the same 49,152 rows in all but 
 }
 [ -x "$B/bin/grouped_bench" ] && part grouped 40 bash -c "$(declare -f grouped_rates); B='$B' grouped_rates"
 part noise 130 env OUT="$OUT/noise" CONFIG=configs/slice.json PARTS="noise" T1=75 bash scripts/gpu/ep-check.sh
-part replay 200 env OUT="$OUT/replay" T=90 bash scripts/gpu/ep-replay-check.sh
-part overlap 160 env OUT="$OUT/overlap" RUNS='f0.7 f1o' TESTS=0 bash scripts/gpu/offload-check.sh
+part overlap 230 env OUT="$OUT/overlap" RUNS='f0.7 f0.7o' TESTS=0 bash scripts/gpu/offload-check.sh
+part replay 280 env OUT="$OUT/replay" T=${REPLAY_T:-150} bash scripts/gpu/ep-replay-check.sh
+part seedbf16 290 env OUT="$OUT/seedbf16" GLOBAL_BATCH=16 STEPS=2 WARMUP=1 CASE_TIMEOUT=150 \
+  bash scripts/gpu/seed-projection.sh ${SEED_CASES:-first-bf16o middle-bf16o}
+part tune1 450 env OUT="$OUT" RUN_TIMEOUT=145 bash scripts/gpu/tune-measure.sh 1
 echo "done at +$(( $(date +%s) - T0 )) s"
 } 2>&1 | tee "$OUT/pending-checks.txt"

@@ -57,7 +57,9 @@ StepSummary summarize_steps(const TrainResult& r) {
   s.spread_pct = s.median_s > 0 ? 100.0 * (s.max_s - s.min_s) / s.median_s : 0.0;
   s.tokens_per_step = r.steps.empty() ? 0.0 : static_cast<double>(r.steps.back().tokens);
   s.tokens_per_s = s.median_s > 0 ? s.tokens_per_step / s.median_s : 0.0;
-  s.mfu = 6.0 * static_cast<double>(r.active_params) * s.tokens_per_s / 989e12;
+  // Per GPU, as the recipe's metrics (docs/recipes-and-measurement.md): the job's tokens over its GPUs.
+  s.tokens_per_s_per_gpu = s.tokens_per_s / std::max(1, r.world_size);
+  s.mfu = 6.0 * static_cast<double>(r.active_params) * s.tokens_per_s_per_gpu / 989e12;
   return s;
 }
 
@@ -75,9 +77,16 @@ std::string summary_json(const TrainResult& r) {
   j["spread_pct"] = s.spread_pct;
   j["cv_pct"] = s.cv_pct;
   j["tokens_per_step"] = s.tokens_per_step;
-  j["tokens_per_s"] = s.tokens_per_s;
+  j["world_size"] = r.world_size;
   j["active_params"] = r.active_params;
-  j["mfu"] = s.mfu;
+  if (r.simulated_rank >= 0) {
+    // One rank's compute without its communication: no job rate (the projection gives it).
+    j["tokens_per_s"] = j["tokens_per_s_per_gpu"] = j["mfu"] = nullptr;
+  } else {
+    j["tokens_per_s"] = s.tokens_per_s;
+    j["tokens_per_s_per_gpu"] = s.tokens_per_s_per_gpu;
+    j["mfu"] = s.mfu;
+  }
   j["peak_gpu_bytes"] = s.peak_gpu_bytes;
   j["peak_device_bytes"] = s.peak_device_bytes;
   if (!r.peak_bytes_per_rank.empty()) j["peak_device_bytes_per_rank"] = r.peak_bytes_per_rank;
@@ -106,7 +115,9 @@ std::string summary_json(const TrainResult& r) {
                         "device synchronised at their end (the rest: loss and count sums, gradient reduction, norm, "
                         "update and weight all-gather)"},
       {"spread_pct", "(max - min) / median of the measured steps"},
-      {"mfu", "6 * active_params * tokens_per_s / 989e12"},
+      {"tokens_per_s", "tokens_per_step / median_step_s: the whole job's (null for a simulated rank)"},
+      {"tokens_per_s_per_gpu", "tokens_per_s / world_size"},
+      {"mfu", "6 * active_params * tokens_per_s_per_gpu / 989e12"},
       {"peak_gpu_bytes", "most bytes the device allocator held at once during a step (tensors; not the CUDA "
                          "context, cuBLASLt workspace or stream-ordered scratch), max over steps"},
       {"peak_device_bytes", "the same for any backend (the CPU reference's allocator too): what quill plan's "
@@ -131,11 +142,14 @@ std::string summary_line(const TrainResult& r) {
   const StepSummary s = summarize_steps(r);
   if (s.measured_steps == 0) return "no steps measured";
   std::string line = fmt::format(
-      "steps >= {} ({} measured{}): median {:.1f} ms, min {:.1f}, max {:.1f} (spread {:.1f}%, cv {:.1f}%); {:.0f} "
-      "tokens/s, MFU {:.1f}% (N = {})",
+      "steps >= {} ({} measured{}): median {:.1f} ms, min {:.1f}, max {:.1f} (spread {:.1f}%, cv {:.1f}%)",
       r.warmup_steps, s.measured_steps, r.profile_step >= 0 ? fmt::format(", step {} profiled and left out", r.profile_step) : "",
-      1e3 * s.median_s, 1e3 * s.min_s, 1e3 * s.max_s, s.spread_pct, s.cv_pct, s.tokens_per_s, 100 * s.mfu,
-      r.active_params);
+      1e3 * s.median_s, 1e3 * s.min_s, 1e3 * s.max_s, s.spread_pct, s.cv_pct);
+  if (r.simulated_rank < 0) {
+    line += fmt::format("; {:.0f} tokens/s", s.tokens_per_s);
+    if (r.world_size > 1) line += fmt::format(" ({:.0f} per GPU of {})", s.tokens_per_s_per_gpu, r.world_size);
+    line += fmt::format(", MFU {:.1f}% (N = {})", 100 * s.mfu, r.active_params);
+  }
   if (s.peak_gpu_bytes >= 0) line += fmt::format("; peak GPU {:.2f} GiB", static_cast<double>(s.peak_gpu_bytes) / (1 << 30));
   else if (s.peak_device_bytes >= 0)
     line += fmt::format("; peak CPU allocator {:.3f} GiB", static_cast<double>(s.peak_device_bytes) / (1 << 30));

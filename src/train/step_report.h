@@ -23,7 +23,8 @@ struct StepSummary {
   double cv_pct = 0;         // standard deviation / mean, percent
   double tokens_per_step = 0;
   double tokens_per_s = 0;   // tokens_per_step / median_s
-  double mfu = 0;            // 6 * active_params * tokens_per_s / 989e12 (recipes-and-measurement.md)
+  double tokens_per_s_per_gpu = 0;  // tokens_per_s / the layout's GPUs
+  double mfu = 0;            // 6 * active_params * tokens_per_s_per_gpu / 989e12 (recipes-and-measurement.md)
   int64_t peak_gpu_bytes = -1;     // over every step, with a GPU probe
   int64_t peak_device_bytes = -1;  // the same with any probe (the CPU backend's allocator too)
 };

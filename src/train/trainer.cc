@@ -149,6 +149,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   TrainResult result;
   result.lead = lead;
   result.simulated_rank = o.simulate_rank;
+  result.world_size = layout.spec().world();
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
     return result;
@@ -178,16 +179,26 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
   }
 
+  // Where the start-up goes (a cold run's first minutes are what a user waits through): noted below.
+  Timer phase;
+  std::vector<std::pair<const char*, double>> startup;
+  const auto lap = [&](const char* what) {
+    startup.emplace_back(what, phase.seconds());
+    phase.reset();
+  };
+  lap("checks");
   ParamTable params = ParamTable::for_config(config, layout);  // this rank's share only
   check_freeze_patterns(params, o.freeze_patterns);
   if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
   else params.init_random(o.seed, config.initializer_range);
   params.freeze(o.freeze_patterns);
+  lap(o.init_dir.empty() ? "random weights (host)" : "checkpoint read");
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction());
+  lap("placement on the device");
   if (o.adam.memory.effective_fraction() > 0 && lead)
     for (const std::string& line : describe_offload(params)) note(lead, line);
   // One stage: the whole model, a row at a time. Several: this rank's stage, run by the 1F1B table.
@@ -205,7 +216,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   } else {
     whole_model = std::make_unique<InklingModel>(config, params, ctx, layout, model_options);
   }
+  lap("model");
   AdamW optimizer(params, o.adam, ctx, layout.world());
+  lap("optimizer state");
 
   int64_t first_step = 0;
   if (!o.resume_dir.empty()) {
@@ -235,6 +248,16 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     metrics = std::make_unique<MetricsFile>(metrics_path);
   }
   if (layout.world()) layout.world()->barrier();
+  lap("run directory");
+  if (!o.quiet) {
+    std::string parts;
+    double total = 0;
+    for (const auto& [what, seconds] : startup) {
+      parts += fmt::format("{}{} {:.1f} s", parts.empty() ? "" : ", ", what, seconds);
+      total += seconds;
+    }
+    note(lead, fmt::format("start-up {:.1f} s before the first step: {}", total, parts));
+  }
 
   const MasterBytes master = master_bytes(params);
   result.master_owned_bytes = master.owned;

@@ -48,6 +48,7 @@ struct TrainResult {
   // comparing each pipeline stage with its memory plan; empty without one.
   std::vector<int64_t> peak_bytes_per_rank;
   int simulated_rank = -1;  // TrainOptions::simulate_rank: the loss and norms are not meaningful
+  int world_size = 1;       // the layout's GPUs (ranks): tokens/s and MFU per GPU divide by it
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).
