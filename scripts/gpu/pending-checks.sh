@@ -8,6 +8,8 @@
 #   overlap: what the offload's overlap hides: f0.7 and f0.7o in the same call (offload-check.sh, issue 19);
 #   seedbf16: the seed layout's stages with bf16 moments and the smallest offload that fits, 0.1 (seed-projection.sh
 #            SEED_CASES, default first-bf16o middle-bf16o; bf16 moments alone do not fit the first stage, issue 21);
+#   tok:     the tokenizer and data build cold and warm against tiktoken (tokenizer-cold-warm.sh; carry build/gpu-tok too,
+#            issue 15);
 #   tune1:   quill tune --measure's first candidate, its three stage roles (tune-measure.sh 1, issue 22).
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench grouped_bench
 #             cpu_adamw_bench && git describe --always --dirty > build/gpu-bundle/COMMIT
@@ -49,6 +51,7 @@ part overlap 230 env OUT="$OUT/overlap" RUNS='f0.7 f0.7o' TESTS=0 bash scripts/g
 part replay 280 env OUT="$OUT/replay" T=${REPLAY_T:-150} bash scripts/gpu/ep-replay-check.sh
 part seedbf16 290 env OUT="$OUT/seedbf16" GLOBAL_BATCH=16 STEPS=2 WARMUP=1 CASE_TIMEOUT=150 \
   bash scripts/gpu/seed-projection.sh ${SEED_CASES:-first-bf16o middle-bf16o}
+[ -d build/gpu-tok ] && part tok 230 env OUT="$OUT/tok" bash scripts/gpu/tokenizer-cold-warm.sh --reps 3
 part tune1 450 env OUT="$OUT" RUN_TIMEOUT=145 bash scripts/gpu/tune-measure.sh 1
 echo "done at +$(( $(date +%s) - T0 )) s"
 } 2>&1 | tee "$OUT/pending-checks.txt"
