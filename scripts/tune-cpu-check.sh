@@ -14,11 +14,13 @@
 #      layout's spread over the repeats.
 # A benchmark, not a test: wall times on a shared 2-core machine are noisy (8 ranks on 2 cores wait for each
 # other's time slices at every blocking call).
-#   [PICK=top|spread] [REPEATS=3] [STEPS=10] scripts/tune-cpu-check.sh [OUT_DIR]     (default runs/tune-cpu)
+#   [PICK=top|spread] [REPEATS=3] [STEPS=10] [Q=quill] [CORES=N] [COMM_FLAGS=...] scripts/tune-cpu-check.sh [OUT_DIR]
+#   (default runs/tune-cpu). On the GPU machine's 16-core host (one core or more per rank): pending-checks.sh's
+#   tunecpu part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-runs/tune-cpu}
-q=build/quill
+q=${Q:-build/quill}
 ranks=8
 cores=${CORES:-$(nproc)}
 mpirun_cmd="mpirun -np $ranks"
@@ -29,7 +31,9 @@ config=tests/fixtures/configs/tiny-tp4.json
 rm -rf "$out" && mkdir -p "$out"
 $q data synth --conversations 400 --row-tokens "$row" --max-rows 64 --out "$out/rows" >/dev/null
 flags="--config $config --rows $out/rows --seed 5 --steps $steps --warmup-steps $warmup --global-batch $batch --lr 1e-3 --quiet"
-comm="--gpus-per-node $ranks --nvlink-busbw-gbps 6.961 --nvlink-latency-us 2.49"
+# The MPI figures: this machine's, from bench/comm_probe (COMM_FLAGS: its last line's flags; default the 2-core
+# development VM's of bench/results/2026-12-02-comm-model-cpu).
+comm="--gpus-per-node $ranks ${COMM_FLAGS:---nvlink-busbw-gbps 6.961 --nvlink-latency-us 2.49}"
 tune="$q tune --model $config --gpu cpu --gpus $ranks --row-tokens $row --global-batch $batch --device-memory 4GiB $comm"
 
 # 1. The rates: one rank alone, against the model at unit rates.

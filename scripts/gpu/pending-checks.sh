@@ -10,6 +10,8 @@
 #            SEED_CASES, default first-bf16o middle-bf16o; bf16 moments alone do not fit the first stage, issue 21);
 #   tok:     the tokenizer and data build cold and warm against tiktoken (tokenizer-cold-warm.sh; carry build/gpu-tok too,
 #            issue 15);
+#   tunecpu: quill tune's ranking against real runs of 8 CPU ranks on the 16-core host (tune-cpu-check.sh with the
+#            host's MPI figures from comm_probe; issue 22, must-show 3);
 #   tune1:   quill tune --measure's first candidate, its three stage roles (tune-measure.sh 1, issue 22).
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench grouped_bench
 #             cpu_adamw_bench && git describe --always --dirty > build/gpu-bundle/COMMIT
@@ -52,6 +54,18 @@ part replay 280 env OUT="$OUT/replay" T=${REPLAY_T:-150} bash scripts/gpu/ep-rep
 part seedbf16 290 env OUT="$OUT/seedbf16" GLOBAL_BATCH=16 STEPS=2 WARMUP=1 CASE_TIMEOUT=150 \
   bash scripts/gpu/seed-projection.sh ${SEED_CASES:-first-bf16o middle-bf16o}
 [ -d build/gpu-tok ] && part tok 230 env OUT="$OUT/tok" bash scripts/gpu/tokenizer-cold-warm.sh --reps 3
+tune_cpu() {  # the host's MPI figures first (8 ranks), then both picks of scripts/tune-cpu-check.sh
+  mpirun --allow-run-as-root --oversubscribe --bind-to none -np 8 "$B/bin/comm_probe" < /dev/null > "$OUT/tune-cpu-probe.txt" 2>&1
+  local flags; flags=$(grep -o -- "--nvlink-latency-us .*" "$OUT/tune-cpu-probe.txt")
+  tail -1 "$OUT/tune-cpu-probe.txt"
+  for pick in top spread; do
+    PICK=$pick Q="$B/bin/quill" CORES=$(nproc) COMM_FLAGS="$flags" bash scripts/tune-cpu-check.sh "$OUT/tune-cpu-$pick" \
+      > "$OUT/tune-cpu-$pick.log" 2>&1
+    echo "$pick rc $?"; tail -4 "$OUT/tune-cpu-$pick/table.txt"
+    rm -rf "$OUT/tune-cpu-$pick/rows"
+  done
+}
+[ -x "$B/bin/comm_probe" ] && part tunecpu 200 bash -c "$(declare -f tune_cpu); B='$B' OUT='$OUT' tune_cpu"
 part tune1 450 env OUT="$OUT" RUN_TIMEOUT=145 bash scripts/gpu/tune-measure.sh 1
 echo "done at +$(( $(date +%s) - T0 )) s"
 } 2>&1 | tee "$OUT/pending-checks.txt"
