@@ -5,6 +5,7 @@
 #   grouped: the routed-expert GEMM rate at 1,536 / 768 / 384 / 192 / 96 rows per expert (grouped_bench);
 #   noise:   EP on the slice: the bf16 noise floor of its config, rows and steps (ep-check.sh PARTS="noise", issue 17);
 #   replay:  EP2 x DP2 against one process, free and with the routing replayed (ep-replay-check.sh, issue 17);
+#   initgemm: compute-sanitizer initcheck on CudaShortConv.ReadsWhatAGemmWrote and the GEMM tests (issue 24);
 #   overlap: what the offload's overlap hides: f0.7 and f0.7o in the same call (offload-check.sh, issue 19);
 #   seedbf16: the seed layout's stages with bf16 moments and the smallest offload that fits, 0.1 (seed-projection.sh
 #            SEED_CASES, default first-bf16o middle-bf16o; bf16 moments alone do not fit the first stage, issue 21);
@@ -49,6 +50,15 @@ grouped_rates() {  # experts x rows per expert, the same 49,152 rows in all but 
 }
 [ -x "$B/bin/grouped_bench" ] && part grouped 40 bash -c "$(declare -f grouped_rates); B='$B' grouped_rates"
 part noise 130 env OUT="$OUT/noise" CONFIG=configs/slice.json PARTS="noise" T1=75 bash scripts/gpu/ep-check.sh
+init_gemm() {  # initcheck on a short convolution of what a cuBLASLt GEMM wrote (nothing else writes its input)
+  local cs; cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  [ -n "$cs" ] || { echo "compute-sanitizer: not on this machine"; return 0; }
+  "$cs" --tool initcheck --print-limit 2000 "$B/bin/cuda_tests" --gtest_brief=1 \
+    --gtest_filter='CudaShortConv.ReadsWhatAGemmWrote:LinearCuda.*' > "$OUT/initcheck-gemm.log" 2>&1
+  echo "initcheck rc $?"; grep -E "^=========     at " "$OUT/initcheck-gemm.log" | sed 's/(.*//' | sort | uniq -c | sort -rn | head
+  grep -E "ERROR SUMMARY|PASSED|FAILED|uninitialized" "$OUT/initcheck-gemm.log" | sort | uniq -c | head
+}
+part initgemm 60 bash -c "$(declare -f init_gemm); B='$B' OUT='$OUT' init_gemm"
 part overlap 230 env OUT="$OUT/overlap" RUNS='f0.7 f0.7o' TESTS=0 bash scripts/gpu/offload-check.sh
 part replay 280 env OUT="$OUT/replay" T=${REPLAY_T:-150} bash scripts/gpu/ep-replay-check.sh
 part seedbf16 290 env OUT="$OUT/seedbf16" GLOBAL_BATCH=16 STEPS=2 WARMUP=1 CASE_TIMEOUT=150 \

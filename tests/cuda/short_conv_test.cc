@@ -9,6 +9,7 @@
 // Legend: T positions, C channels, K taps.
 #include "ops/short_conv.h"
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -17,6 +18,7 @@
 
 #include "base/error.h"
 #include "cuda/harness.h"
+#include "ops/linear.h"
 #include "util/test_util.h"
 
 namespace quill {
@@ -140,6 +142,36 @@ TEST_P(CudaShortConvMisalignedTest, MatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(Views, CudaShortConvMisalignedTest,
                          ::testing::Values(MisalignCase{"x", 2}, MisalignCase{"y", 8}, MisalignCase{"dy", 2},
                                            MisalignCase{"dx", 4}, MisalignCase{"dw", 4}, MisalignCase{"none", 0}));
+
+// As in training (AttentionBlock::forward): the convolution reads what a cuBLASLt GEMM wrote into
+// memory from the device allocator (never set by the host), at the slice's k/v shapes. Beside the
+// comparison, this is the test that tells compute-sanitizer initcheck's reports on training apart
+// (docs/determinism.md): reports here, where every element of x is a GEMM output, are about the
+// GEMM's writes, not about reads of memory that nobody wrote.
+TEST(CudaShortConv, ReadsWhatAGemmWrote) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = test::gpu_ctx();
+  for (const int64_t T : {int64_t{128}, int64_t{8192}}) {
+    SCOPED_TRACE("T " + std::to_string(T));
+    const int64_t D = 2048, C = 1024, K = 4;
+    const Tensor a = round_bf16(random_tensor({T, D}, DType::F32, 901));
+    const Tensor wk = round_bf16(random_tensor({C, D}, DType::F32, 902, 0.02));
+    const Tensor w = random_tensor({C, K}, DType::F32, 903, 0.5);
+    Tensor x_ref = Tensor::empty({T, C}, DType::F32), y_ref = Tensor::empty({T, C}, DType::F32);
+    ops::linear_forward(DeviceContext::cpu(), a, wk, x_ref);
+    const Tensor x_bf16 = round_bf16(x_ref);
+    ops::short_conv_forward(DeviceContext::cpu(), x_bf16, w, y_ref);
+
+    const Tensor ad = to_device(a, DType::BF16), wkd = to_device(wk, DType::BF16), wd = to_device(w, DType::F32);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const Tensor x = Tensor::empty({T, C}, DType::BF16, *ctx.allocator);  // nothing but the GEMM writes it
+    const Tensor y = Tensor::empty({T, C}, DType::BF16, *ctx.allocator);
+    ops::linear_forward(ctx, ad, wkd, x);
+    ops::short_conv_forward(ctx, x, wd, y);
+    expect_close("x", to_host_f32(x), x_bf16, 1e-2);
+    expect_close("y", to_host_f32(y), y_ref, 2e-2);
+  }
+}
 
 TEST(CudaShortConv, RejectsAliasingTooManyTapsAndWrongDtypes) {
   QUILL_REQUIRE_GPU();
