@@ -61,6 +61,23 @@ tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
       r.source = value.get<std::string>();
       continue;
     }
+    if (key == "grouped_rate_by_rows_per_expert") {
+      // [[rows, factor], ...], rows ascending, the last factor 1 (tune/compute_model.h).
+      r.grouped_rate_by_rows.clear();
+      QUILL_CHECK(value.is_array(), "--compute-rates {}: {} must be a list of [rows per expert, factor]", path, key);
+      for (const nlohmann::json& point : value) {
+        QUILL_CHECK(point.is_array() && point.size() == 2 && point[0].is_number() && point[1].is_number() &&
+                        point[0].get<double>() > 0 && point[1].get<double>() > 0,
+                    "--compute-rates {}: {}: each point is [rows per expert > 0, factor > 0], got {}", path, key,
+                    point.dump());
+        QUILL_CHECK(r.grouped_rate_by_rows.empty() || point[0].get<double>() > r.grouped_rate_by_rows.back().first,
+                    "--compute-rates {}: {}: rows per expert must ascend", path, key);
+        r.grouped_rate_by_rows.emplace_back(point[0].get<double>(), point[1].get<double>());
+      }
+      QUILL_CHECK(value.empty() || r.grouped_rate_by_rows.back().second == 1.0,
+                  "--compute-rates {}: {}: the last point is grouped_gemm_tflops' own (factor 1)", path, key);
+      continue;
+    }
     if (key == "reference_tokens" || key == "reference_hidden") {
       (key == "reference_tokens" ? r.reference_tokens : r.reference_hidden) = value.get<int64_t>();
       continue;
@@ -79,6 +96,8 @@ tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
       }
     QUILL_CHECK(known, "--compute-rates {}: unknown rate '{}'", path, key);
   }
+  // A grouped GEMM rate measured elsewhere (another device) does not take the H200's dependence on rows.
+  if (j.contains("grouped_gemm_tflops") && !j.contains("grouped_rate_by_rows_per_expert")) r.grouped_rate_by_rows.clear();
   if (!j.contains("source")) r.source = "given in " + path;
   return r;
 }

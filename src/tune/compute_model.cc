@@ -1,6 +1,7 @@
 #include "tune/compute_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 #include "model/offload_split.h"
@@ -18,6 +19,13 @@ ComputeRates h200_compute_rates() {
   r.dense_gemm_tflops = 3 * 1.772e14 / (714.92e-3) / 1e12;  // 743.6
   // grouped_linear_*: 3 x 5.937e13 FLOPs in 95.15 + 92.22 + 120.28 ms.
   r.grouped_gemm_tflops = 3 * 5.937e13 / (307.65e-3) / 1e12;  // 578.9
+  // By rows per expert (bench/results/2026-12-04-pending-checks, grouped_bench on one H200, balanced counts,
+  // hidden 4,096, expert FFN 2,048): the six GEMMs of a pass (forward gate/up and down, the input
+  // gradients, the weight gradients; gate/up twice the FLOPs of down) give an effective rate of
+  // 627.0 TFLOP/s at 1,536 rows per expert (32 experts), 491.6 at 768 (64), 335.1 at 384 (32 experts; 128: 333.7),
+  // 195.6 at 192 (64), 104.6 at 96 (32); relative to 1,536: 0.784, 0.534, 0.312, 0.167. The weight gradients
+  // lose most (498 -> 191 TFLOP/s at 384 rows). The seed's TP4 SP EP8 rank runs 32 experts x 384 rows.
+  r.grouped_rate_by_rows = {{96, 0.167}, {192, 0.312}, {384, 0.534}, {768, 0.784}, {1536, 1.0}};
   // attention by layer type (the step's top-25 table, slice-bench.txt): the global layer 140.9 forward,
   // 93.7 backward; the three local layers (window 512) 65.2 and 47.2 TFLOP/s. Since then the backward
   // adds dQ in a fixed order (bench/results/2026-12-02-determinism: +9.4% global, +3.6% local).
@@ -39,8 +47,9 @@ ComputeRates h200_compute_rates() {
   r.sum_squares_gbps = 1.837e10 / 4.49e-3 / 1e9;  // 4091
   // The host AdamW on the H200 machine's host, 16 threads (the cores each GPU of that machine has;
   // bench/results/2026-12-04-offload-h200, bench/cpu_adamw): 3.303 G elements/s with fp32 moments (99.1 GB/s of
-  // state), 3.255 with bf16 ones (71.6 GB/s). Counted in elements, not bytes: the update is bound by its
-  // arithmetic there (fp32 and bf16 moments run at the same element rate while their bytes differ by 27%).
+  // state), 3.255 with bf16 ones (71.6 GB/s). Counted in elements: a later call on the same kind of host
+  // (bench/results/2026-12-04-offload-overlap) ran 2.96 and 2.44 G elements/s, fp32 at the host's memcpy
+  // bandwidth on every thread count, so the figure moves ~10% between hosts and bf16 moments are no faster.
   r.host_adamw_gelements_per_s = 3.30;
   // Pinned host <-> device copies on the H200 machine, each way (docs/performance.md).
   r.pcie_gbps = 55.0;
@@ -50,6 +59,16 @@ ComputeRates h200_compute_rates() {
       "65/46 TFLOP/s fwd/bwd with the deterministic backward's cost), AdamW 3914 GB/s; host AdamW 3.30 G elements/s "
       "(16 threads of the H200 machine's host, bench/results/2026-12-04-offload-h200), pinned copies 55 GB/s";
   return r;
+}
+
+double grouped_rate_factor(const ComputeRates& rates, double rows) {
+  const auto& t = rates.grouped_rate_by_rows;
+  if (t.empty() || rows >= t.back().first) return 1.0;
+  if (rows <= t.front().first) return t.front().second * std::max(rows, 1.0) / t.front().first;
+  size_t i = 1;
+  while (t[i].first < rows) ++i;
+  const double f = std::log(rows / t[i - 1].first) / std::log(t[i].first / t[i - 1].first);
+  return std::exp(std::log(t[i - 1].second) + f * (std::log(t[i].second) - std::log(t[i - 1].second)));
 }
 
 double attention_pairs(int64_t T, int64_t window) {
@@ -104,7 +123,11 @@ RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int ran
     }
   }
   if (last) head = 2 * T * D * static_cast<double>(c.vocab_size) / tp;
-  const double dense_s = dense / (rates.dense_gemm_tflops * 1e12), grouped_s = grouped / (rates.grouped_gemm_tflops * 1e12);
+  // Balanced routing: the rank's T/tp x top_k rows of a MoE layer over its E/ep local experts.
+  const double rows_per_expert = Tc * static_cast<double>(c.num_experts_per_tok) * spec.ep /
+                                 static_cast<double>(std::max<int64_t>(1, c.n_routed_experts));
+  const double grouped_tflops = rates.grouped_gemm_tflops * grouped_rate_factor(rates, rows_per_expert);
+  const double dense_s = dense / (rates.dense_gemm_tflops * 1e12), grouped_s = grouped / (grouped_tflops * 1e12);
   const double head_s = head / (rates.dense_gemm_tflops * 1e12);
   const double loss_s = last ? T * static_cast<double>(c.vocab_size) / tp * 4 / (rates.loss_gbps * 1e9) : 0;
   const double layers = static_cast<double>(end - first);
@@ -151,11 +174,15 @@ RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int ran
   const double norm_s = norm_bytes / (rates.sum_squares_gbps * 1e9);
   const double host_s = host_elements / (rates.host_adamw_gelements_per_s * 1e9);
   const double down_s = down / (rates.pcie_gbps * 1e9), up_s = up / (rates.pcie_gbps * 1e9);
-  // With the overlap the copies up follow the host's update in 64 MiB stretches (optim/adamw.cc): only
-  // the last stretch's copy is left after it.
-  const double stretch_s = std::min(up, static_cast<double>(int64_t{1} << 24) * 2) / (rates.pcie_gbps * 1e9);
-  const double offload_s = opt.overlap_d2h_h2d ? std::max(device_s, down_s + host_s + stretch_s)
-                                               : down_s + host_s + up_s + device_s;
+  // The copies up follow the host's update in stretches of 2^24 elements with or without the overlap
+  // (optim/adamw.cc, AdamW::update): only the last stretch's copy is left after it. With the overlap
+  // the copy down is pipelined the same way (the host waits only for the first stretch, then updates
+  // while the rest come down) and the device's update runs beside it all.
+  constexpr double kStretch = static_cast<double>(int64_t{1} << 24);
+  const double stretch_s = std::min(up, kStretch * 2) / (rates.pcie_gbps * 1e9);
+  const double first_down_s = std::min(down, kStretch * 4) / (rates.pcie_gbps * 1e9);
+  const double offload_s = opt.overlap_d2h_h2d ? std::max(device_s, first_down_s + std::max(down_s, host_s) + stretch_s)
+                                               : down_s + host_s + stretch_s + device_s;
   out.optimizer_s = norm_s + (host_bytes > 0 ? offload_s : device_s);
   out.parts.push_back({"device AdamW and norm", device_s + norm_s});
   if (host_bytes > 0) out.parts.push_back({"host AdamW and copies (offload)", down_s + host_s + up_s});

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -21,7 +22,12 @@ namespace quill::tune {
 // Achieved rates, each with where it was measured (docs/tune.md lists them with their sources).
 struct ComputeRates {
   double dense_gemm_tflops = 0;     // linear_forward / backward_input / backward_weight, together
-  double grouped_gemm_tflops = 0;   // the routed experts' grouped GEMMs, together
+  double grouped_gemm_tflops = 0;   // the routed experts' grouped GEMMs, together, at the slice's rows per expert
+  // The grouped GEMMs' rate relative to grouped_gemm_tflops by rows per local expert, (rows, factor) in
+  // ascending rows, the last point the rate's own (factor 1; the slice: 8,192 tokens x top 6 over 32
+  // experts = 1,536): fewer rows per expert run the same FLOPs slower (grouped_rate_factor
+  // interpolates; empty: one rate at any rows per expert).
+  std::vector<std::pair<double, double>> grouped_rate_by_rows;
   double attention_global_fwd_tflops = 0, attention_global_bwd_tflops = 0;  // causal (profiler's count)
   double attention_local_fwd_tflops = 0, attention_local_bwd_tflops = 0;    // sliding window
   double loss_gbps = 0;             // the cross entropy over the logits (bytes: 4 per logit)
@@ -42,6 +48,10 @@ struct ComputeRates {
 // cost (bench/results/2026-12-02-determinism), the host AdamW of bench/results/2026-12-01-cpu-adamw,
 // the pinned copies of docs/performance.md.
 ComputeRates h200_compute_rates();
+
+// grouped_rate_by_rows at `rows` per local expert: log-linear between the table's points, 1 above its
+// last, proportional to rows below its first (a GEMM that small is bound by its fixed costs).
+double grouped_rate_factor(const ComputeRates& rates, double rows);
 
 // One rank's modelled compute. Per step: parts by kind, for the report's "bounded by".
 struct RankCompute {

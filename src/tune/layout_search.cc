@@ -33,7 +33,10 @@ OptimizerMemory optimizer_at(double fraction, bool bf16_moments) {
   OptimizerMemory m;
   m.cpu_offload = fraction > 0;
   m.offload_fraction = fraction > 0 ? fraction : 1.0;
-  m.overlap_d2h_h2d = fraction > 0;  // the overlap only ever helps (Megatron's flag, quill implements it)
+  // Without --overlap-cpu-optimizer-d2h-h2d: on one H200 the overlap made the offloaded step slower
+  // (the slice at 0.7 in one call: 1.689 s a step with it, 1.369 s without;
+  // bench/results/2026-12-04-offload-overlap), so the tuner does not choose it until that is explained.
+  m.overlap_d2h_h2d = false;
   m.exp_avg = m.exp_avg_sq = bf16_moments ? DType::BF16 : DType::F32;
   return m;
 }

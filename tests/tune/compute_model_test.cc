@@ -4,6 +4,8 @@
 // the rates were not taken from); offload and bf16 moments move the optimizer's time the right way.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "model/config.h"
 #include "model/params.h"
 #include "tune/compute_model.h"
@@ -58,8 +60,15 @@ TEST(ComputeModel, OffloadAddsHostWorkAndBf16MomentsSaveDeviceBytes) {
   const double b = rank_compute(slice, one, 0, slice_workload(1), bf16, rates).optimizer_s;
   EXPECT_GT(h, 10 * d) << "half the state through the host at 3.3 G elements/s against the device's 3.9 TB/s";
   EXPECT_LT(b, d);
-  // 2.3e9 elements through the host at 3.30 G elements/s, after their gradients' copy down at 55 GB/s.
-  EXPECT_NEAR(h, 4.59e9 / 2 * (1 / 3.30e9 + 4 / 55e9), 0.05 * h);
+  // 2.3e9 elements through the host at 3.30 G elements/s. With the overlap their gradients' copy down at 55 GB/s
+  // (0.17 s) is pipelined under the host's update (0.70 s): only the first stretch's copy down and the last
+  // stretch's copy up (2^24 elements each) are left beside it. Without it, the copy down comes first.
+  EXPECT_NEAR(h, 4.59e9 / 2 / 3.30e9 + (4 + 2) * 16777216 / 55e9, 0.02 * h);
+  OptimizerMemory serial = half;
+  serial.overlap_d2h_h2d = false;
+  const double hs = rank_compute(slice, one, 0, slice_workload(1), serial, rates).optimizer_s;
+  EXPECT_NEAR(hs, 4.59e9 / 2 * (1 / 3.30e9 + 4 / 55e9), 0.05 * hs);
+  EXPECT_GT(hs - h, 0.15) << "the pipelined copy down hides most of its 0.17 s";
   // The host's update runs at one element rate whatever the moments' dtype (measured on the H200 host:
   // 3.303 G/s fp32, 3.255 G/s bf16), so bf16 moments change the device's part only.
   auto host_part = [](const RankCompute& rc) {
@@ -70,6 +79,41 @@ TEST(ComputeModel, OffloadAddsHostWorkAndBf16MomentsSaveDeviceBytes) {
   const RankCompute hb = rank_compute(slice, one, 0, slice_workload(1), half_bf16, rates);
   EXPECT_GT(host_part(hc), 0);
   EXPECT_DOUBLE_EQ(host_part(hb), host_part(hc));
+}
+
+// The grouped GEMMs' rate by rows per local expert (grouped_bench on one H200): the table's points
+// exactly, log-linear between them, the rate's own above the last, proportional below the first.
+TEST(ComputeModel, GroupedRateFallsWithFewerRowsPerExpert) {
+  const ComputeRates rates = h200_compute_rates();
+  EXPECT_DOUBLE_EQ(grouped_rate_factor(rates, 1536), 1.0);
+  EXPECT_DOUBLE_EQ(grouped_rate_factor(rates, 4096), 1.0);
+  EXPECT_NEAR(grouped_rate_factor(rates, 384), 0.534, 1e-12);
+  EXPECT_NEAR(grouped_rate_factor(rates, 96), 0.167, 1e-12);
+  EXPECT_NEAR(grouped_rate_factor(rates, 48), 0.167 / 2, 1e-12);
+  const double mid = grouped_rate_factor(rates, std::sqrt(384.0 * 768.0));  // halfway in log rows
+  EXPECT_NEAR(mid, std::sqrt(0.534 * 0.784), 1e-12);
+  ComputeRates flat = rates;
+  flat.grouped_rate_by_rows.clear();
+  EXPECT_DOUBLE_EQ(grouped_rate_factor(flat, 96), 1.0);
+
+  // The seed's TP4 SP EP8 rank of a middle stage (10 MoE layers) routes 8,192 / 4 x 6 x 8 / 256 = 384 rows to each
+  // of its 32 experts: its expert GEMMs take 1 / 0.534 of the time the flat rate gives; nothing else changes.
+  const InklingConfig small = load_inkling_config(kSrc + "/tests/fixtures/configs/inkling-small-hf.json");
+  LayoutSpec seed;
+  seed.tp = 4, seed.sequence_parallel = true, seed.pp = 4, seed.ep = 8, seed.dp = 2;
+  seed.pp_layers = {12, 10, 10, 10};
+  LedgerWorkload w = slice_workload(128);
+  const RankCompute with = rank_compute(small, seed, 8, w, OptimizerMemory{}, rates);
+  const RankCompute without = rank_compute(small, seed, 8, w, OptimizerMemory{}, flat);
+  auto part = [](const RankCompute& r, const std::string& what) {
+    for (const RankCompute::Part& p : r.parts)
+      if (p.what == what) return p.seconds;
+    ADD_FAILURE() << "no part " << what;
+    return 0.0;
+  };
+  EXPECT_NEAR(part(with, "expert GEMMs"), part(without, "expert GEMMs") / 0.534, 1e-9);
+  EXPECT_DOUBLE_EQ(part(with, "dense GEMMs"), part(without, "dense GEMMs"));
+  EXPECT_DOUBLE_EQ(with.flops_per_micro_batch, without.flops_per_micro_batch);
 }
 
 TEST(ComputeModel, AttentionPairsCountTheWindow) {
