@@ -119,8 +119,10 @@ class ParamTable {
   void freeze(const std::vector<std::string>& patterns);
   // Fills values as transformers' _init_weights does for a fresh model: normal(0, std) for matrices,
   // the relative-bias tables and router weights; ones for norms and global scales; zeros for the
-  // router bias; short convolutions normal(0, std). Deterministic in (seed, name).
-  void init_random(uint64_t seed, double std = 0.02);
+  // router bias; short convolutions normal(0, std). Deterministic in (seed, name, global element
+  // index): every layout draws the same values. The work goes to all cores in pieces of about
+  // piece_elements (a parameter for tests; any piece size gives the same bits).
+  void init_random(uint64_t seed, double std = 0.02, int64_t piece_elements = int64_t{1} << 20);
 
  private:
   std::vector<Param> params_;
