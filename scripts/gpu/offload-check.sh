@@ -41,7 +41,11 @@ fi
   --out "$WORK/rows" > /dev/null
 flags=(train --config configs/slice.json --seed 1234 --rows "$WORK/rows" --steps "$STEPS" --global-batch 1 --lr 1e-5
        --min-lr 1e-6 --warmup-fraction 0 --device cuda --quiet --overwrite --warmup-steps 1)
-for run in $RUNS; do
+for name in $RUNS; do
+  # NAME or NAME:K (a repeat, kept as NAME-rK: alternate the runs, A B B A, to tell a flag's effect from the host's
+  # drift within a call).
+  run=${name%%:*}
+  [[ $name == *:* ]] && name="$run-r${name#*:}"
   extra=()
   case $run in
     f0) ;;
@@ -57,14 +61,15 @@ for run in $RUNS; do
     *) echo "unknown run $run"; continue ;;
   esac
   s=$(date +%s)
-  timeout 280 "$Q" "${flags[@]}" "${extra[@]}" --out "$WORK/$run" > "$WORK/$run.log" 2>&1
-  echo "run $run: rc $? in $(( $(date +%s) - s )) s (call at +$(( $(date +%s) - T0 )) s): ${extra[*]}"
-  grep -E "optimizer offload|error|refused" "$WORK/$run.log" | head -n 3
-  cp "$WORK/$run/summary.json" "$OUT/$run-summary.json" 2>/dev/null
+  timeout 280 "$Q" "${flags[@]}" "${extra[@]}" --out "$WORK/$name" > "$WORK/$name.log" 2>&1
+  echo "run $name: rc $? in $(( $(date +%s) - s )) s (call at +$(( $(date +%s) - T0 )) s): ${extra[*]}"
+  grep -E "optimizer offload|start-up|error|refused" "$WORK/$name.log" | head -n 4
+  cp "$WORK/$name/summary.json" "$OUT/$name-summary.json" 2>/dev/null
 done
 python3 - "$WORK" "$RUNS" "$OUT" <<'PY'
 import json, sys, os
-work, runs, out = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+work, out = sys.argv[1], sys.argv[3]
+runs = [r.replace(":", "-r") if ":" in r else r for r in sys.argv[2].split()]
 def load(run):
     try:
         s = json.load(open(f"{work}/{run}/summary.json"))
@@ -72,9 +77,10 @@ def load(run):
         return s, m
     except Exception:
         return None, None
-ref_s, ref_m = load("f0")
+ref_name = "f0" if "f0" in runs else runs[0]  # without an all-device run, the first run is the reference
+ref_s, ref_m = load(ref_name)
 table = []
-print(f"{'run':10s} {'median step s':>13s} {'peak GiB':>9s} {'state dev GiB':>13s} {'state host GiB':>14s} {'max rel loss vs f0':>18s}")
+print(f"{'run':10s} {'median step s':>13s} {'peak GiB':>9s} {'state dev GiB':>13s} {'state host GiB':>14s} {'max rel loss vs ' + ref_name:>18s}")
 for run in runs:
     s, m = load(run)
     if s is None:
@@ -82,13 +88,18 @@ for run in runs:
     st = s["optimizer_state_bytes_rank0"]
     dev, host = st.get("device", 0), st.get("host", 0)
     rel = None
-    if ref_m and run != "f0":
+    if ref_m and run != ref_name:
         rel = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(m, ref_m))
     row = {"run": run, "median_step_s": s.get("median_step_s"), "peak_gpu_bytes": s.get("peak_gpu_bytes"),
-           "state": st, "max_rel_loss_vs_f0": rel, "losses": [x["loss"] for x in m]}
+           "state": st, "reference": ref_name, "max_rel_loss_vs_reference": rel, "losses": [x["loss"] for x in m]}
     table.append(row)
     print(f"{run:10s} {s.get('median_step_s', 0):13.3f} {s.get('peak_gpu_bytes', 0) / 2**30:9.2f} "
           f"{dev / 2**30:13.2f} {host / 2**30:14.2f} {('%.2e' % rel) if rel is not None else '-':>18s}")
+    # Where each step's time went: the passes, and of the rest the offload's waits and host update (host clock).
+    for p in s.get("per_step", []):
+        print(f"    step {p['step']}: {p['step_time_s']:.3f} s = passes {p['passes_time_s']:.3f} + rest "
+              f"{p['step_time_s'] - p['passes_time_s']:.3f} (offload: wait down {p.get('offload_wait_down_s', 0):.3f}, "
+              f"host {p.get('offload_host_s', 0):.3f}, wait up {p.get('offload_wait_up_s', 0):.3f})")
 json.dump(table, open(out + "/offload-check.json", "w"), indent=1)
 PY
 } 2>&1 | tee "$OUT/offload-check.txt"

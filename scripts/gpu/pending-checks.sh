@@ -6,7 +6,7 @@
 #   noise:   EP on the slice: the bf16 noise floor of its config, rows and steps (ep-check.sh PARTS="noise", issue 17);
 #   replay:  EP2 x DP2 against one process, free and with the routing replayed (ep-replay-check.sh, issue 17);
 #   initgemm: compute-sanitizer initcheck on CudaShortConv.ReadsWhatAGemmWrote and the GEMM tests (issue 24);
-#   overlap: what the offload's overlap hides: f0.7 and f0.7o in the same call (offload-check.sh, issue 19);
+#   overlap: what the offload's overlap hides: f0.7 and f0.7o alternated in the same call (offload-check.sh, issue 19);
 #   seedbf16: the seed layout's stages with bf16 moments and the smallest offload that fits, 0.1 (seed-projection.sh
 #            SEED_CASES, default first-bf16o middle-bf16o; bf16 moments alone do not fit the first stage, issue 21);
 #   tok:     the tokenizer and data build cold and warm against tiktoken (tokenizer-cold-warm.sh; carry build/gpu-tok too,
@@ -59,8 +59,11 @@ init_gemm() {  # initcheck on a short convolution of what a cuBLASLt GEMM wrote 
   grep -E "ERROR SUMMARY|PASSED|FAILED|uninitialized" "$OUT/initcheck-gemm.log" | sort | uniq -c | head
 }
 part initgemm 60 bash -c "$(declare -f init_gemm); B='$B' OUT='$OUT' init_gemm"
-part overlap 230 env OUT="$OUT/overlap" RUNS='f0.7 f0.7o' TESTS=0 bash scripts/gpu/offload-check.sh
-part replay 280 env OUT="$OUT/replay" T=${REPLAY_T:-150} bash scripts/gpu/ep-replay-check.sh
+# A B B A (OVERLAP_RUNS): the host's speed drifts within a call, so one pair in one order cannot tell the flag's effect.
+OVERLAP_RUNS=${OVERLAP_RUNS:-"f0.7 f0.7o f0.7o:2 f0.7:2"}
+part overlap $(( 85 * $(wc -w <<< "$OVERLAP_RUNS") )) env OUT="$OUT/overlap" RUNS="$OVERLAP_RUNS" TESTS=0 BENCH=0 \
+  bash scripts/gpu/offload-check.sh
+part replay ${REPLAY_NEED:-280} env OUT="$OUT/replay" T=${REPLAY_T:-150} bash scripts/gpu/ep-replay-check.sh
 part seedbf16 290 env OUT="$OUT/seedbf16" GLOBAL_BATCH=16 STEPS=2 WARMUP=1 CASE_TIMEOUT=150 \
   bash scripts/gpu/seed-projection.sh ${SEED_CASES:-first-bf16o middle-bf16o}
 [ -d build/gpu-tok ] && part tok 230 env OUT="$OUT/tok" bash scripts/gpu/tokenizer-cold-warm.sh --reps 3

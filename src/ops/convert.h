@@ -2,6 +2,8 @@
 // devices without knowing the backend.
 #pragma once
 
+#include <memory>
+
 #include "ops/device_context.h"
 
 namespace quill::ops {
@@ -22,5 +24,14 @@ void transfer_async(const DeviceContext& ctx, const Tensor& src, const Tensor& d
 // Orders the compute stream after every transfer_async started so far (ops enqueued later see the
 // copies' results); with `host`, also blocks the host until they are done (to read a host copy).
 void wait_transfers(const DeviceContext& ctx, bool host);
+// A point in the order of the transfers: reached once every transfer_async started before it is done.
+// Lets the host work on the first of many copies while the rest are still under way (the CPU offload's
+// pipelined copy down); on the CPU backend every copy is done on return, so a fence is reached at once.
+struct TransferFence {
+  std::shared_ptr<void> event;  // the backend's (a cudaEvent_t on a GPU); empty on the CPU
+};
+TransferFence transfer_fence(const DeviceContext& ctx);
+// Blocks the host until `fence` is reached (the copies before it can be read on the host).
+void wait_transfer_fence(const DeviceContext& ctx, const TransferFence& fence);
 
 }  // namespace quill::ops

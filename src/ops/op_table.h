@@ -34,6 +34,8 @@ struct OpTable {
   decltype(&ops::transfer) transfer = nullptr;
   decltype(&ops::transfer_async) transfer_async = nullptr;
   decltype(&ops::wait_transfers) wait_transfers = nullptr;
+  decltype(&ops::transfer_fence) transfer_fence = nullptr;
+  decltype(&ops::wait_transfer_fence) wait_transfer_fence = nullptr;
   decltype(&ops::cross_entropy_forward_backward) cross_entropy_forward_backward = nullptr;
   decltype(&ops::cross_entropy_shard_stats) cross_entropy_shard_stats = nullptr;
   decltype(&ops::cross_entropy_shard_backward) cross_entropy_shard_backward = nullptr;

@@ -1,6 +1,7 @@
 #include "optim/adamw.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "base/error.h"
@@ -37,6 +38,8 @@ void check_adamw_config(const AdamWConfig& config) {
               "gradient, not only its storage; use fp32 (the default), and --exp-avg-dtype/--exp-avg-sq-dtype bf16 to "
               "save optimizer memory");
   check_optimizer_memory(config.memory);
+  QUILL_CHECK(config.offload_stretch_elements > 0, "AdamW: offload_stretch_elements must be positive, got {}",
+              config.offload_stretch_elements);
 }
 
 AdamW::AdamW(ParamTable& params, AdamWConfig config, const DeviceContext& ctx, Comm* world)
@@ -117,45 +120,52 @@ void AdamW::update_device_parts(ops::AdamWStep s) {
   }
 }
 
-void AdamW::update_host_parts(ops::AdamWStep s) {
-  // The copy up goes in stretches of at least this many elements, each started as soon as the host
-  // has updated it, so that it runs under the host's next stretch (64 MiB of fp32).
-  constexpr int64_t kStretch = int64_t{1} << 24;
+// The offloaded heads cut into stretches of at most offload_stretch_elements (2^24): the unit of
+// the copies up (each started as soon as the host has updated it, so that it runs under the host's
+// next stretch) and, with the overlap, of the pipelined copy down.
+std::vector<AdamW::Stretch> AdamW::host_stretches() const {
+  const int64_t kStretch = config_.offload_stretch_elements;
+  std::vector<Stretch> out;
+  for (size_t bi = 0; bi < params_.buckets().size(); ++bi)
+    for (int64_t at = 0, h = params_.buckets()[bi].offload_end; at < h; at += kStretch)
+      out.push_back({bi, at, std::min(h, at + kStretch)});
+  return out;
+}
+
+void AdamW::copy_down(const Stretch& st) {
+  const ParamBucket& b = params_.buckets()[st.bucket];
+  ops::transfer_async(ctx_, b.grads.view_flat(b.shard_begin + st.begin, {st.end - st.begin}),
+                      host_[st.bucket].grads.view_flat(st.begin, {st.end - st.begin}));
+}
+
+void AdamW::update_host_stretch(ops::AdamWStep s, const Stretch& st) {
   const std::vector<Param>& params = params_.params();
-  for (size_t bi = 0; bi < params_.buckets().size(); ++bi) {
-    const ParamBucket& b = params_.buckets()[bi];
-    const HostPart& part = host_[bi];
-    const int64_t h = b.offload_end;
-    if (h == 0) continue;
-    // What goes up: the bf16 copy the host wrote, or (fp32 buckets) the updated master itself.
-    const Tensor& up = b.master_is_compute() ? b.host_master : part.compute;
-    uint16_t* bf16_out = b.master_is_compute() ? nullptr : part.compute.data_as<uint16_t>();
-    QUILL_CHECK(b.master_is_compute() || b.compute_dtype == DType::BF16,
-                "AdamW: an offloaded bucket computes in {}, the host update writes fp32 or bf16",
-                dtype_name(b.compute_dtype));
-    int64_t sent = 0;
-    auto send_up_to = [&](int64_t done) {
-      if (done <= sent) return;
-      ops::transfer_async(ctx_, up.view_flat(sent, {done - sent}), b.compute.view_flat(b.shard_begin + sent, {done - sent}));
-      sent = done;
-    };
-    const size_t m_size = dtype_size(part.exp_avg.dtype()), v_size = dtype_size(part.exp_avg_sq.dtype());
-    for (size_t i : b.members) {
-      const Param& p = params[i];
-      const int64_t o = p.bucket_offset;
-      const int64_t begin = std::max(o, b.shard_begin), end = std::min(o + shape_numel(p.shape), b.shard_begin + h);
-      if (begin >= end) continue;
-      s.weight_decay = p.weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f;
-      const int64_t local = begin - b.shard_begin, n = end - begin;
-      adamw_update_host(s, b.host_master.data_as<float>() + local, part.grads.data_as<float>() + local,
-                        static_cast<char*>(part.exp_avg.data()) + local * m_size, part.exp_avg.dtype(),
-                        static_cast<char*>(part.exp_avg_sq.data()) + local * v_size, part.exp_avg_sq.dtype(),
-                        bf16_out ? bf16_out + local : nullptr, n, *pool_);
-      if (local + n - sent >= kStretch) send_up_to(local + n);
-    }
-    // Padding past the last member (never trained) is in the range too: its copy is zero either way.
-    send_up_to(h);
+  const ParamBucket& b = params_.buckets()[st.bucket];
+  const HostPart& part = host_[st.bucket];
+  QUILL_CHECK(b.master_is_compute() || b.compute_dtype == DType::BF16,
+              "AdamW: an offloaded bucket computes in {}, the host update writes fp32 or bf16",
+              dtype_name(b.compute_dtype));
+  // What goes up: the bf16 copy the host wrote, or (fp32 buckets) the updated master itself.
+  const Tensor& up = b.master_is_compute() ? b.host_master : part.compute;
+  uint16_t* bf16_out = b.master_is_compute() ? nullptr : part.compute.data_as<uint16_t>();
+  const size_t m_size = dtype_size(part.exp_avg.dtype()), v_size = dtype_size(part.exp_avg_sq.dtype());
+  const int64_t lo = b.shard_begin + st.begin, hi = b.shard_begin + st.end;
+  for (size_t i : b.members) {
+    const Param& p = params[i];
+    const int64_t o = p.bucket_offset;
+    const int64_t begin = std::max(o, lo), end = std::min(o + shape_numel(p.shape), hi);
+    if (begin >= end) continue;
+    // Elementwise: a member cut at a stretch's edge gets the same bits as updated whole.
+    s.weight_decay = p.weight_decay ? static_cast<float>(config_.weight_decay) : 0.0f;
+    const int64_t local = begin - b.shard_begin, n = end - begin;
+    adamw_update_host(s, b.host_master.data_as<float>() + local, part.grads.data_as<float>() + local,
+                      static_cast<char*>(part.exp_avg.data()) + local * m_size, part.exp_avg.dtype(),
+                      static_cast<char*>(part.exp_avg_sq.data()) + local * v_size, part.exp_avg_sq.dtype(),
+                      bf16_out ? bf16_out + local : nullptr, n, *pool_);
   }
+  // Padding past the last member (never trained) is in the range too: its copy is zero either way.
+  ops::transfer_async(ctx_, up.view_flat(st.begin, {st.end - st.begin}),
+                      b.compute.view_flat(b.shard_begin + st.begin, {st.end - st.begin}));
 }
 
 void AdamW::update(double lr, double norm) {
@@ -163,26 +173,49 @@ void AdamW::update(double lr, double norm) {
               norm, step_);
   ++step_;
   const ops::AdamWStep s = adamw_step_constants(config_, lr, step_, norm);
+  offload_times_ = OffloadTimes{};
   if (offloaded_) {
-    // The offloaded heads' reduced gradients go down (on a GPU: the copy stream, after the reduction).
-    for (size_t bi = 0; bi < params_.buckets().size(); ++bi) {
-      const ParamBucket& b = params_.buckets()[bi];
-      if (b.offload_end > 0)
-        ops::transfer_async(ctx_, b.grads.view_flat(b.shard_begin, {b.offload_end}), host_[bi].grads);
-    }
-    if (!config_.memory.overlap_d2h_h2d) {
-      // One after the other: copy down, host update, copy up, then the device's part.
+    using clock = std::chrono::steady_clock;
+    auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+    const std::vector<Stretch> stretches = host_stretches();
+    if (config_.memory.overlap_d2h_h2d) {
+      // Pipelined (Megatron's --overlap-cpu-optimizer-d2h-h2d): every stretch's gradients start down
+      // at once, each followed by a fence (on a GPU the copy stream, after the reduction); the
+      // device's part is enqueued behind them on the compute stream and runs beside the copies; the
+      // host updates each stretch as soon as its fence is reached, while the later stretches are
+      // still coming down, and starts its copy up. So the copy down hides under the host update.
+      std::vector<ops::TransferFence> fences;
+      fences.reserve(stretches.size());
+      for (const Stretch& st : stretches) {
+        copy_down(st);
+        fences.push_back(ops::transfer_fence(ctx_));
+      }
+      update_device_parts(s);
+      for (size_t i = 0; i < stretches.size(); ++i) {
+        clock::time_point t = clock::now();
+        ops::wait_transfer_fence(ctx_, fences[i]);
+        offload_times_.wait_down_s += since(t);
+        t = clock::now();
+        update_host_stretch(s, stretches[i]);
+        offload_times_.host_s += since(t);
+      }
+    } else {
+      // One after the other: the whole copy down, the host update (each stretch's copy up started as
+      // it is done), the last copies up, then the device's part.
+      clock::time_point t = clock::now();
+      for (const Stretch& st : stretches) copy_down(st);
       ops::wait_transfers(ctx_, /*host=*/true);
-      update_host_parts(s);
+      offload_times_.wait_down_s = since(t);
+      t = clock::now();
+      for (const Stretch& st : stretches) update_host_stretch(s, st);
+      offload_times_.host_s = since(t);
+      t = clock::now();
       ops::wait_transfers(ctx_, /*host=*/true);
+      offload_times_.wait_up_s = since(t);
+      update_device_parts(s);
     }
-  }
-  update_device_parts(s);
-  if (offloaded_ && config_.memory.overlap_d2h_h2d) {
-    // The device update is enqueued; the host waits only for the copy down (which ran beside it),
-    // updates its part while the device updates the rest, and its copies up follow stretch by stretch.
-    ops::wait_transfers(ctx_, /*host=*/true);
-    update_host_parts(s);
+  } else {
+    update_device_parts(s);
   }
   // The all-gathers (and the next step's ops) read the copies up.
   if (offloaded_) ops::wait_transfers(ctx_, /*host=*/false);

@@ -15,9 +15,10 @@
 // - CPU offload: placement (model/offload_split.h) puts the head of each bucket's shard in pinned
 //   host memory; here its moments live there too, its gradients are copied down, the host AdamW
 //   (optim/cpu_adamw.h, the device kernel's arithmetic bit for bit) updates it on a thread pool and
-//   its updated compute copy goes back up before the all-gather. With overlap_d2h_h2d the
-//   gradients' copy down and the host update run while the device updates the rest, and the copy
-//   up goes in chunks behind the host update; without it, each waits for the one before.
+//   its updated compute copy goes back up before the all-gather, in 64 MiB stretches behind the
+//   host update. With overlap_d2h_h2d the copy down is pipelined too (the host updates a stretch
+//   while the next ones come down) and the device updates the rest meanwhile; without it, the
+//   whole copy down, the host update and the device's part follow one another.
 // - bf16 moments (exp_avg / exp_avg_sq): stored in bf16 on either side, fp32 arithmetic.
 // - bf16 main gradients are refused (check_adamw_config says why).
 #pragma once
@@ -40,6 +41,9 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   double clip_grad = 1.0;  // 0 disables clipping
   OptimizerMemory memory;   // offload and state dtypes (all on the device in fp32 by default)
+  // CPU offload's unit of copying and updating (elements; 64 MiB of fp32). Any value gives the same
+  // bits; tests make it small so that stretches cut members and pipelines have many stages.
+  int64_t offload_stretch_elements = int64_t{1} << 24;
 };
 
 // Refuses what the optimizer cannot carry out, naming the flag (before anything is loaded).
@@ -75,6 +79,13 @@ class AdamW {
   int64_t moment_bytes() const;       // both moments, device and host
   int64_t host_moment_bytes() const;  // of which in host memory
   const AdamWConfig& config() const { return config_; }
+  // Host-clock seconds of the last update's offloaded part (all zero without offload): waiting for the
+  // gradients' copy down, the host AdamW (with its copies up started), and (without the overlap)
+  // waiting for the last copies up. With the overlap the device's part and the copies run beside them.
+  struct OffloadTimes {
+    double wait_down_s = 0, host_s = 0, wait_up_s = 0;
+  };
+  const OffloadTimes& offload_times() const { return offload_times_; }
 
  private:
   // One bucket's offloaded head (elements [0, offload_end) of its shard), all in pinned host memory.
@@ -83,9 +94,17 @@ class AdamW {
     Tensor exp_avg, exp_avg_sq;  // the moments, in their dtypes
     Tensor compute;              // the updated compute copy before it goes up (bf16 buckets only)
   };
+  // Elements [begin, end) of bucket `bucket`'s offloaded head.
+  struct Stretch {
+    size_t bucket;
+    int64_t begin, end;
+  };
   void update_device_parts(ops::AdamWStep s);
-  // The host AdamW over every offloaded head, each updated stretch copied up as it is done.
-  void update_host_parts(ops::AdamWStep s);
+  std::vector<Stretch> host_stretches() const;
+  // Starts the stretch's reduced gradients down to host memory.
+  void copy_down(const Stretch& st);
+  // The host AdamW over the stretch (its gradients down), then starts its updated compute copy up.
+  void update_host_stretch(ops::AdamWStep s, const Stretch& st);
 
   ParamTable& params_;
   AdamWConfig config_;
@@ -96,6 +115,7 @@ class AdamW {
   bool offloaded_ = false;
   std::unique_ptr<ThreadPool> pool_;  // the host update's threads (with offload only)
   int64_t step_ = 0;
+  OffloadTimes offload_times_;
 };
 
 }  // namespace quill

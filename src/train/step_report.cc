@@ -114,6 +114,13 @@ std::string summary_json(const TrainResult& r) {
       {"passes_time_s", "per step: of step_time_s, the forward and backward passes of the step's micro-batches, the "
                         "device synchronised at their end (the rest: loss and count sums, gradient reduction, norm, "
                         "update and weight all-gather)"},
+      {"offload_wait_down_s", "per step, with CPU offload: host-clock seconds the optimizer waited for the offloaded "
+                              "gradients' copy down (with --overlap-cpu-optimizer-d2h-h2d: for each stretch's, "
+                              "the host updating the ones before meanwhile)"},
+      {"offload_host_s", "per step, with CPU offload: host-clock seconds of the host AdamW (the copies up started "
+                         "behind it)"},
+      {"offload_wait_up_s", "per step, with CPU offload and no overlap: host-clock seconds waiting for the last "
+                            "copies up before the device's part of the update"},
       {"spread_pct", "(max - min) / median of the measured steps"},
       {"tokens_per_s", "tokens_per_step / median_step_s: the whole job's (null for a simulated rank)"},
       {"tokens_per_s_per_gpu", "tokens_per_s / world_size"},
@@ -133,7 +140,9 @@ std::string summary_json(const TrainResult& r) {
   for (const StepMetrics& m : r.steps)
     steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s}, {"passes_time_s", m.passes_time_s},
                      {"peak_gpu_bytes", m.memory.gpu ? m.memory.peak_bytes : int64_t{-1}},
-                     {"peak_device_bytes", m.memory.peak_bytes}, {"device_used_bytes", m.memory.device_used_bytes}});
+                     {"peak_device_bytes", m.memory.peak_bytes}, {"device_used_bytes", m.memory.device_used_bytes},
+                     {"offload_wait_down_s", m.offload_wait_down_s}, {"offload_host_s", m.offload_host_s},
+                     {"offload_wait_up_s", m.offload_wait_up_s}});
   j["per_step"] = steps;
   return j.dump(1) + "\n";
 }

@@ -347,6 +347,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       }
       QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
       m.grad_norm = optimizer.step(m.lr);
+      m.offload_wait_down_s = optimizer.offload_times().wait_down_s;
+      m.offload_host_s = optimizer.offload_times().host_s;
+      m.offload_wait_up_s = optimizer.offload_times().wait_up_s;
       if (o.step_mark) o.step_mark->end(step);
       if (probe) m.memory = probe->end_step(step, profile_ops, lead ? o.out_dir : std::string());
       m.step_time_s = step_timer.seconds();

@@ -28,6 +28,9 @@ struct StepMetrics {
   // Of step_time_s, the forward and backward passes of the step's micro-batches (with a StepProbe the
   // device is synchronised at their end; without one on a GPU it is the host's share only).
   double passes_time_s = 0;
+  // With CPU offload, of the rest: host-clock seconds waiting for the gradients' copy down, in the host
+  // AdamW, and waiting for the last copies up (AdamW::OffloadTimes); zero without offload.
+  double offload_wait_down_s = 0, offload_host_s = 0, offload_wait_up_s = 0;
   std::vector<std::vector<int64_t>> expert_tokens;  // per MoE layer, per expert
   StepMemory memory;  // with a StepProbe: "peak_device_bytes" (and on a GPU "peak_gpu_bytes" and friends)
 };

@@ -83,7 +83,7 @@ struct Result {
   std::vector<Tensor> compute;    // every bucket's compute copy, on the host
 };
 
-Result train_on_gpu(double fraction, bool overlap, DType moments) {
+Result train_on_gpu(double fraction, bool overlap, DType moments, int64_t stretch = int64_t{1} << 24) {
   const DeviceContext ctx = gpu_ctx();
   ParamTable t = tiny_on_gpu(fraction);
   bool has_bf16 = false;
@@ -95,6 +95,7 @@ Result train_on_gpu(double fraction, bool overlap, DType moments) {
   c.memory.offload_fraction = fraction;
   c.memory.overlap_d2h_h2d = overlap;
   c.memory.exp_avg = c.memory.exp_avg_sq = moments;
+  c.offload_stretch_elements = stretch;
   AdamW opt(t, c, ctx);
   for (int step = 0; step < 4; ++step) {
     uint64_t seed = 100 + step;
@@ -115,13 +116,16 @@ TEST(CudaOptimizerOffload, EqualsAllDeviceBitForBit) {
   QUILL_REQUIRE_GPU();
   for (DType moments : {DType::F32, DType::BF16}) {
     const Result ref = train_on_gpu(0.0, false, moments);
+    // Stretches of 2^24 (one per head here) and of 333 elements: many pipelined copies down, each
+    // waited for by its fence, members cut at stretch edges.
     for (double f : {0.3, 0.7, 1.0})
-      for (bool overlap : {false, true}) {
-        const Result got = train_on_gpu(f, overlap, moments);
+      for (bool overlap : {false, true})
+        for (int64_t stretch : {int64_t{1} << 24, int64_t{333}}) {
+        const Result got = train_on_gpu(f, overlap, moments, stretch);
         for (size_t i = 0; i < ref.values.params().size(); ++i)
           EXPECT_TRUE(same_bytes(got.values.params()[i].value, ref.values.params()[i].value))
-              << "F " << f << " overlap " << overlap << " moments " << dtype_name(moments) << ": "
-              << ref.values.params()[i].name;
+              << "F " << f << " overlap " << overlap << " stretch " << stretch << " moments " << dtype_name(moments)
+              << ": " << ref.values.params()[i].name;
         for (size_t b = 0; b < ref.compute.size(); ++b)
           EXPECT_TRUE(same_bytes(got.compute[b], ref.compute[b])) << "F " << f << " compute copy of bucket " << b;
       }

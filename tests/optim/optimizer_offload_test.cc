@@ -89,7 +89,7 @@ void fill_grads(ParamTable& t, int step) {
 const double kLr[5] = {0.0, 1e-2, 8e-3, 5e-3, 2e-3};
 
 // Five steps; returns every parameter's final fp32 value.
-ParamTable train(double fraction, bool overlap, DType moments) {
+ParamTable train(double fraction, bool overlap, DType moments, int64_t stretch = int64_t{1} << 24) {
   ParamTable t = tiny_table(fraction);
   AdamWConfig c;
   c.weight_decay = 0.1;
@@ -97,6 +97,7 @@ ParamTable train(double fraction, bool overlap, DType moments) {
   c.memory.offload_fraction = fraction;
   c.memory.overlap_d2h_h2d = overlap;
   c.memory.exp_avg = c.memory.exp_avg_sq = moments;
+  c.offload_stretch_elements = stretch;
   AdamW opt(t, c);
   for (int step = 0; step < 5; ++step) {
     fill_grads(t, step);
@@ -110,16 +111,18 @@ ParamTable train(double fraction, bool overlap, DType moments) {
 TEST(AdamWOffload, EqualsAllDeviceBitForBitAndUpdatesTheHostPart) {
   const ParamTable start = host_copy(tiny_table(0.0), DeviceContext::cpu());
   const ParamTable ref = train(0.0, false, DType::F32);
+  // Stretches of 2^24 (one per head) and of 97 elements (members cut at stretch edges).
   for (double f : {0.3, 0.7, 1.0})
-    for (bool overlap : {false, true}) {
-      const ParamTable got = train(f, overlap, DType::F32);
-      for (size_t i = 0; i < ref.params().size(); ++i) {
-        const Tensor& a = got.params()[i].value;
-        const Tensor& b = ref.params()[i].value;
-        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0) << "F " << f << " overlap " << overlap << ": "
-                                                                  << ref.params()[i].name;
+    for (bool overlap : {false, true})
+      for (int64_t stretch : {int64_t{1} << 24, int64_t{97}}) {
+        const ParamTable got = train(f, overlap, DType::F32, stretch);
+        for (size_t i = 0; i < ref.params().size(); ++i) {
+          const Tensor& a = got.params()[i].value;
+          const Tensor& b = ref.params()[i].value;
+          EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0)
+              << "F " << f << " overlap " << overlap << " stretch " << stretch << ": " << ref.params()[i].name;
+        }
       }
-    }
   // The check above has teeth: every trainable parameter moved from its start (an offloaded part
   // left at its start would differ from the all-device run by this much).
   for (size_t i = 0; i < ref.params().size(); ++i) {

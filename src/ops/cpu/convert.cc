@@ -39,4 +39,14 @@ void wait_transfers(const DeviceContext& ctx, bool host) {
   if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::wait_transfers, "wait_transfers")(ctx, host);
 }
 
+TransferFence transfer_fence(const DeviceContext& ctx) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::transfer_fence, "transfer_fence")(ctx);
+  return TransferFence{};  // the CPU backend's copies are done on return
+}
+
+void wait_transfer_fence(const DeviceContext& ctx, const TransferFence& fence) {
+  if (ctx.device == Device::CUDA)
+    return cuda_op(ctx, &OpTable::wait_transfer_fence, "wait_transfer_fence")(ctx, fence);
+}
+
 }  // namespace quill::ops

@@ -188,4 +188,19 @@ void wait_transfers(const DeviceContext& ctx, bool host) {
   if (host) QUILL_CUDA_CHECK(cudaStreamSynchronize(copy_stream_of(ctx)));
 }
 
+ops::TransferFence transfer_fence(const DeviceContext& ctx) {
+  cudaEvent_t e;
+  QUILL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  ops::TransferFence fence;
+  fence.event = std::shared_ptr<void>(e, [](void* ev) { cudaEventDestroy(static_cast<cudaEvent_t>(ev)); });
+  QUILL_CUDA_CHECK(cudaEventRecord(e, copy_stream_of(ctx)));
+  return fence;
+}
+
+void wait_transfer_fence(const DeviceContext& ctx, const ops::TransferFence& fence) {
+  (void)ctx;
+  QUILL_CHECK(fence.event != nullptr, "wait_transfer_fence: the fence was not made by transfer_fence on a GPU");
+  QUILL_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(fence.event.get())));
+}
+
 }  // namespace quill::cuda

@@ -36,6 +36,8 @@ OpTable make_table() {
   t.transfer = &cuda::transfer;
   t.transfer_async = &cuda::transfer_async;
   t.wait_transfers = &cuda::wait_transfers;
+  t.transfer_fence = &cuda::transfer_fence;
+  t.wait_transfer_fence = &cuda::wait_transfer_fence;
   t.adamw_update = &cuda::adamw_update;
   t.attention_forward = &cuda::attention_forward;
   t.attention_backward = &cuda::attention_backward;
