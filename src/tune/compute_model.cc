@@ -56,7 +56,8 @@ ComputeRates h200_compute_rates() {
   r.source =
       "modelled from quill's own measurements on one H200: the slice's per-op rates at 8 rows per step "
       "(bench/results/2026-11-30-slice-v6: dense GEMMs 744, expert GEMMs 579, attention global 141/86, local "
-      "65/46 TFLOP/s fwd/bwd with the deterministic backward's cost), AdamW 3914 GB/s; host AdamW 3.30 G elements/s "
+      "65/46 TFLOP/s fwd/bwd with the deterministic backward's cost; expert GEMMs scaled by rows per local expert, "
+      "0.534 at 384, grouped_bench: bench/results/2026-12-04-pending-checks), AdamW 3914 GB/s; host AdamW 3.30 G elements/s "
       "(16 threads of the H200 machine's host, bench/results/2026-12-04-offload-h200), pinned copies 55 GB/s";
   return r;
 }
