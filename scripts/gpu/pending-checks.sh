@@ -58,13 +58,17 @@ init_gemm() {  # initcheck on a short convolution of what a cuBLASLt GEMM wrote 
   echo "initcheck rc $?"; grep -E "^=========     at " "$OUT/initcheck-gemm.log" | sed 's/(.*//' | sort | uniq -c | sort -rn | head
   grep -E "ERROR SUMMARY|PASSED|FAILED|uninitialized" "$OUT/initcheck-gemm.log" | sort | uniq -c | head
 }
-part initgemm 60 bash -c "$(declare -f init_gemm); B='$B' OUT='$OUT' init_gemm"
+# initcheck took 389 s on these 8 tests (2026-12-05), and what it showed is settled (docs/determinism.md): run it again only
+# with a reason.
+part initgemm 420 bash -c "$(declare -f init_gemm); B='$B' OUT='$OUT' init_gemm"
 # A B B A (OVERLAP_RUNS): the host's speed drifts within a call, so one pair in one order cannot tell the flag's effect.
 OVERLAP_RUNS=${OVERLAP_RUNS:-"f0.7 f0.7o f0.7o:2 f0.7:2"}
 part overlap $(( 85 * $(wc -w <<< "$OVERLAP_RUNS") )) env OUT="$OUT/overlap" RUNS="$OVERLAP_RUNS" TESTS=0 BENCH=0 \
   bash scripts/gpu/offload-check.sh
 part replay ${REPLAY_NEED:-280} env OUT="$OUT/replay" T=${REPLAY_T:-150} bash scripts/gpu/ep-replay-check.sh
-part seedbf16 290 env OUT="$OUT/seedbf16" GLOBAL_BATCH=16 STEPS=2 WARMUP=1 CASE_TIMEOUT=150 \
+# SEED_CASE_TIMEOUT: 150 s suits the bf16-moment cases (offload 0.1: ~70 s of start-up); the offload-0.7 cases spend
+# 125-142 s before their first step (98 GiB of pinned host state; bench/results/2026-12-05-h200-checks): give them 220.
+part seedbf16 290 env OUT="$OUT/seedbf16" GLOBAL_BATCH=16 STEPS=2 WARMUP=1 CASE_TIMEOUT=${SEED_CASE_TIMEOUT:-150} \
   bash scripts/gpu/seed-projection.sh ${SEED_CASES:-first-bf16o middle-bf16o}
 [ -d build/gpu-tok ] && part tok 230 env OUT="$OUT/tok" bash scripts/gpu/tokenizer-cold-warm.sh --reps 3
 tune_cpu() {  # the host's MPI figures first (8 ranks), then both picks of scripts/tune-cpu-check.sh

@@ -121,14 +121,14 @@ TEST(CudaOptimizerOffload, EqualsAllDeviceBitForBit) {
     for (double f : {0.3, 0.7, 1.0})
       for (bool overlap : {false, true})
         for (int64_t stretch : {int64_t{1} << 24, int64_t{333}}) {
-        const Result got = train_on_gpu(f, overlap, moments, stretch);
-        for (size_t i = 0; i < ref.values.params().size(); ++i)
-          EXPECT_TRUE(same_bytes(got.values.params()[i].value, ref.values.params()[i].value))
-              << "F " << f << " overlap " << overlap << " stretch " << stretch << " moments " << dtype_name(moments)
-              << ": " << ref.values.params()[i].name;
-        for (size_t b = 0; b < ref.compute.size(); ++b)
-          EXPECT_TRUE(same_bytes(got.compute[b], ref.compute[b])) << "F " << f << " compute copy of bucket " << b;
-      }
+          const Result got = train_on_gpu(f, overlap, moments, stretch);
+          for (size_t i = 0; i < ref.values.params().size(); ++i)
+            EXPECT_TRUE(same_bytes(got.values.params()[i].value, ref.values.params()[i].value))
+                << "F " << f << " overlap " << overlap << " stretch " << stretch << " moments " << dtype_name(moments)
+                << ": " << ref.values.params()[i].name;
+          for (size_t b = 0; b < ref.compute.size(); ++b)
+            EXPECT_TRUE(same_bytes(got.compute[b], ref.compute[b])) << "F " << f << " compute copy of bucket " << b;
+        }
   }
 }
 
