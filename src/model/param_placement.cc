@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/parallel_memory.h"
 #include "model/offload_split.h"
 #include "ops/convert.h"
 
@@ -36,7 +37,7 @@ BucketGroup group_of(const Param& p, const Layout& layout) {
 // boundary (the host part by memcpy, the device part by a transfer).
 void write_master(const ParamBucket& b, const DeviceContext& ctx, const Tensor& host, int64_t local, int64_t n) {
   const int64_t split = std::clamp(b.offload_end - local, int64_t{0}, n);
-  if (split > 0) std::memcpy(b.master_range(local, split).data(), host.data(), static_cast<size_t>(split) * sizeof(float));
+  if (split > 0) parallel_memcpy(b.master_range(local, split).data(), host.data(), static_cast<size_t>(split) * sizeof(float));
   if (split < n) ops::transfer(ctx, host.view_flat(split, {n - split}), b.master_range(local + split, n - split));
 }
 
@@ -52,7 +53,10 @@ void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx, in
   b.shard_begin = b.group_rank * shard;
   b.shard_end = b.shard_begin + shard;
   b.offload_end = offloaded;
-  if (offloaded > 0) b.host_master = Tensor::zeros({offloaded}, DType::F32, *ctx.host_pinned);
+  if (offloaded > 0) {  // pinned: zeros written on all cores (tens of GB for a large rank)
+    b.host_master = Tensor::empty({offloaded}, DType::F32, *ctx.host_pinned);
+    parallel_memset_zero(b.host_master.data(), b.host_master.nbytes());
+  }
   if (b.master_is_compute()) {
     b.master = b.compute.view_flat(b.shard_begin + offloaded, {shard - offloaded});
   } else {
@@ -70,8 +74,8 @@ void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx, in
       // The offloaded range's master is a host copy of the same values.
       const int64_t hb = std::max(o, b.shard_begin), he = std::min(o + n, b.shard_begin + offloaded);
       if (hb < he)
-        std::memcpy(b.host_master.data_as<float>() + (hb - b.shard_begin), host.data_as<float>() + (hb - o),
-                    static_cast<size_t>(he - hb) * sizeof(float));
+        parallel_memcpy(b.host_master.data_as<float>() + (hb - b.shard_begin), host.data_as<float>() + (hb - o),
+                        static_cast<size_t>(he - hb) * sizeof(float));
     } else {
       Tensor staged = Tensor::empty(p.shape, DType::F32, alloc);
       ops::transfer(ctx, host, staged);

@@ -1,7 +1,12 @@
 #include "tensor/tensor.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_set>
 
 #include "base/error.h"
 
@@ -20,15 +25,52 @@ std::string shape_str(const Shape& shape) {
 }
 
 namespace {
-struct HostAllocator final : Allocator {
+// Zeros of at least this many bytes are pages of their own (mmap), zero until first written. Smaller
+// ones, and every allocate(), come from the C library, which reuses freed memory: a CPU training step
+// allocating and freeing activations would otherwise fault fresh pages in on every step.
+constexpr size_t kOwnPagesBytes = size_t{8} << 20;
+
+class HostAllocator final : public Allocator {
+ public:
   void* allocate(size_t bytes) override {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded ? rounded : 64);
+    void* p = std::aligned_alloc(64, round(bytes));
     QUILL_CHECK(p != nullptr, "out of host memory allocating {} bytes", bytes);
     return p;
   }
-  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+  void* allocate_zeroed(size_t bytes) override {
+    const size_t rounded = round(bytes);
+    if (rounded < kOwnPagesBytes) {
+      void* p = allocate(bytes);
+      std::memset(p, 0, rounded);
+      return p;
+    }
+    // Anonymous pages (page-aligned, so 64-byte-aligned), zero-filled by the kernel on first touch,
+    // offered transparent huge pages (512 times fewer faults when a table is first written).
+    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    QUILL_CHECK(p != MAP_FAILED, "out of host memory allocating {} bytes ({})", bytes, std::strerror(errno));
+    madvise(p, rounded, MADV_HUGEPAGE);  // advice only: its failure changes nothing
+    std::lock_guard<std::mutex> lock(mu_);
+    mapped_.insert(p);
+    return p;
+  }
+  void deallocate(void* ptr, size_t bytes) override {
+    const size_t rounded = round(bytes);
+    if (rounded >= kOwnPagesBytes) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (mapped_.erase(ptr)) {
+        lock.unlock();
+        munmap(ptr, rounded);
+        return;
+      }
+    }
+    std::free(ptr);
+  }
   Device device() const override { return Device::CPU; }
+
+ private:
+  static size_t round(size_t bytes) { return bytes ? (bytes + 63) / 64 * 64 : 64; }
+  std::mutex mu_;
+  std::unordered_set<void*> mapped_;  // what allocate_zeroed mapped (freed by munmap, not free)
 };
 }  // namespace
 
@@ -39,6 +81,9 @@ Allocator& host_allocator() {
 
 Storage::Storage(Allocator& allocator, size_t bytes)
     : data_(allocator.allocate(bytes)), bytes_(bytes), device_(allocator.device()), allocator_(&allocator) {}
+
+Storage::Storage(Allocator& allocator, void* data, size_t bytes)
+    : data_(data), bytes_(bytes), device_(allocator.device()), allocator_(&allocator) {}
 
 Storage::Storage(void* data, size_t bytes, Device device, std::function<void()> release)
     : data_(data), bytes_(bytes), device_(device), release_(std::move(release)) {}
@@ -58,7 +103,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& allocator) {
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator) {
-  Tensor t = empty(shape, dtype, allocator);
+  for (int64_t d : shape) QUILL_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  if (void* p = allocator.allocate_zeroed(t.nbytes())) {
+    t.storage_ = std::make_shared<Storage>(allocator, p, t.nbytes());
+    return t;
+  }
+  t.storage_ = std::make_shared<Storage>(allocator, t.nbytes());
   t.fill_zero();
   return t;
 }

@@ -22,16 +22,26 @@ std::string shape_str(const Shape& shape);
 struct Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t bytes) = 0;
+  // Memory that reads as zeros, freed by deallocate like allocate's; null when this allocator has no
+  // way to get it cheaper than writing the zeros (Tensor::zeros then writes them).
+  virtual void* allocate_zeroed(size_t bytes) {
+    (void)bytes;
+    return nullptr;
+  }
   virtual void deallocate(void* ptr, size_t bytes) = 0;
   virtual Device device() const = 0;
 };
 
-// 64-byte-aligned host memory.
+// 64-byte-aligned host memory. Zeros (Tensor::zeros) from 8 MiB up are pages of their own (mmap): they
+// cost nothing until a page is first written, and then they are written by whichever thread writes it
+// (a rank's parameter table and its gradients are tens of GB of zeros, written on one thread before).
 Allocator& host_allocator();
 
 class Storage {
  public:
   Storage(Allocator& allocator, size_t bytes);
+  // Adopts `data` of `bytes` that `allocator` handed out (freed by it).
+  Storage(Allocator& allocator, void* data, size_t bytes);
   // Wraps memory owned elsewhere (a memory-mapped file); `release` runs when the last user goes.
   Storage(void* data, size_t bytes, Device device, std::function<void()> release);
   ~Storage();

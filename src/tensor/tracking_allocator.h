@@ -15,6 +15,7 @@ class TrackingAllocator final : public Allocator {
  public:
   explicit TrackingAllocator(Allocator& inner = host_allocator()) : inner_(inner) {}
   void* allocate(size_t bytes) override;
+  void* allocate_zeroed(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return inner_.device(); }
 

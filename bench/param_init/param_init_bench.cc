@@ -1,0 +1,42 @@
+// Not a test: how long one rank's parameter table takes to make (ParamTable::for_config: the fp32 values and
+// gradients, zeros) and to fill with random weights (init_random), the first two steps of `quill train`'s
+// start-up ("random weights (host)"), for world rank 0 of a layout simulated in one process.
+//   param_init_bench CONFIG [TP EP DP PP]   (default 4 8 2 1: the seed's TP4 SP EP8 DP2, one stage)
+// Prints the values held, both times, and the process's peak RSS is what /usr/bin/time -f %M reports.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "comm/loopback_comm.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "parallel/layout.h"
+
+int main(int argc, char** argv) {
+  using namespace quill;
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: param_init_bench CONFIG [TP EP DP PP]\n");
+    return 2;
+  }
+  const InklingConfig config = load_inkling_config(argv[1]);
+  LayoutSpec spec;
+  spec.tp = argc > 2 ? std::atoi(argv[2]) : 4;
+  spec.sequence_parallel = spec.tp > 1;
+  spec.ep = argc > 3 ? std::atoi(argv[3]) : 8;
+  spec.dp = argc > 4 ? std::atoi(argv[4]) : 2;
+  spec.pp = argc > 5 ? std::atoi(argv[5]) : 1;
+  LoopbackComm world(spec.world(), 0, "world", make_host_loopback_mover());
+  const Layout layout = Layout::create(spec, config.num_layers, &world);
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  ParamTable table = ParamTable::for_config(config, layout);
+  const auto t1 = Clock::now();
+  table.init_random(1, 0.02);
+  const auto t2 = Clock::now();
+  int64_t values = 0;
+  for (const Param& p : table.params()) values += p.value.numel();
+  std::printf("%s, %s, rank 0: %.3f G values; for_config %.2f s, init_random %.2f s\n", argv[1], spec.describe().c_str(),
+              static_cast<double>(values) / 1e9, std::chrono::duration<double>(t1 - t0).count(),
+              std::chrono::duration<double>(t2 - t1).count());
+  return 0;
+}
