@@ -13,9 +13,10 @@
 #            issue 15);
 #   tunecpu: quill tune's ranking against real runs of 8 CPU ranks on the 16-core host (tune-cpu-check.sh with the
 #            host's MPI figures from comm_probe; issue 22, must-show 3);
-#   tune1:   quill tune --measure's first candidate, its three stage roles (tune-measure.sh 1, issue 22).
+#   tune1:   quill tune --measure's first candidate, its three stage roles (tune-measure.sh 1, issue 22);
+#   startup: the seed rank 0's parameter table made and filled (param_init_bench; bundle it too).
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench grouped_bench
-#             cpu_adamw_bench && git describe --always --dirty > build/gpu-bundle/COMMIT
+#             cpu_adamw_bench comm_probe param_init_bench && git describe --always --dirty > build/gpu-bundle/COMMIT
 # Then: run(carry=["build/gpu-bundle"], command="PARTS='overlap replay' bash scripts/gpu/pending-checks.sh; cd $OUT &&
 #       tar czf /tmp/a.tgz . && find . -mindepth 1 -delete && mv /tmp/a.tgz pending.tgz")
 # Environment [defaults]: OUT [/tmp/out]  BUDGET_S [540]  PARTS [tests grouped noise replay overlap]
@@ -84,5 +85,9 @@ tune_cpu() {  # the host's MPI figures first (8 ranks), then both picks of scrip
 }
 [ -x "$B/bin/comm_probe" ] && part tunecpu 200 bash -c "$(declare -f tune_cpu); B='$B' OUT='$OUT' tune_cpu"
 part tune1 450 env OUT="$OUT" RUN_TIMEOUT=145 bash scripts/gpu/tune-measure.sh 1
+# startup: the seed's rank 0 table made and filled on this host (param_init_bench: for_config + init_random, 8.63 G
+# values; 55-66 s inside "random weights (host)" before 2026-12-05's zero pages), then one seed case's start-up note.
+[ -x "$B/bin/param_init_bench" ] && part startup 60 bash -c "/usr/bin/time -f '%e s wall, %M KB max RSS' \
+  '$B/bin/param_init_bench' tests/fixtures/configs/inkling-small-hf.json 4 8 2 4"
 echo "done at +$(( $(date +%s) - T0 )) s"
 } 2>&1 | tee "$OUT/pending-checks.txt"
