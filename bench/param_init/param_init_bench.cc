@@ -1,11 +1,14 @@
 // Not a test: how long one rank's parameter table takes to make (ParamTable::for_config: the fp32 values and
 // gradients, zeros) and to fill with random weights (init_random), the first two steps of `quill train`'s
 // start-up ("random weights (host)"), for world rank 0 of a layout simulated in one process.
-//   param_init_bench CONFIG [TP EP DP PP]   (default 4 8 2 1: the seed's TP4 SP EP8 DP2, one stage)
+//   param_init_bench CONFIG [TP EP DP PP [PP_LAYERS]]   (default 4 8 2 1: the seed's TP4 SP EP8 DP2, one stage;
+//   the seed's rank 0: 4 8 2 4 12,10,10,10)
 // Prints the values held, both times, and the process's peak RSS is what /usr/bin/time -f %M reports.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
+#include <string>
 
 #include "comm/loopback_comm.h"
 #include "model/config.h"
@@ -15,7 +18,7 @@
 int main(int argc, char** argv) {
   using namespace quill;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: param_init_bench CONFIG [TP EP DP PP]\n");
+    std::fprintf(stderr, "usage: param_init_bench CONFIG [TP EP DP PP [PP_LAYERS]]\n");
     return 2;
   }
   const InklingConfig config = load_inkling_config(argv[1]);
@@ -25,6 +28,10 @@ int main(int argc, char** argv) {
   spec.ep = argc > 3 ? std::atoi(argv[3]) : 8;
   spec.dp = argc > 4 ? std::atoi(argv[4]) : 2;
   spec.pp = argc > 5 ? std::atoi(argv[5]) : 1;
+  if (argc > 6) {
+    std::stringstream layers(argv[6]);
+    for (std::string n; std::getline(layers, n, ',');) spec.pp_layers.push_back(std::stoll(n));
+  }
   LoopbackComm world(spec.world(), 0, "world", make_host_loopback_mover());
   const Layout layout = Layout::create(spec, config.num_layers, &world);
   using Clock = std::chrono::steady_clock;

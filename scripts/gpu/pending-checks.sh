@@ -88,6 +88,6 @@ part tune1 450 env OUT="$OUT" RUN_TIMEOUT=145 bash scripts/gpu/tune-measure.sh 1
 # startup: the seed's rank 0 table made and filled on this host (param_init_bench: for_config + init_random, 8.63 G
 # values; 55-66 s inside "random weights (host)" before 2026-12-05's zero pages), then one seed case's start-up note.
 [ -x "$B/bin/param_init_bench" ] && part startup 60 bash -c "/usr/bin/time -f '%e s wall, %M KB max RSS' \
-  '$B/bin/param_init_bench' tests/fixtures/configs/inkling-small-hf.json 4 8 2 4"
+  '$B/bin/param_init_bench' tests/fixtures/configs/inkling-small-hf.json 4 8 2 4 12,10,10,10"
 echo "done at +$(( $(date +%s) - T0 )) s"
 } 2>&1 | tee "$OUT/pending-checks.txt"
