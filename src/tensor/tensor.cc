@@ -75,8 +75,9 @@ class HostAllocator final : public Allocator {
 }  // namespace
 
 Allocator& host_allocator() {
-  static HostAllocator allocator;
-  return allocator;
+  // Never destroyed: a tensor held by a static object may be freed after every function-local static is gone.
+  static HostAllocator* allocator = new HostAllocator;
+  return *allocator;
 }
 
 Storage::Storage(Allocator& allocator, size_t bytes)
