@@ -53,10 +53,7 @@ void fill_bucket(ParamTable& table, ParamBucket& b, const DeviceContext& ctx, in
   b.shard_begin = b.group_rank * shard;
   b.shard_end = b.shard_begin + shard;
   b.offload_end = offloaded;
-  if (offloaded > 0) {  // pinned: zeros written on all cores (tens of GB for a large rank)
-    b.host_master = Tensor::empty({offloaded}, DType::F32, *ctx.host_pinned);
-    parallel_memset_zero(b.host_master.data(), b.host_master.nbytes());
-  }
+  if (offloaded > 0) b.host_master = Tensor::zeros({offloaded}, DType::F32, *ctx.host_pinned);
   if (b.master_is_compute()) {
     b.master = b.compute.view_flat(b.shard_begin + offloaded, {shard - offloaded});
   } else {

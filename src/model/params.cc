@@ -211,8 +211,7 @@ void ParamTable::init_random(uint64_t seed, double std, int64_t piece_elements) 
   // values, and any split of the work gives the same bits. The work is cut into pieces of about
   // kPiece elements over all of a tensor's slice runs: a tensor split along its last dimension
   // (tensor parallelism's row-parallel weights) is a run per row, thousands of runs of D/tp
-  // elements, and filling run by run left all of them on one thread (the seed layout's rank 0:
-  // 55 s on the H200 host's 16 threads for 8.3 G values, about one thread's rate).
+  // elements, which filled run by run stayed on one thread.
   QUILL_CHECK(piece_elements > 0, "init_random: piece_elements must be positive, got {}", piece_elements);
   const int64_t kPiece = piece_elements;
   struct Piece {

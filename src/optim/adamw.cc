@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "base/parallel_memory.h"
 #include "ops/convert.h"
 #include "optim/cpu_adamw.h"
 #include "optim/grad_norm.h"
@@ -50,12 +49,6 @@ AdamW::AdamW(ParamTable& params, AdamWConfig config, const DeviceContext& ctx, C
   const DType dtypes[2] = {config_.memory.exp_avg, config_.memory.exp_avg_sq};
   for (const ParamBucket& b : params_.buckets()) offloaded_ |= b.offload_end > 0;
   if (offloaded_) pool_ = std::make_unique<ThreadPool>(hardware_threads());
-  // Pinned host tensors of zeros, written on all cores: the seed's offload-0.7 rank holds ~74 GB of them.
-  const auto host_zeros = [&](int64_t n, DType dtype) {
-    Tensor t = Tensor::empty({n}, dtype, *ctx_.host_pinned);
-    parallel_memset_zero(t.data(), t.nbytes());
-    return t;
-  };
   for (const ParamBucket& b : params_.buckets()) {
     const int64_t shard = b.shard_end - b.shard_begin, h = b.offload_end;
     m_.push_back(Tensor::empty({shard - h}, dtypes[0], *ctx_.allocator));
@@ -64,10 +57,11 @@ AdamW::AdamW(ParamTable& params, AdamWConfig config, const DeviceContext& ctx, C
     ops::zero(ctx_, v_.back());
     HostPart part;
     if (h > 0) {
-      part.grads = host_zeros(h, DType::F32);
-      part.exp_avg = host_zeros(h, dtypes[0]);
-      part.exp_avg_sq = host_zeros(h, dtypes[1]);
-      if (!b.master_is_compute()) part.compute = host_zeros(h, b.compute_dtype);
+      Allocator& pinned = *ctx_.host_pinned;
+      part.grads = Tensor::zeros({h}, DType::F32, pinned);
+      part.exp_avg = Tensor::zeros({h}, dtypes[0], pinned);
+      part.exp_avg_sq = Tensor::zeros({h}, dtypes[1], pinned);
+      if (!b.master_is_compute()) part.compute = Tensor::zeros({h}, b.compute_dtype, pinned);
     }
     host_.push_back(part);
   }

@@ -94,28 +94,20 @@ Storage::~Storage() {
   if (release_) release_();
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& allocator) {
+Tensor Tensor::allocated(const Shape& shape, DType dtype, Allocator& allocator, bool zeroed) {
   for (int64_t d : shape) QUILL_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
-  t.storage_ = std::make_shared<Storage>(allocator, t.nbytes());
+  void* zeros = zeroed ? allocator.allocate_zeroed(t.nbytes()) : nullptr;
+  t.storage_ = zeros ? std::make_shared<Storage>(allocator, zeros, t.nbytes()) : std::make_shared<Storage>(allocator, t.nbytes());
+  if (zeroed && !zeros) t.fill_zero();
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator) {
-  for (int64_t d : shape) QUILL_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
-  Tensor t;
-  t.shape_ = shape;
-  t.dtype_ = dtype;
-  if (void* p = allocator.allocate_zeroed(t.nbytes())) {
-    t.storage_ = std::make_shared<Storage>(allocator, p, t.nbytes());
-    return t;
-  }
-  t.storage_ = std::make_shared<Storage>(allocator, t.nbytes());
-  t.fill_zero();
-  return t;
-}
+Tensor Tensor::empty(const Shape& shape, DType dtype, Allocator& allocator) { return allocated(shape, dtype, allocator, false); }
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Allocator& allocator) { return allocated(shape, dtype, allocator, true); }
 
 Tensor Tensor::wrap(std::shared_ptr<Storage> storage, size_t offset_bytes, const Shape& shape, DType dtype) {
   Tensor t;

@@ -91,6 +91,9 @@ class Tensor {
   std::string describe() const;  // "F32[3, 4] cpu"
 
  private:
+  // empty() and zeros(): zeros from the allocator's allocate_zeroed when it has one, else written.
+  static Tensor allocated(const Shape& shape, DType dtype, Allocator& allocator, bool zeroed);
+
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
   Shape shape_;

@@ -1,4 +1,5 @@
 // CUDA resources and the device allocator. Every CUDA call is checked; a failure names the call.
+#include "base/parallel_memory.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/memory_stats.h"
@@ -77,6 +78,12 @@ class PinnedHostAllocator final : public Allocator {
     void* p = nullptr;
     const cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
     QUILL_CHECK(err == cudaSuccess, "out of pinned host memory allocating {} bytes ({})", bytes, cudaGetErrorString(err));
+    return p;
+  }
+  // Zeros written on all cores: a large rank's offloaded optimizer state is tens of GB of pinned zeros.
+  void* allocate_zeroed(size_t bytes) override {
+    void* p = allocate(bytes);
+    parallel_memset_zero(p, bytes);
     return p;
   }
   void deallocate(void* p, size_t) override { cudaFreeHost(p); }
