@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <sstream>
 #include <string>
 
@@ -15,7 +16,8 @@
 #include "model/params.h"
 #include "parallel/layout.h"
 
-int main(int argc, char** argv) {
+namespace {
+int run(int argc, char** argv) {
   using namespace quill;
   if (argc < 2) {
     std::fprintf(stderr, "usage: param_init_bench CONFIG [TP EP DP PP [PP_LAYERS]]\n");
@@ -46,4 +48,14 @@ int main(int argc, char** argv) {
               static_cast<double>(values) / 1e9, std::chrono::duration<double>(t1 - t0).count(),
               std::chrono::duration<double>(t2 - t1).count());
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "param_init_bench: %s\n", e.what());
+    return 1;
+  }
 }
