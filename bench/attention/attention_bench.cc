@@ -9,7 +9,10 @@
 // "forward wgmma split" and "forward wgmma setmaxnreg" (its three forms), each with its largest
 // difference from the default forward's out and lse on the same inputs (a full-size self-check
 // before the figure is believed).
-// QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it. --no-wgmma leaves those rows
+// Then the Hopper backward as row "backward wgmma", with its largest differences from the default
+// backward's dq, dk, dv and dr.
+// QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it (QUILL_ATTENTION_WGMMA_BWD=1 its
+// backward). --no-wgmma leaves those rows
 // out (the determinism cost arms time only the default kernels, and a wgmma fault must not cost them).
 #include <cuda_runtime.h>
 
@@ -116,6 +119,27 @@ int main(int argc, char** argv) {
       std::printf("%-40s T=%lld  forward wgmma%s %8.3f ms %7.1f TFLOP/s   max |diff| vs default: out %.3g, lse %.3g\n",
                   layer.name, static_cast<long long>(T), form == 1 ? " split" : (form == 2 ? " setmaxnreg" : ""), wg,
                   4.0 * n * d / wg / 1e9, d_out, d_lse);
+      std::fflush(stdout);
+    }
+    {
+      // The default backward's outputs (of the last timed call) are the reference.
+      ops::attention_backward(ctx, q, k, v, r, table, p, out, lse, dout, dq, dk, dv, dr, dtable);
+      Tensor dq_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), dk_wg = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator),
+             dv_wg = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator), dr_wg = Tensor::empty({T, H, R}, DType::BF16, *ctx.allocator);
+      cuda::attn_wg::Options options;
+      options.sync_check = true;
+      cuda::attn_wg::attention_backward_wgmma(ctx, q, k, v, r, table, p, out, lse, dout, dq_wg, dk_wg, dv_wg, dr_wg, dtable,
+                                              options);
+      const double e_q = max_abs_diff(ctx, dq_wg, dq), e_k = max_abs_diff(ctx, dk_wg, dk), e_v = max_abs_diff(ctx, dv_wg, dv),
+                   e_r = max_abs_diff(ctx, dr_wg, dr);
+      options.sync_check = false;
+      const double wg = median_ms(stream, [&] {
+        cuda::attn_wg::attention_backward_wgmma(ctx, q, k, v, r, table, p, out, lse, dout, dq_wg, dk_wg, dv_wg, dr_wg,
+                                                dtable, options);
+      });
+      std::printf("%-40s T=%lld  backward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs default: dq %.3g, dk %.3g, dv %.3g, "
+                  "dr %.3g\n",
+                  layer.name, static_cast<long long>(T), wg, 10.0 * n * d / wg / 1e9, e_q, e_k, e_v, e_r);
       std::fflush(stdout);
     }
   }

@@ -36,6 +36,8 @@
 // (window 512), 103 ms for a global one (E = 1024); fp32 CUDA-core products, about 9 to 13 TFLOP/s.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_tc.h"
+#include "ops/cuda/attention_wg.h"
+#include "ops/cuda/attention_wg_internal.h"
 #include "ops/cuda/kernels.h"
 
 namespace quill::cuda {
@@ -306,11 +308,12 @@ void launch_backward(const char* op, const DeviceContext& ctx, const Problem& p,
 
 }  // namespace
 
-void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
-                        const Tensor& r_THR, const Tensor& table_RE, const AttentionParams& params,
-                        const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,
-                        const Tensor& dk_TGd, const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE) {
-  const char* op = "attention_backward";
+namespace attn {
+
+Problem check_backward(const char* op, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
+                       const Tensor& r_THR, const Tensor& table_RE, const AttentionParams& params,
+                       const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,
+                       const Tensor& dk_TGd, const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE) {
   const Problem p = make_problem(op, q_THd, k_TGd, v_TGd, r_THR, table_RE, params);
   require_device(op, "out_THd", out_THd, {p.T, p.H, p.d}, DType::BF16);
   require_device(op, "lse_HT", lse_HT, {p.H, p.T}, DType::F32);
@@ -320,21 +323,40 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
   require_device(op, "dv_TGd", dv_TGd, {p.T, p.G, p.d}, DType::BF16);
   require_device(op, "dr_THR", dr_THR, {p.T, p.H, p.R}, DType::BF16);
   require_device(op, "dtable_RE", dtable_RE, {p.R, p.E}, DType::F32);
-  if (p.T == 0 || p.H == 0) return;
-  const cudaStream_t stream = stream_of(ctx);
+  return p;
+}
 
-  // D[h, t] = dout . out, fp32. The workspace is freed on return; the device allocator's cudaFree
-  // waits for the kernels that use it.
+Tensor output_gradient_dots(const DeviceContext& ctx, const Problem& p, const Tensor& dout_THd, const Tensor& out_THd) {
+  // The workspace is freed by the caller in stream order (the device allocator's frees are stream-ordered).
   Tensor D = Tensor::empty({p.H, p.T}, DType::F32, *ctx.allocator);
   constexpr int kDotWarps = 8;
   const int64_t rows = static_cast<int64_t>(p.T) * p.H;
   attention_backward_dot_kernel<<<static_cast<unsigned>((rows + kDotWarps - 1) / kDotWarps), 32 * kDotWarps, 0,
-                                  stream>>>(p.T, p.H, p.d, dout_THd.data_as<__nv_bfloat16>(),
-                                            out_THd.data_as<__nv_bfloat16>(), D.data_as<float>());
+                                  stream_of(ctx)>>>(p.T, p.H, p.d, dout_THd.data_as<__nv_bfloat16>(),
+                                                    out_THd.data_as<__nv_bfloat16>(), D.data_as<float>());
   QUILL_CUDA_CHECK_LAUNCH("attention_backward_dot_kernel");
-  if (attn_tc::takes(p))
+  return D;
+}
+
+}  // namespace attn
+
+void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
+                        const Tensor& r_THR, const Tensor& table_RE, const AttentionParams& params,
+                        const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,
+                        const Tensor& dk_TGd, const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE) {
+  const char* op = "attention_backward";
+  const Problem p = check_backward(op, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT, dout_THd,
+                                   dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
+  if (p.T == 0 || p.H == 0) return;
+  // D[h, t] = dout . out, fp32.
+  const Tensor D = output_gradient_dots(ctx, p, dout_THd, out_THd);
+  if (attn_tc::takes(p)) {
+    if (attn_wg::backward_requested())  // QUILL_ATTENTION_WGMMA_BWD (attention_wg.h)
+      return attn_wg::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
+                               dv_TGd, dr_THR, dtable_RE, false);
     return attn_tc::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
                              dv_TGd, dr_THR, dtable_RE);
+  }
 
   switch (head_dim_pad(p.d)) {
     case 16: return launch_backward<16>(op, ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, dout_THd, lse_HT, D, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);

@@ -210,6 +210,14 @@ inline Problem make_problem(const char* op, const Tensor& q, const Tensor& k, co
 // The padded head dim a kernel is instantiated for.
 inline int head_dim_pad(int d) { return d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128; }
 
+// The backward's argument checks (every tensor's shape, dtype and device) and D[h, t] = dout[t, h] .
+// out[t, h] as an fp32 [H, T] workspace (attention_backward.cu; shared by its three paths).
+Problem check_backward(const char* op, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
+                       const Tensor& r_THR, const Tensor& table_RE, const ops::AttentionParams& params,
+                       const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,
+                       const Tensor& dk_TGd, const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE);
+Tensor output_gradient_dots(const DeviceContext& ctx, const Problem& p, const Tensor& dout_THd, const Tensor& out_THd);
+
 // Raises a kernel's dynamic shared-memory limit to `bytes`, after checking the device allows it.
 inline void set_smem(const char* op, const void* kernel, size_t bytes) {
   int dev = 0, limit = 0;

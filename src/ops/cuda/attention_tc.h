@@ -53,6 +53,12 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
               const Tensor& D_HT, const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd,
               const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE);
 
+// The pieces the wgmma backward (attention_wg_backward.cu) shares with this one: drb [T, H, E] fp32, zeroed
+// where no allowed pair stores; dq (bf16) = scale * the fp32 accumulator dq_acc [H][2][T_pad][64] in
+// attention_dq.cuh's layout.
+Tensor zeroed_bias_grad(const DeviceContext& ctx, const attn::Problem& p);
+void finish_dq(const DeviceContext& ctx, const attn::Problem& p, const Tensor& dq_acc, const Tensor& dq_THd);
+
 // Bias rows and their gradient (attention_tc_bias.cu). rb_THE [T, H, E] fp32 = r . table;
 // tau_T [T] fp32 = the log scaling of each position (p.log_scaling on).
 void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,

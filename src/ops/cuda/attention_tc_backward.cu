@@ -22,6 +22,7 @@
 // next key tile), so the waits are short. Shortest CTAs first instead of longest first costs the
 // tail of the grid little: a list-scheduling model of the global layer's 1,024 CTAs on 264 slots puts
 // it 1.3% above the old order (docs/decisions/deterministic-attention-backward.md).
+#include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/attention_tc.h"
 
@@ -35,42 +36,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 // The 64 x 64 dz tile: rows = keys, 8 chunks of 8 queries, chunk c of row r at c ^ (r % 8).
 __device__ __forceinline__ int swz64(int row, int chunk) { return row * kRows + ((chunk ^ (row & 7)) << 3); }
 
-// dQ partial sums reach the fp32 accumulator by bulk reductions (cp.reduce.async.bulk, Hopper's TMA unit):
-// each warp stages its 16 x 64 block (16 queries, one half of the head dims) in shared memory and one lane
-// adds it with a single 4 KiB reduction. For that the accumulator is laid out so a warp's block is
-// contiguous: [H][2 halves][T rounded up to 64][64], and within a row the 16-byte units are permuted,
-// unit u stored at u ^ (t % 8), in shared memory and in global memory alike (so the staging writes hit
-// different banks); dq_finish_kernel undoes it. (Before: one 256-byte reduction per row, [T, H, 128]: the
-// compiler serialised the 16 lanes' reductions, 11% of the kernel's instructions; float2 atomics were as slow.)
 constexpr int kDqStageFloats = 4 * 16 * 64;  // 4 warps x 16 rows x 64 floats
-__device__ __forceinline__ int dq_unit_col(int row, int col) { return ((((col >> 2) ^ row) & 15) << 2) | (col & 3); }
-
-__device__ __forceinline__ void bulk_reduce_add_f32(float* gdst, const float* ssrc, int bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst),
-               "r"(smem_addr(ssrc)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Between the generic proxy's counter accesses and the bulk (async proxy) reductions to global memory.
-__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void add_release(int* p, int v) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-// This warp's additions into dQ are complete: the next key tile's warp may add.
-__device__ __forceinline__ void release_turn(int*& counter) {
-  bulk_wait_all();
-  fence_proxy_async_global();
-  add_release(counter, 1);
-  counter = nullptr;
-}
+using namespace attn_dq;
 
 __global__ void __launch_bounds__(kThreads, 2)
     attention_tc_backward_kernel(TcProblem p, const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
@@ -309,6 +276,22 @@ __global__ void dq_finish_kernel(int T, int H, float scale, const float* __restr
 
 }  // namespace
 
+Tensor zeroed_bias_grad(const DeviceContext& ctx, const attn::Problem& p) {
+  // The kernels store every (t, u) with an allowed pair: u <= t and u < window. Zero the rest first.
+  Tensor drb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
+  const bool window_below_E = p.window > 0 && p.window < p.E;
+  const int64_t zero_rows = window_below_E ? p.T : std::min(p.T, p.E);
+  QUILL_CUDA_CHECK(cudaMemsetAsync(drb.data(), 0, zero_rows * p.H * p.E * sizeof(float), stream_of(ctx)));
+  return drb;
+}
+
+void finish_dq(const DeviceContext& ctx, const attn::Problem& p, const Tensor& dq_acc, const Tensor& dq_THd) {
+  const int64_t n4 = p.T * p.H * kD / 4;
+  dq_finish_kernel<<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, stream_of(ctx)>>>(
+      static_cast<int>(p.T), static_cast<int>(p.H), p.scale, dq_acc.data_as<float>(), dq_THd.data_as<__nv_bfloat16>());
+  QUILL_CUDA_CHECK_LAUNCH("dq_finish_kernel");
+}
+
 void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
               const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& lse_HT,
               const Tensor& D_HT, const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd,
@@ -323,11 +306,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
     rb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
     bias_rows(ctx, p, r_THR, table_RE, rb);
     tp.rb = rb.data_as<float>();
-    // The kernel stores every (t, u) with an allowed pair: u <= t and u < window. Zero the rest first.
-    drb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
-    const bool window_below_E = p.window > 0 && p.window < p.E;
-    const int64_t zero_rows = window_below_E ? p.T : std::min(p.T, p.E);
-    QUILL_CUDA_CHECK(cudaMemsetAsync(drb.data(), 0, zero_rows * p.H * p.E * sizeof(float), stream));
+    drb = zeroed_bias_grad(ctx, p);
   } else if (p.R > 0) {
     QUILL_CUDA_CHECK(cudaMemsetAsync(dr_THR.data(), 0, dr_THR.nbytes(), stream));
   }
@@ -363,10 +342,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
       dq_order.defined() ? dq_order.data_as<int>() : nullptr, longest_first, ordered && longest_first);
   QUILL_CUDA_CHECK_LAUNCH("attention_tc_backward_kernel");
 
-  const int64_t n4 = p.T * p.H * kD / 4;
-  dq_finish_kernel<<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, stream>>>(
-      static_cast<int>(p.T), static_cast<int>(p.H), p.scale, dq_acc.data_as<float>(), dq_THd.data_as<__nv_bfloat16>());
-  QUILL_CUDA_CHECK_LAUNCH("dq_finish_kernel");
+  finish_dq(ctx, p, dq_acc, dq_THd);
   if (bias) bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE);
 }
 

@@ -24,11 +24,23 @@ struct Options {
 // 0 off, 1 default form, 2 split form, 3 setmaxnreg form (QUILL_ATTENTION_WGMMA, read once).
 int requested_mode();
 
+// QUILL_ATTENTION_WGMMA_BWD=1 sends attention_backward's head-dim-128 calls to the wgmma backward below
+// (read once); unset or 0: the mma.sync backward.
+bool backward_requested();
+
 // True when the current device can run this path (compute capability 9.0).
 bool device_supported();
 
 void attention_forward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
                              const Tensor& r_THR, const Tensor& table_RE, const ops::AttentionParams& params,
                              const Tensor& out_THd, const Tensor& lse_HT, const Options& options = {});
+
+// The Hopper backward (attention_wg_backward.cu): ops::attention_backward's arguments and outputs, head dim
+// 128 only. Options: only sync_check applies.
+void attention_backward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
+                              const Tensor& r_THR, const Tensor& table_RE, const ops::AttentionParams& params,
+                              const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,
+                              const Tensor& dk_TGd, const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE,
+                              const Options& options = {});
 
 }  // namespace quill::cuda::attn_wg

@@ -19,6 +19,16 @@ int requested_mode() {
   return mode;
 }
 
+bool backward_requested() {
+  static const bool on = [] {
+    const char* v = std::getenv("QUILL_ATTENTION_WGMMA_BWD");
+    if (v == nullptr || v[0] == '\0' || (v[0] == '0' && v[1] == '\0')) return false;
+    QUILL_CHECK(v[0] == '1' && v[1] == '\0', "QUILL_ATTENTION_WGMMA_BWD must be 0 or 1, got '{}'", v);
+    return true;
+  }();
+  return on;
+}
+
 bool device_supported() {
   int dev = 0, major = 0, minor = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));

@@ -1,0 +1,486 @@
+// Attention backward for head dim 128 on Hopper (sm_90a), FlashAttention-3 style: the five tile
+// products as warpgroup MMAs (wgmma) from shared memory and registers, Q / dO / bias streamed by TMA on
+// mbarriers from a producer warp, two consumer warpgroups. Math: ops/attention.h and the comment of
+// attention_backward.cu; the same outputs as the mma.sync backward (attention_tc_backward.cu): dk, dv
+// written once from registers, dQ added in a fixed order into an fp32 accumulator (attention_dq.cuh),
+// drb [T, H, E] stored per allowed pair and reduced by attn_tc::bias_rows_backward. Tiles, shared memory
+// and schedule: attention_wg_bwd_layout.h; design: docs/decisions/attention-wgmma.md.
+//
+// CTA: one (128-key tile, kv head), 256 threads: warpgroups 0 and 1 own 64 keys each (keys as the M
+// rows of every product, so dK and dV accumulate in registers); thread 0 also issues every TMA, one step
+// ahead (why no producer warp: attention_wg_bwd_layout.h). Per step (query head h, 64 queries from t0),
+// warpgroup w:
+//   S^T  = K_w Q^T              8 x wgmma.m64n64k16, both from shared memory (K-major)
+//   dP^T = V_w dO^T             8 x wgmma.m64n64k16, both from shared memory (K-major)
+//   P^T  = exp2(c_qk S^T + c_b bias - lse log2 e), masked; the bias from the band's TMA boxes
+//   dV  += P^T dO               4 x wgmma.m64n128k16, P^T from registers, dO MN-major
+//   dS^T = tau P^T (dP^T - D);  drb[t, h, t - s] = dS^T where t - s < E
+//   dK  += dS^T Q               4 x wgmma.m64n128k16, dS^T from registers, Q MN-major
+//   dS^T to shared memory; both warpgroups' halves complete (named barrier)
+//   dQ[:, 64 w ..] = dS K       8 x wgmma.m64n64k16 over all 128 keys, dS and K MN-major
+//   dQ staged in shared memory, added by one bulk reduction after the key tiles below this one
+// The two warpgroups' products interleave on the tensor cores; within one, S^T and dP^T are issued
+// together, and the softmax of S^T runs while dP^T is computed.
+#include "ops/cuda/attention_dq.cuh"
+#include "ops/cuda/attention_tc.h"
+#include "ops/cuda/attention_wg.cuh"
+#include "ops/cuda/attention_wg.h"
+#include "ops/cuda/attention_wg_bwd_layout.h"
+#include "ops/cuda/attention_wg_internal.h"
+
+namespace quill::cuda::attn_wg {
+namespace {
+
+using namespace bwd;
+using namespace attn_dq;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kConsumerWarps = 4 * kConsumerWgs;
+constexpr int kBarConsumers = 1;  // named barrier over both consumer warpgroups; 2 + w: warpgroup w alone
+
+struct BwdArgs {
+  CUtensorMap q_map, k_map, v_map, do_map, b_map;
+  WgProblem p;
+  const float* lse;  // [H, T]
+  const float* D;    // [H, T]
+  float* dq_acc;     // [H][2][t_pad][64] (attention_dq.cuh)
+  int* dq_order;     // [H][t_pad / 64][2]: additions so far per (head, query tile, head-dim half)
+  float* drb;        // [T, H, E] or null
+  __nv_bfloat16* dk;
+  __nv_bfloat16* dv;
+};
+
+struct Smem {
+  uint32_t base;
+  __device__ uint32_t k(int w, int half) const { return base + bwd::kSmemK + (2 * w + half) * kBoxBytes; }
+  __device__ uint32_t v(int w, int half) const { return base + bwd::kSmemV + (2 * w + half) * kBoxBytes; }
+  __device__ uint32_t q(int st, int half) const { return base + bwd::kSmemQ + (2 * st + half) * kBoxBytes; }
+  __device__ uint32_t dout(int st, int half) const { return base + kSmemDo + (2 * st + half) * kBoxBytes; }
+  __device__ uint32_t bias(int block) const { return base + bwd::kSmemBias + block * kBoxBytes; }
+  __device__ uint32_t ds(int w) const { return base + kSmemDs + w * kBoxBytes; }
+  __device__ uint32_t dq_stage(int w) const { return base + kSmemDqStage + w * kDqStageBytes; }
+  __device__ uint32_t rows(int w, int buf, int kind) const {
+    return base + kSmemRows + ((w * 2 + buf) * kRowFloats + kind) * kQueries * 4;
+  }
+  __device__ uint32_t bar(int i) const { return base + bwd::kSmemBarriers + 8 * i; }
+  __device__ uint32_t kv_full() const { return bar(0); }
+  __device__ uint32_t q_full(int st) const { return bar(1 + st); }
+  __device__ uint32_t q_empty(int st) const { return bar(1 + bwd::kStages + st); }
+  __device__ uint32_t b_full() const { return bar(1 + 2 * bwd::kStages); }
+};
+enum : int { kRowLse = 0, kRowD = 1, kRowTau = 2 };  // tau is not loaded (0) without log scaling
+
+__device__ __forceinline__ float2 ld_shared_f2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+// The step order of a CTA: query tiles from the last down to the diagonal (outer), the group's query heads
+// (inner). Every key tile walks the query tiles in the same order, so a CTA reaches each (head, query tile)
+// one step after the key tile below it, which adds into that dQ block first: the ordered additions wait
+// about one step.
+struct Schedule {
+  int s0, kvh, heads_per_kv, n_qt, n_steps;
+  __device__ Schedule(const WgProblem& p, int kt, int kvh_) : s0(kt * kKeys), kvh(kvh_), heads_per_kv(p.H / p.G) {
+    n_qt = query_tile_count(s0, p.T, p.window);
+    n_steps = n_qt * heads_per_kv;
+  }
+  __device__ int head(int it) const { return kvh * heads_per_kv + it % heads_per_kv; }
+  __device__ int t0(int it) const { return first_query(s0) + (n_qt - 1 - it / heads_per_kv) * kQueries; }
+};
+
+// The loads, issued by thread 0: K and V once; per step Q and dO into stage it % kStages (after both
+// warpgroups released the step that used it before) and the bias boxes (one stage; issued once both
+// warpgroups have read the previous step's).
+struct Loader {
+  const Smem& sm;
+  const BwdArgs& a;
+  const Schedule& sc;
+
+  __device__ void keys_and_values() const {
+    mbar_arrive_expect_tx(sm.kv_full(), 8 * kBoxBytes);
+#pragma unroll
+    for (int w = 0; w < kConsumerWgs; ++w)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        tma_load_3d(sm.k(w, half), &a.k_map, sm.kv_full(), half * kHalfCols, sc.kvh, sc.s0 + kWgKeys * w);
+        tma_load_3d(sm.v(w, half), &a.v_map, sm.kv_full(), half * kHalfCols, sc.kvh, sc.s0 + kWgKeys * w);
+      }
+  }
+  __device__ void queries(int it) const {
+    if (it >= sc.n_steps) return;
+    const int h = sc.head(it), t0 = sc.t0(it), st = it % bwd::kStages;
+    mbar_wait(sm.q_empty(st), ((it / bwd::kStages) & 1) ^ 1, 0);
+    mbar_arrive_expect_tx(sm.q_full(st), 4 * kBoxBytes);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tma_load_3d(sm.q(st, half), &a.q_map, sm.q_full(st), half * kHalfCols, h, t0);
+      tma_load_3d(sm.dout(st, half), &a.do_map, sm.q_full(st), half * kHalfCols, h, t0);
+    }
+  }
+  __device__ void bias(int it) const {
+    if (it >= sc.n_steps || !(a.p.has_bias && step_has_bias(sc.t0(it), sc.s0, a.p.E))) return;
+    const int h = sc.head(it), t0 = sc.t0(it);
+    mbar_arrive_expect_tx(sm.b_full(), 4 * kBoxBytes);
+#pragma unroll
+    for (int blk = 0; blk < 4; ++blk) {
+      const int kb = sc.s0 / kBiasCols + blk;  // key block of 32
+      tma_load_4d(sm.bias(blk), &a.b_map, sm.b_full(), 0, t0 - kBiasCols * kb, kb, h);
+    }
+  }
+};
+
+struct Consumer {
+  Smem sm;
+  const BwdArgs& a;
+  const Schedule& sc;
+  const Loader& load;  // used by thread 0 of warpgroup 0 only
+  int w, tid, lane, warp, g, c, sw;
+  bool loader;
+
+  __device__ Consumer(const Smem& sm_, const BwdArgs& a_, const Schedule& sc_, const Loader& load_, int w_, int tid_)
+      : sm(sm_), a(a_), sc(sc_), load(load_), w(w_), tid(tid_) {
+    loader = w == 0 && tid == 0;
+    lane = tid & 31;
+    warp = tid >> 5;
+    g = lane >> 2;
+    c = lane & 3;
+    sw = sc.s0 + kWgKeys * w;
+  }
+
+  // The per-query lse, D and tau of step it into shared-memory buffer buf (threads 0-63 of the warpgroup,
+  // one query each; cp.async, so nothing waits in registers): complete after cp_async_wait_all() and the
+  // next warpgroup barrier. Zero past T (those queries are masked).
+  __device__ void load_rows(int it, int buf) const {
+    if (tid >= kQueries || it >= sc.n_steps) return;
+    const int h = sc.head(it), t = sc.t0(it) + tid;
+    const bool in = t < a.p.T;
+    const int64_t ht = static_cast<int64_t>(h) * a.p.T + t;
+    const float* src[3] = {a.lse + ht, a.D + ht, a.p.tau != nullptr ? a.p.tau + t : a.lse + ht};
+    const bool copy[3] = {in, in, in && a.p.tau != nullptr};
+#pragma unroll
+    for (int k = 0; k < 3; ++k)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sm.rows(w, buf, k) + 4 * tid),
+                   "l"(copy[k] ? src[k] : a.lse), "r"(copy[k] ? 4 : 0)
+                   : "memory");
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  __device__ void rows_landed() const {
+    if (tid < kQueries) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  }
+
+  // acc (64 keys x 64 queries) = A_w (keys x head dim) . B^T (queries x head dim), both K-major.
+  __device__ void issue_keys_by_queries(float (&acc)[32], uint32_t a_box0, uint32_t b_box0) const {
+    fence_regs(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
+      wgmma_m64n64k16_ss(acc, k_major_desc(a_box0 + off), k_major_desc(b_box0 + off), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    fence_regs(acc);
+  }
+  // acc (64 keys x 128 head dims) += A (64 keys x 64 queries, registers) . rows (64 queries x 128, MN-major).
+  __device__ void issue_acc_rows(float (&acc)[64], const uint32_t (&af)[4][4], uint32_t rows_box0) const {
+    fence_regs(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_rs_tb(acc, af[kk], mn_major_desc(rows_box0 + kk * 16 * kRowBytes), 1);
+    wgmma_commit();
+    fence_regs(acc);
+  }
+  // dq (64 queries x head dims 64 w ..) = dS (all 128 keys, MN-major) . K (keys x those head dims, MN-major).
+  __device__ void issue_dq(float (&dq)[32]) const {
+    fence_regs(dq);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      const uint32_t rows = (kk % 4) * 16 * kRowBytes;
+      wgmma_m64n64k16_ss_tt(dq, mn_major_desc(sm.ds(kk / 4) + rows), mn_major_desc(sm.k(kk / 4, w) + rows),
+                            kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    fence_regs(dq);
+  }
+  __device__ void release(uint32_t bar) const {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  }
+
+  __device__ void run() {
+    float dk[64], dv[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.0f;
+    int nb = 0;
+    const bool has_tau = a.p.tau != nullptr;
+    int* pending = nullptr;  // thread 0: the counter to advance once the last reduction has landed
+    const int64_t t_pad = (a.p.T + kQueries - 1) / kQueries * kQueries;
+    load_rows(0, 0);
+    rows_landed();
+    named_barrier(2 + w, 128);
+    mbar_wait(sm.kv_full(), 0, 2);
+
+    for (int it = 0; it < sc.n_steps; ++it) {
+      // Every shared-memory address and fragment coordinate below derives from these; making them opaque
+      // per step stops the compiler from hoisting ~50 loop-invariant addresses and descriptors into
+      // registers for the whole loop (with them the consumer spilled; ptxas -v).
+      asm volatile("" : "+r"(sm.base), "+r"(g), "+r"(c), "+r"(warp));
+      const int h = sc.head(it), t0 = sc.t0(it), st = it % bwd::kStages, buf = it & 1;
+      if (loader) load.queries(it + 1);
+      load_rows(it + 1, buf ^ 1);  // lands during this step's products
+      const bool has_bias = a.p.has_bias && step_has_bias(t0, sc.s0, a.p.E);
+      const bool full = pair_fully_allowed(t0, sw, a.p.T, a.p.window);
+      if (has_bias) mbar_wait(sm.b_full(), nb & 1, 3);
+      mbar_wait(sm.q_full(st), (it / bwd::kStages) & 1, 4);
+
+      float s[32], dp[32];
+      issue_keys_by_queries(s, sm.k(w, 0), sm.q(st, 0));
+      issue_keys_by_queries(dp, sm.v(w, 0), sm.dout(st, 0));
+      wgmma_wait<1>();
+      fence_regs(s);
+
+      // P^T. Element i: key row 16 warp + g + 8 ((i / 2) % 2), query column 8 (i / 4) + 2 c + (i % 2).
+#pragma unroll
+      for (int q = 0; q < 16; ++q) {
+        const int sel = q & 1, col = 8 * (q >> 1) + 2 * c;
+        const int kr = 16 * warp + g + 8 * sel;  // key row in this warpgroup
+        // x = log2 e (tau (scale S + bias) - lse): the exponent of P in base 2.
+        const float2 lse = ld_shared_f2(sm.rows(w, buf, kRowLse) + 4 * col);
+        const float2 tau = has_tau ? ld_shared_f2(sm.rows(w, buf, kRowTau) + 4 * col) : make_float2(1.0f, 1.0f);
+        float b0 = 0.0f, b1 = 0.0f;
+        if (has_bias) {
+          const int key = kWgKeys * w + kr;  // key in the CTA's 128
+          const uint32_t box = sm.bias(key / kBiasCols);
+          b0 = ld_shared_f32(box + swizzle128(col, 4 * (key % kBiasCols)));
+          b1 = ld_shared_f32(box + swizzle128(col + 1, 4 * (key % kBiasCols)));
+        }
+        const float l0 = tau.x * kLog2e, l1 = tau.y * kLog2e;
+        float p0 = fast_exp2(fmaf(l0, fmaf(a.p.scale, s[2 * q], b0), -lse.x * kLog2e));
+        float p1 = fast_exp2(fmaf(l1, fmaf(a.p.scale, s[2 * q + 1], b1), -lse.y * kLog2e));
+        if (!full) {
+          const int sk = sw + kr, t = t0 + col;
+          const bool ok0 = (t < a.p.T) & (sk <= t) & ((a.p.window == 0) | (t - sk < a.p.window));
+          const bool ok1 = (t + 1 < a.p.T) & (sk <= t + 1) & ((a.p.window == 0) | (t + 1 - sk < a.p.window));
+          p0 = ok0 ? p0 : 0.0f;
+          p1 = ok1 ? p1 : 0.0f;
+        }
+        s[2 * q] = p0;
+        s[2 * q + 1] = p1;
+      }
+      if (has_bias) ++nb;
+      uint32_t pf[4][4];
+#pragma unroll
+      for (int n = 0; n < 16; ++n) pf[n / 4][n % 4] = pack_bf16(s[2 * n], s[2 * n + 1]);
+      issue_acc_rows(dv, pf, sm.dout(st, 0));
+      wgmma_wait<0>();  // dP^T and dV
+      fence_regs(dp);
+      fence_regs(dv);
+      fence_regs(pf);
+
+      // dS^T = tau P^T (dP^T - D); its bias-row gradient.
+#pragma unroll
+      for (int q = 0; q < 16; ++q) {
+        const int sel = q & 1, col = 8 * (q >> 1) + 2 * c;
+        const float2 tau = has_tau ? ld_shared_f2(sm.rows(w, buf, kRowTau) + 4 * col) : make_float2(1.0f, 1.0f);
+        const float2 dd = ld_shared_f2(sm.rows(w, buf, kRowD) + 4 * col);
+        dp[2 * q] = tau.x * s[2 * q] * (dp[2 * q] - dd.x);
+        dp[2 * q + 1] = tau.y * s[2 * q + 1] * (dp[2 * q + 1] - dd.y);
+        if (has_bias && a.drb != nullptr) {
+          const int sk = sw + 16 * warp + g + 8 * sel, t = t0 + col;
+          // Allowed pairs closer than E own a drb slot; P = 0 elsewhere, so testing the distance and the
+          // mask's conditions is enough.
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int te = t + e, u = te - sk;
+            if (te < a.p.T && u >= 0 && u < a.p.E && (a.p.window == 0 || u < a.p.window))
+              a.drb[(static_cast<int64_t>(te) * a.p.H + h) * a.p.E + u] = dp[2 * q + e];
+          }
+        }
+      }
+      uint32_t df[4][4];
+#pragma unroll
+      for (int n = 0; n < 16; ++n) df[n / 4][n % 4] = pack_bf16(dp[2 * n], dp[2 * n + 1]);
+      issue_acc_rows(dk, df, sm.q(st, 0));
+
+      // dS^T into shared memory for dQ: key row r, queries along the row (128-byte swizzle). The other
+      // warpgroup's dQ of the previous step has finished reading it (it waited before reaching here).
+      named_barrier(kBarConsumers, 256);
+      if (loader) load.bias(it + 1);  // both warpgroups are past this step's bias
+#pragma unroll
+      for (int n = 0; n < 16; ++n) {
+        const int r = 16 * warp + g + 8 * (n & 1), col = 8 * (n >> 1) + 2 * c;
+        st_shared_b32(sm.ds(w) + swizzle128(r, 2 * col), df[n / 4][n % 4]);
+      }
+      fence_proxy_async_smem();
+      named_barrier(kBarConsumers, 256);
+      float dq[32];
+      issue_dq(dq);
+      wgmma_wait<0>();  // dK and dQ
+      fence_regs(dk);
+      fence_regs(dq);
+      fence_regs(df);
+      release(sm.q_empty(st));
+
+      // dQ: the previous reduction has landed (its counter advanced), the staging block is free.
+      if (tid == 0 && pending != nullptr) release_turn(pending);
+      rows_landed();
+      named_barrier(2 + w, 128);
+      const uint32_t stage = sm.dq_stage(w);
+#pragma unroll
+      for (int n = 0; n < 16; ++n) {
+        const int r = 16 * warp + g + 8 * (n & 1), col = 8 * (n >> 1) + 2 * c;
+        st_shared_f2(stage + 4 * (r * 64 + dq_unit_col(r & 7, col)), dq[2 * n], dq[2 * n + 1]);
+      }
+      fence_proxy_async_smem();
+      named_barrier(2 + w, 128);
+      if (tid == 0) {
+        const int qt = t0 / kQueries;
+        int* order = a.dq_order + ((static_cast<int64_t>(h) * (t_pad / kQueries) + qt) * 2 + w);
+        const int before = additions_before(sc.s0 / kKeys, t0, a.p.window);
+        while (load_acquire(order) != before) {
+        }
+        fence_proxy_async_global();
+        float* dst = a.dq_acc + ((static_cast<int64_t>(h) * 2 + w) * t_pad + t0) * 64;
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                     "r"(stage), "r"(kDqStageBytes)
+                     : "memory");
+        bulk_commit();
+        pending = order;
+      }
+    }
+    if (tid == 0 && pending != nullptr) release_turn(pending);
+
+    // dk = scale * dK, dv = dV, bf16. Element i: key row 16 warp + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 c + (i % 2).
+#pragma unroll
+    for (int sel = 0; sel < 2; ++sel) {
+      const int sk = sw + 16 * warp + g + 8 * sel;
+      if (sk >= a.p.T) continue;
+      __nv_bfloat16* dk_s = a.dk + (static_cast<int64_t>(sk) * a.p.G + sc.kvh) * kD;
+      __nv_bfloat16* dv_s = a.dv + (static_cast<int64_t>(sk) * a.p.G + sc.kvh) * kD;
+#pragma unroll
+      for (int q = 0; q < 16; ++q) {
+        const int i = 4 * q + 2 * sel;
+        *reinterpret_cast<__nv_bfloat162*>(dk_s + 8 * q + 2 * c) =
+            __floats2bfloat162_rn(a.p.scale * dk[i], a.p.scale * dk[i + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(dv_s + 8 * q + 2 * c) = __floats2bfloat162_rn(dv[i], dv[i + 1]);
+      }
+    }
+  }
+};
+
+__global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel(const __grid_constant__ BwdArgs a) {
+  extern __shared__ unsigned char smem_raw[];
+  const Smem sm{(smem_u32(smem_raw) + 1023u) & ~1023u};
+  // Lowest key tile first (the CTAs with the most steps); kv heads fastest. The ordered dQ additions go
+  // lowest key tile first too, so a CTA only ever waits for CTAs launched before it.
+  const Schedule sc(a.p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x));
+  const Loader load{sm, a, sc};
+  if (threadIdx.x == 0) {
+    mbar_init(sm.kv_full(), 1);
+    for (int st = 0; st < bwd::kStages; ++st) {
+      mbar_init(sm.q_full(st), 1);
+      mbar_init(sm.q_empty(st), kConsumerWarps);
+    }
+    mbar_init(sm.b_full(), 1);
+    mbar_init_fence();
+    tma_prefetch_descriptor(&a.q_map);
+    tma_prefetch_descriptor(&a.k_map);
+    tma_prefetch_descriptor(&a.v_map);
+    tma_prefetch_descriptor(&a.do_map);
+    if (a.p.has_bias) tma_prefetch_descriptor(&a.b_map);
+    load.keys_and_values();
+    load.queries(0);
+    load.bias(0);
+  }
+  __syncthreads();
+  Consumer cons(sm, a, sc, load, static_cast<int>(threadIdx.x) / 128, static_cast<int>(threadIdx.x) % 128);
+  cons.run();
+}
+
+}  // namespace
+
+void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
+              const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& lse_HT, const Tensor& D_HT,
+              const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd, const Tensor& dv_TGd,
+              const Tensor& dr_THR, const Tensor& dtable_RE, bool sync_check) {
+  const char* op = "attention_backward_wgmma";
+  QUILL_CHECK(p.d == kD, "{}: head dim {} is not supported (this path is for head dim {} only)", op, p.d, kD);
+  QUILL_CHECK(device_supported(), "{}: needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)", op);
+  if (p.T == 0 || p.H == 0) return;
+  const cudaStream_t stream = stream_of(ctx);
+  BwdArgs a{};
+  a.p = WgProblem{static_cast<int>(p.T), static_cast<int>(p.H), static_cast<int>(p.G), static_cast<int>(p.E),
+                  static_cast<int>(p.window), p.scale, nullptr, 0};
+  a.q_map = rows_map("q_THd", q_THd.data(), p.T, p.H);
+  a.do_map = rows_map("dout_THd", dout_THd.data(), p.T, p.H);
+  a.k_map = rows_map("k_TGd", k_TGd.data(), p.T, p.G);
+  a.v_map = rows_map("v_TGd", v_TGd.data(), p.T, p.G);
+  a.b_map = a.q_map;  // never read without a band (has_bias = 0)
+  Tensor band, drb, tau;
+  if (p.R > 0 && p.E > 0) {
+    band = Tensor::empty({band_floats(p.T, p.H, p.E)}, DType::F32, *ctx.allocator);
+    write_bias_band(ctx, p, r_THR, table_RE, band);
+    a.b_map = band_map(band.data(), p.T, p.H, p.E);
+    a.p.has_bias = 1;
+    drb = attn_tc::zeroed_bias_grad(ctx, p);
+    a.drb = drb.data_as<float>();
+  } else if (p.R > 0) {
+    QUILL_CUDA_CHECK(cudaMemsetAsync(dr_THR.data(), 0, dr_THR.nbytes(), stream));
+  }
+  if (p.log_scaling) {
+    tau = Tensor::empty({p.T}, DType::F32, *ctx.allocator);
+    attn_tc::tau_rows(ctx, p, tau);
+    a.p.tau = tau.data_as<float>();
+  }
+  const int64_t t_pad = (p.T + kQueries - 1) / kQueries * kQueries;
+  Tensor dq_acc = Tensor::empty({p.H, 2, t_pad, kD / 2}, DType::F32, *ctx.allocator);
+  QUILL_CUDA_CHECK(cudaMemsetAsync(dq_acc.data(), 0, dq_acc.nbytes(), stream));
+  Tensor dq_order = Tensor::empty({p.H, t_pad / kQueries, 2}, DType::I32, *ctx.allocator);
+  QUILL_CUDA_CHECK(cudaMemsetAsync(dq_order.data(), 0, dq_order.nbytes(), stream));
+  a.lse = lse_HT.data_as<float>();
+  a.D = D_HT.data_as<float>();
+  a.dq_acc = dq_acc.data_as<float>();
+  a.dq_order = dq_order.data_as<int>();
+  a.dk = dk_TGd.data_as<__nv_bfloat16>();
+  a.dv = dv_TGd.data_as<__nv_bfloat16>();
+
+  const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel);
+  attn::set_smem(op, kernel, bwd::kSmemBytes);
+  const dim3 grid(static_cast<unsigned>(p.G), static_cast<unsigned>((p.T + kKeys - 1) / kKeys));
+  attention_wg_backward_kernel<<<grid, bwd::kThreads, bwd::kSmemBytes, stream>>>(a);
+  QUILL_CUDA_CHECK_LAUNCH("attention_wg_backward_kernel");
+  if (sync_check) {
+    const cudaError_t err = cudaStreamSynchronize(stream);
+    QUILL_CHECK(err == cudaSuccess, "{}: the kernel failed: {}", op, cudaGetErrorString(err));
+  }
+  attn_tc::finish_dq(ctx, p, dq_acc, dq_THd);
+  if (a.p.has_bias) attn_tc::bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE);
+}
+
+void attention_backward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
+                              const Tensor& r_THR, const Tensor& table_RE, const ops::AttentionParams& params,
+                              const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,
+                              const Tensor& dk_TGd, const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE,
+                              const Options& options) {
+  const attn::Problem p = attn::check_backward("attention_backward_wgmma", q_THd, k_TGd, v_TGd, r_THR, table_RE, params,
+                                               out_THd, lse_HT, dout_THd, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
+  if (p.T == 0 || p.H == 0) return;
+  const Tensor D = attn::output_gradient_dots(ctx, p, dout_THd, out_THd);
+  backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE,
+           options.sync_check);
+}
+
+}  // namespace quill::cuda::attn_wg

@@ -1,0 +1,198 @@
+// The Hopper attention backward (src/ops/cuda/attention_wg_backward.cu, entry point
+// attention_backward_wgmma) against the CPU reference on the head-dim-128 shapes of the attention tests
+// plus GQA ratios, partial key tiles (T not a multiple of 128), windows and E beyond T, with the same
+// tolerances as tests/cuda/attention_test.cc; against the mma.sync backward on the slice's shapes; and
+// bit for bit against itself (its dQ additions go in a fixed order). Skips without an sm_90 GPU.
+// Legend: T positions, H query heads, G kv heads, R bias rank, E bias extent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cuda/attention_inputs.h"
+#include "cuda/harness.h"
+#include "ops/attention.h"
+#include "ops/cuda/attention_wg.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using ops::AttentionParams;
+using test::poisoned_output;
+using test::random_tensor;
+using test::round_bf16;
+using test::to_device;
+using test::to_host_f32;
+
+#define QUILL_REQUIRE_SM90()                                                                               \
+  do {                                                                                                     \
+    QUILL_REQUIRE_GPU();                                                                                   \
+    if (!cuda::attn_wg::device_supported()) GTEST_SKIP() << "the wgmma backward needs a compute 9.0 GPU"; \
+  } while (0)
+
+constexpr int64_t kD = 128;
+
+struct Case {
+  std::string name;
+  int64_t T, H, G, R, E;
+  int64_t window;
+  bool log_scaling = false;
+  double log_floor = 128000.0;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Case> cases() {
+  return {
+      {"T300_window70_E130", 300, 2, 1, 16, 130, 70},
+      {"T300_global_E300", 300, 4, 1, 16, 300, 0},
+      {"T77_G_eq_H_E_beyond_T_log_scaling", 77, 4, 4, 5, 200, 0, true, 10.0},
+      {"T200_window64_E_above_window", 200, 8, 2, 16, 96, 64},
+      {"T129_R1_E2_window3", 129, 2, 1, 1, 2, 3},
+      {"realistic_local_T1024", 1024, 8, 2, 16, 512, 512},
+      {"realistic_global_T1024_log_scaling", 1024, 8, 2, 16, 1024, 0, true, 300.0},
+      {"T64_one_tile_no_bias", 64, 1, 1, 0, 4, 0},
+      {"T37_gqa8_one_partial_tile", 37, 8, 1, 4, 9, 0},
+      {"T250_gqa4_window100_E40", 250, 8, 2, 16, 40, 100},
+      {"T130_E1_global", 130, 2, 2, 3, 1, 0},
+      {"T513_window511_E512_log_scaling", 513, 4, 2, 16, 512, 511, true, 64.0},
+      {"T384_window1", 384, 2, 1, 16, 64, 1},
+      {"T700_window200_E300_three_key_tiles_per_window", 700, 4, 1, 16, 300, 200},
+  };
+}
+
+AttentionParams params_of(const Case& c) {
+  AttentionParams p;
+  p.window = c.window;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(kD));
+  p.log_scaling = c.log_scaling;
+  p.log_floor = c.log_floor;
+  p.log_alpha = 0.1;
+  return p;
+}
+
+struct Grads {
+  Tensor dq, dk, dv, dr, dtable;  // host fp32; dtable is the increment over the prior
+};
+
+struct Problem {
+  Case c;
+  AttentionParams p;
+  test::AttentionHost in;
+  Tensor out, lse, dout, dtable_prior;  // host: out rounded to bf16 (what the GPU forward stores)
+};
+
+Problem make_problem(const Case& c, uint64_t seed) {
+  Problem pr{c, params_of(c), test::attention_inputs(c.T, c.H, c.G, kD, c.R, c.E, seed), {}, {}, {}, {}};
+  Tensor out_f = Tensor::empty({c.T, c.H, kD}, DType::F32);
+  pr.lse = Tensor::empty({c.H, c.T}, DType::F32);
+  ops::attention_forward(DeviceContext::cpu(), pr.in.q, pr.in.k, pr.in.v, pr.in.r, pr.in.table, pr.p, out_f, pr.lse);
+  pr.out = round_bf16(out_f);
+  pr.dout = round_bf16(random_tensor({c.T, c.H, kD}, DType::F32, seed + 99));
+  pr.dtable_prior = random_tensor({c.R, c.E}, DType::F32, seed + 98);
+  return pr;
+}
+
+Grads cpu_grads(const Problem& pr) {
+  const Case& c = pr.c;
+  Grads g{Tensor::empty({c.T, c.H, kD}, DType::F32), Tensor::empty({c.T, c.G, kD}, DType::F32),
+          Tensor::empty({c.T, c.G, kD}, DType::F32), Tensor::empty({c.T, c.H, c.R}, DType::F32),
+          Tensor::zeros({c.R, c.E}, DType::F32)};
+  ops::attention_backward(DeviceContext::cpu(), pr.in.q, pr.in.k, pr.in.v, pr.in.r, pr.in.table, pr.p, pr.out, pr.lse,
+                          pr.dout, g.dq, g.dk, g.dv, g.dr, g.dtable);
+  return g;
+}
+
+// The wgmma backward (wgmma = true) or ops::attention_backward's default path on the GPU; outputs poisoned
+// and guarded, dtable accumulated into the prior (the increment is returned).
+Grads gpu_grads(const Problem& pr, bool wgmma) {
+  const Case& c = pr.c;
+  const test::AttentionOnGpu dev = test::upload(pr.in);
+  const Tensor out_d = to_device(pr.out, DType::BF16), lse_d = to_device(pr.lse, DType::F32),
+               dout_d = to_device(pr.dout, DType::BF16);
+  auto dq = poisoned_output({c.T, c.H, kD}, DType::BF16);
+  auto dk = poisoned_output({c.T, c.G, kD}, DType::BF16);
+  auto dv = poisoned_output({c.T, c.G, kD}, DType::BF16);
+  auto dr = poisoned_output({c.T, c.H, c.R}, DType::BF16);
+  auto dtable = test::to_guarded_device(pr.dtable_prior, DType::F32);
+  if (wgmma) {
+    cuda::attn_wg::Options options;
+    options.sync_check = true;
+    cuda::attn_wg::attention_backward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out_d, lse_d,
+                                            dout_d, dq->tensor(), dk->tensor(), dv->tensor(), dr->tensor(),
+                                            dtable->tensor(), options);
+  } else {
+    ops::attention_backward(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out_d, lse_d, dout_d,
+                            dq->tensor(), dk->tensor(), dv->tensor(), dr->tensor(), dtable->tensor());
+  }
+  for (auto* t : {dq.get(), dk.get(), dv.get(), dr.get(), dtable.get()})
+    EXPECT_TRUE(t->guards_intact()) << c.name << ": a gradient was written outside its bounds";
+  Grads g{to_host_f32(dq->tensor()), to_host_f32(dk->tensor()), to_host_f32(dv->tensor()), to_host_f32(dr->tensor()),
+          to_host_f32(dtable->tensor())};
+  for (int64_t i = 0; i < g.dtable.numel(); ++i) g.dtable.data_as<float>()[i] -= pr.dtable_prior.data_as<float>()[i];
+  return g;
+}
+
+void expect_grads_close(const std::string& what, const Grads& got, const Grads& ref, double tol, double dtable_tol) {
+  const std::pair<const char*, std::pair<const Tensor*, const Tensor*>> parts[] = {
+      {"dq", {&got.dq, &ref.dq}}, {"dk", {&got.dk, &ref.dk}}, {"dv", {&got.dv, &ref.dv}}, {"dr", {&got.dr, &ref.dr}}};
+  for (const auto& [name, pair] : parts) {
+    const double err = test::expect_close(what + " " + name, *pair.first, *pair.second, tol);
+    ::testing::Test::RecordProperty(std::string(name), std::to_string(err));
+  }
+  if (ref.dtable.numel() > 0) test::expect_close(what + " dtable increment", got.dtable, ref.dtable, dtable_tol);
+}
+
+class CudaAttentionWgBackwardTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaAttentionWgBackwardTest, MatchesCpu) {
+  QUILL_REQUIRE_SM90();
+  const Problem pr = make_problem(GetParam(), 2000);
+  expect_grads_close(GetParam().name, gpu_grads(pr, true), cpu_grads(pr), 2e-2, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaAttentionWgBackward, CudaAttentionWgBackwardTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// Two runs give the same bits (issue 24): the dQ additions of the key tiles go in a fixed order.
+TEST(CudaAttentionWgBackward, SameBitsEveryRun) {
+  QUILL_REQUIRE_SM90();
+  const Problem pr = make_problem({"global_T2048", 2048, 8, 2, 16, 1024, 0, true, 300.0}, 3000);
+  const Grads a = gpu_grads(pr, true), b = gpu_grads(pr, true);
+  EXPECT_TRUE(same_bits(a.dq, b.dq) && same_bits(a.dk, b.dk) && same_bits(a.dv, b.dv) && same_bits(a.dr, b.dr) &&
+              same_bits(a.dtable, b.dtable))
+      << "two runs of the wgmma backward differ";
+}
+
+// The slice's layers (T = 8,192, 32 q / 8 kv heads, R = 16): against the mma.sync backward on the GPU
+// (the CPU reference would take minutes at this size).
+TEST(CudaAttentionWgBackward, MatchesTensorCoreBackwardOnSliceShapes) {
+  QUILL_REQUIRE_SM90();
+  if (cuda::attn_wg::backward_requested()) GTEST_SKIP() << "QUILL_ATTENTION_WGMMA_BWD is set: no mma.sync reference";
+  const Case layers[] = {{"local", 8192, 32, 8, 16, 512, 512, false}, {"global", 8192, 32, 8, 16, 1024, 0, true, 4096.0}};
+  for (const Case& c : layers) {
+    // The GPU forward's out and lse (the model's path), so the CPU forward is not needed either.
+    Problem pr{c, params_of(c), test::attention_inputs(c.T, c.H, c.G, kD, c.R, c.E, 7000), {}, {}, {}, {}};
+    pr.p.scale = 1.0 / static_cast<double>(kD);  // the model's scale
+    const test::AttentionOnGpu dev = test::upload(pr.in);
+    const DeviceContext ctx = test::gpu_ctx();
+    Tensor out = Tensor::empty({c.T, c.H, kD}, DType::BF16, *ctx.allocator),
+           lse = Tensor::empty({c.H, c.T}, DType::F32, *ctx.allocator);
+    ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out, lse);
+    pr.out = to_host_f32(out);
+    pr.lse = to_host_f32(lse);
+    pr.dout = round_bf16(random_tensor({c.T, c.H, kD}, DType::F32, 7099));
+    pr.dtable_prior = Tensor::zeros({c.R, c.E}, DType::F32);
+    expect_grads_close(c.name + " vs mma.sync", gpu_grads(pr, true), gpu_grads(pr, false), 1e-2, 1e-2);
+  }
+}
+
+}  // namespace
+}  // namespace quill
