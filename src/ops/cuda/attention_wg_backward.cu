@@ -21,6 +21,8 @@
 //   dQ staged in shared memory, added by one bulk reduction after the key tiles below this one
 // The two warpgroups' products interleave on the tensor cores; within one, S^T and dP^T are issued
 // together, and the softmax of S^T runs while dP^T is computed.
+#include <cstdlib>
+
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_tc.h"
 #include "ops/cuda/attention_wg.cuh"
@@ -48,6 +50,7 @@ struct BwdArgs {
   float* drb;        // [T, H, E] or null
   __nv_bfloat16* dk;
   __nv_bfloat16* dv;
+  int ablate;  // measurement only (QUILL_WG_BWD_ABLATE, bits): 1 unordered dQ, 2 no dQ reduction, 4 no drb stores
 };
 
 struct Smem {
@@ -298,7 +301,7 @@ struct Consumer {
         const float2 dd = ld_shared_f2(sm.rows(w, buf, kRowD) + 4 * col);
         dp[2 * q] = tau.x * s[2 * q] * (dp[2 * q] - dd.x);
         dp[2 * q + 1] = tau.y * s[2 * q + 1] * (dp[2 * q + 1] - dd.y);
-        if (has_bias && a.drb != nullptr) {
+        if (has_bias && a.drb != nullptr && !(a.ablate & 4)) {
           const int sk = sw + 16 * warp + g + 8 * sel, t = t0 + col;
           // Allowed pairs closer than E own a drb slot; P = 0 elsewhere, so testing the distance and the
           // mask's conditions is enough.
@@ -350,13 +353,14 @@ struct Consumer {
         const int qt = t0 / kQueries;
         int* order = a.dq_order + ((static_cast<int64_t>(h) * (t_pad / kQueries) + qt) * 2 + w);
         const int before = additions_before(sc.s0 / kKeys, t0, a.p.window);
-        while (load_acquire(order) != before) {
+        while (!(a.ablate & 1) && load_acquire(order) != before) {
         }
         fence_proxy_async_global();
         float* dst = a.dq_acc + ((static_cast<int64_t>(h) * 2 + w) * t_pad + t0) * 64;
-        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
-                     "r"(stage), "r"(kDqStageBytes)
-                     : "memory");
+        if (!(a.ablate & 2))
+          asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                       "r"(stage), "r"(kDqStageBytes)
+                       : "memory");
         bulk_commit();
         pending = order;
       }
@@ -456,6 +460,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   a.dq_order = dq_order.data_as<int>();
   a.dk = dk_TGd.data_as<__nv_bfloat16>();
   a.dv = dv_TGd.data_as<__nv_bfloat16>();
+  if (const char* v = std::getenv("QUILL_WG_BWD_ABLATE")) a.ablate = std::atoi(v);
 
   const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel);
   attn::set_smem(op, kernel, bwd::kSmemBytes);
