@@ -4,13 +4,14 @@
 // calls, CUDA events on the backend's stream, and the achieved TFLOP/s (causal or windowed pairs
 // counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
 // bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
-// machine. Usage: attention_bench [T] [--no-wgmma]
+// machine. Usage: attention_bench [T] [--no-wgmma] [--no-wgmma-forward]
 // Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma",
 // "forward wgmma split" and "forward wgmma setmaxnreg" (its three forms), each with its largest
 // difference from the default forward's out and lse on the same inputs (a full-size self-check
 // before the figure is believed).
 // Then the Hopper backward as row "backward wgmma", with its largest differences from the default
 // backward's dq, dk, dv and dr.
+// --no-wgmma-forward leaves out only the wgmma forward rows.
 // QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it (QUILL_ATTENTION_WGMMA_BWD=1 its
 // backward). --no-wgmma leaves those rows
 // out (the determinism cost arms time only the default kernels, and a wgmma fault must not cost them).
@@ -64,9 +65,10 @@ double pairs(int64_t T, int64_t window) {
 
 int main(int argc, char** argv) {
   int64_t T = 8192;
-  bool wgmma_rows = true;
+  bool wgmma_rows = true, wgmma_forward_rows = true;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--no-wgmma") wgmma_rows = false;
+    else if (std::string(argv[i]) == "--no-wgmma-forward") wgmma_forward_rows = false;
     else T = std::atoll(argv[i]);
   }
   const int64_t H = 32, G = 8, d = 128, R = 16;
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
     if (!wgmma_rows || !cuda::attn_wg::device_supported()) continue;
     ops::attention_forward(ctx, q, k, v, r, table, p, out, lse);  // the reference of the self-check
     std::fflush(stdout);
-    for (int form = 0; form < 3; ++form) {  // default, split P V, setmaxnreg (last: a hang there keeps the rest)
+    for (int form = 0; form < (wgmma_forward_rows ? 3 : 0); ++form) {  // default, split P V, setmaxnreg (last: a hang there keeps the rest)
       const bool split = form == 1;
       Tensor out_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), lse_wg = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
       cuda::attn_wg::Options options;

@@ -9,7 +9,10 @@
 #      QUILL_ATTENTION_WGMMA_BWD=1 (every head-dim-128 backward through the new kernel).
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/wgmma-bwd-check.sh")
-# Environment [defaults]: OUT [/tmp/out], BENCH [1]: 0 skips attention_bench.
+#   5. (KERNELS=1) every kernel's time in one attention_bench run under ncu (gpu__time_duration), summed per
+#      kernel name: what the backward's extra kernels (band, bias rows, dq finish) cost beside the main one.
+# Environment [defaults]: OUT [/tmp/out], BENCH [1]: 0 skips attention_bench, UNORDERED [0]: 1 also times
+# attention_bench with QUILL_ATTENTION_UNORDERED_DQ=1 (the fixed dQ order's cost), KERNELS [0].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=$PWD/build/gpu-bundle
@@ -33,7 +36,26 @@ if [ "${BENCH:-1}" = 1 ]; then
   date +%T; timeout 150 "$B/bin/attention_bench" > "$OUT/wgb-attention-bench.txt" 2>&1; echo "attention_bench rc $?"
   cat "$OUT/wgb-attention-bench.txt"
 fi
+if [ "${UNORDERED:-0}" = 1 ]; then
+  echo "-- QUILL_ATTENTION_UNORDERED_DQ=1"
+  QUILL_ATTENTION_UNORDERED_DQ=1 timeout 150 "$B/bin/attention_bench" --no-wgmma-forward 2>&1 | grep backward
+fi
 one ops-mma 'CudaAttention.*:CudaAttention/*' 150
 one ops-routed 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=1
+if [ "${KERNELS:-0}" = 1 ]; then
+  timeout 240 /usr/local/cuda/bin/ncu --metrics gpu__time_duration.sum --csv "$B/bin/attention_bench" --no-wgmma-forward \
+    > "$OUT/wgb-kernels.csv" 2>/dev/null
+  echo "ncu rc $?; per kernel: launches, total ms (both layers, every timed and warm-up call)"
+  python3 - "$OUT/wgb-kernels.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; ki = head.index("Kernel Name"); vi = head.index("Metric Value"); ui = head.index("Metric Unit")
+tot = collections.defaultdict(float); n = collections.Counter()
+for r in rows[1:]:
+    v = float(r[vi].replace(",", "")); v = v / 1e6 if r[ui] == "nsecond" else (v / 1e3 if r[ui] == "usecond" else v)
+    name = r[ki].split("(")[0][-60:]; tot[name] += v; n[name] += 1
+for k, v in sorted(tot.items(), key=lambda x: -x[1]): print(f"{n[k]:5d} {v:10.3f}  {k}")
+PY
+fi
 date +%T
 } 2>&1 | tee "$OUT/wgmma-bwd-check.txt"
