@@ -9,8 +9,9 @@
 // "forward wgmma split" and "forward wgmma setmaxnreg" (its three forms), each with its largest
 // difference from the default forward's out and lse on the same inputs (a full-size self-check
 // before the figure is believed).
-// Then the Hopper backward as row "backward wgmma", with its largest differences from the default
-// backward's dq, dk, dv and dr.
+// Then the mma.sync backward ("backward mma.sync") and the Hopper backward ("backward wgmma", with its
+// largest differences from the mma.sync backward's dq, dk, dv and dr); the first row's backward is
+// ops::attention_backward's choice (QUILL_ATTENTION_WGMMA_BWD, attention_wg.h).
 // --no-wgmma-forward leaves out only the wgmma forward rows.
 // QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it (QUILL_ATTENTION_WGMMA_BWD=1 its
 // backward). --no-wgmma leaves those rows
@@ -124,8 +125,12 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     {
-      // The default backward's outputs (of the last timed call) are the reference.
-      ops::attention_backward(ctx, q, k, v, r, table, p, out, lse, dout, dq, dk, dv, dr, dtable);
+      // The mma.sync backward's outputs are the reference (ops::attention_backward may route to either).
+      const double mma = median_ms(stream, [&] {
+        cuda::attn_wg::attention_backward_mma_sync(ctx, q, k, v, r, table, p, out, lse, dout, dq, dk, dv, dr, dtable);
+      });
+      std::printf("%-40s T=%lld  backward mma.sync %8.3f ms %7.1f TFLOP/s\n", layer.name, static_cast<long long>(T), mma,
+                  10.0 * n * d / mma / 1e9);
       Tensor dq_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), dk_wg = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator),
              dv_wg = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator), dr_wg = Tensor::empty({T, H, R}, DType::BF16, *ctx.allocator);
       cuda::attn_wg::Options options;
@@ -139,7 +144,7 @@ int main(int argc, char** argv) {
         cuda::attn_wg::attention_backward_wgmma(ctx, q, k, v, r, table, p, out, lse, dout, dq_wg, dk_wg, dv_wg, dr_wg,
                                                 dtable, options);
       });
-      std::printf("%-40s T=%lld  backward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs default: dq %.3g, dk %.3g, dv %.3g, "
+      std::printf("%-40s T=%lld  backward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: dq %.3g, dk %.3g, dv %.3g, "
                   "dr %.3g\n",
                   layer.name, static_cast<long long>(T), wg, 10.0 * n * d / wg / 1e9, e_q, e_k, e_v, e_r);
       std::fflush(stdout);

@@ -5,8 +5,8 @@
 #   1. one small case (no bias, one tile), then every case against the CPU (tests/cuda/attention_wg_backward_test.cc);
 #   2. the same bits on two runs, the comparison with the mma.sync backward on the slice's shapes;
 #   3. attention_bench (forward and backward rows, the wgmma ones with their largest differences);
-#   4. the attention op tests with the mma.sync backward (its host code was refactored) and with
-#      QUILL_ATTENTION_WGMMA_BWD=1 (every head-dim-128 backward through the new kernel).
+#   4. the attention op tests with the default routing (wgmma for global layers), with
+#      QUILL_ATTENTION_WGMMA_BWD=0 (the mma.sync backward everywhere) and =1 (the wgmma one everywhere).
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/wgmma-bwd-check.sh")
 #   5. (KERNELS=1) every kernel's time in one attention_bench run under ncu (gpu__time_duration), summed per
@@ -40,7 +40,8 @@ if [ "${UNORDERED:-0}" = 1 ]; then
   echo "-- QUILL_ATTENTION_UNORDERED_DQ=1"
   QUILL_ATTENTION_UNORDERED_DQ=1 timeout 150 "$B/bin/attention_bench" --no-wgmma-forward 2>&1 | grep backward
 fi
-one ops-mma 'CudaAttention.*:CudaAttention/*' 150
+one ops-default 'CudaAttention.*:CudaAttention/*' 150
+one ops-mma 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=0
 one ops-routed 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=1
 if [ "${KERNELS:-0}" = 1 ]; then
   timeout 240 /usr/local/cuda/bin/ncu --metrics gpu__time_duration.sum --csv "$B/bin/attention_bench" --no-wgmma-forward \

@@ -106,7 +106,7 @@ Grads cpu_grads(const Problem& pr) {
   return g;
 }
 
-// The wgmma backward (wgmma = true) or ops::attention_backward's default path on the GPU; outputs poisoned
+// The wgmma backward (wgmma = true) or the mma.sync backward on the GPU; outputs poisoned
 // and guarded, dtable accumulated into the prior (the increment is returned).
 Grads gpu_grads(const Problem& pr, bool wgmma) {
   const Case& c = pr.c;
@@ -125,8 +125,9 @@ Grads gpu_grads(const Problem& pr, bool wgmma) {
                                             dout_d, dq->tensor(), dk->tensor(), dv->tensor(), dr->tensor(),
                                             dtable->tensor(), options);
   } else {
-    ops::attention_backward(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out_d, lse_d, dout_d,
-                            dq->tensor(), dk->tensor(), dv->tensor(), dr->tensor(), dtable->tensor());
+    cuda::attn_wg::attention_backward_mma_sync(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out_d,
+                                               lse_d, dout_d, dq->tensor(), dk->tensor(), dv->tensor(), dr->tensor(),
+                                               dtable->tensor());
   }
   for (auto* t : {dq.get(), dk.get(), dv.get(), dr.get(), dtable.get()})
     EXPECT_TRUE(t->guards_intact()) << c.name << ": a gradient was written outside its bounds";
@@ -175,7 +176,6 @@ TEST(CudaAttentionWgBackward, SameBitsEveryRun) {
 // (the CPU reference would take minutes at this size).
 TEST(CudaAttentionWgBackward, MatchesTensorCoreBackwardOnSliceShapes) {
   QUILL_REQUIRE_SM90();
-  if (cuda::attn_wg::backward_requested()) GTEST_SKIP() << "QUILL_ATTENTION_WGMMA_BWD is set: no mma.sync reference";
   const Case layers[] = {{"local", 8192, 32, 8, 16, 512, 512, false}, {"global", 8192, 32, 8, 16, 1024, 0, true, 4096.0}};
   for (const Case& c : layers) {
     // The GPU forward's out and lse (the model's path), so the CPU forward is not needed either.

@@ -351,7 +351,7 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
   // D[h, t] = dout . out, fp32.
   const Tensor D = output_gradient_dots(ctx, p, dout_THd, out_THd);
   if (attn_tc::takes(p)) {
-    if (attn_wg::backward_requested())  // QUILL_ATTENTION_WGMMA_BWD (attention_wg.h)
+    if (attn_wg::backward_takes(p))  // QUILL_ATTENTION_WGMMA_BWD (attention_wg.h)
       return attn_wg::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
                                dv_TGd, dr_THR, dtable_RE, false);
     return attn_tc::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
@@ -366,4 +366,22 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
   }
 }
 
+namespace attn_wg {
+
+void attention_backward_mma_sync(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd,
+                                 const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE,
+                                 const AttentionParams& params, const Tensor& out_THd, const Tensor& lse_HT,
+                                 const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd,
+                                 const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE) {
+  const char* op = "attention_backward_mma_sync";
+  const attn::Problem p = attn::check_backward(op, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT, dout_THd,
+                                               dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE);
+  QUILL_CHECK(p.d == 128, "{}: head dim {} is not supported (the mma.sync path is for head dim 128)", op, p.d);
+  if (p.T == 0 || p.H == 0) return;
+  const Tensor D = attn::output_gradient_dots(ctx, p, dout_THd, out_THd);
+  attn_tc::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd, dv_TGd, dr_THR,
+                    dtable_RE);
+}
+
+}  // namespace attn_wg
 }  // namespace quill::cuda

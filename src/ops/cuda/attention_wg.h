@@ -24,9 +24,11 @@ struct Options {
 // 0 off, 1 default form, 2 split form, 3 setmaxnreg form (QUILL_ATTENTION_WGMMA, read once).
 int requested_mode();
 
-// QUILL_ATTENTION_WGMMA_BWD=1 sends attention_backward's head-dim-128 calls to the wgmma backward below
-// (read once); unset or 0: the mma.sync backward.
-bool backward_requested();
+// Which head-dim-128 backward ops::attention_backward runs (QUILL_ATTENTION_WGMMA_BWD, read once): unset,
+// the wgmma backward below for global (unwindowed) layers on sm_90 and the mma.sync one for windowed layers
+// (the faster of the two for each, bench/results/2026-12-05-attention-wgmma-backward); 1 the wgmma backward
+// for every layer; 0 the mma.sync backward for every layer. Returns -1 (unset), 0 or 1.
+int backward_mode();
 
 // True when the current device can run this path (compute capability 9.0).
 bool device_supported();
@@ -34,6 +36,14 @@ bool device_supported();
 void attention_forward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
                              const Tensor& r_THR, const Tensor& table_RE, const ops::AttentionParams& params,
                              const Tensor& out_THd, const Tensor& lse_HT, const Options& options = {});
+
+// The mma.sync backward whatever QUILL_ATTENTION_WGMMA_BWD says (attention_backward.cu): the reference the
+// wgmma backward is tested and benchmarked against. ops::attention_backward's arguments; head dim 128.
+void attention_backward_mma_sync(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd,
+                                 const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE,
+                                 const ops::AttentionParams& params, const Tensor& out_THd, const Tensor& lse_HT,
+                                 const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd,
+                                 const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE);
 
 // The Hopper backward (attention_wg_backward.cu): ops::attention_backward's arguments and outputs, head dim
 // 128 only. Options: only sync_check applies.

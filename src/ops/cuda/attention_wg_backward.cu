@@ -1,26 +1,26 @@
 // Attention backward for head dim 128 on Hopper (sm_90a), FlashAttention-3 style: the five tile
 // products as warpgroup MMAs (wgmma) from shared memory and registers, Q / dO / bias streamed by TMA on
-// mbarriers, two warpgroups of 64 keys each. Math: ops/attention.h and the comment of
+// mbarriers from a producer warp, two consumer warpgroups. Math: ops/attention.h and the comment of
 // attention_backward.cu; the same outputs as the mma.sync backward (attention_tc_backward.cu): dk, dv
 // written once from registers, dQ added in a fixed order into an fp32 accumulator (attention_dq.cuh),
 // drb [T, H, E] stored per allowed pair and reduced by attn_tc::bias_rows_backward. Tiles, shared memory
 // and schedule: attention_wg_bwd_layout.h; design: docs/decisions/attention-wgmma.md.
 //
 // CTA: one (128-key tile, kv head), 256 threads: warpgroups 0 and 1 own 64 keys each (keys as the M
-// rows of every product, so dK and dV accumulate in registers) and run independently, so one's elementwise
-// work overlaps the other's products on the tensor cores; their first threads also issue the TMA loads a
-// step ahead (why no producer warp: attention_wg_bwd_layout.h). Per step (query head h, 64 queries from
-// t0), warpgroup w:
+// rows of every product, so dK and dV accumulate in registers); thread 0 also issues every TMA, one step
+// ahead (why no producer warp: attention_wg_bwd_layout.h). Per step (query head h, 64 queries from t0),
+// warpgroup w:
 //   S^T  = K_w Q^T              8 x wgmma.m64n64k16, both from shared memory (K-major)
 //   dP^T = V_w dO^T             8 x wgmma.m64n64k16, both from shared memory (K-major)
 //   P^T  = exp2(c_qk S^T + c_b bias - lse log2 e), masked; the bias from the band's TMA boxes
 //   dV  += P^T dO               4 x wgmma.m64n128k16, P^T from registers, dO MN-major
 //   dS^T = tau P^T (dP^T - D);  drb[t, h, t - s] = dS^T where t - s < E
 //   dK  += dS^T Q               4 x wgmma.m64n128k16, dS^T from registers, Q MN-major
-//   dQ   = dS_w K_w             2 x 4 x wgmma.m64n64k16 (one head-dim half at a time), dS^T through shared
-//                               memory, both MN-major; staged and added by one bulk reduction per half,
-//                               after the warpgroups before it (key tiles below, then warpgroup 0)
-// S^T and dP^T are issued together, and the softmax of S^T runs while dP^T is computed.
+//   dS^T to shared memory; both warpgroups' halves complete (named barrier)
+//   dQ[:, 64 w ..] = dS K       8 x wgmma.m64n64k16 over all 128 keys, dS and K MN-major
+//   dQ staged in shared memory, added by one bulk reduction after the key tiles below this one
+// The two warpgroups' products interleave on the tensor cores; within one, S^T and dP^T are issued
+// together, and the softmax of S^T runs while dP^T is computed.
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_tc.h"
 #include "ops/cuda/attention_wg.cuh"
@@ -35,7 +35,8 @@ using namespace bwd;
 using namespace attn_dq;
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kWgWarps = 4;
+constexpr int kConsumerWarps = 4 * kConsumerWgs;
+constexpr int kBarConsumers = 1;  // named barrier over both consumer warpgroups; 2 + w: warpgroup w alone
 
 struct BwdArgs {
   CUtensorMap q_map, k_map, v_map, do_map, b_map;
@@ -56,7 +57,7 @@ struct Smem {
   __device__ uint32_t v(int w, int half) const { return base + bwd::kSmemV + (2 * w + half) * kBoxBytes; }
   __device__ uint32_t q(int st, int half) const { return base + bwd::kSmemQ + (2 * st + half) * kBoxBytes; }
   __device__ uint32_t dout(int st, int half) const { return base + kSmemDo + (2 * st + half) * kBoxBytes; }
-  __device__ uint32_t bias(int w, int box) const { return base + bwd::kSmemBias + (2 * w + box) * kBoxBytes; }
+  __device__ uint32_t bias(int block) const { return base + bwd::kSmemBias + block * kBoxBytes; }
   __device__ uint32_t ds(int w) const { return base + kSmemDs + w * kBoxBytes; }
   __device__ uint32_t dq_stage(int w) const { return base + kSmemDqStage + w * kDqStageBytes; }
   __device__ uint32_t rows(int w, int buf, int kind) const {
@@ -66,12 +67,9 @@ struct Smem {
   __device__ uint32_t kv_full() const { return bar(0); }
   __device__ uint32_t q_full(int st) const { return bar(1 + st); }
   __device__ uint32_t q_empty(int st) const { return bar(1 + bwd::kStages + st); }
-  __device__ uint32_t b_full(int w) const { return bar(1 + 2 * bwd::kStages + w); }
-  __device__ uint32_t b_empty(int w) const { return bar(1 + 2 * bwd::kStages + kConsumerWgs + w); }
+  __device__ uint32_t b_full() const { return bar(1 + 2 * bwd::kStages); }
 };
-// Per-query rows (kSmemRows): lse, D and tau arrive raw in kinds 0-2; the thread that loaded a query then
-// turns lse into lse log2 e and tau into 1 where log scaling is off, and adds the two products of tau.
-enum : int { kRowLse2 = 0, kRowD = 1, kRowTau = 2, kRowCoefQk = 3, kRowCoefBias = 4 };
+enum : int { kRowLse = 0, kRowD = 1, kRowTau = 2 };  // tau is not loaded (0) without log scaling
 
 __device__ __forceinline__ float2 ld_shared_f2(uint32_t addr) {
   float2 v;
@@ -83,18 +81,12 @@ __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
   return v;
 }
-__device__ __forceinline__ void st_shared_f32(uint32_t addr, float v) {
-  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
-}
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 __device__ __forceinline__ void st_shared_f2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
-// A descriptor moved by `bytes` (a multiple of 16): the start-address field is the low 14 bits of addr / 16,
-// and every buffer here lies below 256 KiB, so the add never carries out of it.
-__device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
 // The step order of a CTA: query tiles from the last down to the diagonal (outer), the group's query heads
 // (inner). Every key tile walks the query tiles in the same order, so a CTA reaches each (head, query tile)
@@ -110,9 +102,9 @@ struct Schedule {
   __device__ int t0(int it) const { return first_query(s0) + (n_qt - 1 - it / heads_per_kv) * kQueries; }
 };
 
-// TMA loads. K and V once (thread 0); Q and dO of step it into stage it % kStages once both warpgroups
-// released the step that used it before (thread 0 of warpgroup 1, the one that tends to lag: the wait is
-// short); warpgroup w's bias boxes (its thread 0, once its four warps have read the previous ones).
+// The loads, issued by thread 0: K and V once; per step Q and dO into stage it % kStages (after both
+// warpgroups released the step that used it before) and the bias boxes (one stage; issued once both
+// warpgroups have read the previous step's).
 struct Loader {
   const Smem& sm;
   const BwdArgs& a;
@@ -139,29 +131,29 @@ struct Loader {
       tma_load_3d(sm.dout(st, half), &a.do_map, sm.q_full(st), half * kHalfCols, h, t0);
     }
   }
-  __device__ bool has_bias(int it, int w) const {
-    return it < sc.n_steps && a.p.has_bias && step_has_bias(sc.t0(it), sc.s0 + kWgKeys * w, a.p.E);
-  }
-  __device__ void bias(int it, int w) const {
+  __device__ void bias(int it) const {
+    if (it >= sc.n_steps || !(a.p.has_bias && step_has_bias(sc.t0(it), sc.s0, a.p.E))) return;
     const int h = sc.head(it), t0 = sc.t0(it);
-    mbar_arrive_expect_tx(sm.b_full(w), 2 * kBoxBytes);
+    mbar_arrive_expect_tx(sm.b_full(), 4 * kBoxBytes);
 #pragma unroll
-    for (int box = 0; box < 2; ++box) {
-      const int kb = (sc.s0 + kWgKeys * w) / kBiasCols + box;  // key block of 32
-      tma_load_4d(sm.bias(w, box), &a.b_map, sm.b_full(w), 0, t0 - kBiasCols * kb, kb, h);
+    for (int blk = 0; blk < 4; ++blk) {
+      const int kb = sc.s0 / kBiasCols + blk;  // key block of 32
+      tma_load_4d(sm.bias(blk), &a.b_map, sm.b_full(), 0, t0 - kBiasCols * kb, kb, h);
     }
   }
 };
 
 struct Consumer {
-  Smem sm;  // a copy: its base is made opaque per step (run)
+  Smem sm;
   const BwdArgs& a;
   const Schedule& sc;
-  const Loader& load;
+  const Loader& load;  // used by thread 0 of warpgroup 0 only
   int w, tid, lane, warp, g, c, sw;
+  bool loader;
 
   __device__ Consumer(const Smem& sm_, const BwdArgs& a_, const Schedule& sc_, const Loader& load_, int w_, int tid_)
       : sm(sm_), a(a_), sc(sc_), load(load_), w(w_), tid(tid_) {
+    loader = w == 0 && tid == 0;
     lane = tid & 31;
     warp = tid >> 5;
     g = lane >> 2;
@@ -169,8 +161,9 @@ struct Consumer {
     sw = sc.s0 + kWgKeys * w;
   }
 
-  // The per-query lse, D and tau of step it into rows buffer buf (threads 0-63, one query each; cp.async,
-  // so nothing waits in registers); zero past T (those queries are masked). finish_rows makes them usable.
+  // The per-query lse, D and tau of step it into shared-memory buffer buf (threads 0-63 of the warpgroup,
+  // one query each; cp.async, so nothing waits in registers): complete after cp_async_wait_all() and the
+  // next warpgroup barrier. Zero past T (those queries are masked).
   __device__ void load_rows(int it, int buf) const {
     if (tid >= kQueries || it >= sc.n_steps) return;
     const int h = sc.head(it), t = sc.t0(it) + tid;
@@ -185,80 +178,60 @@ struct Consumer {
                    : "memory");
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
-  // Waits for this thread's copies and derives the coefficients; visible after the next warpgroup barrier.
-  __device__ void finish_rows(int it, int buf) const {
-    if (tid >= kQueries || it >= sc.n_steps) return;
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-    const uint32_t at = 4 * tid;
-    const float lse = ld_shared_f32(sm.rows(w, buf, kRowLse2) + at);
-    const float tau = a.p.tau != nullptr ? ld_shared_f32(sm.rows(w, buf, kRowTau) + at) : 1.0f;
-    st_shared_f32(sm.rows(w, buf, kRowLse2) + at, lse * kLog2e);
-    st_shared_f32(sm.rows(w, buf, kRowTau) + at, tau);
-    st_shared_f32(sm.rows(w, buf, kRowCoefQk) + at, tau * a.p.scale * kLog2e);
-    st_shared_f32(sm.rows(w, buf, kRowCoefBias) + at, tau * kLog2e);
+  __device__ void rows_landed() const {
+    if (tid < kQueries) asm volatile("cp.async.wait_all;\n" ::: "memory");
   }
 
   // acc (64 keys x 64 queries) = A_w (keys x head dim) . B^T (queries x head dim), both K-major.
   __device__ void issue_keys_by_queries(float (&acc)[32], uint32_t a_box0, uint32_t b_box0) const {
-    const uint64_t da = k_major_desc(a_box0), db = k_major_desc(b_box0);
     fence_regs(acc);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
-      wgmma_m64n64k16_ss(acc, desc_plus(da, off), desc_plus(db, off), kk > 0 ? 1 : 0);
+      wgmma_m64n64k16_ss(acc, k_major_desc(a_box0 + off), k_major_desc(b_box0 + off), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     fence_regs(acc);
   }
   // acc (64 keys x 128 head dims) += A (64 keys x 64 queries, registers) . rows (64 queries x 128, MN-major).
   __device__ void issue_acc_rows(float (&acc)[64], const uint32_t (&af)[4][4], uint32_t rows_box0) const {
-    const uint64_t db = mn_major_desc(rows_box0);
     fence_regs(acc);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_rs_tb(acc, af[kk], desc_plus(db, kk * 16 * kRowBytes), 1);
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_rs_tb(acc, af[kk], mn_major_desc(rows_box0 + kk * 16 * kRowBytes), 1);
     wgmma_commit();
     fence_regs(acc);
   }
-  // dq (64 queries x head dims 64 half ..) = dS_w (64 queries x the 64 keys, MN-major) . K_w (those keys x
-  // the head dims, MN-major).
-  __device__ void issue_dq(float (&dq)[32], int half) const {
-    const uint64_t da = mn_major_desc(sm.ds(w)), db = mn_major_desc(sm.k(w, half));
+  // dq (64 queries x head dims 64 w ..) = dS (all 128 keys, MN-major) . K (keys x those head dims, MN-major).
+  __device__ void issue_dq(float (&dq)[32]) const {
     fence_regs(dq);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_m64n64k16_ss_tt(dq, desc_plus(da, kk * 16 * kRowBytes), desc_plus(db, kk * 16 * kRowBytes), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < 8; ++kk) {
+      const uint32_t rows = (kk % 4) * 16 * kRowBytes;
+      wgmma_m64n64k16_ss_tt(dq, mn_major_desc(sm.ds(kk / 4) + rows), mn_major_desc(sm.k(kk / 4, w) + rows),
+                            kk > 0 ? 1 : 0);
+    }
     wgmma_commit();
     fence_regs(dq);
   }
-  __device__ void arrive(uint32_t bar) const {
+  __device__ void release(uint32_t bar) const {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
-  }
-  // Thread 0: the counters of the last step's two reductions advance once those have landed.
-  __device__ void release_pending(int& pending) const {
-    if (pending < 0) return;
-    bulk_wait_all();
-    fence_proxy_async_global();
-    add_release(a.dq_order + pending, 1);
-    add_release(a.dq_order + pending + 1, 1);
-    pending = -1;
   }
 
   __device__ void run() {
     float dk[64], dv[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.0f;
-    int nb = 0;           // bias tiles of this warpgroup consumed so far
-    int pending = -1;     // thread 0: dq_order index of the last step's half-0 counter, until released
-    const int kt = sc.s0 / kKeys;
-    const int n_qtiles = (a.p.T + kQueries - 1) / kQueries;
-    const int64_t t_pad = static_cast<int64_t>(n_qtiles) * kQueries;
+    int nb = 0;
+    const bool has_tau = a.p.tau != nullptr;
+    int* pending = nullptr;  // thread 0: the counter to advance once the last reduction has landed
+    const int64_t t_pad = (a.p.T + kQueries - 1) / kQueries * kQueries;
     load_rows(0, 0);
-    finish_rows(0, 0);
-    named_barrier(1 + w, 128);
+    rows_landed();
+    named_barrier(2 + w, 128);
     mbar_wait(sm.kv_full(), 0, 2);
 
     for (int it = 0; it < sc.n_steps; ++it) {
@@ -267,11 +240,11 @@ struct Consumer {
       // registers for the whole loop (with them the consumer spilled; ptxas -v).
       asm volatile("" : "+r"(sm.base), "+r"(g), "+r"(c), "+r"(warp));
       const int h = sc.head(it), t0 = sc.t0(it), st = it % bwd::kStages, buf = it & 1;
-      if (w == 1 && tid == 0) load.queries(it + 1);
+      if (loader) load.queries(it + 1);
       load_rows(it + 1, buf ^ 1);  // lands during this step's products
-      const bool has_bias = load.has_bias(it, w);
+      const bool has_bias = a.p.has_bias && step_has_bias(t0, sc.s0, a.p.E);
       const bool full = pair_fully_allowed(t0, sw, a.p.T, a.p.window);
-      if (has_bias) mbar_wait(sm.b_full(w), nb & 1, 3);
+      if (has_bias) mbar_wait(sm.b_full(), nb & 1, 3);
       mbar_wait(sm.q_full(st), (it / bwd::kStages) & 1, 4);
 
       float s[32], dp[32];
@@ -280,143 +253,116 @@ struct Consumer {
       wgmma_wait<1>();
       fence_regs(s);
 
-      // P^T. Element i of an m64n64 accumulator: key row 16 warp + g + 8 ((i / 2) % 2), query column
-      // 8 (i / 4) + 2 c + (i % 2); jj = i / 4 picks 2 columns, sel the row, e the column of the pair.
-      const uint32_t rows = sm.rows(w, buf, 0) + 4 * 2 * c;  // + kind * 256 + 4 * 8 jj
+      // P^T. Element i: key row 16 warp + g + 8 ((i / 2) % 2), query column 8 (i / 4) + 2 c + (i % 2).
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const float2 cqk = ld_shared_f2(rows + kRowCoefQk * 256 + 32 * jj);
-        const float2 lse2 = ld_shared_f2(rows + kRowLse2 * 256 + 32 * jj);
-        float2 cb = make_float2(0.0f, 0.0f);
-        if (has_bias) cb = ld_shared_f2(rows + kRowCoefBias * 256 + 32 * jj);
-#pragma unroll
-        for (int sel = 0; sel < 2; ++sel) {
-          const int kr = 16 * warp + g + 8 * sel;  // key row in this warpgroup
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int i = 4 * jj + 2 * sel + e;
-            float offset = -(e ? lse2.y : lse2.x);
-            if (has_bias) {
-              // Query row 8 jj + 2 c + e, key kr of box kr / 32 (swizzle128 with the row's bits 0-2 = 2 c + e).
-              const int row = 2 * c + e, kb = kr & 31;
-              const uint32_t at = sm.bias(w, kr >> 5) + 1024 * jj + 128 * row + ((((kb >> 2) ^ row) & 7) << 4) + 4 * (kb & 3);
-              offset = fmaf(e ? cb.y : cb.x, ld_shared_f32(at), offset);
-            }
-            float pr = fast_exp2(fmaf(e ? cqk.y : cqk.x, s[i], offset));
-            if (!full) {
-              const int sk = sw + kr, t = t0 + 8 * jj + 2 * c + e;
-              const bool ok = (t < a.p.T) & (sk <= t) & ((a.p.window == 0) | (t - sk < a.p.window));
-              pr = ok ? pr : 0.0f;
-            }
-            s[i] = pr;
-          }
+      for (int q = 0; q < 16; ++q) {
+        const int sel = q & 1, col = 8 * (q >> 1) + 2 * c;
+        const int kr = 16 * warp + g + 8 * sel;  // key row in this warpgroup
+        // x = log2 e (tau (scale S + bias) - lse): the exponent of P in base 2.
+        const float2 lse = ld_shared_f2(sm.rows(w, buf, kRowLse) + 4 * col);
+        const float2 tau = has_tau ? ld_shared_f2(sm.rows(w, buf, kRowTau) + 4 * col) : make_float2(1.0f, 1.0f);
+        float b0 = 0.0f, b1 = 0.0f;
+        if (has_bias) {
+          const int key = kWgKeys * w + kr;  // key in the CTA's 128
+          const uint32_t box = sm.bias(key / kBiasCols);
+          b0 = ld_shared_f32(box + swizzle128(col, 4 * (key % kBiasCols)));
+          b1 = ld_shared_f32(box + swizzle128(col + 1, 4 * (key % kBiasCols)));
         }
+        const float l0 = tau.x * kLog2e, l1 = tau.y * kLog2e;
+        float p0 = fast_exp2(fmaf(l0, fmaf(a.p.scale, s[2 * q], b0), -lse.x * kLog2e));
+        float p1 = fast_exp2(fmaf(l1, fmaf(a.p.scale, s[2 * q + 1], b1), -lse.y * kLog2e));
+        if (!full) {
+          const int sk = sw + kr, t = t0 + col;
+          const bool ok0 = (t < a.p.T) & (sk <= t) & ((a.p.window == 0) | (t - sk < a.p.window));
+          const bool ok1 = (t + 1 < a.p.T) & (sk <= t + 1) & ((a.p.window == 0) | (t + 1 - sk < a.p.window));
+          p0 = ok0 ? p0 : 0.0f;
+          p1 = ok1 ? p1 : 0.0f;
+        }
+        s[2 * q] = p0;
+        s[2 * q + 1] = p1;
       }
+      if (has_bias) ++nb;
       uint32_t pf[4][4];
 #pragma unroll
       for (int n = 0; n < 16; ++n) pf[n / 4][n % 4] = pack_bf16(s[2 * n], s[2 * n + 1]);
       issue_acc_rows(dv, pf, sm.dout(st, 0));
-      if (has_bias) {
-        arrive(sm.b_empty(w));
-        if (tid == 0 && load.has_bias(it + 1, w)) {
-          mbar_wait(sm.b_empty(w), nb & 1, 5);
-          load.bias(it + 1, w);
-        }
-        ++nb;
-      } else if (tid == 0 && load.has_bias(it + 1, w)) {
-        load.bias(it + 1, w);  // the previous tile with bias was released in an earlier step
-      }
-      if (tid == 0) release_pending(pending);
       wgmma_wait<0>();  // dP^T and dV
       fence_regs(dp);
       fence_regs(dv);
       fence_regs(pf);
 
-      // dS^T = tau P^T (dP^T - D); its bias-row gradient: drb[(t H + h) E + t - s], t = t0 + 8 jj + 2 c + e,
-      // s = sw + kr: per row sel a base plus (8 jj + e) (H E + 1).
-      const int64_t drb_step = static_cast<int64_t>(a.p.H) * a.p.E + 1;
+      // dS^T = tau P^T (dP^T - D); its bias-row gradient.
 #pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const float2 tau = ld_shared_f2(rows + kRowTau * 256 + 32 * jj);
-        const float2 dd = ld_shared_f2(rows + kRowD * 256 + 32 * jj);
-#pragma unroll
-        for (int sel = 0; sel < 2; ++sel)
+      for (int q = 0; q < 16; ++q) {
+        const int sel = q & 1, col = 8 * (q >> 1) + 2 * c;
+        const float2 tau = has_tau ? ld_shared_f2(sm.rows(w, buf, kRowTau) + 4 * col) : make_float2(1.0f, 1.0f);
+        const float2 dd = ld_shared_f2(sm.rows(w, buf, kRowD) + 4 * col);
+        dp[2 * q] = tau.x * s[2 * q] * (dp[2 * q] - dd.x);
+        dp[2 * q + 1] = tau.y * s[2 * q + 1] * (dp[2 * q + 1] - dd.y);
+        if (has_bias && a.drb != nullptr) {
+          const int sk = sw + 16 * warp + g + 8 * sel, t = t0 + col;
+          // Allowed pairs closer than E own a drb slot; P = 0 elsewhere, so testing the distance and the
+          // mask's conditions is enough.
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int i = 4 * jj + 2 * sel + e;
-            dp[i] = (e ? tau.y : tau.x) * s[i] * (dp[i] - (e ? dd.y : dd.x));
-            if (has_bias && a.drb != nullptr) {
-              const int sk = sw + 16 * warp + g + 8 * sel, t = t0 + 8 * jj + 2 * c + e, u = t - sk;
-              // Allowed pairs closer than E own a slot (P = 0 elsewhere, so the mask's conditions suffice).
-              if (t < a.p.T && u >= 0 && u < a.p.E && (a.p.window == 0 || u < a.p.window))
-                a.drb[(static_cast<int64_t>(t0 + 2 * c) * drb_step + static_cast<int64_t>(h) * a.p.E - sk) +
-                      (8 * jj + e) * drb_step] = dp[i];
-            }
+            const int te = t + e, u = te - sk;
+            if (te < a.p.T && u >= 0 && u < a.p.E && (a.p.window == 0 || u < a.p.window))
+              a.drb[(static_cast<int64_t>(te) * a.p.H + h) * a.p.E + u] = dp[2 * q + e];
           }
+        }
       }
       uint32_t df[4][4];
 #pragma unroll
       for (int n = 0; n < 16; ++n) df[n / 4][n % 4] = pack_bf16(dp[2 * n], dp[2 * n + 1]);
       issue_acc_rows(dk, df, sm.q(st, 0));
 
-      // dS^T into box w (key row r, queries along the row, 128-byte swizzle): pair n is row
-      // 16 warp + g + 8 (n % 2), columns 8 (n / 2) + 2 c: chunk n / 2 ^ g, byte 4 c. This warpgroup's dQ of
-      // the previous step, the box's only reader, has completed.
+      // dS^T into shared memory for dQ: key row r, queries along the row (128-byte swizzle). The other
+      // warpgroup's dQ of the previous step has finished reading it (it waited before reaching here).
+      named_barrier(kBarConsumers, 256);
+      if (loader) load.bias(it + 1);  // both warpgroups are past this step's bias
 #pragma unroll
-      for (int sel = 0; sel < 2; ++sel) {
-        const uint32_t row_at = (sm.ds(w) + (16 * warp + g + 8 * sel) * kRowBytes + 4 * c) | (g << 4);
-#pragma unroll
-        for (int jj = 0; jj < 8; ++jj) st_shared_b32(row_at ^ (jj << 4), df[jj / 2][2 * (jj % 2) + sel]);
+      for (int n = 0; n < 16; ++n) {
+        const int r = 16 * warp + g + 8 * (n & 1), col = 8 * (n >> 1) + 2 * c;
+        st_shared_b32(sm.ds(w) + swizzle128(r, 2 * col), df[n / 4][n % 4]);
       }
       fence_proxy_async_smem();
-      finish_rows(it + 1, buf ^ 1);
-      named_barrier(1 + w, 128);
+      named_barrier(kBarConsumers, 256);
+      float dq[32];
+      issue_dq(dq);
+      wgmma_wait<0>();  // dK and dQ
+      fence_regs(dk);
+      fence_regs(dq);
+      fence_regs(df);
+      release(sm.q_empty(st));
 
-      // dQ, one head-dim half at a time: product, staging (attention_dq.cuh's unit permutation: pair n of row
-      // r = 16 warp + g + 8 sel, column 8 jj + 2 c, sits at float r * 64 + 4 ((2 jj + c / 2) ^ g) + 2 (c % 2)),
-      // one bulk reduction after the additions before it.
-      const int qt = t0 / kQueries;
-      const int order = (h * n_qtiles + qt) * 2;
-      const int before = a.unordered ? -1 : additions_before(kt, w, t0, a.p.window);
-      float* dst0 = a.dq_acc + ((static_cast<int64_t>(h) * 2) * t_pad + t0) * 64;
-#pragma unroll 1
-      for (int half = 0; half < 2; ++half) {
-        float dq[32];
-        issue_dq(dq, half);
-        wgmma_wait<0>();  // (and dK)
-        fence_regs(dq);
-        fence_regs(dk);
-        fence_regs(df);
-        if (half == 0) arrive(sm.q_empty(st));
-        if (half == 1) {
-          if (tid == 0) bulk_wait_read();  // half 0's reduction has read the staging block
-          named_barrier(1 + w, 128);
-        }
+      // dQ: the previous reduction has landed (its counter advanced), the staging block is free.
+      if (tid == 0 && pending != nullptr) release_turn(pending);
+      rows_landed();
+      named_barrier(2 + w, 128);
+      const uint32_t stage = sm.dq_stage(w);
 #pragma unroll
-        for (int sel = 0; sel < 2; ++sel) {
-          const int r = 16 * warp + g + 8 * sel;
-          const uint32_t row_at = sm.dq_stage(w) + r * 256 + 8 * (c & 1) + ((((c >> 1) ^ g) & 1) << 4) + ((g & 6) << 4);
-#pragma unroll
-          for (int jj = 0; jj < 8; ++jj)
-            st_shared_f2(row_at ^ (jj << 5), dq[4 * jj + 2 * sel], dq[4 * jj + 2 * sel + 1]);
-        }
-        fence_proxy_async_smem();
-        named_barrier(1 + w, 128);
-        if (tid == 0) {
-          const int* counter = a.dq_order + order + half;
-          while (before >= 0 && load_acquire(counter) != before) {
-          }
-          fence_proxy_async_global();
-          asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                           dst0 + static_cast<int64_t>(half) * t_pad * 64),
-                       "r"(sm.dq_stage(w)), "r"(kDqStageBytes)
-                       : "memory");
-          bulk_commit();
-        }
+      for (int n = 0; n < 16; ++n) {
+        const int r = 16 * warp + g + 8 * (n & 1), col = 8 * (n >> 1) + 2 * c;
+        st_shared_f2(stage + 4 * (r * 64 + dq_unit_col(r & 7, col)), dq[2 * n], dq[2 * n + 1]);
       }
-      if (tid == 0) pending = order;
+      fence_proxy_async_smem();
+      named_barrier(2 + w, 128);
+      if (tid == 0) {
+        const int qt = t0 / kQueries;
+        int* order = a.dq_order + ((static_cast<int64_t>(h) * (t_pad / kQueries) + qt) * 2 + w);
+        const int before = additions_before(sc.s0 / kKeys, t0, a.p.window);
+        while (!a.unordered && load_acquire(order) != before) {
+        }
+        fence_proxy_async_global();
+        float* dst = a.dq_acc + ((static_cast<int64_t>(h) * 2 + w) * t_pad + t0) * 64;
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                       "r"(stage), "r"(kDqStageBytes)
+                       : "memory");
+        bulk_commit();
+        pending = order;
+      }
     }
-    if (tid == 0) release_pending(pending);
+    if (tid == 0 && pending != nullptr) release_turn(pending);
 
     // dk = scale * dK, dv = dV, bf16. Element i: key row 16 warp + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 c + (i % 2).
 #pragma unroll
@@ -447,12 +393,9 @@ __global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel
     mbar_init(sm.kv_full(), 1);
     for (int st = 0; st < bwd::kStages; ++st) {
       mbar_init(sm.q_full(st), 1);
-      mbar_init(sm.q_empty(st), kConsumerWgs * kWgWarps);
+      mbar_init(sm.q_empty(st), kConsumerWarps);
     }
-    for (int w = 0; w < kConsumerWgs; ++w) {
-      mbar_init(sm.b_full(w), 1);
-      mbar_init(sm.b_empty(w), kWgWarps);
-    }
+    mbar_init(sm.b_full(), 1);
     mbar_init_fence();
     tma_prefetch_descriptor(&a.q_map);
     tma_prefetch_descriptor(&a.k_map);
@@ -461,10 +404,9 @@ __global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel
     if (a.p.has_bias) tma_prefetch_descriptor(&a.b_map);
     load.keys_and_values();
     load.queries(0);
-    for (int w = 0; w < kConsumerWgs; ++w)
-      if (load.has_bias(0, w)) load.bias(0, w);
+    load.bias(0);
   }
-  __syncthreads();  // barriers initialised (the only CTA-wide barrier: the warpgroups run independently)
+  __syncthreads();
   Consumer cons(sm, a, sc, load, static_cast<int>(threadIdx.x) / 128, static_cast<int>(threadIdx.x) % 128);
   cons.run();
 }

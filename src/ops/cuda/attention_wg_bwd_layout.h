@@ -4,9 +4,9 @@
 // are the forward's (attention_wg_layout.h). Design note: docs/decisions/attention-wgmma.md.
 //
 // One CTA per (128-key tile, kv head): warpgroups 0 and 1 own keys s0 + 64 w .. + 63 (their dK and dV stay
-// in registers over the whole CTA) and work independently (no barrier between them): per step one 64-query
-// tile of one query head, Q and dO shared (TMA, two stages), each warpgroup's bias boxes, dS and dQ its own.
-// No producer warp: with 288 or 384 threads ptxas 13.0 holds every thread to 168 registers (a multiprocessor quarter's
+// in registers over the whole CTA); one thread streams one 64-query tile of one query head per step by TMA
+// (Q, dO, and the bias band's four 32-key boxes when the tile pair has distances below E). No producer
+// warp: with 288 or 384 threads ptxas 13.0 holds every thread to 168 registers (a multiprocessor quarter's
 // 16,384 over its 3 warps), setmaxnreg or not, and the consumer needs ~250 (0 spills at 256 threads; at 168
 // it spills 1.2 KB and serialises the wgmma pipeline, C7512).
 #pragma once
@@ -21,7 +21,7 @@ constexpr int kQueries = 64;               // queries per step
 constexpr int kConsumerWgs = kKeys / kWgKeys;
 constexpr int kThreads = 128 * kConsumerWgs;
 constexpr int kStages = 2;                 // Q / dO pipeline depth (the bias has one stage: see below)
-constexpr int kRowFloats = 5;              // per query values (kSmemRows)
+constexpr int kRowFloats = 3;              // per query: lse, D, tau
 
 // ---- Shared memory (byte offsets from a 1024-byte-aligned base) ----
 // K and V: boxes [key half w][head-dim half] (64 keys x 64 columns bf16, 8 KiB each). K is read both as
@@ -31,22 +31,21 @@ constexpr int kSmemV = kSmemK + 4 * kBoxBytes;
 // Q and dO: [stage][head-dim half] boxes of 64 queries.
 constexpr int kSmemQ = kSmemV + 4 * kBoxBytes;
 constexpr int kSmemDo = kSmemQ + kStages * 2 * kBoxBytes;
-// Bias: the band's boxes of 64 queries x 32 keys fp32, [warpgroup][2 boxes], one stage: a warpgroup reads its
-// boxes at the start of a step and its first thread issues the next step's load once all four warps have.
+// Bias: the band's four boxes of 64 queries x 32 keys fp32, one stage: both warpgroups read it at the start
+// of a step, and the next step's load is issued once both have (the step's first consumer barrier).
 constexpr int kSmemBias = kSmemDo + kStages * 2 * kBoxBytes;
-// dS (bf16): box w holds warpgroup w's 64 keys as rows, 64 queries along the row (the MN-major A of its dQ).
+// dS (bf16): box w holds warpgroup w's 64 keys as rows, 64 queries along the row (the MN-major A of dQ).
 constexpr int kSmemDs = kSmemBias + 4 * kBoxBytes;
-// dQ staging (fp32): warpgroup w's 64 queries x 64 head-dim columns (one half at a time), the source of one
-// bulk reduction.
+// dQ staging (fp32): warpgroup w's 64 queries x 64 head-dim columns, the source of one bulk reduction.
 constexpr int kDqStageBytes = kQueries * 64 * 4;
 constexpr int kSmemDqStage = kSmemDs + kConsumerWgs * kBoxBytes;
 // Per-query rows: [warpgroup][buffer][kRowFloats][64] fp32 (double-buffered: the next step's rows are
-// loaded during this one): lse log2 e, D, tau, tau scale log2 e, tau log2 e.
+// loaded during this one).
 constexpr int kSmemRows = kSmemDqStage + kConsumerWgs * kDqStageBytes;
 constexpr int kRowsBytes = kConsumerWgs * 2 * kRowFloats * kQueries * 4;
-// Barriers: kv_full, q_full[stage], q_empty[stage], bias_full[warpgroup], bias_empty[warpgroup].
+// Barriers: kv_full, q_full[stage], q_empty[stage], bias_full.
 constexpr int kSmemBarriers = kSmemRows + kRowsBytes;
-constexpr int kBarrierCount = 1 + 2 * kStages + 2 * kConsumerWgs;
+constexpr int kBarrierCount = 2 + 2 * kStages;
 constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;  // + alignment slack
 static_assert(kSmemBytes <= kSmemLimit, "attention_wg backward: shared memory over the sm_90 limit");
 static_assert(kSmemV % 1024 == 0 && kSmemQ % 1024 == 0 && kSmemDo % 1024 == 0 && kSmemBias % 1024 == 0 &&
@@ -71,17 +70,15 @@ QUILL_WG_HD constexpr int lowest_key_tile(int t0, int window) {
   return x <= 0 ? 0 : (x + kKeys - 1) / kKeys;
 }
 // dQ additions into the block of (query head, query tile t0, head-dim half) happen in key-tile order,
-// lowest first, warpgroup 0 before 1: warpgroup w of key tile kt waits until the block's counter equals this.
-QUILL_WG_HD constexpr int additions_before(int kt, int w, int t0, int window) {
-  return kConsumerWgs * (kt - lowest_key_tile(t0, window)) + w;
-}
+// lowest first: key tile kt waits until the block's counter equals this.
+QUILL_WG_HD constexpr int additions_before(int kt, int t0, int window) { return kt - lowest_key_tile(t0, window); }
 
 // True when every pair of queries t0 .. t0+63 by keys sw .. sw+63 is allowed (no mask needed).
 QUILL_WG_HD constexpr bool pair_fully_allowed(int t0, int sw, int T, int window) {
   return sw + kWgKeys - 1 <= t0 && t0 + kQueries <= T && (window == 0 || t0 + kQueries - 1 - sw < window);
 }
-// True when some pair of queries t0 .. t0+63 by a warpgroup's keys sw .. sw+63 is closer than E: the step
-// loads the warpgroup's bias boxes.
-QUILL_WG_HD constexpr bool step_has_bias(int t0, int sw, int E) { return E > 0 && t0 - (sw + kWgKeys - 1) < E; }
+// True when some pair of queries t0 .. t0+63 by the CTA's keys s0 .. s0+127 is closer than E: the step
+// loads the bias boxes (both warpgroups read them).
+QUILL_WG_HD constexpr bool step_has_bias(int t0, int s0, int E) { return E > 0 && t0 - (s0 + kKeys - 1) < E; }
 
 }  // namespace quill::cuda::attn_wg::bwd

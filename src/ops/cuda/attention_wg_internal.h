@@ -40,6 +40,9 @@ void write_bias_band(const DeviceContext& ctx, const attn::Problem& p, const Ten
 CUtensorMap rows_map(const char* what, const void* base, int64_t T, int64_t X);
 CUtensorMap band_map(const void* band, int64_t T, int64_t H, int64_t E);
 
+// True when ops::attention_backward should run the wgmma backward for p (backward_mode(), attention_wg.h).
+bool backward_takes(const attn::Problem& p);
+
 // The wgmma backward (attention_wg_backward.cu) after attention_backward's checks, with D = dout . out
 // ([H, T] fp32); the same outputs as attn_tc::backward. sync_check: synchronise and name the kernel in the
 // error.

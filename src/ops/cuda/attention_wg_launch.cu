@@ -19,14 +19,20 @@ int requested_mode() {
   return mode;
 }
 
-bool backward_requested() {
-  static const bool on = [] {
+int backward_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("QUILL_ATTENTION_WGMMA_BWD");
-    if (v == nullptr || v[0] == '\0' || (v[0] == '0' && v[1] == '\0')) return false;
-    QUILL_CHECK(v[0] == '1' && v[1] == '\0', "QUILL_ATTENTION_WGMMA_BWD must be 0 or 1, got '{}'", v);
-    return true;
+    if (v == nullptr || v[0] == '\0') return -1;
+    QUILL_CHECK((v[0] == '0' || v[0] == '1') && v[1] == '\0', "QUILL_ATTENTION_WGMMA_BWD must be 0 or 1, got '{}'", v);
+    return v[0] - '0';
   }();
-  return on;
+  return mode;
+}
+
+bool backward_takes(const attn::Problem& p) {
+  const int mode = backward_mode();
+  if (mode == 0 || p.d != kD) return false;
+  return (mode == 1 || p.window == 0) && device_supported();
 }
 
 bool device_supported() {
