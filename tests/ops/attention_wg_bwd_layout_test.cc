@@ -64,27 +64,27 @@ TEST(AttentionWgBwdLayout, ShortcutsAreExact) {
     for (int window : {0, 5, 64, 70})
       for (int E : {1, 7, 64, 96, 130})
         for (int s0 = 0; s0 < T; s0 += kKeys)
-          for (int t0 = s0; t0 < T; t0 += kQueries) {
-            bool any_close = false;
+          for (int t0 = s0; t0 < T; t0 += kQueries)
             for (int w = 0; w < kConsumerWgs; ++w) {
               const int sw = s0 + kWgKeys * w;
-              bool all = true;
+              bool all = true, any_close = false;
               for (int t = t0; t < t0 + kQueries; ++t)
                 for (int s = sw; s < sw + kWgKeys; ++s) {
                   all = all && allowed(t, s, T, window);
                   any_close = any_close || (t - s >= 0 && t - s < E);
                 }
               ASSERT_EQ(pair_fully_allowed(t0, sw, T, window), all) << T << " " << window << " " << t0 << " " << sw;
+              // No bias staged only when every pair's distance is outside [0, E) (a bias of exactly zero).
+              if (!step_has_bias(t0, sw, E)) {
+                ASSERT_FALSE(any_close) << T << " " << E << " " << t0 << " " << sw;
+              }
             }
-            if (!step_has_bias(t0, s0, E)) {
-              ASSERT_FALSE(any_close) << T << " " << E << " " << t0 << " " << s0;
-            }
-          }
 }
 
 TEST(AttentionWgBwdLayout, SharedMemoryPlanFitsAndAligns) {
   EXPECT_LE(kSmemBytes, kSmemLimit);
   for (int offset : {kSmemK, kSmemV, kSmemQ, kSmemDo, kSmemBias, kSmemDs, kSmemDqStage}) EXPECT_EQ(offset % 1024, 0);
+  EXPECT_GE(kSmemDs - kSmemBias, kConsumerWgs * kQueries * kRbLd * 4);  // both warpgroups' staged bias
   EXPECT_EQ(kSmemBarriers % 8, 0);
   EXPECT_EQ(kDqStageBytes, kQueries * (kD / 2) * 4);
   EXPECT_EQ(kThreads % 128, 0);  // warpgroups only

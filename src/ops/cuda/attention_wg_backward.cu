@@ -1,5 +1,5 @@
 // Attention backward for head dim 128 on Hopper (sm_90a), FlashAttention-3 style: the five tile
-// products as warpgroup MMAs (wgmma) from shared memory and registers, Q / dO / bias streamed by TMA on
+// products as warpgroup MMAs (wgmma) from shared memory and registers, Q and dO streamed by TMA on
 // mbarriers from a producer warp, two consumer warpgroups. Math: ops/attention.h and the comment of
 // attention_backward.cu; the same outputs as the mma.sync backward (attention_tc_backward.cu): dk, dv
 // written once from registers, dQ added in a fixed order into an fp32 accumulator (attention_dq.cuh),
@@ -12,7 +12,7 @@
 // warpgroup w:
 //   S^T  = K_w Q^T              8 x wgmma.m64n64k16, both from shared memory (K-major)
 //   dP^T = V_w dO^T             8 x wgmma.m64n64k16, both from shared memory (K-major)
-//   P^T  = exp2(c_qk S^T + c_b bias - lse log2 e), masked; the bias from the band's TMA boxes
+//   P^T  = exp2(c_qk S^T + c_b bias - lse log2 e), masked; the bias staged from the bias rows (cp.async)
 //   dV  += P^T dO               4 x wgmma.m64n128k16, P^T from registers, dO MN-major
 //   dS^T = tau P^T (dP^T - D);  drb[t, h, t - s] = dS^T where t - s < E
 //   dK  += dS^T Q               4 x wgmma.m64n128k16, dS^T from registers, Q MN-major
@@ -22,6 +22,7 @@
 // The two warpgroups' products interleave on the tensor cores; within one, S^T and dP^T are issued
 // together, and the softmax of S^T runs while dP^T is computed.
 #include "ops/cuda/attention_dq.cuh"
+#include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/attention_tc.h"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
@@ -39,7 +40,8 @@ constexpr int kConsumerWarps = 4 * kConsumerWgs;
 constexpr int kBarConsumers = 1;  // named barrier over both consumer warpgroups; 2 + w: warpgroup w alone
 
 struct BwdArgs {
-  CUtensorMap q_map, k_map, v_map, do_map, b_map;
+  CUtensorMap q_map, k_map, v_map, do_map;
+  const float* rb;   // [T, H, E] bias rows, or null
   WgProblem p;
   const float* lse;  // [H, T]
   const float* D;    // [H, T]
@@ -57,7 +59,7 @@ struct Smem {
   __device__ uint32_t v(int w, int half) const { return base + bwd::kSmemV + (2 * w + half) * kBoxBytes; }
   __device__ uint32_t q(int st, int half) const { return base + bwd::kSmemQ + (2 * st + half) * kBoxBytes; }
   __device__ uint32_t dout(int st, int half) const { return base + kSmemDo + (2 * st + half) * kBoxBytes; }
-  __device__ uint32_t bias(int block) const { return base + bwd::kSmemBias + block * kBoxBytes; }
+  __device__ uint32_t bias(int w) const { return base + bwd::kSmemBias + w * kBiasWgBytes; }
   __device__ uint32_t ds(int w) const { return base + kSmemDs + w * kBoxBytes; }
   __device__ uint32_t dq_stage(int w) const { return base + kSmemDqStage + w * kDqStageBytes; }
   __device__ uint32_t rows(int w, int buf, int kind) const {
@@ -67,7 +69,6 @@ struct Smem {
   __device__ uint32_t kv_full() const { return bar(0); }
   __device__ uint32_t q_full(int st) const { return bar(1 + st); }
   __device__ uint32_t q_empty(int st) const { return bar(1 + bwd::kStages + st); }
-  __device__ uint32_t b_full() const { return bar(1 + 2 * bwd::kStages); }
 };
 enum : int { kRowLse = 0, kRowD = 1, kRowTau = 2 };  // tau is not loaded (0) without log scaling
 
@@ -103,8 +104,7 @@ struct Schedule {
 };
 
 // The loads, issued by thread 0: K and V once; per step Q and dO into stage it % kStages (after both
-// warpgroups released the step that used it before) and the bias boxes (one stage; issued once both
-// warpgroups have read the previous step's).
+// warpgroups released the step that used it before).
 struct Loader {
   const Smem& sm;
   const BwdArgs& a;
@@ -131,16 +131,6 @@ struct Loader {
       tma_load_3d(sm.dout(st, half), &a.do_map, sm.q_full(st), half * kHalfCols, h, t0);
     }
   }
-  __device__ void bias(int it) const {
-    if (it >= sc.n_steps || !(a.p.has_bias && step_has_bias(sc.t0(it), sc.s0, a.p.E))) return;
-    const int h = sc.head(it), t0 = sc.t0(it);
-    mbar_arrive_expect_tx(sm.b_full(), 4 * kBoxBytes);
-#pragma unroll
-    for (int blk = 0; blk < 4; ++blk) {
-      const int kb = sc.s0 / kBiasCols + blk;  // key block of 32
-      tma_load_4d(sm.bias(blk), &a.b_map, sm.b_full(), 0, t0 - kBiasCols * kb, kb, h);
-    }
-  }
 };
 
 struct Consumer {
@@ -148,11 +138,14 @@ struct Consumer {
   const BwdArgs& a;
   const Schedule& sc;
   const Loader& load;  // used by thread 0 of warpgroup 0 only
+  float* bias_rows;  // this warpgroup's staged bias (generic pointer, for attn_tc::load_bias_tile_async)
   int w, tid, lane, warp, g, c, sw;
   bool loader;
 
-  __device__ Consumer(const Smem& sm_, const BwdArgs& a_, const Schedule& sc_, const Loader& load_, int w_, int tid_)
+  __device__ Consumer(const Smem& sm_, unsigned char* smem_base, const BwdArgs& a_, const Schedule& sc_,
+                      const Loader& load_, int w_, int tid_)
       : sm(sm_), a(a_), sc(sc_), load(load_), w(w_), tid(tid_) {
+    bias_rows = reinterpret_cast<float*>(smem_base + bwd::kSmemBias + w * kBiasWgBytes);
     loader = w == 0 && tid == 0;
     lane = tid & 31;
     warp = tid >> 5;
@@ -178,8 +171,17 @@ struct Consumer {
                    : "memory");
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
-  __device__ void rows_landed() const {
-    if (tid < kQueries) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  // This thread's cp.async copies (rows, bias) have landed; visible to the warpgroup after its next barrier.
+  __device__ void copies_landed() const { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+  __device__ bool has_bias(int it) const {
+    return it < sc.n_steps && a.p.has_bias && step_has_bias(sc.t0(it), sw, a.p.E);
+  }
+  // The bias of step it's queries by this warpgroup's keys (all 128 threads; zero outside the band or T).
+  __device__ void load_bias(int it) const {
+    if (!has_bias(it)) return;
+    const attn_tc::TcProblem tp{a.p.T, a.p.H, a.p.G, a.p.E, a.p.window, a.p.scale, a.rb, a.p.tau};
+    attn_tc::load_bias_tile_async(bias_rows, tp, sc.head(it), sc.t0(it), sw, tid, 128);
+    attn_tc::cp_async_commit();
   }
 
   // acc (64 keys x 64 queries) = A_w (keys x head dim) . B^T (queries x head dim), both K-major.
@@ -225,12 +227,12 @@ struct Consumer {
     float dk[64], dv[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.0f;
-    int nb = 0;
     const bool has_tau = a.p.tau != nullptr;
     int* pending = nullptr;  // thread 0: the counter to advance once the last reduction has landed
     const int64_t t_pad = (a.p.T + kQueries - 1) / kQueries * kQueries;
     load_rows(0, 0);
-    rows_landed();
+    load_bias(0);
+    copies_landed();
     named_barrier(2 + w, 128);
     mbar_wait(sm.kv_full(), 0, 2);
 
@@ -242,9 +244,8 @@ struct Consumer {
       const int h = sc.head(it), t0 = sc.t0(it), st = it % bwd::kStages, buf = it & 1;
       if (loader) load.queries(it + 1);
       load_rows(it + 1, buf ^ 1);  // lands during this step's products
-      const bool has_bias = a.p.has_bias && step_has_bias(t0, sc.s0, a.p.E);
+      const bool has_bias = this->has_bias(it);
       const bool full = pair_fully_allowed(t0, sw, a.p.T, a.p.window);
-      if (has_bias) mbar_wait(sm.b_full(), nb & 1, 3);
       mbar_wait(sm.q_full(st), (it / bwd::kStages) & 1, 4);
 
       float s[32], dp[32];
@@ -262,11 +263,9 @@ struct Consumer {
         const float2 lse = ld_shared_f2(sm.rows(w, buf, kRowLse) + 4 * col);
         const float2 tau = has_tau ? ld_shared_f2(sm.rows(w, buf, kRowTau) + 4 * col) : make_float2(1.0f, 1.0f);
         float b0 = 0.0f, b1 = 0.0f;
-        if (has_bias) {
-          const int key = kWgKeys * w + kr;  // key in the CTA's 128
-          const uint32_t box = sm.bias(key / kBiasCols);
-          b0 = ld_shared_f32(box + swizzle128(col, 4 * (key % kBiasCols)));
-          b1 = ld_shared_f32(box + swizzle128(col + 1, 4 * (key % kBiasCols)));
+        if (has_bias) {  // query rows col, col + 1 of the tile, key kr of the warpgroup
+          b0 = ld_shared_f32(sm.bias(w) + 4 * attn_tc::bias_at(col, kr));
+          b1 = ld_shared_f32(sm.bias(w) + 4 * attn_tc::bias_at(col + 1, kr));
         }
         const float l0 = tau.x * kLog2e, l1 = tau.y * kLog2e;
         float p0 = fast_exp2(fmaf(l0, fmaf(a.p.scale, s[2 * q], b0), -lse.x * kLog2e));
@@ -281,7 +280,6 @@ struct Consumer {
         s[2 * q] = p0;
         s[2 * q + 1] = p1;
       }
-      if (has_bias) ++nb;
       uint32_t pf[4][4];
 #pragma unroll
       for (int n = 0; n < 16; ++n) pf[n / 4][n % 4] = pack_bf16(s[2 * n], s[2 * n + 1]);
@@ -319,7 +317,7 @@ struct Consumer {
       // dS^T into shared memory for dQ: key row r, queries along the row (128-byte swizzle). The other
       // warpgroup's dQ of the previous step has finished reading it (it waited before reaching here).
       named_barrier(kBarConsumers, 256);
-      if (loader) load.bias(it + 1);  // both warpgroups are past this step's bias
+      load_bias(it + 1);  // both warpgroups are past this step's bias
 #pragma unroll
       for (int n = 0; n < 16; ++n) {
         const int r = 16 * warp + g + 8 * (n & 1), col = 8 * (n >> 1) + 2 * c;
@@ -337,7 +335,7 @@ struct Consumer {
 
       // dQ: the previous reduction has landed (its counter advanced), the staging block is free.
       if (tid == 0 && pending != nullptr) release_turn(pending);
-      rows_landed();
+      copies_landed();  // the next step's rows and bias
       named_barrier(2 + w, 128);
       const uint32_t stage = sm.dq_stage(w);
 #pragma unroll
@@ -395,19 +393,16 @@ __global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel
       mbar_init(sm.q_full(st), 1);
       mbar_init(sm.q_empty(st), kConsumerWarps);
     }
-    mbar_init(sm.b_full(), 1);
     mbar_init_fence();
     tma_prefetch_descriptor(&a.q_map);
     tma_prefetch_descriptor(&a.k_map);
     tma_prefetch_descriptor(&a.v_map);
     tma_prefetch_descriptor(&a.do_map);
-    if (a.p.has_bias) tma_prefetch_descriptor(&a.b_map);
     load.keys_and_values();
     load.queries(0);
-    load.bias(0);
   }
   __syncthreads();
-  Consumer cons(sm, a, sc, load, static_cast<int>(threadIdx.x) / 128, static_cast<int>(threadIdx.x) % 128);
+  Consumer cons(sm, smem_raw + (sm.base - smem_u32(smem_raw)), a, sc, load, static_cast<int>(threadIdx.x) / 128, static_cast<int>(threadIdx.x) % 128);
   cons.run();
 }
 
@@ -429,12 +424,11 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   a.do_map = rows_map("dout_THd", dout_THd.data(), p.T, p.H);
   a.k_map = rows_map("k_TGd", k_TGd.data(), p.T, p.G);
   a.v_map = rows_map("v_TGd", v_TGd.data(), p.T, p.G);
-  a.b_map = a.q_map;  // never read without a band (has_bias = 0)
-  Tensor band, drb, tau;
+  Tensor rb, drb, tau;
   if (p.R > 0 && p.E > 0) {
-    band = Tensor::empty({band_floats(p.T, p.H, p.E)}, DType::F32, *ctx.allocator);
-    write_bias_band(ctx, p, r_THR, table_RE, band);
-    a.b_map = band_map(band.data(), p.T, p.H, p.E);
+    rb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
+    attn_tc::bias_rows(ctx, p, r_THR, table_RE, rb);
+    a.rb = rb.data_as<float>();
     a.p.has_bias = 1;
     drb = attn_tc::zeroed_bias_grad(ctx, p);
     a.drb = drb.data_as<float>();

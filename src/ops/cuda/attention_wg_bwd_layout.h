@@ -31,11 +31,17 @@ constexpr int kSmemV = kSmemK + 4 * kBoxBytes;
 // Q and dO: [stage][head-dim half] boxes of 64 queries.
 constexpr int kSmemQ = kSmemV + 4 * kBoxBytes;
 constexpr int kSmemDo = kSmemQ + kStages * 2 * kBoxBytes;
-// Bias: the band's four boxes of 64 queries x 32 keys fp32, one stage: both warpgroups read it at the start
-// of a step, and the next step's load is issued once both have (the step's first consumer barrier).
+// Bias: per warpgroup, its 64 keys' bias for the step's 64 queries, staged from the bias rows rb [T, H, E]
+// (one GEMM per call, attention_tc_bias.cu) by cp.async as the mma.sync kernels stage it: query row r holds
+// the 64 distances it needs as 17 aligned 16-byte chunks, row stride kRbLd floats (attention_tc.cuh's
+// load_bias_tile_async / bias_at). One stage, loaded for the next step once both warpgroups are past this
+// step's (the step's first consumer barrier). (Before: the forward's banded layout as TMA boxes; writing the
+// band cost 1.7 ms per global layer under ncu, the rows' GEMM ~0.25 ms.)
+constexpr int kRbLd = 68;
+constexpr int kBiasWgBytes = kQueries * kRbLd * 4;
 constexpr int kSmemBias = kSmemDo + kStages * 2 * kBoxBytes;
 // dS (bf16): box w holds warpgroup w's 64 keys as rows, 64 queries along the row (the MN-major A of dQ).
-constexpr int kSmemDs = kSmemBias + 4 * kBoxBytes;
+constexpr int kSmemDs = kSmemBias + (kConsumerWgs * kBiasWgBytes + 1023) / 1024 * 1024;
 // dQ staging (fp32): warpgroup w's 64 queries x 64 head-dim columns, the source of one bulk reduction.
 constexpr int kDqStageBytes = kQueries * 64 * 4;
 constexpr int kSmemDqStage = kSmemDs + kConsumerWgs * kBoxBytes;
@@ -43,9 +49,9 @@ constexpr int kSmemDqStage = kSmemDs + kConsumerWgs * kBoxBytes;
 // loaded during this one).
 constexpr int kSmemRows = kSmemDqStage + kConsumerWgs * kDqStageBytes;
 constexpr int kRowsBytes = kConsumerWgs * 2 * kRowFloats * kQueries * 4;
-// Barriers: kv_full, q_full[stage], q_empty[stage], bias_full.
+// Barriers: kv_full, q_full[stage], q_empty[stage].
 constexpr int kSmemBarriers = kSmemRows + kRowsBytes;
-constexpr int kBarrierCount = 2 + 2 * kStages;
+constexpr int kBarrierCount = 1 + 2 * kStages;
 constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;  // + alignment slack
 static_assert(kSmemBytes <= kSmemLimit, "attention_wg backward: shared memory over the sm_90 limit");
 static_assert(kSmemV % 1024 == 0 && kSmemQ % 1024 == 0 && kSmemDo % 1024 == 0 && kSmemBias % 1024 == 0 &&
@@ -77,8 +83,8 @@ QUILL_WG_HD constexpr int additions_before(int kt, int t0, int window) { return 
 QUILL_WG_HD constexpr bool pair_fully_allowed(int t0, int sw, int T, int window) {
   return sw + kWgKeys - 1 <= t0 && t0 + kQueries <= T && (window == 0 || t0 + kQueries - 1 - sw < window);
 }
-// True when some pair of queries t0 .. t0+63 by the CTA's keys s0 .. s0+127 is closer than E: the step
-// loads the bias boxes (both warpgroups read them).
-QUILL_WG_HD constexpr bool step_has_bias(int t0, int s0, int E) { return E > 0 && t0 - (s0 + kKeys - 1) < E; }
+// True when some pair of queries t0 .. t0+63 by a warpgroup's keys sw .. sw+63 is closer than E: the
+// warpgroup stages its bias for the step.
+QUILL_WG_HD constexpr bool step_has_bias(int t0, int sw, int E) { return E > 0 && t0 - (sw + kWgKeys - 1) < E; }
 
 }  // namespace quill::cuda::attn_wg::bwd
