@@ -5,8 +5,9 @@
 #   1. one small case (no bias, one tile), then every case against the CPU (tests/cuda/attention_wg_backward_test.cc);
 #   2. the same bits on two runs, the comparison with the mma.sync backward on the slice's shapes;
 #   3. attention_bench (forward and backward rows, the wgmma ones with their largest differences);
-#   4. the attention op tests with the default routing (wgmma for global layers), with
-#      QUILL_ATTENTION_WGMMA_BWD=0 (the mma.sync backward everywhere) and =1 (the wgmma one everywhere).
+#   4. the attention op tests with the default routing (mma.sync), with the bias rows as cuBLASLt GEMMs
+#      (QUILL_ATTENTION_BIAS_GEMM=1, with the wgmma backward's tests too), with QUILL_ATTENTION_WGMMA_BWD=2 (wgmma for
+#      global layers) and =1 (wgmma everywhere).
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests attention_bench
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/wgmma-bwd-check.sh")
 #   5. (KERNELS=1) every kernel's time in one attention_bench run under ncu (gpu__time_duration), summed per
@@ -35,13 +36,16 @@ one bits-vs-mma 'CudaAttentionWgBackward.*' 150
 if [ "${BENCH:-1}" = 1 ]; then
   date +%T; timeout 150 "$B/bin/attention_bench" > "$OUT/wgb-attention-bench.txt" 2>&1; echo "attention_bench rc $?"
   cat "$OUT/wgb-attention-bench.txt"
+  echo "-- QUILL_ATTENTION_BIAS_GEMM=1"
+  QUILL_ATTENTION_BIAS_GEMM=1 timeout 150 "$B/bin/attention_bench" --no-wgmma-forward 2>&1 | tee "$OUT/wgb-attention-bench-gemm.txt"
 fi
 if [ "${UNORDERED:-0}" = 1 ]; then
   echo "-- QUILL_ATTENTION_UNORDERED_DQ=1"
   QUILL_ATTENTION_UNORDERED_DQ=1 timeout 150 "$B/bin/attention_bench" --no-wgmma-forward 2>&1 | grep backward
 fi
 one ops-default 'CudaAttention.*:CudaAttention/*' 150
-one ops-mma 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=0
+one ops-bias-gemm 'CudaAttention.*:CudaAttention/*:CudaAttentionWgBackward*' 200 QUILL_ATTENTION_BIAS_GEMM=1
+one ops-global 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=2
 one ops-routed 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=1
 if [ "${KERNELS:-0}" = 1 ]; then
   timeout 240 /usr/local/cuda/bin/ncu --metrics gpu__time_duration.sum --csv "$B/bin/attention_bench" --no-wgmma-forward \

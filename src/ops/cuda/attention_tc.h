@@ -36,6 +36,15 @@ inline bool unordered_dq() {
 // knob. With the fixed-order dQ additions, longest first makes them go lowest key tile first, shortest
 // first highest first. Each order is bit-reproducible; the two give different bits (another order of the
 // same sums). Returns 1, 0, or -1 when not forced.
+// QUILL_ATTENTION_BIAS_GEMM=1: the bias rows and their gradient as cuBLASLt GEMMs (bias_rows_gemm below).
+inline bool bias_on_gemm() {
+  static const bool on = [] {
+    const char* v = std::getenv("QUILL_ATTENTION_BIAS_GEMM");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
 inline int forced_launch_order() {
   static const int forced = [] {
     const char* v = std::getenv("QUILL_ATTENTION_BWD_LONGEST_FIRST");
@@ -64,6 +73,13 @@ void finish_dq(const DeviceContext& ctx, const attn::Problem& p, const Tensor& d
 void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
                const Tensor& rb_THE);
 void tau_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& tau_T);
+// The same two as fp32 cuBLASLt GEMMs (attention_tc_bias_gemm.cu), taken when bias_on_gemm(): not yet run on a
+// GPU, so opt-in until they have been.
+void bias_rows_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
+                    const Tensor& rb_THE);
+void bias_rows_backward_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,
+                             const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR,
+                             const Tensor& dtable_RE);
 // From drb_THE (the gradient of the bias rows): dr_THR (bf16) = drb . table^T, overwritten;
 // dtable_RE (fp32) += r^T . drb.
 void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,

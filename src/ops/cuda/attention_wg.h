@@ -24,10 +24,11 @@ struct Options {
 // 0 off, 1 default form, 2 split form, 3 setmaxnreg form (QUILL_ATTENTION_WGMMA, read once).
 int requested_mode();
 
-// Which head-dim-128 backward ops::attention_backward runs (QUILL_ATTENTION_WGMMA_BWD, read once): unset,
-// the wgmma backward below for global (unwindowed) layers on sm_90 and the mma.sync one for windowed layers
-// (the faster of the two for each, bench/results/2026-12-05-attention-wgmma-backward); 1 the wgmma backward
-// for every layer; 0 the mma.sync backward for every layer. Returns -1 (unset), 0 or 1.
+// Which head-dim-128 backward ops::attention_backward runs (QUILL_ATTENTION_WGMMA_BWD, read once): unset or 0,
+// the mma.sync backward; 1 the wgmma backward below for every layer; 2 the wgmma backward for global
+// (unwindowed) layers on sm_90 and the mma.sync one for windowed layers, the faster of the two for each
+// (bench/results/2026-12-05-attention-wgmma-backward). 2 becomes the default once the backward's present form
+// (bias staged from the rows) has passed its tests on the H200; it has not run on a GPU yet.
 int backward_mode();
 
 // True when the current device can run this path (compute capability 9.0).

@@ -22,8 +22,8 @@ int requested_mode() {
 int backward_mode() {
   static const int mode = [] {
     const char* v = std::getenv("QUILL_ATTENTION_WGMMA_BWD");
-    if (v == nullptr || v[0] == '\0') return -1;
-    QUILL_CHECK((v[0] == '0' || v[0] == '1') && v[1] == '\0', "QUILL_ATTENTION_WGMMA_BWD must be 0 or 1, got '{}'", v);
+    if (v == nullptr || v[0] == '\0') return 0;
+    QUILL_CHECK(v[0] >= '0' && v[0] <= '2' && v[1] == '\0', "QUILL_ATTENTION_WGMMA_BWD must be 0, 1 or 2, got '{}'", v);
     return v[0] - '0';
   }();
   return mode;
@@ -32,7 +32,7 @@ int backward_mode() {
 bool backward_takes(const attn::Problem& p) {
   const int mode = backward_mode();
   if (mode == 0 || p.d != kD) return false;
-  return (mode == 1 || p.window == 0) && device_supported();
+  return (mode == 1 || p.window == 0) && device_supported();  // mode 2: global layers only
 }
 
 bool device_supported() {

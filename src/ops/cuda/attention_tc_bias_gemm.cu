@@ -1,0 +1,54 @@
+// The bias rows of the tensor-core attention and their gradient (attention_tc_bias.cu says what they are)
+// as fp32 GEMMs on cuBLASLt (ops/linear.h with fp32 operands: CUBLAS_COMPUTE_32F, no TF32) over the T H rows,
+// r converted to fp32 first (T H R floats, 16 MiB for the slice):
+//   rb     [TH, E] = r [TH, R] . table [R, E]          linear_backward_input (K = R: bound by rb's write)
+//   dr     [TH, R] = drb [TH, E] . table^T             linear_forward, then rounded to bf16
+//   dtable [R, E] += r^T . drb                         linear_backward_weight, accumulated
+// Each reads or writes the [TH, E] tensor once. The CUDA-core kernels of attention_tc_bias.cu ran at 0.5-1
+// TB/s: under ncu ~2.2 ms of a local layer's backward (more than its attention kernel) and ~4.3 ms of a
+// global one's (bench/results/2026-12-05-attention-wgmma-backward). cuBLASLt's results are the same bits on
+// every run (its reduction schemes are ordered: issue 24).
+// Not yet run on a GPU: behind QUILL_ATTENTION_BIAS_GEMM=1 (attention_tc.h) until the attention tests and
+// attention_bench have passed with it on the H200.
+#include "ops/convert.h"
+#include "ops/cuda/attention_tc.h"
+#include "ops/linear.h"
+
+namespace quill::cuda::attn_tc {
+
+namespace {
+// r [T, H, R] bf16 as fp32 rows [T H, R] (cuBLASLt takes all-bf16 or all-fp32 operands).
+Tensor r_rows_f32(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR) {
+  Tensor r32 = Tensor::empty({static_cast<int64_t>(p.T) * p.H, p.R}, DType::F32, *ctx.allocator);
+  ops::convert(ctx, r_THR.reshape({static_cast<int64_t>(p.T) * p.H, p.R}), r32);
+  return r32;
+}
+}  // namespace
+
+void bias_rows_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
+                    const Tensor& rb_THE) {
+  const int64_t n_rows = static_cast<int64_t>(p.T) * p.H;
+  if (n_rows == 0 || p.E == 0) return;
+  if (p.R == 0) {  // no bias rank: the bias is zero
+    QUILL_CUDA_CHECK(cudaMemsetAsync(rb_THE.data(), 0, rb_THE.nbytes(), stream_of(ctx)));
+    return;
+  }
+  ops::linear_backward_input(ctx, r_rows_f32(ctx, p, r_THR), table_RE, rb_THE.reshape({n_rows, p.E}), false);
+}
+
+void bias_rows_backward_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,
+                             const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE) {
+  const int64_t n_rows = static_cast<int64_t>(p.T) * p.H;
+  if (n_rows == 0 || p.R == 0) return;
+  if (p.E == 0) {  // no distance carries a bias: dr is zero, dtable unchanged
+    QUILL_CUDA_CHECK(cudaMemsetAsync(dr_THR.data(), 0, dr_THR.nbytes(), stream_of(ctx)));
+    return;
+  }
+  const Tensor drb = drb_THE.reshape({n_rows, p.E});
+  Tensor dr32 = Tensor::empty({n_rows, p.R}, DType::F32, *ctx.allocator);
+  ops::linear_forward(ctx, drb, table_RE, dr32);
+  ops::convert(ctx, dr32, dr_THR.reshape({n_rows, p.R}));
+  ops::linear_backward_weight(ctx, r_rows_f32(ctx, p, r_THR), drb, dtable_RE, true);
+}
+
+}  // namespace quill::cuda::attn_tc
