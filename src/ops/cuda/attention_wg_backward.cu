@@ -70,7 +70,16 @@ struct Smem {
   __device__ uint32_t q_full(int st) const { return bar(1 + st); }
   __device__ uint32_t q_empty(int st) const { return bar(1 + bwd::kStages + st); }
 };
-enum : int { kRowLse = 0, kRowD = 1, kRowTau = 2 };  // tau is not loaded (0) without log scaling
+// Per-query rows (kSmemRows): lse, D and tau arrive raw in kinds 0-2 (tau not loaded without log scaling);
+// the thread that loaded a query then turns lse into lse log2 e, sets tau to 1 where log scaling is off, and
+// adds the two products of tau the scores need (finish_rows), so P costs two FMAs and an exp2 per score.
+enum : int { kRowLse2 = 0, kRowD = 1, kRowTau = 2, kRowCoefQk = 3, kRowCoefBias = 4 };
+// A descriptor moved by `bytes` (a multiple of 16): the start-address field is the low 14 bits of addr / 16,
+// and every buffer here lies below 256 KiB, so the add never carries out of it.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+__device__ __forceinline__ void st_shared_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
 
 __device__ __forceinline__ float2 ld_shared_f2(uint32_t addr) {
   float2 v;
@@ -171,8 +180,19 @@ struct Consumer {
                    : "memory");
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
-  // This thread's cp.async copies (rows, bias) have landed; visible to the warpgroup after its next barrier.
-  __device__ void copies_landed() const { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+  // This thread's cp.async copies (rows, bias) have landed, and the rows of step it (buffer buf) are
+  // finished; visible to the warpgroup after its next barrier.
+  __device__ void copies_landed(int it, int buf) const {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    if (tid >= kQueries || it >= sc.n_steps) return;
+    const uint32_t at = 4 * tid;
+    const float lse = ld_shared_f32(sm.rows(w, buf, kRowLse2) + at);
+    const float tau = a.p.tau != nullptr ? ld_shared_f32(sm.rows(w, buf, kRowTau) + at) : 1.0f;
+    st_shared_f32(sm.rows(w, buf, kRowLse2) + at, lse * kLog2e);
+    st_shared_f32(sm.rows(w, buf, kRowTau) + at, tau);
+    st_shared_f32(sm.rows(w, buf, kRowCoefQk) + at, tau * a.p.scale * kLog2e);
+    st_shared_f32(sm.rows(w, buf, kRowCoefBias) + at, tau * kLog2e);
+  }
   __device__ bool has_bias(int it) const {
     return it < sc.n_steps && a.p.has_bias && step_has_bias(sc.t0(it), sw, a.p.E);
   }
@@ -186,34 +206,37 @@ struct Consumer {
 
   // acc (64 keys x 64 queries) = A_w (keys x head dim) . B^T (queries x head dim), both K-major.
   __device__ void issue_keys_by_queries(float (&acc)[32], uint32_t a_box0, uint32_t b_box0) const {
+    const uint64_t da = k_major_desc(a_box0), db = k_major_desc(b_box0);
     fence_regs(acc);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
-      wgmma_m64n64k16_ss(acc, k_major_desc(a_box0 + off), k_major_desc(b_box0 + off), kk > 0 ? 1 : 0);
+      wgmma_m64n64k16_ss(acc, desc_plus(da, off), desc_plus(db, off), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     fence_regs(acc);
   }
   // acc (64 keys x 128 head dims) += A (64 keys x 64 queries, registers) . rows (64 queries x 128, MN-major).
   __device__ void issue_acc_rows(float (&acc)[64], const uint32_t (&af)[4][4], uint32_t rows_box0) const {
+    const uint64_t db = mn_major_desc(rows_box0);
     fence_regs(acc);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_rs_tb(acc, af[kk], mn_major_desc(rows_box0 + kk * 16 * kRowBytes), 1);
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k16_rs_tb(acc, af[kk], desc_plus(db, kk * 16 * kRowBytes), 1);
     wgmma_commit();
     fence_regs(acc);
   }
   // dq (64 queries x head dims 64 w ..) = dS (all 128 keys, MN-major) . K (keys x those head dims, MN-major).
   __device__ void issue_dq(float (&dq)[32]) const {
+    const uint64_t da = mn_major_desc(sm.ds(0)), db = mn_major_desc(sm.k(0, w));
     fence_regs(dq);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
-      const uint32_t rows = (kk % 4) * 16 * kRowBytes;
-      wgmma_m64n64k16_ss_tt(dq, mn_major_desc(sm.ds(kk / 4) + rows), mn_major_desc(sm.k(kk / 4, w) + rows),
-                            kk > 0 ? 1 : 0);
+      // Keys 16 kk ..: rows 16 (kk % 4) of dS box kk / 4 and of K box (kk / 4, w), 2 KiB per 16 rows.
+      wgmma_m64n64k16_ss_tt(dq, desc_plus(da, (kk / 4) * kBoxBytes + (kk % 4) * 16 * kRowBytes),
+                            desc_plus(db, (kk / 4) * 2 * kBoxBytes + (kk % 4) * 16 * kRowBytes), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     fence_regs(dq);
@@ -227,12 +250,11 @@ struct Consumer {
     float dk[64], dv[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.0f;
-    const bool has_tau = a.p.tau != nullptr;
     int* pending = nullptr;  // thread 0: the counter to advance once the last reduction has landed
     const int64_t t_pad = (a.p.T + kQueries - 1) / kQueries * kQueries;
     load_rows(0, 0);
     load_bias(0);
-    copies_landed();
+    copies_landed(0, 0);
     named_barrier(2 + w, 128);
     mbar_wait(sm.kv_full(), 0, 2);
 
@@ -254,22 +276,24 @@ struct Consumer {
       wgmma_wait<1>();
       fence_regs(s);
 
-      // P^T. Element i: key row 16 warp + g + 8 ((i / 2) % 2), query column 8 (i / 4) + 2 c + (i % 2).
+      // P^T. Element i of an m64n64 accumulator: key row 16 warp + g + 8 ((i / 2) % 2), query column
+      // 8 (i / 4) + 2 c + (i % 2). (Loops over pairs q = i / 2 with the bias load inside: ordered by columns
+      // first, ptxas kept the 32 bias addresses live and spilled.)
+      const uint32_t rows = sm.rows(w, buf, 0) + 4 * 2 * c;  // + kind * 256 + 32 (q / 2)
 #pragma unroll
       for (int q = 0; q < 16; ++q) {
-        const int sel = q & 1, col = 8 * (q >> 1) + 2 * c;
-        const int kr = 16 * warp + g + 8 * sel;  // key row in this warpgroup
+        const int sel = q & 1, col = 8 * (q >> 1) + 2 * c;  // query row of the tile
+        const int kr = 16 * warp + g + 8 * sel;             // key row in this warpgroup
         // x = log2 e (tau (scale S + bias) - lse): the exponent of P in base 2.
-        const float2 lse = ld_shared_f2(sm.rows(w, buf, kRowLse) + 4 * col);
-        const float2 tau = has_tau ? ld_shared_f2(sm.rows(w, buf, kRowTau) + 4 * col) : make_float2(1.0f, 1.0f);
-        float b0 = 0.0f, b1 = 0.0f;
-        if (has_bias) {  // query rows col, col + 1 of the tile, key kr of the warpgroup
-          b0 = ld_shared_f32(sm.bias(w) + 4 * attn_tc::bias_at(col, kr));
-          b1 = ld_shared_f32(sm.bias(w) + 4 * attn_tc::bias_at(col + 1, kr));
+        const float2 cqk = ld_shared_f2(rows + kRowCoefQk * 256 + 32 * (q >> 1));
+        const float2 lse2 = ld_shared_f2(rows + kRowLse2 * 256 + 32 * (q >> 1));
+        float o0 = -lse2.x, o1 = -lse2.y;
+        if (has_bias) {
+          const float2 cb = ld_shared_f2(rows + kRowCoefBias * 256 + 32 * (q >> 1));
+          o0 = fmaf(cb.x, ld_shared_f32(sm.bias(w) + 4 * attn_tc::bias_at(col, kr)), o0);
+          o1 = fmaf(cb.y, ld_shared_f32(sm.bias(w) + 4 * attn_tc::bias_at(col + 1, kr)), o1);
         }
-        const float l0 = tau.x * kLog2e, l1 = tau.y * kLog2e;
-        float p0 = fast_exp2(fmaf(l0, fmaf(a.p.scale, s[2 * q], b0), -lse.x * kLog2e));
-        float p1 = fast_exp2(fmaf(l1, fmaf(a.p.scale, s[2 * q + 1], b1), -lse.y * kLog2e));
+        float p0 = fast_exp2(fmaf(cqk.x, s[2 * q], o0)), p1 = fast_exp2(fmaf(cqk.y, s[2 * q + 1], o1));
         if (!full) {
           const int sk = sw + kr, t = t0 + col;
           const bool ok0 = (t < a.p.T) & (sk <= t) & ((a.p.window == 0) | (t - sk < a.p.window));
@@ -289,25 +313,27 @@ struct Consumer {
       fence_regs(dv);
       fence_regs(pf);
 
-      // dS^T = tau P^T (dP^T - D); its bias-row gradient.
+      // dS^T = tau P^T (dP^T - D); its bias-row gradient drb[(t H + h) E + t - s], t = t0 + 8 jj + 2 c + e,
+      // s = sw + kr: per row sel a base plus (8 jj + e) (H E + 1).
+      const int64_t drb_step = static_cast<int64_t>(a.p.H) * a.p.E + 1;
 #pragma unroll
-      for (int q = 0; q < 16; ++q) {
-        const int sel = q & 1, col = 8 * (q >> 1) + 2 * c;
-        const float2 tau = has_tau ? ld_shared_f2(sm.rows(w, buf, kRowTau) + 4 * col) : make_float2(1.0f, 1.0f);
-        const float2 dd = ld_shared_f2(sm.rows(w, buf, kRowD) + 4 * col);
-        dp[2 * q] = tau.x * s[2 * q] * (dp[2 * q] - dd.x);
-        dp[2 * q + 1] = tau.y * s[2 * q + 1] * (dp[2 * q + 1] - dd.y);
-        if (has_bias && a.drb != nullptr) {
-          const int sk = sw + 16 * warp + g + 8 * sel, t = t0 + col;
-          // Allowed pairs closer than E own a drb slot; P = 0 elsewhere, so testing the distance and the
-          // mask's conditions is enough.
+      for (int jj = 0; jj < 8; ++jj) {
+        const float2 tau = ld_shared_f2(rows + kRowTau * 256 + 32 * jj);
+        const float2 dd = ld_shared_f2(rows + kRowD * 256 + 32 * jj);
+#pragma unroll
+        for (int sel = 0; sel < 2; ++sel)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int te = t + e, u = te - sk;
-            if (te < a.p.T && u >= 0 && u < a.p.E && (a.p.window == 0 || u < a.p.window))
-              a.drb[(static_cast<int64_t>(te) * a.p.H + h) * a.p.E + u] = dp[2 * q + e];
+            const int i = 4 * jj + 2 * sel + e;
+            dp[i] = (e ? tau.y : tau.x) * s[i] * (dp[i] - (e ? dd.y : dd.x));
+            if (has_bias && a.drb != nullptr) {
+              const int sk = sw + 16 * warp + g + 8 * sel, t = t0 + 8 * jj + 2 * c + e, u = t - sk;
+              // Allowed pairs closer than E own a slot (P = 0 elsewhere, so the mask's conditions suffice).
+              if (t < a.p.T && u >= 0 && u < a.p.E && (a.p.window == 0 || u < a.p.window))
+                a.drb[(static_cast<int64_t>(t0 + 2 * c) * drb_step + static_cast<int64_t>(h) * a.p.E - sk) +
+                      (8 * jj + e) * drb_step] = dp[i];
+            }
           }
-        }
       }
       uint32_t df[4][4];
 #pragma unroll
@@ -318,10 +344,13 @@ struct Consumer {
       // warpgroup's dQ of the previous step has finished reading it (it waited before reaching here).
       named_barrier(kBarConsumers, 256);
       load_bias(it + 1);  // both warpgroups are past this step's bias
+      // Pair n = 2 jj + sel is row r = 16 warp + g + 8 sel (r % 8 = g), columns 8 jj + 2 c: swizzle128(r, 2 col)
+      // = (r * 128 + 4 c + 16 g) ^ 16 jj (the row base has bits 4-6 free; checked against swizzle128).
 #pragma unroll
-      for (int n = 0; n < 16; ++n) {
-        const int r = 16 * warp + g + 8 * (n & 1), col = 8 * (n >> 1) + 2 * c;
-        st_shared_b32(sm.ds(w) + swizzle128(r, 2 * col), df[n / 4][n % 4]);
+      for (int sel = 0; sel < 2; ++sel) {
+        const uint32_t row_at = (sm.ds(w) + (16 * warp + g + 8 * sel) * kRowBytes + 4 * c) | (g << 4);
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) st_shared_b32(row_at ^ (jj << 4), df[jj / 2][2 * (jj % 2) + sel]);
       }
       fence_proxy_async_smem();
       named_barrier(kBarConsumers, 256);
@@ -335,13 +364,18 @@ struct Consumer {
 
       // dQ: the previous reduction has landed (its counter advanced), the staging block is free.
       if (tid == 0 && pending != nullptr) release_turn(pending);
-      copies_landed();  // the next step's rows and bias
+      copies_landed(it + 1, buf ^ 1);  // the next step's rows and bias
       named_barrier(2 + w, 128);
       const uint32_t stage = sm.dq_stage(w);
+      // attention_dq.cuh's unit permutation: pair (jj, sel) of row r = 16 warp + g + 8 sel, column 8 jj + 2 c, at
+      // float r * 64 + 4 ((2 jj + c / 2) ^ g) + 2 (c % 2) = one XOR with 32 jj of a per-row base (checked against
+      // dq_unit_col).
 #pragma unroll
-      for (int n = 0; n < 16; ++n) {
-        const int r = 16 * warp + g + 8 * (n & 1), col = 8 * (n >> 1) + 2 * c;
-        st_shared_f2(stage + 4 * (r * 64 + dq_unit_col(r & 7, col)), dq[2 * n], dq[2 * n + 1]);
+      for (int sel = 0; sel < 2; ++sel) {
+        const int r = 16 * warp + g + 8 * sel;
+        const uint32_t row_at = stage + r * 256 + 8 * (c & 1) + ((((c >> 1) ^ g) & 1) << 4) + ((g & 6) << 4);
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) st_shared_f2(row_at ^ (jj << 5), dq[4 * jj + 2 * sel], dq[4 * jj + 2 * sel + 1]);
       }
       fence_proxy_async_smem();
       named_barrier(2 + w, 128);

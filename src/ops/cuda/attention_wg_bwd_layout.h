@@ -21,7 +21,7 @@ constexpr int kQueries = 64;               // queries per step
 constexpr int kConsumerWgs = kKeys / kWgKeys;
 constexpr int kThreads = 128 * kConsumerWgs;
 constexpr int kStages = 2;                 // Q / dO pipeline depth (the bias has one stage: see below)
-constexpr int kRowFloats = 3;              // per query: lse, D, tau
+constexpr int kRowFloats = 5;              // per query values (kSmemRows)
 
 // ---- Shared memory (byte offsets from a 1024-byte-aligned base) ----
 // K and V: boxes [key half w][head-dim half] (64 keys x 64 columns bf16, 8 KiB each). K is read both as
@@ -46,7 +46,7 @@ constexpr int kSmemDs = kSmemBias + (kConsumerWgs * kBiasWgBytes + 1023) / 1024 
 constexpr int kDqStageBytes = kQueries * 64 * 4;
 constexpr int kSmemDqStage = kSmemDs + kConsumerWgs * kBoxBytes;
 // Per-query rows: [warpgroup][buffer][kRowFloats][64] fp32 (double-buffered: the next step's rows are
-// loaded during this one).
+// loaded during this one): lse log2 e, D, tau, tau scale log2 e, tau log2 e.
 constexpr int kSmemRows = kSmemDqStage + kConsumerWgs * kDqStageBytes;
 constexpr int kRowsBytes = kConsumerWgs * 2 * kRowFloats * kQueries * 4;
 // Barriers: kv_full, q_full[stage], q_empty[stage].
