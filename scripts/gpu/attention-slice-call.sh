@@ -8,7 +8,7 @@ set -uo pipefail
 FINAL=${OUT:-/tmp/out}
 export OUT=/tmp/o
 mkdir -p "$OUT" "$FINAL"
-UNORDERED=${UNORDERED:-0} KERNELS=${KERNELS:-0} bash scripts/gpu/wgmma-bwd-check.sh 2>&1 | tail -40
+UNORDERED=${UNORDERED:-0} KERNELS=${KERNELS:-0} STALLS=${STALLS:-1} bash scripts/gpu/wgmma-bwd-check.sh 2>&1 | tail -40
 env ${SLICE_ENV-QUILL_ATTENTION_BIAS_GEMM=1 QUILL_ATTENTION_WGMMA_BWD=2} OUT=/tmp/o/slice QUILL=$PWD/build/gpu-bundle/bin/quill COMMIT=$(cat build/gpu-bundle/COMMIT) BUDGET_S=${SLICE_BUDGET_S:-430} \
   bash bench/slice/run.sh > /tmp/o/slice-run.log 2>&1
 echo "slice rc $?"; tail -5 /tmp/o/slice-run.log; cat /tmp/o/slice/slice-bench.txt 2>/dev/null | head -60

@@ -12,6 +12,8 @@
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/wgmma-bwd-check.sh")
 #   5. (KERNELS=1) every kernel's time in one attention_bench run under ncu (gpu__time_duration), summed per
 #      kernel name: what the backward's extra kernels (band, bias rows, dq finish) cost beside the main one.
+#   6. (STALLS=1) ncu on the global layer's wgmma backward kernel: tensor-pipe use, issue slots and the warp
+#      stall reasons per issued instruction (what the kernel waits on; the first version was issue-bound at 30%).
 # Environment [defaults]: OUT [/tmp/out], BENCH [1]: 0 skips attention_bench, UNORDERED [0]: 1 also times
 # attention_bench with QUILL_ATTENTION_UNORDERED_DQ=1 (the fixed dQ order's cost), KERNELS [0].
 set -uo pipefail
@@ -61,6 +63,20 @@ for r in rows[1:]:
     name = r[ki].split("(")[0][-60:]; tot[name] += v; n[name] += 1
 for k, v in sorted(tot.items(), key=lambda x: -x[1]): print(f"{n[k]:5d} {v:10.3f}  {k}")
 PY
+fi
+if [ "${STALLS:-0}" = 1 ]; then
+  stalls=""
+  for r in barrier long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected selected lg_throttle \
+           dispatch_stall no_instruction membar branch_resolving drain sleeping; do
+    stalls="$stalls,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
+  # attention_bench --no-wgmma-forward launches the wgmma backward 14 times per layer (one checked call, 3 warm-up,
+  # 10 timed): launch 15 is the global layer's first warm-up call.
+  timeout 200 /usr/local/cuda/bin/ncu -k regex:attention_wg_backward_kernel --launch-skip 15 -c 1 \
+    --metrics "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed.avg.per_cycle_active,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum$stalls" \
+    "$B/bin/attention_bench" --no-wgmma-forward > "$OUT/wgb-stalls.txt" 2>&1
+  echo "ncu stalls rc $?"
+  grep -E "gmma|per_cycle|inst_executed|wavefronts|duration|stalled" "$OUT/wgb-stalls.txt" | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | head -30
 fi
 date +%T
 } 2>&1 | tee "$OUT/wgmma-bwd-check.txt"
