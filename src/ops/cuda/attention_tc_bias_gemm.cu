@@ -1,5 +1,6 @@
 // The bias rows of the tensor-core attention and their gradient (attention_tc_bias.cu says what they are)
-// as fp32 GEMMs on cuBLASLt (ops/linear.h with fp32 operands: CUBLAS_COMPUTE_32F, no TF32) over the T H rows,
+// as fp32 GEMMs on cuBLASLt (the backend's linear ops, gemm.cu, with fp32 operands: CUBLAS_COMPUTE_32F, no TF32;
+// called directly, not through ops/, so the op profile counts them inside the attention op) over the T H rows,
 // r converted to fp32 first (T H R floats, 16 MiB for the slice):
 //   rb     [TH, E] = r [TH, R] . table [R, E]          linear_backward_input (K = R: bound by rb's write)
 //   dr     [TH, R] = drb [TH, E] . table^T             linear_forward, then rounded to bf16
@@ -10,9 +11,8 @@
 // every run (its reduction schemes are ordered: issue 24).
 // Not yet run on a GPU: behind QUILL_ATTENTION_BIAS_GEMM=1 (attention_tc.h) until the attention tests and
 // attention_bench have passed with it on the H200.
-#include "ops/convert.h"
 #include "ops/cuda/attention_tc.h"
-#include "ops/linear.h"
+#include "ops/cuda/kernels.h"
 
 namespace quill::cuda::attn_tc {
 
@@ -20,7 +20,7 @@ namespace {
 // r [T, H, R] bf16 as fp32 rows [T H, R] (cuBLASLt takes all-bf16 or all-fp32 operands).
 Tensor r_rows_f32(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR) {
   Tensor r32 = Tensor::empty({static_cast<int64_t>(p.T) * p.H, p.R}, DType::F32, *ctx.allocator);
-  ops::convert(ctx, r_THR.reshape({static_cast<int64_t>(p.T) * p.H, p.R}), r32);
+  convert(ctx, r_THR.reshape({static_cast<int64_t>(p.T) * p.H, p.R}), r32);
   return r32;
 }
 }  // namespace
@@ -33,7 +33,7 @@ void bias_rows_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tens
     QUILL_CUDA_CHECK(cudaMemsetAsync(rb_THE.data(), 0, rb_THE.nbytes(), stream_of(ctx)));
     return;
   }
-  ops::linear_backward_input(ctx, r_rows_f32(ctx, p, r_THR), table_RE, rb_THE.reshape({n_rows, p.E}), false);
+  linear_backward_input(ctx, r_rows_f32(ctx, p, r_THR), table_RE, rb_THE.reshape({n_rows, p.E}), false);
 }
 
 void bias_rows_backward_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,
@@ -46,9 +46,9 @@ void bias_rows_backward_gemm(const DeviceContext& ctx, const attn::Problem& p, c
   }
   const Tensor drb = drb_THE.reshape({n_rows, p.E});
   Tensor dr32 = Tensor::empty({n_rows, p.R}, DType::F32, *ctx.allocator);
-  ops::linear_forward(ctx, drb, table_RE, dr32);
-  ops::convert(ctx, dr32, dr_THR.reshape({n_rows, p.R}));
-  ops::linear_backward_weight(ctx, r_rows_f32(ctx, p, r_THR), drb, dtable_RE, true);
+  linear_forward(ctx, drb, table_RE, dr32);
+  convert(ctx, dr32, dr_THR.reshape({n_rows, p.R}));
+  linear_backward_weight(ctx, r_rows_f32(ctx, p, r_THR), drb, dtable_RE, true);
 }
 
 }  // namespace quill::cuda::attn_tc
