@@ -1,6 +1,6 @@
 // Attention backward for head dim 128 on Hopper (sm_90a), FlashAttention-3 style: the five tile
 // products as warpgroup MMAs (wgmma) from shared memory and registers, Q and dO streamed by TMA on
-// mbarriers from a producer warp, two consumer warpgroups. Math: ops/attention.h and the comment of
+// mbarriers, two warpgroups of 64 keys each. Math: ops/attention.h and the comment of
 // attention_backward.cu; the same outputs as the mma.sync backward (attention_tc_backward.cu): dk, dv
 // written once from registers, dQ added in a fixed order into an fp32 accumulator (attention_dq.cuh),
 // drb [T, H, E] stored per allowed pair and reduced by attn_tc::bias_rows_backward. Tiles, shared memory
