@@ -1,11 +1,11 @@
 // The arithmetic of the Hopper attention backward (attention_wg_backward.cu) that can be checked
 // without a GPU: its tiles, shared-memory map, step order and the fixed order of its dQ additions.
-// Pure C++, constexpr (tests/ops/attention_wg_layout_test.cc). Descriptors, swizzle and the bias band
-// are the forward's (attention_wg_layout.h). Design note: docs/decisions/attention-wgmma.md.
+// Pure C++, constexpr (tests/ops/attention_wg_bwd_layout_test.cc). Descriptors and swizzle are the
+// forward's (attention_wg_layout.h). Design note: docs/decisions/attention-wgmma.md.
 //
 // One CTA per (128-key tile, kv head): warpgroups 0 and 1 own keys s0 + 64 w .. + 63 (their dK and dV stay
-// in registers over the whole CTA); one thread streams one 64-query tile of one query head per step by TMA
-// (Q, dO, and the bias band's four 32-key boxes when the tile pair has distances below E). No producer
+// in registers over the whole CTA); thread 0 streams one 64-query tile of one query head per step by TMA
+// (Q and dO), each warpgroup stages its bias by cp.async when the tile pair has distances below E. No producer
 // warp: with 288 or 384 threads ptxas 13.0 holds every thread to 168 registers (a multiprocessor quarter's
 // 16,384 over its 3 warps), setmaxnreg or not, and the consumer needs ~250 (0 spills at 256 threads; at 168
 // it spills 1.2 KB and serialises the wgmma pipeline, C7512).
