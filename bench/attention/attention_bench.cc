@@ -4,15 +4,15 @@
 // calls, CUDA events on the backend's stream, and the achieved TFLOP/s (causal or windowed pairs
 // counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
 // bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
-// machine. Usage: attention_bench [T] [--no-wgmma] [--no-wgmma-forward]
+// machine. Usage: attention_bench [T] [--no-wgmma] [--no-wgmma-forward] [--no-wide]
 // Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma",
-// "forward wgmma split" and "forward wgmma setmaxnreg" (its three forms), each with its largest
+// "forward wgmma split", "forward wgmma wide" and "forward wgmma setmaxnreg" (its four forms), each with its largest
 // difference from the default forward's out and lse on the same inputs (a full-size self-check
 // before the figure is believed).
 // Then the mma.sync backward ("backward mma.sync") and the Hopper backward ("backward wgmma", with its
 // largest differences from the mma.sync backward's dq, dk, dv and dr); the first row's backward is
 // ops::attention_backward's choice (QUILL_ATTENTION_WGMMA_BWD, attention_wg.h).
-// --no-wgmma-forward leaves out only the wgmma forward rows.
+// --no-wgmma-forward leaves out only the wgmma forward rows, --no-wide the wide form's.
 // QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it (QUILL_ATTENTION_WGMMA_BWD=1 its
 // backward). --no-wgmma leaves those rows
 // out (the determinism cost arms time only the default kernels, and a wgmma fault must not cost them).
@@ -66,10 +66,11 @@ double pairs(int64_t T, int64_t window) {
 
 int main(int argc, char** argv) {
   int64_t T = 8192;
-  bool wgmma_rows = true, wgmma_forward_rows = true;
+  bool wgmma_rows = true, wgmma_forward_rows = true, wide_rows = true;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--no-wgmma") wgmma_rows = false;
     else if (std::string(argv[i]) == "--no-wgmma-forward") wgmma_forward_rows = false;
+    else if (std::string(argv[i]) == "--no-wide") wide_rows = false;
     else T = std::atoll(argv[i]);
   }
   const int64_t H = 32, G = 8, d = 128, R = 16;
@@ -106,12 +107,15 @@ int main(int argc, char** argv) {
     if (!wgmma_rows || !cuda::attn_wg::device_supported()) continue;
     ops::attention_forward(ctx, q, k, v, r, table, p, out, lse);  // the reference of the self-check
     std::fflush(stdout);
-    for (int form = 0; form < (wgmma_forward_rows ? 3 : 0); ++form) {  // default, split P V, setmaxnreg (last: a hang there keeps the rest)
+    // default, split P V, wide, setmaxnreg (last: a hang there keeps the rest)
+    for (int form = 0; form < (wgmma_forward_rows ? 4 : 0); ++form) {
+      if (form == 2 && !wide_rows) continue;
       const bool split = form == 1;
       Tensor out_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), lse_wg = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
       cuda::attn_wg::Options options;
       options.split_pv = split;
-      options.setmaxnreg = form == 2;
+      options.wide = form == 2;
+      options.setmaxnreg = form == 3;
       options.sync_check = true;  // the first call names a failing kernel
       cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
       const double d_out = max_abs_diff(ctx, out_wg, out), d_lse = max_abs_diff(ctx, lse_wg, lse);
@@ -120,7 +124,7 @@ int main(int argc, char** argv) {
         cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
       });
       std::printf("%-40s T=%lld  forward wgmma%s %8.3f ms %7.1f TFLOP/s   max |diff| vs default: out %.3g, lse %.3g\n",
-                  layer.name, static_cast<long long>(T), form == 1 ? " split" : (form == 2 ? " setmaxnreg" : ""), wg,
+                  layer.name, static_cast<long long>(T), form == 1 ? " split" : (form == 2 ? " wide" : (form == 3 ? " setmaxnreg" : "")), wg,
                   4.0 * n * d / wg / 1e9, d_out, d_lse);
       std::fflush(stdout);
     }

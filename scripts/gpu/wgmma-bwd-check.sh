@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One device call (issue 23): the Hopper attention backward (src/ops/cuda/attention_wg_backward.cu) on one
-# H200. Each step in its own process, so a kernel that traps (every mbarrier wait traps after ~4 s) costs
+# One device call (issue 23): the Hopper attention backward (src/ops/cuda/attention_wg_backward.cu) and the
+# forward's wide form (128-key tiles) on one H200. Each step in its own process, so a kernel that traps (every mbarrier wait traps after ~4 s) costs
 # only its own row:
+#   0. the wide forward's diagnostics and cases (its attention_bench rows only if they pass: --no-wide);
 #   1. one small case (no bias, one tile), then every case against the CPU (tests/cuda/attention_wg_backward_test.cc);
 #   2. the same bits on two runs, the comparison with the mma.sync backward on the slice's shapes;
 #   3. attention_bench (forward and backward rows, the wgmma ones with their largest differences);
@@ -32,11 +33,14 @@ one() {  # one gtest filter in its own process: rc and the lines that say what f
 }
 {
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
+one wide-diagnostics 'CudaAttentionWg.WideFormDiagnostics' 90
+one wide-cases 'CudaAttentionWgWide/*:CudaAttentionWg.MatchesTensorCoreForwardOnSliceShapes' 200
+wide_flag=""; grep -q '^\[  PASSED  \]' "$OUT/wgb-wide-cases.log" && ! grep -q FAILED "$OUT/wgb-wide-cases.log" || wide_flag=--no-wide
 one small 'CudaAttentionWgBackward/CudaAttentionWgBackwardTest.MatchesCpu/T64_one_tile_no_bias' 60
 one cases 'CudaAttentionWgBackward/*' 200
 one bits-vs-mma 'CudaAttentionWgBackward.*' 150
 if [ "${BENCH:-1}" = 1 ]; then
-  date +%T; timeout 150 "$B/bin/attention_bench" > "$OUT/wgb-attention-bench.txt" 2>&1; echo "attention_bench rc $?"
+  date +%T; timeout 150 "$B/bin/attention_bench" $wide_flag > "$OUT/wgb-attention-bench.txt" 2>&1; echo "attention_bench rc $? $wide_flag"
   cat "$OUT/wgb-attention-bench.txt"
   echo "-- QUILL_ATTENTION_BIAS_GEMM=1"
   QUILL_ATTENTION_BIAS_GEMM=1 timeout 150 "$B/bin/attention_bench" --no-wgmma-forward 2>&1 | tee "$OUT/wgb-attention-bench-gemm.txt"

@@ -175,13 +175,14 @@ TEST(CudaAttentionWg, MatchesTensorCoreForwardOnSliceShapes) {
     Tensor out_tc = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse_tc = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
     ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out_tc, lse_tc);
     const Tensor o_ref = to_host_f32(out_tc), l_ref = to_host_f32(lse_tc);
-    for (bool split : {false, true}) {
+    for (int form = 0; form < 3; ++form) {  // default, split P V, wide
       Tensor out = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
       cuda::attn_wg::Options options;
-      options.split_pv = split;
+      options.split_pv = form == 1;
+      options.wide = form == 2;
       options.sync_check = true;
       cuda::attn_wg::attention_forward_wgmma(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, options);
-      const std::string what = std::string(layer.name) + (split ? " split" : "");
+      const std::string what = std::string(layer.name) + (form == 1 ? " split" : (form == 2 ? " wide" : ""));
       expect_close(what + " out vs mma.sync", to_host_f32(out), o_ref, 1e-2);
       expect_close(what + " lse vs mma.sync", to_host_f32(lse), l_ref, 1e-4);
     }
@@ -196,21 +197,23 @@ Tensor identity_values(int64_t T, int64_t G) {
   return v;
 }
 
-// Runs both forms on host inputs; compares out with the CPU reference element by element.
-void run_diagnostic(const std::string& name, const Case& c, const Host& in, double abs_tol) {
+// Runs the default and split forms (or, with `wide`, the wide form alone) on host inputs; compares out with the
+// CPU reference element by element.
+void run_diagnostic(const std::string& name, const Case& c, const Host& in, double abs_tol, bool wide = false) {
   const AttentionParams p = params_of(c);
   Tensor out_ref = Tensor::empty({c.T, c.H, kD}, DType::F32), lse_ref = Tensor::empty({c.H, c.T}, DType::F32);
   ops::attention_forward(DeviceContext::cpu(), in.q, in.k, in.v, in.r, in.table, p, out_ref, lse_ref);
   const OnGpu dev = upload(in);
-  for (bool split : {false, true}) {
+  for (int form = wide ? 2 : 0; form < (wide ? 3 : 2); ++form) {
     auto out = poisoned_output({c.T, c.H, kD}, DType::BF16);
     auto lse = poisoned_output({c.H, c.T}, DType::F32);
     cuda::attn_wg::Options options;
-    options.split_pv = split;
+    options.split_pv = form == 1;
+    options.wide = form == 2;
     options.sync_check = true;
     cuda::attn_wg::attention_forward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out->tensor(),
                                            lse->tensor(), options);
-    const std::string what = name + (split ? " (split P V)" : "");
+    const std::string what = name + (form == 1 ? " (split P V)" : (form == 2 ? " (wide)" : ""));
     EXPECT_EQ(report_mismatches(what + " out", to_host_f32(out->tensor()), out_ref, c.T, c.H, kD, abs_tol), 0);
     const Tensor l = to_host_f32(lse->tensor());
     int bad = 0;
@@ -260,6 +263,38 @@ TEST(CudaAttentionWg, SetmaxnregFormMatchesCpu) {
     options.setmaxnreg = true;
     check_against_cpu(c, options);
   }
+}
+
+// The wide form (attention_wg.h, QUILL_ATTENTION_WGMMA=4: 128-key tiles, 256 threads, thread 0 loading)
+// on every case, each in its own test so that one failing shape names itself.
+class CudaAttentionWgWideTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaAttentionWgWideTest, WideFormMatchesCpu) {
+  QUILL_REQUIRE_SM90();
+  cuda::attn_wg::Options options;
+  options.wide = true;
+  check_against_cpu(GetParam(), options);
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaAttentionWgWide, CudaAttentionWgWideTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// The wide form's diagnostics (run first when its case tests fail), on the inputs of the three above: P V and
+// the store (window 1), S and the mask (one-hot values), the bias boxes (q = 0).
+TEST(CudaAttentionWg, WideFormDiagnostics) {
+  QUILL_REQUIRE_SM90();
+  const Case window_one{"window_one", 200, 4, 2, 16, 64, 1};
+  run_diagnostic("window_one", window_one, make_inputs(window_one, 5000), 0.0, true);
+  const Case one_hot{"one_hot_scores", 128, 2, 1, 0, 4, 0};
+  Host in = make_inputs(one_hot, 6000);
+  in.v = identity_values(one_hot.T, one_hot.G);
+  run_diagnostic("one_hot_scores", one_hot, in, 1e-2, true);
+  const Case bias_only{"bias_only", 128, 2, 1, 16, 96, 0};
+  in = make_inputs(bias_only, 6100);
+  in.q = Tensor::zeros({bias_only.T, bias_only.H, kD}, DType::F32);
+  in.v = identity_values(bias_only.T, bias_only.G);
+  in.table = random_tensor({bias_only.R, bias_only.E}, DType::F32, 6105, 1.0);
+  run_diagnostic("bias_only", bias_only, in, 1e-2, true);
 }
 
 TEST(CudaAttentionWg, RejectsOtherHeadDims) {

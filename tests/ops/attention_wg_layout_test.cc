@@ -161,6 +161,47 @@ TEST(AttentionWgLayout, ShortcutsAreExact) {
           }
 }
 
+// The wide form's 128-key tiles: the same schedule and shortcut properties (FwdWide, attention_wg_layout.h).
+TEST(AttentionWgLayout, WideTileScheduleAndShortcuts) {
+  constexpr int N = FwdWide::kN;
+  for (int T : {1, 37, 64, 129, 300, 700})
+    for (int window : {0, 1, 5, 64, 70, 128, 200}) {
+      const int w = window >= T ? 0 : window;
+      for (int t0 = 0; t0 < T; t0 += kBlockM) {
+        const int first = first_key_tile<N>(t0, w), n = key_tile_count<N>(t0, T, w);
+        ASSERT_EQ(first % N, 0);
+        ASSERT_GE(n, 1);
+        for (int t = t0; t < std::min(t0 + kBlockM, T); ++t)
+          for (int s = 0; s <= t; ++s)
+            if (allowed(t, s, T, w)) {
+              ASSERT_TRUE(s >= first && s < first + n * N) << "T=" << T << " window=" << w << " t=" << t << " s=" << s;
+            }
+        for (int j = 0; j < n; ++j) {
+          const int s0 = first + j * N;
+          for (int E : {1, 64, 130}) {
+            bool any_close = false;
+            for (int cons = 0; cons < kConsumers; ++cons) {
+              const int tw = t0 + kWgRows * cons;
+              bool all = true;
+              for (int t = tw; t < tw + kWgRows; ++t)
+                for (int s = s0; s < s0 + N; ++s) {
+                  all = all && allowed(t, s, T, w);
+                  any_close = any_close || (t - s >= 0 && t - s < E);
+                }
+              ASSERT_EQ(wg_tile_fully_allowed<N>(tw, s0, T, w), all) << T << " " << w << " " << tw << " " << s0;
+            }
+            if (!cta_tile_has_bias<N>(t0, s0, E)) {
+              ASSERT_FALSE(any_close) << T << " " << E << " " << t0 << " " << s0;
+            }
+          }
+        }
+      }
+    }
+  EXPECT_LE(FwdWide::kSmemBytes, kSmemLimit);
+  EXPECT_EQ(FwdWide::kThreads, 256);
+  EXPECT_EQ(FwdWide::kHalfBytes, 2 * kBoxBytes);  // a head-dim half of a 128-key tile: two TMA boxes
+}
+
 TEST(AttentionWgLayout, SharedMemoryPlanFitsAndAligns) {
   EXPECT_LE(kSmemBytes, kSmemLimit);
   EXPECT_EQ(kSmemQ % 1024, 0);

@@ -167,6 +167,7 @@ void attention_forward(const DeviceContext& ctx, const Tensor& q_THd, const Tens
     attn_wg::Options options;
     options.split_pv = attn_wg::requested_mode() == 2;
     options.setmaxnreg = attn_wg::requested_mode() == 3;
+    options.wide = attn_wg::requested_mode() == 4;
     return attn_wg::attention_forward_wgmma(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT, options);
   }
   if (attn_tc::takes(p)) return attn_tc::forward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, out_THd, lse_HT);

@@ -7,6 +7,7 @@
 //   2  the split form (P V as two wgmma.m64n64k16 per k-step; a debugging aid for the MN-major
 //      descriptor's LBO, which only the m64n128 form uses)
 //   3  the setmaxnreg form (the default one with the producer's registers given to the consumers)
+//   4  the wide form (128-key tiles, 256 threads: thread 0 issues the loads; not yet run on a GPU)
 // Unset or 0: the mma.sync path. QUILL_ATTENTION_CUDA_CORES=1 still wins over both.
 // Plain C++ (no CUDA headers): the tests and the benchmark call it directly.
 #pragma once
@@ -18,10 +19,11 @@ namespace quill::cuda::attn_wg {
 struct Options {
   bool split_pv = false;    // the split P V form (see above)
   bool setmaxnreg = false;  // the form with setmaxnreg (producer 40 / consumers 232 registers); not with split_pv
+  bool wide = false;        // the wide form: 128-key tiles, 256 threads, no producer warpgroup (exclusive of the others)
   bool sync_check = false;  // synchronise after the kernel and name it in the error (tests, self-checks)
 };
 
-// 0 off, 1 default form, 2 split form, 3 setmaxnreg form (QUILL_ATTENTION_WGMMA, read once).
+// 0 off, 1 default form, 2 split form, 3 setmaxnreg form, 4 wide form (QUILL_ATTENTION_WGMMA, read once).
 int requested_mode();
 
 // Which head-dim-128 backward ops::attention_backward runs (QUILL_ATTENTION_WGMMA_BWD, read once): unset or 0,

@@ -17,6 +17,7 @@
 // Loop order per tile j: issue S(j); issue P(j-1) V(j-1); wait S(j); release K(j); softmax(j); wait
 // P(j-1) V(j-1); release V(j-1); rescale O. Pipelines: K, V and each consumer's bias in kStages stages
 // with full (TMA bytes) and empty (consumer warps' arrivals) barriers.
+#include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/attention_wg_internal.h"
@@ -38,22 +39,26 @@ constexpr int kConsumerWarps = 4 * kConsumers;
 // Barrier tags in the hang report (mbar_wait): tag = kind + stage (+ 100 * consumer for the bias).
 enum : int { kTagQ = 0, kTagKFull = 10, kTagKEmpty = 20, kTagVFull = 30, kTagVEmpty = 40, kTagBFull = 50, kTagBEmpty = 60 };
 
-// Shared-memory addresses (the .shared window) of the buffers and barriers; base is 1024-aligned.
+// Shared-memory addresses (the .shared window) of the buffers and barriers of geometry G
+// (attention_wg_layout.h); base is 1024-aligned.
+template <class G>
 struct Smem {
   uint32_t base;
-  __device__ uint32_t q(int cons, int half) const { return base + kSmemQ + cons * kTileBytes + half * kBoxBytes; }
-  __device__ uint32_t k(int st) const { return base + kSmemK + st * kTileBytes; }
-  __device__ uint32_t v(int st) const { return base + kSmemV + st * kTileBytes; }
-  __device__ uint32_t bias(int cons, int st) const { return base + kSmemBias + (cons * kStages + st) * kBiasTileBytes; }
-  __device__ uint32_t bar(int i) const { return base + kSmemBarriers + 8 * i; }
+  __device__ uint32_t q(int cons, int half) const { return base + G::kSmemQ + cons * kTileBytes + half * kBoxBytes; }
+  __device__ uint32_t k(int st) const { return base + G::kSmemK + st * G::kKvTileBytes; }
+  __device__ uint32_t v(int st) const { return base + G::kSmemV + st * G::kKvTileBytes; }
+  __device__ uint32_t bias(int cons, int st) const {
+    return base + G::kSmemBias + (cons * G::kBiasStages + st) * G::kBiasBytes;
+  }
+  __device__ uint32_t bar(int i) const { return base + G::kSmemBarriers + 8 * i; }
   __device__ uint32_t q_full() const { return bar(0); }
   __device__ uint32_t k_full(int st) const { return bar(1 + st); }
-  __device__ uint32_t k_empty(int st) const { return bar(1 + kStages + st); }
-  __device__ uint32_t v_full(int st) const { return bar(1 + 2 * kStages + st); }
-  __device__ uint32_t v_empty(int st) const { return bar(1 + 3 * kStages + st); }
-  __device__ uint32_t b_full(int cons, int st) const { return bar(1 + 4 * kStages + cons * kStages + st); }
+  __device__ uint32_t k_empty(int st) const { return bar(1 + G::kKvStages + st); }
+  __device__ uint32_t v_full(int st) const { return bar(1 + 2 * G::kKvStages + st); }
+  __device__ uint32_t v_empty(int st) const { return bar(1 + 3 * G::kKvStages + st); }
+  __device__ uint32_t b_full(int cons, int st) const { return bar(1 + 4 * G::kKvStages + cons * G::kBiasStages + st); }
   __device__ uint32_t b_empty(int cons, int st) const {
-    return bar(1 + 4 * kStages + kConsumers * kStages + cons * kStages + st);
+    return bar(1 + 4 * G::kKvStages + kConsumers * G::kBiasStages + cons * G::kBiasStages + st);
   }
 };
 
@@ -63,59 +68,87 @@ __device__ __forceinline__ float2 ld_shared_f2(uint32_t addr) {
   return v;
 }
 
-// The producer: one thread issues Q once, then per key tile K, the bias tiles (when the tile has
-// distances below E) and V, each after the stage's previous contents were released.
-__device__ __forceinline__ void produce(const Smem& sm, const WgProblem& p, const CUtensorMap* q_map,
-                                        const CUtensorMap* k_map, const CUtensorMap* v_map, const CUtensorMap* b_map,
-                                        int t0, int h, int kvh, int s_begin, int n_tiles) {
-  mbar_arrive_expect_tx(sm.q_full(), kConsumers * kTileBytes);
+// The loads, each after its stage's previous contents were released: Q once, then per key tile K, the
+// bias tiles of both consumers (when the tile has distances below E) and V. With a producer warpgroup one
+// thread issues them all in that order (produce); in the wide form thread 0 of consumer 0 issues them
+// between its own steps, in an order that never waits on its own warpgroup (Consumer::run).
+template <class G>
+struct Loader {
+  const Smem<G>& sm;
+  const WgProblem& p;
+  const CUtensorMap *q_map, *k_map, *v_map, *b_map;
+  int t0, h, kvh, s_begin, n_tiles;
+  int nb = 0;     // bias tiles issued so far
+  bool on = true;  // this thread issues (every thread of a warpgroup runs the wide form's loads, predicated)
+
+  __device__ __forceinline__ void queries() {
+    mbar_arrive_expect_tx_if(on, sm.q_full(), kConsumers * kTileBytes);
 #pragma unroll
-  for (int cons = 0; cons < kConsumers; ++cons)
+    for (int cons = 0; cons < kConsumers; ++cons)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        tma_load_3d_if(on, sm.q(cons, half), q_map, sm.q_full(), half * kHalfCols, h, t0 + kWgRows * cons);
+  }
+  // K or V of key tile j: per head-dim half, kN / 64 boxes of 64 key rows.
+  __device__ __forceinline__ void rows(const CUtensorMap* map, uint32_t full, uint32_t empty, uint32_t dst, int j, int tag) {
+    const int st = j % G::kKvStages;
+    // The wide form's loads come when the stage is known to be free (Consumer::run): no wait (a spin loop
+    // there made ptxas serialise the consumer's wgmma pipeline, C7513).
+    if constexpr (!G::kLoader) mbar_wait(empty, ((j / G::kKvStages) & 1) ^ 1, tag + st);
+    mbar_arrive_expect_tx_if(on, full, G::kKvTileBytes);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
-      tma_load_3d(sm.q(cons, half), q_map, sm.q_full(), half * kHalfCols, h, t0 + kWgRows * cons);
-  int nb = 0;  // bias tiles issued so far
-  for (int j = 0; j < n_tiles; ++j) {
-    const int s0 = s_begin + j * kBlockN, st = j % kStages;
-    const uint32_t ph = (j / kStages) & 1;
-    mbar_wait(sm.k_empty(st), ph ^ 1, kTagKEmpty + st);
-    mbar_arrive_expect_tx(sm.k_full(st), kTileBytes);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) tma_load_3d(sm.k(st) + half * kBoxBytes, k_map, sm.k_full(st), half * kHalfCols, kvh, s0);
-    if (p.has_bias && cta_tile_has_bias(t0, s0, p.E)) {
-      const int bst = nb % kStages;
-      const uint32_t bph = (nb / kStages) & 1;
-#pragma unroll
-      for (int cons = 0; cons < kConsumers; ++cons) {
-        mbar_wait(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
-        mbar_arrive_expect_tx(sm.b_full(cons, bst), kBiasTileBytes);
-#pragma unroll
-        for (int box = 0; box < 2; ++box) {
-          const int a = s0 / kBiasCols + box;  // key block of 32
-          tma_load_4d(sm.bias(cons, bst) + box * kBoxBytes, b_map, sm.b_full(cons, bst), 0,
-                      t0 + kWgRows * cons - kBiasCols * a, a, h);
-        }
-      }
-      ++nb;
-    }
-    mbar_wait(sm.v_empty(st), ph ^ 1, kTagVEmpty + st);
-    mbar_arrive_expect_tx(sm.v_full(st), kTileBytes);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) tma_load_3d(sm.v(st) + half * kBoxBytes, v_map, sm.v_full(st), half * kHalfCols, kvh, s0);
+      for (int rb = 0; rb < G::kN / kWgRows; ++rb)
+        tma_load_3d_if(on, dst + half * G::kHalfBytes + rb * kBoxBytes, map, full, half * kHalfCols, kvh,
+                       s_begin + j * G::kN + kWgRows * rb);
   }
-}
+  __device__ __forceinline__ void keys(int j) {
+    if (j < n_tiles) rows(k_map, sm.k_full(j % G::kKvStages), sm.k_empty(j % G::kKvStages), sm.k(j % G::kKvStages), j, kTagKEmpty);
+  }
+  __device__ __forceinline__ void values(int j) {
+    if (j < n_tiles) rows(v_map, sm.v_full(j % G::kKvStages), sm.v_empty(j % G::kKvStages), sm.v(j % G::kKvStages), j, kTagVEmpty);
+  }
+  __device__ __forceinline__ void bias(int j) {
+    const int s0 = s_begin + j * G::kN;
+    if (j >= n_tiles || !(p.has_bias && cta_tile_has_bias<G::kN>(t0, s0, p.E))) return;
+    const int bst = nb % G::kBiasStages;
+    const uint32_t bph = (nb / G::kBiasStages) & 1;
+#pragma unroll
+    for (int cons = 0; cons < kConsumers; ++cons) {
+      if constexpr (!G::kLoader) mbar_wait(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
+      mbar_arrive_expect_tx_if(on, sm.b_full(cons, bst), G::kBiasBytes);
+#pragma unroll
+      for (int box = 0; box < G::kN / kBiasCols; ++box) {
+        const int a = s0 / kBiasCols + box;  // key block of 32
+        tma_load_4d_if(on, sm.bias(cons, bst) + box * kBoxBytes, b_map, sm.b_full(cons, bst), 0,
+                       t0 + kWgRows * cons - kBiasCols * a, a, h);
+      }
+    }
+    ++nb;
+  }
+  __device__ __forceinline__ void produce() {
+    queries();
+    for (int j = 0; j < n_tiles; ++j) {
+      keys(j);
+      bias(j);
+      values(j);
+    }
+  }
+};
 
 // One consumer warpgroup's 64 query rows: the state of the online softmax and the products.
-template <bool kSplitPv>
+template <class G, bool kSplitPv>
 struct Consumer {
-  const Smem& sm;
+  static constexpr int kN = G::kN;
+  const Smem<G>& sm;
   const WgProblem& p;
   int cons, t0, tw, lane, warp, g, cq;
   int t_row[2];
   float coef_qk[2], coef_bias[2], m[2], l[2];
   int nb = 0;  // bias tiles consumed so far
 
-  __device__ Consumer(const Smem& sm_, const WgProblem& p_, int cons_, int t0_, int tid)
+  __device__ Consumer(const Smem<G>& sm_, const WgProblem& p_, int cons_, int t0_, int tid)
       : sm(sm_), p(p_), cons(cons_), t0(t0_), tw(t0_ + kWgRows * cons_) {
     lane = tid & 31;
     warp = tid >> 5;
@@ -138,35 +171,40 @@ struct Consumer {
   __device__ void wait_q() { mbar_wait(sm.q_full(), 0, kTagQ); }
 
   // Issues S = Q K^T for the key tile in stage st (one commit group).
-  __device__ void issue_qk(float (&s)[32], int st) {
+  __device__ void issue_qk(float (&s)[kN / 2], int st) {
     const uint32_t kb = sm.k(st), qb = sm.q(cons, 0);
     fence_regs(s);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
-      // k-step kk: head-dim columns 16 kk .. 16 kk + 15 = 32 bytes into box kk / 4 of both tiles.
-      const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
-      wgmma_m64n64k16_ss(s, k_major_desc(qb + off), k_major_desc(kb + off), kk > 0 ? 1 : 0);
+      // k-step kk: head-dim columns 16 kk .. 16 kk + 15 = 32 bytes into head-dim half kk / 4 of both tiles
+      // (Q's halves are one box apart, K's kN rows apart).
+      const uint32_t qoff = (kk / 4) * kBoxBytes + (kk % 4) * 32, koff = (kk / 4) * G::kHalfBytes + (kk % 4) * 32;
+      if constexpr (kN == 64)
+        wgmma_m64n64k16_ss(s, k_major_desc(qb + qoff), k_major_desc(kb + koff), kk > 0 ? 1 : 0);
+      else
+        wgmma_m64n128k16_ss(s, k_major_desc(qb + qoff), k_major_desc(kb + koff), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
     fence_regs(s);
   }
 
   // Issues O += P V for the value tile in stage st (one commit group).
-  __device__ void issue_pv(float (&o)[64], const uint32_t (&pf)[4][4], int st) {
+  __device__ void issue_pv(float (&o)[64], const uint32_t (&pf)[kN / 16][4], int st) {
     const uint32_t vb = sm.v(st);
     fence_regs(o);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < kN / 16; ++kk) {
       const uint32_t(&a)[4] = pf[kk];
-      // Keys 16 kk .. 16 kk + 15 are rows 16 kk .. of both head-dim boxes: 2 KiB per k-step.
+      // Keys 16 kk .. 16 kk + 15 are rows 16 kk .. of both head-dim halves: 2 KiB per k-step; the halves
+      // are kN rows (G::kHalfBytes) apart, the MN-major descriptor's LBO.
       const uint32_t rows = vb + kk * 16 * kRowBytes;
       if constexpr (kSplitPv) {
-        wgmma_m64n64k16_rs_tb(*reinterpret_cast<float(*)[32]>(&o[0]), a, mn_major_desc(rows), 1);
-        wgmma_m64n64k16_rs_tb(*reinterpret_cast<float(*)[32]>(&o[32]), a, mn_major_desc(rows + kBoxBytes), 1);
+        wgmma_m64n64k16_rs_tb(*reinterpret_cast<float(*)[32]>(&o[0]), a, mn_major_desc(rows, G::kHalfBytes), 1);
+        wgmma_m64n64k16_rs_tb(*reinterpret_cast<float(*)[32]>(&o[32]), a, mn_major_desc(rows + G::kHalfBytes, G::kHalfBytes), 1);
       } else {
-        wgmma_m64n128k16_rs_tb(o, a, mn_major_desc(rows), 1);
+        wgmma_m64n128k16_rs_tb(o, a, mn_major_desc(rows, G::kHalfBytes), 1);
       }
     }
     wgmma_commit();
@@ -181,16 +219,16 @@ struct Consumer {
   // Waits for the bias tile of key tile s0 (when it has one) and returns its shared-memory address, else 0.
   // Called before the tile's products are issued, so no wait spins inside the wgmma pipeline.
   __device__ uint32_t acquire_bias(int s0) {
-    if (!(p.has_bias && cta_tile_has_bias(t0, s0, p.E))) return 0;
-    const int bst = nb % kStages;
-    mbar_wait(sm.b_full(cons, bst), (nb / kStages) & 1, kTagBFull + bst + 100 * cons);
+    if (!(p.has_bias && cta_tile_has_bias<kN>(t0, s0, p.E))) return 0;
+    const int bst = nb % G::kBiasStages;
+    mbar_wait(sm.b_full(cons, bst), (nb / G::kBiasStages) & 1, kTagBFull + bst + 100 * cons);
     return sm.bias(cons, bst);
   }
 
   // Scores of key tile s0 -> probabilities (bf16 A fragments in pf) and the running max / sum; corr is
   // the factor the output accumulated so far must be scaled by. bias_base: acquire_bias(s0).
-  __device__ void softmax(float (&s)[32], int s0, uint32_t bias_base, uint32_t (&pf)[4][4], float (&corr)[2]) {
-    const bool full = wg_tile_fully_allowed(tw, s0, p.T, p.window);
+  __device__ void softmax(float (&s)[kN / 2], int s0, uint32_t bias_base, uint32_t (&pf)[kN / 16][4], float (&corr)[2]) {
+    const bool full = wg_tile_fully_allowed<kN>(tw, s0, p.T, p.window);
     const bool has_bias = bias_base != 0;
     float row_max[2] = {-INFINITY, -INFINITY};
     // The elementwise work is what bounds this kernel's issue slots (about as many as the tile's two products
@@ -199,14 +237,14 @@ struct Consumer {
     // (fmaf(c, s, 0) is c * s).
     if (full && !has_bias) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
+      for (int i = 0; i < kN / 2; ++i) {
         const int sel = (i >> 1) & 1;
         s[i] *= coef_qk[sel];
         row_max[sel] = fmaxf(row_max[sel], s[i]);
       }
     } else if (full) {
 #pragma unroll
-      for (int q = 0; q < 16; ++q) {
+      for (int q = 0; q < kN / 4; ++q) {
         const int sel = q & 1, col = 8 * (q >> 1) + 2 * cq, row = 16 * warp + g + 8 * sel;
         const float2 b = ld_shared_f2(bias_base + (col / kBiasCols) * kBoxBytes + swizzle128(row, 4 * (col % kBiasCols)));
         s[2 * q] = fmaf(coef_qk[sel], s[2 * q], coef_bias[sel] * b.x);
@@ -215,7 +253,7 @@ struct Consumer {
       }
     } else {
 #pragma unroll
-      for (int q = 0; q < 16; ++q) {  // accumulator pair 2q, 2q + 1: one row, two adjacent keys
+      for (int q = 0; q < kN / 4; ++q) {  // accumulator pair 2q, 2q + 1: one row, two adjacent keys
         const int sel = q & 1, col = 8 * (q >> 1) + 2 * cq, row = 16 * warp + g + 8 * sel;
         float2 b = make_float2(0.0f, 0.0f);
         if (has_bias) b = ld_shared_f2(bias_base + (col / kBiasCols) * kBoxBytes + swizzle128(row, 4 * (col % kBiasCols)));
@@ -231,7 +269,7 @@ struct Consumer {
       }
     }
     if (has_bias) {
-      release(sm.b_empty(cons, nb % kStages));
+      release(sm.b_empty(cons, nb % G::kBiasStages));
       ++nb;
     }
     float m_use[2];
@@ -248,26 +286,48 @@ struct Consumer {
       m[sel] = m_new;
     }
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
+    for (int i = 0; i < kN / 2; ++i) {
       const int sel = (i >> 1) & 1;
       const float pr = fast_exp2(s[i] - m_use[sel]);
       l[sel] += pr;  // this thread's part of the row sum; the 4 parts are added at the end
       s[i] = pr;
     }
 #pragma unroll
-    for (int n = 0; n < 16; ++n) pf[n / 4][n % 4] = pack_bf16(s[2 * n], s[2 * n + 1]);
+    for (int n = 0; n < kN / 4; ++n) pf[n / 4][n % 4] = pack_bf16(s[2 * n], s[2 * n + 1]);
   }
 
-  __device__ void run(int s_begin, int n_tiles, int h, __nv_bfloat16* __restrict__ out, float* __restrict__ lse) {
+  // The wide form, after tile j (this warpgroup has released K(j), the bias of j and V(j-1)): consumer 1
+  // says so on named barrier 1 + j % 2 without waiting; consumer 0 waits there for it, and then its loader
+  // thread issues the bias of j+1, V(j+1) and K(j+2) into stages now free in both. (Consumer 1 cannot get two
+  // tiles ahead, to arrive twice on one barrier: its tile j+2 needs K(j+2), loaded after this.) Loads that waited
+  // on the empty mbarriers instead made ptxas serialise the wgmma pipeline (C7513).
+  __device__ void tile_done(Loader<G>& load, bool loader, int j) {
+    named_barrier_sync_or_arrive(cons == 1, 1 + (j & 1), 256);
+    load.on = loader;  // every thread computes the loads; the loader thread's are issued
+    if (cons == 0) {   // (uniform per warpgroup: consumer 1 skips the address arithmetic)
+      attn_dq::fence_proxy_async_smem();  // the tiles' generic-proxy reads before the TMA's writes
+      load.bias(j + 1);
+      load.values(j + 1);
+      load.keys(j + 2);
+    }
+  }
+
+  // loader: this thread is the wide form's loader (thread 0 of consumer 0); K(1) comes before tile 0, the
+  // rest from tile_done.
+  __device__ void run(int s_begin, int n_tiles, int h, __nv_bfloat16* __restrict__ out, float* __restrict__ lse,
+                      Loader<G>& load, bool loader) {
+    constexpr int kKv = G::kKvStages;
     wait_q();
     float o[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-    uint32_t pf[4][4];
+    uint32_t pf[kN / 16][4];
     float corr[2] = {1.0f, 1.0f};
 
     {
-      float s[32];
+      load.on = loader;
+      if (cons == 0) load.keys(1);
+      float s[kN / 2];
       const uint32_t bias = acquire_bias(s_begin);
       mbar_wait(sm.k_full(0), 0, kTagKFull);
       issue_qk(s, 0);
@@ -275,34 +335,38 @@ struct Consumer {
       fence_regs(s);
       release(sm.k_empty(0));
       softmax(s, s_begin, bias, pf, corr);  // O is still zero: corr is not needed
+      if constexpr (G::kLoader) tile_done(load, loader, 0);
     }
     for (int j = 1; j < n_tiles; ++j) {
-      const int st = j % kStages, pst = (j - 1) % kStages;
-      float s[32];  // a fresh accumulator per tile (the previous one is dead once P is packed)
-      const uint32_t bias = acquire_bias(s_begin + j * kBlockN);
-      mbar_wait(sm.k_full(st), (j / kStages) & 1, kTagKFull + st);
+      const int st = j % kKv, pst = (j - 1) % kKv;
+      float s[kN / 2];  // a fresh accumulator per tile (the previous one is dead once P is packed)
+      const uint32_t bias = acquire_bias(s_begin + j * kN);
+      mbar_wait(sm.k_full(st), (j / kKv) & 1, kTagKFull + st);
       issue_qk(s, st);
       // While S(j) runs: bring O to the running max of tile j-1, then add P(j-1) V(j-1).
 #pragma unroll
       for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
-      mbar_wait(sm.v_full(pst), ((j - 1) / kStages) & 1, kTagVFull + pst);
+      mbar_wait(sm.v_full(pst), ((j - 1) / kKv) & 1, kTagVFull + pst);
       issue_pv(o, pf, pst);
       wgmma_wait<1>();  // S(j) done; P(j-1) V(j-1) may still run
       fence_regs(s);
       release(sm.k_empty(st));
-      uint32_t pf_next[4][4];
-      softmax(s, s_begin + j * kBlockN, bias, pf_next, corr);
+      uint32_t pf_next[kN / 16][4];
+      softmax(s, s_begin + j * kN, bias, pf_next, corr);
       wgmma_wait<0>();
       fence_regs(o);
       fence_regs(pf);  // pf stays allocated until the product reading it is done
       release(sm.v_empty(pst));
 #pragma unroll
-      for (int n = 0; n < 16; ++n) pf[n / 4][n % 4] = pf_next[n / 4][n % 4];
+      for (int n = 0; n < kN / 4; ++n) pf[n / 4][n % 4] = pf_next[n / 4][n % 4];
+      fence_regs(pf);
+      fence_regs(o);
+      if constexpr (G::kLoader) tile_done(load, loader, j);
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
-    const int lst = (n_tiles - 1) % kStages;
-    mbar_wait(sm.v_full(lst), ((n_tiles - 1) / kStages) & 1, kTagVFull + lst);
+    const int lst = (n_tiles - 1) % kKv;
+    mbar_wait(sm.v_full(lst), ((n_tiles - 1) / kKv) & 1, kTagVFull + lst);
     issue_pv(o, pf, lst);
     wgmma_wait<0>();
     fence_regs(o);
@@ -328,72 +392,85 @@ struct Consumer {
   }
 };
 
-template <bool kSplitPv, bool kSetmaxnreg>
-__global__ void __launch_bounds__(kThreads, 1)
+template <class G, bool kSplitPv, bool kSetmaxnreg>
+__global__ void __launch_bounds__(G::kThreads, 1)
     attention_wg_forward_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                 const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap b_map,
                                 const WgProblem p, __nv_bfloat16* __restrict__ out, float* __restrict__ lse) {
   extern __shared__ unsigned char smem_raw[];
-  const Smem sm{(smem_u32(smem_raw) + 1023u) & ~1023u};
+  const Smem<G> sm{(smem_u32(smem_raw) + 1023u) & ~1023u};
   const int n_qtiles = (p.T + kBlockM - 1) / kBlockM;
   const int t0 = (n_qtiles - 1 - static_cast<int>(blockIdx.x)) * kBlockM;  // longest rows first
   const int h = blockIdx.y;
   const int kvh = h / (p.H / p.G);
-  const int s_begin = first_key_tile(t0, p.window);
-  const int n_tiles = key_tile_count(t0, p.T, p.window);
+  const int s_begin = first_key_tile<G::kN>(t0, p.window);
+  const int n_tiles = key_tile_count<G::kN>(t0, p.T, p.window);
   const int wg = threadIdx.x / 128;
+  Loader<G> load{sm, p, &q_map, &k_map, &v_map, &b_map, t0, h, kvh, s_begin, n_tiles};
 
   if (threadIdx.x == 0) {
     mbar_init(sm.q_full(), 1);
-    for (int st = 0; st < kStages; ++st) {
+    for (int st = 0; st < G::kKvStages; ++st) {
       mbar_init(sm.k_full(st), 1);
       mbar_init(sm.k_empty(st), kConsumerWarps);
       mbar_init(sm.v_full(st), 1);
       mbar_init(sm.v_empty(st), kConsumerWarps);
+    }
+    for (int st = 0; st < G::kBiasStages; ++st)
       for (int cons = 0; cons < kConsumers; ++cons) {
         mbar_init(sm.b_full(cons, st), 1);
         mbar_init(sm.b_empty(cons, st), 4);
       }
-    }
     mbar_init_fence();
+    tma_prefetch_descriptor(&q_map);
+    tma_prefetch_descriptor(&k_map);
+    tma_prefetch_descriptor(&v_map);
+    if (p.has_bias) tma_prefetch_descriptor(&b_map);
+    if constexpr (G::kLoader) {  // the first tile's loads; the rest come from Consumer::run
+      load.queries();
+      load.keys(0);
+      load.bias(0);
+      load.values(0);
+    }
   }
   __syncthreads();  // the last CTA-wide barrier: the producer's idle warps exit below
 
-  if (wg == 0) {
-    if constexpr (kSetmaxnreg) regs_dec<kProducerRegs>();
-    if (threadIdx.x == 0) {
-      tma_prefetch_descriptor(&q_map);
-      tma_prefetch_descriptor(&k_map);
-      tma_prefetch_descriptor(&v_map);
-      if (p.has_bias) tma_prefetch_descriptor(&b_map);
-      produce(sm, p, &q_map, &k_map, &v_map, &b_map, t0, h, kvh, s_begin, n_tiles);
+  if constexpr (G::kLoader) {
+    Consumer<G, kSplitPv> c(sm, p, wg, t0, threadIdx.x % 128);
+    c.run(s_begin, n_tiles, h, out, lse, load, threadIdx.x == 0);
+  } else {
+    if (wg == 0) {
+      if constexpr (kSetmaxnreg) regs_dec<kProducerRegs>();
+      if (threadIdx.x == 0) load.produce();
+      return;
     }
-    return;
+    if constexpr (kSetmaxnreg) regs_inc<kConsumerRegs>();
+    Consumer<G, kSplitPv> c(sm, p, wg - 1, t0, threadIdx.x % 128);
+    c.run(s_begin, n_tiles, h, out, lse, load, false);
   }
-  if constexpr (kSetmaxnreg) regs_inc<kConsumerRegs>();
-  Consumer<kSplitPv> c(sm, p, wg - 1, t0, threadIdx.x % 128);
-  c.run(s_begin, n_tiles, h, out, lse);
 }
 
 }  // namespace
 
 namespace {
-template <bool kSplitPv, bool kSetmaxnreg>
+template <class G, bool kSplitPv, bool kSetmaxnreg>
 void launch(const LaunchArgs& a, cudaStream_t stream, const char* name) {
-  const void* kernel = reinterpret_cast<const void*>(&attention_wg_forward_kernel<kSplitPv, kSetmaxnreg>);
-  attn::set_smem("attention_forward_wgmma", kernel, kSmemBytes);
+  const void* kernel = reinterpret_cast<const void*>(&attention_wg_forward_kernel<G, kSplitPv, kSetmaxnreg>);
+  attn::set_smem("attention_forward_wgmma", kernel, G::kSmemBytes);
   const dim3 grid((a.p.T + kBlockM - 1) / kBlockM, a.p.H);
-  attention_wg_forward_kernel<kSplitPv, kSetmaxnreg>
-      <<<grid, kThreads, kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p, a.out, a.lse);
+  attention_wg_forward_kernel<G, kSplitPv, kSetmaxnreg>
+      <<<grid, G::kThreads, G::kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p, a.out, a.lse);
   QUILL_CUDA_CHECK_LAUNCH(name);
 }
 }  // namespace
 
-void launch_forward_kernel(const LaunchArgs& a, bool split_pv, bool setmaxnreg, cudaStream_t stream) {
-  QUILL_CHECK(!(split_pv && setmaxnreg), "attention_forward_wgmma: the split P V form has no setmaxnreg variant");
-  if (setmaxnreg) return launch<false, true>(a, stream, "attention_wg_forward_kernel<setmaxnreg>");
-  if (split_pv) return launch<true, false>(a, stream, "attention_wg_forward_kernel<split P V>");
-  launch<false, false>(a, stream, "attention_wg_forward_kernel");
+void launch_forward_kernel(const LaunchArgs& a, bool split_pv, bool setmaxnreg, bool wide, cudaStream_t stream) {
+  QUILL_CHECK(static_cast<int>(split_pv) + static_cast<int>(setmaxnreg) + static_cast<int>(wide) <= 1,
+              "attention_forward_wgmma: the split P V, setmaxnreg and wide forms are exclusive");
+  if (wide) return launch<FwdWide, false, false>(a, stream, "attention_wg_forward_kernel<wide>");
+  if (setmaxnreg) return launch<FwdNarrow, false, true>(a, stream, "attention_wg_forward_kernel<setmaxnreg>");
+  if (split_pv) return launch<FwdNarrow, true, false>(a, stream, "attention_wg_forward_kernel<split P V>");
+  launch<FwdNarrow, false, false>(a, stream, "attention_wg_forward_kernel");
 }
 
 }  // namespace quill::cuda::attn_wg

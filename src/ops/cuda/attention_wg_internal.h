@@ -27,7 +27,7 @@ struct LaunchArgs {
   float* lse;
 };
 
-void launch_forward_kernel(const LaunchArgs& args, bool split_pv, bool setmaxnreg, cudaStream_t stream);
+void launch_forward_kernel(const LaunchArgs& args, bool split_pv, bool setmaxnreg, bool wide, cudaStream_t stream);
 
 // band (band_floats(T, H, E) fp32, attention_wg_layout.h) = the bias of every (t, s) pair with a band
 // slot, zero where the distance is outside [0, E) or t >= T. Every slot is written (no memset needed).

@@ -12,8 +12,9 @@ int requested_mode() {
   static const int mode = [] {
     const char* v = std::getenv("QUILL_ATTENTION_WGMMA");
     if (v == nullptr || v[0] == '\0' || v[0] == '0') return 0;
-    QUILL_CHECK(v[0] >= '1' && v[0] <= '3' && v[1] == '\0',
-                "QUILL_ATTENTION_WGMMA must be 0, 1 (wgmma forward), 2 (split P V) or 3 (setmaxnreg), got '{}'", v);
+    QUILL_CHECK(v[0] >= '1' && v[0] <= '4' && v[1] == '\0',
+                "QUILL_ATTENTION_WGMMA must be 0, 1 (wgmma forward), 2 (split P V), 3 (setmaxnreg) or 4 (wide), got '{}'",
+                v);
     return v[0] - '0';
   }();
   return mode;
@@ -76,11 +77,12 @@ void attention_forward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, cons
   args.out = out_THd.data_as<__nv_bfloat16>();
   args.lse = lse_HT.data_as<float>();
   const cudaStream_t stream = stream_of(ctx);
-  launch_forward_kernel(args, options.split_pv, options.setmaxnreg, stream);
+  launch_forward_kernel(args, options.split_pv, options.setmaxnreg, options.wide, stream);
   if (options.sync_check) {
     const cudaError_t err = cudaStreamSynchronize(stream);
     QUILL_CHECK(err == cudaSuccess, "{}: the kernel{} failed: {}", op,
-                options.split_pv ? " (split P V)" : (options.setmaxnreg ? " (setmaxnreg)" : ""), cudaGetErrorString(err));
+                options.split_pv ? " (split P V)" : (options.setmaxnreg ? " (setmaxnreg)" : (options.wide ? " (wide)" : "")),
+                cudaGetErrorString(err));
   }
   // band and tau are freed here in stream order (the allocator's frees are stream-ordered).
 }

@@ -108,23 +108,54 @@ QUILL_WG_HD constexpr int64_t band_t_extent(int64_t T, int64_t E) { return 32 * 
 
 // ---- Tile schedule of one CTA (query rows t0 .. t0 + kBlockM - 1) ----
 
+// N: the key tile's width, kBlockN (64) in the forms with a producer warpgroup, 128 in the wide form.
 // First key tile start: the window's first key rounded down to the tile (window 0 = full causal).
+template <int N = kBlockN>
 QUILL_WG_HD constexpr int first_key_tile(int t0, int window) {
   const int s_first = window > 0 ? (t0 - window + 1 > 0 ? t0 - window + 1 : 0) : 0;
-  return (s_first / kBlockN) * kBlockN;
+  return (s_first / N) * N;
 }
 // Number of key tiles: up to the last key the CTA's last valid row sees.
+template <int N = kBlockN>
 QUILL_WG_HD constexpr int key_tile_count(int t0, int T, int window) {
   const int t_last = (t0 + kBlockM - 1 < T - 1) ? t0 + kBlockM - 1 : T - 1;
-  return (t_last - first_key_tile(t0, window)) / kBlockN + 1;
+  return (t_last - first_key_tile<N>(t0, window)) / N + 1;
 }
-// True when every pair of query rows tw .. tw+63 by keys s0 .. s0+63 is allowed (no mask needed).
+// True when every pair of query rows tw .. tw+63 by keys s0 .. s0+N-1 is allowed (no mask needed).
+template <int N = kBlockN>
 QUILL_WG_HD constexpr bool wg_tile_fully_allowed(int tw, int s0, int T, int window) {
-  return s0 + kBlockN - 1 <= tw && tw + kWgRows <= T && (window == 0 || tw + kWgRows - 1 - s0 < window);
+  return s0 + N - 1 <= tw && tw + kWgRows <= T && (window == 0 || tw + kWgRows - 1 - s0 < window);
 }
-// True when some pair of the CTA's rows t0 .. t0+127 by keys s0 .. s0+63 has a distance below E (the
-// producer loads the bias tile, and both consumer warpgroups read it, exactly for these tiles).
-QUILL_WG_HD constexpr bool cta_tile_has_bias(int t0, int s0, int E) { return E > 0 && t0 - (s0 + kBlockN - 1) < E; }
+// True when some pair of the CTA's rows t0 .. t0+127 by keys s0 .. s0+N-1 has a distance below E (the
+// bias tile is loaded, and both consumer warpgroups read it, exactly for these tiles).
+template <int N = kBlockN>
+QUILL_WG_HD constexpr bool cta_tile_has_bias(int t0, int s0, int E) { return E > 0 && t0 - (s0 + N - 1) < E; }
+
+// ---- The geometry of a form of the forward kernel ----
+// kN keys per tile; K and V tiles [head-dim half][kN rows of 128 bytes] (so a half is kN / 64 TMA boxes and
+// the rows run on at 128 bytes: the K-major B of S = Q K^T over kN rows, and V's MN-major LBO is a half);
+// kKvStages stages of K and V; kBiasStages stages of each consumer's bias (kN / 32 band boxes); kLoader: no
+// producer warpgroup, 256 threads, thread 0 issues the loads (the wide form: with a producer warpgroup ptxas
+// gives every thread 168 registers, too few for 128-key tiles; docs/decisions/attention-wgmma.md).
+template <int N, int KvStages, int BiasStages, bool Loader>
+struct FwdGeometry {
+  static constexpr int kN = N, kKvStages = KvStages, kBiasStages = BiasStages;
+  static constexpr bool kLoader = Loader;
+  static constexpr int kThreads = 128 * (kConsumers + (Loader ? 0 : 1));
+  static constexpr int kHalfBytes = N * kRowBytes;            // one head-dim half of a K or V tile
+  static constexpr int kKvTileBytes = 2 * kHalfBytes;
+  static constexpr int kBiasBytes = kWgRows * N * 4;          // one consumer's bias tile (N / 32 boxes)
+  static constexpr int kSmemQ = 0;                            // [consumer][half] boxes
+  static constexpr int kSmemK = kSmemQ + kConsumers * kTileBytes;
+  static constexpr int kSmemV = kSmemK + KvStages * kKvTileBytes;
+  static constexpr int kSmemBias = kSmemV + KvStages * kKvTileBytes;  // [consumer][stage]
+  static constexpr int kSmemBarriers = kSmemBias + kConsumers * BiasStages * kBiasBytes;
+  // q_full, k_full/empty, v_full/empty [stage], bias_full/empty [consumer][stage]: 8 bytes each.
+  static constexpr int kBarrierCount = 1 + 4 * KvStages + 2 * kConsumers * BiasStages;
+  static constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;  // + alignment slack
+};
+using FwdNarrow = FwdGeometry<kBlockN, kStages, kStages, false>;  // the first forms (64-key tiles)
+using FwdWide = FwdGeometry<2 * kBlockN, 2, 1, true>;               // 128-key tiles, 256 threads
 
 // ---- Shared memory of the forward kernel (byte offsets from a 1024-byte-aligned base) ----
 constexpr int kSmemQ = 0;                                                  // [consumer][half] boxes
@@ -137,6 +168,11 @@ constexpr int kBarrierCount = 1 + 4 * kStages + 2 * kConsumers * kStages;
 constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;       // + alignment slack
 constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block (227 KiB)
 static_assert(kSmemBytes <= kSmemLimit, "attention_wg: shared memory over the sm_90 limit");
+static_assert(FwdNarrow::kSmemBytes == kSmemBytes && FwdNarrow::kSmemBias == kSmemBias && FwdNarrow::kSmemV == kSmemV,
+              "the narrow geometry is the plan above");
+static_assert(FwdWide::kSmemBytes <= kSmemLimit, "attention_wg: the wide form's shared memory over the sm_90 limit");
+static_assert(FwdWide::kSmemK % 1024 == 0 && FwdWide::kSmemV % 1024 == 0 && FwdWide::kSmemBias % 1024 == 0,
+              "attention_wg: every swizzled box of the wide form must start on a 1024-byte boundary");
 static_assert(kSmemK % 1024 == 0 && kSmemV % 1024 == 0 && kSmemBias % 1024 == 0 && kBoxBytes % 1024 == 0,
               "attention_wg: every swizzled box must start on a 1024-byte boundary");
 
