@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call (issue 23): the Hopper attention backward (src/ops/cuda/attention_wg_backward.cu) and the
-# forward's wide form (128-key tiles) on one H200. Each step in its own process, so a kernel that traps (every mbarrier wait traps after ~4 s) costs
+# forward's wide form (128-key tiles) on one H200. Each step in its own process, so a kernel that traps (every
+# mbarrier wait traps after ~4 s; a named barrier does not, the step's timeout ends it) costs
 # only its own row:
 #   0. the wide forward's diagnostics and cases (its attention_bench rows only if they pass: --no-wide);
 #   1. one small case (no bias, one tile), then every case against the CPU (tests/cuda/attention_wg_backward_test.cc);
