@@ -325,8 +325,10 @@ struct Consumer {
     float corr[2] = {1.0f, 1.0f};
 
     {
-      load.on = loader;
-      if (cons == 0) load.keys(1);
+      if constexpr (G::kLoader) {
+        load.on = loader;
+        if (cons == 0) load.keys(1);
+      }
       float s[kN / 2];
       const uint32_t bias = acquire_bias(s_begin);
       mbar_wait(sm.k_full(0), 0, kTagKFull);
