@@ -24,14 +24,8 @@ B=$PWD/build/gpu-bundle
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
 T=$B/bin/cuda_tests
 mkdir -p "$OUT"
-one() {  # one gtest filter in its own process: rc and the lines that say what failed
-  local name=$1 filter=$2 limit=$3
-  shift 3
-  env "$@" timeout "$limit" "$T" --gtest_brief=1 --gtest_filter="$filter" > "$OUT/wgb-$name.log" 2>&1
-  local rc=$?
-  echo "$name ($filter${*:+, $*}): rc $rc; $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/wgb-$name.log" | tr '\n' ' ')"
-  [ $rc = 0 ] || grep -E -B2 -A8 'Failure|error|trap' "$OUT/wgb-$name.log" | head -60
-}
+ONE_PREFIX=wgb-
+source "$(dirname "$0")/gtest-one.sh"
 {
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 one wide-diagnostics 'CudaAttentionWg.WideFormDiagnostics' 90

@@ -18,14 +18,8 @@ B=$PWD/build/gpu-bundle
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
 T=$B/bin/cuda_tests
 mkdir -p "$OUT"
-one() {  # one gtest filter in its own process: rc and the lines that say what failed
-  local name=$1 filter=$2 limit=$3
-  shift 3
-  env "$@" timeout "$limit" "$T" --gtest_brief=1 --gtest_filter="$filter" > "$OUT/wg-$name.log" 2>&1
-  local rc=$?
-  echo "$name ($filter${*:+, $*}): rc $rc; $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/wg-$name.log" | tr '\n' ' ')"
-  [ $rc = 0 ] || grep -E -B2 -A8 'Failure|first mismatch|error|trap' "$OUT/wg-$name.log" | head -40
-}
+ONE_PREFIX=wg-
+source "$(dirname "$0")/gtest-one.sh"
 {
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 one window-one 'CudaAttentionWg.WindowOneCopiesValues' 60

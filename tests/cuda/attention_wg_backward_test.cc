@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/attention_inputs.h"
+#include "cuda/attention_wg_cases.h"
 #include "cuda/harness.h"
 #include "ops/attention.h"
 #include "ops/cuda/attention_wg.h"
@@ -28,50 +29,17 @@ using test::round_bf16;
 using test::to_device;
 using test::to_host_f32;
 
-#define QUILL_REQUIRE_SM90()                                                                               \
-  do {                                                                                                     \
-    QUILL_REQUIRE_GPU();                                                                                   \
-    if (!cuda::attn_wg::device_supported()) GTEST_SKIP() << "the wgmma backward needs a compute 9.0 GPU"; \
-  } while (0)
+using Case = test::WgCase;
+using test::params_of;
+constexpr int64_t kD = test::kWgHeadDim;
 
-constexpr int64_t kD = 128;
-
-struct Case {
-  std::string name;
-  int64_t T, H, G, R, E;
-  int64_t window;
-  bool log_scaling = false;
-  double log_floor = 128000.0;
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
+// The forward's cases (attention_wg_cases.h) without window 1 (dS = 0 exactly there, so no relative error),
+// with window 2 and a window spanning three key tiles of the backward instead.
 std::vector<Case> cases() {
-  return {
-      {"T300_window70_E130", 300, 2, 1, 16, 130, 70},
-      {"T300_global_E300", 300, 4, 1, 16, 300, 0},
-      {"T77_G_eq_H_E_beyond_T_log_scaling", 77, 4, 4, 5, 200, 0, true, 10.0},
-      {"T200_window64_E_above_window", 200, 8, 2, 16, 96, 64},
-      {"T129_R1_E2_window3", 129, 2, 1, 1, 2, 3},
-      {"realistic_local_T1024", 1024, 8, 2, 16, 512, 512},
-      {"realistic_global_T1024_log_scaling", 1024, 8, 2, 16, 1024, 0, true, 300.0},
-      {"T64_one_tile_no_bias", 64, 1, 1, 0, 4, 0},
-      {"T37_gqa8_one_partial_tile", 37, 8, 1, 4, 9, 0},
-      {"T250_gqa4_window100_E40", 250, 8, 2, 16, 40, 100},
-      {"T130_E1_global", 130, 2, 2, 3, 1, 0},
-      {"T513_window511_E512_log_scaling", 513, 4, 2, 16, 512, 511, true, 64.0},
-      {"T384_window2", 384, 2, 1, 16, 64, 2},  // (window 1: dS = 0 exactly, so no relative error)
-      {"T700_window200_E300_three_key_tiles_per_window", 700, 4, 1, 16, 300, 200},
-  };
-}
-
-AttentionParams params_of(const Case& c) {
-  AttentionParams p;
-  p.window = c.window;
-  p.scale = 1.0 / std::sqrt(static_cast<double>(kD));
-  p.log_scaling = c.log_scaling;
-  p.log_floor = c.log_floor;
-  p.log_alpha = 0.1;
-  return p;
+  std::vector<Case> c = test::wg_cases(false);
+  c.push_back({"T384_window2", 384, 2, 1, 16, 64, 2});
+  c.push_back({"T700_window200_E300_three_key_tiles_per_window", 700, 4, 1, 16, 300, 200});
+  return c;
 }
 
 struct Grads {

@@ -114,59 +114,12 @@ TEST(AttentionWgLayout, EveryBiasedPairHasABandSlotAndTheTmaBoxFindsIt) {
 
 bool allowed(int t, int s, int T, int window) { return t < T && s >= 0 && s <= t && (window == 0 || t - s < window); }
 
-TEST(AttentionWgLayout, TileScheduleCoversEveryAllowedPair) {
+// The tile schedule of a CTA with N-key tiles covers every allowed pair, and its last tile is needed.
+template <int N>
+void check_schedule() {
   for (int T : {1, 37, 63, 64, 65, 127, 128, 129, 300, 700})
-    for (int window : {0, 1, 2, 5, 63, 64, 70, 128, 512}) {
+    for (int window : {0, 1, 2, 5, 63, 64, 70, 128, 200, 512}) {
       const int w = window >= T ? 0 : window;  // make_problem's normalisation
-      for (int t0 = 0; t0 < T; t0 += kBlockM) {
-        const int first = first_key_tile(t0, w), n = key_tile_count(t0, T, w);
-        ASSERT_EQ(first % kBlockN, 0);
-        ASSERT_GE(n, 1);
-        for (int t = t0; t < std::min(t0 + kBlockM, T); ++t)
-          for (int s = 0; s <= t; ++s)
-            if (allowed(t, s, T, w)) {
-              ASSERT_TRUE(s >= first && s < first + n * kBlockN) << "T=" << T << " window=" << w << " t=" << t << " s=" << s;
-            }
-        // The last tile is needed: some row of the CTA has an allowed key in it.
-        bool used = false;
-        const int last = first + (n - 1) * kBlockN;
-        for (int t = t0; t < std::min(t0 + kBlockM, T) && !used; ++t)
-          for (int s = last; s < last + kBlockN && !used; ++s) used = allowed(t, s, T, w);
-        EXPECT_TRUE(used) << "T=" << T << " window=" << w << " t0=" << t0;
-      }
-    }
-}
-
-TEST(AttentionWgLayout, ShortcutsAreExact) {
-  for (int T : {37, 64, 129, 300})
-    for (int window : {0, 5, 64, 70})
-      for (int E : {1, 7, 64, 96, 130})
-        for (int t0 = 0; t0 < T; t0 += kBlockM)
-          for (int s0 = 0; s0 < T; s0 += kBlockN) {
-            bool any_close = false;
-            for (int cons = 0; cons < kConsumers; ++cons) {
-              const int tw = t0 + kWgRows * cons;
-              bool all = true;
-              for (int t = tw; t < tw + kWgRows; ++t)
-                for (int s = s0; s < s0 + kBlockN; ++s) {
-                  all = all && allowed(t, s, T, window);
-                  any_close = any_close || (t - s >= 0 && t - s < E);
-                }
-              ASSERT_EQ(wg_tile_fully_allowed(tw, s0, T, window), all) << T << " " << window << " " << tw << " " << s0;
-            }
-            // No bias tile only when every pair's distance is outside [0, E) (a bias of exactly zero).
-            if (!cta_tile_has_bias(t0, s0, E)) {
-              ASSERT_FALSE(any_close) << T << " " << E << " " << t0 << " " << s0;
-            }
-          }
-}
-
-// The wide form's 128-key tiles: the same schedule and shortcut properties (FwdWide, attention_wg_layout.h).
-TEST(AttentionWgLayout, WideTileScheduleAndShortcuts) {
-  constexpr int N = FwdWide::kN;
-  for (int T : {1, 37, 64, 129, 300, 700})
-    for (int window : {0, 1, 5, 64, 70, 128, 200}) {
-      const int w = window >= T ? 0 : window;
       for (int t0 = 0; t0 < T; t0 += kBlockM) {
         const int first = first_key_tile<N>(t0, w), n = key_tile_count<N>(t0, T, w);
         ASSERT_EQ(first % N, 0);
@@ -174,29 +127,53 @@ TEST(AttentionWgLayout, WideTileScheduleAndShortcuts) {
         for (int t = t0; t < std::min(t0 + kBlockM, T); ++t)
           for (int s = 0; s <= t; ++s)
             if (allowed(t, s, T, w)) {
-              ASSERT_TRUE(s >= first && s < first + n * N) << "T=" << T << " window=" << w << " t=" << t << " s=" << s;
+              ASSERT_TRUE(s >= first && s < first + n * N) << "N=" << N << " T=" << T << " window=" << w << " t=" << t
+                                                           << " s=" << s;
             }
-        for (int j = 0; j < n; ++j) {
-          const int s0 = first + j * N;
-          for (int E : {1, 64, 130}) {
+        // The last tile is needed: some row of the CTA has an allowed key in it.
+        bool used = false;
+        const int last = first + (n - 1) * N;
+        for (int t = t0; t < std::min(t0 + kBlockM, T) && !used; ++t)
+          for (int s = last; s < last + N && !used; ++s) used = allowed(t, s, T, w);
+        EXPECT_TRUE(used) << "N=" << N << " T=" << T << " window=" << w << " t0=" << t0;
+      }
+    }
+}
+
+// With N-key tiles: "fully allowed" is exact, and a tile without a bias load has no pair closer than E.
+template <int N>
+void check_shortcuts() {
+  for (int T : {37, 64, 129, 300})
+    for (int window : {0, 5, 64, 70})
+      for (int E : {1, 7, 64, 96, 130})
+        for (int t0 = 0; t0 < T; t0 += kBlockM)
+          for (int s0 = 0; s0 < T; s0 += N) {
             bool any_close = false;
             for (int cons = 0; cons < kConsumers; ++cons) {
               const int tw = t0 + kWgRows * cons;
               bool all = true;
               for (int t = tw; t < tw + kWgRows; ++t)
                 for (int s = s0; s < s0 + N; ++s) {
-                  all = all && allowed(t, s, T, w);
+                  all = all && allowed(t, s, T, window);
                   any_close = any_close || (t - s >= 0 && t - s < E);
                 }
-              ASSERT_EQ(wg_tile_fully_allowed<N>(tw, s0, T, w), all) << T << " " << w << " " << tw << " " << s0;
+              ASSERT_EQ(wg_tile_fully_allowed<N>(tw, s0, T, window), all) << N << " " << T << " " << window << " " << tw
+                                                                           << " " << s0;
             }
+            // No bias tile only when every pair's distance is outside [0, E) (a bias of exactly zero).
             if (!cta_tile_has_bias<N>(t0, s0, E)) {
-              ASSERT_FALSE(any_close) << T << " " << E << " " << t0 << " " << s0;
+              ASSERT_FALSE(any_close) << N << " " << T << " " << E << " " << t0 << " " << s0;
             }
           }
-        }
-      }
-    }
+}
+
+TEST(AttentionWgLayout, TileScheduleCoversEveryAllowedPair) { check_schedule<kBlockN>(); }
+TEST(AttentionWgLayout, ShortcutsAreExact) { check_shortcuts<kBlockN>(); }
+
+// The wide form's 128-key tiles (FwdWide, attention_wg_layout.h): the same properties, and its geometry.
+TEST(AttentionWgLayout, WideTileScheduleAndShortcuts) {
+  check_schedule<FwdWide::kN>();
+  check_shortcuts<FwdWide::kN>();
   EXPECT_LE(FwdWide::kSmemBytes, kSmemLimit);
   EXPECT_EQ(FwdWide::kThreads, 256);
   EXPECT_EQ(FwdWide::kHalfBytes, 2 * kBoxBytes);  // a head-dim half of a 128-key tile: two TMA boxes

@@ -40,7 +40,9 @@ inline bool unordered_dq() {
 inline bool bias_on_gemm() {
   static const bool on = [] {
     const char* v = std::getenv("QUILL_ATTENTION_BIAS_GEMM");
-    return v != nullptr && v[0] == '1';
+    if (v == nullptr || v[0] == '\0') return false;
+    QUILL_CHECK((v[0] == '0' || v[0] == '1') && v[1] == '\0', "QUILL_ATTENTION_BIAS_GEMM must be 0 or 1, got '{}'", v);
+    return v[0] == '1';
   }();
   return on;
 }

@@ -235,7 +235,7 @@ struct Consumer {
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       // Keys 16 kk ..: rows 16 (kk % 4) of dS box kk / 4 and of K box (kk / 4, w), 2 KiB per 16 rows.
-      wgmma_m64n64k16_ss_tt(dq, desc_plus(da, (kk / 4) * kBoxBytes + (kk % 4) * 16 * kRowBytes),
+      wgmma_m64n64k16_ss<1, 1>(dq, desc_plus(da, (kk / 4) * kBoxBytes + (kk % 4) * 16 * kRowBytes),
                             desc_plus(db, (kk / 4) * 2 * kBoxBytes + (kk % 4) * 16 * kRowBytes), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
