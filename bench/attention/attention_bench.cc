@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -64,14 +65,22 @@ double pairs(int64_t T, int64_t window) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   int64_t T = 8192;
   bool wgmma_rows = true, wgmma_forward_rows = true, wide_rows = true;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--no-wgmma") wgmma_rows = false;
     else if (std::string(argv[i]) == "--no-wgmma-forward") wgmma_forward_rows = false;
     else if (std::string(argv[i]) == "--no-wide") wide_rows = false;
-    else T = std::atoll(argv[i]);
+    else {
+      char* end = nullptr;
+      T = std::strtoll(argv[i], &end, 10);
+      if (end == argv[i] || *end != '\0' || T <= 0) {
+        std::fprintf(stderr, "attention_bench: unknown argument '%s' (usage: attention_bench [T] [--no-wgmma] "
+                     "[--no-wgmma-forward] [--no-wide])\n", argv[i]);
+        return 2;
+      }
+    }
   }
   const int64_t H = 32, G = 8, d = 128, R = 16;
   CudaBackend backend(0);
@@ -155,4 +164,13 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // no GPU, a kernel that failed: one line, not an abort
+    std::fprintf(stderr, "attention_bench: %s\n", e.what());
+    return 1;
+  }
 }
