@@ -209,7 +209,9 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
       std::iota(everyone.begin(), everyone.end(), 0);
       world_gpu = std::make_unique<StagedComm>(dist->world().split(everyone, "world"), stream_of(ctx));
     } else {
-      world_gpu = NcclComm::create(dist->world(), stream_of(ctx), comm_options, "world", comm_stream_of(ctx));
+      auto nccl = NcclComm::create(dist->world(), stream_of(ctx), comm_options, "world", comm_stream_of(ctx));
+      nccl->set_timeline(ctx.cuda->comm_timeline);  // the profiler's view of the collectives (--profile-step)
+      world_gpu = std::move(nccl);
     }
   }
   world_gpu = counted_world(std::move(world_gpu), nullptr, ledger);

@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "model/layer_util.h"
+#include "ops/collective.h"
 
 namespace quill {
 
@@ -30,14 +31,16 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
         const PipeMessage& snd = msgs[0].send ? msgs[0] : msgs[1];
         const PipeMessage& rcv = msgs[0].send ? msgs[1] : msgs[0];
         Tensor& st = message_tensor(snd);
-        pp->send_recv(st, snd.peer, message_tensor(rcv), rcv.peer);
+        Tensor& rt = message_tensor(rcv);
+        ops::collective(ctx, "pp.send_recv", st, [&] { pp->send_recv(st, snd.peer, rt, rcv.peer); });
         st = Tensor();
       } else if (msgs[0].send) {
         Tensor& st = message_tensor(msgs[0]);
-        pp->send(st, msgs[0].peer);
+        ops::collective(ctx, "pp.send", st, [&] { pp->send(st, msgs[0].peer); });
         st = Tensor();
       } else {
-        pp->recv(message_tensor(msgs[0]), msgs[0].peer);
+        Tensor& rt = message_tensor(msgs[0]);
+        ops::collective(ctx, "pp.recv", rt, [&] { pp->recv(rt, msgs[0].peer); });
       }
       continue;
     }

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "comm/collective_ledger.h"
 #include "comm/comm_checks.h"
 #include "comm/mpi_comm.h"
 
@@ -358,20 +359,24 @@ class NcclHandle final : public CommHandle {
 }  // namespace
 
 template <typename F>
-cudaEvent_t NcclComm::launch(const std::string& what, F&& enqueue) {
+cudaEvent_t NcclComm::launch(const std::string& what, const char* op, int64_t payload_bytes, int64_t bus_bytes,
+                             F&& enqueue) {
   const std::string full = fmt::format("{}: NCCL {}", who(), what);
   join(streams_->comm, record_event(stream_));  // after the compute stream's work so far
+  CommSpanListener* listener = timeline_ ? timeline_->listener() : nullptr;
+  if (listener) listener->span_begin(streams_->comm, CommSpanInfo{name_, op, size_, payload_bytes, bus_bytes});
   const uint64_t ticket = watchdog_->begin(full, options_.step_mark ? " " + options_.step_mark->describe() : "");
   const ncclResult_t r = enqueue();
   if (r != ncclSuccess)
     watchdog_->fatal(fmt::format("{} failed: {} ({})", full, ncclGetErrorString(r), ncclGetLastError(comm_)));
   watchdog_->enqueued(ticket, streams_->comm, who());
+  if (listener) listener->span_end(streams_->comm);
   return record_event(streams_->comm);
 }
 
 template <typename F>
-void NcclComm::run(const std::string& what, F&& enqueue) {
-  join(stream_, launch(what, std::forward<F>(enqueue)));
+void NcclComm::run(const std::string& what, const char* op, int64_t payload_bytes, int64_t bus_bytes, F&& enqueue) {
+  join(stream_, launch(what, op, payload_bytes, bus_bytes, std::forward<F>(enqueue)));
 }
 
 namespace {
@@ -395,7 +400,9 @@ void NcclComm::all_reduce(const Tensor& t, ReduceOp op) {
   check(comm_checks::tensor(t, Device::CUDA, "all_reduce", ""));
   check(on_device(t, device_, "all_reduce"));
   check(comm_checks::reducible(t, "all_reduce"));
-  run(fmt::format("all_reduce of {} ({})", count_str(t), comm_checks::reduce_name(op)), [&] {
+  const int64_t bytes = static_cast<int64_t>(t.nbytes());
+  run(fmt::format("all_reduce of {} ({})", count_str(t), comm_checks::reduce_name(op)), "all_reduce", bytes,
+      ring_all_reduce_bytes(bytes, size_), [&] {
     return ncclAllReduce(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), nccl_op(op), comm_, streams_->comm);
   });
 }
@@ -407,7 +414,9 @@ std::unique_ptr<CommHandle> NcclComm::start_reduce_scatter(const Tensor& in, con
   check(on_device(out, device_, "reduce_scatter"));
   bool in_place = false;  // NCCL handles out == in's block rank itself
   check(comm_checks::reduce_scatter(in, out, size_, rank_, &in_place));
-  cudaEvent_t done = launch(fmt::format("reduce_scatter of {} ({})", count_str(out), comm_checks::reduce_name(op)), [&] {
+  const int64_t whole = static_cast<int64_t>(out.nbytes()) * size_;  // nccl-tests' size: the whole input
+  cudaEvent_t done = launch(fmt::format("reduce_scatter of {} ({})", count_str(out), comm_checks::reduce_name(op)),
+                            "reduce_scatter", whole, ring_gather_bytes(whole, size_), [&] {
     return ncclReduceScatter(in.data(), out.data(), out.numel(), nccl_type(in.dtype()), nccl_op(op), comm_, streams_->comm);
   });
   return std::make_unique<NcclHandle>(stream_, done);
@@ -424,7 +433,9 @@ std::unique_ptr<CommHandle> NcclComm::start_all_gather(const Tensor& in, const T
   check(on_device(out, device_, "all_gather"));
   bool in_place = false;
   check(comm_checks::all_gather(in, out, size_, rank_, &in_place));
-  cudaEvent_t done = launch(fmt::format("all_gather of {}", count_str(in)), [&] {
+  const int64_t whole = static_cast<int64_t>(in.nbytes()) * size_;  // nccl-tests' size: the whole output
+  cudaEvent_t done = launch(fmt::format("all_gather of {}", count_str(in)), "all_gather", whole,
+                            ring_gather_bytes(whole, size_), [&] {
     return ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()), comm_, streams_->comm);
   });
   return std::make_unique<NcclHandle>(stream_, done);
@@ -443,7 +454,10 @@ std::unique_ptr<CommHandle> NcclComm::start_all_to_all(const Tensor& in, const s
   const ncclDataType_t type = nccl_type(in.dtype());
   int64_t send_total = 0, recv_total = 0;
   for (int r = 0; r < size_; ++r) send_total += send_counts[r], recv_total += recv_counts[r];
-  cudaEvent_t done = launch(fmt::format("all_to_all of {} (sending {} elements, receiving {})", dtype_name(in.dtype()), send_total, recv_total), [&] {
+  // The bus carries what goes to the other ranks (nccl-tests' (p-1)/p of the send total when even).
+  const int64_t to_others = (send_total - send_counts[static_cast<size_t>(rank_)]) * static_cast<int64_t>(es);
+  cudaEvent_t done = launch(fmt::format("all_to_all of {} (sending {} elements, receiving {})", dtype_name(in.dtype()), send_total, recv_total),
+                            "all_to_all", send_total * static_cast<int64_t>(es), to_others, [&] {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
     auto* src = static_cast<char*>(in.data());
@@ -470,7 +484,8 @@ void NcclComm::broadcast(const Tensor& t, int root) {
   check(comm_checks::tensor(t, Device::CUDA, "broadcast", ""));
   check(on_device(t, device_, "broadcast"));
   check(comm_checks::peer(root, size_, name_, "broadcast"));
-  run(fmt::format("broadcast of {} from root {}", count_str(t), root), [&] {
+  const int64_t bytes = static_cast<int64_t>(t.nbytes());
+  run(fmt::format("broadcast of {} from root {}", count_str(t), root), "broadcast", bytes, size_ > 1 ? bytes : 0, [&] {
     return ncclBroadcast(t.data(), t.data(), t.numel(), nccl_type(t.dtype()), root, comm_, streams_->comm);
   });
 }
@@ -480,7 +495,8 @@ void NcclComm::send(const Tensor& t, int peer) {
   check(on_device(t, device_, "send"));
   check(comm_checks::peer(peer, size_, name_, "send"));
   if (peer == rank_) fail("send: a rank cannot send to itself with a lone send (use send_recv)");
-  run(fmt::format("send of {} to rank {}", count_str(t), peer),
+  const int64_t bytes = static_cast<int64_t>(t.nbytes());
+  run(fmt::format("send of {} to rank {}", count_str(t), peer), "send", bytes, bytes,
       [&] { return ncclSend(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, streams_->comm); });
 }
 
@@ -489,7 +505,8 @@ void NcclComm::recv(const Tensor& t, int peer) {
   check(on_device(t, device_, "recv"));
   check(comm_checks::peer(peer, size_, name_, "recv"));
   if (peer == rank_) fail("recv: a rank cannot receive from itself with a lone recv (use send_recv)");
-  run(fmt::format("recv of {} from rank {}", count_str(t), peer),
+  const int64_t bytes = static_cast<int64_t>(t.nbytes());
+  run(fmt::format("recv of {} from rank {}", count_str(t), peer), "recv", bytes, bytes,
       [&] { return ncclRecv(t.data(), t.numel(), nccl_type(t.dtype()), peer, comm_, streams_->comm); });
 }
 
@@ -501,7 +518,9 @@ void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int sr
   check(comm_checks::peer(dst, size_, name_, "send_recv"));
   check(comm_checks::peer(src, size_, name_, "send_recv"));
   if (comm_checks::overlaps(send, recv)) fail("send_recv: send and receive tensors overlap");
-  run(fmt::format("send_recv ({} to rank {}, {} from rank {})", count_str(send), dst, count_str(recv), src), [&] {
+  const int64_t bytes = static_cast<int64_t>(send.nbytes());
+  run(fmt::format("send_recv ({} to rank {}, {} from rank {})", count_str(send), dst, count_str(recv), src), "send_recv",
+      bytes, dst == rank_ ? 0 : bytes, [&] {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
     r = ncclSend(send.data(), send.numel(), nccl_type(send.dtype()), dst, comm_, streams_->comm);
@@ -512,7 +531,7 @@ void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int sr
 }
 
 void NcclComm::barrier() {
-  run("barrier", [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, streams_->comm); });
+  run("barrier", "barrier", 4, ring_all_reduce_bytes(4, size_), [&] { return ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, streams_->comm); });
   const cudaError_t err = cudaStreamSynchronize(streams_->comm);  // the watchdog bounds this wait
   if (err != cudaSuccess) watchdog_->fatal(fmt::format("{}: barrier: {}", who(), cudaGetErrorString(err)));
 }
@@ -543,6 +562,7 @@ std::unique_ptr<Comm> NcclComm::split_with(const std::vector<int>& group, const 
   if (r != ncclSuccess || !sub)
     watchdog_->fatal(fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), ncclGetLastError(comm_)));
   std::unique_ptr<NcclComm> comm(new NcclComm(sub, stream_, options_, name, watchdog_, std::move(streams)));
+  comm->timeline_ = timeline_;
   if (comm->size_ != static_cast<int>(group.size()) || group[comm->rank_] != rank_)
     watchdog_->fatal(fmt::format("{}: the new communicator has {} ranks with this rank at {}; every member must pass the "
                                  "same list", what, comm->size_, comm->rank_));

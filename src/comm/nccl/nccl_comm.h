@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/comm_timeline.h"
 #include "comm/comm.h"
 
 namespace quill {
@@ -79,6 +80,10 @@ class NcclComm final : public Comm {
   std::unique_ptr<CommHandle> start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
                                                const Tensor& out, const std::vector<int64_t>& recv_counts) override;
 
+  // Tells `timeline`'s listener (a profiler) where each later operation of this communicator, and of
+  // those split from it afterwards, begins and ends on its stream (base/comm_timeline.h).
+  void set_timeline(std::shared_ptr<CommTimeline> timeline) { timeline_ = std::move(timeline); }
+
   cudaStream_t stream() const { return stream_; }            // the caller's (compute) stream
   cudaStream_t comm_stream() const { return streams_->comm; }  // where the collectives run
   ncclComm_t handle() const { return comm_; }
@@ -101,11 +106,12 @@ class NcclComm final : public Comm {
   void check(const std::string& problem) const;
   // Enqueues `enqueue` (NCCL calls on the communication stream) after the compute stream's work
   // so far, under the watchdog (a failed call ends the job); returns an event recorded after it.
+  // `op`, `payload_bytes` and `bus_bytes` describe it to the timeline's listener, if any.
   template <typename F>
-  cudaEvent_t launch(const std::string& what, F&& enqueue);
+  cudaEvent_t launch(const std::string& what, const char* op, int64_t payload_bytes, int64_t bus_bytes, F&& enqueue);
   // launch, then the compute stream waits for it.
   template <typename F>
-  void run(const std::string& what, F&& enqueue);
+  void run(const std::string& what, const char* op, int64_t payload_bytes, int64_t bus_bytes, F&& enqueue);
 
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -115,6 +121,7 @@ class NcclComm final : public Comm {
   void* scratch_ = nullptr;  // one int on the device, for barrier()
   std::shared_ptr<NcclWatchdog> watchdog_;
   std::shared_ptr<Streams> streams_;
+  std::shared_ptr<CommTimeline> timeline_;  // null: nobody listens
 };
 
 }  // namespace quill

@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "base/comm_timeline.h"
 #include "base/error.h"
 #include "ops/cuda/cublaslt_library.h"
 #include "ops/device_context.h"
@@ -31,6 +32,8 @@ struct CudaResources {
   void* workspace = nullptr;
   size_t workspace_bytes = 32u << 20;  // cuBLASLt's recommended workspace on Hopper is 32 MiB
   std::shared_ptr<cuda::GemmPlanCache> gemm_plans;  // created by the first GEMM (gemm.cu)
+  // Where the context's NCCL communicators tell its profiler about their operations.
+  std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };
 
 inline cudaStream_t stream_of(const DeviceContext& ctx) { return ctx.cuda->stream; }

@@ -4,14 +4,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <type_traits>
 #include <utility>
 
 #include "base/timer.h"
+#include "ops/comm_profile.h"
 #include "ops/cuda/cuda_resources.h"
 
 namespace quill {
@@ -198,7 +201,7 @@ const char* op_name(OpId id) { return kOpNames[static_cast<size_t>(id)]; }
 
 // ---- the profiler's state ------------------------------------------------------------------------
 
-struct OpProfiler::Impl {
+struct OpProfiler::Impl final : CommSpanListener {
   cudaStream_t stream = nullptr;
   int device = 0;
   int depth = 0;
@@ -228,10 +231,89 @@ struct OpProfiler::Impl {
     Record r{id, std::move(signature), std::move(cost), take(), take()};
     QUILL_CUDA_CHECK(cudaEventRecord(r.start, stream));
     records.push_back(std::move(r));
-    return records.size() - 1;
+    outer = records.size() - 1;
+    return outer;
   }
-  void stop(size_t record) { QUILL_CUDA_CHECK(cudaEventRecord(records[record].stop, stream)); }
+  void stop(size_t record) {
+    QUILL_CUDA_CHECK(cudaEventRecord(records[record].stop, stream));
+    outer = kNone;
+  }
+
+  // The communicators' spans (base/comm_timeline.h), while recording: events on their streams, owned
+  // by the outermost op running when the span began. Their own event pool and a lock: a communicator
+  // may be driven from another host thread than the ops.
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  size_t outer = kNone;
+  std::atomic<bool> listening{false};
+  struct Span {
+    size_t owner;
+    CommSpanInfo info;
+    cudaEvent_t begin, end;
+  };
+  std::mutex span_mu;
+  std::vector<Span> spans;
+  std::vector<cudaEvent_t> span_pool;
+  size_t span_next = 0;
+  cudaEvent_t take_span_event() {
+    if (span_next == span_pool.size()) {
+      cudaEvent_t e = nullptr;
+      QUILL_CUDA_CHECK(cudaEventCreate(&e));
+      span_pool.push_back(e);
+    }
+    return span_pool[span_next++];
+  }
+  void span_begin(void* comm_stream, const CommSpanInfo& info) override {
+    if (!listening) return;
+    std::lock_guard<std::mutex> lock(span_mu);
+    Span sp{outer, info, take_span_event(), nullptr};
+    QUILL_CUDA_CHECK(cudaEventRecord(sp.begin, static_cast<cudaStream_t>(comm_stream)));
+    spans.push_back(std::move(sp));
+  }
+  void span_end(void* comm_stream) override {
+    if (!listening) return;
+    std::lock_guard<std::mutex> lock(span_mu);
+    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+      if (it->end != nullptr) continue;
+      it->end = take_span_event();
+      QUILL_CUDA_CHECK(cudaEventRecord(it->end, static_cast<cudaStream_t>(comm_stream)));
+      return;
+    }
+  }
+  // Milliseconds from the step's start to `e` (waits for it).
+  double at(cudaEvent_t e) const {
+    QUILL_CUDA_CHECK(cudaEventSynchronize(e));
+    float ms = 0;
+    QUILL_CUDA_CHECK(cudaEventElapsedTime(&ms, step_start, e));
+    return ms;
+  }
+  std::vector<CommProfileRow> comm_rows();
 };
+
+// The compute stream counts as busy inside the records that enqueued no collective (comm_profile.h).
+std::vector<CommProfileRow> OpProfiler::Impl::comm_rows() {
+  std::lock_guard<std::mutex> lock(span_mu);
+  if (spans.empty()) return {};
+  std::vector<bool> enqueued(records.size(), false);
+  for (const Span& sp : spans)
+    if (sp.owner != kNone) enqueued[sp.owner] = true;
+  std::vector<TimeSpan> busy;
+  for (size_t i = 0; i < records.size(); ++i)
+    if (records[i].id != OpId::collective && !enqueued[i]) busy.push_back({at(records[i].start), at(records[i].stop)});
+  const BusyTimeline compute(std::move(busy));
+  std::vector<CommSpanTimes> times;
+  for (const Span& sp : spans) {
+    if (sp.end == nullptr) continue;  // cannot happen: a communicator closes every span it opens
+    std::string label;
+    if (sp.owner != kNone) {
+      const Record& r = records[sp.owner];
+      label = r.cost.op.empty() ? op_name(r.id) : r.cost.op;
+    }
+    times.push_back({std::move(label), sp.info, at(sp.begin), at(sp.end)});
+  }
+  spans.clear();
+  span_next = 0;
+  return comm_profile_rows(times, compute);
+}
 
 namespace {
 
@@ -297,10 +379,14 @@ OpProfiler::OpProfiler(const DeviceContext& ctx) : inner_(ctx), table_(new Profi
   impl_->device = ctx.cuda->device;
   QUILL_CUDA_CHECK(cudaEventCreate(&impl_->step_start));
   QUILL_CUDA_CHECK(cudaEventCreate(&impl_->step_stop));
+  timeline_ = ctx.cuda->comm_timeline;
+  if (timeline_) timeline_->listen(impl_.get());
 }
 
 OpProfiler::~OpProfiler() {
+  if (timeline_ && timeline_->listener() == impl_.get()) timeline_->listen(nullptr);
   for (cudaEvent_t e : impl_->pool) cudaEventDestroy(e);
+  for (cudaEvent_t e : impl_->span_pool) cudaEventDestroy(e);
   if (impl_->step_start) cudaEventDestroy(impl_->step_start);
   if (impl_->step_stop) cudaEventDestroy(impl_->step_stop);
 }
@@ -319,13 +405,16 @@ void OpProfiler::begin(int64_t step) {
   impl_->depth = 0;
   impl_->step = step;
   impl_->host.reset();
+  impl_->outer = Impl::kNone;
   QUILL_CUDA_CHECK(cudaEventRecord(impl_->step_start, impl_->stream));
   recording_ = true;
+  impl_->listening = true;
 }
 
 OpProfile OpProfiler::end() {
   QUILL_CHECK(recording_, "OpProfiler::end: not recording");
   recording_ = false;
+  impl_->listening = false;
   QUILL_CUDA_CHECK(cudaEventRecord(impl_->step_stop, impl_->stream));
   QUILL_CUDA_CHECK(cudaEventSynchronize(impl_->step_stop));
   OpProfile p;
@@ -354,6 +443,7 @@ OpProfile OpProfiler::end() {
   for (auto& kv : rows) p.rows.push_back(std::move(kv.second));
   std::stable_sort(p.rows.begin(), p.rows.end(),
                    [](const OpProfileRow& a, const OpProfileRow& b) { return a.total_ms > b.total_ms; });
+  p.comm_rows = impl_->comm_rows();
   impl_->records.clear();
   return p;
 }
@@ -465,6 +555,7 @@ std::string op_profile_table(const OpProfile& p, const Ceilings& c, size_t top) 
   }
   out += fmt::format("{:<32} {:<9} {:>6} {:>9.3f} {:>6.2f}   (the rest: launch gaps, host work, syncs)\n", "(outside ops)",
                      "", "", p.step_ms - p.ops_ms, pct(p.step_ms - p.ops_ms));
+  out += comm_profile_table(p.comm_rows, p.step_ms);
   return out;
 }
 
@@ -499,7 +590,7 @@ std::string op_profile_json(const OpProfile& p, const Ceilings& c) {
         json_string(u.op), kind_name(u.kind), u.calls, u.total_ms, u.flops, u.bytes, rt.value, rt.unit, rt.of_ceiling,
         i + 1 < ups.size() ? "," : "");
   }
-  out += " ]\n}\n";
+  out += " ],\n \"collectives\": " + comm_profile_json(p.comm_rows) + "\n}\n";
   return out;
 }
 

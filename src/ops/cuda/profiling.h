@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "base/comm_timeline.h"
+#include "ops/comm_profile.h"
 #include "ops/device_context.h"
 #include "ops/op_table.h"
 
@@ -84,6 +86,8 @@ struct OpProfile {
   int64_t calls = 0;         // outermost calls timed
   int64_t nested_calls = 0;  // calls folded into their caller
   std::vector<OpProfileRow> rows;  // by total time, longest first
+  // The NCCL collectives on their own streams (ops/comm_profile.h); empty without such communicators.
+  std::vector<CommProfileRow> comm_rows;
 };
 
 // Measured ceilings for the achieved/ceiling columns (defaults: performance.md's H200 figures,
@@ -119,6 +123,7 @@ class OpProfiler {
   DeviceContext inner_;
   std::unique_ptr<ProfilingOpTable> table_;
   std::unique_ptr<Impl> impl_;
+  std::shared_ptr<CommTimeline> timeline_;  // the context's; this profiler listens to it
   bool recording_ = false;
 };
 
