@@ -1,8 +1,8 @@
 // Not a test: NCCL's own bus bandwidth per operation, group size and size on this node's GPUs, the
 // figure issue 25's report sets each profiled collective against (ops/comm_profile.h). Measured as
-// nccl-tests measures (its doc/PERFORMANCE.md): a few warm-up calls, then `iters` calls back to back
-// between two synchronisations, the mean time per call, the slowest rank's; algbw = size / time and
-// busbw = the ring algorithm's bytes per rank / time (collective_ledger.h), so that busbw means the
+// nccl-tests measures (its doc/PERFORMANCE.md): a few warm-up calls, then `iters` calls (fewer for
+// buffers over ~100 MB: at least 3, about 2 GB moved) back to back between two synchronisations, the
+// mean time per call, the slowest rank's; algbw = size / time and busbw = the ring algorithm's bytes per rank / time (collective_ledger.h), so that busbw means the
 // same here as in the profile. Through quill's NcclComm (per call: one event wait, one record).
 // Ranks are split into consecutive groups of each size (ranks 0..g-1, g..2g-1, ...), all running at
 // once, as the layouts' tensor-parallel groups do.
@@ -131,12 +131,14 @@ int main(int argc, char** argv) {
         } else {
           QUILL_FAIL("nccl_probe: --ops {}: not one of all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast", op);
         }
-        for (int i = 0; i < 5; ++i) call();
+        // Buffers of gigabytes (a whole model's gradients) take fewer calls: at least 3, about 2 GB moved.
+        const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{2} << 30) / b, 3, o.iters));
+        for (int i = 0; i < std::min(iters, 5); ++i) call();
         c.barrier();
         const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < o.iters; ++i) call();
+        for (int i = 0; i < iters; ++i) call();
         QUILL_CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "nccl_probe: {} failed on the stream", op);
-        double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+        double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
         Tensor m = Tensor::empty({1}, DType::F64);
         m.data_as<double>()[0] = t;
         world.all_reduce(m, quill::ReduceOp::Max);  // the slowest rank's (every group's)

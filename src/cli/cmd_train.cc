@@ -1,5 +1,6 @@
 // `quill train`: train a model on rows, one process, CPU reference backend.
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <thread>
 
@@ -44,7 +45,7 @@ class CpuStepProbe final : public StepProbe {
     m.in_use_bytes = counting_.in_use();
     return m;
   }
-  void report(const std::string&) override {}
+  void report(const std::string&, int, bool) override {}
 
  private:
   TrackingAllocator counting_;
@@ -69,7 +70,7 @@ class StallingProbe final : public StepProbe {
   StepMemory end_step(int64_t step, bool profile_ops, const std::string& out_dir) override {
     return inner_->end_step(step, profile_ops, out_dir);
   }
-  void report(const std::string& out_dir) override { inner_->report(out_dir); }
+  void report(const std::string& out_dir, int rank, bool lead) override { inner_->report(out_dir, rank, lead); }
 
  private:
   std::unique_ptr<StepProbe> inner_;
@@ -113,13 +114,27 @@ class CudaStepProbe final : public StepProbe {
     }
     return m;
   }
-  void report(const std::string& out_dir) override {
+  void report(const std::string& out_dir, int rank, bool lead) override {
     if (!profile_) return;
-    std::printf("%s", op_profile_table(*profile_, ceilings_).c_str());
-    std::fflush(stdout);
-    const std::string base = fmt::format("{}/op_profile_step{}", out_dir, profile_->step);
-    write_file_atomic(base + ".json", op_profile_json(*profile_, ceilings_));
-    write_file_atomic(base + ".txt", op_profile_table(*profile_, ceilings_));
+    const std::string table = op_profile_table(*profile_, ceilings_);
+    std::string base = fmt::format("{}/op_profile_step{}", out_dir, profile_->step);
+    if (lead) {
+      std::printf("%s", table.c_str());
+      std::fflush(stdout);
+      write_file_atomic(base + ".json", op_profile_json(*profile_, ceilings_));
+      write_file_atomic(base + ".txt", table);
+    } else {
+      // Another node may not see the lead's directory: make it, and never end the run over a profile.
+      base += fmt::format(".rank{}", rank);
+      try {
+        std::error_code ec;
+        std::filesystem::create_directories(out_dir, ec);
+        write_file_atomic(base + ".json", op_profile_json(*profile_, ceilings_));
+        write_file_atomic(base + ".txt", table);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "quill: rank %d: the op profile was not written: %s\n", rank, e.what());
+      }
+    }
     profile_.reset();
   }
 
@@ -209,7 +224,8 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "steps left out of the closing summary's median and spread (OUT/summary.json)");
   cmd->add_option("--profile-step", o.profile_step,
                   "time every op of step K with CUDA events: table to stdout, OUT/op_profile_stepK.{json,txt} "
-                  "(--device cuda)");
+                  "(rank 0; other ranks OUT/op_profile_stepK.rankR.*), the NCCL collectives' own time and the part "
+                  "hidden under compute included (--device cuda)");
   cmd->add_option("--profile-ceilings", ceilings,
                   "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS (default 794 4240)")
       ->expected(2);

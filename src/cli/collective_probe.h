@@ -31,8 +31,8 @@ class CollectiveStepProbe final : public StepProbe {
     ledger_->set_step(-1);
     return inner_ ? inner_->end_step(step, profile_ops, out_dir) : StepMemory{};
   }
-  void report(const std::string& out_dir) override {
-    if (inner_) inner_->report(out_dir);
+  void report(const std::string& out_dir, int rank, bool lead) override {
+    if (inner_) inner_->report(out_dir, rank, lead);
   }
 
  private:

@@ -36,9 +36,10 @@ class StepProbe {
   virtual void passes_done(int64_t step) { (void)step; }
   // After the step's last op: synchronises the device, so that the step's host time is complete.
   virtual StepMemory end_step(int64_t step, bool profile_ops, const std::string& out_dir) = 0;
-  // After the profiled step's time was taken: prints the op table and writes
-  // out_dir/op_profile_step{step}.json (and .txt).
-  virtual void report(const std::string& out_dir) = 0;
+  // After the profiled step's time was taken, on every rank: the lead prints the op table and writes
+  // out_dir/op_profile_step{step}.json (and .txt); every other rank writes its own as
+  // op_profile_step{step}.rank{rank}.json (and .txt), so that each pipeline stage's profile is kept.
+  virtual void report(const std::string& out_dir, int rank, bool lead) = 0;
 };
 
 struct TrainOptions {

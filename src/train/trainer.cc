@@ -353,7 +353,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       if (o.step_mark) o.step_mark->end(step);
       if (probe) m.memory = probe->end_step(step, profile_ops, lead ? o.out_dir : std::string());
       m.step_time_s = step_timer.seconds();
-      if (probe && profile_ops && lead) probe->report(o.out_dir);
+      if (probe && profile_ops) probe->report(o.out_dir, layout.rank(), lead);
 
       if (lead) metrics->append(metrics_json_line(m));
       run_time_s += m.step_time_s;

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Issue 25 in one or two device calls on `nvidia-h200-x2` (one process per GPU, NCCL): the slice
+# (configs/slice.json, 8,192-token rows, GB rows per step) on one GPU, then TP2+SP, EP2 (x DP2: experts
+# split over the data-parallel ranks, as Megatron carves EP out of DP), PP2 (2 + 2 layers, GB micro-
+# batches of one row) and DP2 on the same rows and seed, each profiled at one step; NCCL's own bus
+# bandwidth at the sizes those profiles show (nccl_probe); then tools/runs/layout_report.py: losses
+# against one GPU with the noise floor (one GPU again, QUILL_ATTENTION_UNORDERED_DQ=1: only the order of
+# float sums differs), tokens/s per GPU, MFU, scaling efficiency, peak bytes per rank, every collective's
+# own time, bus bandwidth against NCCL's and the part hidden under compute.
+# Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle nccl_probe cuda_tests \
+#               && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
+# Then: run(kind="nvidia-h200-x2", carry=["build/gpu-bundle"], command="bash scripts/gpu/two-gpu.sh")
+#   (if one call's 600 s are not enough: PARTS="one noise tp2 ep2" first, then PARTS="pp2 dp2 probe report"
+#    in a second call on the same warm machine; the runs stay in $W between calls)
+# CPU dry run (plumbing only: no profiles, no probe):
+#   Q=build/quill DEVICE=cpu CONFIG=configs/tiny.json ROW_TOKENS=64 GB=4 STEPS=3 PROFILE_STEP=-1 \
+#     PARTS="one noise tp2 ep2 pp2 dp2 report" bash scripts/gpu/two-gpu.sh
+# Environment [defaults]: OUT [/tmp/out]  W [/tmp/two-gpu]  CONFIG [configs/slice.json]  ROW_TOKENS [8192]
+#   GB [8]  STEPS [10]  PROFILE_STEP [5]  PP_LAYERS [2,2]  DEVICE [cuda]  T [240 s a run]
+#   MAX_REL_DIFF [unset: report only; set: the report fails above it (the CPU dry run's CTest uses 1e-5)]
+#   PARTS [one noise tp2 ep2 pp2 dp2 probe report]
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+W=${W:-/tmp/two-gpu}
+B=$PWD/build/gpu-bundle
+Q=${Q:-$B/bin/quill}
+PROBE=${PROBE:-$B/bin/nccl_probe}
+[ -d "$B/lib" ] && export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
+export NCCL_NVLS_ENABLE=0
+CONFIG=${CONFIG:-configs/slice.json}
+TOK=${ROW_TOKENS:-8192} GB=${GB:-8} STEPS=${STEPS:-10} PSTEP=${PROFILE_STEP:-5}
+PARTS=${PARTS:-one noise tp2 ep2 pp2 dp2 probe report}
+has() { [[ " $PARTS " == *" $1 "* ]]; }
+MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
+mkdir -p "$W" "$OUT"
+{
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+echo "quill $(cat "$B/COMMIT" 2>/dev/null || echo local); $(date -u +%FT%TZ); $CONFIG, $TOK-token rows, $GB rows a step, $STEPS steps, profile step $PSTEP"
+[ -d "$W/rows" ] || "$Q" data synth --conversations 20000 --row-tokens "$TOK" --out "$W/rows" > /dev/null || exit 1
+flags=(train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "$STEPS" --global-batch "$GB" --lr 1e-4 --min-lr 1e-5
+       --warmup-fraction 0 --clip-grad 1.0 --device "${DEVICE:-cuda}" --warmup-steps 2 --quiet --overwrite)
+[ "$PSTEP" -ge 0 ] && flags+=(--profile-step "$PSTEP")
+one() {  # name, then environment assignments
+  local name=$1; shift
+  date +%T; env "$@" timeout ${T:-240} "$Q" "${flags[@]}" --out "$W/$name" > "$W/$name.log" 2>&1
+  echo "$name: rc $?; $(grep -E '^trained' "$W/$name.log" | head -1)"
+}
+two() {  # name, then the layout flags
+  local name=$1; shift
+  date +%T; timeout ${T:-240} "${MPI[@]}" -np 2 "$Q" "${flags[@]}" "$@" --out "$W/$name" < /dev/null > "$W/$name.log" 2>&1
+  local rc=$?; echo "$name ($*): rc $rc; $(grep -E '^trained' "$W/$name.log" | head -1)"
+  [ $rc != 0 ] && grep -vE "^ *\[|orte_base_help|^-+$" "$W/$name.log" | tail -8
+}
+if has one; then CUDA_VISIBLE_DEVICES=0 one one; fi
+if has noise; then CUDA_VISIBLE_DEVICES=0 one noise QUILL_ATTENTION_UNORDERED_DQ=1; fi
+if has tp2; then two tp2 --tp 2 --sp; fi
+if has ep2; then two ep2 --dp 2 --ep 2; fi
+if has pp2; then two pp2 --pp 2 --pp-layers "${PP_LAYERS:-2,2}"; fi
+if has dp2; then two dp2 --dp 2; fi
+runs=(); for r in tp2 ep2 pp2 dp2; do [ -d "$W/$r" ] && runs+=("$W/$r"); done
+if has probe && [ -x "$PROBE" ]; then
+  sizes=$(python3 tools/runs/layout_report.py --sizes "${runs[@]}")
+  echo "nccl_probe at the profiled sizes: ${sizes:-none}"
+  if [ -n "$sizes" ]; then
+    for dt in bf16 f32; do
+      timeout 120 "${MPI[@]}" -np 2 "$PROBE" --sizes "$sizes" --dtype $dt --json "$W/probe-$dt.jsonl" < /dev/null \
+        > "$W/probe-$dt.log" 2>&1; echo "nccl_probe $dt: rc $?"; grep -v "^ *\[" "$W/probe-$dt.log" | head -60
+    done
+  fi
+fi
+if has report; then
+  # The profile's sizes carry no dtype: bf16 (activations) and f32 (gradients) probes are both kept;
+  # the report sets each row against the bf16 one (the f32 table is in probe-f32.log).
+  probe=(); [ -f "$W/probe-bf16.jsonl" ] && probe=(--probe "$W/probe-bf16.jsonl")
+  check=(); [ -n "${MAX_REL_DIFF:-}" ] && check=(--max-rel-diff "$MAX_REL_DIFF")
+  python3 tools/runs/layout_report.py --reference "$W/one" --noise "$W/noise" "${probe[@]}" "${check[@]}" "${runs[@]}" \
+    > "$W/layout-report.txt"; rc=$?
+  cp "$W/layout-report.txt" "$OUT/"; cat "$W/layout-report.txt"; echo "layout_report: rc $rc"
+fi
+for d in one noise tp2 ep2 pp2 dp2; do
+  [ -d "$W/$d" ] || continue
+  mkdir -p "$OUT/$d"; cp "$W/$d.log" "$OUT/$d/train.log" 2>/dev/null
+  cp "$W/$d"/metrics.jsonl "$W/$d"/summary.json "$W/$d"/op_profile_step* "$OUT/$d/" 2>/dev/null
+done
+cp "$W"/probe-*.jsonl "$W"/probe-*.log "$OUT/" 2>/dev/null
+} 2>&1 | tee -a "$OUT/two-gpu.txt"
