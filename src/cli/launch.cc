@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "cli/collective_probe.h"
 #include "cli/collectives_file.h"
 #include "cli/simulated_routing.h"
@@ -52,11 +53,19 @@ CudaBackendOptions cuda_backend_options() {
 
 // The memory plan of the run against `device_memory` bytes per device: refused when it cannot fit
 // (every rank plans alike, so every rank stops with the same message); a note on the lead when it fits.
+// `node_ranks`: the world ranks that run on this process's node (a GPU run also checks that their
+// offloaded optimizer state fits the node's host memory).
 void check_memory_plan(const TrainOptions& o, const InklingConfig& config, const LayoutSpec& spec,
-                       const std::string& device, int64_t device_memory, bool lead) {
-  if (device_memory <= 0) return;
+                       const std::string& device, int64_t device_memory, bool lead, const std::vector<int>& node_ranks) {
+  const bool host_check = device == "cuda" && o.adam.memory.cpu_offload;
+  if (device_memory <= 0 && !host_check) return;
   const plan::MemoryPlan mp =
       plan::plan_memory(plan_request_for(o, config, spec, device, RowsReader::open(o.rows_dir).row_tokens()));
+  if (host_check) {
+    const plan::FitVerdict host = plan::check_host_fit(mp, node_ranks, static_cast<int64_t>(host_memory_bytes()));
+    QUILL_CHECK(host.fits, "{} (quill plan prints the pinned bytes per node)", host.message);
+  }
+  if (device_memory <= 0) return;
   const plan::FitVerdict verdict = plan::check_fit(mp, device_memory);
   QUILL_CHECK(verdict.fits, "{} (quill plan prints the whole table)", verdict.message);
   if (lead) {
@@ -166,8 +175,16 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
                              CollectivesRun{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens(),
                                             device_description(device)});
   };
+  // The ranks on this node: the launcher places consecutive world ranks on a node (mpirun by slot, srun
+  // block distribution); a simulated rank is alone.
+  std::vector<int> node_ranks;
+  if (simulate || !dist) {
+    node_ranks.push_back(world_rank);
+  } else {
+    for (int i = 0; i < dist->local_size(); ++i) node_ranks.push_back(dist->rank() - dist->local_rank() + i);
+  }
   if (device == "cpu") {
-    check_memory_plan(o, config, spec, device, check.device_memory, lead);
+    check_memory_plan(o, config, spec, device, check.device_memory, lead, node_ranks);
     std::unique_ptr<Comm> loopback;
     if (simulate) {
       auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_host_loopback_mover());
@@ -193,7 +210,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
     CudaMemoryStats stats;
     if (cuda_memory_stats(ctx, stats)) device_memory = stats.device_total_bytes;
   }
-  check_memory_plan(o, config, spec, device, device_memory, lead);
+  check_memory_plan(o, config, spec, device, device_memory, lead, node_ranks);
   std::unique_ptr<Comm> world_gpu;
   if (simulate) {
     auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_cuda_loopback_mover(stream_of(ctx)));

@@ -200,9 +200,11 @@ MemoryPlan plan_memory(const PlanRequest& req) {
   }
   const int nodes = (grid.world() + req.gpus_per_node - 1) / req.gpus_per_node;
   plan.pinned_host_per_node.assign(static_cast<size_t>(nodes), 0);
-  for (int r = 0; r < grid.world(); ++r)
-    plan.pinned_host_per_node[static_cast<size_t>(r / req.gpus_per_node)] +=
-        plan.stages[static_cast<size_t>(grid.coords(r).pp)].host_optimizer;
+  for (int r = 0; r < grid.world(); ++r) {
+    const int64_t pinned = plan.stages[static_cast<size_t>(grid.coords(r).pp)].host_optimizer;
+    plan.pinned_host_per_node[static_cast<size_t>(r / req.gpus_per_node)] += pinned;
+    plan.pinned_host_per_rank.push_back(pinned);
+  }
   return plan;
 }
 

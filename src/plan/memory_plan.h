@@ -70,6 +70,7 @@ struct MemoryPlan {
   PlanRequest request;
   std::vector<StagePlan> stages;
   std::vector<int64_t> pinned_host_per_node;
+  std::vector<int64_t> pinned_host_per_rank;  // index: world rank (its stage's host_optimizer)
   std::vector<std::string> notes;
   const StagePlan& largest() const;  // the stage with the largest device total
 };

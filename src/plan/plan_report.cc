@@ -177,6 +177,23 @@ std::string verdict(std::optional<int64_t> total, int64_t device_memory) {
 
 }  // namespace
 
+FitVerdict check_host_fit(const MemoryPlan& plan, const std::vector<int>& ranks, int64_t host_memory) {
+  FitVerdict v;
+  int64_t pinned = 0;
+  for (int r : ranks)
+    if (r >= 0 && static_cast<size_t>(r) < plan.pinned_host_per_rank.size()) pinned += plan.pinned_host_per_rank[static_cast<size_t>(r)];
+  const auto limit = static_cast<int64_t>(kPinnedHostShare * static_cast<double>(host_memory));
+  if (host_memory <= 0 || pinned <= limit) return v;
+  v.fits = false;
+  v.message = fmt::format(
+      "the offloaded optimizer state does not fit this node's host memory: its {} rank{} would pin {} of page-locked "
+      "memory, more than {:.0f}% of the node's {} ({}); lower --optimizer-offload-fraction (now {:.2f}), use bf16 moments "
+      "(--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16), or spread the layout over more nodes",
+      ranks.size(), ranks.size() == 1 ? "" : "s", format_bytes(pinned), 100 * kPinnedHostShare, format_bytes(host_memory),
+      format_bytes(limit), plan.request.optimizer.effective_fraction());
+  return v;
+}
+
 FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory) {
   FitVerdict v;
   if (device_memory <= 0) return v;
