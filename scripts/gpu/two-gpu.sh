@@ -22,16 +22,10 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 W=${W:-/tmp/two-gpu}
-B=$PWD/build/gpu-bundle
-Q=${Q:-$B/bin/quill}
-PROBE=${PROBE:-$B/bin/nccl_probe}
-[ -d "$B/lib" ] && export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
 CONFIG=${CONFIG:-configs/slice.json}
 TOK=${ROW_TOKENS:-8192} GB=${GB:-8} STEPS=${STEPS:-10} PSTEP=${PROFILE_STEP:-5}
 PARTS=${PARTS:-one noise tp2 ep2 pp2 dp2 probe report}
-has() { [[ " $PARTS " == *" $1 "* ]]; }
-MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
+source scripts/gpu/layout-runs.sh
 mkdir -p "$W" "$OUT"
 {
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
@@ -40,34 +34,14 @@ echo "quill $(cat "$B/COMMIT" 2>/dev/null || echo local); $(date -u +%FT%TZ); $C
 flags=(train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "$STEPS" --global-batch "$GB" --lr 1e-4 --min-lr 1e-5
        --warmup-fraction 0 --clip-grad 1.0 --device "${DEVICE:-cuda}" --warmup-steps 2 --quiet --overwrite)
 [ "$PSTEP" -ge 0 ] && flags+=(--profile-step "$PSTEP")
-one() {  # name, then environment assignments
-  local name=$1; shift
-  date +%T; env "$@" timeout ${T:-240} "$Q" "${flags[@]}" --out "$W/$name" > "$W/$name.log" 2>&1
-  echo "$name: rc $?; $(grep -E '^trained' "$W/$name.log" | head -1)"
-}
-two() {  # name, then the layout flags
-  local name=$1; shift
-  date +%T; timeout ${T:-240} "${MPI[@]}" -np 2 "$Q" "${flags[@]}" "$@" --out "$W/$name" < /dev/null > "$W/$name.log" 2>&1
-  local rc=$?; echo "$name ($*): rc $rc; $(grep -E '^trained' "$W/$name.log" | head -1)"
-  [ $rc != 0 ] && grep -vE "^ *\[|orte_base_help|^-+$" "$W/$name.log" | tail -8
-}
-if has one; then CUDA_VISIBLE_DEVICES=0 one one; fi
-if has noise; then CUDA_VISIBLE_DEVICES=0 one noise QUILL_ATTENTION_UNORDERED_DQ=1; fi
-if has tp2; then two tp2 --tp 2 --sp; fi
-if has ep2; then two ep2 --dp 2 --ep 2; fi
-if has pp2; then two pp2 --pp 2 --pp-layers "${PP_LAYERS:-2,2}"; fi
-if has dp2; then two dp2 --dp 2; fi
+if has one; then CUDA_VISIBLE_DEVICES=0 run_one one; fi
+if has noise; then CUDA_VISIBLE_DEVICES=0 run_one noise QUILL_ATTENTION_UNORDERED_DQ=1; fi
+if has tp2; then run_mpi 2 tp2 --tp 2 --sp; fi
+if has ep2; then run_mpi 2 ep2 --dp 2 --ep 2; fi
+if has pp2; then run_mpi 2 pp2 --pp 2 --pp-layers "${PP_LAYERS:-2,2}"; fi
+if has dp2; then run_mpi 2 dp2 --dp 2; fi
 runs=(); for r in tp2 ep2 pp2 dp2; do [ -d "$W/$r" ] && runs+=("$W/$r"); done
-if has probe && [ -x "$PROBE" ]; then
-  sizes=$(python3 tools/runs/layout_report.py --sizes "${runs[@]}")
-  echo "nccl_probe at the profiled sizes: ${sizes:-none}"
-  if [ -n "$sizes" ]; then
-    for dt in bf16 f32; do
-      timeout 120 "${MPI[@]}" -np 2 "$PROBE" --sizes "$sizes" --dtype $dt --json "$W/probe-$dt.jsonl" < /dev/null \
-        > "$W/probe-$dt.log" 2>&1; echo "nccl_probe $dt: rc $?"; grep -v "^ *\[" "$W/probe-$dt.log" | head -60
-    done
-  fi
-fi
+if has probe; then probe_nccl 2 2 "${runs[@]}"; fi
 if has report; then
   # The profile's sizes carry no dtype: bf16 (activations) and f32 (gradients) probes are both kept;
   # the report sets each row against the bf16 one (the f32 table is in probe-f32.log).
@@ -75,12 +49,7 @@ if has report; then
   check=(); [ -n "${MAX_REL_DIFF:-}" ] && check=(--max-rel-diff "$MAX_REL_DIFF")
   python3 tools/runs/layout_report.py --reference "$W/one" --noise "$W/noise" "${probe[@]}" "${check[@]}" "${runs[@]}" \
     > "$W/layout-report.txt"; rc=$?
-  cp "$W/layout-report.txt" "$OUT/"; cat "$W/layout-report.txt"; echo "layout_report: rc $rc"
+  cat "$W/layout-report.txt"; echo "layout_report: rc $rc"
 fi
-for d in one noise tp2 ep2 pp2 dp2; do
-  [ -d "$W/$d" ] || continue
-  mkdir -p "$OUT/$d"; cp "$W/$d.log" "$OUT/$d/train.log" 2>/dev/null
-  cp "$W/$d"/metrics.jsonl "$W/$d"/summary.json "$W/$d"/op_profile_step* "$OUT/$d/" 2>/dev/null
-done
-cp "$W"/probe-*.jsonl "$W"/probe-*.log "$OUT/" 2>/dev/null
+collect one noise tp2 ep2 pp2 dp2
 } 2>&1 | tee -a "$OUT/two-gpu.txt"

@@ -8,10 +8,12 @@
 3. collectives: the rows of each run's op profiles (op_profile_step*.json, every rank that wrote one),
    each operation's own time on its communication stream, its bus bandwidth against NCCL's measured at
    the nearest probed size for the same operation and group size (nccl_probe --json), and the part
-   hidden under compute.
+   hidden under compute;
+4. with --predictions: each run against quill plan's memory per stage (RUN.plan.json) and the one-GPU rank
+   projection (RUN.projection.json), beside the run directory.
 
 Usage:
-  layout_report.py --reference DIR [--noise DIR] [--probe FILE.jsonl] [--max-rel-diff X] RUN_DIR [RUN_DIR ...]
+  layout_report.py --reference DIR [--noise DIR] [--probe FILE.jsonl] [--max-rel-diff X] [--predictions] RUN_DIR [RUN_DIR ...]
   layout_report.py --sizes RUN_DIR [RUN_DIR ...]   # the per-call payload sizes the profiles show, for nccl_probe
 """
 import argparse
@@ -74,7 +76,19 @@ def nearest_probe(probe, op, group_size, size):
     return min(rows, key=lambda r: abs(math.log(r["bytes"]) - math.log(size)))
 
 
-def losses_section(ref, ref_name, runs, noise):
+def same_dir(a, b):
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def unique(dirs):
+    out = []
+    for d in dirs:
+        if not any(same_dir(d, o) for o in out):
+            out.append(d)
+    return out
+
+
+def losses_section(ref, ref_name, runs, noise, ref_name_dir):
     """Prints the section; returns each run's largest relative difference (None: no metrics)."""
     print("== losses: relative difference from", ref_name)
     worsts = {}
@@ -83,6 +97,8 @@ def losses_section(ref, ref_name, runs, noise):
         floor, _ = max_rel_diff(ref, load_jsonl(os.path.join(noise, "metrics.jsonl")))
         print(f"noise floor ({name_of(noise)}: the same run, float sums in another order): max {floor:.3e}")
     for run in runs:
+        if same_dir(run, ref_name_dir):
+            continue  # the reference itself (listed for its collectives)
         got = load_jsonl(os.path.join(run, "metrics.jsonl"))
         if not got:
             print(f"{name_of(run)}: no metrics")
@@ -101,7 +117,7 @@ def throughput_section(ref_dir, runs):
     ref = load_json(os.path.join(ref_dir, "summary.json")) or {}
     base = ref.get("tokens_per_s_per_gpu")
     print(f"{'run':<12} {'GPUs':>4} {'median s':>9} {'tok/s/GPU':>10} {'MFU %':>6} {'scaling %':>9} {'CV %':>6}  peak GiB per rank")
-    for run in [ref_dir] + runs:
+    for run in unique([ref_dir] + runs):
         s = load_json(os.path.join(run, "summary.json"))
         if not s or s.get("tokens_per_s_per_gpu") is None:
             print(f"{name_of(run):<12} no summary")
@@ -145,12 +161,54 @@ def collectives_section(runs, probe):
                   f"({100 * hidden / comm if comm else 0:.1f}%)")
 
 
+def predictions_section(run_dirs):
+    """Each run against what quill predicted before it: RUN.plan.json (quill plan --json: memory per stage) and
+    RUN.projection.json (quill project of one simulated rank per stage: step time, tokens/s per GPU, MFU)."""
+    print("\n== predictions: quill plan's allocator peak per stage and the one-GPU rank projection, against the run")
+    for run in run_dirs:
+        s = load_json(os.path.join(run, "summary.json"))
+        plan = load_json(run.rstrip("/") + ".plan.json")
+        proj = load_json(run.rstrip("/") + ".projection.json")
+        if not s:
+            print(f"{name_of(run)}: no summary")
+            continue
+        peaks = s.get("peak_device_bytes_per_rank") or []
+        if plan and peaks:
+            stages, world = plan["stages"], len(peaks)
+            for st in stages:
+                # pp is the outermost axis of the default rank order: stage k holds ranks [k*world/pp, (k+1)*world/pp).
+                k = st["stage"]
+                ranks = range(k * world // len(stages), (k + 1) * world // len(stages))
+                measured = max(peaks[r] for r in ranks)
+                planned = st["allocator_peak_bytes"]
+                print(f"{name_of(run)}: stage {k} (ranks {ranks.start}-{ranks.stop - 1}): planned allocator peak "
+                      f"{planned / 2**30:.2f} GiB, measured {measured / 2**30:.2f} GiB (largest rank), "
+                      f"{100 * (measured - planned) / planned:+.1f}%; planned device total {st['device_total_bytes'] / 2**30:.2f} GiB")
+        elif not plan:
+            print(f"{name_of(run)}: no plan ({run.rstrip('/')}.plan.json)")
+        if proj:
+            m = proj.get("metrics", {})
+            pairs = [("step s", proj.get("step_s"), s.get("median_step_s")),
+                     ("tokens/s/GPU", m.get("tokens_per_s_per_gpu"), s.get("tokens_per_s_per_gpu")),
+                     ("MFU %", 100 * m["mfu"] if m.get("mfu") is not None else None,
+                      100 * s["mfu"] if s.get("mfu") is not None else None)]
+            text = "; ".join(f"{k} projected {a:.3f} measured {b:.3f} ({100 * (b - a) / a:+.1f}%)" for k, a, b in pairs
+                             if a and b is not None)
+            print(f"{name_of(run)}: {text}; projection: compute {proj.get('compute_s', 0):.3f} s, exposed comm "
+                  f"{proj.get('exposed_comm_s', 0):.3f} s, optimizer {proj.get('optimizer_phase_s', 0):.3f} s; largest "
+                  "parts: " + ", ".join(f"{b['what']} {b['seconds_per_step']:.3f} s" for b in (proj.get("bounded_by") or [])[:3]))
+        else:
+            print(f"{name_of(run)}: no projection ({run.rstrip('/')}.projection.json)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reference")
     ap.add_argument("--noise")
     ap.add_argument("--probe")
     ap.add_argument("--sizes", action="store_true")
+    ap.add_argument("--predictions", action="store_true",
+                    help="also set each run (and the reference) against RUN.plan.json and RUN.projection.json")
     ap.add_argument("--max-rel-diff", type=float,
                     help="exit 1 unless every run has all the reference's steps within this relative loss difference")
     ap.add_argument("runs", nargs="+")
@@ -165,9 +223,11 @@ def main():
     if not ref:
         raise SystemExit(f"{a.reference}: no metrics.jsonl")
     probe = load_jsonl(a.probe) if a.probe else []
-    worsts = losses_section(ref, name_of(a.reference), a.runs, a.noise)
+    worsts = losses_section(ref, name_of(a.reference), a.runs, a.noise, a.reference)
     throughput_section(a.reference, a.runs)
     collectives_section(a.runs, probe)
+    if a.predictions:
+        predictions_section(unique([a.reference] + a.runs))
     if a.max_rel_diff is not None:
         bad = [name_of(r) for r, w in worsts.items() if w is None or not w <= a.max_rel_diff]
         if bad:
