@@ -6,6 +6,8 @@
 
 #include <nccl.h>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/nccl/nccl_comm.h"
 #include "harness.h"
 #include "ops/collective.h"
@@ -71,7 +73,9 @@ TEST(CudaCommProfile, SpansAreLabelledTimedAndSplitIntoHiddenAndExposed) {
   EXPECT_EQ(outside->op, "all_reduce");
   const std::string table = op_profile_table(p, {});
   EXPECT_NE(table.find("collectives on their communication streams"), std::string::npos);
-  EXPECT_NE(op_profile_json(p, {}).find("\"collectives\": ["), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(op_profile_json(p, {}));  // valid JSON, every row
+  ASSERT_EQ(j.at("collectives").size(), 3u);
+  EXPECT_NEAR(j["collectives"][0].at("comm_ms").get<double>(), p.comm_rows[0].comm_ms, 1e-6);
 }
 
 }  // namespace

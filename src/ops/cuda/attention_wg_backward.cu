@@ -76,6 +76,8 @@ struct Smem {
 enum : int { kRowLse2 = 0, kRowD = 1, kRowTau = 2, kRowCoefQk = 3, kRowCoefBias = 4 };
 // A descriptor moved by `bytes` (a multiple of 16): the start-address field is the low 14 bits of addr / 16,
 // and every buffer here lies below 256 KiB, so the add never carries out of it.
+// (sm_90's shared window is 228 KiB; the assert keeps a larger future layout from carrying into the LBO field.)
+static_assert(bwd::kSmemBytes < (1 << 18), "desc_plus: shared addresses must stay below 256 KiB");
 __device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 __device__ __forceinline__ void st_shared_f32(uint32_t addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
