@@ -89,7 +89,20 @@ for c in B B-noise A A-off A-bf16; do
   if [ $c = B-noise ]; then QUILL_ATTENTION_UNORDERED_DQ=1 run_mpi 8 "$c" $(case_flags $c); else run_mpi 8 "$c" $(case_flags $c); fi
 done
 runs=(); for r in A A-off A-bf16 B; do [ -d "$W/$r" ] && runs+=("$W/$r"); done
-if has probe; then probe_nccl 8 2,4,8 "${runs[@]}"; fi
+if has probe; then
+  probe_nccl 8 2,4,8 "${runs[@]}"
+  # The gap explained, one part of it: the projections again with the bandwidth and latency measured here
+  # instead of the built-in NVLink figures (docs/comm-model.md).
+  measured=$(python3 tools/runs/layout_report.py --comm-params "$W/probe-bf16.jsonl" 2>/dev/null)
+  if [ -n "$measured" ]; then
+    for c in A A-off A-bf16 B; do
+      dirs=(); for r in $(stage_ranks $c); do dirs+=("$W/sim/$c-$r"); done
+      # shellcheck disable=SC2086
+      "$Q" project "${dirs[@]}" $measured --out "$W/$c.projection-measured-nccl" > "$W/$c.projection-measured-nccl.txt" 2>&1
+      echo "projection $c with $measured: rc $?"; grep -E "step|tokens/s|MFU" "$W/$c.projection-measured-nccl.txt" | head -4
+    done
+  fi
+fi
 if has report; then
   probe=(); [ -f "$W/probe-bf16.jsonl" ] && probe=(--probe "$W/probe-bf16.jsonl")
   check=(); [ -n "${MAX_REL_DIFF:-}" ] && check=(--max-rel-diff "$MAX_REL_DIFF")
@@ -98,6 +111,8 @@ if has report; then
   cat "$W/layout-report.txt"; echo "layout_report: rc $rc"
 fi
 collect A A-off A-bf16 B B-noise
-for c in A A-off A-bf16 B; do cp "$W/$c.plan.json" "$W/$c.projection.json" "$W/$c.projection.txt" "$OUT/" 2>/dev/null; done
+for c in A A-off A-bf16 B; do
+  cp "$W/$c.plan.json" "$W/$c.projection.json" "$W/$c.projection.txt" "$W/$c.projection-measured-nccl.txt" "$OUT/" 2>/dev/null
+done
 cp "$W"/sim-*.log "$OUT/" 2>/dev/null
 } 2>&1 | tee -a "$OUT/eight-gpu.txt"

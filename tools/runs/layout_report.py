@@ -15,6 +15,7 @@
 Usage:
   layout_report.py --reference DIR [--noise DIR] [--probe FILE.jsonl] [--max-rel-diff X] [--predictions] RUN_DIR [RUN_DIR ...]
   layout_report.py --sizes RUN_DIR [RUN_DIR ...]   # the per-call payload sizes the profiles show, for nccl_probe
+  layout_report.py --comm-params PROBE.jsonl         # quill project's bandwidth and latency flags from a probe
 """
 import argparse
 import glob
@@ -207,12 +208,28 @@ def main():
     ap.add_argument("--noise")
     ap.add_argument("--probe")
     ap.add_argument("--sizes", action="store_true")
+    ap.add_argument("--comm-params", metavar="PROBE.jsonl",
+                    help="print quill project's --nvlink-busbw-gbps and --nvlink-latency-us from an nccl_probe file: the "
+                         "mean bus bandwidth of its calls of 16 MiB or more, the median time of those under 64 KiB")
     ap.add_argument("--predictions", action="store_true",
                     help="also set each run (and the reference) against RUN.plan.json and RUN.projection.json")
     ap.add_argument("--max-rel-diff", type=float,
                     help="exit 1 unless every run has all the reference's steps within this relative loss difference")
-    ap.add_argument("runs", nargs="+")
+    ap.add_argument("runs", nargs="*")
     a = ap.parse_args()
+    if a.comm_params:
+        rows = load_jsonl(a.comm_params)
+        big = [r["busbw_gbps"] for r in rows if r["bytes"] >= 16 << 20 and r["busbw_gbps"] > 0]
+        small = sorted(r["us"] for r in rows if r["bytes"] < 64 << 10)
+        flags = []
+        if big:
+            flags += ["--nvlink-busbw-gbps", f"{sum(big) / len(big):.1f}"]
+        if small:
+            flags += ["--nvlink-latency-us", f"{small[len(small) // 2]:.2f}"]
+        print(" ".join(flags))
+        return
+    if not a.runs:
+        ap.error("no run directories")
     if a.sizes:
         sizes = sorted({int(r["payload_bytes"] / max(1, r["calls"])) for run in a.runs for _, r in collective_rows(run)})
         print(",".join(str(s) for s in sizes if s > 0))
