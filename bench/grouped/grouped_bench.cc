@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/kernels.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "tensor/tensor.h"
@@ -94,6 +96,26 @@ int main(int argc, char** argv) {
     const double ms = median_ms(stream, [&] { ops::linear_backward_input(ctx, dy_e, w_e, dh_e); }, 7, 1);
     std::printf("  %2lld %6lld %7.3f %7.1f\n", static_cast<long long>(e), static_cast<long long>(counts[e]), ms,
                 2.0 * counts[e] * F * D / ms / 1e9);
+  }
+  // The weight gradient's cuBLASLt algorithms (issue 23: the grouped weight gradient ran at 494 TFLOP/s when it
+  // accumulates into the fp32 gradient, 597 when it writes it): one expert's gate/up at the slice's mean rows per
+  // expert (1,536) and at the seed's EP8 rank's (384), writing (beta 0) and accumulating (beta 1), with each of the
+  // heuristic's first eight algorithms; candidate 0 is the one quill runs.
+  std::printf("backward weight gate/up, one expert: rows beta candidate ms TFLOP/s config\n");
+  Tensor dw_e = Tensor::empty({2 * F, D}, DType::F32, *ctx.allocator);
+  ops::zero(ctx, dw_e);
+  for (int64_t rows : {int64_t{1536}, int64_t{384}}) {
+    const Tensor dg_e = dg.rows(0, std::min(rows, P)), x_e = x.rows(0, std::min(rows, P));
+    for (bool accumulate : {false, true}) {
+      for (int i = 0; i < 8; ++i) {
+        std::string config;
+        if (!cuda::linear_backward_weight_candidate(ctx, dg_e, x_e, dw_e, accumulate, i, &config)) break;
+        const double ms = median_ms(
+            stream, [&] { cuda::linear_backward_weight_candidate(ctx, dg_e, x_e, dw_e, accumulate, i, nullptr); }, 7, 1);
+        std::printf("  %5lld %d %d %8.4f %7.1f  %s\n", static_cast<long long>(dg_e.dim(0)), accumulate ? 1 : 0, i, ms,
+                    2.0 * dg_e.dim(0) * 2 * F * D / ms / 1e9, config.c_str());
+      }
+    }
   }
   return 0;
 }

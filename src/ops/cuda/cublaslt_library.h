@@ -29,6 +29,7 @@ namespace quill::cuda {
   X(cublasLtDestroy)                       \
   X(cublasLtGetStatusString)               \
   X(cublasLtMatmul)                        \
+  X(cublasLtMatmulAlgoConfigGetAttribute)  \
   X(cublasLtMatmulAlgoGetHeuristic)        \
   X(cublasLtMatmulDescCreate)              \
   X(cublasLtMatmulDescDestroy)             \

@@ -26,8 +26,11 @@
 #include "ops/cuda/kernels.h"
 #include "ops/dispatch.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 // Checks a cuBLASLt call made through the table `lt` (cublaslt_library.h), naming the status
 // through cuBLASLt's own cublasLtGetStatusString (cublasGetStatusString lives in libcublas).
@@ -92,9 +95,32 @@ void make_layout(Layout& l, const Operand& o) {
 // column-major operands it appears in, so a bucketed layout keeps its leading dimensions.
 enum class Vary { kN, kK };
 
+// What a measurement asks of matmul (grouped_bench): run the heuristic's algorithm number `index`
+// (0 is the one quill uses) instead, bypassing the plan cache; `found` is false when the heuristic
+// returns fewer, `config` describes the algorithm run.
+struct Candidate {
+  int index = 0;
+  bool found = false;
+  std::string config;
+};
+
+std::string describe_algo(const CublasLt& lt, const cublasLtMatmulAlgo_t& algo) {
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    uint32_t v = 0;  // every attribute read here is 32 bits or fewer, little-endian
+    size_t written = 0;
+    if (lt.cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1L;
+    return static_cast<long>(v);
+  };
+  return fmt::format("id {} tile {} stages {} split-k {} reduction {} swizzle {} cluster {} custom {}",
+                     get(CUBLASLT_ALGO_CONFIG_ID), get(CUBLASLT_ALGO_CONFIG_TILE_ID), get(CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                     get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM), get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+                     get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+                     get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
+}
+
 void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, const Operand& a, cublasOperation_t tb,
             const Operand& b, void* d, cudaDataType_t d_type, uint64_t m, uint64_t n, uint64_t k, float beta,
-            Vary vary) {
+            Vary vary, Candidate* candidate = nullptr) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum: D = beta * D
     if (beta == 0.0f)
@@ -155,7 +181,17 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
   // Bucketing needs the varying dimension to be a column count of the operands it appears in.
   const bool can_bucket = vary == Vary::kN ? (tb == CUBLAS_OP_N && b.cols == n) : (a.cols == k && b.cols == k &&
                                                                                   ta == CUBLAS_OP_N && tb == CUBLAS_OP_T);
-  if (GemmPlanCache::enabled() && can_bucket) {
+  if (candidate) {
+    std::vector<cublasLtMatmulHeuristicResult_t> heur(static_cast<size_t>(candidate->index) + 1);
+    int found = 0;
+    const cublasStatus_t why = lt.cublasLtMatmulAlgoGetHeuristic(res.lt, desc.h, la.h, lb.h, ld.h, ld.h, pref.h,
+                                                                 candidate->index + 1, heur.data(), &found);
+    candidate->found = why == CUBLAS_STATUS_SUCCESS && found > candidate->index &&
+                       heur[static_cast<size_t>(candidate->index)].state == CUBLAS_STATUS_SUCCESS;
+    if (!candidate->found) return;
+    algo = heur[static_cast<size_t>(candidate->index)].algo;
+    candidate->config = describe_algo(lt, algo);
+  } else if (GemmPlanCache::enabled() && can_bucket) {
     if (!res.gemm_plans) res.gemm_plans = std::make_shared<GemmPlanCache>();
     GemmPlanCache& cache = *res.gemm_plans;
     const uint64_t nb = vary == Vary::kN ? GemmPlanCache::bucket(n) : n;
@@ -231,11 +267,11 @@ void gemm_backward_input(const DeviceContext& ctx, const char* op, DType xt, DTy
 
 // dw[M, K] (F32) = beta * dw + dy[N, M]^T x[N, K]:  dw^T (K x M) = beta * dw^T + (x^T as K x N) (dy^T as M x N)^T.
 void gemm_backward_weight(const DeviceContext& ctx, const char* op, DType xt, const void* dy, const void* x, void* dw,
-                          int64_t N, int64_t K, int64_t M, bool accumulate) {
+                          int64_t N, int64_t K, int64_t M, bool accumulate, Candidate* candidate = nullptr) {
   const cudaDataType_t t = cuda_type(xt);
   matmul(ctx, op, CUBLAS_OP_N, Operand{x, t, uint64_t(K), uint64_t(N), K}, CUBLAS_OP_T,
          Operand{dy, t, uint64_t(M), uint64_t(N), M}, dw, CUDA_R_32F, uint64_t(K), uint64_t(M), uint64_t(N),
-         accumulate ? 1.0f : 0.0f, Vary::kK);
+         accumulate ? 1.0f : 0.0f, Vary::kK, candidate);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,9 +362,8 @@ void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const 
                       accumulate);
 }
 
-void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
-                            bool accumulate) {
-  const char* op = "linear_backward_weight";
+namespace {
+void check_backward_weight(const char* op, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK) {
   require_2d(op, "dy", "[N, M]", dy_NM);
   require_2d(op, "x", "[N, K]", x_NK);
   const int64_t N = dy_NM.dim(0), M = dy_NM.dim(1), K = x_NK.dim(1);
@@ -340,7 +375,25 @@ void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const
   require_cuda(op, "dy", dy_NM);
   require_cuda(op, "x", x_NK);
   require_cuda(op, "dw", dw_MK);
-  gemm_backward_weight(ctx, op, dy_NM.dtype(), dy_NM.data(), x_NK.data(), dw_MK.data(), N, K, M, accumulate);
+}
+}  // namespace
+
+void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
+                            bool accumulate) {
+  check_backward_weight("linear_backward_weight", dy_NM, x_NK, dw_MK);
+  gemm_backward_weight(ctx, "linear_backward_weight", dy_NM.dtype(), dy_NM.data(), x_NK.data(), dw_MK.data(),
+                       dy_NM.dim(0), x_NK.dim(1), dy_NM.dim(1), accumulate);
+}
+
+bool linear_backward_weight_candidate(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK,
+                                      const Tensor& dw_MK, bool accumulate, int index, std::string* config) {
+  check_backward_weight("linear_backward_weight_candidate", dy_NM, x_NK, dw_MK);
+  Candidate c;
+  c.index = index;
+  gemm_backward_weight(ctx, "linear_backward_weight_candidate", dy_NM.dtype(), dy_NM.data(), x_NK.data(), dw_MK.data(),
+                       dy_NM.dim(0), x_NK.dim(1), dy_NM.dim(1), accumulate, &c);
+  if (config) *config = c.config;
+  return c.found;
 }
 
 // ---------------------------------------------------------------------------------------------

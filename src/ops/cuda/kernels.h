@@ -61,6 +61,11 @@ void embedding_backward_shard(const DeviceContext& ctx, const Tensor& ids_T, con
 void linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const Tensor& w_MK, const Tensor& y_NM);
 void linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& w_MK, const Tensor& dx_NK, bool accumulate);
 void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK, bool accumulate);
+// For measurement only (bench/grouped): linear_backward_weight with the cuBLASLt heuristic's algorithm
+// number `index` (0: the one quill uses) instead of the plan cache's; false when the heuristic offers
+// fewer. `config` gets the algorithm's configuration (tile, stages, split-k, ...).
+bool linear_backward_weight_candidate(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK,
+                                      const Tensor& dw_MK, bool accumulate, int index, std::string* config);
 // ops/moe.h
 void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P, const Tensor& counts_E);
 void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k, const Tensor& xp_PD);
