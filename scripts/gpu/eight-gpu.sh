@@ -4,7 +4,8 @@
 # weights, 8,192-token rows, GB rows per step, in the seed's layout shape as far as 8 GPUs allow it:
 #   A = TP4 SP PP2 (5,3) EP4 ETP1 (DP1)   the seed's TP4 SP with two pipeline stages; EP8 cannot go with PP2
 #       on 8 GPUs (Megatron's rule, quill's grid: etp*ep = 8 must divide tp*cp*dp = 4), so EP4;
-#   A-off = A with the seed's optimizer offload 0.7 (overlapped copies); A-bf16 = A with bf16 moments;
+#   A-off = A with the seed's optimizer offload 0.7, or the largest fraction below it that fits the node's host
+#           memory (overlapped copies); A-bf16 = A with bf16 moments;
 #   B = TP4 SP DP2 EP8 ETP1 (PP1)          the seed's per-stage shape (TP4 x DP2 with EP8 across them);
 #   B-noise = B with QUILL_ATTENTION_UNORDERED_DQ=1 (only the order of float sums differs: the noise floor).
 # The loss reference is B: the same model on fewer GPUs does not fit (quill plan: TP4 SP EP4 on 4 GPUs needs
@@ -23,6 +24,7 @@
 # Environment [defaults]: OUT [/tmp/out]  W [/tmp/eight-gpu]  CONFIG [configs/small8]  ROW_TOKENS [8192]  GB [16]
 #   STEPS [10]  PROFILE_STEP [5]  SIM_STEPS [4]  PP_LAYERS [5,3]  DEVICE [cuda]  T [420 s a run]
 #   PARTS [all, in two calls as above]  MAX_REL_DIFF [unset: report only]
+#   HOST_MEMORY [this machine's: the host memory the offload fraction of A-off is planned against]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 W=${W:-/tmp/eight-gpu}
@@ -34,7 +36,12 @@ source scripts/gpu/layout-runs.sh
 mkdir -p "$W" "$OUT"
 LAYOUT_A=(--tp 4 --sp --pp 2 --pp-layers "${PP_LAYERS:-5,3}" --ep 4 --etp 1)
 LAYOUT_B=(--tp 4 --sp --dp 2 --ep 8 --etp 1)
-OFF=(--optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer)
+# The seed's offload fraction is 0.7; on one node that holds the whole model's optimizer state, 0.7 may need more
+# host memory than the node has (quill train refuses a node whose startup needs over 90% of it: the pinned state
+# plus the weights' fp32 copy before placement). The plan part picks the largest of 0.7, 0.6, ... that fits this
+# machine, keeps it in $W/A-off.fraction for the call that runs A-off, and says which.
+OFF_FRACTION=$(cat "$W/A-off.fraction" 2>/dev/null || echo 0.7)
+OFF=(--optimizer-cpu-offload --optimizer-offload-fraction "$OFF_FRACTION" --overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer)
 BF16=(--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --use-precision-aware-optimizer)
 # The seed's optimizer (its run line: adam, lr 1e-5 cosine to 1e-6, wd 0.1, betas 0.9/0.98), no warm-up: 10 steps.
 OPTIM=(--lr 1e-5 --min-lr 1e-6 --warmup-fraction 0 --weight-decay 0.1 --beta1 0.9 --beta2 0.98 --clip-grad 1.0)
@@ -55,6 +62,19 @@ flags=(train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "$STEPS" --glo
        --device "$DEVICE" --warmup-steps 2 --quiet --overwrite)
 [ "$PSTEP" -ge 0 ] && flags+=(--profile-step "$PSTEP")
 if has plan; then
+  host=(); [ -n "${HOST_MEMORY:-}" ] && host=(--host-memory "$HOST_MEMORY")
+  for f in 0.7 0.6 0.5 0.4 0.3 0.2 0.1; do
+    "$Q" plan "${host[@]}" --config "$CONFIG" --row-tokens "$TOK" --global-batch "$GB" --device "$DEVICE" "${LAYOUT_A[@]}" \
+      --optimizer-cpu-offload --optimizer-offload-fraction $f --json > "$W/offload-$f.plan.json" 2>/dev/null
+    if python3 -c "import json,sys; sys.exit(0 if all(json.load(open(sys.argv[1]))['host_fits_per_node']) else 1)" \
+         "$W/offload-$f.plan.json" 2>/dev/null; then
+      OFF_FRACTION=$f; echo $f > "$W/A-off.fraction"; break
+    fi
+    echo "offload $f: does not fit this machine's host memory at startup ($("$Q" plan "${host[@]}" --config "$CONFIG" --row-tokens "$TOK" \
+      --global-batch "$GB" --device "$DEVICE" "${LAYOUT_A[@]}" --optimizer-cpu-offload --optimizer-offload-fraction $f 2>&1 | grep '^host node' | head -1))"
+  done
+  OFF=(--optimizer-cpu-offload --optimizer-offload-fraction "$OFF_FRACTION" --overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer)
+  echo "A-off: offload fraction $OFF_FRACTION"
   for c in A A-off A-bf16 B; do
     # shellcheck disable=SC2046
     "$Q" plan --config "$CONFIG" --row-tokens "$TOK" --global-batch "$GB" --device "$DEVICE" $(case_flags $c) --json \

@@ -2,9 +2,14 @@
 // anything is loaded (plan/memory_plan.h; docs/plan.md). The model and layout flags are `quill
 // train`'s, the optimizer memory flags Megatron's (cli/optimizer_flags.h); or a recipe, as `quill run`
 // takes it (its layout, row length, global batch and offload; the model from --config or --model-dir).
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "base/error.h"
+#include "base/host_memory.h"
 #include "cli/commands.h"
 #include "cli/layout_flags.h"
 #include "cli/memory_flags.h"
@@ -20,7 +25,7 @@ namespace quill::cli {
 void add_plan_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "plan", "memory per GPU of a training layout by pipeline stage and category, before anything is loaded");
-  static std::string recipe_path, config_path, model_dir, rows_dir, device = "cuda", device_memory;
+  static std::string recipe_path, config_path, model_dir, rows_dir, device = "cuda", device_memory, host_memory;
   static std::string freeze_preset = "miles";
   static std::vector<std::string> freeze;
   static int64_t row_tokens = 0, global_batch = 1;
@@ -43,6 +48,9 @@ void add_plan_command(CLI::App& app, Runner& run) {
   add_layout_flags(cmd, layout);
   add_optimizer_flags(cmd, memory, names);
   cmd->add_option("--gpus-per-node", gpus_per_node, "GPUs per node, for the pinned host memory per node (default 8)");
+  cmd->add_option("--host-memory", host_memory,
+                  "memory of each node to check the startup host bytes against (pinned optimizer state and the "
+                  "weights' fp32 copy before placement), e.g. 560GiB (default: this machine's)");
   cmd->add_option("--expert-rows-factor", expert_rows_factor,
                   "routed-expert rows a rank keeps for backward against balanced routing, with --ep > 1 (default 1)");
   cmd->add_flag("--json", json, "print the plan as JSON (bytes) instead of the table");
@@ -95,10 +103,33 @@ void add_plan_command(CLI::App& app, Runner& run) {
       int64_t memory_bytes = parse_device_memory(device_memory);
       if (memory_bytes < 0 && q.device == Device::CUDA) memory_bytes = plan::kH200MemoryBytes;
       const plan::MemoryPlan mp = plan::plan_memory(q);
-      if (json) std::printf("%s\n", plan::plan_json(mp, memory_bytes).dump(1).c_str());
-      else std::printf("%s", plan::plan_table(mp, memory_bytes).c_str());
+      // The host at startup, node by node (quill train checks its own node the same way on a GPU).
+      int64_t host_bytes = parse_memory_size("--host-memory", host_memory);
+      if (host_bytes < 0) host_bytes = static_cast<int64_t>(host_memory_bytes());
+      std::vector<plan::FitVerdict> host;
+      for (size_t n = 0; n < mp.startup_host_per_node.size(); ++n) {
+        std::vector<int> ranks;
+        for (int r = static_cast<int>(n) * gpus_per_node; r < std::min<int>((static_cast<int>(n) + 1) * gpus_per_node, q.layout.world()); ++r)
+          ranks.push_back(r);
+        host.push_back(plan::check_host_fit(mp, ranks, host_bytes));
+      }
+      if (json) {
+        nlohmann::json j = plan::plan_json(mp, memory_bytes);
+        j["host_memory_bytes"] = host_bytes;
+        j["host_fits_per_node"] = nlohmann::json::array();
+        for (const plan::FitVerdict& h : host) j["host_fits_per_node"].push_back(h.fits);
+        std::printf("%s\n", j.dump(1).c_str());
+      } else {
+        std::printf("%s", plan::plan_table(mp, memory_bytes).c_str());
+      }
       const plan::FitVerdict v = plan::check_fit(mp, memory_bytes);
       if (!v.fits && !json) std::printf("%s\n", v.message.c_str());
+      if (!json && host_bytes > 0)
+        for (size_t n = 0; n < host.size(); ++n)
+          std::printf("host node %zu: %s\n", n,
+                      host[n].fits ? fmt::format("fits {} (at most {:.0f}% of it is planned for)", plan::format_bytes(host_bytes),
+                                                 100 * plan::kHostShare).c_str()
+                                   : host[n].message.c_str());
       return 0;
     };
   });

@@ -53,17 +53,17 @@ CudaBackendOptions cuda_backend_options() {
 
 // The memory plan of the run against `device_memory` bytes per device: refused when it cannot fit
 // (every rank plans alike, so every rank stops with the same message); a note on the lead when it fits.
-// `node_ranks`: the world ranks that run on this process's node (a GPU run also checks that their
-// offloaded optimizer state fits the node's host memory).
+// `node_ranks`: the world ranks that run on this process's node (a GPU run also checks that they fit
+// the node's host memory at startup: their pinned optimizer state and their weights' host copy).
 void check_memory_plan(const TrainOptions& o, const InklingConfig& config, const LayoutSpec& spec,
                        const std::string& device, int64_t device_memory, bool lead, const std::vector<int>& node_ranks) {
-  const bool host_check = device == "cuda" && o.adam.memory.cpu_offload;
+  const bool host_check = device == "cuda";
   if (device_memory <= 0 && !host_check) return;
   const plan::MemoryPlan mp =
       plan::plan_memory(plan_request_for(o, config, spec, device, RowsReader::open(o.rows_dir).row_tokens()));
   if (host_check) {
     const plan::FitVerdict host = plan::check_host_fit(mp, node_ranks, static_cast<int64_t>(host_memory_bytes()));
-    QUILL_CHECK(host.fits, "{} (quill plan prints the pinned bytes per node)", host.message);
+    QUILL_CHECK(host.fits, "{} (quill plan prints the host bytes per node)", host.message);
   }
   if (device_memory <= 0) return;
   const plan::FitVerdict verdict = plan::check_fit(mp, device_memory);

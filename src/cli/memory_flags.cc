@@ -13,14 +13,16 @@ void add_device_memory_flag(CLI::App* cmd, std::string& value) {
                   "the GPU's total; on the CPU no check without it)");
 }
 
-int64_t parse_device_memory(const std::string& text) {
+int64_t parse_device_memory(const std::string& text) { return parse_memory_size("--device-memory", text); }
+
+int64_t parse_memory_size(const std::string& flag, const std::string& text) {
   if (text.empty()) return -1;
   size_t end = 0;
   double value = 0;
   try {
     value = std::stod(text, &end);
   } catch (const std::exception&) {
-    QUILL_FAIL("--device-memory: '{}' is not a size (bytes, or a number with KiB/MiB/GiB/TiB or KB/MB/GB/TB)", text);
+    QUILL_FAIL("{}: '{}' is not a size (bytes, or a number with KiB/MiB/GiB/TiB or KB/MB/GB/TB)", flag, text);
   }
   std::string unit = text.substr(end);
   while (!unit.empty() && std::isspace(static_cast<unsigned char>(unit.front()))) unit.erase(0, 1);
@@ -31,7 +33,7 @@ int64_t parse_device_memory(const std::string& text) {
   for (const auto& [name, s] : units)
     if (unit == name) scale = s;
   QUILL_CHECK(scale > 0 && value > 0 && std::isfinite(value),
-              "--device-memory: '{}' is not a size (bytes, or a number with KiB/MiB/GiB/TiB or KB/MB/GB/TB)", text);
+              "{}: '{}' is not a size (bytes, or a number with KiB/MiB/GiB/TiB or KB/MB/GB/TB)", flag, text);
   return static_cast<int64_t>(std::llround(value * scale));
 }
 

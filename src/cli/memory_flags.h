@@ -23,6 +23,8 @@ struct MemoryCheck {
 void add_device_memory_flag(CLI::App* cmd, std::string& value);
 // -1 for "" (not given); throws naming the flag for anything else that is not a positive size.
 int64_t parse_device_memory(const std::string& value);
+// The same for any size flag, named in the error.
+int64_t parse_memory_size(const std::string& flag, const std::string& value);
 
 // The plan's request for a training run of `o` (its rows' length, batch, frozen set and optimizer
 // memory) under `layout` on `device` ("cpu" or "cuda").

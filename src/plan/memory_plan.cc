@@ -150,6 +150,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
       }
     const RankParams rp = rank_params(c, grid, sp.world_rank, stage_layers, req.device, req.freeze);
     sp.parameters = rp.elements;
+    sp.host_weights_at_load = rp.elements * 4;
     sp.compute_weights = rp.compute_bytes();
     sp.gradients = rp.grad_bytes(req.optimizer.main_grads);
     // The offloaded head of each bucket's shard (model/offload_split.h), as placement and AdamW keep it:
@@ -200,10 +201,14 @@ MemoryPlan plan_memory(const PlanRequest& req) {
   }
   const int nodes = (grid.world() + req.gpus_per_node - 1) / req.gpus_per_node;
   plan.pinned_host_per_node.assign(static_cast<size_t>(nodes), 0);
+  plan.startup_host_per_node.assign(static_cast<size_t>(nodes), 0);
   for (int r = 0; r < grid.world(); ++r) {
-    const int64_t pinned = plan.stages[static_cast<size_t>(grid.coords(r).pp)].host_optimizer;
-    plan.pinned_host_per_node[static_cast<size_t>(r / req.gpus_per_node)] += pinned;
-    plan.pinned_host_per_rank.push_back(pinned);
+    const StagePlan& sp = plan.stages[static_cast<size_t>(grid.coords(r).pp)];
+    const size_t node = static_cast<size_t>(r / req.gpus_per_node);
+    plan.pinned_host_per_node[node] += sp.host_optimizer;
+    plan.pinned_host_per_rank.push_back(sp.host_optimizer);
+    plan.startup_host_per_node[node] += sp.host_optimizer + sp.host_weights_at_load;
+    plan.startup_host_per_rank.push_back(sp.host_optimizer + sp.host_weights_at_load);
   }
   return plan;
 }

@@ -55,6 +55,9 @@ struct StagePlan {
   // Host (pinned) memory of the offloaded optimizer state: masters, moments, an fp32 gradient copy
   // and (GPU) a bf16 staging copy of the updated weights.
   int64_t host_optimizer = 0;
+  // The fp32 host copy of the rank's parameters between the random init (or the checkpoint read) and
+  // their placement: every rank of a node holds it at once at startup, beside the pinned state.
+  int64_t host_weights_at_load = 0;
   // Activations.
   int64_t activations_per_micro_batch = 0;  // kept by one micro-batch's forward for its backward
   int micro_batches = 0, in_flight = 0;     // per step on this rank; most alive at once under 1F1B
@@ -71,6 +74,8 @@ struct MemoryPlan {
   std::vector<StagePlan> stages;
   std::vector<int64_t> pinned_host_per_node;
   std::vector<int64_t> pinned_host_per_rank;  // index: world rank (its stage's host_optimizer)
+  // At startup, per world rank and per node: the pinned state and the weights' fp32 host copy.
+  std::vector<int64_t> startup_host_per_rank, startup_host_per_node;
   std::vector<std::string> notes;
   const StagePlan& largest() const;  // the stage with the largest device total
 };

@@ -74,6 +74,7 @@ std::vector<Row> rows(const MemoryPlan& plan, int64_t device_memory) {
                               : fmt::format("NO ({} over)", format_bytes(s.device_total() - device_memory));
                  }});
   r.push_back({"host: offloaded optimizer state (pinned)", bytes([](const StagePlan& s) { return s.host_optimizer; })});
+  r.push_back({"host: fp32 weights before placement (startup)", bytes([](const StagePlan& s) { return s.host_weights_at_load; })});
   return r;
 }
 
@@ -106,6 +107,9 @@ std::string plan_table(const MemoryPlan& plan, int64_t device_memory) {
   out += "pinned host memory per node (" + std::to_string(q.gpus_per_node) + " GPUs):";
   for (size_t n = 0; n < plan.pinned_host_per_node.size(); ++n)
     out += fmt::format("{} node {} {}", n ? "," : "", n, format_bytes(plan.pinned_host_per_node[n]));
+  out += "\nhost memory per node at startup (pinned + the weights' fp32 copy before placement):";
+  for (size_t n = 0; n < plan.startup_host_per_node.size(); ++n)
+    out += fmt::format("{} node {} {}", n ? "," : "", n, format_bytes(plan.startup_host_per_node[n]));
   out += "\n";
   for (const std::string& n : plan.notes) out += "note: " + n + "\n";
   return out;
@@ -124,6 +128,7 @@ nlohmann::json plan_json(const MemoryPlan& plan, int64_t device_memory) {
   j["device_memory_bytes"] = device_memory;
   j["gpus_per_node"] = q.gpus_per_node;
   j["pinned_host_bytes_per_node"] = plan.pinned_host_per_node;
+  j["startup_host_bytes_per_node"] = plan.startup_host_per_node;
   j["notes"] = plan.notes;
   nlohmann::json stages = nlohmann::json::array();
   for (const StagePlan& s : plan.stages) {
@@ -153,6 +158,7 @@ nlohmann::json plan_json(const MemoryPlan& plan, int64_t device_memory) {
                       {"comm_buffer_bytes", s.comm_buffers},
                       {"device_total_bytes", s.device_total()},
                       {"host_optimizer_bytes", s.host_optimizer},
+                      {"host_weights_at_load_bytes", s.host_weights_at_load},
                       {"fits", device_memory <= 0 || s.device_total() <= device_memory}});
   }
   j["stages"] = stages;
@@ -179,18 +185,22 @@ std::string verdict(std::optional<int64_t> total, int64_t device_memory) {
 
 FitVerdict check_host_fit(const MemoryPlan& plan, const std::vector<int>& ranks, int64_t host_memory) {
   FitVerdict v;
-  int64_t pinned = 0;
-  for (int r : ranks)
-    if (r >= 0 && static_cast<size_t>(r) < plan.pinned_host_per_rank.size()) pinned += plan.pinned_host_per_rank[static_cast<size_t>(r)];
-  const auto limit = static_cast<int64_t>(kPinnedHostShare * static_cast<double>(host_memory));
-  if (host_memory <= 0 || pinned <= limit) return v;
+  int64_t pinned = 0, total = 0;
+  for (int r : ranks) {
+    if (r < 0 || static_cast<size_t>(r) >= plan.startup_host_per_rank.size()) continue;
+    pinned += plan.pinned_host_per_rank[static_cast<size_t>(r)];
+    total += plan.startup_host_per_rank[static_cast<size_t>(r)];
+  }
+  const auto limit = static_cast<int64_t>(kHostShare * static_cast<double>(host_memory));
+  if (host_memory <= 0 || total <= limit) return v;
   v.fits = false;
   v.message = fmt::format(
-      "the offloaded optimizer state does not fit this node's host memory: its {} rank{} would pin {} of page-locked "
-      "memory, more than {:.0f}% of the node's {} ({}); lower --optimizer-offload-fraction (now {:.2f}), use bf16 moments "
-      "(--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16), or spread the layout over more nodes",
-      ranks.size(), ranks.size() == 1 ? "" : "s", format_bytes(pinned), 100 * kPinnedHostShare, format_bytes(host_memory),
-      format_bytes(limit), plan.request.optimizer.effective_fraction());
+      "the layout does not fit this node's host memory at startup: its {} rank{} need {} ({} pinned for the offloaded "
+      "optimizer state, {} for the fp32 copy of their weights before placement), more than {:.0f}% of the node's {} "
+      "({}); lower --optimizer-offload-fraction (now {:.2f}), use bf16 moments (--exp-avg-dtype bf16 "
+      "--exp-avg-sq-dtype bf16), or spread the layout over more nodes",
+      ranks.size(), ranks.size() == 1 ? "" : "s", format_bytes(total), format_bytes(pinned), format_bytes(total - pinned),
+      100 * kHostShare, format_bytes(host_memory), format_bytes(limit), plan.request.optimizer.effective_fraction());
   return v;
 }
 

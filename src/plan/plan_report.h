@@ -22,11 +22,13 @@ struct FitVerdict {
 };
 FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory);
 
-// Whether the offloaded optimizer state that the world ranks `ranks` (those of one node) pin in host
-// memory leaves the node room for everything else: refused above kPinnedHostShare of `host_memory`
-// (its physical memory; <= 0: not checked). Pinned pages cannot be swapped or reclaimed, so a node
-// that pins nearly all of its memory fails later, in the loader or MPI, with no message naming why.
-inline constexpr double kPinnedHostShare = 0.9;
+// Whether the world ranks `ranks` (those of one node) fit the node's host memory at startup: the
+// offloaded optimizer state they pin, and beside it the fp32 host copy of their weights before
+// placement. Refused above kHostShare of `host_memory` (its physical memory; <= 0: not checked), which
+// leaves the rest for the system, MPI and the processes' own buffers. Pinned pages cannot be swapped
+// or reclaimed: a node that needs nearly all of its memory dies later, in the loader or the kernel's
+// out-of-memory killer, with no message naming why.
+inline constexpr double kHostShare = 0.9;
 FitVerdict check_host_fit(const MemoryPlan& plan, const std::vector<int>& ranks, int64_t host_memory);
 
 std::string format_bytes(int64_t bytes);  // "12.34 GiB", below 1 GiB "56.78 MiB"

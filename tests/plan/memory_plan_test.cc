@@ -189,8 +189,9 @@ TEST(MemoryPlan, RefusesLayoutsThatDoNotDivideNamingTheFlag) {
 
 }  // namespace
 
-// The node check of `quill train`: the offloaded state its ranks pin must leave 10% of the host.
-TEST(MemoryPlan, PinnedHostStateOfANodesRanksIsRefusedAboveNinetyPercentOfItsMemory) {
+// The node check of `quill train`: at startup its ranks' pinned optimizer state and their weights' fp32
+// host copy (before placement) must leave 10% of the host.
+TEST(MemoryPlan, AStartupNeedingMoreThanNinetyPercentOfTheNodesHostMemoryIsRefused) {
   const quill::InklingConfig c = quill::load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/slice.json");
   PlanRequest q;
   q.config = c;
@@ -200,16 +201,22 @@ TEST(MemoryPlan, PinnedHostStateOfANodesRanksIsRefusedAboveNinetyPercentOfItsMem
   q.optimizer.cpu_offload = true;
   q.optimizer.offload_fraction = 0.7;
   const MemoryPlan plan = quill::plan::plan_memory(q);
-  ASSERT_EQ(plan.pinned_host_per_rank.size(), 2u);
-  const int64_t per_rank = plan.pinned_host_per_rank[0];
-  EXPECT_EQ(per_rank, plan.stages[0].host_optimizer);
-  const int64_t both = 2 * per_rank;
-  // Exactly at 90% of the host: fits; one byte of host less: refused, naming the bytes and the fixes.
-  const auto host_for = [](int64_t pinned) { return static_cast<int64_t>(std::ceil(pinned / quill::plan::kPinnedHostShare)); };
+  ASSERT_EQ(plan.startup_host_per_rank.size(), 2u);
+  const quill::plan::StagePlan& s = plan.stages[0];
+  EXPECT_EQ(s.host_weights_at_load, 4 * s.parameters);  // the fp32 host values of every parameter held
+  EXPECT_EQ(plan.pinned_host_per_rank[0], s.host_optimizer);
+  EXPECT_EQ(plan.startup_host_per_rank[0], s.host_optimizer + s.host_weights_at_load);
+  EXPECT_EQ(plan.startup_host_per_node[0], 2 * plan.startup_host_per_rank[0]);
+  const int64_t both = plan.startup_host_per_node[0];
+  // Exactly at 90% of the host: fits; a little less host: refused, naming both parts and the fixes.
+  const auto host_for = [](int64_t need) { return static_cast<int64_t>(std::ceil(need / quill::plan::kHostShare)); };
   EXPECT_TRUE(quill::plan::check_host_fit(plan, {0, 1}, host_for(both) + 16).fits);
   const quill::plan::FitVerdict v = quill::plan::check_host_fit(plan, {0, 1}, host_for(both) - 16);
   EXPECT_FALSE(v.fits);
-  EXPECT_NE(v.message.find("2 ranks would pin " + quill::plan::format_bytes(both)), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("2 ranks need " + quill::plan::format_bytes(both) + " (" +
+                           quill::plan::format_bytes(2 * s.host_optimizer) + " pinned"),
+            std::string::npos)
+      << v.message;
   EXPECT_NE(v.message.find("--optimizer-offload-fraction (now 0.70)"), std::string::npos) << v.message;
   // One rank alone on the same host fits; no host figure: not checked.
   EXPECT_TRUE(quill::plan::check_host_fit(plan, {1}, host_for(both) - 16).fits);
