@@ -4,8 +4,8 @@
 # weights, 8,192-token rows, GB rows per step, in the seed's layout shape as far as 8 GPUs allow it:
 #   A = TP4 SP PP2 (5,3) EP4 ETP1 (DP1)   the seed's TP4 SP with two pipeline stages; EP8 cannot go with PP2
 #       on 8 GPUs (Megatron's rule, quill's grid: etp*ep = 8 must divide tp*cp*dp = 4), so EP4;
-#   A-off = A with the seed's optimizer offload 0.7, or the largest fraction below it that fits the node's host
-#           memory (overlapped copies); A-bf16 = A with bf16 moments;
+#   A-off = A with the seed's optimizer offload 0.7 (or the largest fraction below it that fits the node's host
+#           memory; 0.7 fits 560 GiB), overlapped copies; A-bf16 = A with bf16 moments;
 #   B = TP4 SP DP2 EP8 ETP1 (PP1)          the seed's per-stage shape (TP4 x DP2 with EP8 across them);
 #   B-noise = B with QUILL_ATTENTION_UNORDERED_DQ=1 (only the order of float sums differs: the noise floor).
 # The loss reference is B: the same model on fewer GPUs does not fit (quill plan: TP4 SP EP4 on 4 GPUs needs
@@ -37,8 +37,8 @@ mkdir -p "$W" "$OUT"
 LAYOUT_A=(--tp 4 --sp --pp 2 --pp-layers "${PP_LAYERS:-5,3}" --ep 4 --etp 1)
 LAYOUT_B=(--tp 4 --sp --dp 2 --ep 8 --etp 1)
 # The seed's offload fraction is 0.7; on one node that holds the whole model's optimizer state, 0.7 may need more
-# host memory than the node has (quill train refuses a node whose startup needs over 90% of it: the pinned state
-# plus the weights' fp32 copy before placement). The plan part picks the largest of 0.7, 0.6, ... that fits this
+# host memory than the node has (quill train refuses a node whose startup peak is over 90% of it: quill plan
+# predicts 485.6 GiB of a 560 GiB host for small8). The plan part picks the largest of 0.7, 0.6, ... that fits this
 # machine, keeps it in $W/A-off.fraction for the call that runs A-off, and says which.
 OFF_FRACTION=$(cat "$W/A-off.fraction" 2>/dev/null || echo 0.7)
 OFF=(--optimizer-cpu-offload --optimizer-offload-fraction "$OFF_FRACTION" --overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer)

@@ -167,6 +167,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
       sp.moments += kept * (m_bytes + v_bytes);
       sp.host_optimizer +=
           h * (4 + 4 + m_bytes + v_bytes + (separate_master ? static_cast<int64_t>(dtype_size(b.compute)) : 0));
+      sp.host_masters += h * 4;
     }
 
     TraceShape shape;
@@ -207,8 +208,9 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     const size_t node = static_cast<size_t>(r / req.gpus_per_node);
     plan.pinned_host_per_node[node] += sp.host_optimizer;
     plan.pinned_host_per_rank.push_back(sp.host_optimizer);
-    plan.startup_host_per_node[node] += sp.host_optimizer + sp.host_weights_at_load;
-    plan.startup_host_per_rank.push_back(sp.host_optimizer + sp.host_weights_at_load);
+    plan.startup_host_per_node[node] += sp.host_startup_peak();
+    plan.startup_host_per_rank.push_back(sp.host_startup_peak());
+    plan.stage_of_rank.push_back(grid.coords(r).pp);
   }
   return plan;
 }

@@ -10,6 +10,7 @@
 //   allocator
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,8 +57,12 @@ struct StagePlan {
   // and (GPU) a bf16 staging copy of the updated weights.
   int64_t host_optimizer = 0;
   // The fp32 host copy of the rank's parameters between the random init (or the checkpoint read) and
-  // their placement: every rank of a node holds it at once at startup, beside the pinned state.
-  int64_t host_weights_at_load = 0;
+  // their placement, and of host_optimizer the part placement pins (the offloaded fp32 masters; the
+  // moments, gradient and staging copies come after placement, when the weights' copy is gone).
+  int64_t host_weights_at_load = 0, host_masters = 0;
+  // The most host memory the rank holds at once at startup: during placement or once its optimizer
+  // state exists, whichever is more.
+  int64_t host_startup_peak() const { return std::max(host_weights_at_load + host_masters, host_optimizer); }
   // Activations.
   int64_t activations_per_micro_batch = 0;  // kept by one micro-batch's forward for its backward
   int micro_batches = 0, in_flight = 0;     // per step on this rank; most alive at once under 1F1B
@@ -74,8 +79,9 @@ struct MemoryPlan {
   std::vector<StagePlan> stages;
   std::vector<int64_t> pinned_host_per_node;
   std::vector<int64_t> pinned_host_per_rank;  // index: world rank (its stage's host_optimizer)
-  // At startup, per world rank and per node: the pinned state and the weights' fp32 host copy.
+  // At startup, per world rank and per node (the ranks' host_startup_peak, summed).
   std::vector<int64_t> startup_host_per_rank, startup_host_per_node;
+  std::vector<int> stage_of_rank;  // index: world rank
   std::vector<std::string> notes;
   const StagePlan& largest() const;  // the stage with the largest device total
 };

@@ -75,6 +75,7 @@ std::vector<Row> rows(const MemoryPlan& plan, int64_t device_memory) {
                  }});
   r.push_back({"host: offloaded optimizer state (pinned)", bytes([](const StagePlan& s) { return s.host_optimizer; })});
   r.push_back({"host: fp32 weights before placement (startup)", bytes([](const StagePlan& s) { return s.host_weights_at_load; })});
+  r.push_back({"= host peak at startup (placement, or placed)", bytes([](const StagePlan& s) { return s.host_startup_peak(); })});
   return r;
 }
 
@@ -107,7 +108,7 @@ std::string plan_table(const MemoryPlan& plan, int64_t device_memory) {
   out += "pinned host memory per node (" + std::to_string(q.gpus_per_node) + " GPUs):";
   for (size_t n = 0; n < plan.pinned_host_per_node.size(); ++n)
     out += fmt::format("{} node {} {}", n ? "," : "", n, format_bytes(plan.pinned_host_per_node[n]));
-  out += "\nhost memory per node at startup (pinned + the weights' fp32 copy before placement):";
+  out += "\nhost memory per node at startup (the ranks' peaks):";
   for (size_t n = 0; n < plan.startup_host_per_node.size(); ++n)
     out += fmt::format("{} node {} {}", n ? "," : "", n, format_bytes(plan.startup_host_per_node[n]));
   out += "\n";
@@ -159,6 +160,7 @@ nlohmann::json plan_json(const MemoryPlan& plan, int64_t device_memory) {
                       {"device_total_bytes", s.device_total()},
                       {"host_optimizer_bytes", s.host_optimizer},
                       {"host_weights_at_load_bytes", s.host_weights_at_load},
+                      {"host_startup_peak_bytes", s.host_startup_peak()},
                       {"fits", device_memory <= 0 || s.device_total() <= device_memory}});
   }
   j["stages"] = stages;
@@ -185,21 +187,23 @@ std::string verdict(std::optional<int64_t> total, int64_t device_memory) {
 
 FitVerdict check_host_fit(const MemoryPlan& plan, const std::vector<int>& ranks, int64_t host_memory) {
   FitVerdict v;
-  int64_t pinned = 0, total = 0;
+  int64_t placing = 0, placed = 0, total = 0;  // during placement, once placed, the ranks' peaks
   for (int r : ranks) {
     if (r < 0 || static_cast<size_t>(r) >= plan.startup_host_per_rank.size()) continue;
-    pinned += plan.pinned_host_per_rank[static_cast<size_t>(r)];
+    const StagePlan& s = plan.stages[static_cast<size_t>(plan.stage_of_rank[static_cast<size_t>(r)])];
+    placing += s.host_weights_at_load + s.host_masters;
+    placed += s.host_optimizer;
     total += plan.startup_host_per_rank[static_cast<size_t>(r)];
   }
   const auto limit = static_cast<int64_t>(kHostShare * static_cast<double>(host_memory));
   if (host_memory <= 0 || total <= limit) return v;
   v.fits = false;
   v.message = fmt::format(
-      "the layout does not fit this node's host memory at startup: its {} rank{} need {} ({} pinned for the offloaded "
-      "optimizer state, {} for the fp32 copy of their weights before placement), more than {:.0f}% of the node's {} "
-      "({}); lower --optimizer-offload-fraction (now {:.2f}), use bf16 moments (--exp-avg-dtype bf16 "
-      "--exp-avg-sq-dtype bf16), or spread the layout over more nodes",
-      ranks.size(), ranks.size() == 1 ? "" : "s", format_bytes(total), format_bytes(pinned), format_bytes(total - pinned),
+      "the layout does not fit this node's host memory at startup: its {} rank{} need up to {} (during placement the "
+      "fp32 copy of their weights and the offloaded masters, {}; once placed the pinned optimizer state, {}), more "
+      "than {:.0f}% of the node's {} ({}); lower --optimizer-offload-fraction (now {:.2f}), use bf16 moments "
+      "(--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16), or spread the layout over more nodes",
+      ranks.size(), ranks.size() == 1 ? "" : "s", format_bytes(total), format_bytes(placing), format_bytes(placed),
       100 * kHostShare, format_bytes(host_memory), format_bytes(limit), plan.request.optimizer.effective_fraction());
   return v;
 }
