@@ -107,7 +107,7 @@ tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
 void add_tune_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "tune", "choose the layout for a model on a number of GPUs: every layout that fits, ranked by projected tokens/s/GPU");
-  static std::string model, gpu = "h200", device_memory, emit, rates_path, freeze_preset = "miles";
+  static std::string model, gpu = "h200", device_memory, host_memory, emit, rates_path, freeze_preset = "miles";
   static std::vector<std::string> freeze, compare;
   static int gpus = 0, top = 10;
   static int64_t row_tokens = 8192, global_batch = 128, max_imbalance = 3;
@@ -135,6 +135,10 @@ void add_tune_command(CLI::App& app, Runner& run) {
   cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales; default) | none");
   add_device_memory_flag(cmd, device_memory);
+  cmd->add_option("--host-memory", host_memory,
+                  "memory of each node's host, e.g. 2TiB: layouts whose ranks of a node need more than 90% of it at "
+                  "startup (offloaded optimizer state, weights before placement) are refused, as quill train refuses "
+                  "them (default: not checked)");
   add_projection_flags(cmd, pflags, /*workload=*/false);
   cmd->add_option("--measure", measure,
                   "measure the K best layouts: one rank per stage role of each as quill train --simulate-rank (real "
@@ -201,6 +205,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
       } else {
         QUILL_CHECK(freeze_preset == "none", "--freeze-preset: unknown preset '{}' (miles or none)", freeze_preset);
       }
+      q.host_memory = std::max<int64_t>(0, parse_memory_size("--host-memory", host_memory));
       q.device_memory = parse_device_memory(device_memory);
       if (q.device_memory < 0) {
         QUILL_CHECK(on_gpu, "--gpu cpu: give --device-memory (the memory each CPU rank may use)");

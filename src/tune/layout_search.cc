@@ -155,6 +155,23 @@ SearchResult search_layouts(const SearchRequest& q) {
                        name + ": " + plan::check_fit(plan_at(1.0, false), q.device_memory).message);
                 continue;
               }
+              // The smallest device-fitting offload pins the least host memory: if its startup does not fit
+              // the nodes' host memory, no fraction of these moments does.
+              if (q.host_memory > 0) {
+                std::string host_problem;
+                for (int first = 0; first < q.gpus && host_problem.empty(); first += q.gpus_per_node) {
+                  std::vector<int> ranks;
+                  for (int rk = first; rk < std::min(q.gpus, first + q.gpus_per_node); ++rk) ranks.push_back(rk);
+                  const plan::FitVerdict h = plan::check_host_fit(best, ranks, q.host_memory);
+                  if (!h.fits) host_problem = fmt::format("node {}: {}", first / q.gpus_per_node, h.message);
+                }
+                if (!host_problem.empty()) {
+                  refuse(fmt::format("out of host memory at startup with {} moments at the smallest offload that fits "
+                                     "the device", bf16 ? "bf16" : "fp32"),
+                         name + ": " + host_problem);
+                  continue;
+                }
+              }
               Candidate cand;
               cand.layout = l;
               cand.optimizer = optimizer_at(kFractions[fit], bf16);

@@ -22,6 +22,9 @@ struct SearchRequest {
   int64_t row_tokens = 0;    // one row per micro-batch
   int64_t global_batch = 1;  // rows per optimizer step
   int64_t device_memory = 0; // bytes a GPU offers (plan::kH200MemoryBytes for an H200)
+  // Bytes a node's host offers (0: not checked): a candidate's ranks of each node must fit it at startup
+  // as quill train checks it (plan::check_host_fit), at the offload fraction the search picked.
+  int64_t host_memory = 0;
   Device device = Device::CUDA;  // what the ranks compute on (the plan's dtypes)
   bool cross_node_ep = false;        // expert-parallel groups may span nodes
   // Uneven pipeline splits whose first or last stage differs from the middle stages by more layers are

@@ -76,6 +76,29 @@ TEST(LayoutSearch, SmallModelOnEightGpusRefusesByReasonAndEveryCandidateFits) {
   EXPECT_GT(none.refused.at("out of device memory even with offload 1.0 and bf16 moments").count, 0);
 }
 
+// A node's host memory (quill train's startup check): too little refuses every candidate under the host
+// reason; enough changes nothing.
+TEST(LayoutSearch, HostMemoryRefusesCandidatesWhoseNodesCannotStart) {
+  SearchRequest q;
+  q.config = load_inkling_config(fixture("tiny-tp4.json"));
+  q.gpus = 8;
+  q.gpus_per_node = 4;
+  q.row_tokens = 64;
+  q.global_batch = 4;
+  q.device_memory = int64_t{1} << 40;
+  const SearchResult unchecked = search_layouts(q);
+  q.host_memory = int64_t{1} << 40;
+  const SearchResult plenty = search_layouts(q);
+  EXPECT_EQ(plenty.fitting.size(), unchecked.fitting.size());
+  q.host_memory = 1024;  // no model's weights fit 1 KiB
+  const SearchResult none = search_layouts(q);
+  EXPECT_TRUE(none.fitting.empty());
+  const auto host = none.refused.find("out of host memory at startup with fp32 moments at the smallest offload that fits the device");
+  ASSERT_NE(host, none.refused.end());
+  EXPECT_NE(host->second.example.find("node 0: the layout does not fit this node's host memory at startup"), std::string::npos)
+      << host->second.example;
+}
+
 // Inkling-Small on the seed's 32 H200: the seed's layout is among the candidates, with the smallest fitting
 // offload the plan gives; each candidate's figures are the plan's for its flags.
 TEST(LayoutSearch, InklingSmallOnThirtyTwoH200sHasTheSeedLayout) {
