@@ -7,7 +7,10 @@
 #   A-off = A with the seed's optimizer offload 0.7 (or the largest fraction below it that fits the node's host
 #           memory; 0.7 fits 560 GiB), overlapped copies; A-bf16 = A with bf16 moments;
 #   B = TP4 SP DP2 EP8 ETP1 (PP1)          the seed's per-stage shape (TP4 x DP2 with EP8 across them);
-#   B-noise = B with QUILL_ATTENTION_UNORDERED_DQ=1 (only the order of float sums differs: the noise floor).
+#   B-noise = B with QUILL_ATTENTION_UNORDERED_DQ=1 (only the order of float sums differs: the noise floor);
+#   T = DP8 EP8 (TP1 PP1), fp32 moments: quill tune's best fp32-moment layout for this model and machine
+#       (`quill tune --model configs/small8 --gpus 8 --global-batch 16 --host-memory 560GiB`: rank 2, 23,903
+#       tokens/s/GPU modelled, against B's 18,654 at rank 9), to check the tuner's ranking on real GPUs.
 # The loss reference is B: the same model on fewer GPUs does not fit (quill plan: TP4 SP EP4 on 4 GPUs needs
 # 181 GiB a GPU, or with the whole optimizer offloaded 173 GiB of pinned host memory a GPU), nor DP-only.
 # Before the runs, what quill predicted for each case: `quill plan --json` (memory per stage) and the
@@ -17,10 +20,10 @@
 #               && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
 # Then (two calls on the same warm machine; $W stays between them):
 #   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='plan project B B-noise A' bash scripts/gpu/eight-gpu.sh")
-#   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='A-off A-bf16 probe report' bash scripts/gpu/eight-gpu.sh")
+#   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='A-off A-bf16 T probe report' bash scripts/gpu/eight-gpu.sh")
 # CPU dry run (plumbing only; 8 CPU ranks of the seed's shape at toy widths, 42 layers):
 #   Q=build/quill DEVICE=cpu CONFIG=configs/seed-shape PP_LAYERS=21,21 ROW_TOKENS=64 GB=4 STEPS=3 PROFILE_STEP=-1 \
-#     SIM_STEPS=2 PARTS="plan project B B-noise A A-off A-bf16 report" bash scripts/gpu/eight-gpu.sh
+#     SIM_STEPS=2 PARTS="plan project B B-noise A A-off A-bf16 T report" bash scripts/gpu/eight-gpu.sh
 # Environment [defaults]: OUT [/tmp/out]  W [/tmp/eight-gpu]  CONFIG [configs/small8]  ROW_TOKENS [8192]  GB [16]
 #   STEPS [10]  PROFILE_STEP [5]  SIM_STEPS [4]  PP_LAYERS [5,3]  DEVICE [cuda]  T [420 s a run]
 #   PARTS [all, in two calls as above]  MAX_REL_DIFF [unset: report only]
@@ -31,11 +34,12 @@ W=${W:-/tmp/eight-gpu}
 CONFIG=${CONFIG:-configs/small8}
 TOK=${ROW_TOKENS:-8192} GB=${GB:-16} STEPS=${STEPS:-10} PSTEP=${PROFILE_STEP:-5} T=${T:-420}
 DEVICE=${DEVICE:-cuda}
-PARTS=${PARTS:-plan project B B-noise A A-off A-bf16 probe report}
+PARTS=${PARTS:-plan project B B-noise A A-off A-bf16 T probe report}
 source scripts/gpu/layout-runs.sh
 mkdir -p "$W" "$OUT"
 LAYOUT_A=(--tp 4 --sp --pp 2 --pp-layers "${PP_LAYERS:-5,3}" --ep 4 --etp 1)
 LAYOUT_B=(--tp 4 --sp --dp 2 --ep 8 --etp 1)
+LAYOUT_T=(--dp 8 --ep 8 --etp 1)
 # The seed's offload fraction is 0.7; on one node that holds the whole model's optimizer state, 0.7 may need more
 # host memory than the node has (quill train refuses a node whose startup peak is over 90% of it: quill plan
 # predicts 485.6 GiB of a 560 GiB host for small8). The plan part picks the largest of 0.7, 0.6, ... that fits this
@@ -48,7 +52,7 @@ OPTIM=(--lr 1e-5 --min-lr 1e-6 --warmup-fraction 0 --weight-decay 0.1 --beta1 0.
 case_flags() {  # the layout and memory flags of a case
   case $1 in
     A) echo "${LAYOUT_A[@]}" ;; A-off) echo "${LAYOUT_A[@]} ${OFF[@]}" ;; A-bf16) echo "${LAYOUT_A[@]} ${BF16[@]}" ;;
-    B|B-noise) echo "${LAYOUT_B[@]}" ;;
+    B|B-noise) echo "${LAYOUT_B[@]}" ;; T) echo "${LAYOUT_T[@]}" ;;
   esac
 }
 stage_ranks() {  # one world rank per pipeline stage (pp is the outermost axis of the default order)
@@ -75,7 +79,7 @@ if has plan; then
   done
   OFF=(--optimizer-cpu-offload --optimizer-offload-fraction "$OFF_FRACTION" --overlap-cpu-optimizer-d2h-h2d --use-precision-aware-optimizer)
   echo "A-off: offload fraction $OFF_FRACTION"
-  for c in A A-off A-bf16 B; do
+  for c in A A-off A-bf16 B T; do
     # shellcheck disable=SC2046
     "$Q" plan --config "$CONFIG" --row-tokens "$TOK" --global-batch "$GB" --device "$DEVICE" $(case_flags $c) --json \
       > "$W/$c.plan.json" 2> "$W/$c.plan.err"
@@ -85,7 +89,7 @@ fi
 if has project; then
   # One simulated rank per stage and case, each alone on one GPU, all at once; then the projection.
   gpu=0; pids=()
-  for c in A A-off A-bf16 B; do
+  for c in A A-off A-bf16 B T; do
     for r in $(stage_ranks $c); do
       # shellcheck disable=SC2046
       CUDA_VISIBLE_DEVICES=$((gpu % 8)) timeout "$T" "$Q" train --config "$CONFIG" --rows "$W/rows" --seed 1 \
@@ -96,26 +100,26 @@ if has project; then
     done
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  for c in A A-off A-bf16 B; do
+  for c in A A-off A-bf16 B T; do
     dirs=(); for r in $(stage_ranks $c); do dirs+=("$W/sim/$c-$r"); done
     "$Q" project "${dirs[@]}" --out "$W/$c.projection" > "$W/$c.projection.txt" 2>&1
     echo "projection $c: rc $?"; grep -E "step|tokens/s|MFU" "$W/$c.projection.txt" | head -6
     cp "$W/$c.projection/projection.json" "$W/$c.projection.json" 2>/dev/null
   done
 fi
-for c in B B-noise A A-off A-bf16; do
+for c in B B-noise A A-off A-bf16 T; do
   has $c || continue
   # shellcheck disable=SC2046
   if [ $c = B-noise ]; then QUILL_ATTENTION_UNORDERED_DQ=1 run_mpi 8 "$c" $(case_flags $c); else run_mpi 8 "$c" $(case_flags $c); fi
 done
-runs=(); for r in A A-off A-bf16 B; do [ -d "$W/$r" ] && runs+=("$W/$r"); done
+runs=(); for r in A A-off A-bf16 T B; do [ -d "$W/$r" ] && runs+=("$W/$r"); done
 if has probe; then
   probe_nccl 8 2,4,8 "${runs[@]}"
   # The gap explained, one part of it: the projections again with the bandwidth and latency measured here
   # instead of the built-in NVLink figures (docs/comm-model.md).
   measured=$(python3 tools/runs/layout_report.py --comm-params "$W/probe-bf16.jsonl" 2>/dev/null)
   if [ -n "$measured" ]; then
-    for c in A A-off A-bf16 B; do
+    for c in A A-off A-bf16 B T; do
       dirs=(); for r in $(stage_ranks $c); do dirs+=("$W/sim/$c-$r"); done
       # shellcheck disable=SC2086
       "$Q" project "${dirs[@]}" $measured --out "$W/$c.projection-measured-nccl" > "$W/$c.projection-measured-nccl.txt" 2>&1
@@ -130,8 +134,8 @@ if has report; then
     "${runs[@]}" > "$W/layout-report.txt"; rc=$?
   cat "$W/layout-report.txt"; echo "layout_report: rc $rc"
 fi
-collect A A-off A-bf16 B B-noise
-for c in A A-off A-bf16 B; do
+collect A A-off A-bf16 B B-noise T
+for c in A A-off A-bf16 B T; do
   cp "$W/$c.plan.json" "$W/$c.projection.json" "$W/$c.projection.txt" "$W/$c.projection-measured-nccl.txt" "$OUT/" 2>/dev/null
 done
 cp "$W"/sim-*.log "$OUT/" 2>/dev/null
