@@ -10,9 +10,10 @@
 # own time, bus bandwidth against NCCL's and the part hidden under compute.
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle nccl_probe cuda_tests \
 #               && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
-# Then: run(kind="nvidia-h200-x2", carry=["build/gpu-bundle"], command="bash scripts/gpu/two-gpu.sh")
-#   (if one call's 600 s are not enough: PARTS="one noise tp2 ep2" first, then PARTS="ep2o pp2 dp2 probe report"
-#    in a second call on the same warm machine; the runs stay in $W between calls)
+# Then two calls on the same warm machine (seven runs of ~1 min do not fit one call's 600 s with room to spare;
+# the runs stay in $W between the calls, and each call copies what it has to $OUT at its end):
+#   run(kind="nvidia-h200-x2", carry=["build/gpu-bundle"], command="PARTS='one noise tp2 ep2' bash scripts/gpu/two-gpu.sh")
+#   run(kind="nvidia-h200-x2", carry=["build/gpu-bundle"], command="PARTS='ep2o pp2 dp2 probe report' bash scripts/gpu/two-gpu.sh")
 # CPU dry run (plumbing only: no profiles, no probe):
 #   Q=build/quill DEVICE=cpu CONFIG=configs/tiny.json ROW_TOKENS=64 GB=4 STEPS=3 PROFILE_STEP=-1 \
 #     PARTS="one noise tp2 ep2 ep2o pp2 dp2 report" bash scripts/gpu/two-gpu.sh
