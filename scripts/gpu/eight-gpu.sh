@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 26 in two device calls on `nvidia-h200-x8` (one process per GPU, NCCL): Inkling-Small's real
+# Issue 26 in three device calls on `nvidia-h200-x8` (one process per GPU, NCCL): Inkling-Small's real
 # dimensions with its first 8 layers (configs/small8: 0-1 dense, 2-7 MoE with all 256 experts), random
 # weights, 8,192-token rows, GB rows per step, in the seed's layout shape as far as 8 GPUs allow it:
 #   A = TP4 SP PP2 (5,3) EP4 ETP1 (DP1)   the seed's TP4 SP with two pipeline stages; EP8 cannot go with PP2
@@ -18,15 +18,18 @@
 # `quill project` combines them). tools/runs/layout_report.py sets the runs against both and against B.
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle nccl_probe \
 #               && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
-# Then (two calls on the same warm machine; $W stays between them):
-#   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='plan project B B-noise A' bash scripts/gpu/eight-gpu.sh")
-#   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='A-off A-bf16 T probe report' bash scripts/gpu/eight-gpu.sh")
+# Then three calls on the same warm machine ($W stays between them). Expected: an 8-rank run's start-up 1-2 min
+# (random init of ~5.2 G parameters a rank on the shared host, placement, optimizer state; the seed's rank 0
+# took 142 s for 8.6 G on 16 cores) plus 10 steps of ~1 s; the eight projections run at once in ~3 min:
+#   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='plan project B B-noise' bash scripts/gpu/eight-gpu.sh")
+#   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='A A-off' bash scripts/gpu/eight-gpu.sh")
+#   run(kind="nvidia-h200-x8", carry=["build/gpu-bundle"], command="PARTS='A-bf16 T probe report' bash scripts/gpu/eight-gpu.sh")
 # CPU dry run (plumbing only; 8 CPU ranks of the seed's shape at toy widths, 42 layers):
 #   Q=build/quill DEVICE=cpu CONFIG=configs/seed-shape PP_LAYERS=21,21 ROW_TOKENS=64 GB=4 STEPS=3 PROFILE_STEP=-1 \
 #     SIM_STEPS=2 PARTS="plan project B B-noise A A-off A-bf16 T report" bash scripts/gpu/eight-gpu.sh
 # Environment [defaults]: OUT [/tmp/out]  W [/tmp/eight-gpu]  CONFIG [configs/small8]  ROW_TOKENS [8192]  GB [16]
 #   STEPS [10]  PROFILE_STEP [5]  SIM_STEPS [4]  PP_LAYERS [5,3]  DEVICE [cuda]  T [420 s a run]
-#   PARTS [all, in two calls as above]  MAX_REL_DIFF [unset: report only]
+#   PARTS [all, in three calls as above]  MAX_REL_DIFF [unset: report only]
 #   HOST_MEMORY [this machine's: the host memory the offload fraction of A-off is planned against]
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
