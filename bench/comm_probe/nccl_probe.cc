@@ -51,6 +51,19 @@ struct Options {
   std::string json;
 };
 
+// A whole, non-negative number for `flag`, or an error naming the flag and the text.
+int64_t parse_count(const std::string& flag, const std::string& text) {
+  size_t end = 0;
+  int64_t v = -1;
+  try {
+    v = std::stoll(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  QUILL_CHECK(end == text.size() && v >= 0, "nccl_probe: {}: '{}' is not a whole number", flag, text);
+  return v;
+}
+
 Options parse(int argc, char** argv, int world) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -58,16 +71,16 @@ Options parse(int argc, char** argv, int world) {
     QUILL_CHECK(i + 1 < argc, "nccl_probe: {} needs a value", a);
     const std::string v = argv[++i];
     if (a == "--sizes") {
-      for (const std::string& s : split_list(v)) o.sizes.push_back(std::stoll(s));
+      for (const std::string& s : split_list(v)) o.sizes.push_back(parse_count(a, s));
     } else if (a == "--group-sizes") {
-      for (const std::string& s : split_list(v)) o.group_sizes.push_back(std::stoi(s));
+      for (const std::string& s : split_list(v)) o.group_sizes.push_back(static_cast<int>(parse_count(a, s)));
     } else if (a == "--ops") {
       o.ops = split_list(v);
     } else if (a == "--dtype") {
       QUILL_CHECK(v == "bf16" || v == "f32", "nccl_probe: --dtype {}: bf16 or f32", v);
       o.dtype = v == "bf16" ? DType::BF16 : DType::F32;
     } else if (a == "--iters") {
-      o.iters = std::stoi(v);
+      o.iters = static_cast<int>(parse_count(a, v));
     } else if (a == "--json") {
       o.json = v;
     } else {
@@ -84,8 +97,20 @@ Options parse(int argc, char** argv, int world) {
 
 }  // namespace
 
+int probe(quill::Distributed* dist, int argc, char** argv);
+
+// A bad argument or a failed call ends the job with one line naming it (every rank parses the same
+// arguments; a rank whose device fails takes the others down instead of leaving them in a collective).
 int main(int argc, char** argv) {
   std::unique_ptr<quill::Distributed> dist = quill::init_distributed(&argc, &argv);
+  try {
+    return probe(dist.get(), argc, argv);
+  } catch (const std::exception& e) {
+    quill::MpiComm::abort_job(e.what());
+  }
+}
+
+int probe(quill::Distributed* dist, int argc, char** argv) {
   quill::Comm& world = dist->world();
   const Options o = parse(argc, argv, world.size());
   const bool lead = world.rank() == 0;

@@ -64,8 +64,8 @@ stage_ranks() {  # one world rank per pipeline stage (pp is the outermost axis o
 {
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null || echo local); $(date -u +%FT%TZ); $CONFIG, $TOK-token rows, $GB rows a step, $STEPS steps, profile step $PSTEP; parts: $PARTS"
-[ -d "$W/rows" ] || "$Q" data synth --conversations 20000 --row-tokens "$TOK" --out "$W/rows" > /dev/null || exit 1
-flags=(train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "$STEPS" --global-batch "$GB" "${OPTIM[@]}"
+make_rows "$TOK" || exit 1
+flags=(train --config "$CONFIG" --rows "$ROWS" --seed 1 --steps "$STEPS" --global-batch "$GB" "${OPTIM[@]}"
        --device "$DEVICE" --warmup-steps 2 --quiet --overwrite)
 [ "$PSTEP" -ge 0 ] && flags+=(--profile-step "$PSTEP")
 if has plan; then
@@ -95,7 +95,7 @@ if has project; then
   for c in A A-off A-bf16 B T; do
     for r in $(stage_ranks $c); do
       # shellcheck disable=SC2046
-      CUDA_VISIBLE_DEVICES=$((gpu % 8)) timeout "$T" "$Q" train --config "$CONFIG" --rows "$W/rows" --seed 1 \
+      CUDA_VISIBLE_DEVICES=$((gpu % 8)) timeout "$T" "$Q" train --config "$CONFIG" --rows "$ROWS" --seed 1 \
         --steps "${SIM_STEPS:-4}" --warmup-steps 1 --global-batch "$GB" "${OPTIM[@]}" --device "$DEVICE" $(case_flags $c) \
         --simulate-rank "$r" --simulate-routing balanced --quiet --overwrite --out "$W/sim/$c-$r" < /dev/null \
         > "$W/sim-$c-$r.log" 2>&1 &

@@ -2,6 +2,13 @@
 # runs one gtest filter of $T (a test binary) in its own process under a time limit, with the variables in its
 # environment, output to $OUT/$ONE_PREFIX$NAME.log; prints its rc and pass/fail lines, and on failure the lines
 # that say what failed. So a kernel that traps or hangs costs only its own row.
+# Also sets up what the callers share: OUT [/tmp/out] (created), B (the carried bundle, build/gpu-bundle) with its
+# libraries on LD_LIBRARY_PATH, and T (its cuda_tests).
+OUT=${OUT:-/tmp/out}
+B=$PWD/build/gpu-bundle
+export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
+T=$B/bin/cuda_tests
+mkdir -p "$OUT"
 one() {
   local name=$1 filter=$2 limit=$3 log
   shift 3

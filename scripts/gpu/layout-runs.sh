@@ -9,6 +9,14 @@ PROBE=${PROBE:-$B/bin/nccl_probe}
 export NCCL_NVLS_ENABLE=0
 MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
 has() { [[ " $PARTS " == *" $1 "* ]]; }
+# make_rows TOKENS: synthetic rows of that length in $W/rows-TOKENS (kept across calls; a directory without
+# its manifest, left by a killed synth, is made again), path in ROWS.
+make_rows() {
+  ROWS=$W/rows-$1
+  [ -f "$ROWS/manifest.json" ] && return 0
+  rm -rf "$ROWS"
+  "$Q" data synth --conversations 20000 --row-tokens "$1" --out "$ROWS" > /dev/null
+}
 # run_one NAME [VAR=value ...]: one process (the caller picks its GPU with CUDA_VISIBLE_DEVICES).
 run_one() {
   local name=$1; shift

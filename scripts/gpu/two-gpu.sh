@@ -32,8 +32,8 @@ mkdir -p "$W" "$OUT"
 {
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null || echo local); $(date -u +%FT%TZ); $CONFIG, $TOK-token rows, $GB rows a step, $STEPS steps, profile step $PSTEP"
-[ -d "$W/rows" ] || "$Q" data synth --conversations 20000 --row-tokens "$TOK" --out "$W/rows" > /dev/null || exit 1
-flags=(train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "$STEPS" --global-batch "$GB" --lr 1e-4 --min-lr 1e-5
+make_rows "$TOK" || exit 1
+flags=(train --config "$CONFIG" --rows "$ROWS" --seed 1 --steps "$STEPS" --global-batch "$GB" --lr 1e-4 --min-lr 1e-5
        --warmup-fraction 0 --clip-grad 1.0 --device "${DEVICE:-cuda}" --warmup-steps 2 --quiet --overwrite)
 [ "$PSTEP" -ge 0 ] && flags+=(--profile-step "$PSTEP")
 if has one; then CUDA_VISIBLE_DEVICES=0 run_one one; fi

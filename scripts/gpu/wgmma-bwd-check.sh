@@ -19,13 +19,8 @@
 # Environment [defaults]: OUT [/tmp/out], BENCH [1]: 0 skips attention_bench, UNORDERED [0]: 1 also times
 # attention_bench with QUILL_ATTENTION_UNORDERED_DQ=1 (the fixed dQ order's cost), KERNELS [0].
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-B=$PWD/build/gpu-bundle
-export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-T=$B/bin/cuda_tests
-mkdir -p "$OUT"
 ONE_PREFIX=wgb-
-source "$(dirname "$0")/gtest-one.sh"
+source "$(dirname "$0")/gtest-one.sh"  # also OUT, B, LD_LIBRARY_PATH and T
 {
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 one wide-diagnostics 'CudaAttentionWg.WideFormDiagnostics' 90

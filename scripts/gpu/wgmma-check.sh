@@ -13,13 +13,8 @@
 # Then: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/wgmma-check.sh")  (about 2-3 minutes)
 # Environment [defaults]: OUT [/tmp/out]
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-B=$PWD/build/gpu-bundle
-export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-T=$B/bin/cuda_tests
-mkdir -p "$OUT"
 ONE_PREFIX=wg-
-source "$(dirname "$0")/gtest-one.sh"
+source "$(dirname "$0")/gtest-one.sh"  # also OUT, B, LD_LIBRARY_PATH and T
 {
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 one window-one 'CudaAttentionWg.WindowOneCopiesValues' 60

@@ -106,13 +106,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
       // The host at startup, node by node (quill train checks its own node the same way on a GPU).
       int64_t host_bytes = parse_memory_size("--host-memory", host_memory);
       if (host_bytes < 0) host_bytes = static_cast<int64_t>(host_memory_bytes());
-      std::vector<plan::FitVerdict> host;
-      for (size_t n = 0; n < mp.startup_host_per_node.size(); ++n) {
-        std::vector<int> ranks;
-        for (int r = static_cast<int>(n) * gpus_per_node; r < std::min<int>((static_cast<int>(n) + 1) * gpus_per_node, q.layout.world()); ++r)
-          ranks.push_back(r);
-        host.push_back(plan::check_host_fit(mp, ranks, host_bytes));
-      }
+      const std::vector<plan::FitVerdict> host = plan::check_nodes_host_fit(mp, host_bytes);
       if (json) {
         nlohmann::json j = plan::plan_json(mp, memory_bytes);
         j["host_memory_bytes"] = host_bytes;

@@ -207,9 +207,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     const StagePlan& sp = plan.stages[static_cast<size_t>(grid.coords(r).pp)];
     const size_t node = static_cast<size_t>(r / req.gpus_per_node);
     plan.pinned_host_per_node[node] += sp.host_optimizer;
-    plan.pinned_host_per_rank.push_back(sp.host_optimizer);
     plan.startup_host_per_node[node] += sp.host_startup_peak();
-    plan.startup_host_per_rank.push_back(sp.host_startup_peak());
     plan.stage_of_rank.push_back(grid.coords(r).pp);
   }
   return plan;

@@ -78,10 +78,8 @@ struct MemoryPlan {
   PlanRequest request;
   std::vector<StagePlan> stages;
   std::vector<int64_t> pinned_host_per_node;
-  std::vector<int64_t> pinned_host_per_rank;  // index: world rank (its stage's host_optimizer)
-  // At startup, per world rank and per node (the ranks' host_startup_peak, summed).
-  std::vector<int64_t> startup_host_per_rank, startup_host_per_node;
-  std::vector<int> stage_of_rank;  // index: world rank
+  std::vector<int64_t> startup_host_per_node;  // the node's ranks' host_startup_peak, summed
+  std::vector<int> stage_of_rank;               // index: world rank
   std::vector<std::string> notes;
   const StagePlan& largest() const;  // the stage with the largest device total
 };

@@ -189,23 +189,38 @@ FitVerdict check_host_fit(const MemoryPlan& plan, const std::vector<int>& ranks,
   FitVerdict v;
   int64_t placing = 0, placed = 0, total = 0;  // during placement, once placed, the ranks' peaks
   for (int r : ranks) {
-    if (r < 0 || static_cast<size_t>(r) >= plan.startup_host_per_rank.size()) continue;
+    if (r < 0 || static_cast<size_t>(r) >= plan.stage_of_rank.size()) continue;
     const StagePlan& s = plan.stages[static_cast<size_t>(plan.stage_of_rank[static_cast<size_t>(r)])];
     placing += s.host_weights_at_load + s.host_masters;
     placed += s.host_optimizer;
-    total += plan.startup_host_per_rank[static_cast<size_t>(r)];
+    total += s.host_startup_peak();
   }
   const auto limit = static_cast<int64_t>(kHostShare * static_cast<double>(host_memory));
   if (host_memory <= 0 || total <= limit) return v;
   v.fits = false;
+  const double fraction = plan.request.optimizer.effective_fraction();
+  const std::string fixes =
+      fraction > 0 ? fmt::format("lower --optimizer-offload-fraction (now {:.2f}), use bf16 moments (--exp-avg-dtype bf16 "
+                                 "--exp-avg-sq-dtype bf16), or spread the layout over more nodes", fraction)
+                   : "shard the model over more ranks (--tp, --pp, --ep) or place fewer ranks on a node";
   v.message = fmt::format(
-      "the layout does not fit this node's host memory at startup: its {} rank{} need up to {} (during placement the "
+      "the layout does not fit this node's host memory at startup: its {} rank{} need{} up to {} (during placement the "
       "fp32 copy of their weights and the offloaded masters, {}; once placed the pinned optimizer state, {}), more "
-      "than {:.0f}% of the node's {} ({}); lower --optimizer-offload-fraction (now {:.2f}), use bf16 moments "
-      "(--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16), or spread the layout over more nodes",
-      ranks.size(), ranks.size() == 1 ? "" : "s", format_bytes(total), format_bytes(placing), format_bytes(placed),
-      100 * kHostShare, format_bytes(host_memory), format_bytes(limit), plan.request.optimizer.effective_fraction());
+      "than {:.0f}% of the node's {} ({}); {}",
+      ranks.size(), ranks.size() == 1 ? "" : "s", ranks.size() == 1 ? "s" : "", format_bytes(total), format_bytes(placing),
+      format_bytes(placed), 100 * kHostShare, format_bytes(host_memory), format_bytes(limit), fixes);
   return v;
+}
+
+std::vector<FitVerdict> check_nodes_host_fit(const MemoryPlan& plan, int64_t host_memory) {
+  const int per_node = plan.request.gpus_per_node, world = static_cast<int>(plan.stage_of_rank.size());
+  std::vector<FitVerdict> out;
+  for (int first = 0; first < world; first += per_node) {
+    std::vector<int> ranks;
+    for (int r = first; r < std::min(world, first + per_node); ++r) ranks.push_back(r);
+    out.push_back(check_host_fit(plan, ranks, host_memory));
+  }
+  return out;
 }
 
 FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory) {

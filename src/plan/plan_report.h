@@ -30,6 +30,8 @@ FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory);
 // out-of-memory killer, with no message naming why.
 inline constexpr double kHostShare = 0.9;
 FitVerdict check_host_fit(const MemoryPlan& plan, const std::vector<int>& ranks, int64_t host_memory);
+// check_host_fit for every node of the plan (request.gpus_per_node consecutive world ranks each).
+std::vector<FitVerdict> check_nodes_host_fit(const MemoryPlan& plan, int64_t host_memory);
 
 std::string format_bytes(int64_t bytes);  // "12.34 GiB", below 1 GiB "56.78 MiB"
 

@@ -159,12 +159,9 @@ SearchResult search_layouts(const SearchRequest& q) {
               // the nodes' host memory, no fraction of these moments does.
               if (q.host_memory > 0) {
                 std::string host_problem;
-                for (int first = 0; first < q.gpus && host_problem.empty(); first += q.gpus_per_node) {
-                  std::vector<int> ranks;
-                  for (int rk = first; rk < std::min(q.gpus, first + q.gpus_per_node); ++rk) ranks.push_back(rk);
-                  const plan::FitVerdict h = plan::check_host_fit(best, ranks, q.host_memory);
-                  if (!h.fits) host_problem = fmt::format("node {}: {}", first / q.gpus_per_node, h.message);
-                }
+                const std::vector<plan::FitVerdict> nodes = plan::check_nodes_host_fit(best, q.host_memory);
+                for (size_t node = 0; node < nodes.size() && host_problem.empty(); ++node)
+                  if (!nodes[node].fits) host_problem = fmt::format("node {}: {}", node, nodes[node].message);
                 if (!host_problem.empty()) {
                   refuse(fmt::format("out of host memory at startup with {} moments at the smallest offload that fits "
                                      "the device", bf16 ? "bf16" : "fp32"),

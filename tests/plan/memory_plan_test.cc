@@ -204,15 +204,15 @@ TEST(MemoryPlan, AStartupNeedingMoreThanNinetyPercentOfTheNodesHostMemoryIsRefus
   q.optimizer.cpu_offload = true;
   q.optimizer.offload_fraction = 0.7;
   const MemoryPlan plan = quill::plan::plan_memory(q);
-  ASSERT_EQ(plan.startup_host_per_rank.size(), 2u);
+  ASSERT_EQ(plan.stage_of_rank.size(), 2u);
   const quill::plan::StagePlan& s = plan.stages[0];
   EXPECT_EQ(s.host_weights_at_load, 4 * s.parameters);  // the fp32 host values of every parameter held
   // The masters are 4 of the 16 (fp32 buckets) or 18 (bf16 buckets: + a staging copy) host bytes per offloaded element.
   EXPECT_GT(s.host_masters, s.host_optimizer * 4 / 18);
   EXPECT_LE(s.host_masters, s.host_optimizer * 4 / 16);
   EXPECT_EQ(s.host_startup_peak(), std::max(s.host_weights_at_load + s.host_masters, s.host_optimizer));
-  EXPECT_EQ(plan.startup_host_per_rank[0], s.host_startup_peak());
-  EXPECT_EQ(plan.startup_host_per_node[0], 2 * plan.startup_host_per_rank[0]);
+  EXPECT_EQ(plan.stage_of_rank[0], 0);
+  EXPECT_EQ(plan.startup_host_per_node[0], 2 * s.host_startup_peak());
   const int64_t both = plan.startup_host_per_node[0];
   // Exactly at 90% of the host: fits; a little less host: refused, naming both phases and the fixes.
   const auto host_for = [](int64_t need) { return static_cast<int64_t>(std::ceil(need / quill::plan::kHostShare)); };
@@ -227,6 +227,10 @@ TEST(MemoryPlan, AStartupNeedingMoreThanNinetyPercentOfTheNodesHostMemoryIsRefus
   // One rank alone on the same host fits; no host figure: not checked.
   EXPECT_TRUE(quill::plan::check_host_fit(plan, {1}, host_for(both) - 16).fits);
   EXPECT_TRUE(quill::plan::check_host_fit(plan, {0, 1}, 0).fits);
+  // Node by node (both ranks on node 0 of 8 GPUs): the same verdict.
+  const std::vector<quill::plan::FitVerdict> nodes = quill::plan::check_nodes_host_fit(plan, host_for(both) - 16);
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].message, v.message);
 }
 
 // The seed's first-stage rank alone, as the simulated-rank projection ran it on one H200 (125 GiB host).
@@ -247,5 +251,5 @@ TEST(MemoryPlan, TheSeedsOffloadedFirstRankFitsTheHostItRanOn) {
   q.optimizer.offload_fraction = 0.7;
   const MemoryPlan plan = quill::plan::plan_memory(q);
   EXPECT_TRUE(quill::plan::check_host_fit(plan, {0}, int64_t{125} << 30).fits);
-  EXPECT_EQ(plan.startup_host_per_rank[0], plan.stages[0].host_optimizer);  // the pinned state is the larger
+  EXPECT_EQ(plan.stages[0].host_startup_peak(), plan.stages[0].host_optimizer);  // the pinned state is the larger
 }

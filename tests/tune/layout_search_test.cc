@@ -46,7 +46,8 @@ TEST(MegatronSplits, EvenAndEveryFirstLastPairThatLeavesAnEvenMiddle) {
   }
 }
 
-TEST(LayoutSearch, SmallModelOnEightGpusRefusesByReasonAndEveryCandidateFits) {
+// The tiny TP4-able model on 8 GPUs, 4 per node, 4 rows of 64 tokens, devices of 1 TiB.
+SearchRequest tiny_on_eight_gpus() {
   SearchRequest q;
   q.config = load_inkling_config(fixture("tiny-tp4.json"));
   q.gpus = 8;
@@ -54,6 +55,11 @@ TEST(LayoutSearch, SmallModelOnEightGpusRefusesByReasonAndEveryCandidateFits) {
   q.row_tokens = 64;
   q.global_batch = 4;
   q.device_memory = int64_t{1} << 40;
+  return q;
+}
+
+TEST(LayoutSearch, SmallModelOnEightGpusRefusesByReasonAndEveryCandidateFits) {
+  SearchRequest q = tiny_on_eight_gpus();
   const SearchResult r = search_layouts(q);
   EXPECT_GT(r.geometries, 0);
   ASSERT_FALSE(r.fitting.empty());
@@ -79,13 +85,7 @@ TEST(LayoutSearch, SmallModelOnEightGpusRefusesByReasonAndEveryCandidateFits) {
 // A node's host memory (quill train's startup check): too little refuses every candidate under the host
 // reason; enough changes nothing.
 TEST(LayoutSearch, HostMemoryRefusesCandidatesWhoseNodesCannotStart) {
-  SearchRequest q;
-  q.config = load_inkling_config(fixture("tiny-tp4.json"));
-  q.gpus = 8;
-  q.gpus_per_node = 4;
-  q.row_tokens = 64;
-  q.global_batch = 4;
-  q.device_memory = int64_t{1} << 40;
+  SearchRequest q = tiny_on_eight_gpus();
   const SearchResult unchecked = search_layouts(q);
   q.host_memory = int64_t{1} << 40;
   const SearchResult plenty = search_layouts(q);

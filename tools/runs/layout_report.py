@@ -25,19 +25,35 @@ import os
 
 
 def load_jsonl(path):
+    """The file's JSON lines ([] when it is missing); a line that is not JSON stops the report naming it
+    (a run killed mid-write leaves a torn last line: the report would otherwise compare a short run)."""
     try:
         with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+            lines = f.readlines()
     except OSError:
         return []
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError as e:
+            raise SystemExit(f"layout_report: {path}:{n}: not a JSON line ({e}); torn by a killed run?")
+    return rows
 
 
 def load_json(path):
+    """The file's JSON (None when it is missing); a file that is not JSON stops the report naming it."""
     try:
         with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+            text = f.read()
+    except OSError:
         return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise SystemExit(f"layout_report: {path}: not JSON ({e})")
 
 
 def name_of(run_dir):

@@ -202,13 +202,29 @@ const char* op_name(OpId id) { return kOpNames[static_cast<size_t>(id)]; }
 // ---- the profiler's state ------------------------------------------------------------------------
 
 struct OpProfiler::Impl final : CommSpanListener {
+  // Timing events reused across profiles: take() hands out the next one, rewind() starts over.
+  struct EventPool {
+    std::vector<cudaEvent_t> events;
+    size_t next = 0;
+    cudaEvent_t take() {
+      if (next == events.size()) {
+        cudaEvent_t e = nullptr;
+        QUILL_CUDA_CHECK(cudaEventCreate(&e));
+        events.push_back(e);
+      }
+      return events[next++];
+    }
+    void rewind() { next = 0; }
+    ~EventPool() {
+      for (cudaEvent_t e : events) cudaEventDestroy(e);
+    }
+  };
   cudaStream_t stream = nullptr;
   int device = 0;
   int depth = 0;
   int64_t nested = 0;
   int64_t step = -1;
-  std::vector<cudaEvent_t> pool;  // reused across profiles
-  size_t next = 0;
+  EventPool pool;  // the ops' start and stop events
   cudaEvent_t step_start = nullptr, step_stop = nullptr;
   Timer host;
   struct Record {
@@ -219,16 +235,8 @@ struct OpProfiler::Impl final : CommSpanListener {
   };
   std::vector<Record> records;
 
-  cudaEvent_t take() {
-    if (next == pool.size()) {
-      cudaEvent_t e = nullptr;
-      QUILL_CUDA_CHECK(cudaEventCreate(&e));
-      pool.push_back(e);
-    }
-    return pool[next++];
-  }
   size_t start(OpId id, std::string signature, OpCost cost) {
-    Record r{id, std::move(signature), std::move(cost), take(), take()};
+    Record r{id, std::move(signature), std::move(cost), pool.take(), pool.take()};
     QUILL_CUDA_CHECK(cudaEventRecord(r.start, stream));
     records.push_back(std::move(r));
     outer = records.size() - 1;
@@ -252,20 +260,11 @@ struct OpProfiler::Impl final : CommSpanListener {
   };
   std::mutex span_mu;
   std::vector<Span> spans;
-  std::vector<cudaEvent_t> span_pool;
-  size_t span_next = 0;
-  cudaEvent_t take_span_event() {
-    if (span_next == span_pool.size()) {
-      cudaEvent_t e = nullptr;
-      QUILL_CUDA_CHECK(cudaEventCreate(&e));
-      span_pool.push_back(e);
-    }
-    return span_pool[span_next++];
-  }
+  EventPool span_pool;
   void span_begin(void* comm_stream, const CommSpanInfo& info) override {
     if (!listening) return;
     std::lock_guard<std::mutex> lock(span_mu);
-    Span sp{outer, info, take_span_event(), nullptr};
+    Span sp{outer, info, span_pool.take(), nullptr};
     QUILL_CUDA_CHECK(cudaEventRecord(sp.begin, static_cast<cudaStream_t>(comm_stream)));
     spans.push_back(std::move(sp));
   }
@@ -274,7 +273,7 @@ struct OpProfiler::Impl final : CommSpanListener {
     std::lock_guard<std::mutex> lock(span_mu);
     for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
       if (it->end != nullptr) continue;
-      it->end = take_span_event();
+      it->end = span_pool.take();
       QUILL_CUDA_CHECK(cudaEventRecord(it->end, static_cast<cudaStream_t>(comm_stream)));
       return;
     }
@@ -311,7 +310,7 @@ std::vector<CommProfileRow> OpProfiler::Impl::comm_rows() {
     times.push_back({std::move(label), sp.info, at(sp.begin), at(sp.end)});
   }
   spans.clear();
-  span_next = 0;
+  span_pool.rewind();
   return comm_profile_rows(times, compute);
 }
 
@@ -385,8 +384,6 @@ OpProfiler::OpProfiler(const DeviceContext& ctx) : inner_(ctx), table_(new Profi
 
 OpProfiler::~OpProfiler() {
   if (timeline_ && timeline_->listener() == impl_.get()) timeline_->listen(nullptr);
-  for (cudaEvent_t e : impl_->pool) cudaEventDestroy(e);
-  for (cudaEvent_t e : impl_->span_pool) cudaEventDestroy(e);
   if (impl_->step_start) cudaEventDestroy(impl_->step_start);
   if (impl_->step_stop) cudaEventDestroy(impl_->step_stop);
 }
@@ -400,7 +397,7 @@ DeviceContext OpProfiler::context() const {
 void OpProfiler::begin(int64_t step) {
   QUILL_CHECK(!recording_, "OpProfiler::begin: already recording");
   impl_->records.clear();
-  impl_->next = 0;
+  impl_->pool.rewind();
   impl_->nested = 0;
   impl_->depth = 0;
   impl_->step = step;
