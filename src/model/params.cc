@@ -206,6 +206,23 @@ std::vector<std::string> miles_frozen_patterns() {
   return {"*.rel_logits_proj.proj", "*global_scale"};
 }
 
+namespace {
+// out[j] = std * normal_at(key, first + j) for j in [0, n), drawn a Box-Muller pair at a time where
+// both of a pair's indexes are in the range (the same bits as one at a time).
+void fill_normal(uint64_t key, double std, uint64_t first, int64_t n, float* out) {
+  const auto scaled = [std](float z) { return static_cast<float>(std * z); };
+  int64_t j = 0;
+  if (n > 0 && first % 2 == 1) out[j++] = scaled(normal_at(key, first));
+  for (; j + 1 < n; j += 2) {
+    float even = 0, odd = 0;
+    normal_pair_at(key, (first + j) / 2, even, odd);
+    out[j] = scaled(even);
+    out[j + 1] = scaled(odd);
+  }
+  if (j < n) out[j] = scaled(normal_at(key, first + j));
+}
+}  // namespace
+
 void ParamTable::init_random(uint64_t seed, double std, int64_t piece_elements) {
   // Each value is drawn by its global element index alone, so that every layout draws the same
   // values, and any split of the work gives the same bits. The work is cut into pieces of about
@@ -256,8 +273,7 @@ void ParamTable::init_random(uint64_t seed, double std, int64_t piece_elements) 
       for (size_t r = piece.run_begin; r < piece.run_end && left > 0; ++r, at = 0) {
         const SliceRun& run = runs[r];
         const int64_t m = std::min(run.length - at, left);
-        for (int64_t j = at; j < at + m; ++j)
-          v[run.local_offset + j] = static_cast<float>(std * normal_at(key, static_cast<uint64_t>(run.global_offset + j)));
+        fill_normal(key, std, static_cast<uint64_t>(run.global_offset + at), m, v + run.local_offset + at);
         left -= m;
       }
     };

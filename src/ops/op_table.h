@@ -14,6 +14,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/gather_rows.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "ops/rmsnorm.h"
@@ -40,6 +41,7 @@ struct OpTable {
   decltype(&ops::cross_entropy_shard_stats) cross_entropy_shard_stats = nullptr;
   decltype(&ops::cross_entropy_shard_backward) cross_entropy_shard_backward = nullptr;
   decltype(&ops::copy) copy = nullptr;
+  decltype(&ops::gather_rows) gather_rows = nullptr;
   decltype(&ops::add_inplace) add_inplace = nullptr;
   decltype(&ops::scale_inplace) scale_inplace = nullptr;
   decltype(&ops::scale_by_scalar) scale_by_scalar = nullptr;

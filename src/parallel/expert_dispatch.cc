@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "ops/collective.h"
 #include "ops/convert.h"
-#include "ops/elementwise.h"
+#include "ops/gather_rows.h"
 
 namespace quill {
 
@@ -31,36 +31,35 @@ void all_to_all_host(const DeviceContext& ctx, Comm* ep, const Tensor& in, const
   ops::transfer(ctx, dout, out);
 }
 
-// Row blocks of the received buffer: block (source s, local expert e) starts at from[s][e] in
-// (source, expert) order and at to[s][e] in (expert, source) order.
-struct Blocks {
-  std::vector<std::vector<int64_t>> by_source, by_expert;
-};
-
-Blocks blocks(const DispatchPlan& p) {
-  Blocks b;
-  b.by_source.assign(static_cast<size_t>(p.ep), std::vector<int64_t>(static_cast<size_t>(p.local_experts)));
-  b.by_expert = b.by_source;
+// The regrouping's row indexes (ops::gather_rows): block (source s, local expert e) of n rows starts
+// at row `by_source` in the received (source, expert) order and at `by_expert` in (expert, source)
+// order. to_expert_order[by_expert + r] = by_source + r, and to_source_order the inverse. Both in one
+// host buffer, moved to the device in one transfer (the plan has just synchronised for the counts).
+void build_regroup_index(const DeviceContext& ctx, DispatchPlan& p) {
+  const int64_t R = p.received_rows();
+  if (p.ep == 1 || R == 0) return;
+  QUILL_CHECK(R < (int64_t{1} << 31), "expert dispatch: {} received rows exceed the I32 row index", R);
+  std::vector<std::vector<int64_t>> by_source(static_cast<size_t>(p.ep), std::vector<int64_t>(p.local_experts));
   int64_t at = 0;
   for (int s = 0; s < p.ep; ++s)
-    for (int64_t e = 0; e < p.local_experts; ++e) b.by_source[s][e] = at, at += p.recv_counts[s][e];
+    for (int64_t e = 0; e < p.local_experts; ++e) by_source[s][e] = at, at += p.recv_counts[s][e];
+  Tensor host = Tensor::empty({2 * R}, DType::I32);
+  int32_t* to_expert = host.data_as<int32_t>();
+  int32_t* to_source = to_expert + R;
   at = 0;
   for (int64_t e = 0; e < p.local_experts; ++e)
-    for (int s = 0; s < p.ep; ++s) b.by_expert[s][e] = at, at += p.recv_counts[s][e];
-  return b;
-}
-
-// Copies every (source, expert) block from one order to the other.
-void regroup(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& src, const Tensor& dst, bool to_expert_order) {
-  const Blocks b = blocks(p);
-  for (int s = 0; s < p.ep; ++s)
-    for (int64_t e = 0; e < p.local_experts; ++e) {
-      const int64_t n = p.recv_counts[s][e];
-      if (n == 0) continue;
-      const int64_t from = to_expert_order ? b.by_source[s][e] : b.by_expert[s][e];
-      const int64_t to = to_expert_order ? b.by_expert[s][e] : b.by_source[s][e];
-      ops::copy(ctx, src.rows(from, from + n), dst.rows(to, to + n));
-    }
+    for (int s = 0; s < p.ep; ++s)
+      for (int64_t r = 0; r < p.recv_counts[s][e]; ++r, ++at) {
+        to_expert[at] = static_cast<int32_t>(by_source[s][e] + r);
+        to_source[by_source[s][e] + r] = static_cast<int32_t>(at);
+      }
+  Tensor index = host;
+  if (ctx.device != Device::CPU) {
+    index = Tensor::empty({2 * R}, DType::I32, *ctx.allocator);
+    ops::transfer(ctx, host, index);
+  }
+  p.to_expert_order = index.rows(0, R);
+  p.to_source_order = index.rows(R, 2 * R);
 }
 
 std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t d) {
@@ -98,6 +97,7 @@ DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>&
     p.recv_rows.push_back(std::accumulate(c, c + p.local_experts, int64_t{0}));
     for (int64_t e = 0; e < p.local_experts; ++e) p.local_counts[e] += c[e];
   }
+  build_regroup_index(ctx, p);
   return p;
 }
 
@@ -119,7 +119,7 @@ Tensor finish_dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, P
   pending.handle->wait();
   const int64_t R = p.received_rows(), D = pending.sent.dim(1);
   Tensor out = Tensor::empty({R, D}, pending.sent.dtype(), *ctx.allocator);
-  regroup(ctx, p, pending.got, out, /*to_expert_order=*/true);
+  if (R > 0) ops::gather_rows(ctx, pending.got.rows(0, R), p.to_expert_order, out);
   pending = PendingDispatch{};
   return out;
 }
@@ -134,7 +134,7 @@ Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Ten
   QUILL_CHECK(y.ndim() == 2 && y.dim(0) == R, "combine_tokens: rows {} but the plan received {}", y.describe(), R);
   if (p.ep == 1) return y;
   Tensor by_source = Tensor::empty({std::max<int64_t>(R, 1), D}, y.dtype(), *ctx.allocator);
-  regroup(ctx, p, y, by_source, /*to_expert_order=*/false);
+  if (R > 0) ops::gather_rows(ctx, y, p.to_source_order, by_source.rows(0, R));
   const int64_t P = std::accumulate(p.send_rows.begin(), p.send_rows.end(), int64_t{0});
   Tensor out = Tensor::empty({std::max<int64_t>(P, 1), D}, y.dtype(), *ctx.allocator);
   ops::collective(ctx, "ep.combine", by_source.rows(0, R),

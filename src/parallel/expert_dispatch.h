@@ -5,10 +5,11 @@
 //   plan_dispatch     exchanges the per-expert row counts (an all-to-all of El counts per peer)
 //   dispatch_tokens   all-to-all-v of the rows, then regrouped from (source rank, local expert) order
 //                     to (local expert, source rank) order for the grouped GEMM over local experts
+//                     (one ops::gather_rows by the plan's row index)
 //   combine_tokens    the exact reverse (and dispatch_tokens' adjoint: the backward of each is the other)
 // Collective over `ep` (null or one rank: no exchange, the rows stay as they are). The exchanges are
 // rows of the per-op profile on a GPU (ops::collective): "ep.counts", "ep.dispatch" and "ep.combine"
-// with the bytes each rank sends; the regrouping shows as copy rows.
+// with the bytes each rank sends; the regrouping shows as gather_rows rows.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,11 @@ struct DispatchPlan {
   std::vector<int64_t> recv_rows;                // per source rank
   std::vector<std::vector<int64_t>> recv_counts;  // [source rank][local expert] rows received
   std::vector<int64_t> local_counts;             // per local expert, over every source: the GEMM groups
+  // The regrouping's row indexes (ops::gather_rows), I32 [R] on the context's device, made once per
+  // plan and used by the forward's exchanges and the backward's: to_expert_order[j] is the received
+  // (source-major) row that becomes row j in (local expert, source) order; to_source_order is its
+  // inverse. Undefined when ep == 1 or nothing is received.
+  Tensor to_expert_order, to_source_order;
   int64_t received_rows() const;
 };
 

@@ -3,6 +3,7 @@
 #include "ops/op_table.h"
 
 #include "ops/cuda/cuda_context.h"
+#include "ops/cuda/gather_rows.h"
 #include "ops/cuda/kernels.h"
 
 namespace quill {
@@ -22,6 +23,7 @@ OpTable make_table() {
   t.grouped_linear_backward_input = &cuda::grouped_linear_backward_input;
   t.grouped_linear_backward_weight = &cuda::grouped_linear_backward_weight;
   t.copy = &cuda::copy;
+  t.gather_rows = &cuda::gather_rows;
   t.add_inplace = &cuda::add_inplace;
   t.scale_inplace = &cuda::scale_inplace;
   t.scale_by_scalar = &cuda::scale_by_scalar;

@@ -1,0 +1,11 @@
+// The CUDA gather_rows (ops/gather_rows.h), declared apart from kernels.h so that adding it did not
+// rebuild every kernel; op_table.cc puts it in the backend's table.
+#pragma once
+
+#include "ops/gather_rows.h"
+
+namespace quill::cuda {
+
+void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& index_N, const Tensor& dst_ND);
+
+}  // namespace quill::cuda

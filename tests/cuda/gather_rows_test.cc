@@ -1,0 +1,126 @@
+// CUDA gather_rows (gather_rows.cu) against the CPU reference, bit for bit: rows of bf16 and f32 at
+// the exchange's width (16-byte units), odd widths that force the 8-, 4-, 2- and 1-byte units, views
+// that start a row into their buffer (misaligned), a permutation and an index that repeats rows,
+// and the seed rank's regroup size (12,288 rows of 4,096). Outputs are poisoned and guarded.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "cuda/harness.h"
+#include "ops/gather_rows.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using test::gpu_ctx;
+
+const DeviceContext kCpu = DeviceContext::cpu();
+
+Tensor index_tensor(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(int32_t));
+  return t;
+}
+
+// n rows drawn from [0, R): a shuffled permutation when n == R and `repeat` is false, else with repeats.
+std::vector<int32_t> random_index(int64_t R, int64_t n, bool repeat, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  if (!repeat && n == R) {
+    std::iota(v.begin(), v.end(), 0);
+    std::shuffle(v.begin(), v.end(), rng);
+  } else {
+    for (auto& x : v) x = static_cast<int32_t>(rng() % R);
+  }
+  return v;
+}
+
+// Host source of `dtype` with random bytes (any bit pattern must survive the copy).
+Tensor random_bytes(const Shape& shape, DType dtype, uint32_t seed) {
+  Tensor t = Tensor::empty(shape, dtype);
+  std::mt19937 rng(seed);
+  auto* b = static_cast<unsigned char*>(t.data());
+  for (size_t i = 0; i < t.nbytes(); ++i) b[i] = static_cast<unsigned char>(rng());
+  return t;
+}
+
+// Copies host bytes into a guarded device buffer `offset` rows past its start (a misaligned view when
+// the row's bytes are not a multiple of 16).
+struct Placed {
+  std::unique_ptr<test::GuardedDevice> buffer;
+  Tensor view;
+};
+Placed place_bytes(const Tensor& host, int64_t offset) {
+  Shape big = host.shape();
+  big[0] += offset;
+  Placed p;
+  p.buffer = std::make_unique<test::GuardedDevice>(big, host.dtype());
+  p.view = p.buffer->tensor().rows(offset, big[0]);
+  EXPECT_EQ(cudaMemcpy(p.view.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  return p;
+}
+
+void check_case(DType dtype, int64_t R, int64_t D, int64_t N, bool repeat, int64_t offset, uint32_t seed) {
+  SCOPED_TRACE(std::string(dtype_name(dtype)) + " R=" + std::to_string(R) + " D=" + std::to_string(D) +
+               " N=" + std::to_string(N) + (repeat ? " repeating" : "") + (offset ? " offset view" : ""));
+  const Tensor src = random_bytes({R, D}, dtype, seed);
+  const Tensor index = index_tensor(random_index(R, N, repeat, seed + 1));
+  Tensor want = Tensor::empty({N, D}, dtype);
+  ops::gather_rows(kCpu, src, index, want);
+
+  Placed dsrc = place_bytes(src, offset);
+  Tensor dindex = test::to_device(index, DType::I32);
+  Placed dout = place_bytes(random_bytes({N, D}, dtype, seed + 2), offset);  // stale bytes, all overwritten
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const DeviceContext ctx = gpu_ctx();
+  ops::gather_rows(ctx, dsrc.view, dindex, dout.view);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Tensor got = Tensor::empty({N, D}, dtype);
+  ASSERT_EQ(cudaMemcpy(got.data(), dout.view.data(), got.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.nbytes()), 0) << "rows differ from the CPU's";
+  EXPECT_TRUE(dsrc.buffer->guards_intact());
+  EXPECT_TRUE(dout.buffer->guards_intact()) << "wrote outside dst";
+}
+
+TEST(CudaGatherRows, MatchesCpuBitForBit) {
+  QUILL_REQUIRE_GPU();
+  for (int64_t offset : {0, 1}) {
+    check_case(DType::BF16, 96, 4096, 96, false, offset, 1);   // the exchange's rows: 16-byte units
+    check_case(DType::BF16, 50, 4096, 80, true, offset, 2);    // repeats, more rows out than in
+    check_case(DType::F32, 33, 100, 33, false, offset, 3);     // 400 bytes: 16-byte units when aligned
+    check_case(DType::BF16, 17, 12, 17, false, offset, 4);     // 24 bytes: 8-byte units
+    check_case(DType::BF16, 17, 6, 9, true, offset, 5);        // 12 bytes: 4-byte units
+    check_case(DType::BF16, 17, 3, 17, false, offset, 6);      // 6 bytes: 2-byte units
+    check_case(DType::U8, 17, 5, 17, false, offset, 7);        // 5 bytes: 1-byte units
+  }
+}
+
+TEST(CudaGatherRows, SeedRankRegroupSize) {
+  QUILL_REQUIRE_GPU();
+  check_case(DType::BF16, 12288, 4096, 12288, false, 0, 11);
+}
+
+TEST(CudaGatherRows, EmptyAndErrors) {
+  QUILL_REQUIRE_GPU();
+  const DeviceContext ctx = gpu_ctx();
+  Tensor src = test::to_device(Tensor::zeros({4, 8}, DType::F32), DType::BF16);
+  Tensor none = test::to_device(index_tensor({}), DType::I32);
+  Tensor out0 = test::to_device(Tensor::zeros({0, 8}, DType::F32), DType::BF16);
+  ops::gather_rows(ctx, src, none, out0);  // nothing to do, no launch
+  Tensor idx = test::to_device(index_tensor({0, 1}), DType::I32);
+  Tensor wrong = test::to_device(Tensor::zeros({3, 8}, DType::F32), DType::BF16);
+  test::expect_error([&] { ops::gather_rows(ctx, src, idx, wrong); }, "gather_rows: dst is");
+  test::expect_error([&] { ops::gather_rows(ctx, src, index_tensor({0, 1}), wrong.rows(0, 2)); },
+                     "gather_rows: index must be a CUDA tensor");
+}
+
+}  // namespace
+}  // namespace quill

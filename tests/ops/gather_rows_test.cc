@@ -1,0 +1,62 @@
+// CPU gather_rows (ops/cpu/gather_rows.cc): rows copied by index, any dtype; bad indexes and shapes
+// named in the error.
+#include "ops/gather_rows.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+const DeviceContext kCpu = DeviceContext::cpu();
+
+Tensor index_tensor(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(int32_t));
+  return t;
+}
+
+TEST(GatherRows, CopiesRowsByIndex) {
+  Tensor src = Tensor::empty({4, 3}, DType::F32);
+  for (int64_t i = 0; i < 12; ++i) src.data_as<float>()[i] = static_cast<float>(i);
+  Tensor dst = Tensor::zeros({5, 3}, DType::F32);
+  ops::gather_rows(kCpu, src, index_tensor({3, 0, 0, 2, 1}), dst);
+  const std::vector<float> want = {9, 10, 11, 0, 1, 2, 0, 1, 2, 6, 7, 8, 3, 4, 5};
+  EXPECT_EQ(std::vector<float>(dst.data_as<float>(), dst.data_as<float>() + 15), want);
+}
+
+TEST(GatherRows, AnyDtypeBitForBit) {
+  Tensor src = Tensor::empty({3, 2}, DType::I64);
+  for (int64_t i = 0; i < 6; ++i) src.data_as<int64_t>()[i] = (int64_t{1} << 40) + i;
+  Tensor dst = Tensor::zeros({2, 2}, DType::I64);
+  ops::gather_rows(kCpu, src, index_tensor({2, 1}), dst);
+  EXPECT_EQ(dst.data_as<int64_t>()[0], (int64_t{1} << 40) + 4);
+  EXPECT_EQ(dst.data_as<int64_t>()[3], (int64_t{1} << 40) + 3);
+}
+
+TEST(GatherRows, EmptyIndexWritesNothing) {
+  Tensor src = Tensor::zeros({2, 4}, DType::F32);
+  Tensor dst = Tensor::zeros({0, 4}, DType::F32);
+  ops::gather_rows(kCpu, src, index_tensor({}), dst);
+}
+
+TEST(GatherRows, ErrorsNameTheProblem) {
+  Tensor src = Tensor::zeros({2, 4}, DType::F32);
+  test::expect_error([&] { ops::gather_rows(kCpu, src, index_tensor({0, 2}), Tensor::zeros({2, 4}, DType::F32)); },
+                     "gather_rows: index[1] is 2, outside the 2 rows of src");
+  test::expect_error([&] { ops::gather_rows(kCpu, src, index_tensor({-1}), Tensor::zeros({1, 4}, DType::F32)); },
+                     "gather_rows: index[0] is -1");
+  test::expect_error([&] { ops::gather_rows(kCpu, src, index_tensor({0}), Tensor::zeros({1, 3}, DType::F32)); },
+                     "gather_rows: dst is F32[1, 3] cpu, expected [1, 4] F32");
+  test::expect_error([&] { ops::gather_rows(kCpu, src, index_tensor({0}), Tensor::zeros({1, 4}, DType::BF16)); },
+                     "gather_rows: dst is");
+  Tensor i64 = Tensor::zeros({1}, DType::I64);
+  test::expect_error([&] { ops::gather_rows(kCpu, src, i64, Tensor::zeros({1, 4}, DType::F32)); }, "index has dtype I64");
+}
+
+}  // namespace
+}  // namespace quill
