@@ -10,8 +10,9 @@
 # Back (one archive, the device tool returns few files): $OUT/seed-profile.tar.gz with BIN/CASE/ folders
 # (plan.txt, train.log, summary.json, collectives.json, metrics.jsonl, projection.json, op_profile_step2.txt)
 # and $OUT/seed-profile.txt, the log of the whole call.
+# Then, with the last binary only, AFTER_CASES ["first-bf16r"]: stage 0 with bf16 moments, no offload and recompute.
 # Environment: BINS ["quill-before quill"] (names under the bundle's bin/), CASES ["first-bf16o middle-bf16o
-# last-bf16o"], GROUPED [1], TESTS [1].
+# last-bf16o"], AFTER_CASES, GROUPED [1], TESTS [1].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 B=$PWD/build/gpu-bundle
@@ -33,6 +34,12 @@ for bin in $BINS; do
   Q=$B/bin/$bin OUT=$R/$bin GLOBAL_BATCH=16 STEPS=3 WARMUP=1 PROFILE_STEP=2 CASE_TIMEOUT=200 \
     bash scripts/gpu/seed-projection.sh $CASES
 done
+if [ -n "${AFTER_CASES-first-bf16r}" ]; then
+  echo "=== $bin: ${AFTER_CASES-first-bf16r}"
+  # shellcheck disable=SC2086
+  Q=$B/bin/$bin OUT=$R/$bin GLOBAL_BATCH=16 STEPS=3 WARMUP=1 CASE_TIMEOUT=200 \
+    bash scripts/gpu/seed-projection.sh ${AFTER_CASES-first-bf16r}
+fi
 if [ "${GROUPED:-1}" = 1 ] && [ -x "$B/bin/grouped_bench" ]; then
   echo "=== grouped_bench at a seed rank's shapes (32 local experts x 384 rows)"
   timeout 120 "$B/bin/grouped_bench" $(printf '384 %.0s' $(seq 32)) 2>&1

@@ -49,6 +49,9 @@ BF16=(--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --use-precision-aware-optimiz
 # bf16 moments alone leave the first stage 5.96 GiB over the H200 (quill plan, 2026-12-04): the smallest offload
 # that fits with them is 0.10 (the plan's own suggestion), case *-bf16o.
 BF16O=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.1 --overlap-cpu-optimizer-d2h-h2d)
+# bf16 moments, no offload, the first 4 layers of each stage recomputed: the fewest that fit stage 0 with room
+# (quill plan: block 3 leaves 0.7 GiB, block 4 3.5 GiB; issue 40), case *-bf16r.
+BF16R=("${BF16[@]}" --recompute-granularity full --recompute-method block --recompute-num-layers 4)
 {
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown); $(date -u +%FT%TZ)"
@@ -59,9 +62,9 @@ fi
 for c in "${cases[@]}"; do
   case $c in
     first-*) rank=0 ;; middle-*) rank=8 ;; last-*) rank=24 ;;
-    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o)"; continue ;;
+    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r)"; continue ;;
   esac
-  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *) mem=("${BF16[@]}") ;; esac
+  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;; *) mem=("${BF16[@]}") ;; esac
   d=$OUT/$c
   mkdir -p "$d"
   echo "== $c: world rank $rank, ${mem[*]}"

@@ -14,6 +14,7 @@
 #include "cli/layout_flags.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
+#include "cli/recompute_flags.h"
 #include "data/rows.h"
 #include "model/params.h"
 #include "plan/plan_report.h"
@@ -35,6 +36,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   static LayoutSpec layout;
   static OptimizerMemory memory;
   static OptimizerFlagNames names;
+  static RecomputeFlags recompute;
   cmd->add_option("recipe", recipe_path, "a recipe YAML (its layout, workload and offload), as quill run takes it");
   cmd->add_option("--config", config_path, "config.json (or a directory holding it)");
   cmd->add_option("--model-dir", model_dir, "with a recipe: the Hugging Face model directory (its config.json)");
@@ -47,6 +49,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
   add_layout_flags(cmd, layout);
   add_optimizer_flags(cmd, memory, names);
+  add_recompute_flags(cmd, recompute);
   cmd->add_option("--gpus-per-node", gpus_per_node, "GPUs per node, for the pinned host memory per node (default 8)");
   cmd->add_option("--host-memory", host_memory,
                   "memory of each node to check the startup host bytes against (pinned optimizer state and the "
@@ -100,6 +103,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
       }
       q.gpus_per_node = gpus_per_node;
       q.expert_rows_factor = expert_rows_factor;
+      q.recompute = recompute.resolve();
       int64_t memory_bytes = parse_device_memory(device_memory);
       if (memory_bytes < 0 && q.device == Device::CUDA) memory_bytes = plan::kH200MemoryBytes;
       const plan::MemoryPlan mp = plan::plan_memory(q);

@@ -17,6 +17,7 @@
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "cli/projection_report.h"
+#include "cli/recompute_flags.h"
 #ifdef QUILL_HAVE_CUDA
 #include <fmt/format.h>
 
@@ -206,6 +207,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
   cmd->add_flag("--moe-shared-expert-overlap", o.moe_shared_expert_overlap,
                 "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
+  static RecomputeFlags recompute;
+  add_recompute_flags(cmd, recompute);
   cmd->add_option("--replay-routing", o.replay_routing_file,
                   "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");
   auto* save_hf = cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
@@ -258,6 +261,13 @@ void add_train_command(CLI::App& app, Runner& run) {
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names))
         std::fprintf(stderr, "note: %s\n", line.c_str());
+      o.recompute = recompute.resolve();
+      // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take
+      // the next layer's.
+      QUILL_CHECK(!o.recompute.active() || o.simulate_routing.empty() || o.simulate_routing == "balanced",
+                  "--simulate-routing {} with --recompute-granularity full: a recorded routing follows the forward's "
+                  "count exchanges in order, and the recompute adds its own; use --simulate-routing balanced",
+                  o.simulate_routing);
       if (o.moe_shared_expert_overlap && layout.ep == 1)
         std::fprintf(stderr, "note: --moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): "
                              "there is no token exchange to overlap\n");

@@ -47,6 +47,7 @@ plan::PlanRequest plan_request_for(const TrainOptions& o, const InklingConfig& c
   q.device = device == "cuda" ? Device::CUDA : Device::CPU;
   q.optimizer = o.adam.memory;
   q.freeze = o.freeze_patterns;
+  q.recompute = o.recompute;
   return q;
 }
 

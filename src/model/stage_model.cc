@@ -57,6 +57,9 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
   ExpertParallel layer_ep = ep;
   layer_ep.overlap_shared_experts = options.shared_expert_overlap;
   for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, layer_ep);
+  group_of_layer_.assign(layers_.size(), {-1, -1});
+  for (const auto& [b, e] : recompute_groups(options.recompute, end_layer - first_layer))
+    for (int64_t i = b; i < e; ++i) group_of_layer_[static_cast<size_t>(i)] = {b, e};
   if (first_stage()) {
     embed_ = &params.at("model.llm.embed.weight");
     embed_norm_ = &params.at("model.llm.embed_norm.weight");
@@ -85,6 +88,7 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
                 mb.tokens[t], t, V);
   act = Activations{};
   act.backward = backward;
+  act.replay_topk = mb.replay_topk;
   Tensor h;
   if (first_stage()) {
     Tensor ids_host = Tensor::empty({T}, DType::I32);
@@ -116,6 +120,12 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
     if (layers_[i].is_moe()) {
       const Tensor& counts = act.layers[i].moe.counts_E;
       act.result.expert_tokens.emplace_back(counts.data_as<int64_t>(), counts.data_as<int64_t>() + counts.numel());
+    }
+    const auto [group_begin, group_end] = group_of_layer_[i];
+    if (group_begin >= 0) {  // recomputed: drop what the backward would read; the group's first keeps its input
+      const Tensor input = static_cast<size_t>(group_begin) == i ? act.layers[i].h_in : Tensor();
+      act.layers[i] = DecoderLayer::Saved{};
+      act.layers[i].h_in = input;
     }
   }
   if (!last_stage()) return h;
@@ -176,6 +186,16 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
   return Tensor();
 }
 
+void StageModel::recompute_group(Activations& act, size_t begin, size_t end) const {
+  Tensor h = act.layers[begin].h_in;
+  for (size_t i = begin; i < end; ++i) {
+    const size_t layer = static_cast<size_t>(first_layer_) + i;
+    const Tensor replay = act.replay_topk && layers_[i].is_moe() ? (*act.replay_topk)[layer] : Tensor();
+    h = layers_[i].forward(ctx_, h, act.layers[i], replay);
+  }
+  // The group's recomputed output is dropped here: the forward's own went on to the next layer.
+}
+
 Tensor StageModel::backward(Activations& act, const Tensor& dh_out) const {
   Tensor dh;
   if (last_stage()) {
@@ -189,6 +209,9 @@ Tensor StageModel::backward(Activations& act, const Tensor& dh_out) const {
     dh = dh_out;
   }
   for (size_t i = layers_.size(); i-- > 0;) {
+    const auto [group_begin, group_end] = group_of_layer_[i];
+    if (group_begin >= 0 && static_cast<size_t>(group_end) == i + 1)
+      recompute_group(act, static_cast<size_t>(group_begin), static_cast<size_t>(group_end));
     dh = layers_[i].backward(ctx_, act.layers[i], dh);
     act.layers[i] = DecoderLayer::Saved{};  // release the layer's activations as soon as they are used
   }

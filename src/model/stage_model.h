@@ -22,6 +22,7 @@
 #include "model/config.h"
 #include "model/decoder_layer.h"
 #include "model/params.h"
+#include "model/recompute.h"
 #include "ops/device_context.h"
 #include "parallel/expert_dispatch.h"
 #include "parallel/layout.h"
@@ -34,6 +35,8 @@ struct ModelOptions {
   bool loss_over_padded_vocab = false;
   // Megatron's --moe-shared-expert-overlap (parallel/expert_dispatch.h: ExpertParallel).
   bool shared_expert_overlap = false;
+  // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h).
+  RecomputeOptions recompute;
 };
 
 // One row (sequence) of T tokens. Targets: position t predicts tokens[t+1] with weight mask[t+1].
@@ -67,7 +70,10 @@ class StageModel {
     Tensor ids;                         // first stage
     Tensor emb, rstd_embed;             // first stage: the embedding rows and their norm statistics
     Tensor h_in;                        // other stages: the received hidden states
+    // Per layer; a recomputed layer keeps nothing until its backward recomputes it, except the first
+    // layer of its group, which keeps its input (h_in).
     std::vector<DecoderLayer::Saved> layers;
+    const std::vector<Tensor>* replay_topk = nullptr;  // the micro-batch's routing replay, for the recompute
     Tensor h_out, rstd_final, dhn;      // last stage: the final norm's input and statistics, dL/d(normed h)
     RowResult result;
     bool backward = false;              // the head's gradient was computed (last stage)
@@ -96,12 +102,19 @@ class StageModel {
   StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
              int64_t end_layer, const TensorParallel& tp, const ExpertParallel& ep, ModelOptions options);
 
+  // Recomputes the forward of the group [begin, end) of the stage's layers from the group's input, filling
+  // their activations (before the group's backward).
+  void recompute_group(Activations& act, size_t begin, size_t end) const;
+
   InklingConfig config_;
   DeviceContext ctx_;
   ModelOptions options_;
   int64_t first_layer_, end_layer_;
   TensorParallel tp_;
   std::vector<DecoderLayer> layers_;
+  // Per layer of the stage: the [begin, end) of its recomputed group, or begin == end == -1 when the layer
+  // keeps its activations (recompute_groups of options_.recompute).
+  std::vector<std::pair<int64_t, int64_t>> group_of_layer_;
   Param *embed_ = nullptr, *embed_norm_ = nullptr, *norm_ = nullptr, *unembed_ = nullptr;
 };
 

@@ -33,6 +33,9 @@ StageTrace::StageTrace(const InklingConfig& config, const TraceShape& shape, int
   // Sequence parallelism splits the rows, and the routed experts take each tensor-parallel rank's share of the tokens.
   QUILL_CHECK(tp_ == 1 || T_ % tp_ == 0, "the row's {} tokens do not divide over {} tensor-parallel ranks", T_, tp_);
   Tseq_ = sp_ ? T_ / tp_ : T_;
+  group_of_layer_.assign(static_cast<size_t>(end_ - first_), {-1, -1});
+  for (const auto& [b, e] : recompute_groups(shape.recompute, end_ - first_))
+    for (int64_t i = b; i < e; ++i) group_of_layer_[static_cast<size_t>(i)] = {b, e};
 }
 
 bool StageTrace::frozen(const std::string& name) const {
@@ -80,6 +83,12 @@ StageTrace::Id StageTrace::forward(Activations& act, Id h_in) {
   for (int64_t l = first_; l < end_; ++l) {
     Layer& saved = act.layers[static_cast<size_t>(l - first_)];
     h = decoder_forward(l, saved, h);
+    const auto [group_begin, group_end] = group_of_layer_[static_cast<size_t>(l - first_)];
+    if (group_begin >= 0) {  // recomputed: everything dropped but the group's input (layer 0's own, or act.kept's)
+      const bool keeps_input = group_begin == l - first_ && !(l == first_ && !first_stage());
+      for (size_t j = keeps_input ? 1 : 0; j < saved.saved.size(); ++j) mem_.free(saved.saved[j]);
+      saved.saved.resize(keeps_input ? 1 : 0);
+    }
     if (l + 1 < end_) act.layers[static_cast<size_t>(l + 1 - first_)].saved.push_back(h);  // the next layer's h_in
   }
   if (!last_stage()) {
@@ -147,6 +156,8 @@ StageTrace::Id StageTrace::backward(Activations& act, Id dh_out) {
     act.dhn = act.h_out = MemoryTrace::kNone;
   }
   for (int64_t l = end_; l-- > first_;) {
+    const auto [group_begin, group_end] = group_of_layer_[static_cast<size_t>(l - first_)];
+    if (group_begin >= 0 && group_end == l + 1 - first_) recompute_group(act, group_begin, group_end);
     const Id next = decoder_backward(l, dh);
     if (own) mem_.free(dh);
     dh = next;
@@ -163,6 +174,16 @@ StageTrace::Id StageTrace::backward(Activations& act, Id dh_out) {
   mem_.free(demb);
   mem_.free(dh);
   return MemoryTrace::kNone;
+}
+
+void StageTrace::recompute_group(Activations& act, int64_t begin, int64_t end) {
+  Id h = MemoryTrace::kNone;  // the input: layers[begin].saved[0], or act.kept's received rows (not freed here)
+  for (int64_t i = begin; i < end; ++i) {
+    Layer& saved = act.layers[static_cast<size_t>(i)];
+    if (i > begin) saved.saved.push_back(h);
+    h = decoder_forward(first_ + i, saved, h);
+  }
+  mem_.free(h);  // the recomputed output of the group's last layer
 }
 
 void StageTrace::release(Activations& act) {

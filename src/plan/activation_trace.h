@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/recompute.h"
 #include "plan/memory_trace.h"
 #include "tensor/dtype.h"
 
@@ -32,6 +33,9 @@ struct TraceShape {
   // Routed-expert rows a rank keeps for backward, relative to balanced routing (1: every rank
   // receives as many rows as it sends). The dispatch buffers are sized at the worst case anyway.
   double expert_rows_factor = 1.0;
+  // Full-layer recompute (model/recompute.h): a recomputed group keeps only its input until its
+  // backward, which first runs the group's forward again.
+  RecomputeOptions recompute;
 };
 
 class StageTrace {
@@ -78,6 +82,8 @@ class StageTrace {
   Id moe_forward(int64_t layer, Layer& saved);
   Id moe_backward(int64_t layer);
   void head_forward(Activations& act, Id h);
+  // StageModel::recompute_group: the group's forward again, from its input, before its backward.
+  void recompute_group(Activations& act, int64_t begin, int64_t end);
 
   // A gradient the op writes for a frozen parameter: a scratch tensor while the call runs.
   Id grad_scratch(const std::string& name, int64_t elements);
@@ -95,6 +101,7 @@ class StageTrace {
   int64_t T_, Tseq_, D_; // row tokens, residual rows per rank, hidden size
   int64_t tp_;
   bool sp_;
+  std::vector<std::pair<int64_t, int64_t>> group_of_layer_;  // per stage layer: its recomputed group, or {-1, -1}
 };
 
 }  // namespace quill::plan

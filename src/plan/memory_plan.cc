@@ -179,6 +179,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     shape.sequence_parallel = spec.sequence_parallel;
     shape.freeze = req.freeze;
     shape.expert_rows_factor = req.expert_rows_factor;
+    shape.recompute = req.recompute;
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/recompute.h"
 #include "optim/optimizer_memory.h"
 #include "parallel/layout_spec.h"
 #include "plan/memory_trace.h"
@@ -32,6 +33,7 @@ struct PlanRequest {
   std::vector<std::string> freeze;  // frozen parameter patterns (ParamTable::freeze)
   int gpus_per_node = 8;            // for the pinned host memory per node
   double expert_rows_factor = 1.0;  // saved routed-expert rows against balanced routing (EP > 1)
+  RecomputeOptions recompute;       // --recompute-granularity full ... (model/recompute.h)
 };
 
 // Modelled constants of what the device allocator does not count (docs/plan.md says where each

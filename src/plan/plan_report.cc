@@ -84,9 +84,10 @@ std::vector<Row> rows(const MemoryPlan& plan, int64_t device_memory) {
 std::string plan_table(const MemoryPlan& plan, int64_t device_memory) {
   const PlanRequest& q = plan.request;
   std::string out = fmt::format(
-      "memory plan: {} on {}, {} ranks; {}-token rows, global batch {} ({} micro-batches of one row per rank); {}\n",
+      "memory plan: {} on {}, {} ranks; {}-token rows, global batch {} ({} micro-batches of one row per rank); {}{}\n",
       q.config.source.empty() ? std::string("model") : q.config.source, q.device == Device::CUDA ? "cuda (bf16)" : "cpu (fp32)",
-      q.layout.world(), q.row_tokens, q.global_batch, q.global_batch / q.layout.dp, q.optimizer.describe());
+      q.layout.world(), q.row_tokens, q.global_batch, q.global_batch / q.layout.dp, q.optimizer.describe(),
+      q.recompute.active() ? "; recompute " + q.recompute.describe() : std::string());
   out += fmt::format("layout: {}\n", q.layout.describe());
   const std::vector<Row> table = rows(plan, device_memory);
   size_t label_w = 0;
@@ -126,6 +127,7 @@ nlohmann::json plan_json(const MemoryPlan& plan, int64_t device_memory) {
   j["row_tokens"] = q.row_tokens;
   j["global_batch"] = q.global_batch;
   j["optimizer"] = q.optimizer.describe();
+  j["recompute"] = q.recompute.describe();
   j["device_memory_bytes"] = device_memory;
   j["gpus_per_node"] = q.gpus_per_node;
   j["pinned_host_bytes_per_node"] = plan.pinned_host_per_node;
@@ -271,6 +273,31 @@ FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory) {
                                   found->first, moments, format_bytes(found->second)));
     else if (const std::optional<int64_t> all = replanned(r))
       fixes.push_back(fmt::format("even --optimizer-offload-fraction 1{} leaves {}", moments, format_bytes(*all)));
+  }
+  if (!q.recompute.active()) {
+    // Recompute: the fewest layers per stage (block) that fit, each one more forward per micro-batch.
+    int64_t most = 0;
+    for (const StagePlan& s : plan.stages) most = std::max(most, s.end_layer - s.first_layer);
+    PlanRequest r = q;
+    r.recompute.granularity = RecomputeOptions::Granularity::Full;
+    r.recompute.method = RecomputeOptions::Method::Block;
+    std::optional<std::pair<int64_t, int64_t>> found;
+    for (int64_t n = 1; n <= most && !found; ++n) {
+      r.recompute.num_layers = n;
+      const std::optional<int64_t> total = replanned(r);
+      if (total && *total <= device_memory) found = std::make_pair(n, *total);
+    }
+    if (found) {
+      fixes.push_back(fmt::format("--recompute-granularity full --recompute-method block --recompute-num-layers {}: fits "
+                                  "({}; the forward of {} layer{} per stage runs again in each micro-batch's backward)",
+                                  found->first, format_bytes(found->second), found->first, found->first == 1 ? "" : "s"));
+    } else {
+      r.recompute.method = RecomputeOptions::Method::Uniform;
+      r.recompute.num_layers = 1;
+      if (const std::optional<int64_t> all = replanned(r))
+        fixes.push_back(fmt::format("even --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+                                    "(every layer) leaves {}", format_bytes(*all)));
+    }
   }
   {  // more pipeline stages (an even split), more GPUs
     PlanRequest r = q;

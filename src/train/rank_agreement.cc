@@ -49,6 +49,7 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--freeze", joined(o.freeze_patterns)},
       {"--loss-vocab", o.loss_over_padded_vocab ? "padded" : "unpadded"},
       {"--moe-shared-expert-overlap", o.moe_shared_expert_overlap ? "on" : "off"},
+      {"--recompute-granularity", o.recompute.describe()},
       {"--resume", o.resume_dir.empty() ? "none" : "a checkpoint"},
       {"--stop-after", std::to_string(o.stop_after)},
       {"--save", o.save_dir.empty() ? "none" : "a directory"},

@@ -9,6 +9,7 @@
 
 #include "comm/step_mark.h"
 #include "io/hf_export.h"
+#include "model/recompute.h"
 #include "ops/device_context.h"
 
 #include "optim/adamw.h"
@@ -80,6 +81,9 @@ struct TrainOptions {
   // Megatron's --moe-shared-expert-overlap: under expert parallelism the shared experts compute while
   // the routed rows' exchange is in flight (forward and backward); the same results bit for bit.
   bool moe_shared_expert_overlap = false;
+  // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
+  // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
+  RecomputeOptions recompute;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and
   // spread (out_dir/summary.json); profile_step's ops are timed one by one (needs make_probe).
   int64_t warmup_steps = 0;

@@ -150,6 +150,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.lead = lead;
   result.simulated_rank = o.simulate_rank;
   result.world_size = layout.spec().world();
+  result.recompute = o.recompute.describe();
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
     return result;
@@ -196,6 +197,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
+  model_options.recompute = o.recompute;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction());
   lap("placement on the device");

@@ -52,6 +52,7 @@ struct TrainResult {
   std::vector<int64_t> peak_bytes_per_rank;
   int simulated_rank = -1;  // TrainOptions::simulate_rank: the loss and norms are not meaningful
   int world_size = 1;       // the layout's GPUs (ranks): tokens/s and MFU per GPU divide by it
+  std::string recompute = "none";  // TrainOptions::recompute, described (RecomputeOptions::describe)
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).

@@ -1,7 +1,7 @@
 // `quill plan` against `quill train` on the CPU: the plan's allocator peak of every rank's stage
 // equals the peak the training reports (summary.json's peak_device_bytes_per_rank) at one rank,
 // DP2, PP2, PP2 on the six-layer tiny, TP2, TP2 with SP, TP2 SP x PP2, DP2 with half the optimizer
-// state offloaded, and bf16 moments; and so does rank 0's optimizer state on the device; `quill train` refuses a layout that cannot fit
+// state offloaded, bf16 moments, and full-layer recompute (one rank, PP2, TP2 with SP); and so does rank 0's optimizer state on the device; `quill train` refuses a layout that cannot fit
 // --device-memory before writing anything, naming the categories and what would fit; the seed's
 // layout prints its four stages; bad flags are named.
 #include <gtest/gtest.h>
@@ -54,6 +54,12 @@ TEST(PlanCli, PredictsTheMeasuredCpuPeakOfEveryRank) {
       {"configs/tiny.json", "--tp 2 --sp --pp 2", 4, {0, 0, 1, 1}},
       {"configs/tiny.json", "--dp 2 --optimizer-cpu-offload --optimizer-offload-fraction 0.5", 2, {0, 0}},
       {"configs/tiny.json", "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16", 1, {0}},
+      // Recompute: a group keeps its input alone, and its backward runs its forward again first.
+      {"configs/tiny.json", "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1", 1, {0}},
+      {"tests/fixtures/configs/tiny6.json",
+       "--pp 2 --pp-layers 2,4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 3", 2, {0, 1}},
+      {"configs/tiny.json", "--tp 2 --sp --recompute-granularity full --recompute-method block --recompute-num-layers 2", 2,
+       {0, 0}},
   };
   int index = 0;
   for (const Case& c : cases) {

@@ -1,0 +1,40 @@
+// model/recompute.h: Megatron's layer groups per stage (uniform: consecutive groups of N, the last
+// shorter; block: the first N layers one by one) and the flag words.
+#include "model/recompute.h"
+
+#include <gtest/gtest.h>
+
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using Groups = std::vector<std::pair<int64_t, int64_t>>;
+
+TEST(Recompute, UniformGroupsCoverTheStageInGroupsOfN) {
+  EXPECT_EQ(recompute_groups(parse_recompute("full", "uniform", 1), 3), (Groups{{0, 1}, {1, 2}, {2, 3}}));
+  EXPECT_EQ(recompute_groups(parse_recompute("full", "uniform", 4), 10), (Groups{{0, 4}, {4, 8}, {8, 10}}));
+  EXPECT_EQ(recompute_groups(parse_recompute("full", "", 20), 10), (Groups{{0, 10}}));  // uniform by default
+}
+
+TEST(Recompute, BlockRecomputesTheFirstNLayersOneByOne) {
+  EXPECT_EQ(recompute_groups(parse_recompute("full", "block", 2), 10), (Groups{{0, 1}, {1, 2}}));
+  EXPECT_EQ(recompute_groups(parse_recompute("full", "block", 12), 3), (Groups{{0, 1}, {1, 2}, {2, 3}}));
+}
+
+TEST(Recompute, NoneRecomputesNothing) {
+  EXPECT_TRUE(recompute_groups(parse_recompute("", "", 1), 10).empty());
+  EXPECT_TRUE(recompute_groups(parse_recompute("none", "", 1), 10).empty());
+  EXPECT_EQ(parse_recompute("", "", 1).describe(), "none");
+  EXPECT_EQ(parse_recompute("full", "block", 3).describe(), "full block 3");
+}
+
+TEST(Recompute, BadWordsAreNamed) {
+  test::expect_error([] { parse_recompute("selective", "", 1); }, "--recompute-granularity selective");
+  test::expect_error([] { parse_recompute("full", "blocks", 1); }, "--recompute-method: 'blocks'");
+  test::expect_error([] { parse_recompute("full", "uniform", -2); }, "--recompute-num-layers -2");
+  test::expect_error([] { parse_recompute("", "uniform", 1); }, "needs --recompute-granularity full");
+}
+
+}  // namespace
+}  // namespace quill
