@@ -95,20 +95,7 @@ TEST(ExpertParallel, SharedExpertOverlapChangesNoBit) {
     expect_runs(under_mpirun(ranks) + kQuill + train + " " + layout + " --out " + plain + " --save " + plain + "/checkpoint");
     expect_runs(under_mpirun(ranks) + kQuill + train + " " + layout + " --moe-shared-expert-overlap --out " + overlap +
                 " --save " + overlap + "/checkpoint");
-    const auto a = read_metrics(plain), b = read_metrics(overlap);
-    ASSERT_EQ(a.size(), 3u);
-    ASSERT_EQ(b.size(), a.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i;
-      EXPECT_EQ(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>()) << "step " << i;
-      EXPECT_EQ(a[i]["expert_tokens"], b[i]["expert_tokens"]) << "step " << i;
-    }
-    std::map<std::string, quill::Tensor> ref;
-    for (auto& [name, t] : quill::checkpoint_values(plain + "/checkpoint")) ref[name] = t;
-    for (auto& [name, t] : quill::checkpoint_values(overlap + "/checkpoint")) {
-      ASSERT_TRUE(ref.count(name)) << name;
-      EXPECT_EQ(std::memcmp(ref[name].data(), t.data(), t.nbytes()), 0) << name << " differs";
-    }
+    quill::test::expect_runs_bit_identical(plain, overlap, 3);
   }
 }
 

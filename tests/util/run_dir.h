@@ -99,6 +99,26 @@ inline void expect_weights_match(const std::string& checkpoint, const std::map<s
   for (const auto& [name, t] : values) EXPECT_LE(relative_l2_f32(t, ref.at(name)), rel) << name;
 }
 
+// A performance path (an overlap, recompute) against the same run without it: as many steps, every
+// step's loss, gradient norm and expert counts equal, and every fp32 weight of the two runs'
+// OUT/checkpoint bit for bit.
+inline void expect_runs_bit_identical(const std::string& plain, const std::string& other, size_t steps) {
+  const auto a = read_metrics(plain), b = read_metrics(other);
+  ASSERT_EQ(a.size(), steps);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>()) << "step " << i;
+    EXPECT_EQ(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>()) << "step " << i;
+    EXPECT_EQ(a[i]["expert_tokens"], b[i]["expert_tokens"]) << "step " << i;
+  }
+  std::map<std::string, Tensor> ref;
+  for (auto& [name, t] : checkpoint_values(plain + "/checkpoint")) ref[name] = t;
+  for (auto& [name, t] : checkpoint_values(other + "/checkpoint")) {
+    ASSERT_TRUE(ref.count(name)) << name;
+    EXPECT_EQ(std::memcmp(ref[name].data(), t.data(), t.nbytes()), 0) << name << " differs";
+  }
+}
+
 // Two safetensors files with the same tensor names, each tensor's bytes identical (an export under a
 // layout against one rank's).
 inline void expect_same_tensor_bytes(const std::string& a_path, const std::string& b_path) {
