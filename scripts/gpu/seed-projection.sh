@@ -52,6 +52,14 @@ BF16O=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.1 --o
 # bf16 moments, no offload, the first 4 layers of each stage recomputed: the fewest that fit stage 0 with room
 # (quill plan: block 3 leaves 0.7 GiB, block 4 3.5 GiB; issue 40), case *-bf16r.
 BF16R=("${BF16[@]}" --recompute-granularity full --recompute-method block --recompute-num-layers 4)
+# On an 80 GB H100 (when no H200 comes): the whole optimizer state offloaded with bf16 moments, *-bf16f (stages
+# 1-3 fit; stage 0 does not); and every layer recomputed with offload 0.7, *-bf16ru (every stage fits). Give
+# DEVICE_MEMORY=140GiB to plan the layout's fit as on an H200 (quill train checks the whole layout's).
+BF16F=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 1.0 --overlap-cpu-optimizer-d2h-h2d)
+BF16RU=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d
+        --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+DEVICE_MEMORY_FLAG=()
+[ -n "${DEVICE_MEMORY:-}" ] && DEVICE_MEMORY_FLAG=(--device-memory "$DEVICE_MEMORY")
 {
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown); $(date -u +%FT%TZ)"
@@ -62,22 +70,23 @@ fi
 for c in "${cases[@]}"; do
   case $c in
     first-*) rank=0 ;; middle-*) rank=8 ;; last-*) rank=24 ;;
-    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r)"; continue ;;
+    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16f|bf16ru)"; continue ;;
   esac
-  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;; *) mem=("${BF16[@]}") ;; esac
+  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;;
+    *-bf16f) mem=("${BF16F[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
   d=$OUT/$c
   mkdir -p "$d"
   echo "== $c: world rank $rank, ${mem[*]}"
   # The plan first: what the rank needs, and whether quill train will refuse it (it checks the same plan).
   "$Q" plan --config "$CONFIG" --row-tokens "$ROW_TOKENS" --global-batch "$GLOBAL_BATCH" --device "$DEVICE" \
-    "${LAYOUT[@]}" "${mem[@]}" > "$d/plan.txt" 2>&1
+    "${LAYOUT[@]}" "${mem[@]}" "${DEVICE_MEMORY_FLAG[@]}" > "$d/plan.txt" 2>&1
   grep -E "^= device total|^fits|host: offloaded|does not fit" "$d/plan.txt"
   profile=()
   [ -n "$PROFILE_STEP" ] && profile=(--profile-step "$PROFILE_STEP")
   start=$(date +%s)
   timeout "$CASE_TIMEOUT" "$Q" train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "$STEPS" \
     --warmup-steps "$WARMUP" --global-batch "$GLOBAL_BATCH" "${OPTIM[@]}" "${LAYOUT[@]}" "${mem[@]}" \
-    --device "$DEVICE" --simulate-rank "$rank" --simulate-routing balanced "${profile[@]}" \
+    --device "$DEVICE" --simulate-rank "$rank" --simulate-routing balanced "${profile[@]}" "${DEVICE_MEMORY_FLAG[@]}" \
     --overwrite --out "$W/$c" < /dev/null > "$d/train.log" 2>&1
   rc=$?
   echo "$c: train rc $rc in $(( $(date +%s) - start )) s"
