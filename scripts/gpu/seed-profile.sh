@@ -11,8 +11,9 @@
 # (plan.txt, train.log, summary.json, collectives.json, metrics.jsonl, projection.json, op_profile_step2.txt)
 # and $OUT/seed-profile.txt, the log of the whole call.
 # Then, with the last binary only, AFTER_CASES ["first-bf16r"]: stage 0 with bf16 moments, no offload and recompute.
-# On an 80 GB H100 (no H200 to be had): H100=1 sets CASES="middle-bf16f last-bf16f", AFTER_CASES="first-bf16ru
-# middle-bf16ru" and DEVICE_MEMORY=140GiB (seed-projection.sh says why).
+# On an 80 GB H100 (no H200 to be had): H100=1 sets CASES="last-bf16h" (the last stage with the seed's offload,
+# as issue 40's first profile), AFTER_CASES="first-bf16ru middle-bf16ru" (every layer recomputed: each stage fits)
+# and DEVICE_MEMORY=140GiB (seed-projection.sh says why).
 # Environment: BINS ["quill-before quill"] (names under the bundle's bin/), CASES ["first-bf16o middle-bf16o
 # last-bf16o"], AFTER_CASES, GROUPED [1], TESTS [1].
 set -uo pipefail
@@ -21,7 +22,7 @@ B=$PWD/build/gpu-bundle
 export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
 BINS=${BINS:-"quill-before quill"}
 if [ "${H100:-0}" = 1 ]; then
-  CASES=${CASES:-"middle-bf16f last-bf16f"}
+  CASES=${CASES:-"last-bf16h"}
   AFTER_CASES=${AFTER_CASES-"first-bf16ru middle-bf16ru"}
   export DEVICE_MEMORY=${DEVICE_MEMORY:-140GiB}
 fi

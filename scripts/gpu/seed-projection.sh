@@ -56,6 +56,8 @@ BF16R=("${BF16[@]}" --recompute-granularity full --recompute-method block --reco
 # 1-3 fit; stage 0 does not); and every layer recomputed with offload 0.7, *-bf16ru (every stage fits). Give
 # DEVICE_MEMORY=140GiB to plan the layout's fit as on an H200 (quill train checks the whole layout's).
 BF16F=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 1.0 --overlap-cpu-optimizer-d2h-h2d)
+# bf16 moments with the seed's offload 0.7, *-bf16h: the last stage fits an H100 (issue 40's first profile).
+BF16H=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d)
 BF16RU=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d
         --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
 DEVICE_MEMORY_FLAG=()
@@ -70,10 +72,10 @@ fi
 for c in "${cases[@]}"; do
   case $c in
     first-*) rank=0 ;; middle-*) rank=8 ;; last-*) rank=24 ;;
-    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16f|bf16ru)"; continue ;;
+    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16f|bf16h|bf16ru)"; continue ;;
   esac
   case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;;
-    *-bf16f) mem=("${BF16F[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
+    *-bf16f) mem=("${BF16F[@]}") ;; *-bf16h) mem=("${BF16H[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
   d=$OUT/$c
   mkdir -p "$d"
   echo "== $c: world rank $rank, ${mem[*]}"
