@@ -45,7 +45,7 @@ done
 if [ -n "${AFTER_CASES-first-bf16r}" ]; then
   echo "=== $bin: ${AFTER_CASES-first-bf16r}"
   # shellcheck disable=SC2086
-  Q=$B/bin/$bin OUT=$R/$bin GLOBAL_BATCH=16 STEPS=3 WARMUP=1 CASE_TIMEOUT=200 \
+  Q=$B/bin/$bin OUT=$R/$bin GLOBAL_BATCH=16 STEPS=3 WARMUP=1 PROFILE_STEP=2 CASE_TIMEOUT=200 \
     bash scripts/gpu/seed-projection.sh ${AFTER_CASES-first-bf16r}
 fi
 if [ "${GROUPED:-1}" = 1 ] && [ -x "$B/bin/grouped_bench" ]; then
