@@ -73,11 +73,24 @@ std::vector<Tensor> routing_of_row(const SafetensorsFile& file, const InklingCon
     const std::string name = fmt::format("model.llm.layers.{}.mlp.gate.topk", i);
     QUILL_CHECK(file.contains(name), "{}: tensor {} missing", file.path(), name);
     const Tensor all = file.tensor(name);
-    QUILL_CHECK(all.dtype() == DType::I32 && all.ndim() == 2 && all.dim(0) >= (row + 1) * T,
-                "{}: {} is {}, too small for row {} of {} tokens", file.path(), name, all.describe(), row, T);
+    QUILL_CHECK(all.dtype() == DType::I32 && all.ndim() == 2 && all.dim(0) >= (row + 1) * T &&
+                    all.dim(1) == config.num_experts_per_tok,
+                "{}: {} is {}, not I32 [rows x {}, {}] with row {}", file.path(), name, all.describe(), T,
+                config.num_experts_per_tok, row);
     topk[static_cast<size_t>(i)] = all.rows(row * T, (row + 1) * T).clone();
   }
   return topk;
+}
+
+// A routing of routing_of_row on the context's device, as MicroBatch::replay_topk takes it.
+std::vector<Tensor> upload_routing(const DeviceContext& ctx, const std::vector<Tensor>& host) {
+  std::vector<Tensor> out(host.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (!host[i].defined()) continue;
+    out[i] = Tensor::empty(host[i].shape(), DType::I32, *ctx.allocator);
+    ops::transfer(ctx, host[i], out[i]);
+  }
+  return out;
 }
 
 // Token ids must lie in the real (unpadded) vocabulary: the padded rows of the tables are no tokens.
@@ -203,21 +216,15 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   lap("placement on the device");
   if (o.adam.memory.effective_fraction() > 0 && lead)
     for (const std::string& line : describe_offload(params)) note(lead, line);
-  // One stage: the whole model, a row at a time. Several: this rank's stage, run by the 1F1B table.
-  const bool pipelined = layout.spec().pp > 1;
-  std::unique_ptr<InklingModel> whole_model;
-  std::unique_ptr<StageModel> stage_model;
+  // This rank's stage (one stage: the whole model), run by the 1F1B table: with one stage F0 B0 F1 B1 ...,
+  // a row's forward and backward at a time.
   // The gradient dump (and the routing replay it comes with) runs on one rank or under data and expert
   // parallelism: the gradients are summed and gathered onto rank 0. Tensor parallelism routes each
   // rank's chunk of a row, pipelining runs micro-batches through stages; neither replays a row's routing yet.
   QUILL_CHECK(o.dump_grads_step < 0 || (layout.spec().tp == 1 && layout.spec().cp == 1 && layout.spec().pp == 1),
               "--dump-grads-step (and --replay-routing) under {}: only data and expert parallelism are supported "
               "(give --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1)", layout.spec().describe());
-  if (pipelined) {
-    stage_model = std::make_unique<StageModel>(config, params, ctx, layout, model_options);
-  } else {
-    whole_model = std::make_unique<InklingModel>(config, params, ctx, layout, model_options);
-  }
+  const StageModel stage_model(config, params, ctx, layout, model_options);
   lap("model");
   AdamW optimizer(params, o.adam, ctx, layout.world());
   lap("optimizer state");
@@ -272,7 +279,6 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.active_params = count_params(config).active;
   double run_time_s = 0;
   const int64_t T = rows.row_tokens();
-  std::vector<int32_t> tokens(static_cast<size_t>(T));
   try {
     for (int64_t step = first_step; step < last_step; ++step) {
       Timer step_timer;
@@ -291,39 +297,27 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       double loss_sum = 0;
       const int64_t share = o.global_batch / dp_size;
       const std::vector<int64_t> mine(batch.begin() + dp_rank * share, batch.begin() + (dp_rank + 1) * share);
-      std::unique_ptr<SafetensorsFile> replay;
-      if (step == o.dump_grads_step && !o.replay_routing_file.empty())
-        replay = std::make_unique<SafetensorsFile>(SafetensorsFile::open(o.replay_routing_file));
-      if (pipelined) {
-        // One micro-batch per row of this data-parallel rank's share.
-        std::vector<std::vector<int32_t>> ids(mine.size());
-        std::vector<MicroBatch> mbs;
-        for (size_t j = 0; j < mine.size(); ++j) {
-          const uint32_t* src = rows.tokens(mine[j]);
-          ids[j].assign(src, src + T);
-          mbs.push_back({ids[j].data(), rows.mask(mine[j]), T, grad_scale, nullptr});
-        }
-        const PipeSchedule schedule = one_f_one_b(layout.spec().pp, static_cast<int>(mbs.size()));
-        const PipelineStepResult pr =
-            run_pipeline_step(*stage_model, schedule, layout.coords().pp, layout.comm(GroupKind::PP), mbs, ctx,
-                              config.hidden_size);
-        loss_sum = pr.loss_sum;
-        m.expert_tokens = pr.expert_tokens;
+      // Routing replay at the dumped step: each micro-batch's expert choice from the file, on the device.
+      std::vector<std::vector<Tensor>> replays;
+      if (step == o.dump_grads_step && !o.replay_routing_file.empty()) {
+        const SafetensorsFile file = SafetensorsFile::open(o.replay_routing_file);
+        for (size_t j = 0; j < mine.size(); ++j)
+          replays.push_back(upload_routing(ctx, routing_of_row(file, config, dp_rank * share + static_cast<int64_t>(j), T)));
       }
-      for (size_t j = 0; !pipelined && j < mine.size(); ++j) {
-        const int64_t r = mine[j];
-        if (replay) whole_model->replay_routing(routing_of_row(*replay, config, dp_rank * share + j, T));
-        const uint32_t* src = rows.tokens(r);
-        for (int64_t i = 0; i < T; ++i) tokens[static_cast<size_t>(i)] = static_cast<int32_t>(src[i]);
-        RowResult rr = whole_model->train_row(tokens.data(), rows.mask(r), T, grad_scale);
-        loss_sum += rr.loss_sum;
-        if (m.expert_tokens.empty()) m.expert_tokens = rr.expert_tokens;
-        else
-          for (size_t l = 0; l < rr.expert_tokens.size(); ++l)
-            for (size_t e = 0; e < rr.expert_tokens[l].size(); ++e) m.expert_tokens[l][e] += rr.expert_tokens[l][e];
+      // One micro-batch per row of this data-parallel rank's share.
+      std::vector<std::vector<int32_t>> ids(mine.size());
+      std::vector<MicroBatch> mbs;
+      for (size_t j = 0; j < mine.size(); ++j) {
+        const uint32_t* src = rows.tokens(mine[j]);
+        ids[j].assign(src, src + T);
+        mbs.push_back({ids[j].data(), rows.mask(mine[j]), T, grad_scale, replays.empty() ? nullptr : &replays[j]});
       }
+      const PipeSchedule schedule = one_f_one_b(layout.spec().pp, static_cast<int>(mbs.size()));
+      const PipelineStepResult pr = run_pipeline_step(stage_model, schedule, layout.coords().pp,
+                                                      layout.comm(GroupKind::PP), mbs, ctx, config.hidden_size);
+      loss_sum = pr.loss_sum;
+      m.expert_tokens = pr.expert_tokens;
       settle_grads(params, ctx);
-      if (whole_model) whole_model->set_routing(InklingModel::Routing::Free);
       if (probe) probe->passes_done(step);
       m.passes_time_s = step_timer.seconds();
       m.tokens = T * o.global_batch;
