@@ -130,8 +130,8 @@ void add_tune_command(CLI::App& app, Runner& run) {
   cmd->add_option("--max-split-imbalance", max_imbalance,
                   "uneven pipeline splits: first and last stages within this many layers of the middle ones (default 3)");
   cmd->add_option("--compute-rates", rates_path, "JSON object overriding the modelled compute rates (docs/tune.md)");
-  cmd->add_option("--compare", compare, "a recipe whose layout and offload to project and place in the ranking "
-                                        "(repeatable)");
+  cmd->add_option("--compare", compare, "a recipe whose layout, offload and recompute to project and place in the "
+                                        "ranking (repeatable)");
   cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales; default) | none");
   add_device_memory_flag(cmd, device_memory);
@@ -243,7 +243,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
       std::optional<MeasureResult> measured;
       if (measuring) measured = measure_candidates(ranked, rq, mo);
 
-      // --compare: each recipe's layout and offload, projected, with the place it would take.
+      // --compare: each recipe's layout, offload and recompute, projected, with the place it would take.
       struct Compared {
         std::string path;
         tune::RankedLayout r;
@@ -262,11 +262,19 @@ void add_tune_command(CLI::App& app, Runner& run) {
           c.optimizer.offload_fraction = *recipe.layout.offload->optimizer_fraction;
           c.optimizer.overlap_d2h_h2d = recipe.layout.offload->overlap_d2h_h2d.value_or(false);
         }
+        if (const std::optional<Recompute>& rc = recipe.layout.recompute) {
+          try {
+            c.recompute = parse_recompute(rc->granularity, rc->method.value_or(""), rc->num_layers.value_or(1));
+          } catch (const Error& e) {
+            QUILL_FAIL("--compare {}: layout.recompute: {}", path, e.what());
+          }
+        }
         QUILL_CHECK(c.layout.world() == gpus, "--compare {}: its layout has {} ranks, --gpus is {}", path,
                     c.layout.world(), gpus);
         plan::PlanRequest pr;
         pr.config = q.config, pr.layout = c.layout, pr.row_tokens = row_tokens, pr.global_batch = global_batch;
         pr.optimizer = c.optimizer, pr.gpus_per_node = q.gpus_per_node, pr.freeze = q.freeze, pr.device = q.device;
+        pr.recompute = c.recompute;
         const plan::MemoryPlan mp = plan::plan_memory(pr);
         for (const plan::StagePlan& s : mp.stages) {
           c.stage_device_bytes.push_back(s.device_total());

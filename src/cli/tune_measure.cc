@@ -53,13 +53,18 @@ RowsSpec rows_spec(int64_t row_tokens, int64_t global_batch) {
 std::string slug(const tune::Candidate& c) {
   const LayoutSpec& l = c.layout;
   const std::string split = l.pp_layers.empty() ? "" : fmt::format("_{}", fmt::join(l.pp_layers, "-"));
-  return fmt::format("tp{}{}-pp{}{}-ep{}-dp{}-off{:.1f}{}", l.tp, l.sequence_parallel && l.tp > 1 ? "sp" : "", l.pp,
+  const RecomputeOptions& r = c.recompute;
+  const std::string recompute =
+      r.active() ? fmt::format("-r{}{}", tune::recompute_method_name(r)[0], r.num_layers) : "";  // "-rb4"
+  return fmt::format("tp{}{}-pp{}{}-ep{}-dp{}-off{:.1f}{}{}", l.tp, l.sequence_parallel && l.tp > 1 ? "sp" : "", l.pp,
                      split, l.ep, l.dp, c.optimizer.effective_fraction(),
-                     c.optimizer.exp_avg == DType::BF16 || c.optimizer.exp_avg_sq == DType::BF16 ? "-bf16" : "");
+                     c.optimizer.exp_avg == DType::BF16 || c.optimizer.exp_avg_sq == DType::BF16 ? "-bf16" : "",
+                     recompute);
 }
 
+
 // The flags of `quill train --simulate-rank` for `rank` of the candidate: exactly its layout, its
-// optimizer memory, the workload, the tuner's frozen patterns (whole: no preset added).
+// optimizer memory, its recompute, the workload, the tuner's frozen patterns (whole: no preset added).
 std::vector<std::string> train_flags(const tune::Candidate& c, int rank, const tune::RankRequest& q,
                                      const MeasureOptions& o) {
   const LayoutSpec& l = c.layout;
@@ -76,6 +81,8 @@ std::vector<std::string> train_flags(const tune::Candidate& c, int rank, const t
   }
   f.insert(f.end(), {"--exp-avg-dtype", optimizer_dtype_name(m.exp_avg), "--exp-avg-sq-dtype",
                      optimizer_dtype_name(m.exp_avg_sq), "--main-grads-dtype", optimizer_dtype_name(m.main_grads)});
+  const std::vector<std::string> recompute = tune::recompute_flags(c.recompute);
+  f.insert(f.end(), recompute.begin(), recompute.end());
   f.insert(f.end(), {"--freeze-preset", "none"});
   for (const std::string& p : q.freeze) f.insert(f.end(), {"--freeze", p});
   f.insert(f.end(), {"--device", o.device});
@@ -376,14 +383,14 @@ std::string measure_text(const MeasureResult& r) {
     if (c.status == "measured") continue;
     if (!header) t += "not in the measured ranking:\n", header = true;
     t += fmt::format("  modelled rank {} {} ({}): {}: {}\n", c.modelled_rank, c.modelled.candidate.layout.describe(),
-                     optimizer_text(c.modelled.candidate.optimizer), c.status == "failed" ? "FAILED" : "incomplete",
+                     memory_settings_text(c.modelled.candidate), c.status == "failed" ? "FAILED" : "incomplete",
                      c.reason);
   }
   t += "per stage: compute ms per micro-batch (passes) and per step (optimizer), modelled vs measured (ratio: measured / "
        "modelled); memory: the plan's allocator peak and device total vs the run's allocator peak\n";
   for (const MeasuredCandidate& c : r.candidates) {
     t += fmt::format("  modelled rank {}: {} ({}), {}\n", c.modelled_rank, c.modelled.candidate.layout.describe(),
-                     optimizer_text(c.modelled.candidate.optimizer), c.status);
+                     memory_settings_text(c.modelled.candidate), c.status);
     t += fmt::format("    {:>5} {:>5} {:<11} {:<10} {:>12} {:>12} {:>7} {:>12} {:>12} {:>7} {:>12} {:>12} {:>12}  {}\n",
                      "stage", "rank", "role", "run", "passes mod", "measured", "ratio", "optim mod", "measured", "ratio",
                      "plan peak", "plan total", "run peak", "directory");
@@ -466,6 +473,7 @@ nlohmann::json measure_json(const MeasureResult& r) {
     nlohmann::json e = {{"modelled_rank", c.modelled_rank},
                         {"layout", c.modelled.candidate.layout.describe()},
                         {"optimizer", optimizer_text(c.modelled.candidate.optimizer)},
+                        {"recompute", c.modelled.candidate.recompute.describe()},
                         {"status", c.status},
                         {"modelled_tokens_per_s_per_gpu", c.modelled.tokens_per_s_per_gpu},
                         {"runs", runs}};

@@ -41,6 +41,15 @@ std::string optimizer_text(const OptimizerMemory& m) {
   return s;
 }
 
+std::string recompute_text(const RecomputeOptions& r) {
+  return r.active() ? fmt::format("{} {}", tune::recompute_method_name(r), r.num_layers) : "none";
+}
+
+std::string memory_settings_text(const tune::Candidate& c) {
+  const std::string o = optimizer_text(c.optimizer);
+  return c.recompute.active() ? o + ", recompute " + recompute_text(c.recompute) : o;
+}
+
 std::string compute_source_text(const tune::RankedLayout& r) {
   if (!r.measured()) return "modelled";
   const std::string measured = stage_list(r, "measured"), scaled = stage_list(r, "scaled"),
@@ -52,14 +61,16 @@ std::string compute_source_text(const tune::RankedLayout& r) {
 }
 
 std::string ranked_header(bool compute_column) {
-  return fmt::format("{:>4}  {:<44} {:<22} {:<36} {}{:>8} {:>10} {:>7} {:>8} {}\n", "rank", "layout", "optimizer",
-                     "peak GiB by stage (plan)", compute_column ? fmt::format("{:<34} ", "compute") : "", "step s",
-                     "tok/s/GPU", "MFU", "$/M tok", "bounded by");
+  return fmt::format("{:>4}  {:<44} {:<22} {:<10} {:<36} {}{:>8} {:>10} {:>7} {:>8} {}\n", "rank", "layout",
+                     "optimizer", "recompute", "peak GiB by stage (plan)",
+                     compute_column ? fmt::format("{:<34} ", "compute") : "", "step s", "tok/s/GPU", "MFU", "$/M tok",
+                     "bounded by");
 }
 
 std::string ranked_row(const tune::RankedLayout& r, int rank, bool compute_column) {
-  return fmt::format("{:>4}  {:<44} {:<22} {:<36} {}{:>8.3f} {:>10.1f} {:>6.2f}% {:>8} {}\n", rank,
-                     r.candidate.layout.describe(), optimizer_text(r.candidate.optimizer), peaks_by_role(r.candidate),
+  return fmt::format("{:>4}  {:<44} {:<22} {:<10} {:<36} {}{:>8.3f} {:>10.1f} {:>6.2f}% {:>8} {}\n", rank,
+                     r.candidate.layout.describe(), optimizer_text(r.candidate.optimizer),
+                     recompute_text(r.candidate.recompute), peaks_by_role(r.candidate),
                      compute_column ? fmt::format("{:<34} ", compute_source_text(r)) : "", r.step_s,
                      r.tokens_per_s_per_gpu, 100 * r.mfu,
                      r.usd_per_million_tokens ? fmt::format("{:.3f}", *r.usd_per_million_tokens) : "-",
@@ -75,6 +86,7 @@ nlohmann::json ranked_json(const tune::RankedLayout& r, int rank) {
   j["split"] = r.candidate.split;
   j["offload_fraction"] = r.candidate.optimizer.effective_fraction();
   j["bf16_moments"] = r.candidate.optimizer.exp_avg == DType::BF16;
+  j["recompute"] = r.candidate.recompute.describe();
   j["compute_source"] = r.measured() ? "measured" : "modelled";
   j["compute"] = compute_source_text(r);
   j["comm_source"] = "modelled";

@@ -12,6 +12,9 @@ namespace quill::cli {
 
 std::string gib_text(int64_t bytes);                       // "126.5" (GiB, one decimal)
 std::string optimizer_text(const OptimizerMemory& memory); // "offload 0.1, bf16 moments"
+std::string recompute_text(const RecomputeOptions& recompute);  // "none", "block 3", "uniform 1"
+// What the candidate does to fit besides its layout: "offload 0, bf16 moments, recompute block 3".
+std::string memory_settings_text(const tune::Candidate& candidate);
 // "modelled", or "measured (stages 0,1,3; 2 scaled)".
 std::string compute_source_text(const tune::RankedLayout& ranked);
 
@@ -19,7 +22,7 @@ std::string compute_source_text(const tune::RankedLayout& ranked);
 std::string ranked_header(bool compute_column);
 std::string ranked_row(const tune::RankedLayout& ranked, int rank, bool compute_column);
 
-// The JSON entry: the layout, its optimizer memory, per stage the plan's peaks, the projected times and
+// The JSON entry: the layout, its optimizer memory and recompute, per stage the plan's peaks, the projected times and
 // the compute's source, the step, tokens/s/GPU, MFU, $/M tokens, what bounds it.
 nlohmann::json ranked_json(const tune::RankedLayout& ranked, int rank);
 

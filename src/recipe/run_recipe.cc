@@ -168,6 +168,17 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   // miles trains over the padded vocabulary (recipes-and-measurement.md §3).
   plan.train.loss_over_padded_vocab = recipe.run.find("miles") != std::string::npos;
   plan.train.moe_shared_expert_overlap = static_cast<bool>(check.flags.find("moe-shared-expert-overlap"));
+  // Activation recompute: the recipe's layout.recompute, what the run did. The seed's flags ask for it while
+  // its layout says none (its Megatron tooling ignored the flags for Inkling): the layout wins, with a note.
+  if (l.recompute) {
+    plan.train.recompute =
+        parse_recompute(l.recompute->granularity, l.recompute->method.value_or(""), l.recompute->num_layers.value_or(1));
+    plan.notes.push_back("activation recompute: " + plan.train.recompute.describe() + " (layout.recompute)");
+  } else if (const std::string g = flag_value(check.flags, "recompute-granularity"); !g.empty() && g != "none") {
+    plan.notes.push_back(fmt::format("the run's flags ask --recompute-granularity {} but layout.recompute is none: quill "
+                                     "follows the layout and recomputes nothing (give layout.recompute to recompute)",
+                                     g));
+  }
   plan.train.out_dir = o.out_dir;
   // A benchmark writes no training checkpoint unless asked: Megatron's --save-interval in the run
   // flags or on the command line (checkpoints then go to OUT/checkpoint; `--save` is OUT itself here).

@@ -82,10 +82,43 @@ namespace {
 
 int64_t dtype_bytes(DType d) { return static_cast<int64_t>(dtype_size(d)); }
 
+// One layer's forward on the rank per micro-batch: its GEMMs' FLOPs by kind (the rates differ) and its
+// attention's seconds, forward and backward (the rates differ by layer type).
+struct LayerWork {
+  double dense = 0, grouped = 0;
+  double attention_fwd_s = 0, attention_bwd_s = 0, attention_flops = 0;  // flops: forward and backward
+};
+
+LayerWork layer_work(const InklingConfig& c, int64_t i, int64_t row_tokens, double tp, const ComputeRates& rates) {
+  const double T = static_cast<double>(row_tokens), D = static_cast<double>(c.hidden_size), Tc = T / tp;
+  const double H = static_cast<double>(c.heads(i)) / tp, G = static_cast<double>(c.kv_heads(i)) / tp;
+  const double d = static_cast<double>(c.layer_head_dim(i)), R = static_cast<double>(c.d_rel);
+  LayerWork w;
+  w.dense = 2 * T * D * (H * d + 2 * G * d + H * R) + 2 * T * H * d * D;  // q, k, v, relative; out
+  const double core = 4 * attention_pairs(row_tokens, c.window(i)) * H * d;
+  const bool local = c.is_local(i);
+  const double fwd_tflops = local ? rates.attention_local_fwd_tflops : rates.attention_global_fwd_tflops;
+  const double bwd_tflops = local ? rates.attention_local_bwd_tflops : rates.attention_global_bwd_tflops;
+  w.attention_fwd_s = core / (fwd_tflops * 1e12);
+  w.attention_bwd_s = 2.5 * core / (bwd_tflops * 1e12);
+  w.attention_flops = 3.5 * core;
+  if (!c.is_moe(i)) {
+    const double F = static_cast<double>(c.dense_intermediate_size) / tp;
+    w.dense += 2 * T * D * 2 * F + 2 * T * F * D;
+  } else {
+    const double E = static_cast<double>(c.n_routed_experts), S = static_cast<double>(c.n_shared_experts);
+    const double F = static_cast<double>(c.moe_intermediate_size);
+    w.dense += 2 * Tc * D * (E + S);                                           // the router's gate, on the rank's chunk
+    w.grouped += 6 * Tc * static_cast<double>(c.num_experts_per_tok) * D * F;  // T/tp x top_k rows, w13 and w2
+    w.dense += S * 6 * T * D * (F / tp);                                       // the shared experts over all positions
+  }
+  return w;
+}
+
 }  // namespace
 
 RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int rank, const LedgerWorkload& w,
-                         const OptimizerMemory& opt, const ComputeRates& rates) {
+                         const OptimizerMemory& opt, const ComputeRates& rates, const RecomputeOptions& recompute) {
   const Grid grid(spec.world(), spec);
   const GridCoords at = grid.coords(rank);
   const std::vector<int64_t> stages = resolve_stage_layers(spec, c.num_layers);
@@ -101,27 +134,14 @@ RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int ran
   const bool last = at.pp == spec.pp - 1;
 
   // Per micro-batch, forward FLOPs by kind.
+  std::vector<LayerWork> work;
   double dense = 0, grouped = 0, head = 0;
   double attn_s_fwd = 0, attn_s_bwd = 0, attn_flops = 0;
   for (int64_t i = first; i < end; ++i) {
-    const double H = static_cast<double>(c.heads(i)) / tp, G = static_cast<double>(c.kv_heads(i)) / tp;
-    const double d = static_cast<double>(c.layer_head_dim(i)), R = static_cast<double>(c.d_rel);
-    dense += 2 * T * D * (H * d + 2 * G * d + H * R) + 2 * T * H * d * D;  // q, k, v, relative; out
-    const double core = 4 * attention_pairs(w.row_tokens, c.window(i)) * H * d;
-    const bool local = c.is_local(i);
-    attn_s_fwd += core / ((local ? rates.attention_local_fwd_tflops : rates.attention_global_fwd_tflops) * 1e12);
-    attn_s_bwd += 2.5 * core / ((local ? rates.attention_local_bwd_tflops : rates.attention_global_bwd_tflops) * 1e12);
-    attn_flops += 3.5 * core;
-    if (!c.is_moe(i)) {
-      const double F = static_cast<double>(c.dense_intermediate_size) / tp;
-      dense += 2 * T * D * 2 * F + 2 * T * F * D;
-    } else {
-      const double E = static_cast<double>(c.n_routed_experts), S = static_cast<double>(c.n_shared_experts);
-      const double F = static_cast<double>(c.moe_intermediate_size);
-      dense += 2 * Tc * D * (E + S);                                 // the router's gate, on the rank's chunk
-      grouped += 6 * Tc * static_cast<double>(c.num_experts_per_tok) * D * F;  // T/tp x top_k rows, w13 and w2
-      dense += S * 6 * T * D * (F / tp);                              // the shared experts over all positions
-    }
+    work.push_back(layer_work(c, i, w.row_tokens, tp, rates));
+    const LayerWork& x = work.back();
+    dense += x.dense, grouped += x.grouped;
+    attn_s_fwd += x.attention_fwd_s, attn_s_bwd += x.attention_bwd_s, attn_flops += x.attention_flops;
   }
   if (last) head = 2 * T * D * static_cast<double>(c.vocab_size) / tp;
   // Balanced routing: the rank's T/tp x top_k rows of a MoE layer over its E/ep local experts.
@@ -143,12 +163,24 @@ RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int ran
   // (model/stage_model.cc: each chunk's logits gradient is consumed at once).
   out.forward_s = (dense_s + grouped_s) + attn_s_fwd + memory_s / 3 + 3 * head_s + loss_s;
   out.backward_s = 2 * (dense_s + grouped_s) + attn_s_bwd + 2 * memory_s / 3;
+  // Recompute: a recomputed layer's forward runs again right before its backward (model/stage_model.cc),
+  // each layer its own GEMMs and attention and an even share of the forward's memory-bound ops. Not in
+  // flops_per_micro_batch: that is the model's useful work (the MFU counts 6N per token).
+  double recompute_s = 0;
+  for (const auto& [b, e] : recompute_groups(recompute, end - first))
+    for (int64_t i = b; i < e; ++i) {
+      const LayerWork& x = work[static_cast<size_t>(i)];
+      recompute_s += x.dense / (rates.dense_gemm_tflops * 1e12) + x.grouped / (grouped_tflops * 1e12) +
+                     x.attention_fwd_s + memory_s / 3 / layers;
+    }
+  out.backward_s += recompute_s;
   out.flops_per_micro_batch = 3 * (dense + grouped + head) + attn_flops;
   const double md = static_cast<double>(m);
   out.parts = {{"dense GEMMs", 3 * dense_s * md},
                {"expert GEMMs", 3 * grouped_s * md},
                {"attention", (attn_s_fwd + attn_s_bwd) * md},
                {"memory-bound ops", memory_s * md}};
+  if (recompute_s > 0) out.parts.push_back({"recompute (forward again)", recompute_s * md});
   if (last) out.parts.push_back({"LM head and loss", (3 * head_s + loss_s) * md});
 
   // The optimizer step on the rank's shards (optim/adamw.cc): the device update of the part kept on the

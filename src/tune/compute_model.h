@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/recompute.h"
 #include "optim/optimizer_memory.h"
 #include "parallel/layout_spec.h"
 #include "tune/ledger_model.h"
@@ -57,7 +58,7 @@ double grouped_rate_factor(const ComputeRates& rates, double rows);
 struct RankCompute {
   double forward_s = 0, backward_s = 0;  // per micro-batch
   double optimizer_s = 0;                // per step
-  double flops_per_micro_batch = 0;      // forward + backward, every GEMM and the attention
+  double flops_per_micro_batch = 0;      // forward + backward, every GEMM and the attention (no recompute)
   struct Part {
     std::string what;
     double seconds = 0;  // per step
@@ -67,9 +68,12 @@ struct RankCompute {
 
 // `world_rank`'s compute for `workload` (device CUDA: the GPU's dtypes) with `optimizer`'s offload and
 // moment dtypes. Under expert parallelism the routed rows are balanced (each rank computes T/tp x top_k
-// rows per MoE layer, whatever ep is).
+// rows per MoE layer, whatever ep is). With `recompute`, each recomputed layer of the rank's stage
+// (recompute_groups) adds its forward to backward_s and a part "recompute (forward again)"; the FLOPs
+// stay the model's.
 RankCompute rank_compute(const InklingConfig& config, const LayoutSpec& spec, int world_rank,
-                         const LedgerWorkload& workload, const OptimizerMemory& optimizer, const ComputeRates& rates);
+                         const LedgerWorkload& workload, const OptimizerMemory& optimizer, const ComputeRates& rates,
+                         const RecomputeOptions& recompute = {});
 
 // (query, key) pairs of a causal attention over T positions with window W (0: none), as the profiler counts.
 double attention_pairs(int64_t T, int64_t window);

@@ -1,6 +1,7 @@
 #include "tune/emit_recipe.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <numeric>
 
@@ -23,11 +24,21 @@ std::string label_of(const LayoutSpec& s) {
   return l + fmt::format(" EP{} DP{}", s.ep, s.dp);
 }
 
+// The summary's words for the candidate's recompute.
+std::string recompute_prose(const RecomputeOptions& r) {
+  if (!r.active()) return "no recompute";
+  if (r.method == RecomputeOptions::Method::Block)
+    return fmt::format("full recompute of the first {} layer{} of each stage (block)", r.num_layers,
+                       r.num_layers == 1 ? "" : "s");
+  return fmt::format("full recompute of every layer in groups of {} (uniform)", r.num_layers);
+}
+
 }  // namespace
 
 Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
   const LayoutSpec& s = chosen.candidate.layout;
   const OptimizerMemory& opt = chosen.candidate.optimizer;
+  const RecomputeOptions& recompute = chosen.candidate.recompute;
   Recipe r;
   r.schema_version = 1;
   r.model = q.model;
@@ -48,12 +59,14 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
   if (!s.pp_layers.empty()) l.layer_split = LayerSplit{s.pp_layers.front(), s.pp_layers.back()};
   l.rows_per_microbatch = 1;
   if (opt.effective_fraction() > 0) l.offload = Offload{opt.offload_fraction, opt.overlap_d2h_h2d};
+  if (recompute.active()) l.recompute = Recompute{"full", recompute_method_name(recompute), recompute.num_layers};
   l.dispatcher = "alltoall";
   const bool bf16_moments = opt.exp_avg == DType::BF16 || opt.exp_avg_sq == DType::BF16;
   l.summary = fmt::format(
-      "TP {}{}, PP {} ({}), CP 1, EP {}, ETP 1, DP {}; one {}-token row per microbatch; no recompute; {}; {}distributed "
+      "TP {}{}, PP {} ({}), CP 1, EP {}, ETP 1, DP {}; one {}-token row per microbatch; {}; {}; {}distributed "
       "optimizer; alltoall dispatcher. Chosen by quill tune: projected {:.1f} tokens/s/GPU ({})",
       s.tp, l.sequence_parallel ? " with sequence parallel" : "", s.pp, chosen.candidate.split, s.ep, s.dp, q.row_tokens,
+      recompute_prose(recompute),
       opt.effective_fraction() > 0 ? fmt::format("CPU optimizer offload of {:.0f}% with overlapped copies",
                                                  100 * opt.offload_fraction)
                                    : "the optimizer on the GPU",
@@ -66,6 +79,7 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
     flags += fmt::format(" --decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}",
                          *l.layer_split->first, *l.layer_split->last);
   flags += fmt::format(" \\\n    --expert-model-parallel-size {} --expert-tensor-parallel-size 1 --use-distributed-optimizer", s.ep);
+  if (recompute.active()) flags += fmt::format(" \\\n    {}", fmt::join(recompute_flags(recompute), " "));
   if (l.offload)
     flags += fmt::format(" \\\n    --optimizer-cpu-offload --optimizer-offload-fraction {}{}", opt.offload_fraction,
                          opt.overlap_d2h_h2d ? " --overlap-cpu-optimizer-d2h-h2d" : "");

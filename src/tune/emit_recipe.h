@@ -20,7 +20,7 @@ struct EmitRequest {
 };
 
 // The recipe: status "proposed", the layout block (label, summary with the projected figures, the split
-// as layer_split first/last, offload), the run block `quill run` reads (the layout's flags, the seed's
+// as layer_split first/last, offload, recompute), the run block `quill run` reads (the layout's flags, the seed's
 // optimizer and schedule, which the notes say to review) and the projected figures in the notes (not in
 // `result`: nothing is measured yet).
 Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& request);

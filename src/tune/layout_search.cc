@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <functional>
+#include <optional>
+#include <utility>
 
 #include "base/error.h"
+#include "parallel/layout.h"
 #include "parallel/stage_split.h"
 #include "plan/memory_plan.h"
 #include "plan/plan_report.h"
@@ -40,7 +44,73 @@ OptimizerMemory optimizer_at(double fraction, bool bf16_moments) {
   return m;
 }
 
+RecomputeOptions block_recompute(int64_t layers) {
+  RecomputeOptions o;
+  o.granularity = RecomputeOptions::Granularity::Full;
+  o.method = RecomputeOptions::Method::Block;
+  o.num_layers = layers;
+  return o;
+}
+
+// The smallest --recompute-method block --recompute-num-layers N (1 to `most`, the largest stage's layers)
+// whose plan fits the device, with that plan; none when even N = `most` (every layer) does not. Each
+// recomputed layer costs a forward per micro-batch, so the fewest that fit. Device bytes do not grow with N
+// (one more recomputed layer keeps only its input): N = `most` first, whose one plan says when no N fits
+// (most layouts that need offload), then a binary search below it.
+std::optional<std::pair<RecomputeOptions, plan::MemoryPlan>> smallest_fitting_block(
+    const std::function<plan::MemoryPlan(const RecomputeOptions&)>& plan_with, int64_t most, int64_t device_memory) {
+  plan::MemoryPlan best = plan_with(block_recompute(most));
+  if (best.largest().device_total() > device_memory) return std::nullopt;
+  int64_t a = 1, fit = most;
+  while (a < fit) {
+    const int64_t mid = (a + fit) / 2;
+    plan::MemoryPlan m = plan_with(block_recompute(mid));
+    if (m.largest().device_total() <= device_memory) {
+      best = std::move(m);
+      fit = mid;
+    } else {
+      a = mid + 1;
+    }
+  }
+  return std::make_pair(block_recompute(fit), std::move(best));
+}
+
+// Why a node cannot start the plan's ranks in `host_memory` as quill train checks it; empty when they
+// all can (or host_memory is 0: not checked).
+std::string host_problem(const plan::MemoryPlan& plan, int64_t host_memory) {
+  if (host_memory <= 0) return "";
+  const std::vector<plan::FitVerdict> nodes = plan::check_nodes_host_fit(plan, host_memory);
+  for (size_t node = 0; node < nodes.size(); ++node)
+    if (!nodes[node].fits) return fmt::format("node {}: {}", node, nodes[node].message);
+  return "";
+}
+
+Candidate candidate_of(const LayoutSpec& l, const std::vector<int64_t>& split, const OptimizerMemory& optimizer,
+                       const RecomputeOptions& recompute, const plan::MemoryPlan& plan) {
+  Candidate c;
+  c.layout = l;
+  c.optimizer = optimizer;
+  c.recompute = recompute;
+  c.split = split_name(split);
+  for (const plan::StagePlan& s : plan.stages) {
+    c.stage_device_bytes.push_back(s.device_total());
+    c.stage_allocator_peak_bytes.push_back(s.allocator_peak());
+    c.stage_roles.push_back(s.role);
+  }
+  return c;
+}
+
 }  // namespace
+
+const char* recompute_method_name(const RecomputeOptions& r) {
+  return r.method == RecomputeOptions::Method::Block ? "block" : "uniform";
+}
+
+std::vector<std::string> recompute_flags(const RecomputeOptions& r) {
+  if (!r.active()) return {};
+  return {"--recompute-granularity", "full", "--recompute-method", recompute_method_name(r), "--recompute-num-layers",
+          std::to_string(r.num_layers)};
+}
 
 int64_t Candidate::peak_device_bytes() const {
   return stage_device_bytes.empty() ? 0 : *std::max_element(stage_device_bytes.begin(), stage_device_bytes.end());
@@ -80,6 +150,10 @@ SearchResult search_layouts(const SearchRequest& q) {
       "the distributed optimizer always (quill shards the optimizer state over data-parallel ranks)",
       "per layout and moment dtype, only the smallest offload fraction (steps of 0.1) that fits: more offload only "
       "adds host work and copies",
+      "recompute only where it replaces offload: per layout and moment dtype that needs offload to fit, also the "
+      "smallest --recompute-granularity full --recompute-method block --recompute-num-layers N that fits without "
+      "offload (each recomputed layer costs one more forward per micro-batch: the fewest that fit; uniform "
+      "recomputes every layer; recompute with offload is not searched)",
       "main gradients fp32 (quill refuses --main-grads-dtype bf16)",
       fmt::format("pipeline splits: the even one, and Megatron's uneven (first, last) splits whose first and last stages "
                   "are within {} layers of the middle stages",
@@ -115,10 +189,20 @@ SearchResult search_layouts(const SearchRequest& q) {
             pr.gpus_per_node = q.gpus_per_node;
             pr.freeze = q.freeze;
             pr.device = q.device;
-            auto plan_at = [&](double fraction, bool bf16) {
+            auto plan_at = [&](double fraction, bool bf16, const RecomputeOptions& recompute = {}) {
               pr.optimizer = optimizer_at(fraction, bf16);
+              pr.recompute = recompute;
               ++r.plans;
               return plan::plan_memory(pr);
+            };
+            // A candidate when its nodes' hosts can start it, else refused under `host_reason`.
+            auto admit = [&](const OptimizerMemory& optimizer, const RecomputeOptions& recompute,
+                             const plan::MemoryPlan& plan, const std::string& host_reason) {
+              const std::string host = host_problem(plan, q.host_memory);
+              if (host.empty())
+                r.fitting.push_back(candidate_of(l, split, optimizer, recompute, plan));
+              else
+                refuse(host_reason, name + ": " + host);
             };
             // The most memory-saving setting first: if it does not fit, nothing does.
             plan::MemoryPlan lightest;
@@ -134,6 +218,8 @@ SearchResult search_layouts(const SearchRequest& q) {
                      name + ": " + plan::check_fit(lightest, q.device_memory).message);
               continue;
             }
+            const std::vector<int64_t> stage_layers = resolve_stage_layers(l, c.num_layers);
+            const int64_t most = *std::max_element(stage_layers.begin(), stage_layers.end());
             for (bool bf16 : {false, true}) {
               // The smallest fraction that fits (device bytes fall as the fraction grows): binary search
               // for the first fitting index in [a, fit); fit == n means none fits (bf16 fits at 1.0, known).
@@ -155,30 +241,19 @@ SearchResult search_layouts(const SearchRequest& q) {
                        name + ": " + plan::check_fit(plan_at(1.0, false), q.device_memory).message);
                 continue;
               }
+              const char* moments = bf16 ? "bf16" : "fp32";
               // The smallest device-fitting offload pins the least host memory: if its startup does not fit
               // the nodes' host memory, no fraction of these moments does.
-              if (q.host_memory > 0) {
-                std::string host_problem;
-                const std::vector<plan::FitVerdict> nodes = plan::check_nodes_host_fit(best, q.host_memory);
-                for (size_t node = 0; node < nodes.size() && host_problem.empty(); ++node)
-                  if (!nodes[node].fits) host_problem = fmt::format("node {}: {}", node, nodes[node].message);
-                if (!host_problem.empty()) {
-                  refuse(fmt::format("out of host memory at startup with {} moments at the smallest offload that fits "
-                                     "the device", bf16 ? "bf16" : "fp32"),
-                         name + ": " + host_problem);
-                  continue;
-                }
-              }
-              Candidate cand;
-              cand.layout = l;
-              cand.optimizer = optimizer_at(kFractions[fit], bf16);
-              cand.split = split_name(split);
-              for (const plan::StagePlan& s : best.stages) {
-                cand.stage_device_bytes.push_back(s.device_total());
-                cand.stage_allocator_peak_bytes.push_back(s.allocator_peak());
-                cand.stage_roles.push_back(s.role);
-              }
-              r.fitting.push_back(std::move(cand));
+              admit(optimizer_at(kFractions[fit], bf16), {}, best,
+                    fmt::format("out of host memory at startup with {} moments at the smallest offload that fits "
+                                "the device", moments));
+              if (fit == 0) continue;  // fits without offload: recompute would only add forwards
+              const auto block = smallest_fitting_block(
+                  [&](const RecomputeOptions& o) { return plan_at(0.0, bf16, o); }, most, q.device_memory);
+              if (block)
+                admit(optimizer_at(0.0, bf16), block->first, block->second,
+                      fmt::format("out of host memory at startup with {} moments and recompute without offload",
+                                  moments));
             }
           }
         }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/recompute.h"
 #include "optim/optimizer_memory.h"
 #include "parallel/layout_spec.h"
 
@@ -37,12 +38,20 @@ struct SearchRequest {
 struct Candidate {
   LayoutSpec layout;
   OptimizerMemory optimizer;
+  // Full-layer recompute in place of offload (block N without offload), else none.
+  RecomputeOptions recompute;
   std::string split;                       // "even", "first/last F/L" (Megatron's uneven split flags)
   std::vector<int64_t> stage_device_bytes; // the plan's device total per pipeline stage
   std::vector<int64_t> stage_allocator_peak_bytes;  // of it, the allocator's peak (what a run's summary.json measures)
   std::vector<std::string> stage_roles;    // "whole model", "first", "middle", "last"
   int64_t peak_device_bytes() const;       // the largest stage's
 };
+
+// Megatron's name of the recompute's method: "block" | "uniform".
+const char* recompute_method_name(const RecomputeOptions& recompute);
+// Megatron's flags for it, word by word (none when inactive): --recompute-granularity full
+// --recompute-method M --recompute-num-layers N, as quill train and a recipe's run take them.
+std::vector<std::string> recompute_flags(const RecomputeOptions& recompute);
 
 struct Refusal {
   int64_t count = 0;

@@ -94,7 +94,8 @@ RankedLayout project_candidate(const Candidate& cand, const RankRequest& q, cons
                 "{}: a measurement of stage {} rank {}, but the projection's rank of that stage is {}", spec.describe(),
                 x.stage, x.rank, x.stage >= 0 && x.stage < spec.pp ? stage_rank(spec, x.stage) : -1);
   for (int s = 0; s < spec.pp; ++s)
-    out.stage_compute.push_back(rank_compute(q.config, spec, stage_rank(spec, s), w, cand.optimizer, q.rates));
+    out.stage_compute.push_back(
+        rank_compute(q.config, spec, stage_rank(spec, s), w, cand.optimizer, q.rates, cand.recompute));
   for (int s = 0; s < spec.pp; ++s) {
     const int rank = stage_rank(spec, s);
     const RankCompute& c = out.stage_compute[static_cast<size_t>(s)];

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "model/config.h"
 #include "model/params.h"
@@ -114,6 +115,75 @@ TEST(ComputeModel, GroupedRateFallsWithFewerRowsPerExpert) {
   EXPECT_NEAR(part(with, "expert GEMMs"), part(without, "expert GEMMs") / 0.534, 1e-9);
   EXPECT_DOUBLE_EQ(part(with, "dense GEMMs"), part(without, "dense GEMMs"));
   EXPECT_DOUBLE_EQ(with.flops_per_micro_batch, without.flops_per_micro_batch);
+}
+
+RecomputeOptions full(RecomputeOptions::Method method, int64_t layers) {
+  RecomputeOptions o;
+  o.granularity = RecomputeOptions::Granularity::Full;
+  o.method = method;
+  o.num_layers = layers;
+  return o;
+}
+
+double part_or_zero(const RankCompute& r, const std::string& what) {
+  for (const RankCompute::Part& p : r.parts)
+    if (p.what == what) return p.seconds;
+  return 0;
+}
+
+// Recompute (model/recompute.h) adds to the backward the forward of exactly the recomputed layers: on the
+// seed's middle stage (layers 12-21, all MoE, layer 17 global), block N adds layer 12 + N - 1's forward
+// (the local layers alike, the global one more), block 10 and uniform 1 the stage's whole forward; the
+// forward, the optimizer and the FLOPs (the model's useful work) stay.
+TEST(ComputeModel, RecomputeAddsTheRecomputedLayersForwardToTheBackward) {
+  const InklingConfig small = load_inkling_config(kSrc + "/tests/fixtures/configs/inkling-small-hf.json");
+  LayoutSpec seed;
+  seed.tp = 4, seed.sequence_parallel = true, seed.pp = 4, seed.ep = 8, seed.dp = 2;
+  seed.pp_layers = {12, 10, 10, 10};
+  const LedgerWorkload w = slice_workload(128);
+  const ComputeRates rates = h200_compute_rates();
+  const int middle = 8;  // stage 1's first rank
+  using Method = RecomputeOptions::Method;
+  const RankCompute none = rank_compute(small, seed, middle, w, OptimizerMemory{}, rates);
+  EXPECT_EQ(part_or_zero(none, "recompute (forward again)"), 0);
+  const RankCompute every = rank_compute(small, seed, middle, w, OptimizerMemory{}, rates, full(Method::Uniform, 1));
+  EXPECT_NEAR(every.backward_s - none.backward_s, none.forward_s, 1e-12) << "a middle stage's forward is its layers'";
+  EXPECT_DOUBLE_EQ(every.forward_s, none.forward_s);
+  EXPECT_DOUBLE_EQ(every.optimizer_s, none.optimizer_s);
+  EXPECT_DOUBLE_EQ(every.flops_per_micro_batch, none.flops_per_micro_batch);
+  EXPECT_NEAR(part_or_zero(every, "recompute (forward again)"), 64 * none.forward_s, 1e-9) << "64 micro-batches";
+  for (const RecomputeOptions& all : {full(Method::Block, 10), full(Method::Block, 12), full(Method::Uniform, 3)})
+    EXPECT_NEAR(rank_compute(small, seed, middle, w, OptimizerMemory{}, rates, all).backward_s, every.backward_s, 1e-12)
+        << all.describe() << " recomputes every layer of the stage";
+  // Block N against block N - 1: layer 12 + N - 1's forward alone.
+  std::vector<double> layer_s;
+  double previous = none.backward_s;
+  for (int64_t n = 1; n <= 10; ++n) {
+    const double b =
+        rank_compute(small, seed, middle, w, OptimizerMemory{}, rates, full(Method::Block, n)).backward_s;
+    layer_s.push_back(b - previous);
+    previous = b;
+  }
+  double sum = 0;
+  for (size_t i = 0; i < layer_s.size(); ++i) {
+    sum += layer_s[i];
+    const bool global = !small.is_local(12 + static_cast<int64_t>(i));
+    EXPECT_EQ(global, i == 5);
+    if (global)
+      EXPECT_GT(layer_s[i], 1.05 * layer_s[0]) << "the global layer's causal attention over the whole row";
+    else
+      EXPECT_NEAR(layer_s[i], layer_s[0], 1e-12) << "layer " << 12 + i << ": every local MoE layer costs the same";
+  }
+  EXPECT_NEAR(sum, none.forward_s, 1e-12);
+  // Stage 0 (layers 0-11): its layers 0 and 1 are dense (alike, and not a MoE layer's cost); its layer 2, a local
+  // MoE layer, costs what the middle stage's do.
+  auto first_stage = [&](int64_t n) {
+    return rank_compute(small, seed, 0, w, OptimizerMemory{}, rates, full(Method::Block, n)).backward_s;
+  };
+  const double dense0 = first_stage(1) - rank_compute(small, seed, 0, w, OptimizerMemory{}, rates).backward_s;
+  EXPECT_NEAR(first_stage(2) - first_stage(1), dense0, 1e-12);
+  EXPECT_GT(std::abs(dense0 - layer_s[0]), 1e-2 * layer_s[0]);
+  EXPECT_NEAR(first_stage(3) - first_stage(2), layer_s[0], 1e-12);
 }
 
 TEST(ComputeModel, AttentionPairsCountTheWindow) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
+#include <vector>
 
 #include "model/config.h"
 #include "plan/memory_plan.h"
@@ -69,8 +70,9 @@ TEST(LayoutSearch, SmallModelOnEightGpusRefusesByReasonAndEveryCandidateFits) {
     EXPECT_EQ(4 % c.layout.dp, 0);
     EXPECT_LE(c.layout.tp, 4);
     EXPECT_EQ(c.layout.world(), 8);
-    // With this much memory the smallest fraction that fits is no offload.
+    // With this much memory the smallest fraction that fits is no offload, and nothing is recomputed.
     EXPECT_FALSE(c.optimizer.cpu_offload);
+    EXPECT_FALSE(c.recompute.active());
   }
   // A device too small for anything: every geometry refused for memory, counted, none fitting.
   q.device_memory = 1;
@@ -99,8 +101,74 @@ TEST(LayoutSearch, HostMemoryRefusesCandidatesWhoseNodesCannotStart) {
       << host->second.example;
 }
 
+// The plan of a candidate's flags (its layout, optimizer memory and recompute) for the seed's workload.
+plan::MemoryPlan plan_of(const SearchRequest& q, const Candidate& c, const RecomputeOptions& recompute) {
+  plan::PlanRequest pr;
+  pr.config = q.config;
+  pr.layout = c.layout;
+  pr.row_tokens = q.row_tokens;
+  pr.global_batch = q.global_batch;
+  pr.optimizer = c.optimizer;
+  pr.recompute = recompute;
+  return plan::plan_memory(pr);
+}
+
+bool same_geometry(const Candidate& a, const Candidate& b) {
+  return a.layout.describe() == b.layout.describe() && a.layout.pp_layers == b.layout.pp_layers &&
+         a.optimizer.exp_avg == b.optimizer.exp_avg;
+}
+
+// Recompute in place of offload: every recompute candidate is block N without offload, for a layout and
+// moment dtype that needs offload otherwise (its offload candidate is beside it); the seed's layout with bf16
+// moments has one, at the smallest N the plan fits (N - 1 does not). Plans are re-checked for the seed and
+// a few others (each plan takes a while).
+void expect_recompute_replaces_offload(const SearchRequest& q, const SearchResult& r) {
+  std::vector<const Candidate*> recomputed;
+  for (const Candidate& c : r.fitting) {
+    if (!c.recompute.active()) continue;
+    recomputed.push_back(&c);
+    EXPECT_EQ(c.recompute.method, RecomputeOptions::Method::Block) << c.layout.describe();
+    EXPECT_EQ(c.optimizer.effective_fraction(), 0) << c.layout.describe();
+    const auto offload = std::find_if(r.fitting.begin(), r.fitting.end(), [&](const Candidate& o) {
+      return same_geometry(o, c) && !o.recompute.active();
+    });
+    ASSERT_NE(offload, r.fitting.end()) << c.layout.describe();
+    EXPECT_GT(offload->optimizer.effective_fraction(), 0)
+        << c.layout.describe() << ": recompute only where offload is needed";
+  }
+  ASSERT_FALSE(recomputed.empty());
+  const auto seed = std::find_if(recomputed.begin(), recomputed.end(), [](const Candidate* c) {
+    return c->layout.tp == 4 && c->layout.sequence_parallel && c->layout.pp == 4 && c->layout.ep == 8 &&
+           c->layout.dp == 2 && c->layout.pp_layers == std::vector<int64_t>{12, 10, 10, 10} &&
+           c->optimizer.exp_avg == DType::BF16;
+  });
+  ASSERT_NE(seed, recomputed.end()) << "the seed's layout with bf16 moments fits with block recompute and no offload";
+  std::vector<const Candidate*> checked = {*seed};
+  for (size_t i = 0; i < recomputed.size() && checked.size() < 4; i += std::max<size_t>(1, recomputed.size() / 3))
+    if (recomputed[i] != *seed) checked.push_back(recomputed[i]);
+  for (const Candidate* c : checked) {
+    SCOPED_TRACE(c->layout.describe() + " " + c->optimizer.describe() + " recompute " + c->recompute.describe());
+    const plan::MemoryPlan fits = plan_of(q, *c, c->recompute);
+    EXPECT_EQ(fits.largest().device_total(), c->peak_device_bytes());
+    EXPECT_LE(c->peak_device_bytes(), q.device_memory);
+    EXPECT_GT(plan_of(q, *c, RecomputeOptions{}).largest().device_total(), q.device_memory) << "needs recompute";
+    if (c->recompute.num_layers > 1) {
+      RecomputeOptions fewer = c->recompute;
+      --fewer.num_layers;
+      EXPECT_GT(plan_of(q, *c, fewer).largest().device_total(), q.device_memory) << "the smallest N that fits";
+    }
+  }
+  std::printf("  %zu recompute candidates; the seed's layout with bf16 moments: %s without offload, %.2f GiB\n",
+              recomputed.size(), (*seed)->recompute.describe().c_str(),
+              static_cast<double>((*seed)->peak_device_bytes()) / (1 << 30));
+  EXPECT_TRUE(std::any_of(r.pruning.begin(), r.pruning.end(), [](const std::string& p) {
+    return p.find("--recompute-method block") != std::string::npos;
+  }));
+}
+
 // Inkling-Small on the seed's 32 H200: the seed's layout is among the candidates, with the smallest fitting
-// offload the plan gives; each candidate's figures are the plan's for its flags.
+// offload the plan gives, and with block recompute in place of offload; each candidate's figures are the
+// plan's for its flags.
 TEST(LayoutSearch, InklingSmallOnThirtyTwoH200sHasTheSeedLayout) {
   SearchRequest q;
   q.config = load_inkling_config(fixture("inkling-small-hf.json"));
@@ -111,7 +179,8 @@ TEST(LayoutSearch, InklingSmallOnThirtyTwoH200sHasTheSeedLayout) {
   const SearchResult r = search_layouts(q);
   const auto seed = std::find_if(r.fitting.begin(), r.fitting.end(), [](const Candidate& c) {
     return c.layout.tp == 4 && c.layout.sequence_parallel && c.layout.pp == 4 && c.layout.ep == 8 && c.layout.dp == 2 &&
-           c.layout.pp_layers == std::vector<int64_t>{12, 10, 10, 10} && c.optimizer.exp_avg == DType::F32;
+           c.layout.pp_layers == std::vector<int64_t>{12, 10, 10, 10} && c.optimizer.exp_avg == DType::F32 &&
+           !c.recompute.active();
   });
   ASSERT_NE(seed, r.fitting.end());
   EXPECT_LE(seed->optimizer.effective_fraction(), 0.7);
@@ -129,6 +198,7 @@ TEST(LayoutSearch, InklingSmallOnThirtyTwoH200sHasTheSeedLayout) {
               seed->optimizer.effective_fraction(), static_cast<double>(seed->peak_device_bytes()) / (1 << 30));
   for (const auto& [reason, x] : r.refused)
     std::printf("  refused %lld: %s (e.g. %s)\n", static_cast<long long>(x.count), reason.c_str(), x.example.substr(0, 300).c_str());
+  expect_recompute_replaces_offload(q, r);
 }
 
 }  // namespace

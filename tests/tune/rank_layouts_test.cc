@@ -5,12 +5,15 @@
 // memory; the command prints the table, the refusals and the pruning.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unistd.h>
 
 #include "base/error.h"
 #include "model/params.h"
+#include "model/recompute.h"
 #include "plan/comm_model.h"
 #include "recipe/run_recipe.h"
 #include "recipe/validate.h"
@@ -78,6 +81,32 @@ TEST(RankLayouts, BestFirstAndOffloadNeverFaster) {
   const RankedLayout a = project_candidate(candidate(l, none), q), b = project_candidate(candidate(l, some), q);
   EXPECT_LT(a.step_s, b.step_s);
   EXPECT_EQ(a.projection.stages.size(), 2u);
+}
+
+// A candidate's recompute is projected: each stage's backward carries the recomputed layers' forward (block 1:
+// one layer per stage), the step is slower than without it, the forward and the MFU's 6N unchanged.
+TEST(RankLayouts, RecomputeCandidateCarriesItsSecondForward) {
+  const RankRequest q = tiny_request();
+  LayoutSpec l;
+  l.tp = 2, l.sequence_parallel = true, l.pp = 2, l.dp = 2, l.ep = 2, l.pp_layers = {1, 3};
+  Candidate c = candidate(l, OptimizerMemory{});
+  const RankedLayout plain = project_candidate(c, q);
+  c.recompute = parse_recompute("full", "block", 1);
+  const RankedLayout recomputed = project_candidate(c, q);
+  EXPECT_EQ(recomputed.candidate.recompute.describe(), "full block 1");
+  EXPECT_GT(recomputed.step_s, plain.step_s);
+  ASSERT_EQ(recomputed.stage_compute.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    const RankCompute& a = plain.stage_compute[s];
+    const RankCompute& b = recomputed.stage_compute[s];
+    EXPECT_DOUBLE_EQ(b.forward_s, a.forward_s);
+    EXPECT_GT(b.backward_s, a.backward_s);
+    EXPECT_LT(b.backward_s - a.backward_s, a.forward_s) << "one layer of the stage, not its whole forward";
+    EXPECT_TRUE(std::any_of(b.parts.begin(), b.parts.end(),
+                            [](const RankCompute::Part& p) { return p.what == "recompute (forward again)"; }));
+  }
+  EXPECT_LT(recomputed.mfu, plain.mfu) << "the same useful FLOPs in a longer step";
+  EXPECT_NEAR(recomputed.mfu * recomputed.step_s, plain.mfu * plain.step_s, 1e-12);
 }
 
 // --measure's projection (cli/tune_measure.h gives it the runs' figures): the measured stages' compute in
@@ -200,6 +229,36 @@ TEST(EmitRecipe, ValidatesAndQuillRunMapsItBackToTheSameLayout) {
   // quill recipe validate accepts it.
   const test::CommandResult v = test::run_command(kQuill + " recipe validate " + path);
   EXPECT_EQ(v.status, 0) << v.output;
+
+  // A recompute candidate (block 2, no offload): the layout block and the run's Megatron flags say so and agree
+  // (check_recipe compares layout.recompute with the flags), the summary no longer says "no recompute".
+  Candidate rc = candidate(l, OptimizerMemory{});
+  rc.recompute = parse_recompute("full", "block", 2);
+  const std::string rc_path = dir + "/tuned-recompute.yaml";
+  write_recipe(rc_path, tuned_recipe(project_candidate(rc, q), e));
+  const Recipe rc_back = read_recipe(rc_path);
+  ASSERT_TRUE(rc_back.layout.recompute.has_value());
+  EXPECT_EQ(*rc_back.layout.recompute, (Recompute{"full", std::string("block"), int64_t{2}}));
+  EXPECT_FALSE(rc_back.layout.offload.has_value());
+  EXPECT_NE(rc_back.run.find("--recompute-granularity full --recompute-method block --recompute-num-layers 2"),
+            std::string::npos) << rc_back.run;
+  EXPECT_EQ(rc_back.run.find("--optimizer-cpu-offload"), std::string::npos) << rc_back.run;
+  EXPECT_EQ(rc_back.layout.summary->find("no recompute"), std::string::npos) << *rc_back.layout.summary;
+  EXPECT_NE(rc_back.layout.summary->find("full recompute of the first 2 layers of each stage"), std::string::npos)
+      << *rc_back.layout.summary;
+  const RecipeCheck rc_check = check_recipe(rc_back, CheckOptions{});
+  for (const Problem& p : rc_check.problems) ADD_FAILURE() << p.field << ": " << p.message;
+  for (const Disagreement& d : rc_check.disagreements)
+    EXPECT_NE(d.field, "layout.recompute") << d.recipe_value << " against " << d.flag_value;
+  EXPECT_EQ(rc_check.definition.recompute_granularity, std::optional<std::string>("full"));
+  EXPECT_EQ(rc_check.definition.recompute_method, std::optional<std::string>("block"));
+  EXPECT_EQ(rc_check.definition.recompute_num_layers, std::optional<int64_t>(2));
+  const test::CommandResult rv = test::run_command(kQuill + " recipe validate " + rc_path);
+  EXPECT_EQ(rv.status, 0) << rv.output;
+  // quill run trains with it (the layout's recompute, not only the flags).
+  const RecipeRunPlan rc_plan = plan_recipe_run(rc_back, o);
+  EXPECT_EQ(rc_plan.train.recompute.describe(), "full block 2");
+  EXPECT_FALSE(rc_plan.train.adam.memory.cpu_offload);
   fs::remove_all(dir);
 }
 
