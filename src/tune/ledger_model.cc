@@ -72,6 +72,9 @@ struct RankView {
   int64_t first = 0, end = 0;  // the stage's layers [first, end)
   int64_t micro_batches = 0;   // per step, this data-parallel rank's rows
   int act = 4;                 // activation element bytes
+  std::vector<bool> recomputed;  // per stage layer: its forward runs twice (recompute)
+  // How many times each stage layer's forward runs per micro-batch: 2 when recomputed, else 1.
+  int64_t forwards(int64_t layer) const { return recomputed[static_cast<size_t>(layer - first)] ? 2 : 1; }
 };
 
 RankView view_of(const InklingConfig& c, const LayoutSpec& spec, int rank, const LedgerWorkload& w) {
@@ -90,6 +93,9 @@ RankView view_of(const InklingConfig& c, const LayoutSpec& spec, int rank, const
               w.row_tokens, spec.tp);
   v.micro_batches = w.global_batch / spec.dp;
   v.act = w.device == Device::CPU ? 4 : 2;
+  v.recomputed.assign(static_cast<size_t>(v.end - v.first), false);
+  for (const auto& [b, e] : recompute_groups(w.recompute, v.end - v.first))
+    for (int64_t i = b; i < e; ++i) v.recomputed[static_cast<size_t>(i)] = true;
   return v;
 }
 
@@ -112,6 +118,13 @@ int64_t moe_layers_of(const InklingConfig& c, int64_t first, int64_t end) {
   return n;
 }
 
+// The MoE layers' forwards per micro-batch on the rank: each MoE layer once, recomputed ones twice.
+int64_t moe_forwards(const InklingConfig& c, const RankView& v) {
+  int64_t n = 0;
+  for (int64_t i = v.first; i < v.end; ++i) n += c.is_moe(i) ? v.forwards(i) : 0;
+  return n;
+}
+
 // The passes' tensor-, sequence-parallel collectives and the expert count exchanges of the step's
 // micro-batches.
 void layer_collectives(const InklingConfig& c, const RankView& v, int64_t T, Rows& rows) {
@@ -124,41 +137,43 @@ void layer_collectives(const InklingConfig& c, const RankView& v, int64_t T, Row
   if (tp > 1) {
     // gather_input and its backward, reduce_output and its backward (parallel/tensor_parallel.cc):
     // SP: all-gather / reduce-scatter of [T, D]; without SP: an all-reduce each way of the reductions.
-    auto column_row_pair = [&](int64_t n) {
+    // `fwd` forwards (a recomputed layer's twice) and `bwd` backwards of such pairs.
+    auto column_row_pairs = [&](int64_t fwd, int64_t bwd) {
       if (sp) {
-        rows.all_gather(P, "tp", tp, 2 * n * m, TD);      // gather_input, reduce_output_backward
-        rows.reduce_scatter(P, "tp", tp, 2 * n * m, TD);  // reduce_output, gather_input_backward
+        rows.all_gather(P, "tp", tp, (fwd + bwd) * m, TD);      // gather_input, reduce_output_backward
+        rows.reduce_scatter(P, "tp", tp, (fwd + bwd) * m, TD);  // reduce_output, gather_input_backward
       } else {
-        rows.all_reduce(P, "tp", tp, 2 * n * m, TD);      // reduce_output, gather_input_backward
+        rows.all_reduce(P, "tp", tp, (fwd + bwd) * m, TD);      // reduce_output, gather_input_backward
       }
     };
-    int64_t pairs = 0, moe = 0;
+    int64_t pairs = 0, pairs_fwd = 0, moe = 0, layers_fwd = 0;
     for (int64_t i = v.first; i < v.end; ++i) {
-      ++pairs;  // attention
-      if (!c.is_moe(i)) ++pairs;  // dense MLP
-      else ++moe;
+      const int64_t n = c.is_moe(i) ? 1 : 2;  // attention, and a dense MLP
+      pairs += n, pairs_fwd += n * v.forwards(i), layers_fwd += v.forwards(i);
+      moe += c.is_moe(i) ? 1 : 0;
     }
-    column_row_pair(pairs);
+    const int64_t moe_fwd = moe_forwards(c, v);
+    column_row_pairs(pairs_fwd, pairs);
     if (moe > 0) {
       // Routed experts on the rank's chunk: without SP, region_of_chunk and chunk_of_region_backward
       // all-gather [T/tp, D] into [T, D].
-      if (!sp) rows.all_gather(P, "tp", tp, 2 * moe * m, TD);
+      if (!sp) rows.all_gather(P, "tp", tp, (moe_fwd + moe) * m, TD);
       if (c.n_shared_experts > 0) {
-        column_row_pair(moe);  // the shared experts over all positions
+        column_row_pairs(moe_fwd, moe);  // the shared experts over all positions
         const int64_t gammas = T * c.n_shared_experts * 4;  // fp32 router weights [T, S]
-        rows.all_gather(P, "tp", tp, moe * m, gammas);
+        rows.all_gather(P, "tp", tp, moe_fwd * m, gammas);
         rows.reduce_scatter(P, "tp", tp, moe * m, gammas);
       }
     }
     // The halos of the two residual convolutions, forward and backward: K-1 rows of every rank.
     if (sp && c.conv_kernel_size > 1)
-      rows.all_gather(P, "tp", tp, 4 * (v.end - v.first) * m, tp * (c.conv_kernel_size - 1) * D * v.act);
+      rows.all_gather(P, "tp", tp, 2 * (layers_fwd + (v.end - v.first)) * m, tp * (c.conv_kernel_size - 1) * D * v.act);
   }
-  // Expert parallelism: per MoE layer the count exchange, dispatch and combine, and both adjoints.
+  // Expert parallelism: per MoE layer's forward the count exchange (a recomputed layer's twice).
   if (s.ep > 1) {
-    const int64_t L = moe_layers_of(c, v.first, v.end);
     const int64_t El = c.n_routed_experts / s.ep;
-    rows.add(P, "ep", s.ep, "all_to_all", L * m, c.n_routed_experts * 8, (s.ep - 1) * El * 8, (s.ep - 1) * El * 8);
+    rows.add(P, "ep", s.ep, "all_to_all", moe_forwards(c, v) * m, c.n_routed_experts * 8, (s.ep - 1) * El * 8,
+             (s.ep - 1) * El * 8);
   }
 }
 
@@ -198,13 +213,19 @@ void expert_exchange(const InklingConfig& c, const RankView& v, int64_t T, int64
   int64_t from_peers = 0;  // per layer and micro-batch
   for (int q = 0; q < s.ep; ++q)
     if (q != v.coords.ep) from_peers += balanced_rows_to(c, s.ep, v.coords.ep, P);
-  const int64_t out_rows = calls * P - own_rows;  // to other ranks, over the step
-  const int64_t in_rows = calls * from_peers;        // from other ranks, over the step
-  for (int pass = 0; pass < 2; ++pass) {  // forward, then the backward's adjoints
-    rows.add_totals("passes", "ep", s.ep, "all_to_all", calls, calls * P * rowb, out_rows * rowb, in_rows * rowb);
-    rows.add_totals("passes", "ep", s.ep, "all_to_all", calls, (own_rows + in_rows) * rowb, in_rows * rowb,
-                    out_rows * rowb);
-  }
+  // One exchange of the step's MoE layers (each layer's forward, or each backward's adjoint), `share`
+  // of them: own_rows is the whole step's, so a recomputed subset moves its proportional part (exact
+  // for balanced routing, where every layer routes alike).
+  auto exchange = [&](int64_t n) {
+    const int64_t own = own_rows * n / calls;
+    const int64_t out_rows = n * P - own;      // to other ranks
+    const int64_t in_rows = n * from_peers;    // from other ranks
+    rows.add_totals("passes", "ep", s.ep, "all_to_all", n, n * P * rowb, out_rows * rowb, in_rows * rowb);
+    rows.add_totals("passes", "ep", s.ep, "all_to_all", n, (own + in_rows) * rowb, in_rows * rowb, out_rows * rowb);
+  };
+  exchange(calls);                                                         // the forward
+  exchange(calls);                                                         // the backward's adjoints
+  if (const int64_t again = (moe_forwards(c, v) - L) * v.micro_batches; again > 0) exchange(again);  // recompute
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 
 #include "comm/collective_ledger.h"
 #include "model/config.h"
+#include "model/recompute.h"
 #include "parallel/layout_spec.h"
 #include "tensor/dtype.h"
 
@@ -40,6 +41,8 @@ struct LedgerWorkload {
   int64_t global_batch = 1;   // rows per step, over the data-parallel ranks
   Device device = Device::CUDA;  // activations bf16 on a GPU, fp32 on the CPU (and the loss statistics' dtype)
   std::vector<std::string> freeze;  // frozen parameter patterns (ParamTable::freeze)
+  // Recomputed layers run their forward's collectives again before their backward (model/recompute.h).
+  RecomputeOptions recompute;
 };
 
 // One training step's rows of `world_rank`, sorted as the ledger sorts them (phase, group, op), each

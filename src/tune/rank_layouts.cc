@@ -82,6 +82,7 @@ RankedLayout project_candidate(const Candidate& cand, const RankRequest& q, cons
   w.global_batch = q.global_batch;
   w.device = q.device;
   w.freeze = q.freeze;
+  w.recompute = cand.recompute;  // the recomputed forward's collectives
   const int64_t m = q.global_batch / spec.dp;
   RankedLayout out;
   out.candidate = cand;

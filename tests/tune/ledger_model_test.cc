@@ -43,6 +43,7 @@ struct Case {
   std::string flags;
   LayoutSpec spec;
   std::vector<int> ranks;
+  RecomputeOptions recompute = {};  // and its flags in `flags`
 };
 
 LayoutSpec spec(int tp, bool sp, int pp, int dp, int ep, std::vector<int64_t> layers = {}) {
@@ -106,6 +107,7 @@ class LedgerModel : public ::testing::Test {
     w.global_batch = 4;
     w.device = Device::CPU;
     w.freeze = miles_frozen_patterns();  // quill train's default --freeze-preset
+    w.recompute = c.recompute;
     for (int64_t step = 0; step < 2; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
       std::vector<CollectiveRow> want;
@@ -151,6 +153,19 @@ TEST_F(LedgerModel, ExpertParallelRowsEqualTheSimulatedRanksWithTheirOwnRouting)
                         Case{kTiny, "--tp 2 --sp --ep 2 --dp 2", spec(2, true, 1, 2, 2), {3}},
                         Case{kTiny, "--tp 2 --pp 2 --dp 2 --ep 2", spec(2, false, 2, 2, 2), {0, 7}}})
     for (int r : c.ranks) check(c, r);
+}
+
+// Recompute runs a recomputed layer's forward collectives again before its backward: the TP gathers and
+// reductions, the halos, the shared experts' gammas, the expert count exchange and the token exchange.
+TEST_F(LedgerModel, RecomputedLayersRepeatTheirForwardCollectives) {
+  const std::string uniform1 = " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  const std::string block2 = " --recompute-granularity full --recompute-method block --recompute-num-layers 2";
+  for (const Case& c :
+       {Case{kTiny, "--tp 2 --sp" + uniform1, spec(2, true, 1, 1, 1), {0}, parse_recompute("full", "uniform", 1)},
+        Case{kTiny, "--tp 2" + block2, spec(2, false, 1, 1, 1), {1}, parse_recompute("full", "block", 2)},
+        Case{kTiny, "--ep 2 --dp 2 --simulate-routing balanced" + uniform1, spec(1, false, 1, 2, 2), {0},
+             parse_recompute("full", "uniform", 1)}})
+    for (int rank : c.ranks) check(c, rank);
 }
 
 TEST_F(LedgerModel, SeedShapedLayoutsEqualTheSimulatedRanks) {
