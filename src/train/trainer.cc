@@ -32,6 +32,7 @@
 #include "train/option_checks.h"
 #include "train/rank_agreement.h"
 #include "train/run_dir.h"
+#include "train/step_observers.h"
 #include "train/step_report.h"
 #include "train/train_checkpoint.h"
 
@@ -51,19 +52,6 @@ InklingConfig resolve_config(const TrainOptions& o) {
 }
 
 namespace {
-
-// Gradients before clipping, fp32, under checkpoint names and in checkpoint layout (gate/up rows
-// interleaved), for tensor-by-tensor comparison with a reference implementation.
-void dump_gradients(const std::string& path, const ParamTable& params, const DeviceContext& ctx) {
-  std::vector<std::pair<std::string, Tensor>> grads;
-  for (const Param& p : params.params()) {
-    if (!p.trainable) continue;
-    Tensor host = Tensor::empty(p.shape, DType::F32);
-    ops::transfer(ctx, p.grad, host);
-    grads.emplace_back(p.name, p.gate_up_interleaved ? interleave_gate_up(host) : host);
-  }
-  write_safetensors(path, grads);
-}
 
 // Row `row` of a routing file: per layer, its T x top_k slice (undefined for dense layers).
 std::vector<Tensor> routing_of_row(const SafetensorsFile& file, const InklingConfig& config, int64_t row, int64_t T) {
@@ -139,13 +127,101 @@ std::vector<std::vector<int64_t>> all_stages_expert_tokens(const InklingConfig& 
 
 }  // namespace
 
+namespace {
+
+// What a step reads and changes of its run: references into run_training's state.
+struct StepInputs {
+  const TrainOptions& o;
+  const DeviceContext& ctx;
+  const Layout& layout;
+  const InklingConfig& config;
+  const RowsReader& rows;
+  ParamTable& params;
+  const StageModel& stage;
+  AdamW& optimizer;
+  const std::vector<std::unique_ptr<StepObserver>>& observers;
+};
+
+// Routing replay at the dumped step: each micro-batch's expert choice from the file, on the device (empty:
+// route freely).
+std::vector<std::vector<Tensor>> step_routing(const StepInputs& in, int64_t step, int64_t first_row, size_t rows) {
+  std::vector<std::vector<Tensor>> replays;
+  if (step != in.o.dump_grads_step || in.o.replay_routing_file.empty()) return replays;
+  const SafetensorsFile file = SafetensorsFile::open(in.o.replay_routing_file);
+  for (size_t j = 0; j < rows; ++j)
+    replays.push_back(upload_routing(in.ctx, routing_of_row(file, in.config, first_row + static_cast<int64_t>(j),
+                                                            in.rows.row_tokens())));
+  return replays;
+}
+
+// One optimizer step: this data-parallel rank's rows as micro-batches through the stage by the 1F1B table,
+// the loss and expert counts summed over the world, the optimizer; the observers at their points.
+StepMetrics run_step(const StepInputs& in, int64_t step) {
+  const TrainOptions& o = in.o;
+  const Layout& layout = in.layout;
+  const int64_t T = in.rows.row_tokens();
+  Timer step_timer;
+  for (const auto& observer : in.observers) observer->step_begins(step);
+  StepMetrics m;
+  m.step = step;
+  m.lr = o.lr.lr_at(step, o.steps);
+  const std::vector<int64_t> batch = rows_for_step(step, o.global_batch, in.rows.rows());
+  for (int64_t r : batch) m.supervised += in.rows.supervised_targets(r);
+  QUILL_CHECK(m.supervised > 0, "step {}: the global batch has no supervised target", step);
+  const double grad_scale = 1.0 / static_cast<double>(m.supervised);
+
+  zero_grads(in.params, in.ctx);
+  const int64_t share = o.global_batch / layout.spec().dp, first_row = layout.coords().dp * share;
+  const std::vector<int64_t> mine(batch.begin() + first_row, batch.begin() + first_row + share);
+  const std::vector<std::vector<Tensor>> replays = step_routing(in, step, first_row, mine.size());
+  // One micro-batch per row of this data-parallel rank's share.
+  std::vector<std::vector<int32_t>> ids(mine.size());
+  std::vector<MicroBatch> mbs;
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const uint32_t* src = in.rows.tokens(mine[j]);
+    ids[j].assign(src, src + T);
+    mbs.push_back({ids[j].data(), in.rows.mask(mine[j]), T, grad_scale, replays.empty() ? nullptr : &replays[j]});
+  }
+  const PipeSchedule schedule = one_f_one_b(layout.spec().pp, static_cast<int>(mbs.size()));
+  const PipelineStepResult pr = run_pipeline_step(in.stage, schedule, layout.coords().pp, layout.comm(GroupKind::PP),
+                                                  mbs, in.ctx, in.config.hidden_size);
+  double loss_sum = pr.loss_sum;
+  m.expert_tokens = pr.expert_tokens;
+  settle_grads(in.params, in.ctx);
+  for (const auto& observer : in.observers) observer->passes_done(step);
+  m.passes_time_s = step_timer.seconds();
+  m.tokens = T * o.global_batch;
+  if (layout.world()) {
+    // The loss lives on the last stage, the same on each of its tensor-parallel ranks; each
+    // (stage, tensor-parallel, data-parallel) rank counts the tokens its MoE layers routed: sum
+    // both over the world, every MoE layer in its place.
+    m.expert_tokens = all_stages_expert_tokens(in.config, layout, m.expert_tokens, in.ctx);
+    Tensor sums = Tensor::empty({1}, DType::F64);
+    sums.data_as<double>()[0] = layout.last_stage() && layout.coords().tp == 0 ? loss_sum : 0.0;
+    all_reduce_host(layout.world(), in.ctx, sums);
+    loss_sum = sums.data_as<double>()[0];
+  }
+  m.loss = loss_sum / static_cast<double>(m.supervised);
+  for (const auto& observer : in.observers) observer->gradients_final(step);
+  QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
+  m.grad_norm = in.optimizer.step(m.lr);
+  m.offload_wait_down_s = in.optimizer.offload_times().wait_down_s;
+  m.offload_host_s = in.optimizer.offload_times().host_s;
+  m.offload_wait_up_s = in.optimizer.offload_times().wait_up_s;
+  for (auto it = in.observers.rbegin(); it != in.observers.rend(); ++it) (*it)->step_ends(step, m);
+  m.step_time_s = step_timer.seconds();
+  return m;
+}
+
+}  // namespace
+
 TrainResult run_training(const TrainOptions& o, const DeviceContext& ctx) {
   const Layout single = Layout::single(resolve_config(o).num_layers);
   return run_training(o, ctx, single);
 }
 
 TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx, const Layout& layout) {
-  const int dp_size = layout.spec().dp, dp_rank = layout.coords().dp;
+  const int dp_size = layout.spec().dp;
   // The simulated rank is the only process of its run: it writes what rank 0 writes in a real one.
   const bool simulated = o.simulate_rank >= 0;
   const bool lead = simulated || layout.rank() == 0;
@@ -277,79 +353,18 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.warmup_steps = o.warmup_steps;
   result.profile_step = o.profile_step;
   result.active_params = count_params(config).active;
+  // The optional concerns, in the order their step brackets open (train/step_observer.h).
+  std::vector<std::unique_ptr<StepObserver>> observers;
+  if (probe) observers.push_back(probe_observer(*probe, o.profile_step, o.out_dir, layout.rank(), lead));
+  if (o.step_mark) observers.push_back(step_mark_observer(*o.step_mark));
+  if (o.dump_grads_step >= 0)
+    observers.push_back(gradient_dump_observer(o.dump_grads_step, o.out_dir, params, ctx, layout, config, lead));
+  const StepInputs inputs{o, ctx, layout, config, rows, params, stage_model, optimizer, observers};
   double run_time_s = 0;
-  const int64_t T = rows.row_tokens();
   try {
     for (int64_t step = first_step; step < last_step; ++step) {
-      Timer step_timer;
-      const bool profile_ops = step == o.profile_step;
-      if (probe) probe->begin_step(step, profile_ops);
-      if (o.step_mark) o.step_mark->begin(step);
-      StepMetrics m;
-      m.step = step;
-      m.lr = o.lr.lr_at(step, o.steps);
-      const std::vector<int64_t> batch = rows_for_step(step, o.global_batch, rows.rows());
-      for (int64_t r : batch) m.supervised += rows.supervised_targets(r);
-      QUILL_CHECK(m.supervised > 0, "step {}: the global batch has no supervised target", step);
-      const double grad_scale = 1.0 / static_cast<double>(m.supervised);
-
-      zero_grads(params, ctx);
-      double loss_sum = 0;
-      const int64_t share = o.global_batch / dp_size;
-      const std::vector<int64_t> mine(batch.begin() + dp_rank * share, batch.begin() + (dp_rank + 1) * share);
-      // Routing replay at the dumped step: each micro-batch's expert choice from the file, on the device.
-      std::vector<std::vector<Tensor>> replays;
-      if (step == o.dump_grads_step && !o.replay_routing_file.empty()) {
-        const SafetensorsFile file = SafetensorsFile::open(o.replay_routing_file);
-        for (size_t j = 0; j < mine.size(); ++j)
-          replays.push_back(upload_routing(ctx, routing_of_row(file, config, dp_rank * share + static_cast<int64_t>(j), T)));
-      }
-      // One micro-batch per row of this data-parallel rank's share.
-      std::vector<std::vector<int32_t>> ids(mine.size());
-      std::vector<MicroBatch> mbs;
-      for (size_t j = 0; j < mine.size(); ++j) {
-        const uint32_t* src = rows.tokens(mine[j]);
-        ids[j].assign(src, src + T);
-        mbs.push_back({ids[j].data(), rows.mask(mine[j]), T, grad_scale, replays.empty() ? nullptr : &replays[j]});
-      }
-      const PipeSchedule schedule = one_f_one_b(layout.spec().pp, static_cast<int>(mbs.size()));
-      const PipelineStepResult pr = run_pipeline_step(stage_model, schedule, layout.coords().pp,
-                                                      layout.comm(GroupKind::PP), mbs, ctx, config.hidden_size);
-      loss_sum = pr.loss_sum;
-      m.expert_tokens = pr.expert_tokens;
-      settle_grads(params, ctx);
-      if (probe) probe->passes_done(step);
-      m.passes_time_s = step_timer.seconds();
-      m.tokens = T * o.global_batch;
-      if (layout.world()) {
-        // The loss lives on the last stage, the same on each of its tensor-parallel ranks; each
-        // (stage, tensor-parallel, data-parallel) rank counts the tokens its MoE layers routed: sum
-        // both over the world, every MoE layer in its place.
-        m.expert_tokens = all_stages_expert_tokens(config, layout, m.expert_tokens, ctx);
-        Tensor sums = Tensor::empty({1}, DType::F64);
-        sums.data_as<double>()[0] = layout.last_stage() && layout.coords().tp == 0 ? loss_sum : 0.0;
-        all_reduce_host(layout.world(), ctx, sums);
-        loss_sum = sums.data_as<double>()[0];
-      }
-      m.loss = loss_sum / static_cast<double>(m.supervised);
-      if (step == o.dump_grads_step) {
-        const std::string path = o.out_dir + fmt::format("/grads_step{}.safetensors", step);
-        if (layout.world() == nullptr) {
-          dump_gradients(path, params, ctx);
-        } else {  // collective: every rank's summed slices onto rank 0, which writes them
-          const ParamTable whole = gather_whole_grads(params, ctx, layout, config);
-          if (lead) dump_gradients(path, whole, DeviceContext::cpu());
-        }
-      }
-      QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
-      m.grad_norm = optimizer.step(m.lr);
-      m.offload_wait_down_s = optimizer.offload_times().wait_down_s;
-      m.offload_host_s = optimizer.offload_times().host_s;
-      m.offload_wait_up_s = optimizer.offload_times().wait_up_s;
-      if (o.step_mark) o.step_mark->end(step);
-      if (probe) m.memory = probe->end_step(step, profile_ops, lead ? o.out_dir : std::string());
-      m.step_time_s = step_timer.seconds();
-      if (probe && profile_ops) probe->report(o.out_dir, layout.rank(), lead);
+      const StepMetrics m = run_step(inputs, step);
+      for (const auto& observer : observers) observer->step_timed(step);
 
       if (lead) metrics->append(metrics_json_line(m));
       run_time_s += m.step_time_s;
