@@ -209,6 +209,9 @@ void add_train_command(CLI::App& app, Runner& run) {
                 "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
+  cmd->add_option("--moe-idle-expert-warning-steps", o.moe_idle_expert_warning_steps,
+                  "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--replay-routing", o.replay_routing_file,
                   "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");
   auto* save_hf = cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");

@@ -84,6 +84,8 @@ struct TrainOptions {
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;
+  // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
+  int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and
   // spread (out_dir/summary.json); profile_step's ops are timed one by one (needs make_probe).
   int64_t warmup_steps = 0;

@@ -32,6 +32,7 @@
 #include "train/option_checks.h"
 #include "train/rank_agreement.h"
 #include "train/run_dir.h"
+#include "train/expert_load.h"
 #include "train/step_observers.h"
 #include "train/step_report.h"
 #include "train/train_checkpoint.h"
@@ -360,6 +361,10 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   if (o.dump_grads_step >= 0)
     observers.push_back(gradient_dump_observer(o.dump_grads_step, o.out_dir, params, ctx, layout, config, lead));
   const StepInputs inputs{o, ctx, layout, config, rows, params, stage_model, optimizer, observers};
+  std::vector<int64_t> moe_layers;
+  for (int64_t i = 0; i < config.num_layers; ++i)
+    if (config.is_moe(i)) moe_layers.push_back(i);
+  IdleExpertWatch idle_experts(moe_layers, simulated ? 0 : o.moe_idle_expert_warning_steps);
   double run_time_s = 0;
   try {
     for (int64_t step = first_step; step < last_step; ++step) {
@@ -371,10 +376,15 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       const double eta = run_time_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(o.steps - step - 1);
       if (lead && !o.quiet) {
         std::string line = megatron_log_line(m, o.steps, o.global_batch, eta);
+        if (const ExpertImbalance w = worst_imbalance(m.expert_tokens, moe_layers); w.layer >= 0)
+          line += fmt::format(" expert load max/mean: {:.2f} (layer {}) |", w.max_over_mean, w.layer);
         if (simulated) line += fmt::format(" simulated rank {} of {}: loss and grad norm not meaningful |", o.simulate_rank,
                                            layout.grid().world());
         std::printf("%s\n", line.c_str()), std::fflush(stdout);
       }
+      if (lead)
+        for (const std::string& warning : idle_experts.observe(step, m.expert_tokens))
+          std::fprintf(stderr, "warning: %s\n", warning.c_str());
       result.steps.push_back(m);
 
       // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).
