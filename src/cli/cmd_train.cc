@@ -14,6 +14,7 @@
 #include "train/step_report.h"
 #include "train/trainer.h"
 #include "cli/launch.h"
+#include "cli/megatron_names.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "cli/projection_report.h"
@@ -248,8 +249,13 @@ void add_train_command(CLI::App& app, Runner& run) {
   // With --simulate-rank: the layout's projected step from this rank's run (docs/comm-model.md).
   static ProjectionFlags projection;
   add_projection_flags(cmd, projection, /*workload=*/false);
+  // Megatron's names for these flags, read through quill run's flag table; registered last, so that a
+  // name quill train has itself stays its own.
+  static MegatronNames megatron;
+  megatron.add_to(cmd);
   cmd->callback([&run] {
     run = [] {
+      for (const std::string& line : megatron.resolve(device)) std::fprintf(stderr, "note: %s\n", line.c_str());
       o.freeze_patterns = freeze;
       if (freeze_preset == "miles") {
         for (const std::string& p : miles_frozen_patterns()) o.freeze_patterns.push_back(p);

@@ -1,9 +1,10 @@
 // quill: one executable, subcommands. Errors from bad input arrive as quill::Error and become one
-// line on stderr and exit status 1.
+// line on stderr and exit status 1; so does an unknown flag or command (with the nearest known one).
 #include <cstdio>
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "cli/unknown_argument.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"quill: a C++/CUDA trainer for Inkling-family Mixture-of-Experts models"};
@@ -22,6 +23,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // An unknown argument first: a mistyped required flag would otherwise read as the flag's absence.
+    if (const std::optional<std::string> line = quill::cli::unknown_argument_line(app, e)) {
+      std::fprintf(stderr, "quill: error: %s\n", line->c_str());
+      return 1;
+    }
     return app.exit(e);
   }
   try {

@@ -19,12 +19,31 @@ const char* class_name(SettingClass c);
 
 enum class FlagKind { Switch, Int, Float, String, List };
 
+// How `quill train` takes the flag when a user writes Megatron's name on its command line
+// (cli/megatron_names.h). The table is the one place a Megatron name gets its meaning, so that a
+// recipe's flags (`quill run`) and a hand-written command line never read one name two ways.
+enum class TrainUse {
+  None,     // no equivalent; refused by name with the general hint (unless quill train has the name itself)
+  Alias,    // quill train's option `option` has the identical meaning (--train-iters -> --steps)
+  Value,    // accepted only with the value `option` (quill's fixed behaviour); `note` says why
+  Note,     // accepted, changes nothing (quill already does it); `note` is printed
+  CpuNote,  // accepted; what it asks is --device cuda's behaviour, so `note` is printed on --device cpu
+  Refused,  // no equivalent; `note` says what to use instead
+};
+
+struct TrainName {
+  TrainUse use = TrainUse::None;
+  const char* option = nullptr;  // Alias: quill train's option, without "--"; Value: the one value accepted
+  const char* note = nullptr;
+};
+
 struct FlagSpec {
   const char* name;           // without the leading "--"
   SettingClass cls;
   FlagKind kind;
   const char* default_value;  // when the run is silent; nullptr: no default (unset)
   const char* meaning;
+  TrainName train{};          // on quill train's command line
 };
 
 const std::vector<FlagSpec>& flag_table();
