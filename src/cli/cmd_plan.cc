@@ -128,6 +128,16 @@ void add_plan_command(CLI::App& app, Runner& run) {
                       host[n].fits ? fmt::format("fits {} (at most {:.0f}% of it is planned for)", plan::format_bytes(host_bytes),
                                                  100 * plan::kHostShare).c_str()
                                    : host[n].message.c_str());
+      // A layout that does not fit exits 1 after its report (issue 44), so that a script can branch on it:
+      // the device always, the hosts when --host-memory named them (the default, this machine's memory, is
+      // rarely the cluster's).
+      const bool hosts_fit = std::all_of(host.begin(), host.end(), [](const plan::FitVerdict& h) { return h.fits; });
+      if (!v.fits || (!host_memory.empty() && !hosts_fit)) {
+        if (!json)  // --json says it in "fits" and "host_fits_per_node"
+          std::fprintf(stderr, "quill plan: the layout does not fit %s\n",
+                       !v.fits ? "the device's memory" : "the nodes' host memory (--host-memory)");
+        return 1;
+      }
       return 0;
     };
   });

@@ -355,6 +355,11 @@ void add_tune_command(CLI::App& app, Runner& run) {
                                from_measured ? *measured->candidates[measured->ranking.front()].projected : ranked.front(), e));
         if (!json) std::printf("recipe of %srank 1 in %s\n", from_measured ? "the measured ranking's " : "", emit.c_str());
       }
+      // Nothing fits: the report above says why; the status says so to a script (issue 44).
+      if (ranked.empty()) {
+        std::fprintf(stderr, "quill tune: no layout fits %d GPUs (the refusals above say why)\n", gpus);
+        return 1;
+      }
       return 0;
     };
   });

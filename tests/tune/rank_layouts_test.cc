@@ -291,6 +291,11 @@ TEST(TuneCommand, PrintsTheRankingRefusalsAndPruningAndEmitsTheBestLayout) {
   r = test::run_command(base + " --gpu cpu --device-memory 1GiB");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--compute-rates"), std::string::npos) << r.output;
+  // Nothing fits: the report still comes, and the exit status says so.
+  r = test::run_command(base + " --device-memory 1MiB");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("refused:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("quill tune: no layout fits 8 GPUs"), std::string::npos) << r.output;
   fs::remove_all(dir);
 }
 
