@@ -14,6 +14,7 @@ namespace quill::cli {
 struct OptimizerFlagNames {
   std::string exp_avg = "fp32", exp_avg_sq = "fp32", main_grads = "fp32";
   bool precision_aware = false;
+  const CLI::Option* offload_fraction = nullptr;  // given without --optimizer-cpu-offload: refused (issue 44)
 };
 void add_optimizer_flags(CLI::App* cmd, OptimizerMemory& memory, OptimizerFlagNames& names);
 // Resolves the dtype names and checks the whole value (optim/optimizer_memory.h); returns its notes.

@@ -309,7 +309,9 @@ TEST(OptimizerMemoryFlags, RefusedNamingTheFlag) {
   for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
            {" --main-grads-dtype bf16", "--main-grads-dtype bf16 is not supported"},
            {" --exp-avg-dtype fp16", "--exp-avg-dtype: 'fp16' is not a dtype"},
-           {" --optimizer-cpu-offload --optimizer-offload-fraction 1.5", "--optimizer-offload-fraction: 1.5 is not a fraction"}}) {
+           {" --optimizer-cpu-offload --optimizer-offload-fraction 1.5", "--optimizer-offload-fraction: 1.5 is not a fraction"},
+           // Megatron's pair: the fraction alone offloaded nothing, silently (issue 44).
+           {" --optimizer-offload-fraction 0.5", "--optimizer-offload-fraction 0.5 without --optimizer-cpu-offload"}}) {
     const std::string out = temp("refused");
     const quill::test::CommandResult r = quill::test::run_command(fx.quill + fx.flags() + flags + " --out " + out);
     EXPECT_NE(r.status, 0) << flags;
