@@ -223,6 +223,9 @@ void add_train_command(CLI::App& app, Runner& run) {
       ->needs(save_hf);
   cmd->add_option("--save-hf-dtype", hf_dtype, "the export's dtype: bf16 (default, as released) | fp32")->needs(save_hf);
   cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
+  cmd->add_option("--tensorboard-dir", o.tensorboard_dir,
+                  "write each step's loss, learning rate, grad norm, tokens/s, time, memory, MFU and expert load "
+                  "as TensorBoard scalars into DIR (created when missing; Megatron's flag)");
   cmd->add_option("--device", device, "cpu (fp32 reference) | cuda (bf16; one GPU per rank)");
   // The layout (Megatron's flag names, with short forms); world = tp x cp x dp x pp ranks, launched
   // with mpirun -np WORLD or srun. What the model cannot run yet is refused before anything loads.

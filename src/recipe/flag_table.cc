@@ -179,8 +179,8 @@ const std::vector<FlagSpec> kFlags = {
         note("quill train logs every step (a line per step and OUT/metrics.jsonl; --quiet for no lines)")},
     {"log-throughput", L, SW, "false", "logging", note("quill train logs tokens/s every step")},
     {"timing-log-level", L, I, "0", "logging"},
-    {"tensorboard-dir", L, S, nullptr, "logging",
-        instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
+    // Honoured: quill train has the flag itself, and quill run passes it on (a relative DIR under --out).
+    {"tensorboard-dir", L, S, nullptr, "logging: TensorBoard event files of each step's scalars (honoured)"},
     {"use-wandb", L, SW, "false", "logging",
         instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
     {"wandb-project", L, S, nullptr, "logging",

@@ -180,6 +180,15 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
                                      g));
   }
   plan.train.out_dir = o.out_dir;
+  // Megatron's --tensorboard-dir: a relative DIR goes under --out, so that the run's outputs stay together.
+  if (const std::string tb = flag_value(check.flags, "tensorboard-dir"); unresolved(tb)) {
+    if (!tb.empty())
+      plan.notes.push_back(fmt::format("the run's --tensorboard-dir is '{}': unresolved, so no TensorBoard files "
+                                       "(give --set NAME=VALUE)", tb));
+  } else {
+    plan.train.tensorboard_dir = fs::path(tb).is_absolute() ? tb : (fs::path(o.out_dir) / tb).string();
+    plan.notes.push_back("TensorBoard event files into " + plan.train.tensorboard_dir + " (--tensorboard-dir)");
+  }
   // A benchmark writes no training checkpoint unless asked: Megatron's --save-interval in the run
   // flags or on the command line (checkpoints then go to OUT/checkpoint; `--save` is OUT itself here).
   const std::optional<int64_t> save_interval = o.save_interval ? o.save_interval : def.save_interval;

@@ -73,6 +73,8 @@ struct TrainOptions {
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
   HfExportOptions hf_export; // its form and dtype (io/hf_export.h)
   bool quiet = false;        // no per-step log lines
+  // Megatron's --tensorboard-dir: the lead rank writes each step's scalars there (train/tensorboard.h); "": none.
+  std::string tensorboard_dir;
   int64_t stop_after = -1;   // stop after this many steps of this invocation (tests of resume); -1: no limit
   int64_t dump_grads_step = -1;  // write that step's gradients to out_dir/grads_step{K}.safetensors
   // At dump_grads_step, replay this routing (safetensors: "model.llm.layers.{i}.mlp.gate.topk" I32

@@ -35,6 +35,7 @@
 #include "train/expert_load.h"
 #include "train/step_observers.h"
 #include "train/step_report.h"
+#include "train/tensorboard.h"
 #include "train/train_checkpoint.h"
 
 namespace quill {
@@ -269,6 +270,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     hf_export = plan_hf_export(config, o.init_dir, o.config_path, o.hf_export);
     for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
   }
+  if (lead) check_tensorboard_dir(o.tensorboard_dir);  // refused before --out is touched
 
   // Where the start-up goes (a cold run's first minutes are what a user waits through): noted below.
   Timer phase;
@@ -365,13 +367,19 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   for (int64_t i = 0; i < config.num_layers; ++i)
     if (config.is_moe(i)) moe_layers.push_back(i);
   IdleExpertWatch idle_experts(moe_layers, simulated ? 0 : o.moe_idle_expert_warning_steps);
+  std::unique_ptr<TensorBoardLog> tensorboard;
   double run_time_s = 0;
   try {
+    // Inside the try: a directory that cannot be made after all cleans the run up like any failure.
+    if (lead && !o.tensorboard_dir.empty())
+      tensorboard = std::make_unique<TensorBoardLog>(
+          o.tensorboard_dir, TensorBoardRun{moe_layers, result.active_params, result.world_size, simulated});
     for (int64_t step = first_step; step < last_step; ++step) {
       const StepMetrics m = run_step(inputs, step);
       for (const auto& observer : observers) observer->step_timed(step);
 
       if (lead) metrics->append(metrics_json_line(m));
+      if (tensorboard) tensorboard->append(m);
       run_time_s += m.step_time_s;
       const double eta = run_time_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(o.steps - step - 1);
       if (lead && !o.quiet) {
