@@ -114,19 +114,17 @@ TEST(MegatronNames, BothNamesWithDifferentValuesAreRefusedNamingBoth) {
 
 TEST(MegatronNames, AFlagWithoutEquivalentIsRefusedWithWhatToUse) {
   const std::string out = fresh_temp_dir("megatron", "refused");
-  CommandResult r = quill(train(out) + " --steps 2 --global-batch 2 --fp16");
-  EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_EQ(lines(r.output), 1u) << r.output;
-  EXPECT_NE(r.output.find("quill: error: --fp16: Megatron's flag (fp16 parameters and activations) has no equivalent in "
-                          "quill train: quill computes in bf16 on --device cuda"),
-            std::string::npos)
-      << r.output;
-  r = quill(train(out) + " --steps 2 --global-batch 2 --num-layers 4");
-  EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("--num-layers: Megatron's flag (model shape) has no equivalent in quill train: the model's "
-                          "shape is its config.json"),
-            std::string::npos)
-      << r.output;
+  for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --fp16", "quill: error: --fp16: Megatron's flag (fp16 parameters and activations) has no equivalent in "
+                       "quill train: quill computes in bf16 on --device cuda"},
+           {" --num-layers 4", "--num-layers: Megatron's flag (model shape) has no equivalent in quill train: the "
+                               "model's shape is its config.json"}}) {
+    const CommandResult refused = quill(train(out) + " --steps 2 --global-batch 2" + flag);
+    EXPECT_EQ(refused.status, 1) << refused.output;
+    EXPECT_EQ(lines(refused.output), 1u) << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << refused.output;
+  }
+  CommandResult r;
   // A value quill cannot take, named with the one it can.
   r = quill(train(out) + " --steps 2 --global-batch 2 --micro-batch-size 4");
   EXPECT_EQ(r.status, 1) << r.output;
