@@ -57,29 +57,4 @@ KeptMetrics metrics_before_step(const std::string& path, int64_t first_step) {
   return kept;
 }
 
-MetricsFile::MetricsFile(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "a");
-  QUILL_CHECK(file_ != nullptr, "{}: cannot open for appending ({})", path, std::strerror(errno));
-}
-
-MetricsFile::~MetricsFile() {
-  if (file_) std::fclose(file_);
-}
-
-void MetricsFile::append(const std::string& line) {
-  QUILL_CHECK(file_ != nullptr, "{}: append after close", path_);
-  errno = 0;
-  const bool written = std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fputc('\n', file_) != EOF;
-  const bool flushed = written && std::fflush(file_) == 0;
-  QUILL_CHECK(flushed, "{}: write failed ({}); stopping, as the run's metrics could not be recorded", path_,
-              std::strerror(errno ? errno : EIO));
-}
-
-void MetricsFile::close() {
-  if (!file_) return;
-  std::FILE* f = file_;
-  file_ = nullptr;
-  QUILL_CHECK(std::fclose(f) == 0, "{}: close failed ({})", path_, std::strerror(errno));
-}
-
 }  // namespace quill

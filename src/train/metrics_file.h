@@ -4,9 +4,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
+
+#include "base/append_file.h"
 
 namespace quill {
 
@@ -25,20 +26,16 @@ class MetricsFile {
  public:
   // Opens path for appending (created when absent). A resumed run first replaces the file with
   // the lines it keeps (write_file_atomic), then appends.
-  explicit MetricsFile(const std::string& path);
-  ~MetricsFile();
-  MetricsFile(const MetricsFile&) = delete;
-  MetricsFile& operator=(const MetricsFile&) = delete;
+  explicit MetricsFile(const std::string& path) : file_(path, "metrics") {}
 
   // Appends one line and flushes it to the kernel; a failed write or flush throws naming the file.
-  void append(const std::string& line);
+  void append(const std::string& line) { file_.write(line + "\n"); }
   // Closes, checking that the last bytes reached the file.
-  void close();
-  const std::string& path() const { return path_; }
+  void close() { file_.close(); }
+  const std::string& path() const { return file_.path(); }
 
  private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
+  AppendFile file_;
 };
 
 }  // namespace quill

@@ -87,24 +87,12 @@ TensorBoardLog::TensorBoardLog(const std::string& dir, TensorBoardRun run) : run
   fs::create_directories(dir, ec);
   QUILL_CHECK(!ec, "--tensorboard-dir {}: cannot create the directory ({})", dir, ec.message());
   path_ = fmt::format("{}/events.out.tfevents.{}.{}", dir, static_cast<int64_t>(std::time(nullptr)), host_name());
-  file_ = std::fopen(path_.c_str(), "wb");
-  QUILL_CHECK(file_ != nullptr, "--tensorboard-dir: {}: cannot open for writing ({})", path_, std::strerror(errno));
+  file_ = std::make_unique<AppendFile>(path_, "scalars");
   write(file_version_event(unix_seconds()));
-}
-
-TensorBoardLog::~TensorBoardLog() {
-  if (file_) std::fclose(file_);
 }
 
 void TensorBoardLog::append(const StepMetrics& m) { write(scalars_event(unix_seconds(), m.step, step_scalars(m, run_))); }
 
-void TensorBoardLog::write(const std::string& event) {
-  const std::string record = tf_record(event);
-  errno = 0;
-  const bool written = std::fwrite(record.data(), 1, record.size(), file_) == record.size();
-  const bool flushed = written && std::fflush(file_) == 0;
-  QUILL_CHECK(flushed, "--tensorboard-dir: {}: write failed ({}); stopping, as the run's scalars could not be recorded",
-              path_, std::strerror(errno ? errno : EIO));
-}
+void TensorBoardLog::write(const std::string& event) { file_->write(tf_record(event)); }
 
 }  // namespace quill

@@ -5,10 +5,11 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "base/append_file.h"
 #include "train/tensorboard_events.h"
 #include "train/trainer.h"
 
@@ -36,9 +37,6 @@ class TensorBoardLog {
  public:
   // Creates DIR when missing and a new event file in it, opened by the file_version event.
   TensorBoardLog(const std::string& dir, TensorBoardRun run);
-  ~TensorBoardLog();
-  TensorBoardLog(const TensorBoardLog&) = delete;
-  TensorBoardLog& operator=(const TensorBoardLog&) = delete;
 
   // Appends the step's scalars as one event and flushes it; a failed write throws naming the file.
   void append(const StepMetrics& m);
@@ -49,7 +47,7 @@ class TensorBoardLog {
 
   TensorBoardRun run_;
   std::string path_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<AppendFile> file_;  // made once the path is known
 };
 
 }  // namespace quill
