@@ -211,8 +211,7 @@ void add_train_command(CLI::App& app, Runner& run) {
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
   cmd->add_option("--moe-idle-expert-warning-steps", o.moe_idle_expert_warning_steps,
-                  "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)")
-      ->check(CLI::NonNegativeNumber);
+                  "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)");
   cmd->add_option("--replay-routing", o.replay_routing_file,
                   "at --dump-grads-step, use this expert choice (a reference's routing_stepK.safetensors)");
   auto* save_hf = cmd->add_flag("--save-hf", o.save_hf, "export a Hugging Face checkpoint to OUT/hf at the end");
@@ -274,6 +273,8 @@ void add_train_command(CLI::App& app, Runner& run) {
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names))
         std::fprintf(stderr, "note: %s\n", line.c_str());
       o.recompute = recompute.resolve();
+      QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
+                  "of steps", o.moe_idle_expert_warning_steps);
       // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take
       // the next layer's.
       QUILL_CHECK(!o.recompute.active() || o.simulate_routing.empty() || o.simulate_routing == "balanced",

@@ -27,6 +27,12 @@ TEST(ExpertLoadCli, LogLineShowsTheWorstLayerAndIdleExpertsAreWarnedOf) {
   ASSERT_EQ(quiet.status, 0) << quiet.output;
   EXPECT_EQ(quiet.output.find("warning:"), std::string::npos) << quiet.output;
   EXPECT_EQ(quiet.output.find("expert load"), std::string::npos) << "--quiet prints no step lines";
+  const quill::test::CommandResult negative = quill::test::run_command(
+      train + " --moe-idle-expert-warning-steps -1 --out " + quill::test::fresh_temp_dir("expert-load", "negative"));
+  EXPECT_EQ(negative.status, 1) << negative.output;
+  EXPECT_NE(negative.output.find("--moe-idle-expert-warning-steps -1: give 0 (never warn) or a number of steps"),
+            std::string::npos)
+      << negative.output;
 }
 
 }  // namespace
