@@ -4,7 +4,8 @@
 // calls, CUDA events on the backend's stream, and the achieved TFLOP/s (causal or windowed pairs
 // counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
 // bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
-// machine. Usage: attention_bench [T] [--no-wgmma] [--no-wgmma-forward] [--no-wide]
+// machine. Usage: attention_bench [T] [--no-wgmma] [--no-wgmma-forward] [--no-wide] [--heads Q:KV]
+// (--heads 8:2: one TP4 rank of the seed's layout; default 32:8, the slice).
 // Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma",
 // "forward wgmma split", "forward wgmma wide" and "forward wgmma setmaxnreg" (its four forms), each with its largest
 // difference from the default forward's out and lse on the same inputs (a full-size self-check
@@ -68,21 +69,31 @@ double pairs(int64_t T, int64_t window) {
 int run(int argc, char** argv) {
   int64_t T = 8192;
   bool wgmma_rows = true, wgmma_forward_rows = true, wide_rows = true;
+  long long heads_q = 32, heads_kv = 8;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--no-wgmma") wgmma_rows = false;
     else if (std::string(argv[i]) == "--no-wgmma-forward") wgmma_forward_rows = false;
     else if (std::string(argv[i]) == "--no-wide") wide_rows = false;
-    else {
+    else if (std::string(argv[i]) == "--heads" && i + 1 < argc) {
+      // q:kv heads, e.g. 8:2 for one TP4 rank of the seed's layout (32:8 split four ways).
+      if (std::sscanf(argv[++i], "%lld:%lld", &heads_q, &heads_kv) != 2 || heads_q <= 0 || heads_kv <= 0 ||
+          heads_q % heads_kv != 0) {
+        std::fprintf(stderr, "attention_bench: --heads wants Q:KV with Q a multiple of KV, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else {
       char* end = nullptr;
       T = std::strtoll(argv[i], &end, 10);
       if (end == argv[i] || *end != '\0' || T <= 0) {
         std::fprintf(stderr, "attention_bench: unknown argument '%s' (usage: attention_bench [T] [--no-wgmma] "
-                     "[--no-wgmma-forward] [--no-wide])\n", argv[i]);
+                     "[--no-wgmma-forward] [--no-wide] [--heads Q:KV])\n", argv[i]);
         return 2;
       }
     }
   }
-  const int64_t H = 32, G = 8, d = 128, R = 16;
+  const int64_t H = heads_q, G = heads_kv, d = 128, R = 16;
+  std::printf("attention_bench: %lld q / %lld kv heads, head dim %lld, R %lld\n", heads_q, heads_kv, static_cast<long long>(d),
+              static_cast<long long>(R));
   CudaBackend backend(0);
   const DeviceContext ctx = backend.context();
   const cudaStream_t stream = stream_of(ctx);

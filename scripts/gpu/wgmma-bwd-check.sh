@@ -17,7 +17,8 @@
 #   6. (STALLS=1) ncu on the global layer's wgmma backward kernel: tensor-pipe use, issue slots and the warp
 #      stall reasons per issued instruction (what the kernel waits on; the first version was issue-bound at 30%).
 # Environment [defaults]: OUT [/tmp/out], BENCH [1]: 0 skips attention_bench, UNORDERED [0]: 1 also times
-# attention_bench with QUILL_ATTENTION_UNORDERED_DQ=1 (the fixed dQ order's cost), KERNELS [0].
+# attention_bench with QUILL_ATTENTION_UNORDERED_DQ=1 (the fixed dQ order's cost), KERNELS [0], HEADS [32:8]: the
+# attention_bench head counts, e.g. "32:8 8:2" (the slice, one TP4 rank of the seed's layout).
 set -uo pipefail
 ONE_PREFIX=wgb-
 source "$(dirname "$0")/gtest-one.sh"  # also OUT, B, LD_LIBRARY_PATH and T
@@ -30,10 +31,14 @@ one small 'CudaAttentionWgBackward/CudaAttentionWgBackwardTest.MatchesCpu/T64_on
 one cases 'CudaAttentionWgBackward/*' 200
 one bits-vs-mma 'CudaAttentionWgBackward.*' 150
 if [ "${BENCH:-1}" = 1 ]; then
-  date +%T; timeout 150 "$B/bin/attention_bench" $wide_flag > "$OUT/wgb-attention-bench.txt" 2>&1; echo "attention_bench rc $? $wide_flag"
-  cat "$OUT/wgb-attention-bench.txt"
-  echo "-- QUILL_ATTENTION_BIAS_GEMM=1"
-  QUILL_ATTENTION_BIAS_GEMM=1 timeout 150 "$B/bin/attention_bench" --no-wgmma-forward 2>&1 | tee "$OUT/wgb-attention-bench-gemm.txt"
+  for heads in ${HEADS:-32:8}; do
+    tag=${heads/:/-}
+    date +%T; timeout 150 "$B/bin/attention_bench" $wide_flag --heads $heads > "$OUT/wgb-attention-bench-$tag.txt" 2>&1
+    echo "attention_bench rc $? $wide_flag --heads $heads"
+    cat "$OUT/wgb-attention-bench-$tag.txt"
+    echo "-- QUILL_ATTENTION_BIAS_GEMM=1 --heads $heads"
+    QUILL_ATTENTION_BIAS_GEMM=1 timeout 150 "$B/bin/attention_bench" --no-wgmma-forward --heads $heads 2>&1 | tee "$OUT/wgb-attention-bench-gemm-$tag.txt"
+  done
 fi
 if [ "${UNORDERED:-0}" = 1 ]; then
   echo "-- QUILL_ATTENTION_UNORDERED_DQ=1"
@@ -43,6 +48,7 @@ one ops-default 'CudaAttention.*:CudaAttention/*' 150
 one ops-bias-gemm 'CudaAttention.*:CudaAttention/*:CudaAttentionWgBackward*' 200 QUILL_ATTENTION_BIAS_GEMM=1
 one ops-global 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=2
 one ops-routed 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA_BWD=1
+one ops-forward-wide 'CudaAttention.*:CudaAttention/*' 150 QUILL_ATTENTION_WGMMA=4 QUILL_ATTENTION_BIAS_GEMM=1 QUILL_ATTENTION_WGMMA_BWD=2
 if [ "${KERNELS:-0}" = 1 ]; then
   timeout 240 /usr/local/cuda/bin/ncu --metrics gpu__time_duration.sum --csv "$B/bin/attention_bench" --no-wgmma-forward \
     > "$OUT/wgb-kernels.csv" 2>/dev/null
