@@ -4,19 +4,13 @@
 // calls, CUDA events on the backend's stream, and the achieved TFLOP/s (causal or windowed pairs
 // counted once: forward 4 * pairs * d, backward 10 * pairs * d, the FLOP convention of
 // bench/slice/ceilings.py's per-op table). Not a test: a kernel-iteration tool for the GPU
-// machine. Usage: attention_bench [T] [--no-wgmma] [--no-wgmma-forward] [--no-wide] [--heads Q:KV]
+// machine. Usage: attention_bench [T] [--no-wgmma] [--no-wgmma-forward] [--heads Q:KV]
 // (--heads 8:2: one TP4 rank of the seed's layout; default 32:8, the slice).
-// Each layer also gets the Hopper forward (src/ops/cuda/attention_wg.h) as rows "forward wgmma",
-// "forward wgmma split", "forward wgmma wide" and "forward wgmma setmaxnreg" (its four forms), each with its largest
-// difference from the default forward's out and lse on the same inputs (a full-size self-check
-// before the figure is believed).
-// Then the mma.sync backward ("backward mma.sync") and the Hopper backward ("backward wgmma", with its
-// largest differences from the mma.sync backward's dq, dk, dv and dr); the first row's backward is
-// ops::attention_backward's choice (QUILL_ATTENTION_WGMMA_BWD, attention_wg.h).
-// --no-wgmma-forward leaves out only the wgmma forward rows, --no-wide the wide form's.
-// QUILL_ATTENTION_WGMMA=1 also routes the first row's forward through it (QUILL_ATTENTION_WGMMA_BWD=1 its
-// backward). --no-wgmma leaves those rows
-// out (the determinism cost arms time only the default kernels, and a wgmma fault must not cost them).
+// The first row of each layer is what ops::attention_forward / attention_backward run (the wgmma kernels for a
+// global layer on sm_90, mma.sync for a local one: src/ops/cuda/attention_wg.h). Then both kernels of each
+// direction on their own ("forward mma.sync", "forward wgmma", "backward mma.sync", "backward wgmma"), the wgmma
+// rows with their largest differences from the mma.sync ones on the same inputs (a full-size self-check before
+// the figure is believed). --no-wgmma leaves those rows out, --no-wgmma-forward only the forward's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -68,12 +62,11 @@ double pairs(int64_t T, int64_t window) {
 
 int run(int argc, char** argv) {
   int64_t T = 8192;
-  bool wgmma_rows = true, wgmma_forward_rows = true, wide_rows = true;
+  bool wgmma_rows = true, wgmma_forward_rows = true;
   long long heads_q = 32, heads_kv = 8;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--no-wgmma") wgmma_rows = false;
     else if (std::string(argv[i]) == "--no-wgmma-forward") wgmma_forward_rows = false;
-    else if (std::string(argv[i]) == "--no-wide") wide_rows = false;
     else if (std::string(argv[i]) == "--heads" && i + 1 < argc) {
       // q:kv heads, e.g. 8:2 for one TP4 rank of the seed's layout (32:8 split four ways).
       if (std::sscanf(argv[++i], "%lld:%lld", &heads_q, &heads_kv) != 2 || heads_q <= 0 || heads_kv <= 0 ||
@@ -86,7 +79,7 @@ int run(int argc, char** argv) {
       T = std::strtoll(argv[i], &end, 10);
       if (end == argv[i] || *end != '\0' || T <= 0) {
         std::fprintf(stderr, "attention_bench: unknown argument '%s' (usage: attention_bench [T] [--no-wgmma] "
-                     "[--no-wgmma-forward] [--no-wide] [--heads Q:KV])\n", argv[i]);
+                     "[--no-wgmma-forward] [--heads Q:KV])\n", argv[i]);
         return 2;
       }
     }
@@ -125,17 +118,15 @@ int run(int argc, char** argv) {
     std::printf("%-40s T=%lld  forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n", layer.name,
                 static_cast<long long>(T), fwd, 4.0 * n * d / fwd / 1e9, bwd, 10.0 * n * d / bwd / 1e9);
     if (!wgmma_rows || !cuda::attn_wg::device_supported()) continue;
-    ops::attention_forward(ctx, q, k, v, r, table, p, out, lse);  // the reference of the self-check
     std::fflush(stdout);
-    // default, split P V, wide, setmaxnreg (last: a hang there keeps the rest)
-    for (int form = 0; form < (wgmma_forward_rows ? 4 : 0); ++form) {
-      if (form == 2 && !wide_rows) continue;
-      const bool split = form == 1;
+    if (wgmma_forward_rows) {
+      const double mma = median_ms(stream, [&] {
+        cuda::attn_wg::attention_forward_mma_sync(ctx, q, k, v, r, table, p, out, lse);
+      });
+      std::printf("%-40s T=%lld  forward mma.sync %8.3f ms %7.1f TFLOP/s\n", layer.name, static_cast<long long>(T), mma,
+                  4.0 * n * d / mma / 1e9);
       Tensor out_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), lse_wg = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
       cuda::attn_wg::Options options;
-      options.split_pv = split;
-      options.wide = form == 2;
-      options.setmaxnreg = form == 3;
       options.sync_check = true;  // the first call names a failing kernel
       cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
       const double d_out = max_abs_diff(ctx, out_wg, out), d_lse = max_abs_diff(ctx, lse_wg, lse);
@@ -143,9 +134,8 @@ int run(int argc, char** argv) {
       const double wg = median_ms(stream, [&] {
         cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
       });
-      std::printf("%-40s T=%lld  forward wgmma%s %8.3f ms %7.1f TFLOP/s   max |diff| vs default: out %.3g, lse %.3g\n",
-                  layer.name, static_cast<long long>(T), form == 1 ? " split" : (form == 2 ? " wide" : (form == 3 ? " setmaxnreg" : "")), wg,
-                  4.0 * n * d / wg / 1e9, d_out, d_lse);
+      std::printf("%-40s T=%lld  forward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: out %.3g, lse %.3g\n",
+                  layer.name, static_cast<long long>(T), wg, 4.0 * n * d / wg / 1e9, d_out, d_lse);
       std::fflush(stdout);
     }
     {

@@ -10,7 +10,7 @@
 # Environment [defaults]: OUT [/tmp/out]  RUNS [3]  TESTS [1]  TEST_FILTER [*]  SANITIZER [1]
 #   SAN_TOOLS [racecheck initcheck]  SAN_CONFIG [configs/tiny.json]  SAN_T [120 s per tool]  SAN_TESTS [""]: a gtest filter of
 #   cuda_tests to run under initcheck (e.g. "CudaSwiglu*:CudaShortConv*:LinearCuda.*")  DP [0]: also DP2 on the one GPU (MPI-staged), run twice, compared  ATTN_BENCH [1]: attention_bench
-#   (when bundled) with the fixed-order dQ additions and without (QUILL_ATTENTION_UNORDERED_DQ=1), twice each  THEN [""]: a command run
+#   (when bundled), once  THEN [""]: a command run
 #   afterwards in the same call (e.g. "PARTS='one tp2' bash scripts/gpu/tp-check.sh")
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -25,22 +25,11 @@ echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 if [ "${TESTS:-1}" = 1 ]; then
   date +%T; timeout 240 "$B/bin/cuda_tests" --gtest_brief=1 --gtest_filter="${TEST_FILTER:-*}" > "$OUT/cuda_tests.log" 2>&1
   echo "cuda_tests rc $?"; grep -E -A6 "PASSED|FAILED|Failure|tests ran" "$OUT/cuda_tests.log" | head -${TEST_LINES:-20}
-  # The other launch order of the attention backward (a benchmark knob) must pass the same tests.
-  QUILL_ATTENTION_BWD_LONGEST_FIRST=1 timeout 120 "$B/bin/cuda_tests" --gtest_brief=1 \
-    --gtest_filter='CudaAttention*:*CudaAttentionTest*:CudaDeterminism*' > "$OUT/cuda_tests-longest-first.log" 2>&1
-  echo "cuda_tests (attention, longest first) rc $?"; grep -E "PASSED|FAILED" "$OUT/cuda_tests-longest-first.log" | head -5
 fi
 if [ -x "$B/bin/attention_bench" ] && [ "${ATTN_BENCH:-1}" = 1 ]; then
-  # What the fixed-order dQ additions cost: the same binary with the order (default) and without it
-  # (QUILL_ATTENTION_UNORDERED_DQ=1), each with the key tiles launched shortest first (default) and
-  # longest first (QUILL_ATTENTION_BWD_LONGEST_FIRST=1); the four arms twice, alternated.
-  for round in 1 2; do
-    for arm in "0 0" "1 0" "0 1" "1 1"; do
-      set -- $arm
-      echo "attention_bench round $round: dQ additions $([ $1 = 1 ] && echo unordered || echo ordered), $([ $2 = 1 ] && echo longest || echo shortest) first:"
-      QUILL_ATTENTION_UNORDERED_DQ=$1 QUILL_ATTENTION_BWD_LONGEST_FIRST=$2 timeout 60 "$B/bin/attention_bench" --no-wgmma 2>&1 | tail -2
-    done
-  done
+  # The attention kernels as the ops route them (the fixed-order dQ additions' cost was measured in
+  # bench/results/2026-12-04-determinism-cost; the arrival-order knob is now quill train's --attention-dq-order).
+  timeout 60 "$B/bin/attention_bench" --no-wgmma 2>&1 | tail -2
 fi
 "$Q" data synth --conversations 400 --row-tokens 8192 --out /tmp/rows8192 > /dev/null
 if [ "${SANITIZER:-1}" = 1 ]; then

@@ -11,7 +11,7 @@ for gb in 1 8; do
  for arm in ${ARMS:-new base new-unordered}; do
   case $arm in base) Q=$Bs/bin/quill; L=$Bs/lib;; *) Q=$N/bin/quill; L=$N/lib;; esac
   steps=$([ $gb = 1 ] && echo 10 || echo 5)
-  env LD_LIBRARY_PATH=$L $([ $arm = new-unordered ] && echo QUILL_ATTENTION_UNORDERED_DQ=1) timeout ${TR:-100} $Q train --config configs/slice.json --rows /tmp/r8 --seed 11 --steps $steps --global-batch $gb --lr 1e-4 --clip-grad 1.0 --device cuda --overwrite --out /tmp/ab-$arm-$gb > /tmp/ab-$arm-$gb.log 2>&1
+  env LD_LIBRARY_PATH=$L timeout ${TR:-100} $Q train --config configs/slice.json --rows /tmp/r8 --seed 11 --steps $steps --global-batch $gb --lr 1e-4 --clip-grad 1.0 --device cuda --overwrite $([ $arm = new-unordered ] && echo --attention-dq-order arrival) --out /tmp/ab-$arm-$gb > /tmp/ab-$arm-$gb.log 2>&1
   echo "gb$gb $arm rc $?: $(grep -o 'median [0-9.]* ms, min [0-9.]*, max [0-9.]*' /tmp/ab-$arm-$gb.log) $(grep -o 'MFU [0-9.]*%' /tmp/ab-$arm-$gb.log)"
  done
 done 2>&1 | tee $OUT/ab.txt

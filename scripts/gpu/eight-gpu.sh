@@ -7,7 +7,7 @@
 #   A-off = A with the seed's optimizer offload 0.7 (or the largest fraction below it that fits the node's host
 #           memory; 0.7 fits 560 GiB), overlapped copies; A-bf16 = A with bf16 moments;
 #   B = TP4 SP DP2 EP8 ETP1 (PP1)          the seed's per-stage shape (TP4 x DP2 with EP8 across them);
-#   B-noise = B with QUILL_ATTENTION_UNORDERED_DQ=1 (only the order of float sums differs: the noise floor);
+#   B-noise = B with --attention-dq-order arrival (only the order of float sums differs: the noise floor);
 #   T = DP8 EP8 (TP1 PP1), fp32 moments: quill tune's best fp32-moment layout for this model and machine
 #       (`quill tune --model configs/small8 --gpus 8 --global-batch 16 --host-memory 560GiB`: rank 2, 23,903
 #       tokens/s/GPU modelled, against B's 18,654 at rank 9), to check the tuner's ranking on real GPUs.
@@ -113,7 +113,7 @@ fi
 for c in B B-noise A A-off A-bf16 T; do
   has $c || continue
   # shellcheck disable=SC2046
-  if [ $c = B-noise ]; then QUILL_ATTENTION_UNORDERED_DQ=1 run_mpi 8 "$c" $(case_flags $c); else run_mpi 8 "$c" $(case_flags $c); fi
+  if [ $c = B-noise ]; then run_mpi 8 "$c" $(case_flags $c) --attention-dq-order arrival; else run_mpi 8 "$c" $(case_flags $c); fi
 done
 runs=(); for r in A A-off A-bf16 T B; do [ -d "$W/$r" ] && runs+=("$W/$r"); done
 if has probe; then

@@ -16,7 +16,7 @@
 # Environment: CONFIG [configs/slice6-e8.json] (configs/slice.json: the slice itself, 32 experts)  ROW_TOKENS [4096]
 #   PARTS [one ep2 ep4]  T1 T2 T4 (seconds per run)
 #   PARTS may add "noise": the one-process run twice more with the attention backward's dQ additions in arrival
-#   order (QUILL_ATTENTION_UNORDERED_DQ=1, issue 24's knob): two runs that differ only in the order of float sums,
+#   order (--attention-dq-order arrival): two runs that differ only in the order of float sums,
 #   i.e. the bf16 noise floor of this very config, rows and steps, against which EP's difference is read.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -47,7 +47,7 @@ if has ep4; then
 fi
 if has noise; then
   for k in a b; do
-    date +%T; QUILL_ATTENTION_UNORDERED_DQ=1 timeout ${T1:-120} "$Q" "${flags[@]}" --out /tmp/ep-noise-$k > /tmp/ep-noise-$k.log 2>&1
+    date +%T; timeout ${T1:-120} "$Q" "${flags[@]}" --attention-dq-order arrival --out /tmp/ep-noise-$k > /tmp/ep-noise-$k.log 2>&1
     echo "one process, unordered dQ ($k) rc $?"
   done
   echo "--- the noise floor: two one-process runs whose float sums differ in order only"

@@ -1,4 +1,4 @@
-# Sourced by the device-call scripts (wgmma-check.sh, wgmma-bwd-check.sh): `one NAME FILTER LIMIT [VAR=VALUE...]`
+# Sourced by the device-call scripts (wgmma-bwd-check.sh): `one NAME FILTER LIMIT [VAR=VALUE...]`
 # runs one gtest filter of $T (a test binary) in its own process under a time limit, with the variables in its
 # environment, output to $OUT/$ONE_PREFIX$NAME.log; prints its rc and pass/fail lines, and on failure the lines
 # that say what failed. So a kernel that traps or hangs costs only its own row.

@@ -17,10 +17,10 @@ make_rows() {
   rm -rf "$ROWS"
   "$Q" data synth --conversations 20000 --row-tokens "$1" --out "$ROWS" > /dev/null
 }
-# run_one NAME [VAR=value ...]: one process (the caller picks its GPU with CUDA_VISIBLE_DEVICES).
+# run_one NAME [QUILL-FLAGS...]: one process (the caller picks its GPU with CUDA_VISIBLE_DEVICES).
 run_one() {
   local name=$1; shift
-  date +%T; env "$@" timeout ${T:-240} "$Q" "${flags[@]}" --out "$W/$name" > "$W/$name.log" 2>&1
+  date +%T; timeout ${T:-240} "$Q" "${flags[@]}" "$@" --out "$W/$name" > "$W/$name.log" 2>&1
   local rc=$?; echo "$name: rc $rc; $(grep -E '^trained' "$W/$name.log" | head -1)"
   [ $rc != 0 ] && grep -vE "^ *\[|orte_base_help|^-+$" "$W/$name.log" | tail -8
   return 0

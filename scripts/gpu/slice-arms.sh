@@ -2,7 +2,7 @@
 # One device call (issues 23, 24): the slice benchmark (bench/slice/run.sh: configs/slice.json, 8,192-token rows,
 # checkpoint init, gb1 and gb8) for several quill arms in one call, the transformers peer once beside them:
 #   new      this bundle (build/gpu-bundle) as it is;
-#   ENV arms this bundle with environment knobs (ARMS="longest:QUILL_ATTENTION_BWD_LONGEST_FIRST=1 ...");
+#   ENV arms this bundle with environment variables (ARMS="name:VAR=1,VAR2=2 ...");
 #   base     the base build in .gpu-base/ (bin/, lib/, COMMIT; its bench/, tools/, configs/ in .gpu-base/src/),
 #            e.g. 40b8506, the last build with float atomics (issue 24's "before").
 # Before the arms, TESTS (a gtest filter of cuda_tests, run with each ARMS environment too) and the attention
@@ -33,7 +33,7 @@ if [ -n "$TESTS" ]; then
     grep -E "^\[  FAILED  \]" "$OUT/arms/tests-${arm%%:*}.log" | head -5
   done
 fi
-for arm in "default:" $ARMS "unordered:QUILL_ATTENTION_UNORDERED_DQ=1"; do
+for arm in "default:" $ARMS; do
   echo "attention_bench ${arm%%:*} [$(env_of "$arm")]:"
   env $(env_of "$arm") timeout 60 "$B/bin/attention_bench" --no-wgmma 2>&1 | tail -2
 done

@@ -5,7 +5,7 @@
 # batches of one row) and DP2 on the same rows and seed, each profiled at one step (EP2 also with the shared
 # experts overlapping the exchange, ep2o); NCCL's own bus bandwidth at the sizes those profiles show
 # (nccl_probe); then tools/runs/layout_report.py: losses
-# against one GPU with the noise floor (one GPU again, QUILL_ATTENTION_UNORDERED_DQ=1: only the order of
+# against one GPU with the noise floor (one GPU again, --attention-dq-order arrival: only the order of
 # float sums differs), tokens/s per GPU, MFU, scaling efficiency, peak bytes per rank, every collective's
 # own time, bus bandwidth against NCCL's and the part hidden under compute.
 # Here first: cmake --build build -j2 && scripts/gpu-bundle.sh build build/gpu-bundle nccl_probe cuda_tests \
@@ -37,7 +37,7 @@ flags=(train --config "$CONFIG" --rows "$ROWS" --seed 1 --steps "$STEPS" --globa
        --warmup-fraction 0 --clip-grad 1.0 --device "${DEVICE:-cuda}" --warmup-steps 2 --quiet --overwrite)
 [ "$PSTEP" -ge 0 ] && flags+=(--profile-step "$PSTEP")
 if has one; then CUDA_VISIBLE_DEVICES=0 run_one one; fi
-if has noise; then CUDA_VISIBLE_DEVICES=0 run_one noise QUILL_ATTENTION_UNORDERED_DQ=1; fi
+if has noise; then CUDA_VISIBLE_DEVICES=0 run_one noise --attention-dq-order arrival; fi
 if has tp2; then run_mpi 2 tp2 --tp 2 --sp; fi
 if has ep2; then run_mpi 2 ep2 --dp 2 --ep 2; fi
 # The overlap that exists for the expert exchange: the shared experts run while the all-to-all is in flight.

@@ -210,6 +210,11 @@ void add_train_command(CLI::App& app, Runner& run) {
                 "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
+  static std::string dq_order = "fixed";
+  cmd->add_option("--attention-dq-order", dq_order,
+                  "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "
+                  "of float-sum order when two runs are compared)")
+      ->check(CLI::IsMember({"fixed", "arrival"}));
   cmd->add_option("--moe-idle-expert-warning-steps", o.moe_idle_expert_warning_steps,
                   "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)");
   cmd->add_option("--replay-routing", o.replay_routing_file,
@@ -273,6 +278,7 @@ void add_train_command(CLI::App& app, Runner& run) {
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names))
         std::fprintf(stderr, "note: %s\n", line.c_str());
       o.recompute = recompute.resolve();
+      o.attention_dq_arrival_order = dq_order == "arrival";
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
                   "of steps", o.moe_idle_expert_warning_steps);
       // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take

@@ -39,8 +39,9 @@ namespace {
 // QUILL_POISON_DEVICE_MEMORY=B (0-255, decimal or 0x hex): every device allocation filled with byte B
 // (CudaBackendOptions::poison_byte). Two runs with different bytes that give the same bits read no
 // memory that nothing wrote (docs/determinism.md).
-CudaBackendOptions cuda_backend_options() {
+CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   CudaBackendOptions options;
+  options.attention_dq_arrival_order = o.attention_dq_arrival_order;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -116,6 +117,8 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
                               const MemoryCheck& check, bool count_collectives) {
   TrainOptions o = options;
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
+  QUILL_CHECK(!o.attention_dq_arrival_order || device == "cuda",
+              "--attention-dq-order arrival: the CPU backend's sums have one order; this choice is for --device cuda");
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;
@@ -203,7 +206,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
 #ifdef QUILL_HAVE_CUDA
   QUILL_CHECK(cuda_device_available(), "--device cuda: no GPU is visible to this process");
   const int gpu = dist ? select_cuda_device(dist->local_rank(), dist->local_size(), o.comm_backend != "nccl") : 0;
-  CudaBackend backend(gpu, cuda_backend_options());
+  CudaBackend backend(gpu, cuda_backend_options(o));
   const DeviceContext ctx = backend.context();
   int64_t device_memory = check.device_memory;
   if (device_memory <= 0) {

@@ -86,6 +86,9 @@ struct TrainOptions {
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;
+  // --attention-dq-order arrival (GPU only): the attention backward adds into dQ in arrival order, not
+  // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
+  bool attention_dq_arrival_order = false;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -53,6 +53,7 @@ struct TrainResult {
   int simulated_rank = -1;  // TrainOptions::simulate_rank: the loss and norms are not meaningful
   int world_size = 1;       // the layout's GPUs (ranks): tokens/s and MFU per GPU divide by it
   std::string recompute = "none";  // TrainOptions::recompute, described (RecomputeOptions::describe)
+  std::string attention_dq_order = "fixed";  // TrainOptions::attention_dq_arrival_order: "fixed" or "arrival"
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).

@@ -1,8 +1,6 @@
 // The Hopper attention forward (src/ops/cuda/attention_wg_*.cu, entry point attention_forward_wgmma)
 // against the CPU reference on every head-dim-128 shape of tests/cuda/attention_test.cc plus more GQA
-// ratios, tile remainders and a case without bias, in both forms of its P V product (the default
-// m64n128 and the split m64n64 pair; the setmaxnreg form on three cases, in its own test); against the
-// mma.sync forward on the slice's shapes; and three
+// ratios, tile remainders and a case without bias; against the mma.sync forward on the slice's shapes; and three
 // diagnostics that isolate one part of the kernel each and print the first mismatching elements with
 // their coordinates (run them first when the main test fails: docs/decisions/attention-wgmma.md):
 //   WindowOneCopiesValues        out = v exactly: P V, the V descriptor (MN-major), the output store
@@ -100,26 +98,20 @@ void check_against_cpu(const Case& c, cuda::attn_wg::Options options) {
   EXPECT_TRUE(out->guards_intact() && lse->guards_intact()) << c.name << ": written outside its bounds";
 }
 
-class CudaAttentionWgTest : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
+class CudaAttentionWgTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaAttentionWgTest, ForwardMatchesCpu) {
   QUILL_REQUIRE_SM90();
-  const auto& [c, split] = GetParam();
-  cuda::attn_wg::Options options;
-  options.split_pv = split;
-  check_against_cpu(c, options);
+  check_against_cpu(GetParam(), cuda::attn_wg::Options{});
 }
 
-INSTANTIATE_TEST_SUITE_P(CudaAttentionWg, CudaAttentionWgTest, ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<std::tuple<Case, bool>>& info) {
-                           return std::get<0>(info.param).name + (std::get<1>(info.param) ? "_split_pv" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(CudaAttentionWg, CudaAttentionWgTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // The slice's layers (T = 8,192, 32 q / 8 kv heads, R = 16): the wgmma forward against the mma.sync
-// forward (ops::attention_forward's default path for head dim 128) on the same device inputs.
+// forward (ops::attention_forward's path for local layers) on the same device inputs.
 TEST(CudaAttentionWg, MatchesTensorCoreForwardOnSliceShapes) {
   QUILL_REQUIRE_SM90();
-  if (cuda::attn_wg::requested_mode() != 0) GTEST_SKIP() << "QUILL_ATTENTION_WGMMA is set: no mma.sync reference";
   struct Layer {
     const char* name;
     int64_t window, E;
@@ -133,19 +125,14 @@ TEST(CudaAttentionWg, MatchesTensorCoreForwardOnSliceShapes) {
     const OnGpu dev = upload(make_inputs(c, 7000));
     const DeviceContext ctx = test::gpu_ctx();
     Tensor out_tc = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse_tc = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
-    ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out_tc, lse_tc);
+    cuda::attn_wg::attention_forward_mma_sync(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out_tc, lse_tc);
     const Tensor o_ref = to_host_f32(out_tc), l_ref = to_host_f32(lse_tc);
-    for (int form = 0; form < 3; ++form) {  // default, split P V, wide
-      Tensor out = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
-      cuda::attn_wg::Options options;
-      options.split_pv = form == 1;
-      options.wide = form == 2;
-      options.sync_check = true;
-      cuda::attn_wg::attention_forward_wgmma(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, options);
-      const std::string what = std::string(layer.name) + (form == 1 ? " split" : (form == 2 ? " wide" : ""));
-      expect_close(what + " out vs mma.sync", to_host_f32(out), o_ref, 1e-2);
-      expect_close(what + " lse vs mma.sync", to_host_f32(lse), l_ref, 1e-4);
-    }
+    Tensor out = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
+    cuda::attn_wg::Options options;
+    options.sync_check = true;
+    cuda::attn_wg::attention_forward_wgmma(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, options);
+    expect_close(std::string(layer.name) + " out vs mma.sync", to_host_f32(out), o_ref, 1e-2);
+    expect_close(std::string(layer.name) + " lse vs mma.sync", to_host_f32(lse), l_ref, 1e-4);
   }
 }
 
@@ -157,31 +144,25 @@ Tensor identity_values(int64_t T, int64_t G) {
   return v;
 }
 
-// Runs the default and split forms (or, with `wide`, the wide form alone) on host inputs; compares out with the
-// CPU reference element by element.
-void run_diagnostic(const std::string& name, const Case& c, const Host& in, double abs_tol, bool wide = false) {
+// Runs the kernel on host inputs; compares out with the CPU reference element by element.
+void run_diagnostic(const std::string& name, const Case& c, const Host& in, double abs_tol) {
   const AttentionParams p = params_of(c);
   Tensor out_ref = Tensor::empty({c.T, c.H, kD}, DType::F32), lse_ref = Tensor::empty({c.H, c.T}, DType::F32);
   ops::attention_forward(DeviceContext::cpu(), in.q, in.k, in.v, in.r, in.table, p, out_ref, lse_ref);
   const OnGpu dev = upload(in);
-  for (int form = wide ? 2 : 0; form < (wide ? 3 : 2); ++form) {
-    auto out = poisoned_output({c.T, c.H, kD}, DType::BF16);
-    auto lse = poisoned_output({c.H, c.T}, DType::F32);
-    cuda::attn_wg::Options options;
-    options.split_pv = form == 1;
-    options.wide = form == 2;
-    options.sync_check = true;
-    cuda::attn_wg::attention_forward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out->tensor(),
-                                           lse->tensor(), options);
-    const std::string what = name + (form == 1 ? " (split P V)" : (form == 2 ? " (wide)" : ""));
-    EXPECT_EQ(report_mismatches(what + " out", to_host_f32(out->tensor()), out_ref, c.T, c.H, kD, abs_tol), 0);
-    const Tensor l = to_host_f32(lse->tensor());
-    int bad = 0;
-    for (int64_t i = 0; i < l.numel(); ++i)
-      if (!(std::fabs(l.data_as<float>()[i] - lse_ref.data_as<float>()[i]) <= 1e-3) && bad++ < 8)
-        ADD_FAILURE() << what << " lse: h=" << i / c.T << " t=" << i % c.T << " got " << l.data_as<float>()[i] << " want "
-                      << lse_ref.data_as<float>()[i];
-  }
+  auto out = poisoned_output({c.T, c.H, kD}, DType::BF16);
+  auto lse = poisoned_output({c.H, c.T}, DType::F32);
+  cuda::attn_wg::Options options;
+  options.sync_check = true;
+  cuda::attn_wg::attention_forward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out->tensor(),
+                                         lse->tensor(), options);
+  EXPECT_EQ(report_mismatches(name + " out", to_host_f32(out->tensor()), out_ref, c.T, c.H, kD, abs_tol), 0);
+  const Tensor l = to_host_f32(lse->tensor());
+  int bad = 0;
+  for (int64_t i = 0; i < l.numel(); ++i)
+    if (!(std::fabs(l.data_as<float>()[i] - lse_ref.data_as<float>()[i]) <= 1e-3) && bad++ < 8)
+      ADD_FAILURE() << name << " lse: h=" << i / c.T << " t=" << i % c.T << " got " << l.data_as<float>()[i] << " want "
+                    << lse_ref.data_as<float>()[i];
 }
 
 // Window 1: each query sees only itself, so out = v (exact in bf16) whatever S is.
@@ -209,52 +190,6 @@ TEST(CudaAttentionWg, BiasOnlyShowsTheBand) {
   in.v = identity_values(c.T, c.G);
   in.table = random_tensor({c.R, c.E}, DType::F32, 6105, 1.0);  // a bias of a few units: visible in P
   run_diagnostic("bias_only", c, in, 1e-2);
-}
-
-// The form with setmaxnreg (attention_wg.h, QUILL_ATTENTION_WGMMA=3) on three cases. Its own test, so
-// that a hang in setmaxnreg.inc (a register balance the hardware does not grant; no barrier timeout
-// catches it) can be filtered out: --gtest_filter=-*Setmaxnreg*.
-TEST(CudaAttentionWg, SetmaxnregFormMatchesCpu) {
-  QUILL_REQUIRE_SM90();
-  for (const Case& c : {Case{"setmaxnreg_T300_window70_E130", 300, 2, 1, 16, 130, 70},
-                        Case{"setmaxnreg_T77_log_scaling", 77, 4, 4, 5, 200, 0, true, 10.0},
-                        Case{"setmaxnreg_T1024_global", 1024, 8, 2, 16, 1024, 0, true, 300.0}}) {
-    cuda::attn_wg::Options options;
-    options.setmaxnreg = true;
-    check_against_cpu(c, options);
-  }
-}
-
-// The wide form (attention_wg.h, QUILL_ATTENTION_WGMMA=4: 128-key tiles, 256 threads, thread 0 loading)
-// on every case, each in its own test so that one failing shape names itself.
-class CudaAttentionWgWideTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(CudaAttentionWgWideTest, WideFormMatchesCpu) {
-  QUILL_REQUIRE_SM90();
-  cuda::attn_wg::Options options;
-  options.wide = true;
-  check_against_cpu(GetParam(), options);
-}
-
-INSTANTIATE_TEST_SUITE_P(CudaAttentionWgWide, CudaAttentionWgWideTest, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
-
-// The wide form's diagnostics (run first when its case tests fail), on the inputs of the three above: P V and
-// the store (window 1), S and the mask (one-hot values), the bias boxes (q = 0).
-TEST(CudaAttentionWg, WideFormDiagnostics) {
-  QUILL_REQUIRE_SM90();
-  const Case window_one{"window_one", 200, 4, 2, 16, 64, 1};
-  run_diagnostic("window_one", window_one, make_inputs(window_one, 5000), 0.0, true);
-  const Case one_hot{"one_hot_scores", 128, 2, 1, 0, 4, 0};
-  Host in = make_inputs(one_hot, 6000);
-  in.v = identity_values(one_hot.T, one_hot.G);
-  run_diagnostic("one_hot_scores", one_hot, in, 1e-2, true);
-  const Case bias_only{"bias_only", 128, 2, 1, 16, 96, 0};
-  in = make_inputs(bias_only, 6100);
-  in.q = Tensor::zeros({bias_only.T, bias_only.H, kD}, DType::F32);
-  in.v = identity_values(bias_only.T, bias_only.G);
-  in.table = random_tensor({bias_only.R, bias_only.E}, DType::F32, 6105, 1.0);
-  run_diagnostic("bias_only", bias_only, in, 1e-2, true);
 }
 
 TEST(CudaAttentionWg, RejectsOtherHeadDims) {

@@ -170,15 +170,6 @@ void check_shortcuts() {
 TEST(AttentionWgLayout, TileScheduleCoversEveryAllowedPair) { check_schedule<kBlockN>(); }
 TEST(AttentionWgLayout, ShortcutsAreExact) { check_shortcuts<kBlockN>(); }
 
-// The wide form's 128-key tiles (FwdWide, attention_wg_layout.h): the same properties, and its geometry.
-TEST(AttentionWgLayout, WideTileScheduleAndShortcuts) {
-  check_schedule<FwdWide::kN>();
-  check_shortcuts<FwdWide::kN>();
-  EXPECT_LE(FwdWide::kSmemBytes, kSmemLimit);
-  EXPECT_EQ(FwdWide::kThreads, 256);
-  EXPECT_EQ(FwdWide::kHalfBytes, 2 * kBoxBytes);  // a head-dim half of a 128-key tile: two TMA boxes
-}
-
 TEST(AttentionWgLayout, SharedMemoryPlanFitsAndAligns) {
   EXPECT_LE(kSmemBytes, kSmemLimit);
   EXPECT_EQ(kSmemQ % 1024, 0);

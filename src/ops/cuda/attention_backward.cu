@@ -351,7 +351,7 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
   // D[h, t] = dout . out, fp32.
   const Tensor D = output_gradient_dots(ctx, p, dout_THd, out_THd);
   if (attn_tc::takes(p)) {
-    if (attn_wg::backward_takes(p))  // QUILL_ATTENTION_WGMMA_BWD (attention_wg.h)
+    if (attn_wg::takes(p))  // global layers on sm_90 (measured, attention_wg.h)
       return attn_wg::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
                                dv_TGd, dr_THR, dtable_RE, false);
     return attn_tc::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,

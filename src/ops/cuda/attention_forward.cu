@@ -24,6 +24,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_tc.h"
 #include "ops/cuda/attention_wg.h"
+#include "ops/cuda/attention_wg_internal.h"
 #include "ops/cuda/kernels.h"
 
 namespace quill::cuda {
@@ -163,13 +164,8 @@ void attention_forward(const DeviceContext& ctx, const Tensor& q_THd, const Tens
   require_device(op, "out_THd", out_THd, {p.T, p.H, p.d}, DType::BF16);
   require_device(op, "lse_HT", lse_HT, {p.H, p.T}, DType::F32);
   if (p.T == 0 || p.H == 0) return;
-  if (attn_tc::takes(p) && attn_wg::requested_mode() > 0) {  // QUILL_ATTENTION_WGMMA (attention_wg.h)
-    attn_wg::Options options;
-    options.split_pv = attn_wg::requested_mode() == 2;
-    options.setmaxnreg = attn_wg::requested_mode() == 3;
-    options.wide = attn_wg::requested_mode() == 4;
-    return attn_wg::attention_forward_wgmma(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT, options);
-  }
+  // Global layers on sm_90: the wgmma kernel; local ones: mma.sync (measured, attention_wg.h).
+  if (attn_wg::takes(p)) return attn_wg::attention_forward_wgmma(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT);
   if (attn_tc::takes(p)) return attn_tc::forward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, out_THd, lse_HT);
   const cudaStream_t stream = stream_of(ctx);
   switch (head_dim_pad(p.d)) {
@@ -180,4 +176,19 @@ void attention_forward(const DeviceContext& ctx, const Tensor& q_THd, const Tens
   }
 }
 
+namespace attn_wg {
+
+void attention_forward_mma_sync(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
+                                const Tensor& r_THR, const Tensor& table_RE, const AttentionParams& params,
+                                const Tensor& out_THd, const Tensor& lse_HT) {
+  const char* op = "attention_forward_mma_sync";
+  const attn::Problem p = attn::make_problem(op, q_THd, k_TGd, v_TGd, r_THR, table_RE, params);
+  attn::require_device(op, "out_THd", out_THd, {p.T, p.H, p.d}, DType::BF16);
+  attn::require_device(op, "lse_HT", lse_HT, {p.H, p.T}, DType::F32);
+  QUILL_CHECK(p.d == 128, "{}: head dim {} is not supported (the mma.sync path is for head dim 128)", op, p.d);
+  if (p.T == 0 || p.H == 0) return;
+  attn_tc::forward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, out_THd, lse_HT);
+}
+
+}  // namespace attn_wg
 }  // namespace quill::cuda

@@ -4,56 +4,19 @@
 // docs/decisions/attention-tensor-cores.md.
 #pragma once
 
-#include <cstdlib>
-
 #include "ops/attention.h"
 #include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/cuda_resources.h"
 
 namespace quill::cuda::attn_tc {
 
-// The head dim this path takes. QUILL_ATTENTION_CUDA_CORES=1 in the environment sends every call to
-// the CUDA-core kernels instead (for benchmarks comparing the two; bench/attention/).
-inline bool takes(const attn::Problem& p) {
-  static const bool cuda_cores = [] {
-    const char* v = std::getenv("QUILL_ATTENTION_CUDA_CORES");
-    return v != nullptr && v[0] == '1';
-  }();
-  return p.d == 128 && !cuda_cores;
-}
+// The head dim this path takes (every other head dim: the CUDA-core kernels of attention_forward.cu /
+// attention_backward.cu, the reference path).
+inline bool takes(const attn::Problem& p) { return p.d == 128; }
 
-// QUILL_ATTENTION_UNORDERED_DQ=1 lets the backward's key tiles add into dQ in arrival order, as before
-// issue 24 (not bit-reproducible): only for the benchmark that measures what the fixed order costs.
-inline bool unordered_dq() {
-  static const bool unordered = [] {
-    const char* v = std::getenv("QUILL_ATTENTION_UNORDERED_DQ");
-    return v != nullptr && v[0] == '1';
-  }();
-  return unordered;
-}
-
-// The backward's launch order of its key tiles, chosen per layer by measurement (attention_tc_backward.cu);
-// QUILL_ATTENTION_BWD_LONGEST_FIRST=1 forces longest first (tile 0 first), =0 shortest first: a benchmark
-// knob. With the fixed-order dQ additions, longest first makes them go lowest key tile first, shortest
-// first highest first. Each order is bit-reproducible; the two give different bits (another order of the
-// same sums). Returns 1, 0, or -1 when not forced.
-// QUILL_ATTENTION_BIAS_GEMM=1: the bias rows and their gradient as cuBLASLt GEMMs (bias_rows_gemm below).
-inline bool bias_on_gemm() {
-  static const bool on = [] {
-    const char* v = std::getenv("QUILL_ATTENTION_BIAS_GEMM");
-    if (v == nullptr || v[0] == '\0') return false;
-    QUILL_CHECK((v[0] == '0' || v[0] == '1') && v[1] == '\0', "QUILL_ATTENTION_BIAS_GEMM must be 0 or 1, got '{}'", v);
-    return v[0] == '1';
-  }();
-  return on;
-}
-
-inline int forced_launch_order() {
-  static const int forced = [] {
-    const char* v = std::getenv("QUILL_ATTENTION_BWD_LONGEST_FIRST");
-    return v == nullptr || v[0] == '\0' ? -1 : (v[0] == '1' ? 1 : 0);
-  }();
-  return forced;
-}
+// The backward's dQ additions in arrival order instead of the fixed one (not bit-reproducible: a noise
+// floor for comparing runs; CudaBackendOptions::attention_dq_arrival_order, --attention-dq-order arrival).
+inline bool arrival_order_dq(const DeviceContext& ctx) { return ctx.cuda->attention_dq_arrival_order; }
 
 void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
              const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& out_THd,
@@ -75,13 +38,6 @@ void finish_dq(const DeviceContext& ctx, const attn::Problem& p, const Tensor& d
 void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
                const Tensor& rb_THE);
 void tau_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& tau_T);
-// The same two as fp32 cuBLASLt GEMMs (attention_tc_bias_gemm.cu), taken when bias_on_gemm(): not yet run on a
-// GPU, so opt-in until they have been.
-void bias_rows_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
-                    const Tensor& rb_THE);
-void bias_rows_backward_gemm(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,
-                             const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR,
-                             const Tensor& dtable_RE);
 // From drb_THE (the gradient of the bias rows): dr_THR (bf16) = drb . table^T, overwritten;
 // dtable_RE (fp32) += r^T . drb.
 void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,

@@ -327,11 +327,10 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   // measured (bench/results/2026-12-04-determinism-cost, T = 8,192): with the order, global layers longest
   // first (12.7 ms against 14.9), local (windowed, CTAs of about equal length) shortest first (3.50 against
   // 3.85); without it, longest first (11.4 against 13.6 global).
-  const bool ordered = !unordered_dq();
-  const int forced = forced_launch_order();
-  const bool longest_first = forced >= 0 ? forced == 1 : (!ordered || p.window <= 0);
+  const bool ordered = !arrival_order_dq(ctx);
+  const bool longest_first = !ordered || p.window <= 0;
   Tensor dq_order;
-  if (!unordered_dq()) {
+  if (ordered) {
     dq_order = Tensor::empty({p.H, t_pad / kRows, 4}, DType::I32, *ctx.allocator);
     QUILL_CUDA_CHECK(cudaMemsetAsync(dq_order.data(), 0, dq_order.nbytes(), stream));
   }

@@ -1,6 +1,6 @@
 // Device building blocks of the Hopper attention forward (attention_wg_forward.cu): mbarriers, TMA
-// tensor loads, warpgroup MMA (wgmma.mma_async, bf16 in, fp32 accumulate) and register budgets, all
-// as inline PTX (PTX ISA 8.x: "mbarrier", "cp.async.bulk.tensor", "wgmma", "setmaxnreg"). The
+// tensor loads and warpgroup MMA (wgmma.mma_async, bf16 in, fp32 accumulate), all
+// as inline PTX (PTX ISA 8.x: "mbarrier", "cp.async.bulk.tensor", "wgmma"). The
 // descriptor and swizzle arithmetic is in attention_wg_layout.h (CPU-tested).
 //
 // Register fragments of wgmma .m64nNk16 (PTX ISA, "Register Fragments" for wgmma), thread tid of the
@@ -57,7 +57,7 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
 // Waits for the phase of parity `parity` to complete. A wait that lasts ~4 s of clock (a pipeline
 // bug: a count or a byte total that never completes) traps, so a hang becomes a launch error instead of
 // a timeout; with QUILL_WG_HANG_PRINT defined it also prints which barrier (tag) first. The print is a
-// function call, which makes ptxas serialise the wgmma pipeline and ignore setmaxnreg, so it is off by
+// function call, which makes ptxas serialise the wgmma pipeline, so it is off by
 // default.
 constexpr long long kHangCycles = 8ll << 30;
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, int tag) {
@@ -79,60 +79,27 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, int tag
 // ---- TMA (cp.async.bulk.tensor), completion counted on an mbarrier in bytes ----
 
 // An mbarrier arrival that adds `bytes` to the phase's transaction count, and TMA tensor loads counted on an
-// mbarrier in bytes, each predicated inside the instruction (`on`): a loader thread inside a consumer's loop
-// issues them so, since a branch around them made ptxas serialise that loop's wgmma pipeline (C7513).
-__device__ __forceinline__ void mbar_arrive_expect_tx_if(bool on, uint32_t bar, uint32_t bytes) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(bar),
-      "r"(bytes), "r"(static_cast<uint32_t>(on))
-      : "memory");
+// mbarrier in bytes.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void tma_load_3d_if(bool on, uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                               int c2) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-      "@p cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n}\n" ::"r"(
-          dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(static_cast<uint32_t>(on))
-      : "memory");
-}
-__device__ __forceinline__ void tma_load_4d_if(bool on, uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                               int c2, int c3) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %7, 0;\n"
-      "@p cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
-      "[%2];\n}\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(static_cast<uint32_t>(on))
-      : "memory");
-}
-// The unpredicated forms (the issuing thread is chosen by a branch outside any wgmma loop).
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) { mbar_arrive_expect_tx_if(true, bar, bytes); }
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2) {
-  tma_load_3d_if(true, dst, map, bar, c0, c1, c2);
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
 }
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2,
                                             int c3) {
-  tma_load_4d_if(true, dst, map, bar, c0, c1, c2, c3);
-}
-// Waits on named barrier `id` (count threads), or only arrives there when `arrive_only`: one predicated pair, no
-// branch (see above).
-__device__ __forceinline__ void named_barrier_sync_or_arrive(bool arrive_only, int id, int count) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.arrive %0, %1;\n@!p bar.sync %0, %1;\n}\n" ::"r"(id),
-               "r"(count), "r"(static_cast<uint32_t>(arrive_only))
-               : "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
 }
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
-}
-
-// ---- Register budgets (warp specialisation): the producer gives registers to the consumers ----
-template <int N>
-__device__ __forceinline__ void regs_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void regs_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
 // ---- wgmma ----
@@ -192,26 +159,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a_d
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(a_desc), "l"(b_desc), "r"(scale_d));
-}
-
-// d (64 x 64 block of head-dim columns, fp32) += A (64 x 16, registers) . B (16 x 64, shared memory,
-// MN-major: rows = K, 128 bytes of N each). Used twice per k-step in the split form of P V.
-__device__ __forceinline__ void wgmma_m64n64k16_rs_tb(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc,
-                                                      int scale_d) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
 }
 
 // d (64 x 128, fp32) += A (64 x 16, registers) . B (16 x 128, shared memory, MN-major, the two 64-column

@@ -50,7 +50,7 @@ struct BwdArgs {
   float* drb;        // [T, H, E] or null
   __nv_bfloat16* dk;
   __nv_bfloat16* dv;
-  int unordered;  // QUILL_ATTENTION_UNORDERED_DQ: additions in arrival order (only to measure the order's cost)
+  int unordered;  // additions in arrival order (attn_tc::arrival_order_dq: a noise floor, not reproducible)
 };
 
 struct Smem {
@@ -487,7 +487,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   a.dq_order = dq_order.data_as<int>();
   a.dk = dk_TGd.data_as<__nv_bfloat16>();
   a.dv = dv_TGd.data_as<__nv_bfloat16>();
-  a.unordered = attn_tc::unordered_dq() ? 1 : 0;
+  a.unordered = attn_tc::arrival_order_dq(ctx) ? 1 : 0;
 
   const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel);
   attn::set_smem(op, kernel, bwd::kSmemBytes);

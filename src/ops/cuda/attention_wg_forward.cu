@@ -1,18 +1,18 @@
 // Attention forward for head dim 128 on Hopper (sm_90a), FlashAttention-3 style: warpgroup MMA
 // (wgmma) with B operands in shared memory, TMA loads counted on mbarriers, a producer warp and two
-// consumer warpgroups (warp specialisation with setmaxnreg), and the softmax of key tile j overlapped
+// consumer warpgroups (warp specialisation), and the softmax of key tile j overlapped
 // with the tensor cores' work on S(j+1) = Q K(j+1)^T and O += P(j) V(j). The math is ops/attention.h's;
 // the relative bias comes from the banded bias layout (attention_wg_layout.h, written per call by
 // attention_wg_bias.cu) as TMA boxes, so it stays in the kernel (no [T, T] tensor).
 // Design, predictions and what is least sure: docs/decisions/attention-wgmma.md.
 //
 // CTA: 384 threads, one (128-query tile, head). Warpgroup 0 is the producer (its first thread issues
-// every TMA; the rest exit, in the kSetmaxnreg form after giving their registers away); warpgroups 1
+// every TMA; the rest exit); warpgroups 1
 // and 2 each own 64 query rows. Per consumer and key tile of 64 keys:
 //   S = Q K^T       8 x wgmma.m64n64k16, Q and K from shared memory (K-major, 128-byte swizzle)
 //   softmax         in fp32 registers: tau, scale, the bias tile (fp32, from shared memory), the mask,
 //                   the online max / sum in base 2; P rounded to bf16 is the A operand of the next product
-//   O += P V        4 x wgmma.m64n128k16 (or 8 x m64n64k16, the "split" form), V from shared memory
+//   O += P V        4 x wgmma.m64n128k16, V from shared memory
 //                   (MN-major, 128-byte swizzle)
 // Loop order per tile j: issue S(j); issue P(j-1) V(j-1); wait S(j); release K(j); softmax(j); wait
 // P(j-1) V(j-1); release V(j-1); rescale O. Pipelines: K, V and each consumer's bias in kStages stages
@@ -27,13 +27,9 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-// Register budgets after the split (setmaxnreg, the kSetmaxnreg form only): 128 x 40 + 256 x 232 = 64,512 =
-// 384 x 168, the launch allocation (__launch_bounds__(384, 1)); they must balance or setmaxnreg.inc waits
-// forever. ptxas fits the consumer in 160 registers without it (no spills, -Xptxas -v), so the default form
-// leaves it out: no gain, and a hang that no barrier timeout would catch if the balance were wrong.
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;
-static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs == kThreads * 168, "register budgets must balance");
+// No setmaxnreg: ptxas fits the consumer in 160 registers without it (no spills, -Xptxas -v); the form that
+// gave the producer's registers to the consumers measured the same (2.81 vs 2.80 ms, global layer, H200) and
+// was deleted with the split P V and 128-key-tile forms (docs/decisions/attention-wgmma.md, "Chosen").
 constexpr int kConsumerWarps = 4 * kConsumers;
 
 // Barrier tags in the hang report (mbar_wait): tag = kind + stage (+ 100 * consumer for the bias).
@@ -69,38 +65,34 @@ __device__ __forceinline__ float2 ld_shared_f2(uint32_t addr) {
 }
 
 // The loads, each after its stage's previous contents were released: Q once, then per key tile K, the
-// bias tiles of both consumers (when the tile has distances below E) and V. With a producer warpgroup one
-// thread issues them all in that order (produce); in the wide form thread 0 of consumer 0 issues them
-// between its own steps, in an order that never waits on its own warpgroup (Consumer::run).
+// bias tiles of both consumers (when the tile has distances below E) and V. One thread of the producer
+// warpgroup issues them all in that order (produce).
 template <class G>
 struct Loader {
   const Smem<G>& sm;
   const WgProblem& p;
   const CUtensorMap *q_map, *k_map, *v_map, *b_map;
   int t0, h, kvh, s_begin, n_tiles;
-  int nb = 0;     // bias tiles issued so far
-  bool on = true;  // this thread issues (every thread of a warpgroup runs the wide form's loads, predicated)
+  int nb = 0;  // bias tiles issued so far
 
   __device__ __forceinline__ void queries() {
-    mbar_arrive_expect_tx_if(on, sm.q_full(), kConsumers * kTileBytes);
+    mbar_arrive_expect_tx(sm.q_full(), kConsumers * kTileBytes);
 #pragma unroll
     for (int cons = 0; cons < kConsumers; ++cons)
 #pragma unroll
       for (int half = 0; half < 2; ++half)
-        tma_load_3d_if(on, sm.q(cons, half), q_map, sm.q_full(), half * kHalfCols, h, t0 + kWgRows * cons);
+        tma_load_3d(sm.q(cons, half), q_map, sm.q_full(), half * kHalfCols, h, t0 + kWgRows * cons);
   }
   // K or V of key tile j: per head-dim half, kN / 64 boxes of 64 key rows.
   __device__ __forceinline__ void rows(const CUtensorMap* map, uint32_t full, uint32_t empty, uint32_t dst, int j, int tag) {
     const int st = j % G::kKvStages;
-    // The wide form's loads come when the stage is known to be free (Consumer::run): no wait (a spin loop
-    // there made ptxas serialise the consumer's wgmma pipeline, C7513).
-    if constexpr (!G::kLoader) mbar_wait(empty, ((j / G::kKvStages) & 1) ^ 1, tag + st);
-    mbar_arrive_expect_tx_if(on, full, G::kKvTileBytes);
+    mbar_wait(empty, ((j / G::kKvStages) & 1) ^ 1, tag + st);
+    mbar_arrive_expect_tx(full, G::kKvTileBytes);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
 #pragma unroll
       for (int rb = 0; rb < G::kN / kWgRows; ++rb)
-        tma_load_3d_if(on, dst + half * G::kHalfBytes + rb * kBoxBytes, map, full, half * kHalfCols, kvh,
+        tma_load_3d(dst + half * G::kHalfBytes + rb * kBoxBytes, map, full, half * kHalfCols, kvh,
                        s_begin + j * G::kN + kWgRows * rb);
   }
   __device__ __forceinline__ void keys(int j) {
@@ -116,12 +108,12 @@ struct Loader {
     const uint32_t bph = (nb / G::kBiasStages) & 1;
 #pragma unroll
     for (int cons = 0; cons < kConsumers; ++cons) {
-      if constexpr (!G::kLoader) mbar_wait(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
-      mbar_arrive_expect_tx_if(on, sm.b_full(cons, bst), G::kBiasBytes);
+      mbar_wait(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
+      mbar_arrive_expect_tx(sm.b_full(cons, bst), G::kBiasBytes);
 #pragma unroll
       for (int box = 0; box < G::kN / kBiasCols; ++box) {
         const int a = s0 / kBiasCols + box;  // key block of 32
-        tma_load_4d_if(on, sm.bias(cons, bst) + box * kBoxBytes, b_map, sm.b_full(cons, bst), 0,
+        tma_load_4d(sm.bias(cons, bst) + box * kBoxBytes, b_map, sm.b_full(cons, bst), 0,
                        t0 + kWgRows * cons - kBiasCols * a, a, h);
       }
     }
@@ -138,7 +130,7 @@ struct Loader {
 };
 
 // One consumer warpgroup's 64 query rows: the state of the online softmax and the products.
-template <class G, bool kSplitPv>
+template <class G>
 struct Consumer {
   static constexpr int kN = G::kN;
   const Smem<G>& sm;
@@ -200,12 +192,7 @@ struct Consumer {
       // Keys 16 kk .. 16 kk + 15 are rows 16 kk .. of both head-dim halves: 2 KiB per k-step; the halves
       // are kN rows (G::kHalfBytes) apart, the MN-major descriptor's LBO.
       const uint32_t rows = vb + kk * 16 * kRowBytes;
-      if constexpr (kSplitPv) {
-        wgmma_m64n64k16_rs_tb(*reinterpret_cast<float(*)[32]>(&o[0]), a, mn_major_desc(rows, G::kHalfBytes), 1);
-        wgmma_m64n64k16_rs_tb(*reinterpret_cast<float(*)[32]>(&o[32]), a, mn_major_desc(rows + G::kHalfBytes, G::kHalfBytes), 1);
-      } else {
-        wgmma_m64n128k16_rs_tb(o, a, mn_major_desc(rows, G::kHalfBytes), 1);
-      }
+      wgmma_m64n128k16_rs_tb(o, a, mn_major_desc(rows, G::kHalfBytes), 1);
     }
     wgmma_commit();
     fence_regs(o);
@@ -296,26 +283,7 @@ struct Consumer {
     for (int n = 0; n < kN / 4; ++n) pf[n / 4][n % 4] = pack_bf16(s[2 * n], s[2 * n + 1]);
   }
 
-  // The wide form, after tile j (this warpgroup has released K(j), the bias of j and V(j-1)): consumer 1
-  // says so on named barrier 1 + j % 2 without waiting; consumer 0 waits there for it, and then its loader
-  // thread issues the bias of j+1, V(j+1) and K(j+2) into stages now free in both. (Consumer 1 cannot get two
-  // tiles ahead, to arrive twice on one barrier: its tile j+2 needs K(j+2), loaded after this.) Loads that waited
-  // on the empty mbarriers instead made ptxas serialise the wgmma pipeline (C7513).
-  __device__ void tile_done(Loader<G>& load, bool loader, int j) {
-    named_barrier_sync_or_arrive(cons == 1, 1 + (j & 1), 256);
-    load.on = loader;  // every thread computes the loads; the loader thread's are issued
-    if (cons == 0) {   // (uniform per warpgroup: consumer 1 skips the address arithmetic)
-      attn_dq::fence_proxy_async_smem();  // the tiles' generic-proxy reads before the TMA's writes
-      load.bias(j + 1);
-      load.values(j + 1);
-      load.keys(j + 2);
-    }
-  }
-
-  // loader: this thread is the wide form's loader (thread 0 of consumer 0); K(1) comes before tile 0, the
-  // rest from tile_done.
-  __device__ void run(int s_begin, int n_tiles, int h, __nv_bfloat16* __restrict__ out, float* __restrict__ lse,
-                      Loader<G>& load, bool loader) {
+  __device__ void run(int s_begin, int n_tiles, int h, __nv_bfloat16* __restrict__ out, float* __restrict__ lse) {
     constexpr int kKv = G::kKvStages;
     wait_q();
     float o[64];
@@ -325,10 +293,6 @@ struct Consumer {
     float corr[2] = {1.0f, 1.0f};
 
     {
-      if constexpr (G::kLoader) {
-        load.on = loader;
-        if (cons == 0) load.keys(1);
-      }
       float s[kN / 2];
       const uint32_t bias = acquire_bias(s_begin);
       mbar_wait(sm.k_full(0), 0, kTagKFull);
@@ -337,7 +301,6 @@ struct Consumer {
       fence_regs(s);
       release(sm.k_empty(0));
       softmax(s, s_begin, bias, pf, corr);  // O is still zero: corr is not needed
-      if constexpr (G::kLoader) tile_done(load, loader, 0);
     }
     for (int j = 1; j < n_tiles; ++j) {
       const int st = j % kKv, pst = (j - 1) % kKv;
@@ -363,7 +326,6 @@ struct Consumer {
       for (int n = 0; n < kN / 4; ++n) pf[n / 4][n % 4] = pf_next[n / 4][n % 4];
       fence_regs(pf);
       fence_regs(o);
-      if constexpr (G::kLoader) tile_done(load, loader, j);
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
@@ -394,7 +356,7 @@ struct Consumer {
   }
 };
 
-template <class G, bool kSplitPv, bool kSetmaxnreg>
+template <class G>
 __global__ void __launch_bounds__(G::kThreads, 1)
     attention_wg_forward_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                                 const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap b_map,
@@ -428,51 +390,27 @@ __global__ void __launch_bounds__(G::kThreads, 1)
     tma_prefetch_descriptor(&k_map);
     tma_prefetch_descriptor(&v_map);
     if (p.has_bias) tma_prefetch_descriptor(&b_map);
-    if constexpr (G::kLoader) {  // the first tile's loads; the rest come from Consumer::run
-      load.queries();
-      load.keys(0);
-      load.bias(0);
-      load.values(0);
-    }
   }
   __syncthreads();  // the last CTA-wide barrier: the producer's idle warps exit below
 
-  if constexpr (G::kLoader) {
-    Consumer<G, kSplitPv> c(sm, p, wg, t0, threadIdx.x % 128);
-    c.run(s_begin, n_tiles, h, out, lse, load, threadIdx.x == 0);
-  } else {
-    if (wg == 0) {
-      if constexpr (kSetmaxnreg) regs_dec<kProducerRegs>();
-      if (threadIdx.x == 0) load.produce();
-      return;
-    }
-    if constexpr (kSetmaxnreg) regs_inc<kConsumerRegs>();
-    Consumer<G, kSplitPv> c(sm, p, wg - 1, t0, threadIdx.x % 128);
-    c.run(s_begin, n_tiles, h, out, lse, load, false);
+  if (wg == 0) {
+    if (threadIdx.x == 0) load.produce();
+    return;
   }
+  Consumer<G> c(sm, p, wg - 1, t0, threadIdx.x % 128);
+  c.run(s_begin, n_tiles, h, out, lse);
 }
 
 }  // namespace
 
-namespace {
-template <class G, bool kSplitPv, bool kSetmaxnreg>
-void launch(const LaunchArgs& a, cudaStream_t stream, const char* name) {
-  const void* kernel = reinterpret_cast<const void*>(&attention_wg_forward_kernel<G, kSplitPv, kSetmaxnreg>);
+void launch_forward_kernel(const LaunchArgs& a, cudaStream_t stream) {
+  using G = FwdGeometry;
+  const void* kernel = reinterpret_cast<const void*>(&attention_wg_forward_kernel<G>);
   attn::set_smem("attention_forward_wgmma", kernel, G::kSmemBytes);
   const dim3 grid((a.p.T + kBlockM - 1) / kBlockM, a.p.H);
-  attention_wg_forward_kernel<G, kSplitPv, kSetmaxnreg>
-      <<<grid, G::kThreads, G::kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p, a.out, a.lse);
-  QUILL_CUDA_CHECK_LAUNCH(name);
-}
-}  // namespace
-
-void launch_forward_kernel(const LaunchArgs& a, bool split_pv, bool setmaxnreg, bool wide, cudaStream_t stream) {
-  QUILL_CHECK(static_cast<int>(split_pv) + static_cast<int>(setmaxnreg) + static_cast<int>(wide) <= 1,
-              "attention_forward_wgmma: the split P V, setmaxnreg and wide forms are exclusive");
-  if (wide) return launch<FwdWide, false, false>(a, stream, "attention_wg_forward_kernel<wide>");
-  if (setmaxnreg) return launch<FwdNarrow, false, true>(a, stream, "attention_wg_forward_kernel<setmaxnreg>");
-  if (split_pv) return launch<FwdNarrow, true, false>(a, stream, "attention_wg_forward_kernel<split P V>");
-  launch<FwdNarrow, false, false>(a, stream, "attention_wg_forward_kernel");
+  attention_wg_forward_kernel<G><<<grid, G::kThreads, G::kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p,
+                                                                               a.out, a.lse);
+  QUILL_CUDA_CHECK_LAUNCH("attention_wg_forward_kernel");
 }
 
 }  // namespace quill::cuda::attn_wg

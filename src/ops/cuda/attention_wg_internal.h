@@ -27,7 +27,11 @@ struct LaunchArgs {
   float* lse;
 };
 
-void launch_forward_kernel(const LaunchArgs& args, bool split_pv, bool setmaxnreg, bool wide, cudaStream_t stream);
+void launch_forward_kernel(const LaunchArgs& args, cudaStream_t stream);
+
+// True when ops::attention_forward and attention_backward run this path for p: head dim 128, a global
+// (unwindowed) layer, an sm_90 device (the measured choice, attention_wg.h).
+bool takes(const attn::Problem& p);
 
 // band (band_floats(T, H, E) fp32, attention_wg_layout.h) = the bias of every (t, s) pair with a band
 // slot, zero where the distance is outside [0, E) or t >= T. Every slot is written (no memset needed).
@@ -40,8 +44,6 @@ void write_bias_band(const DeviceContext& ctx, const attn::Problem& p, const Ten
 CUtensorMap rows_map(const char* what, const void* base, int64_t T, int64_t X);
 CUtensorMap band_map(const void* band, int64_t T, int64_t H, int64_t E);
 
-// True when ops::attention_backward should run the wgmma backward for p (backward_mode(), attention_wg.h).
-bool backward_takes(const attn::Problem& p);
 
 // The wgmma backward (attention_wg_backward.cu) after attention_backward's checks, with D = dout . out
 // ([H, T] fp32); the same outputs as attn_tc::backward. sync_check: synchronise and name the kernel in the

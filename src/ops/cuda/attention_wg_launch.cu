@@ -1,40 +1,12 @@
 // Host side of the Hopper attention forward: argument checks, the per-call bias band and tau rows,
 // the tensor maps and the launch (kernel: attention_wg_forward.cu).
-#include <cstdlib>
-
 #include "ops/cuda/attention_tc.h"
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/attention_wg_internal.h"
 
 namespace quill::cuda::attn_wg {
 
-int requested_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("QUILL_ATTENTION_WGMMA");
-    if (v == nullptr || v[0] == '\0' || v[0] == '0') return 0;
-    QUILL_CHECK(v[0] >= '1' && v[0] <= '4' && v[1] == '\0',
-                "QUILL_ATTENTION_WGMMA must be 0, 1 (wgmma forward), 2 (split P V), 3 (setmaxnreg) or 4 (wide), got '{}'",
-                v);
-    return v[0] - '0';
-  }();
-  return mode;
-}
-
-int backward_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("QUILL_ATTENTION_WGMMA_BWD");
-    if (v == nullptr || v[0] == '\0') return 0;
-    QUILL_CHECK(v[0] >= '0' && v[0] <= '2' && v[1] == '\0', "QUILL_ATTENTION_WGMMA_BWD must be 0, 1 or 2, got '{}'", v);
-    return v[0] - '0';
-  }();
-  return mode;
-}
-
-bool backward_takes(const attn::Problem& p) {
-  const int mode = backward_mode();
-  if (mode == 0 || p.d != kD) return false;
-  return (mode == 1 || p.window == 0) && device_supported();  // mode 2: global layers only
-}
+bool takes(const attn::Problem& p) { return p.d == kD && p.window == 0 && device_supported(); }
 
 bool device_supported() {
   int dev = 0, major = 0, minor = 0;
@@ -77,12 +49,10 @@ void attention_forward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, cons
   args.out = out_THd.data_as<__nv_bfloat16>();
   args.lse = lse_HT.data_as<float>();
   const cudaStream_t stream = stream_of(ctx);
-  launch_forward_kernel(args, options.split_pv, options.setmaxnreg, options.wide, stream);
+  launch_forward_kernel(args, stream);
   if (options.sync_check) {
     const cudaError_t err = cudaStreamSynchronize(stream);
-    QUILL_CHECK(err == cudaSuccess, "{}: the kernel{} failed: {}", op,
-                options.split_pv ? " (split P V)" : (options.setmaxnreg ? " (setmaxnreg)" : (options.wide ? " (wide)" : "")),
-                cudaGetErrorString(err));
+    QUILL_CHECK(err == cudaSuccess, "{}: the kernel failed: {}", op, cudaGetErrorString(err));
   }
   // band and tau are freed here in stream order (the allocator's frees are stream-ordered).
 }

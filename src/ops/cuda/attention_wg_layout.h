@@ -131,31 +131,27 @@ QUILL_WG_HD constexpr bool wg_tile_fully_allowed(int tw, int s0, int T, int wind
 template <int N = kBlockN>
 QUILL_WG_HD constexpr bool cta_tile_has_bias(int t0, int s0, int E) { return E > 0 && t0 - (s0 + N - 1) < E; }
 
-// ---- The geometry of a form of the forward kernel ----
+// ---- The geometry of the forward kernel ----
 // kN keys per tile; K and V tiles [head-dim half][kN rows of 128 bytes] (so a half is kN / 64 TMA boxes and
 // the rows run on at 128 bytes: the K-major B of S = Q K^T over kN rows, and V's MN-major LBO is a half);
-// kKvStages stages of K and V; kBiasStages stages of each consumer's bias (kN / 32 band boxes); kLoader: no
-// producer warpgroup, 256 threads, thread 0 issues the loads (the wide form: with a producer warpgroup ptxas
-// gives every thread 168 registers, too few for 128-key tiles; docs/decisions/attention-wgmma.md).
-template <int N, int KvStages, int BiasStages, bool Loader>
+// kKvStages stages of K and V; kBiasStages stages of each consumer's bias (kN / 32 band boxes); a producer
+// warpgroup and kConsumers consumer warpgroups. (A 128-key form without the producer warpgroup measured
+// slower and was deleted: docs/decisions/attention-wgmma.md.)
 struct FwdGeometry {
-  static constexpr int kN = N, kKvStages = KvStages, kBiasStages = BiasStages;
-  static constexpr bool kLoader = Loader;
-  static constexpr int kThreads = 128 * (kConsumers + (Loader ? 0 : 1));
-  static constexpr int kHalfBytes = N * kRowBytes;            // one head-dim half of a K or V tile
+  static constexpr int kN = kBlockN, kKvStages = kStages, kBiasStages = kStages;
+  static constexpr int kThreads = 128 * (kConsumers + 1);
+  static constexpr int kHalfBytes = kN * kRowBytes;           // one head-dim half of a K or V tile
   static constexpr int kKvTileBytes = 2 * kHalfBytes;
-  static constexpr int kBiasBytes = kWgRows * N * 4;          // one consumer's bias tile (N / 32 boxes)
+  static constexpr int kBiasBytes = kWgRows * kN * 4;         // one consumer's bias tile (kN / 32 boxes)
   static constexpr int kSmemQ = 0;                            // [consumer][half] boxes
   static constexpr int kSmemK = kSmemQ + kConsumers * kTileBytes;
-  static constexpr int kSmemV = kSmemK + KvStages * kKvTileBytes;
-  static constexpr int kSmemBias = kSmemV + KvStages * kKvTileBytes;  // [consumer][stage]
-  static constexpr int kSmemBarriers = kSmemBias + kConsumers * BiasStages * kBiasBytes;
+  static constexpr int kSmemV = kSmemK + kKvStages * kKvTileBytes;
+  static constexpr int kSmemBias = kSmemV + kKvStages * kKvTileBytes;  // [consumer][stage]
+  static constexpr int kSmemBarriers = kSmemBias + kConsumers * kBiasStages * kBiasBytes;
   // q_full, k_full/empty, v_full/empty [stage], bias_full/empty [consumer][stage]: 8 bytes each.
-  static constexpr int kBarrierCount = 1 + 4 * KvStages + 2 * kConsumers * BiasStages;
+  static constexpr int kBarrierCount = 1 + 4 * kKvStages + 2 * kConsumers * kBiasStages;
   static constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;  // + alignment slack
 };
-using FwdNarrow = FwdGeometry<kBlockN, kStages, kStages, false>;  // the first forms (64-key tiles)
-using FwdWide = FwdGeometry<2 * kBlockN, 2, 1, true>;               // 128-key tiles, 256 threads
 
 // ---- Shared memory of the forward kernel (byte offsets from a 1024-byte-aligned base) ----
 constexpr int kSmemQ = 0;                                                  // [consumer][half] boxes
@@ -168,11 +164,8 @@ constexpr int kBarrierCount = 1 + 4 * kStages + 2 * kConsumers * kStages;
 constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;       // + alignment slack
 constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block (227 KiB)
 static_assert(kSmemBytes <= kSmemLimit, "attention_wg: shared memory over the sm_90 limit");
-static_assert(FwdNarrow::kSmemBytes == kSmemBytes && FwdNarrow::kSmemBias == kSmemBias && FwdNarrow::kSmemV == kSmemV,
-              "the narrow geometry is the plan above");
-static_assert(FwdWide::kSmemBytes <= kSmemLimit, "attention_wg: the wide form's shared memory over the sm_90 limit");
-static_assert(FwdWide::kSmemK % 1024 == 0 && FwdWide::kSmemV % 1024 == 0 && FwdWide::kSmemBias % 1024 == 0,
-              "attention_wg: every swizzled box of the wide form must start on a 1024-byte boundary");
+static_assert(FwdGeometry::kSmemBytes == kSmemBytes && FwdGeometry::kSmemBias == kSmemBias && FwdGeometry::kSmemV == kSmemV,
+              "the kernel's geometry is the plan above");
 static_assert(kSmemK % 1024 == 0 && kSmemV % 1024 == 0 && kSmemBias % 1024 == 0 && kBoxBytes % 1024 == 0,
               "attention_wg: every swizzled box must start on a 1024-byte boundary");
 

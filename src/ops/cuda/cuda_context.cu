@@ -97,6 +97,7 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   QUILL_CHECK(options.poison_byte >= -1 && options.poison_byte <= 255, "CUDA backend: poison byte {} is not -1 or 0-255",
               options.poison_byte);
   resources_->device = device;
+  resources_->attention_dq_arrival_order = options.attention_dq_arrival_order;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->stream, cudaStreamNonBlocking));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->comm_stream, cudaStreamNonBlocking));

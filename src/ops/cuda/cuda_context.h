@@ -24,6 +24,10 @@ struct CudaBackendOptions {
   // stream order). A debugging aid for bit-reproducibility (issue 24): results that do not change
   // between two fills read no memory that nothing wrote. Costs one memset per allocation.
   int poison_byte = -1;
+  // The attention backward adds its key tiles into dQ in arrival order instead of the fixed order: not
+  // bit-reproducible, a few percent faster; only to measure the noise floor of float-sum order when two runs
+  // are compared (--attention-dq-order arrival; docs/determinism.md).
+  bool attention_dq_arrival_order = false;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

@@ -32,6 +32,8 @@ struct CudaResources {
   void* workspace = nullptr;
   size_t workspace_bytes = 32u << 20;  // cuBLASLt's recommended workspace on Hopper is 32 MiB
   std::shared_ptr<cuda::GemmPlanCache> gemm_plans;  // created by the first GEMM (gemm.cu)
+  // CudaBackendOptions::attention_dq_arrival_order (read by the attention backward).
+  bool attention_dq_arrival_order = false;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };
