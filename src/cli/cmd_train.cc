@@ -222,7 +222,7 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "default: --init's form, transformers from a random init")
       ->needs(save_hf);
   cmd->add_option("--save-hf-dtype", hf_dtype, "the export's dtype: bf16 (default, as released) | fp32")->needs(save_hf);
-  cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
+  cmd->add_flag("--quiet", o.quiet, "no per-step log lines and no progress lines (warnings, errors and the closing lines stay)");
   cmd->add_option("--tensorboard-dir", o.tensorboard_dir,
                   "write each step's loss, learning rate, grad norm, tokens/s, time, memory, MFU and expert load "
                   "as TensorBoard scalars into DIR (created when missing; Megatron's flag)");
