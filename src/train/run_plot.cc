@@ -221,9 +221,9 @@ Ticks y_ticks(const Panel& p) {
   if (std::isfinite(p.reference_line)) lo = std::min(lo, p.reference_line), hi = std::max(hi, p.reference_line);
   if (p.counts) hi = std::max(hi, 4.0);
   const double margin = (hi - lo) * 0.04;  // no line drawn on the frame
-  if (p.from_zero && lo >= 0) return nice_ticks(0, hi > 0 ? hi + margin : 1, 5);
+  if (p.from_zero && lo >= 0) return nice_ticks(0, hi > 0 ? hi + margin : 1, 6);
   // A positive series (a loss, a norm) gets no negative ticks from its margin.
-  return nice_ticks(lo >= 0 ? std::max(0.0, lo - margin) : lo - margin, hi + margin, 5);
+  return nice_ticks(lo >= 0 ? std::max(0.0, lo - margin) : lo - margin, hi + margin, 6);
 }
 
 std::string draw_panel(const Panel& p, double left, double top, const Ticks& x, int64_t window_begin,
