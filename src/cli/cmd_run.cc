@@ -9,6 +9,7 @@
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "cli/launch.h"
+#include "comm/error_report.h"
 #include "recipe/recipe.h"
 #include "recipe/run_flags.h"
 #include "recipe/run_recipe.h"
@@ -73,10 +74,15 @@ void add_run_command(CLI::App& app, Runner& run) {
       if (timeout_minutes != 0) o.distributed_timeout_minutes = timeout_minutes;
       const Recipe recipe = read_recipe(recipe_path);
       const RecipeRunPlan plan = plan_recipe_run(recipe, o);
-      for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      for (const std::string& n : plan.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+      // Every rank plans alike: the launcher's rank 0 prints (MPI starts later).
+      const bool first_rank = launcher_rank() == 0;
+      if (first_rank) {
+        for (const std::string& w : plan.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+        for (const std::string& n : plan.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+      }
       const std::string dev = device.empty() ? default_device() : device;
-      std::printf("quill run: %s, %lld steps of %lld x %lld tokens on %d x %s\n", recipe_path.c_str(),
+      if (first_rank)
+        std::printf("quill run: %s, %lld steps of %lld x %lld tokens on %d x %s\n", recipe_path.c_str(),
                   static_cast<long long>(plan.train.steps), static_cast<long long>(plan.train.global_batch),
                   static_cast<long long>(plan.row_tokens), plan.layout.world(), device_description(dev).c_str());
       MemoryCheck memory_check;

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "comm/distributed.h"
+#include "comm/error_report.h"
 #include "cli/commands.h"
 #include "cli/layout_flags.h"
 #include "io/hf_export.h"
@@ -226,7 +227,7 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "default: --init's form, transformers from a random init")
       ->needs(save_hf);
   cmd->add_option("--save-hf-dtype", hf_dtype, "the export's dtype: bf16 (default, as released) | fp32")->needs(save_hf);
-  cmd->add_flag("--quiet", o.quiet, "no per-step log lines");
+  cmd->add_flag("--quiet", o.quiet, "no per-step log lines and no progress lines (warnings, errors and the closing lines stay)");
   cmd->add_option("--tensorboard-dir", o.tensorboard_dir,
                   "write each step's loss, learning rate, grad norm, tokens/s, time, memory, MFU and expert load "
                   "as TensorBoard scalars into DIR (created when missing; Megatron's flag)");
@@ -262,7 +263,15 @@ void add_train_command(CLI::App& app, Runner& run) {
   megatron.add_to(cmd);
   cmd->callback([&run] {
     run = [] {
-      for (const std::string& line : megatron.resolve(device)) std::fprintf(stderr, "note: %s\n", line.c_str());
+      // Every rank reads the same flags: their notes are printed by the launcher's rank 0 alone (MPI starts later).
+      const bool first_rank = launcher_rank() == 0;
+      const auto note = [first_rank](const std::string& line) {
+        if (first_rank) std::fprintf(stderr, "note: %s\n", line.c_str());
+      };
+      const MegatronNames::Resolved megatron_flags = megatron.resolve(device);
+      for (const std::string& line : megatron_flags.notes) note(line);
+      if (first_rank && !megatron_flags.not_honoured.empty())
+        std::fprintf(stderr, "warning: %s\n", megatron_flags.not_honoured.c_str());
       o.freeze_patterns = freeze;
       if (freeze_preset == "miles") {
         for (const std::string& p : miles_frozen_patterns()) o.freeze_patterns.push_back(p);
@@ -275,8 +284,7 @@ void add_train_command(CLI::App& app, Runner& run) {
       if (!hf_format.empty()) o.hf_export.format = parse_hf_format(hf_format, "--hf-format");
       o.hf_export.dtype = parse_hf_export_dtype(hf_dtype, "--save-hf-dtype");
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
-      for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names))
-        std::fprintf(stderr, "note: %s\n", line.c_str());
+      for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names)) note(line);
       o.recompute = recompute.resolve();
       o.attention_dq_arrival_order = dq_order == "arrival";
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
@@ -288,8 +296,8 @@ void add_train_command(CLI::App& app, Runner& run) {
                   "count exchanges in order, and the recompute adds its own; use --simulate-routing balanced",
                   o.simulate_routing);
       if (o.moe_shared_expert_overlap && layout.ep == 1)
-        std::fprintf(stderr, "note: --moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): "
-                             "there is no token exchange to overlap\n");
+        note("--moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): there is no token "
+             "exchange to overlap");
       MemoryCheck memory_check;
       memory_check.device_memory = parse_device_memory(device_memory);
       if (device == "cpu")
@@ -317,11 +325,12 @@ void add_train_command(CLI::App& app, Runner& run) {
         };
       }
       TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true);
+      if (!r.lead) return 0;  // the run's closing lines are the lead rank's
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f%s; metrics in %s/metrics.jsonl\n", r.steps.size(),
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss,
                     r.simulated_rank >= 0 ? " (simulated rank: not meaningful)" : "", o.out_dir.c_str());
-      if (!r.steps.empty() && r.lead) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
+      if (!r.steps.empty()) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
       if (!r.steps.empty() && r.simulated_rank >= 0) {
         // Every stage not simulated takes this one's figures (noted); quill project combines several runs.
         const ProjectionReport rep = project_runs({o.out_dir}, projection);

@@ -213,6 +213,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
       }
       QUILL_CHECK(on_gpu || !rates_path.empty(), "--gpu cpu: give --compute-rates (the CPU's measured rates)");
       q.device = on_gpu ? Device::CUDA : Device::CPU;
+      q.show_progress = true;  // stderr; the report is stdout's
       tune::SearchResult found = tune::search_layouts(q);
       const double search_s = timer.seconds();
 
@@ -227,6 +228,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
       rq.price_per_gpu_hour = pflags.price_per_gpu_hour;
       if (!rq.price_per_gpu_hour && on_gpu) rq.price_per_gpu_hour = kUsdPerGpuHourP5en;
       rq.peak_flops = kPeakFlopsH100Bf16;
+      rq.show_progress = true;
       // Expert-parallel groups inside a node, unless allowed across (the search kept ep <= GPUs per node;
       // the grid's placement decides).
       std::vector<tune::Candidate> kept;

@@ -1,9 +1,11 @@
 // quill: one executable, subcommands. Errors from bad input arrive as quill::Error and become one
-// line on stderr and exit status 1; so does an unknown flag or command (with the nearest known one).
+// line on stderr and exit status 1 (under mpirun: one line for the job when every rank fails alike);
+// so does an unknown flag or command (with the nearest known one).
 #include <cstdio>
 
 #include "base/error.h"
 #include "cli/commands.h"
+#include "comm/error_report.h"
 #include "cli/unknown_argument.h"
 
 int main(int argc, char** argv) {
@@ -20,23 +22,22 @@ int main(int argc, char** argv) {
   quill::cli::add_plan_command(app, run);
   quill::cli::add_project_command(app, run);
   quill::cli::add_tune_command(app, run);
+  // Under a launcher, an error every rank shares is printed once, by rank 0 (comm/error_report.h).
+  auto report = [](const char* message) {
+    const std::string line = quill::error_report_line(message);
+    if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+    return 1;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // An unknown argument first: a mistyped required flag would otherwise read as the flag's absence.
-    if (const std::optional<std::string> line = quill::cli::unknown_argument_line(app, e)) {
-      std::fprintf(stderr, "quill: error: %s\n", line->c_str());
-      return 1;
-    }
+    if (const std::optional<std::string> line = quill::cli::unknown_argument_line(app, e)) return report(line->c_str());
     return app.exit(e);
   }
   try {
     return run ? run() : 0;
-  } catch (const quill::Error& e) {
-    std::fprintf(stderr, "quill: error: %s\n", e.what());
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "quill: error: %s\n", e.what());
-    return 1;
+    return report(e.what());
   }
 }

@@ -71,6 +71,9 @@ void MegatronNames::add_to(CLI::App* cmd) {
       case TrainUse::CpuNote:
         n.option->description(std::string("accepted: ") + t.note);
         break;
+      case TrainUse::Ignored:
+        n.option->description(std::string("accepted, not honoured: ") + t.note);
+        break;
       case TrainUse::Refused:
       case TrainUse::None:
         break;
@@ -81,8 +84,8 @@ void MegatronNames::add_to(CLI::App* cmd) {
   }
 }
 
-std::vector<std::string> MegatronNames::resolve(const std::string& device) const {
-  std::vector<std::string> notes;
+MegatronNames::Resolved MegatronNames::resolve(const std::string& device) const {
+  std::vector<std::string> notes, ignored;
   for (const Name& n : names_) {
     const std::string name = flag(n.spec->name);
     const TrainName& t = n.spec->train;
@@ -117,6 +120,9 @@ std::vector<std::string> MegatronNames::resolve(const std::string& device) const
       case TrainUse::CpuNote:
         if (device == "cpu") notes.push_back(given + ": " + t.note);
         break;
+      case TrainUse::Ignored:
+        ignored.push_back(name);
+        break;
       case TrainUse::Refused:
         QUILL_FAIL("{}: Megatron's flag ({}) has no equivalent in quill train: {}", name, n.spec->meaning, t.note);
       case TrainUse::None:
@@ -124,7 +130,7 @@ std::vector<std::string> MegatronNames::resolve(const std::string& device) const
                    n.spec->meaning);
     }
   }
-  return notes;
+  return {notes, not_honoured_warning(ignored)};
 }
 
 }  // namespace quill::cli

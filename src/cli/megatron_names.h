@@ -3,7 +3,8 @@
 // names through the same table, so a name never means two things: each table flag that quill train
 // does not already have under that name is registered, and after the parse it is taken the way its
 // entry's TrainName says (an alias hands its value to quill's option of identical meaning, a fixed
-// value is checked, a note is printed, a flag without equivalent is refused with what to use instead).
+// value is checked, a note is printed, a flag without equivalent is refused with what to use instead, and
+// the flags accepted but not honoured are named together in one warning).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -24,8 +25,13 @@ class MegatronNames {
 
   // After the parse, on the device the run uses: hands aliases' values over, refuses what the table
   // refuses (a quill::Error naming the flag; the quill name and its alias with different values name
-  // both), and returns the notes to print.
-  std::vector<std::string> resolve(const std::string& device) const;
+  // both), and returns the notes to print and the one warning naming every flag given that is accepted
+  // but not honoured (empty: none).
+  struct Resolved {
+    std::vector<std::string> notes;
+    std::string not_honoured;
+  };
+  Resolved resolve(const std::string& device) const;
 
  private:
   struct Name {

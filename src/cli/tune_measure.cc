@@ -11,6 +11,7 @@
 
 #include "base/child_process.h"
 #include "base/error.h"
+#include "base/progress.h"
 #include "base/file_util.h"
 #include "base/timer.h"
 #include "cli/simulated_run.h"
@@ -322,6 +323,10 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
   const size_t count = std::min(ranked.size(), static_cast<size_t>(o.candidates));
   std::fprintf(stderr, "quill tune --measure %d: %zu candidates on %s, %d steps per run, runs in %s%s\n", o.candidates,
                count, o.device.c_str(), o.steps, out.dir.c_str(), out.kept ? "" : " (temporary)");
+  // Each candidate's runs print their own lines; this one adds how far the whole measurement is and its ETA.
+  ProgressOptions every_candidate = ProgressOptions::counting(true, "candidates");
+  every_candidate.silent_s = 0;  // each candidate takes a run or more: its line is always worth showing
+  Progress progress("quill tune --measure", every_candidate);
   for (size_t i = 0; i < count; ++i) {
     MeasuredCandidate mc;
     mc.modelled_rank = static_cast<int>(i + 1);
@@ -349,7 +354,9 @@ MeasureResult measure_candidates(const std::vector<tune::RankedLayout>& ranked, 
       mc.projected = tune::project_candidate(cand, q, measured);
     }
     out.candidates.push_back(std::move(mc));
+    progress.update(static_cast<int64_t>(i + 1), static_cast<int64_t>(count), "", /*force=*/i + 1 < count);
   }
+  progress.finish();
   for (size_t i = 0; i < out.candidates.size(); ++i)
     if (out.candidates[i].projected) out.ranking.push_back(i);
   std::stable_sort(out.ranking.begin(), out.ranking.end(), [&](size_t a, size_t b) {

@@ -11,7 +11,7 @@
 #include "data/jsonl_lines.h"
 #include "data/mapped_file.h"
 #include "base/thread_pool.h"
-#include "data/progress.h"
+#include "base/progress.h"
 #include "data/rows_pipeline.h"
 #include "data/timed_renderer.h"
 #include "data/utf8.h"
@@ -160,7 +160,7 @@ class JsonlBuild {
   bool all_valid(std::span<const int64_t> indices) {
     if (indices.empty()) return true;
     PhaseTimer t(timing_, "check lines never rendered", false);
-    Progress progress("data build: checking the lines not needed", options_.progress);
+    Progress progress("data build: checking the lines not needed", ProgressOptions::counting(options_.progress, "lines"));
     constexpr size_t kChunk = 256;
     std::atomic<bool> invalid{false};
     std::atomic<size_t> done{0};
@@ -180,12 +180,13 @@ class JsonlBuild {
       int64_t total_bytes = bytes += b;
       std::unique_lock<std::mutex> lock(progress_mu, std::try_to_lock);
       if (lock.owns_lock()) {
-        progress.update(static_cast<int64_t>(std::min(d, indices.size())), static_cast<int64_t>(indices.size()),
-                        total_bytes);
+        progress.set_bytes(total_bytes);
+        progress.update(static_cast<int64_t>(std::min(d, indices.size())), static_cast<int64_t>(indices.size()));
       }
     });
     if (!invalid.load()) {
-      progress.update(static_cast<int64_t>(indices.size()), static_cast<int64_t>(indices.size()), bytes.load(), {}, true);
+      progress.set_bytes(bytes.load());
+      progress.update(static_cast<int64_t>(indices.size()), static_cast<int64_t>(indices.size()));
     }
     progress.finish();
     return !invalid.load();
@@ -200,7 +201,7 @@ class JsonlBuild {
     size_t chunks = (ls.size() + kChunk - 1) / kChunk;
     std::vector<uint8_t> ok(ls.size(), 0);
     std::vector<std::vector<std::string>> chunk_errors(chunks);
-    Progress check("data build: checking lines", options_.progress);
+    Progress check("data build: checking lines", ProgressOptions::counting(options_.progress, "lines"));
     std::atomic<int64_t> checked_bytes{0};
     std::atomic<size_t> checked_chunks{0};
     std::mutex progress_mu;
@@ -222,8 +223,8 @@ class JsonlBuild {
       size_t done = ++checked_chunks;
       std::unique_lock<std::mutex> lock(progress_mu, std::try_to_lock);
       if (lock.owns_lock()) {
-        check.update(static_cast<int64_t>(std::min(ls.size(), done * kChunk)), static_cast<int64_t>(ls.size()),
-                     checked_bytes.load());
+        check.set_bytes(checked_bytes.load());
+        check.update(static_cast<int64_t>(std::min(ls.size(), done * kChunk)), static_cast<int64_t>(ls.size()));
       }
     });
     check.finish();

@@ -10,7 +10,7 @@
 #include "base/error.h"
 #include "data/build_timing.h"
 #include "data/packing.h"
-#include "data/progress.h"
+#include "base/progress.h"
 #include "data/row_plan.h"
 #include "data/rows.h"
 #include "data/rows_parallel_writer.h"
@@ -137,7 +137,8 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
   std::vector<size_t> sizes;
   std::vector<RowFacts> facts;
   int64_t supervised = 0, max_token = -1, rendered = 0, bytes_done = 0;
-  Progress progress("data build: rendering", options.progress);
+  Progress progress("data build: rendering",
+                    ProgressOptions::counting(options.progress, options.max_rows > 0 ? "rows" : "conversations"));
   size_t start = 0, which = 0;
   while (start < perm.size() && !planner.done()) {
     const size_t left = perm.size() - start;
@@ -235,14 +236,17 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
     rendered += static_cast<int64_t>(taken);
     start += count;
     if (planner.done() || start >= perm.size()) break;  // the final line follows
+    progress.set_bytes(bytes_done);
     if (options.max_rows > 0) {
-      progress.update(planner.rows(), options.max_rows, bytes_done, fmt::format("conversations {}/{}", rendered, n));
+      progress.update(planner.rows(), options.max_rows, fmt::format("conversations {}/{}", rendered, n));
     } else {
-      progress.update(rendered, n, bytes_done, fmt::format("rows {}", planner.rows()));
+      progress.update(rendered, n, fmt::format("rows {}", planner.rows()));
     }
   }
+  // The final figures, for the closing line (shown when the build showed any).
+  progress.set_bytes(bytes_done);
   progress.update(options.max_rows > 0 ? planner.rows() : rendered, options.max_rows > 0 ? options.max_rows : n,
-                  bytes_done, fmt::format("rows {}", planner.rows()), /*force=*/true);
+                  fmt::format("rows {}", planner.rows()));
   progress.finish();
   if (source.before_finish) source.before_finish({perm.data() + start, perm.size() - start});
   PackStats stats = planner.finish();

@@ -10,7 +10,9 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "base/progress.h"
 #include "io/dir_swap.h"
+#include "io/write_progress.h"
 
 namespace quill {
 
@@ -213,12 +215,15 @@ void swap_into_place(const std::string& tmp, const std::string& out) { swap_dir_
 Tensor deinterleave_gate_up(const Tensor& interleaved) { return reorder_rows(interleaved, true); }
 Tensor interleave_gate_up(const Tensor& split) { return reorder_rows(split, false); }
 
-void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* report) {
+void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* report, bool show_progress) {
   CheckpointDir ckpt = CheckpointDir::open(dir);
   LoadReport local;
   local.format = detect_hf_format(ckpt.names());
   std::set<std::string> consumed;
+  Progress progress("loading " + dir, ProgressOptions::counting(show_progress, "parameters"));
+  const int64_t parameters = static_cast<int64_t>(table.params().size());
   for (Param& p : table.params()) {
+    progress.update(static_cast<int64_t>(local.loaded.size()), parameters, fmt::format("{:.2f} GB read", local.bytes_read / 1e9));
     if (!p.value.defined()) p.value = Tensor::empty(p.shape, DType::F32);
     QUILL_CHECK(p.value.device() == Device::CPU && p.value.dtype() == DType::F32 && p.value.shape() == p.shape,
                 "load: parameter {} value is {}, expected F32{} on the CPU", p.name, p.value.describe(), shape_str(p.shape));
@@ -267,6 +272,8 @@ void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* r
     }
     local.loaded.push_back(p.name);
   }
+  progress.update(parameters, parameters, fmt::format("{:.2f} GB read", local.bytes_read / 1e9));
+  progress.finish();
   for (const std::string& name : ckpt.names())
     if (!consumed.count(name)) local.pass_through.push_back(name);
   if (report) *report = std::move(local);
@@ -321,7 +328,10 @@ SaveReport save_hf_checkpoint(const std::string& out_dir, const ParamTable& tabl
     make_dirs(tmp);
     CheckpointWriteOptions wopt;
     wopt.max_shard_bytes = options.max_shard_bytes;
+    Progress progress("saving " + out, ProgressOptions::in_bytes(options.show_progress));
+    count_written_bytes(items, progress);
     write_checkpoint_dir(tmp, items, wopt);
+    progress.finish();
     write_file_atomic((fs::path(tmp) / "config.json").string(), config_json);
     if (source && options.copy_side_files) {
       for (const auto& entry : fs::directory_iterator(source_dir)) {

@@ -36,7 +36,9 @@ struct LoadReport {
 // is: value (fp32, allocated if undefined, else written in place) and checkpoint_dtype (of its first
 // part). Throws "DIR: tensor NAME missing", or naming the tensor and both shapes when they differ, or
 // its dtype when not a float.
-void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* report = nullptr);
+// show_progress: a progress line on stderr when the load takes more than a few seconds (base/progress.h).
+void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* report = nullptr,
+                        bool show_progress = false);
 
 struct SaveOptions {
   bool overwrite = false;              // replace an existing non-empty out_dir
@@ -47,6 +49,7 @@ struct SaveOptions {
   // Copy the source directory's other top-level files (tokenizer, chat template, generation
   // config: *.json, *.jinja, *.txt, *.model, *.tiktoken) except config.json and the weight index.
   bool copy_side_files = true;
+  bool show_progress = false;  // a progress line on stderr when the write takes more than a few seconds
 };
 
 struct SaveReport {

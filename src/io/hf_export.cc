@@ -159,9 +159,11 @@ DType hf_export_dtype(const Param& p, HfFormat format, DType dtype) {
   return DType::BF16;
 }
 
-SaveReport write_hf_export(const HfExportPlan& plan, const std::string& out_dir, const ParamTable& table) {
+SaveReport write_hf_export(const HfExportPlan& plan, const std::string& out_dir, const ParamTable& table,
+                           bool show_progress) {
   SaveOptions save;
   save.overwrite = true;
+  save.show_progress = show_progress;
   save.format = plan.format;
   const HfFormat format = plan.format;
   const DType dtype = plan.dtype;

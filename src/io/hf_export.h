@@ -61,6 +61,8 @@ HfExportPlan plan_hf_export(const InklingConfig& config, const std::string& init
 DType hf_export_dtype(const Param& p, HfFormat format, DType dtype);
 
 // Writes the planned export of `table` to out_dir (replacing it).
-SaveReport write_hf_export(const HfExportPlan& plan, const std::string& out_dir, const ParamTable& table);
+// show_progress: a progress line on stderr when the write takes more than a few seconds.
+SaveReport write_hf_export(const HfExportPlan& plan, const std::string& out_dir, const ParamTable& table,
+                           bool show_progress = false);
 
 }  // namespace quill

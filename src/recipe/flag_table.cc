@@ -28,6 +28,11 @@ TrainName only(const char* value, const char* why) { return {TrainUse::Value, va
 TrainName note(const char* text) { return {TrainUse::Note, nullptr, text}; }
 TrainName cpu_note(const char* text) { return {TrainUse::CpuNote, nullptr, text}; }
 TrainName instead(const char* what) { return {TrainUse::Refused, nullptr, what}; }
+TrainName ignored(const char* what) { return {TrainUse::Ignored, nullptr, what}; }
+// What a run's own files offer in place of a logging service.
+constexpr const char* kOwnMetrics =
+    "quill writes each step's loss, grad norm, lr, tokens/s and expert load to OUT/metrics.jsonl and OUT/run.svg "
+    "(and TensorBoard files with --tensorboard-dir)";
 // The model's shape and router are the model's config.json, never flags.
 TrainName shape() { return instead("the model's shape is its config.json: give --config, or --init's"); }
 
@@ -178,25 +183,24 @@ const std::vector<FlagSpec> kFlags = {
     {"log-interval", L, I, "100", "logging",
         note("quill train logs every step (a line per step and OUT/metrics.jsonl; --quiet for no lines)")},
     {"log-throughput", L, SW, "false", "logging", note("quill train logs tokens/s every step")},
-    {"timing-log-level", L, I, "0", "logging"},
+    {"timing-log-level", L, I, "0", "logging", ignored("quill times every step (OUT/metrics.jsonl, summary.json)")},
     // Honoured: quill train has the flag itself, and quill run passes it on (a relative DIR under --out).
     {"tensorboard-dir", L, S, nullptr, "logging: TensorBoard event files of each step's scalars (honoured)"},
-    {"use-wandb", L, SW, "false", "logging",
-        instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
-    {"wandb-project", L, S, nullptr, "logging",
-        instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
-    {"wandb-group", L, S, nullptr, "logging",
-        instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
-    {"wandb-key", L, S, nullptr, "logging",
-        instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
+    {"use-wandb", L, SW, "false", "logging", ignored(kOwnMetrics)},
+    {"wandb-project", L, S, nullptr, "logging", ignored(kOwnMetrics)},
+    {"wandb-group", L, S, nullptr, "logging", ignored(kOwnMetrics)},
+    {"wandb-key", L, S, nullptr, "logging", ignored(kOwnMetrics)},
     {"eval-interval", L, I, nullptr, "evaluation, not training",
         instead("quill train does not evaluate; compare runs with quill check convergence")},
     {"eval-iters", L, I, nullptr, "evaluation, not training",
         instead("quill train does not evaluate; compare runs with quill check convergence")},
-    {"ray-address", L, S, nullptr, "Ray"},
-    {"colocate", L, SW, "false", "miles: rollout engines beside the trainer"},
-    {"rollout-num-gpus", L, I, nullptr, "miles: rollout engines (none in a train-only run)"},
-    {"rollout-num-gpus-per-engine", L, I, nullptr, "miles: rollout engines"},
+    {"ray-address", L, S, nullptr, "Ray", ignored("quill starts its ranks with mpirun or srun")},
+    {"colocate", L, SW, "false", "miles: rollout engines beside the trainer",
+        ignored("quill only trains: no rollout engines")},
+    {"rollout-num-gpus", L, I, nullptr, "miles: rollout engines (none in a train-only run)",
+        ignored("quill only trains: no rollout engines")},
+    {"rollout-num-gpus-per-engine", L, I, nullptr, "miles: rollout engines",
+        ignored("quill only trains: no rollout engines")},
 };
 
 std::string normalise(std::string_view name) {
@@ -211,6 +215,22 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 }  // namespace
 
 const std::vector<FlagSpec>& flag_table() { return kFlags; }
+
+std::string not_honoured_warning(const std::vector<std::string>& flags) {
+  std::vector<std::string> names, notes;
+  for (const std::string& f : flags) {
+    if (std::find(names.begin(), names.end(), f) != names.end()) continue;
+    names.push_back(f);
+    const FlagSpec* spec = find_flag(f);
+    if (spec && spec->train.note && std::find(notes.begin(), notes.end(), spec->train.note) == notes.end())
+      notes.push_back(spec->train.note);
+  }
+  if (names.empty()) return "";
+  std::string line = "not honoured (accepted, nothing done):";
+  for (size_t i = 0; i < names.size(); ++i) line += (i ? ", " : " ") + names[i];
+  for (const std::string& n : notes) line += "; " + n;
+  return line;
+}
 
 const FlagSpec* find_flag(std::string_view name) {
   std::string n = normalise(name);

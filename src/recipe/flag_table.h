@@ -29,6 +29,8 @@ enum class TrainUse {
   Note,     // accepted, changes nothing (quill already does it); `note` is printed
   CpuNote,  // accepted; what it asks is --device cuda's behaviour, so `note` is printed on --device cpu
   Refused,  // no equivalent; `note` says what to use instead
+  Ignored,  // accepted, not carried out (a logging service, a launcher's setting); `note` says what quill
+            // offers instead. quill train and quill run name every such flag given in one warning line.
 };
 
 struct TrainName {
@@ -47,6 +49,9 @@ struct FlagSpec {
 };
 
 const std::vector<FlagSpec>& flag_table();
+// The one warning line naming the Ignored flags a run was given ("--use-wandb", ...), in order, once
+// each, with what quill offers instead; "" when there are none.
+std::string not_honoured_warning(const std::vector<std::string>& flags);
 // The spec of `name` (with or without "--"; '_' read as '-'), or nullptr when unknown.
 const FlagSpec* find_flag(std::string_view name);
 

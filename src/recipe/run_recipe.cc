@@ -14,8 +14,8 @@
 #include "parallel/stage_split.h"
 #include "recipe/config_check.h"
 #include "recipe/gpu_price.h"
-#include "recipe/plot.h"
 #include "recipe/run_definition.h"
+#include "train/run_plot.h"
 
 #ifndef QUILL_GIT_COMMIT
 #define QUILL_GIT_COMMIT "unknown"
@@ -90,6 +90,12 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
                 "is)", l.label.value_or("(unlabelled)"), named);
   QUILL_CHECK(l.rows_per_microbatch == 1, "layout.rows_per_microbatch {}: quill runs one row per micro-batch",
               l.rows_per_microbatch);
+  // The run's flags that quill accepts but does not carry out (a logging service, a launcher's setting): all
+  // named in one warning.
+  std::vector<std::string> ignored;
+  for (const ParsedFlag& f : check.flags.flags)
+    if (f.spec && f.spec->train.use == TrainUse::Ignored) ignored.push_back("--" + std::string(f.spec->name));
+  if (const std::string w = not_honoured_warning(ignored); !w.empty()) plan.warnings.push_back(w);
   // The run's flags that quill reads but does not carry out, each named (nothing silently ignored).
   QUILL_CHECK(def.optimizer == "adam", "--optimizer {}: quill implements adam (AdamW, decoupled weight decay)",
               def.optimizer);
@@ -327,18 +333,14 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
   out.correctness = c;
 
   write_recipe(o.out_dir + "/recipe.yaml", out);
-  RunPicture pic;
-  pic.title = fmt::format("{} - {} on {} x {}", recipe.model, recipe.layout.label.value_or("layout"), plan.layout.world(), device);
-  for (const StepMetrics& s : run.steps) {
-    pic.loss.push_back(s.loss);
-    pic.step_time_s.push_back(s.step_time_s);
-  }
-  if (!o.reference.empty()) pic.reference_loss = read_loss_curve(reference_curve_path(o.reference)).loss;
-  if (report.metrics) {
-    pic.window_begin = report.metrics->window[0];
-    pic.window_end = report.metrics->window[1];
-  }
-  write_file_atomic(o.out_dir + "/run.svg", run_picture_svg(pic));
+  // The trainer's picture again, with the reference's loss and the measured window.
+  RunPlot plot(fmt::format("{} - {} on {} x {}", recipe.model, recipe.layout.label.value_or("layout"), plan.layout.world(),
+                           device),
+               fmt::format("{} rows of {} tokens per step", plan.train.global_batch, plan.row_tokens));
+  plot.read_new_records(o.out_dir + "/metrics.jsonl");
+  if (!o.reference.empty()) plot.set_reference_loss(read_loss_curve(reference_curve_path(o.reference)).loss);
+  if (report.metrics) plot.set_window(report.metrics->window[0], report.metrics->window[1]);
+  plot.write(o.out_dir + "/run.svg");
   return report;
 }
 

@@ -30,7 +30,7 @@ bool is_run_output(const std::string& name) {
   for (const char* exact : {"metrics.jsonl", "summary.json", "collectives.json", "projection.json", "checkpoint", "hf",
                             "recipe.yaml", "run.svg"})
     if (name == exact) return true;
-  for (const char* prefix : {"checkpoint.", "hf.", "grads_step", "op_profile_step", "metrics.jsonl.tmp.", "summary.json.tmp.",
+  for (const char* prefix : {"checkpoint.", "hf.", "grads_step", "op_profile_step", "metrics.jsonl.tmp.", "summary.json.tmp.", "run.svg.tmp.",
                              "collectives.json.tmp.", "projection.json.tmp."})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;

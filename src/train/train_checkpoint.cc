@@ -10,8 +10,10 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "base/progress.h"
 #include "io/dir_swap.h"
 #include "io/safetensors.h"
+#include "io/write_progress.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
 
@@ -155,7 +157,7 @@ SavedIndex read_index(const std::string& dir, int saved_world) {
 }  // namespace
 
 void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, const AdamW& optimizer,
-                           const DeviceContext& ctx, const Layout& layout) {
+                           const DeviceContext& ctx, const Layout& layout, bool show_progress) {
   Comm* world = layout.world();
   const int rank = layout.rank(), size = world ? world->size() : 1;
   const std::string tmp = temp_name(dir, world, ctx);
@@ -182,7 +184,14 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
   // Each tensor's whole shape, so that a resume into another model is refused, not misread.
   std::map<std::string, std::string> shapes;
   for (const Param& p : params.params()) shapes["shape:" + p.name] = shape_str(p.shard.global_shape);
-  write_safetensors(tmp + "/" + shard_file(rank, size), pieces, shapes);
+  {
+    std::vector<SafetensorsItem> items;
+    for (const auto& [name, t] : pieces) items.push_back(SafetensorsItem::from_tensor(name, t));
+    Progress progress(fmt::format("saving checkpoint {}{}", dir, size > 1 ? " (this rank's shard)" : ""),
+                      ProgressOptions::in_bytes(show_progress));
+    count_written_bytes(items, progress);
+    write_safetensors(tmp + "/" + shard_file(rank, size), items, shapes);
+  }
   if (rank == 0) {
     nlohmann::json state;
     state["format"] = kFormat;
@@ -199,7 +208,7 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
 }
 
 int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer, const DeviceContext& ctx,
-                              [[maybe_unused]] const Layout& layout) {
+                              [[maybe_unused]] const Layout& layout, bool show_progress) {
   const nlohmann::json state = read_state(dir);
   // Pieces are keyed by global element ranges, so any layout reads its shards from them; what
   // is missing (a checkpoint of another model, a torn one) is named below.
@@ -235,15 +244,22 @@ int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW&
     QUILL_CHECK(covered == end - begin, "{}: {} of {} elements [{}, {}) are missing (found {})", dir, kind, name, begin,
                 end, covered);
   };
-  for (const Piece& pc : my_pieces(params, /*replicas=*/true)) {
+  const std::vector<Piece> pieces = my_pieces(params, /*replicas=*/true);
+  Progress progress("loading checkpoint " + dir, ProgressOptions::counting(show_progress, "tensors"));
+  const int64_t total = static_cast<int64_t>(pieces.size() + params.params().size());
+  int64_t done = 0;
+  for (const Piece& pc : pieces) {
     const Param& p = params.params()[pc.param];
     for (const char* kind : kKinds) fill(kind, p.name, pc.begin, pc.end, state_of(params, optimizer, kind, pc));
+    progress.update(++done, total);
   }
   for (Param& p : params.params()) {
+    progress.update(++done, total);
     if (p.trainable) continue;
     for (const SliceRun& r : slice_runs(p.shard))
       fill("fixed", p.name, r.global_offset, r.global_offset + r.length, p.value.view_flat(r.local_offset, {r.length}));
   }
+  progress.finish();
   refresh_compute(params, ctx);
   optimizer.set_steps_taken(state.at("optimizer_steps").get<int64_t>());
   return state.at("next_step").get<int64_t>();

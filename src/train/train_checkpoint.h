@@ -27,12 +27,14 @@
 
 namespace quill {
 
+// show_progress (the lead, not --quiet): a progress line on stderr of this rank's share when the save or
+// load takes more than a few seconds (every rank's share is about as large).
 void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, const AdamW& optimizer,
-                           const DeviceContext& ctx, const Layout& layout);
+                           const DeviceContext& ctx, const Layout& layout, bool show_progress = false);
 // Loads into params and optimizer under any layout of the same model. Returns the next step.
 // Throws naming the file and tensor when the checkpoint does not match the run.
 int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer, const DeviceContext& ctx,
-                              const Layout& layout);
+                              const Layout& layout, bool show_progress = false);
 
 // The fp32 values a checkpoint holds, whole, by name (the master and fixed pieces of every rank
 // assembled), flattened: for tests and tools that compare runs through the fp32 state.

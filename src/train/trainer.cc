@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 #include "train/metrics_file.h"
 #include "train/option_checks.h"
 #include "train/rank_agreement.h"
+#include "train/run_plot.h"
 #include "train/run_dir.h"
 #include "train/expert_load.h"
 #include "train/step_observers.h"
@@ -93,6 +95,14 @@ void check_rows_fit(const RowsReader& rows, const InklingConfig& config, bool ve
                                        config.unpadded_vocab_size, config.vocab_size);
   check.verify_sha256 = verify;
   check_rows_for_training(rows, check);
+}
+
+// The run picture's title (OUT/run.svg): the model as the command line named it, and the layout.
+RunPlot run_plot_for(const TrainOptions& o, const Layout& layout, int64_t row_tokens) {
+  std::filesystem::path model = std::filesystem::path(o.init_dir.empty() ? o.config_path : o.init_dir).lexically_normal();
+  if (model.filename().empty()) model = model.parent_path();
+  return RunPlot(fmt::format("quill train - {}", model.filename().string()),
+                 fmt::format("{}, {} rows of {} tokens per step", layout.spec().describe(), o.global_batch, row_tokens));
 }
 
 // Lead only: a line on stderr (recoveries, dropped torn lines, a resume with nothing to do).
@@ -283,7 +293,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   lap("checks");
   ParamTable params = ParamTable::for_config(config, layout);  // this rank's share only
   check_freeze_patterns(params, o.freeze_patterns);
-  if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr);
+  // Progress lines (loads, saves, the export): the lead's, unless --quiet.
+  const bool show_progress = lead && !o.quiet;
+  if (!o.init_dir.empty()) load_hf_checkpoint(o.init_dir, params, nullptr, show_progress);
   else params.init_random(o.seed, config.initializer_range);
   params.freeze(o.freeze_patterns);
   lap(o.init_dir.empty() ? "random weights (host)" : "checkpoint read");
@@ -314,7 +326,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     if (lead)
       for (const std::string& line : recover_checkpoint(o.resume_dir)) note(lead, line);
     if (layout.world()) layout.world()->barrier();
-    first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, layout);
+    first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, layout, show_progress);
   }
   const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
   if (first_step >= last_step) {
@@ -328,6 +340,14 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   KeptMetrics kept;
   PreparedRunDir prepared;
   std::unique_ptr<MetricsFile> metrics;
+  // OUT/run.svg, drawn by the lead from metrics.jsonl at each checkpoint and at the end (a killed run keeps
+  // the picture of its last checkpoint).
+  std::unique_ptr<RunPlot> plot;
+  const auto draw_plot = [&] {
+    if (!plot) return;
+    plot->read_new_records(metrics_path);
+    plot->write(o.out_dir + "/run.svg");
+  };
   if (lead) {
     kept = metrics_before_step(metrics_path, first_step);
     prepared = prepare_run_dir(o);
@@ -335,6 +355,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     for (const std::string& line : kept.warnings) note(lead, line);
     write_file_atomic(metrics_path, kept.text);
     metrics = std::make_unique<MetricsFile>(metrics_path);
+    plot = std::make_unique<RunPlot>(run_plot_for(o, layout, rows.row_tokens()));
   }
   if (layout.world()) layout.world()->barrier();
   lap("run directory");
@@ -398,15 +419,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
 
       // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).
       const bool last = step + 1 == last_step;
-      if (!o.save_dir.empty() && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0)
-        save_train_checkpoint(o.save_dir, step + 1, params, optimizer, ctx, layout);
+      if (!o.save_dir.empty() && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0) {
+        save_train_checkpoint(o.save_dir, step + 1, params, optimizer, ctx, layout, show_progress);
+        draw_plot();
+      }
     }
     if (metrics) metrics->close();
     if (o.save_hf) {
       // Collective: every rank; the masters' shards and the layout's slices gathered onto rank 0.
       const ParamTable values = gather_whole(params, ctx, layout, config);
       if (hf_export) {  // planned on the lead rank only
-        const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values);
+        const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values, show_progress);
         if (!saved.dropped.empty()) {
           const HfFormat other = hf_export->format == HfFormat::Release ? HfFormat::Transformers : HfFormat::Release;
           std::fprintf(stderr,
@@ -427,11 +450,19 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       result.peak_bytes_per_rank.assign(peaks.data_as<int64_t>(), peaks.data_as<int64_t>() + world);
     }
     if (lead) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
+    draw_plot();
     // The final checkpoint last: one at the run's last step means every output is complete, so a run
     // killed before it resumes from the interval before and writes them again.
-    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, params, optimizer, ctx, layout);
+    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, params, optimizer, ctx, layout, show_progress);
   } catch (...) {
     metrics.reset();
+    if (!result.steps.empty()) {
+      try {
+        draw_plot();  // the steps that ran, for a person to see where it went wrong
+      } catch (const std::exception&) {
+        // Never hide the error that stopped the run.
+      }
+    }
     if (lead) clean_failed_run(o, prepared, static_cast<int64_t>(result.steps.size()));
     throw;
   }

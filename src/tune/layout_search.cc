@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/progress.h"
 #include "parallel/layout.h"
 #include "parallel/stage_split.h"
 #include "plan/memory_plan.h"
@@ -163,10 +164,16 @@ SearchResult search_layouts(const SearchRequest& q) {
     if (x.count++ == 0) x.example = example;
   };
   const InklingConfig& c = q.config;
+  // Progress by (tp, pp) pair: each pair's splits, ep sizes and memory plans are the search's work.
+  int64_t pairs = 0, pairs_done = 0;
+  for (int tp : divisors(q.gpus))
+    for (int pp : divisors(q.gpus / tp)) pairs += tp <= q.gpus_per_node && pp <= c.num_layers;
+  Progress progress("quill tune: searching layouts", ProgressOptions::counting(q.show_progress, "(tp, pp) pairs"));
   for (int tp : divisors(q.gpus)) {
     if (tp > q.gpus_per_node) continue;
     for (int pp : divisors(q.gpus / tp)) {
       if (pp > c.num_layers) continue;
+      progress.update(pairs_done++, pairs, fmt::format("{} fitting so far", r.fitting.size()));
       const int dp = q.gpus / (tp * pp);
       for (const std::vector<int64_t>& split : megatron_splits(c.num_layers, pp, q.max_split_imbalance)) {
         for (bool sp : tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
@@ -260,6 +267,8 @@ SearchResult search_layouts(const SearchRequest& q) {
       }
     }
   }
+  progress.update(pairs, pairs, fmt::format("{} fitting", r.fitting.size()));
+  progress.finish();
   return r;
 }
 

@@ -32,6 +32,7 @@ struct SearchRequest {
   // not examined (a stage that much larger bounds the step; the even split always is).
   int64_t max_split_imbalance = 3;
   std::vector<std::string> freeze;   // frozen parameter patterns, as quill plan takes them
+  bool show_progress = false;        // a progress line on stderr when the search takes more than a few seconds
 };
 
 // One fitting layout: its flags and its memory plan's figures.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
+#include "base/progress.h"
 #include "model/config.h"
 #include "tune/ledger_model.h"
 
@@ -151,7 +152,12 @@ RankedLayout project_candidate(const Candidate& cand, const RankRequest& q, cons
 std::vector<RankedLayout> rank_layouts(const std::vector<Candidate>& candidates, const RankRequest& q) {
   std::vector<RankedLayout> out;
   out.reserve(candidates.size());
-  for (const Candidate& c : candidates) out.push_back(project_candidate(c, q));
+  Progress progress("quill tune: projecting layouts", ProgressOptions::counting(q.show_progress, "layouts"));
+  for (const Candidate& c : candidates) {
+    out.push_back(project_candidate(c, q));
+    progress.update(static_cast<int64_t>(out.size()), static_cast<int64_t>(candidates.size()));
+  }
+  progress.finish();
   std::stable_sort(out.begin(), out.end(), ranks_before);
   return out;
 }

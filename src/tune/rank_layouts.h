@@ -26,6 +26,7 @@ struct RankRequest {
   ComputeRates rates;
   std::optional<double> price_per_gpu_hour;
   double peak_flops = 989e12;  // the MFU's denominator (recipe/metrics.h)
+  bool show_progress = false;  // rank_layouts: a progress line on stderr when it takes more than a few seconds
 };
 
 // A stage's compute measured by `quill train --simulate-rank` of its representative rank (stage_rank).

@@ -137,6 +137,22 @@ TEST(MegatronNames, AFlagWithoutEquivalentIsRefusedWithWhatToUse) {
   EXPECT_FALSE(std::filesystem::exists(out)) << "a refused run writes nothing";
 }
 
+TEST(MegatronNames, FlagsNotHonouredAreAcceptedAndNamedInOneWarning) {
+  const std::string out = fresh_temp_dir("megatron", "ignored");
+  const CommandResult r =
+      quill(train(out) + " --steps 2 --global-batch 2 --use-wandb --wandb-project p --wandb-group g --timing-log-level 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  size_t warnings = 0;
+  for (size_t at = r.output.find("not honoured"); at != std::string::npos; at = r.output.find("not honoured", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << r.output;
+  EXPECT_NE(r.output.find("warning: not honoured (accepted, nothing done): --timing-log-level, --use-wandb, "
+                          "--wandb-project, --wandb-group; "),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_metrics(out).size(), 2u);
+}
+
 TEST(MegatronNames, AMistypedFlagNamesTheNearestKnownOne) {
   // The misspelt required flag is reported as what it is, not as --steps missing.
   CommandResult r = quill(train(fresh_temp_dir("megatron", "typo")) + " --trian-iters 2 --global-batch 2");

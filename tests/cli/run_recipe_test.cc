@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <vector>
 #include <string>
 #include <yaml-cpp/yaml.h>
 #include "util/command.h"
+#include "util/svg_check.h"
 
 namespace {
 
@@ -68,6 +70,12 @@ TEST(QuillRun, TinyRecipeIsMeasuredCheckedAndWritten) {
   EXPECT_EQ(rb["correctness"]["convergence"]["result"].as<std::string>(), "pass");
   EXPECT_EQ(rb["correctness"]["configuration"].as<std::string>(), "pass");
   EXPECT_NEAR(rb["correctness"]["convergence"]["correlation"].as<double>(), 1.0, 1e-12);
+  // The picture: the trainer's panels, with the reference's loss and the measured window added.
+  std::ifstream svg_file(b + "/run.svg");
+  const std::string svg((std::istreambuf_iterator<char>(svg_file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(quill::test::svg_problem(svg), "");
+  for (const char* part : {">Loss<", ">Throughput<", ">reference<", ">measured window 5-13<", "14 records, steps 0-13"})
+    EXPECT_NE(svg.find(part), std::string::npos) << part;
 }
 
 // A recipe's layout.offload and its run's precision-aware optimizer flags reach the trainer: the run
@@ -113,6 +121,39 @@ TEST(QuillRun, RecipeOffloadAndMomentDtypesReachTheTrainer) {
   ASSERT_EQ(losses[a].size(), 3u);
   EXPECT_EQ(losses[a], losses[b]);
   EXPECT_NE(losses[b], losses[c]);
+}
+
+size_t count_lines_with(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(what) != std::string::npos;
+  return n;
+}
+
+// The run's flags that quill accepts but does not carry out (logging services, launcher settings) are all
+// named in one warning line, and the run goes on.
+TEST(QuillRun, FlagsNotHonouredAreNamedInOneWarning) {
+  const std::string q = QUILL_BINARY, rows = temp("rows-ignored"), out = temp("ignored-run");
+  ASSERT_EQ(run(q + " data synth --input data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows), 0);
+  std::ifstream in(std::string(QUILL_SOURCE_DIR) + "/recipes/tiny-cpu.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string last = "--moe-token-dispatcher-type alltoall";
+  text.insert(text.find(last) + last.size(),
+              " --use-wandb --wandb-project quill --wandb-key KEY --timing-log-level 2 --ray-address auto");
+  const std::string recipe = temp("recipe-ignored") + ".yaml";
+  std::ofstream(recipe) << text;
+  std::string said;
+  ASSERT_EQ(run(q + " run " + recipe + " --device cpu --set SFT_DATA=" + rows + " --steps 2 --out " + out, &said), 0)
+      << said;
+  EXPECT_EQ(count_lines_with(said, "not honoured"), 1u) << said;
+  std::istringstream lines(said);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("not honoured") == std::string::npos) continue;
+    EXPECT_EQ(line.rfind("warning: not honoured (accepted, nothing done): ", 0), 0u) << line;
+    for (const char* flag : {"--use-wandb", "--wandb-project", "--wandb-key", "--timing-log-level", "--ray-address"})
+      EXPECT_NE(line.find(flag), std::string::npos) << flag << " missing from: " << line;
+    EXPECT_NE(line.find("OUT/metrics.jsonl and OUT/run.svg"), std::string::npos) << line;
+  }
 }
 
 TEST(QuillRun, CheckpointsOnlyWithSaveIntervalAndAnEarlierRunIsNotOverwritten) {

@@ -1,6 +1,6 @@
-// The run picture's axes: round tick values (1, 2 or 5 times a power of ten), labels with units, and
-// the reference told apart from the candidate.
-#include "recipe/plot.h"
+// The run picture's axes: round tick values (1, 2 or 5 times a power of ten) and short labels that
+// print them exactly.
+#include "train/plot_ticks.h"
 
 #include <gtest/gtest.h>
 
@@ -66,33 +66,19 @@ TEST(PlotTicks, FlatAndReversedRanges) {
   EXPECT_EQ(tick_label(-0.0001, 2), "0.00");
 }
 
-TEST(PlotSvg, LabelsUnitsLegendAndDistinctStyles) {
-  RunPicture p;
-  p.title = "tiny <run>";
-  for (int i = 0; i < 14; ++i) {
-    p.loss.push_back(5.8 - 0.01 * i);
-    p.reference_loss.push_back(5.8 - 0.011 * i);
-    p.step_time_s.push_back(0.070 + 0.001 * (i % 3));
-  }
-  p.window_begin = 5;
-  p.window_end = 13;
-  const std::string svg = run_picture_svg(p);
-  EXPECT_NE(svg.find("loss (cross-entropy, nats per token)"), std::string::npos);
-  EXPECT_NE(svg.find("step time (ms)"), std::string::npos);  // 70 ms steps are shown in ms
-  EXPECT_NE(svg.find(">step<"), std::string::npos);
-  EXPECT_NE(svg.find("candidate (this run)"), std::string::npos);
-  EXPECT_NE(svg.find(">reference<"), std::string::npos);
-  EXPECT_NE(svg.find("measured window (steps 5-13)"), std::string::npos);
-  EXPECT_NE(svg.find("tiny &lt;run&gt;"), std::string::npos);  // the title is escaped
-  // The candidate solid, the reference dashed, in different colours.
-  EXPECT_NE(svg.find(R"(stroke="#1f5fa8" stroke-width="3" stroke-dasharray="none")"), std::string::npos);
-  EXPECT_NE(svg.find(R"(stroke="#e8710a" stroke-width="2.5" stroke-dasharray="9 6")"), std::string::npos);
-  // Round loss ticks: 5.65, 5.70, ... (never 5.6213).
-  EXPECT_NE(svg.find(">5.70<"), std::string::npos);
-  EXPECT_NE(svg.find(">60<"), std::string::npos);  // a step-time tick in ms
-
-  p.step_time_s.assign(14, 12.5);  // long steps: seconds
-  EXPECT_NE(run_picture_svg(p).find("step time (s)"), std::string::npos);
+TEST(PlotTicks, ShortLabelsForSmallAndLargeValues) {
+  Ticks t = nice_ticks(0, 1e-5, 6);  // a learning rate
+  EXPECT_EQ(short_tick_label(t.values[1], t), "2e-6");
+  EXPECT_EQ(short_tick_label(1.2e-5, t), "1.2e-5");
+  EXPECT_EQ(short_tick_label(0, t), "0");
+  t = nice_ticks(1.1e6, 1.5e6, 5);  // tokens/s of a GPU job
+  EXPECT_EQ(short_tick_label(1.2e6, t), "1.2M");
+  t = nice_ticks(0, 48000, 5);
+  EXPECT_EQ(short_tick_label(20000, t), "20k");
+  t = nice_ticks(5.6, 5.8, 5);  // a loss: plain digits
+  EXPECT_EQ(short_tick_label(5.65, t), "5.65");
+  t = nice_ticks(0, 13, 8);  // steps
+  EXPECT_EQ(short_tick_label(12, t), "12");
 }
 
 }  // namespace

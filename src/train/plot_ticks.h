@@ -1,7 +1,5 @@
-// A picture of a run for a person: the loss curve (and the reference's, when given) above the
-// step-time series, as a self-contained SVG (no plotting library; any browser shows it). Axes carry
-// round tick values and labels with units; the candidate is a solid blue line, the reference a
-// dashed orange one, named in a legend.
+// Axis ticks for the run picture (train/run_plot.h): round values, and labels that print them exactly
+// and stay short ("2e-5" for a learning rate, "1.2M" for tokens/s).
 #pragma once
 
 #include <cstdint>
@@ -9,16 +7,6 @@
 #include <vector>
 
 namespace quill {
-
-struct RunPicture {
-  std::string title;
-  std::vector<double> loss;            // candidate, one per step
-  std::vector<double> reference_loss;  // optional
-  std::vector<double> step_time_s;     // one per step
-  int64_t window_begin = -1, window_end = -1;  // measured window, shaded when >= 0
-};
-
-std::string run_picture_svg(const RunPicture& picture);
 
 // Round tick values for an axis over [lo, hi]: a step of 1, 2 or 5 times a power of ten, chosen so that
 // about `target` ticks cover the range, and the axis widened to the ticks around it.
@@ -30,5 +18,8 @@ struct Ticks {
 Ticks nice_ticks(double lo, double hi, int target = 5);
 // A tick value as printed: `decimals` digits, no "-0".
 std::string tick_label(double value, int decimals);
+// A tick value of `ticks` as an axis shows it: tick_label's digits while they are few; a power of ten
+// ("2e-5") when they would be many (a learning rate); a k or M suffix for large values ("1.2M").
+std::string short_tick_label(double value, const Ticks& ticks);
 
 }  // namespace quill

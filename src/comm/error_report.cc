@@ -1,0 +1,79 @@
+#include "comm/error_report.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <thread>
+#include <vector>
+
+#include "comm/distributed.h"
+
+namespace quill {
+
+namespace {
+
+// FNV-1a: the same on every node (std::hash need not be).
+uint64_t fingerprint(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+int launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
+  return 0;
+}
+
+std::string error_report_line(const std::string& message, double wait_s) {
+  const std::string plain = "quill: error: " + message;
+  if (!launched_by_mpi()) return plain;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) return fmt::format("quill: rank {}: error: {}", launcher_rank(), message);
+  const bool ours = !initialized;
+  if (ours) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+      return fmt::format("quill: rank {}: error: {}", launcher_rank(), message);
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string own = fmt::format("quill: rank {} of {}: error: {}", rank, size, message);
+  if (size == 1) return plain;
+  // Each rank's message fingerprint, and whether it initialised MPI here (before the job's start-up).
+  const uint64_t mine[2] = {fingerprint(message), ours ? 1u : 0u};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(size));
+  MPI_Request request;
+  if (MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &request) != MPI_SUCCESS)
+    return own;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return own;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // Not every rank reached this in time (one still trains, hangs or died): the error is this rank's own.
+  // The request is left pending; the process ends without finalising MPI.
+  if (!done) return own;
+  bool same = true, all_before_startup = true;
+  for (int r = 0; r < size; ++r) {
+    same = same && all[2 * static_cast<size_t>(r)] == mine[0];
+    all_before_startup = all_before_startup && all[2 * static_cast<size_t>(r) + 1] == 1;
+  }
+  // Every rank failed before the job's start-up and initialised MPI here: they finalise together, so that
+  // the launcher reports a plain exit status. Otherwise the job's communicators may hold requests that will
+  // never complete, and the process ends without finalising.
+  if (all_before_startup) MPI_Finalize();
+  if (!same) return own;
+  return rank == 0 ? plain : "";
+}
+
+}  // namespace quill
