@@ -189,10 +189,13 @@ const std::vector<FlagSpec> kFlags = {
         instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
     {"wandb-key", L, S, nullptr, "logging",
         instead("quill train writes each step's loss, grad norm, lr, tokens and time to OUT/metrics.jsonl")},
-    {"eval-interval", L, I, nullptr, "evaluation, not training",
-        instead("quill train does not evaluate; compare runs with quill check convergence")},
-    {"eval-iters", L, I, nullptr, "evaluation, not training",
-        instead("quill train does not evaluate; compare runs with quill check convergence")},
+    // Honoured: quill train has the flags itself (the validation loss, with --valid-rows); quill run passes
+    // them on with the validation rows. Evaluation changes no training result: launcher.
+    {"eval-interval", L, I, "1000", "evaluation: the validation loss every N steps and after the last (honoured "
+        "with validation rows)"},
+    {"eval-iters", L, I, "100", "evaluation: global batches of validation rows per evaluation (honoured)"},
+    {"valid-data-path", L, LI, nullptr, "evaluation: the validation data (quill run reads it as a rows directory)",
+        instead("give --valid-rows DIR (rows made by quill data build --valid-fraction)")},
     {"ray-address", L, S, nullptr, "Ray"},
     {"colocate", L, SW, "false", "miles: rollout engines beside the trainer"},
     {"rollout-num-gpus", L, I, nullptr, "miles: rollout engines (none in a train-only run)"},
