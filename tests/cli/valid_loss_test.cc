@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "util/command.h"
@@ -121,6 +122,43 @@ TEST(ValidLoss, FlagMistakesAreRefusedBeforeTraining) {
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
     EXPECT_TRUE(quill::test::read_metrics(out).empty());
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// `quill run` of the tiny recipe with Megatron's --eval-interval 2 --eval-iters 1 in its run flags: with
+// --valid-rows the trainer evaluates after steps 1 and 2 (the last); without validation rows the run notes
+// that nothing is evaluated and trains as before.
+TEST(ValidLoss, QuillRunMapsTheRecipesEvalFlags) {
+  const std::string src = QUILL_SOURCE_DIR, rows = temp("run-rows");
+  ASSERT_EQ(quill::test::run_checked(kQuill + " data synth --input " + src + "/data/synthetic/conversations.jsonl "
+                                             "--row-tokens 128 --valid-fraction 0.1 --out " + rows), 0);
+  const std::string recipe = temp("eval.yaml");
+  std::ofstream(recipe) << quill::test::edited_text(
+      src + "/recipes/tiny-cpu.yaml",
+      {{"--moe-token-dispatcher-type alltoall", "--moe-token-dispatcher-type alltoall --eval-interval 2 --eval-iters 1"}});
+  const std::string run = "cd " + src + " && " + kQuill + " run " + recipe + " --device cpu --set SFT_DATA=" + rows +
+                          " --steps 3";
+  std::string said;
+  const std::string with = temp("run-with"), without = temp("run-without");
+  ASSERT_EQ(quill::test::run_checked(run + " --valid-rows " + rows + "/valid --out " + with, &said), 0);
+  EXPECT_NE(said.find("validation loss on " + rows + "/valid (1 global batches) every 2 steps"), std::string::npos)
+      << said;
+  const auto m = quill::test::read_metrics(with);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_FALSE(m[0].contains("valid_loss"));
+  EXPECT_TRUE(m[1].contains("valid_loss"));
+  EXPECT_TRUE(m[2].contains("valid_loss"));
+  ASSERT_EQ(quill::test::run_checked(run + " --out " + without, &said), 0);
+  EXPECT_NE(said.find("the run's --eval-interval / --eval-iters: no validation rows"), std::string::npos) << said;
+  const auto plain = quill::test::read_metrics(without);
+  ASSERT_EQ(plain.size(), 3u);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_FALSE(plain[i].contains("valid_loss"));
+    EXPECT_EQ(plain[i]["loss"], m[i]["loss"]) << "step " << i;
   }
 }
 
