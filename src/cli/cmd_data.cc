@@ -103,6 +103,10 @@ std::unique_ptr<Tokenizer> manifest_tokenizer(const nlohmann::json& manifest, co
   return t;
 }
 
+constexpr const char* kValidFractionHelp =
+    "hold out this fraction of the conversations (0 <= F < 1; the last floor(F x N) of the seeded order) as "
+    "validation rows in OUT/valid, with a manifest of their own (quill train --valid-rows OUT/valid)";
+
 }  // namespace
 
 void add_data_commands(CLI::App& app, Runner& run) {
@@ -114,23 +118,27 @@ void add_data_commands(CLI::App& app, Runner& run) {
   static std::string input, out;
   static int64_t conversations = 2000, row_tokens = 128, max_rows = -1;
   static uint64_t seed = 42;
+  static double valid_fraction = 0;
   synth->add_option("--input", input, "conversations JSONL (default: generate --conversations of them)");
   synth->add_option("--conversations", conversations, "how many conversations to generate");
   synth->add_option("--seed", seed, "generation and packing seed");
   synth->add_option("--row-tokens", row_tokens, "tokens per row");
   synth->add_option("--max-rows", max_rows, "stop after this many rows");
+  synth->add_option("--valid-fraction", valid_fraction, kValidFractionHelp);
   synth->add_option("--out", out, "output rows directory")->required();
   synth->callback([&run] {
     run = [] {
+      check_valid_fraction(valid_fraction);
       CreatedDirGuard out_guard(out);
       nlohmann::json manifest;
       if (input.empty()) {
-        manifest = build_synthetic_rows(out, conversations, seed, row_tokens, max_rows);
+        manifest = build_synthetic_rows(out, conversations, seed, row_tokens, max_rows, valid_fraction);
       } else {
         BuildOptions options;
         options.seed = seed;
         options.row_tokens = row_tokens;
         options.max_rows = max_rows;
+        options.valid_fraction = valid_fraction;
         options.source = input;
         manifest = build_rows(read_conversations_jsonl(input), ByteTokenizer(), options, out);
       }
@@ -146,6 +154,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
   static std::string b_tokenizer, b_special, b_out, b_effort = "high", b_recipe;
   static int64_t b_row_tokens = 8192, b_max_rows = -1;
   static uint64_t b_seed = 42;
+  static double b_valid_fraction = 0;
   static int b_threads = 0;
   static bool b_skip_invalid = false, b_quiet = false, b_timing = false;
   build->add_option("--input", b_inputs,
@@ -160,6 +169,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
   build->add_option("--row-tokens", b_row_tokens, "tokens per row (8192)");
   build->add_option("--seed", b_seed, "permutation seed (42)");
   build->add_option("--max-rows", b_max_rows, "stop after this many rows (default: no limit)");
+  build->add_option("--valid-fraction", b_valid_fraction, kValidFractionHelp);
   build->add_option("--reasoning-effort", b_effort, "none|minimal|low|medium|high|max or a number in [0, 0.99]");
   build->add_option("--threads", b_threads, "worker threads (default: all cores)");
   build->add_flag("--skip-invalid", b_skip_invalid, "skip and count bad lines instead of stopping");
@@ -170,10 +180,12 @@ void add_data_commands(CLI::App& app, Runner& run) {
   build->add_option("--out", b_out, "output rows directory")->required();
   build->callback([&run] {
     run = [] {
+      check_valid_fraction(b_valid_fraction);
       BuildOptions options;
       options.seed = b_seed;
       options.row_tokens = b_row_tokens;
       options.max_rows = b_max_rows;
+      options.valid_fraction = b_valid_fraction;
       options.reasoning_effort = b_effort;
       std::string joined;
       for (const std::string& p : b_inputs) joined += (joined.empty() ? "" : ", ") + p;

@@ -32,6 +32,8 @@ void add_run_command(CLI::App& app, Runner& run) {
   cmd->add_option("--reference", o.reference, "reference loss curve: metrics.jsonl, a loss file, or a run directory");
   cmd->add_option("--model-dir", o.model_dir, "Hugging Face model directory (default: the run's --hf-checkpoint)");
   cmd->add_option("--rows", o.rows_dir, "rows directory (default: the run's --prompt-data)");
+  cmd->add_option("--valid-rows", o.valid_rows_dir,
+                  "validation rows for the run's --eval-interval / --eval-iters (default: the run's --valid-data-path)");
   cmd->add_option("--set", sets, "NAME=VALUE for a variable of the run script (repeatable)");
   static int64_t row_tokens = -1, global_batch = -1;  // -1: not given
   cmd->add_option("--row-tokens", row_tokens,

@@ -167,6 +167,16 @@ void add_train_command(CLI::App& app, Runner& run) {
   o.adam.beta2 = 0.999;
   cmd->add_option("--config", o.config_path, "config.json (or a directory holding it); default: --init's");
   cmd->add_option("--rows", o.rows_dir, "rows directory (rows.bin + manifest.json)")->required();
+  cmd->add_option("--valid-rows", o.valid_rows_dir,
+                  "validation rows (quill data build --valid-fraction writes them to ROWS/valid): their loss per "
+                  "supervised token after every --eval-interval steps and after the last step, in metrics.jsonl "
+                  "(valid_loss), the log line and TensorBoard");
+  cmd->add_option("--eval-interval", o.eval_interval,
+                  "with --valid-rows: evaluate after every N steps (Megatron's flag; 0 or absent: after the last step "
+                  "only)");
+  auto* eval_iters = cmd->add_option("--eval-iters", o.eval_iters,
+                                     "with --valid-rows: global batches of validation rows per evaluation (Megatron's "
+                                     "flag; default 1)");
   auto* init = cmd->add_option("--init", o.init_dir, "start from this Hugging Face checkpoint directory");
   cmd->add_option("--seed", o.seed, "random initialisation seed (when no --init)")->excludes(init);
   cmd->add_option("--steps", o.steps, "optimizer steps")->required();
@@ -261,8 +271,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   // name quill train has itself stays its own.
   static MegatronNames megatron;
   megatron.add_to(cmd);
-  cmd->callback([&run] {
-    run = [] {
+  cmd->callback([&run, eval_iters] {
+    run = [eval_iters] {
       // Every rank reads the same flags: their notes are printed by the launcher's rank 0 alone (MPI starts later).
       const bool first_rank = launcher_rank() == 0;
       const auto note = [first_rank](const std::string& line) {
@@ -272,6 +282,10 @@ void add_train_command(CLI::App& app, Runner& run) {
       for (const std::string& line : megatron_flags.notes) note(line);
       if (first_rank && !megatron_flags.not_honoured.empty())
         std::fprintf(stderr, "warning: %s\n", megatron_flags.not_honoured.c_str());
+      // (--eval-interval without --valid-rows is refused in check_train_options, for every caller.)
+      QUILL_CHECK(eval_iters->count() == 0 || !o.valid_rows_dir.empty(),
+                  "--eval-iters {} needs --valid-rows DIR (the held-out rows to evaluate on: quill data build "
+                  "--valid-fraction writes them)", o.eval_iters);
       o.freeze_patterns = freeze;
       if (freeze_preset == "miles") {
         for (const std::string& p : miles_frozen_patterns()) o.freeze_patterns.push_back(p);
@@ -331,6 +345,10 @@ void add_train_command(CLI::App& app, Runner& run) {
                     r.wall_time_s, r.steps.front().loss, r.steps.back().loss,
                     r.simulated_rank >= 0 ? " (simulated rank: not meaningful)" : "", o.out_dir.c_str());
       if (!r.steps.empty()) std::printf("%s; %s/summary.json\n", summary_line(r).c_str(), o.out_dir.c_str());
+      if (!r.steps.empty() && r.steps.back().valid_loss)
+        std::printf("validation loss after step %lld: %.4f over %lld supervised tokens of %s\n",
+                    static_cast<long long>(r.steps.back().step), *r.steps.back().valid_loss,
+                    static_cast<long long>(r.steps.back().valid_supervised), o.valid_rows_dir.c_str());
       if (!r.steps.empty() && r.simulated_rank >= 0) {
         // Every stage not simulated takes this one's figures (noted); quill project combines several runs.
         const ProjectionReport rep = project_runs({o.out_dir}, projection);

@@ -25,7 +25,11 @@ namespace quill {
 struct BuildOptions {
   uint64_t seed = 42;
   int64_t row_tokens = 8192;
-  int64_t max_rows = -1;                  // < 0: no limit
+  int64_t max_rows = -1;                  // < 0: no limit (of the training rows; the held-out rows have none)
+  // `--valid-fraction F`: the last floor(F * conversations) of the seeded permutation are held out
+  // and packed, in that order, into out_dir/valid (rows.bin and a manifest of its own); the training
+  // rows are packed from the others (docs/data-build.md, "Held-out split"). 0: no split.
+  double valid_fraction = 0;
   std::string reasoning_effort = "high";  // see RenderOptions
   std::string source;                     // free text recorded in the manifest ("source")
   int threads = 0;                        // <= 0: all cores
@@ -41,6 +45,9 @@ struct BuildOptions {
   int64_t expected_parquet_bytes = -1;
   std::string expected_from;
 };
+
+// Throws naming --valid-fraction unless 0 <= fraction < 1 (the CLI checks it before any work).
+void check_valid_fraction(double fraction);
 
 // Renders every conversation, packs and writes out_dir/rows.bin and out_dir/manifest.json.
 // Returns the manifest: rows, row_tokens, padding_tokens, seed, max_rows, tokenizer {name,

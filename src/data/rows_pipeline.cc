@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <filesystem>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -95,25 +97,29 @@ RowFacts assemble_row(RowPlanner::Candidate& c, const RowPlanner& planner, const
 
 }  // namespace
 
-nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRenderer& renderer,
-                                      const BuildOptions& options, const std::string& out_dir, nlohmann::json extras,
-                                      ThreadPool& pool) {
-  const Tokenizer& tokenizer = renderer.tokenizer();
-  nlohmann::json tok = {{"name", tokenizer.name()}, {"sha256", tokenizer.definition_sha256()},
-                        {"vocab_size", tokenizer.vocab_size()}};
-  if (options.tokenizer_source.is_object()) tok.update(options.tokenizer_source);
-  extras["tokenizer"] = tok;
-  extras["renderer"] = kRendererName;
-  extras["renderer_version"] = kRendererVersion;
-  extras["template_kwargs"] = renderer.template_kwargs();
-  extras["source"] = options.source;
-  extras["seed"] = options.seed;
-  extras["max_rows"] = options.max_rows;
+namespace {
 
+// Rows packed from the conversations `order` (indices before the permutation, in packing order),
+// written and flushed under temporary names in out_dir; install() puts them in place.
+struct PackedRows {
+  std::unique_ptr<ParallelRowsWriter> writer;
+  PackStats stats;
+  int64_t supervised = 0, max_token = -1;
+  std::string sha;
+};
+
+// The conversations `order` rendered, packed into rows of options.row_tokens (at most max_rows; < 0:
+// no limit) and written to out_dir's temporaries. `what` names the rows in the progress display and in
+// the error when they make no row.
+PackedRows pack_in_order(const RowsSource& source, std::span<const int64_t> order, int64_t max_rows,
+                         const BuildOptions& options, const std::string& out_dir, ThreadPool& pool,
+                         const std::string& what) {
   BuildTiming* timing = options.timing;
   const int64_t n = source.conversations;
-  ParallelRowsWriter writer(out_dir, options.row_tokens);  // checks row_tokens first, as RowsWriter did
-  RowPlanner planner(PackOptions{options.seed, options.row_tokens, options.max_rows}, n);
+  PackedRows packed;
+  packed.writer = std::make_unique<ParallelRowsWriter>(out_dir, options.row_tokens);  // checks row_tokens first
+  ParallelRowsWriter& writer = *packed.writer;
+  RowPlanner planner(PackOptions{options.seed, options.row_tokens, max_rows}, n);
   const size_t T = static_cast<size_t>(options.row_tokens);
   std::array<WindowRows, 3> windows;
   // Writes and hashes each window's kept rows, in order, while the pool renders the next window.
@@ -124,10 +130,6 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
   const bool writer_thread = pool.threads() > 1;
   BackgroundSha256 background(writer_thread);
 
-  PhaseTimer perm_timer(timing, "permutation", true);
-  std::vector<int64_t> perm = fisher_yates_permutation(n, options.seed);
-  perm_timer.stop();
-
   // Windows of about 128 conversations a thread: the serial steps between the parallel ones cost
   // O(conversations + rows), so the windows can be small enough to keep memory low. From half
   // the total on, each window is half of what is left, down to 16 a thread.
@@ -137,11 +139,12 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
   std::vector<size_t> sizes;
   std::vector<RowFacts> facts;
   int64_t supervised = 0, max_token = -1, rendered = 0, bytes_done = 0;
-  Progress progress("data build: rendering",
-                    ProgressOptions::counting(options.progress, options.max_rows > 0 ? "rows" : "conversations"));
+  const int64_t total = static_cast<int64_t>(order.size());
+  Progress progress(what.empty() ? "data build: rendering" : "data build: rendering the held-out split",
+                    ProgressOptions::counting(options.progress, max_rows > 0 ? "rows" : "conversations"));
   size_t start = 0, which = 0;
-  while (start < perm.size() && !planner.done()) {
-    const size_t left = perm.size() - start;
+  while (start < order.size() && !planner.done()) {
+    const size_t left = order.size() - start;
     const size_t count = std::min({left, full, std::max(smallest, (left + 1) / 2)});
     if (slots.size() < count) slots.resize(count);
     PhaseTimer render_timer(timing, "render (parse + render + tokenize)", false);
@@ -150,7 +153,7 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
       // writes its end pointer for every token, in a cache line the neighbouring slots (other
       // threads) write too (false sharing: half the speed on 2 threads).
       MaskedTokens out = std::move(slots[i]);
-      source.render(perm[start + i], out);
+      source.render(order[start + i], out);
       slots[i] = std::move(out);
     });
     render_timer.stop();
@@ -160,10 +163,10 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
     sizes.resize(count);
     for (size_t i = 0; i < count; ++i) {
       QUILL_CHECK(slots[i].tokens.size() == slots[i].mask.size(), "packing: conversation {} has {} tokens but {} mask bits",
-                  perm[start + i], slots[i].tokens.size(), slots[i].mask.size());
+                  order[start + i], slots[i].tokens.size(), slots[i].mask.size());
       sizes[i] = slots[i].tokens.size();
     }
-    planner.lay_out({perm.data() + start, count}, sizes);
+    planner.lay_out({order.data() + start, count}, sizes);
     std::vector<RowPlanner::Candidate>& cands = planner.candidates();
     lay_timer.stop();
 
@@ -232,39 +235,125 @@ nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRender
     PhaseTimer carry_timer(timing, "lay out and decide rows", true);
     planner.end_window({slots.data(), count});
     carry_timer.stop();
-    for (size_t i = 0; i < taken; ++i) bytes_done += source.bytes(perm[start + i]);
+    for (size_t i = 0; i < taken; ++i) bytes_done += source.bytes(order[start + i]);
     rendered += static_cast<int64_t>(taken);
     start += count;
-    if (planner.done() || start >= perm.size()) break;  // the final line follows
+    if (planner.done() || start >= order.size()) break;  // the final line follows
     progress.set_bytes(bytes_done);
-    if (options.max_rows > 0) {
-      progress.update(planner.rows(), options.max_rows, fmt::format("conversations {}/{}", rendered, n));
+    if (max_rows > 0) {
+      progress.update(planner.rows(), max_rows, fmt::format("conversations {}/{}", rendered, total));
     } else {
-      progress.update(rendered, n, fmt::format("rows {}", planner.rows()));
+      progress.update(rendered, total, fmt::format("rows {}", planner.rows()));
     }
   }
   // The final figures, for the closing line (shown when the build showed any).
   progress.set_bytes(bytes_done);
-  progress.update(options.max_rows > 0 ? planner.rows() : rendered, options.max_rows > 0 ? options.max_rows : n,
+  progress.update(max_rows > 0 ? planner.rows() : rendered, max_rows > 0 ? max_rows : total,
                   fmt::format("rows {}", planner.rows()));
   progress.finish();
-  if (source.before_finish) source.before_finish({perm.data() + start, perm.size() - start});
+  if (source.before_finish) source.before_finish({order.data() + start, order.size() - start});
   PackStats stats = planner.finish();
+  // The planner counts every conversation of the input; these rows' are those of `order`.
+  stats.conversations = total;
+  stats.conversations_skipped = total - stats.conversations_used;
   QUILL_CHECK(stats.rows > 0,
-              "{}: no rows: {} conversations give {} tokens, which make no row of {} tokens with a supervised target",
-              out_dir, stats.conversations, stats.stream_tokens, options.row_tokens);
+              "{}: no rows: {} conversations{} give {} tokens, which make no row of {} tokens with a supervised target",
+              out_dir, stats.conversations, what, stats.stream_tokens, options.row_tokens);
 
   PhaseTimer hash_timer(timing, "wait for the writer thread", true);
-  std::string sha = background.hex();  // every row written and hashed
+  packed.sha = background.hex();  // every row written and hashed
   hash_timer.stop();
   writer.close_file(stats.rows, timing);
+  packed.stats = stats;
+  packed.supervised = supervised;
+  packed.max_token = max_token;
+  return packed;
+}
 
-  PhaseTimer install_timer(timing, "rename + manifest", true);
+// Renames the rows into place and writes their manifest (extras: as build_rows_from_source's).
+nlohmann::json install_packed(PackedRows& packed, const BuildOptions& options, nlohmann::json extras) {
   int64_t invalid = extras.value("invalid_skipped", int64_t{0});
   extras.erase("invalid_skipped");
-  extras.update(stats.to_manifest());
+  extras.update(packed.stats.to_manifest());
   extras["conversations"]["invalid_skipped"] = invalid;
-  return writer.install({stats.rows, options.row_tokens, supervised, max_token, sha}, extras);
+  return packed.writer->install({packed.stats.rows, options.row_tokens, packed.supervised, packed.max_token, packed.sha},
+                                extras);
+}
+
+// A build without a split leaves no held-out rows of an earlier build beside its own.
+void remove_stale_valid_split(const std::string& valid_dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path(valid_dir) / "manifest.json")) return;
+  std::error_code ec;
+  for (const char* name : {"manifest.json", kRowsFile}) fs::remove(fs::path(valid_dir) / name, ec);
+  fs::remove(valid_dir, ec);  // only when empty
+}
+
+}  // namespace
+
+void check_valid_fraction(double fraction) {
+  QUILL_CHECK(std::isfinite(fraction) && fraction >= 0 && fraction < 1,
+              "--valid-fraction {}: must be in [0, 1) (the share of the conversations held out)", fraction);
+}
+
+int64_t held_out_conversations(int64_t conversations, double valid_fraction) {
+  check_valid_fraction(valid_fraction);
+  return static_cast<int64_t>(std::floor(valid_fraction * static_cast<double>(conversations)));
+}
+
+nlohmann::json build_rows_from_source(const RowsSource& source, const ChatRenderer& renderer,
+                                      const BuildOptions& options, const std::string& out_dir, nlohmann::json extras,
+                                      ThreadPool& pool) {
+  const Tokenizer& tokenizer = renderer.tokenizer();
+  nlohmann::json tok = {{"name", tokenizer.name()}, {"sha256", tokenizer.definition_sha256()},
+                        {"vocab_size", tokenizer.vocab_size()}};
+  if (options.tokenizer_source.is_object()) tok.update(options.tokenizer_source);
+  extras["tokenizer"] = tok;
+  extras["renderer"] = kRendererName;
+  extras["renderer_version"] = kRendererVersion;
+  extras["template_kwargs"] = renderer.template_kwargs();
+  extras["source"] = options.source;
+  extras["seed"] = options.seed;
+  extras["max_rows"] = options.max_rows;
+
+  const int64_t n = source.conversations;
+  const int64_t held = held_out_conversations(n, options.valid_fraction);
+  QUILL_CHECK(options.valid_fraction == 0 || held > 0,
+              "--valid-fraction {}: of {} conversations that holds out none (floor({} x {}) = 0); give a larger fraction",
+              options.valid_fraction, n, options.valid_fraction, n);
+  PhaseTimer perm_timer(options.timing, "permutation", true);
+  std::vector<int64_t> perm = fisher_yates_permutation(n, options.seed);
+  perm_timer.stop();
+
+  // The held-out conversations are the permutation's last `held`: a seeded uniform sample, fixed before
+  // anything is rendered and whatever --max-rows is; the training rows are packed from the others.
+  const std::string valid_dir = (std::filesystem::path(out_dir) / kValidSplitDir).string();
+  const std::span<const int64_t> train_order(perm.data(), static_cast<size_t>(n - held));
+  PackedRows train = pack_in_order(source, train_order, options.max_rows, options, out_dir, pool, "");
+  if (held == 0) {
+    nlohmann::json manifest = install_packed(train, options, extras);
+    remove_stale_valid_split(valid_dir);
+    return manifest;
+  }
+  const std::span<const int64_t> valid_order(perm.data() + (n - held), static_cast<size_t>(held));
+  PackedRows valid = pack_in_order(source, valid_order, -1, options, valid_dir, pool,
+                                   fmt::format(" held out by --valid-fraction {}", options.valid_fraction));
+  // Both finished before either is installed; the held-out rows first, so that training rows whose
+  // manifest names a split are never beside an older one.
+  PhaseTimer install_timer(options.timing, "rename + manifest", true);
+  nlohmann::json valid_extras = extras;
+  valid_extras["max_rows"] = -1;
+  valid_extras["split"] = {{"role", "validation"}, {"valid_fraction", options.valid_fraction},
+                           {"held_out_conversations", held}, {"of_conversations", n}};
+  const nlohmann::json valid_manifest = install_packed(valid, options, valid_extras);
+  extras["split"] = {{"role", "training"},
+                     {"valid_fraction", options.valid_fraction},
+                     {"held_out_conversations", held},
+                     {"of_conversations", n},
+                     {"valid_dir", kValidSplitDir},
+                     {"valid_rows", valid_manifest.at("rows")},
+                     {"valid_rows_sha256", valid_manifest.at("rows_sha256")}};
+  return install_packed(train, options, extras);
 }
 
 }  // namespace quill

@@ -44,7 +44,16 @@ struct RowsSource {
   std::function<void(std::span<const int64_t> unrendered)> before_finish;
 };
 
-// Renders, packs and writes out_dir/rows.bin and manifest.json; returns the manifest. `extras`
+// The held-out split's directory inside a rows directory (BuildOptions::valid_fraction).
+inline constexpr const char* kValidSplitDir = "valid";
+
+// How many of `conversations` --valid-fraction holds out: floor(fraction x conversations). Throws naming
+// the flag unless 0 <= fraction < 1.
+int64_t held_out_conversations(int64_t conversations, double valid_fraction);
+
+// Renders, packs and writes out_dir/rows.bin and manifest.json; returns the manifest. With
+// options.valid_fraction, the held-out conversations go to out_dir/valid (rows.bin and a manifest with
+// "split" {role "validation", ...}) and the training manifest's "split" names them. `extras`
 // (an object) holds "invalid_skipped" and whatever else the manifest gets besides the fields
 // this adds (tokenizer, renderer, template_kwargs, source, seed, max_rows, the PackStats fields,
 // and the writer's computed fields).

@@ -92,12 +92,13 @@ std::vector<Conversation> generate_synthetic_conversations(int64_t n, uint64_t s
 }
 
 nlohmann::json build_synthetic_rows(const std::string& out_dir, int64_t n_conversations, uint64_t seed,
-                                    int64_t row_tokens, int64_t max_rows) {
+                                    int64_t row_tokens, int64_t max_rows, double valid_fraction) {
   ByteTokenizer tokenizer;
   BuildOptions options;
   options.seed = seed;
   options.row_tokens = row_tokens;
   options.max_rows = max_rows;
+  options.valid_fraction = valid_fraction;
   options.source = "quill synthetic tasks (src/data/synthetic.h): " + std::to_string(n_conversations) +
                    " conversations generated with seed " + std::to_string(seed);
   return build_rows(generate_synthetic_conversations(n_conversations, seed), tokenizer, options, out_dir);

@@ -39,8 +39,9 @@ inline constexpr uint64_t kSyntheticBundleSeed = 42;
 std::vector<Conversation> generate_synthetic_conversations(int64_t n, uint64_t seed);
 
 // Generates n_conversations with `seed`, renders them with the ByteTokenizer (effort high), packs
-// them with the same seed and writes a rows directory. Returns the manifest.
+// them with the same seed and writes a rows directory (with valid_fraction, its held-out split in
+// out_dir/valid, as BuildOptions::valid_fraction). Returns the manifest.
 nlohmann::json build_synthetic_rows(const std::string& out_dir, int64_t n_conversations, uint64_t seed,
-                                    int64_t row_tokens, int64_t max_rows = -1);
+                                    int64_t row_tokens, int64_t max_rows = -1, double valid_fraction = 0);
 
 }  // namespace quill

@@ -72,6 +72,22 @@ PipeSchedule one_f_one_b(int stages, int micro_batches) {
   return sch;
 }
 
+PipeSchedule forward_only_schedule(int stages, int micro_batches) {
+  QUILL_CHECK(stages >= 1, "pipeline schedule: {} stages; there must be at least one", stages);
+  QUILL_CHECK(micro_batches >= 1, "pipeline schedule: {} micro-batches; there must be at least one", micro_batches);
+  PipeSchedule sch;
+  sch.stages = stages;
+  sch.micro_batches = micro_batches;
+  sch.forward_only = true;
+  for (int s = 0; s < stages; ++s) {
+    std::vector<PipeStep> p;
+    for (int m = 0; m < micro_batches; ++m) p.push_back({PipePass::Forward, m});
+    sch.actions.push_back(with_exchanges(p, s, stages));
+    sch.passes.push_back(std::move(p));
+  }
+  return sch;
+}
+
 PipeScheduleCheck check_schedule(const PipeSchedule& sch) {
   PipeScheduleCheck c;
   const int S = sch.stages, M = sch.micro_batches;
@@ -91,12 +107,17 @@ PipeScheduleCheck check_schedule(const PipeSchedule& sch) {
       if (seen[static_cast<size_t>(p.micro)] >= 0)
         return fail(fmt::format("stage {}: micro-batch {} runs twice", s, p.micro));
       seen[static_cast<size_t>(p.micro)] = static_cast<int>(k);
+      if (sch.forward_only && p.pass == PipePass::Backward)
+        return fail(fmt::format("stage {}: a backward of micro-batch {} in a forward-only schedule", s, p.micro));
+      // Forward only: nothing is kept for a backward, so one micro-batch is alive at a time.
       alive += p.pass == PipePass::Forward ? 1 : -1;
       peak = std::max(peak, alive);
+      if (sch.forward_only) alive = 0;
     }
     for (int m = 0; m < M; ++m) {
-      if (fwd[static_cast<size_t>(m)] < 0 || bwd[static_cast<size_t>(m)] < 0)
+      if (fwd[static_cast<size_t>(m)] < 0 || (!sch.forward_only && bwd[static_cast<size_t>(m)] < 0))
         return fail(fmt::format("stage {}: micro-batch {} lacks a forward or a backward", s, m));
+      if (sch.forward_only) continue;
       if (bwd[static_cast<size_t>(m)] < fwd[static_cast<size_t>(m)])
         return fail(fmt::format("stage {}: micro-batch {}'s backward precedes its forward", s, m));
     }

@@ -48,19 +48,25 @@ struct PipeAction {
 
 struct PipeSchedule {
   int stages = 1, micro_batches = 1;
+  bool forward_only = false;  // forward passes only (forward_only_schedule): no backward, no gradients
   std::vector<std::vector<PipeStep>> passes;     // per stage, in order
   std::vector<std::vector<PipeAction>> actions;  // per stage: passes with their exchanges
 };
 
 // Throws naming the argument when stages or micro_batches is below 1.
 PipeSchedule one_f_one_b(int stages, int micro_batches);
+// Evaluation (Megatron's forward_only): every stage forwards micro-batches 0 .. M-1 in order, each
+// received from the stage before and sent to the stage after; nothing flows back. A stage holds one
+// micro-batch's activations at a time.
+PipeSchedule forward_only_schedule(int stages, int micro_batches);
 
 struct PipeScheduleCheck {
   std::string problem;                    // empty when the schedule is sound
   std::vector<int> peak_in_flight;        // per stage: most micro-batches forwarded, not yet backwarded
   int rounds = 0;                         // simulated rounds until every stage finished
 };
-// Every micro-batch forwarded and backwarded once per stage, forward before backward; every send
+// Every micro-batch forwarded and backwarded once per stage (forwarded only, in a forward_only
+// table), forward before backward; every send
 // matched by its receive in the same order; and a simulation of rendezvous exchanges (an exchange
 // completes only when the peer is at the complementary one) that finishes.
 PipeScheduleCheck check_schedule(const PipeSchedule& schedule);

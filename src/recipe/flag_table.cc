@@ -190,10 +190,13 @@ const std::vector<FlagSpec> kFlags = {
     {"wandb-project", L, S, nullptr, "logging", ignored(kOwnMetrics)},
     {"wandb-group", L, S, nullptr, "logging", ignored(kOwnMetrics)},
     {"wandb-key", L, S, nullptr, "logging", ignored(kOwnMetrics)},
-    {"eval-interval", L, I, nullptr, "evaluation, not training",
-        instead("quill train does not evaluate; compare runs with quill check convergence")},
-    {"eval-iters", L, I, nullptr, "evaluation, not training",
-        instead("quill train does not evaluate; compare runs with quill check convergence")},
+    // Honoured: quill train has the flags itself (the validation loss, with --valid-rows); quill run passes
+    // them on with the validation rows. Evaluation changes no training result: launcher.
+    {"eval-interval", L, I, "1000", "evaluation: the validation loss every N steps and after the last (honoured "
+        "with validation rows)"},
+    {"eval-iters", L, I, "100", "evaluation: global batches of validation rows per evaluation (honoured)"},
+    {"valid-data-path", L, LI, nullptr, "evaluation: the validation data (quill run reads it as a rows directory)",
+        instead("give --valid-rows DIR (rows made by quill data build --valid-fraction)")},
     {"ray-address", L, S, nullptr, "Ray", ignored("quill starts its ranks with mpirun or srun")},
     {"colocate", L, SW, "false", "miles: rollout engines beside the trainer",
         ignored("quill only trains: no rollout engines")},

@@ -205,6 +205,25 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
     plan.notes.push_back(fmt::format("training checkpoints every {} steps and at the end into {}", *save_interval,
                                      plan.train.save_dir));
   }
+  // Megatron's --eval-interval / --eval-iters, with validation rows (quill run's --valid-rows, else the run's
+  // --valid-data-path): quill train's flags of the same names. Without validation rows nothing is evaluated,
+  // and the note says so.
+  const std::string valid_rows = o.valid_rows_dir.empty() ? flag_value(check.flags, "valid-data-path") : o.valid_rows_dir;
+  if (!unresolved(valid_rows)) {
+    plan.train.valid_rows_dir = valid_rows;
+    // Megatron's defaults where the run is silent (flag_table.cc), as Megatron would have evaluated.
+    plan.train.eval_interval = def.eval_interval.value_or(1000);
+    plan.train.eval_iters = def.eval_iters.value_or(100);
+    plan.notes.push_back(fmt::format("validation loss on {} ({} global batches) {}", valid_rows, plan.train.eval_iters,
+                                     plan.train.eval_interval > 0
+                                         ? fmt::format("every {} steps and after the last (--eval-interval)",
+                                                       plan.train.eval_interval)
+                                         : std::string("after the last step")));
+  } else if (def.eval_interval || def.eval_iters) {
+    plan.notes.push_back(fmt::format("the run's --eval-interval / --eval-iters: no validation rows{}, so no validation "
+                                     "loss (give quill run --valid-rows DIR, or --valid-data-path in the run flags)",
+                                     valid_rows.empty() ? "" : " ('" + valid_rows + "' is unresolved)"));
+  }
   plan.train.distributed_timeout_minutes =
       o.distributed_timeout_minutes ? *o.distributed_timeout_minutes : def.distributed_timeout_minutes;
   plan.train.overwrite = o.overwrite;

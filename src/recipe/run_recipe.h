@@ -24,6 +24,7 @@ struct RecipeRunOptions {
   std::optional<double> usd_per_gpu_hour;  // --price-per-gpu-hour; else the recipe's, else gpu_price.h's table
   std::string reference;                  // a metrics.jsonl, a loss file, or a run directory
   std::string model_dir, rows_dir;        // override what the run flags name
+  std::string valid_rows_dir;             // validation rows; default: the run's --valid-data-path
   VarMap set;                             // --set NAME=VALUE for the run script
   VarMap environment;                     // the caller's environment (below the recipe's env)
   std::string out_dir;

@@ -53,6 +53,15 @@ void check_train_options(const TrainOptions& o) {
                 "--save {} is --out itself: give the checkpoint its own directory (e.g. {}/checkpoint)", o.save_dir,
                 o.out_dir);
   }
+  QUILL_CHECK(o.eval_interval >= 0, "--eval-interval {}: must be >= 0 (0: evaluate after the last step only)",
+              o.eval_interval);
+  QUILL_CHECK(o.eval_iters >= 1, "--eval-iters {}: must be at least 1 (global batches per evaluation)", o.eval_iters);
+  QUILL_CHECK(o.eval_interval == 0 || !o.valid_rows_dir.empty(),
+              "--eval-interval {} needs --valid-rows DIR (the held-out rows to evaluate on: quill data build "
+              "--valid-fraction writes them)",
+              o.eval_interval);
+  QUILL_CHECK(o.valid_rows_dir.empty() || o.simulate_rank < 0,
+              "--valid-rows with --simulate-rank: a simulated rank measures a training step; leave the evaluation out");
   QUILL_CHECK(o.stop_after >= -1, "--stop-after {}: must be >= 0", o.stop_after);
   QUILL_CHECK(o.dump_grads_step >= -1 && o.dump_grads_step < o.steps,
               "--dump-grads-step {}: must be a step of the run (0 to {})", o.dump_grads_step, o.steps - 1);

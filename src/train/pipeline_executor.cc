@@ -46,7 +46,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
     }
     const size_t m = static_cast<size_t>(a.step.micro);
     if (a.step.pass == PipePass::Forward) {
-      out[m] = stage.forward(mbs[m], in[m], acts[m], /*backward=*/true);
+      out[m] = stage.forward(mbs[m], in[m], acts[m], /*backward=*/!schedule.forward_only);
       in[m] = Tensor();
       result.loss_sum += acts[m].result.loss_sum;
       if (result.expert_tokens.empty()) {
@@ -56,6 +56,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
           for (size_t e = 0; e < result.expert_tokens[l].size(); ++e)
             result.expert_tokens[l][e] += acts[m].result.expert_tokens[l][e];
       }
+      if (schedule.forward_only) acts[m] = StageModel::Activations{};  // no backward will read them
     } else {
       din[m] = stage.backward(acts[m], dout[m]);
       acts[m] = StageModel::Activations{};

@@ -1,7 +1,8 @@
 // The pipeline executor: runs one optimizer step's micro-batches through this rank's stage model by
 // the stage's row of a schedule table (parallel/pipeline_schedule.h), exchanging activations and
 // their gradients with the neighbouring stages over the pipeline group (a send and the next receive
-// with the same neighbour as one send_recv). Parameter gradients accumulate into the stage's table.
+// with the same neighbour as one send_recv). Parameter gradients accumulate into the stage's table;
+// a forward-only table (evaluation) computes the losses and leaves every gradient as it was.
 #pragma once
 
 #include <vector>

@@ -25,13 +25,23 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::vector<AgreementField> agreement_fields(const TrainOptions& o, const InklingConfig& config, const RowsReader& rows) {
+namespace {
+std::string rows_identity(const RowsReader& rows) {
+  return fmt::format("rows_sha256 {}, {} rows of {} tokens", rows.manifest().value("rows_sha256", ""), rows.rows(),
+                     rows.row_tokens());
+}
+}  // namespace
+
+std::vector<AgreementField> agreement_fields(const TrainOptions& o, const InklingConfig& config, const RowsReader& rows,
+                                             const RowsReader* valid_rows) {
   const LrSchedule& s = o.lr;
   const AdamWConfig& a = o.adam;
   return {
       {"config", config_to_hf_json(config)},
-      {"rows", fmt::format("rows_sha256 {}, {} rows of {} tokens", rows.manifest().value("rows_sha256", ""), rows.rows(),
-                           rows.row_tokens())},
+      {"rows", rows_identity(rows)},
+      {"--valid-rows", valid_rows ? rows_identity(*valid_rows) : "none"},
+      {"--eval-interval", std::to_string(o.eval_interval)},
+      {"--eval-iters", std::to_string(o.eval_iters)},
       {"--seed", std::to_string(o.seed)},
       {"--init", o.init_dir.empty() ? "none (random initialisation)" : "a checkpoint"},
       {"--steps", std::to_string(o.steps)},

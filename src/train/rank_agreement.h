@@ -23,9 +23,10 @@ struct AgreementField {
 
 // The fields that must be equal on every rank: the model config (as parsed, so a value that
 // differs counts, not the spelling), the rows (manifest rows_sha256 and sizes) and every option
-// that changes the numerics, the schedule or the outputs.
+// that changes the numerics, the schedule or the outputs; the validation rows (valid_rows, null
+// without --valid-rows) likewise.
 std::vector<AgreementField> agreement_fields(const TrainOptions& options, const InklingConfig& config,
-                                             const RowsReader& rows);
+                                             const RowsReader& rows, const RowsReader* valid_rows = nullptr);
 
 // From every rank's digests (rank-major, ranks x fields), the message naming what differs from
 // rank 0, or nothing when all agree. `mine` gives this rank's values for the message.

@@ -21,6 +21,11 @@ std::string metrics_json_line(const StepMetrics& m) {
   j["supervised_tokens"] = m.supervised;
   j["step_time_s"] = m.step_time_s;
   j["expert_tokens"] = m.expert_tokens;
+  if (m.valid_loss) {
+    j["valid_loss"] = *m.valid_loss;
+    j["valid_supervised_tokens"] = m.valid_supervised;
+    j["valid_time_s"] = m.valid_time_s;
+  }
   if (m.memory.peak_bytes >= 0) j["peak_device_bytes"] = m.memory.peak_bytes;
   if (m.memory.peak_bytes >= 0 && m.memory.gpu) {
     j["peak_gpu_bytes"] = m.memory.peak_bytes;
@@ -101,6 +106,13 @@ std::string summary_json(const TrainResult& r) {
     j["device_total_bytes"] = r.steps.back().memory.device_total_bytes;
   }
   j["wall_time_s"] = r.wall_time_s;
+  // The last evaluation of this invocation (the run's last step is always one: is_eval_step).
+  for (auto m = r.steps.rbegin(); m != r.steps.rend(); ++m) {
+    if (!m->valid_loss) continue;
+    j["valid_loss"] = *m->valid_loss;
+    j["valid_loss_step"] = m->step;
+    break;
+  }
   j["optimizer_state_bytes_rank0"] = {{"master_owned", r.master_owned_bytes},
                                       {"master_allocated", r.master_allocated_bytes},
                                       {"moments", r.moment_bytes},
@@ -124,6 +136,8 @@ std::string summary_json(const TrainResult& r) {
       {"offload_wait_up_s", "per step, with CPU offload and no overlap: host-clock seconds waiting for the last "
                             "copies up before the device's part of the update"},
       {"spread_pct", "(max - min) / median of the measured steps"},
+      {"valid_loss", "with --valid-rows: the last validation loss of this invocation (per supervised target over "
+                     "--eval-iters global batches of the validation rows), measured after step valid_loss_step"},
       {"tokens_per_s", "tokens_per_step / median_step_s: the whole job's (null for a simulated rank)"},
       {"tokens_per_s_per_gpu", "tokens_per_s / world_size"},
       {"mfu", "6 * active_params * tokens_per_s_per_gpu / 989e12"},
@@ -181,7 +195,8 @@ std::string megatron_log_line(const StepMetrics& m, int64_t total_steps, int64_t
       "{:.1f} | learning rate: {:.6E} | global batch size: {:>5} | lm loss: {:.6E} | grad norm: {:.3f} | "
       "number of skipped iterations: {:>3} | number of nan iterations: {:>3} | tokens/s: {:.0f} | ETA {}:{:02}:{:02} |",
       fmt::localtime(now), m.step + 1, total_steps, (m.step + 1) * global_batch, m.step_time_s * 1000.0, m.lr,
-      global_batch, m.loss, m.grad_norm, 0, 0, m.tokens / m.step_time_s, eta / 3600, eta / 60 % 60, eta % 60);
+      global_batch, m.loss, m.grad_norm, 0, 0, m.tokens / m.step_time_s, eta / 3600, eta / 60 % 60, eta % 60) +
+         (m.valid_loss ? fmt::format(" valid loss {:.4f} |", *m.valid_loss) : std::string());
 }
 
 }  // namespace quill

@@ -65,6 +65,8 @@ std::vector<TensorBoardScalar> step_scalars(const StepMetrics& m, const TensorBo
       {"tokens/s", static_cast<float>(s.tokens_per_s)},
       {"step time (s)", static_cast<float>(m.step_time_s)},
   };
+  // Megatron's tag for the validation loss ('{} validation'.format('lm loss'), evaluate_and_print_results).
+  if (m.valid_loss) scalars.push_back({"lm loss validation", static_cast<float>(*m.valid_loss)});
   if (m.memory.peak_bytes >= 0)
     scalars.push_back({"peak memory (GiB)", static_cast<float>(static_cast<double>(m.memory.peak_bytes) / (1 << 30))});
   if (!run.simulated) scalars.push_back({"mfu", static_cast<float>(s.mfu)});

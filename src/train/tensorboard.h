@@ -29,7 +29,7 @@ struct TensorBoardRun {
 };
 
 // One step's scalars, in this order: "lm loss", "learning rate", "grad norm", "tokens/s", "step time (s)",
-// "peak memory (GiB)" (with a probe), "mfu" (a real run), then per MoE layer L "expert load/max over
+// "lm loss validation" (an evaluation step: StepMetrics::valid_loss), "peak memory (GiB)" (with a probe), "mfu" (a real run), then per MoE layer L "expert load/max over
 // mean/layer L" and "expert load/idle experts/layer L" (experts that received no token this step).
 std::vector<TensorBoardScalar> step_scalars(const StepMetrics& m, const TensorBoardRun& run);
 

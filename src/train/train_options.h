@@ -46,6 +46,13 @@ class StepProbe {
 struct TrainOptions {
   std::string config_path;   // config.json (file or directory); defaults to init_dir's
   std::string rows_dir;      // rows produced by the data layer
+  // Megatron's --eval-interval N --eval-iters K with `quill train --valid-rows DIR`: after every N-th
+  // step and after the run's last one, K global batches of the validation rows, forward only, give
+  // StepMetrics::valid_loss (docs/run-directory.md, "Validation loss"). eval_interval 0: after the last
+  // step only. Without valid_rows_dir there is no evaluation (and eval_interval must stay 0).
+  std::string valid_rows_dir;
+  int64_t eval_interval = 0;
+  int64_t eval_iters = 1;
   std::string init_dir;      // Hugging Face checkpoint to start from ("" = random init from seed)
   uint64_t seed = 1234;
   int64_t steps = 10;

@@ -49,6 +49,10 @@ std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t t
   return rows;
 }
 
+bool is_eval_step(int64_t step, int64_t eval_interval, int64_t steps) {
+  return (eval_interval > 0 && (step + 1) % eval_interval == 0) || step + 1 == steps;
+}
+
 InklingConfig resolve_config(const TrainOptions& o) {
   if (!o.config_path.empty()) return load_inkling_config(o.config_path);
   QUILL_CHECK(!o.init_dir.empty(), "quill train: give --config, or --init with a checkpoint holding config.json");
@@ -105,6 +109,27 @@ RunPlot run_plot_for(const TrainOptions& o, const Layout& layout, int64_t row_to
                  fmt::format("{}, {} rows of {} tokens per step", layout.spec().describe(), o.global_batch, row_tokens));
 }
 
+// --valid-rows: checked as the training rows are (the model's vocabulary, masks, rows_sha256), and of
+// their length, since an evaluation runs global batches of the training's shape; every message names
+// the flag. The evaluation's batches must hold a supervised target (the loss is per target).
+void check_valid_rows(const RowsReader& valid, const RowsReader& rows, const TrainOptions& o,
+                      const InklingConfig& config) {
+  try {
+    check_rows_fit(valid, config, o.verify_rows);
+  } catch (const Error& e) {
+    QUILL_FAIL("--valid-rows {}: {}", o.valid_rows_dir, e.what());
+  }
+  QUILL_CHECK(valid.row_tokens() == rows.row_tokens(),
+              "--valid-rows {}: its rows hold {} tokens, the training rows of --rows {} hold {}; build both with the "
+              "same --row-tokens (quill data build --valid-fraction writes both)",
+              o.valid_rows_dir, valid.row_tokens(), o.rows_dir, rows.row_tokens());
+  int64_t supervised = 0;
+  for (int64_t k = 0; k < o.eval_iters; ++k)
+    for (int64_t r : rows_for_step(k, o.global_batch, valid.rows())) supervised += valid.supervised_targets(r);
+  QUILL_CHECK(supervised > 0, "--valid-rows {}: the {} evaluation batches of --eval-iters {} hold no supervised target",
+              o.valid_rows_dir, o.eval_iters, o.eval_iters);
+}
+
 // Lead only: a line on stderr (recoveries, dropped torn lines, a resume with nothing to do).
 void note(bool lead, const std::string& text) {
   if (lead) std::fprintf(stderr, "quill train: %s\n", text.c_str());
@@ -148,6 +173,7 @@ struct StepInputs {
   const Layout& layout;
   const InklingConfig& config;
   const RowsReader& rows;
+  const RowsReader* valid_rows;  // --valid-rows; null without it
   ParamTable& params;
   const StageModel& stage;
   AdamW& optimizer;
@@ -164,6 +190,42 @@ std::vector<std::vector<Tensor>> step_routing(const StepInputs& in, int64_t step
     replays.push_back(upload_routing(in.ctx, routing_of_row(file, in.config, first_row + static_cast<int64_t>(j),
                                                             in.rows.row_tokens())));
   return replays;
+}
+
+// This data-parallel rank's contiguous share of a global batch: its first index and its length.
+std::pair<int64_t, int64_t> data_parallel_share(const Layout& layout, int64_t global_batch) {
+  const int64_t share = global_batch / layout.spec().dp;
+  return {layout.coords().dp * share, share};
+}
+
+// The passes of this data-parallel rank's rows `mine` of `rows`, one micro-batch per row, through the
+// stage: by the 1F1B table (gradients accumulate with grad_scale), or forward only (evaluation: no
+// gradient is touched). Training and evaluation share it, so both score rows the same way.
+PipelineStepResult run_micro_batches(const StepInputs& in, const RowsReader& rows, const std::vector<int64_t>& mine,
+                                     double grad_scale, const std::vector<std::vector<Tensor>>& replays,
+                                     bool forward_only) {
+  const int64_t T = rows.row_tokens();
+  std::vector<std::vector<int32_t>> ids(mine.size());
+  std::vector<MicroBatch> mbs;
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const uint32_t* src = rows.tokens(mine[j]);
+    ids[j].assign(src, src + T);
+    mbs.push_back({ids[j].data(), rows.mask(mine[j]), T, grad_scale, replays.empty() ? nullptr : &replays[j]});
+  }
+  const int pp = in.layout.spec().pp, micro = static_cast<int>(mbs.size());
+  const PipeSchedule schedule = forward_only ? forward_only_schedule(pp, micro) : one_f_one_b(pp, micro);
+  return run_pipeline_step(in.stage, schedule, in.layout.coords().pp, in.layout.comm(GroupKind::PP), mbs, in.ctx,
+                           in.config.hidden_size);
+}
+
+// A loss sum over the world: it lives on the last stage, the same on each of its tensor-parallel
+// ranks, so those of tensor-parallel rank 0 add up over the data-parallel ranks.
+double world_loss_sum(const Layout& layout, const DeviceContext& ctx, double mine) {
+  if (!layout.world()) return mine;
+  Tensor sums = Tensor::empty({1}, DType::F64);
+  sums.data_as<double>()[0] = layout.last_stage() && layout.coords().tp == 0 ? mine : 0.0;
+  all_reduce_host(layout.world(), ctx, sums);
+  return sums.data_as<double>()[0];
 }
 
 // One optimizer step: this data-parallel rank's rows as micro-batches through the stage by the 1F1B table,
@@ -183,37 +245,19 @@ StepMetrics run_step(const StepInputs& in, int64_t step) {
   const double grad_scale = 1.0 / static_cast<double>(m.supervised);
 
   zero_grads(in.params, in.ctx);
-  const int64_t share = o.global_batch / layout.spec().dp, first_row = layout.coords().dp * share;
+  const auto [first_row, share] = data_parallel_share(layout, o.global_batch);
   const std::vector<int64_t> mine(batch.begin() + first_row, batch.begin() + first_row + share);
   const std::vector<std::vector<Tensor>> replays = step_routing(in, step, first_row, mine.size());
-  // One micro-batch per row of this data-parallel rank's share.
-  std::vector<std::vector<int32_t>> ids(mine.size());
-  std::vector<MicroBatch> mbs;
-  for (size_t j = 0; j < mine.size(); ++j) {
-    const uint32_t* src = in.rows.tokens(mine[j]);
-    ids[j].assign(src, src + T);
-    mbs.push_back({ids[j].data(), in.rows.mask(mine[j]), T, grad_scale, replays.empty() ? nullptr : &replays[j]});
-  }
-  const PipeSchedule schedule = one_f_one_b(layout.spec().pp, static_cast<int>(mbs.size()));
-  const PipelineStepResult pr = run_pipeline_step(in.stage, schedule, layout.coords().pp, layout.comm(GroupKind::PP),
-                                                  mbs, in.ctx, in.config.hidden_size);
-  double loss_sum = pr.loss_sum;
+  const PipelineStepResult pr = run_micro_batches(in, in.rows, mine, grad_scale, replays, /*forward_only=*/false);
   m.expert_tokens = pr.expert_tokens;
   settle_grads(in.params, in.ctx);
   for (const auto& observer : in.observers) observer->passes_done(step);
   m.passes_time_s = step_timer.seconds();
   m.tokens = T * o.global_batch;
-  if (layout.world()) {
-    // The loss lives on the last stage, the same on each of its tensor-parallel ranks; each
-    // (stage, tensor-parallel, data-parallel) rank counts the tokens its MoE layers routed: sum
-    // both over the world, every MoE layer in its place.
-    m.expert_tokens = all_stages_expert_tokens(in.config, layout, m.expert_tokens, in.ctx);
-    Tensor sums = Tensor::empty({1}, DType::F64);
-    sums.data_as<double>()[0] = layout.last_stage() && layout.coords().tp == 0 ? loss_sum : 0.0;
-    all_reduce_host(layout.world(), in.ctx, sums);
-    loss_sum = sums.data_as<double>()[0];
-  }
-  m.loss = loss_sum / static_cast<double>(m.supervised);
+  // Each (stage, tensor-parallel, data-parallel) rank counts the tokens its MoE layers routed: summed
+  // over the world, every MoE layer in its place.
+  if (layout.world()) m.expert_tokens = all_stages_expert_tokens(in.config, layout, m.expert_tokens, in.ctx);
+  m.loss = world_loss_sum(layout, in.ctx, pr.loss_sum) / static_cast<double>(m.supervised);
   for (const auto& observer : in.observers) observer->gradients_final(step);
   QUILL_CHECK(std::isfinite(m.loss), "step {}: loss is {}; stopping before the weights are corrupted", step, m.loss);
   m.grad_norm = in.optimizer.step(m.lr);
@@ -223,6 +267,34 @@ StepMetrics run_step(const StepInputs& in, int64_t step) {
   for (auto it = in.observers.rbegin(); it != in.observers.rend(); ++it) (*it)->step_ends(step, m);
   m.step_time_s = step_timer.seconds();
   return m;
+}
+
+// The evaluation after a step (is_eval_step): batches 0 .. eval_iters-1 of the validation rows (the same
+// rows at every evaluation, so that evaluations compare), each of the training's global batch shape and
+// split over the data-parallel ranks alike, forward only. The loss per supervised target over all of
+// them: the K batches' loss sums over their targets, as Megatron sums numerators and denominators over
+// its eval iterations. No gradient, optimizer state, expert count or observer is touched.
+void evaluate(const StepInputs& in, StepMetrics& m) {
+  const TrainOptions& o = in.o;
+  const RowsReader& valid = *in.valid_rows;
+  Timer timer;
+  double loss_sum = 0;
+  int64_t supervised = 0;
+  const auto [first_row, share] = data_parallel_share(in.layout, o.global_batch);
+  for (int64_t k = 0; k < o.eval_iters; ++k) {
+    const std::vector<int64_t> batch = rows_for_step(k, o.global_batch, valid.rows());
+    int64_t batch_supervised = 0;
+    for (int64_t r : batch) batch_supervised += valid.supervised_targets(r);
+    supervised += batch_supervised;
+    if (batch_supervised == 0) continue;  // nothing to score (check_valid_rows made sure some batch has)
+    const std::vector<int64_t> mine(batch.begin() + first_row, batch.begin() + first_row + share);
+    loss_sum += run_micro_batches(in, valid, mine, 1.0 / static_cast<double>(batch_supervised), {},
+                                  /*forward_only=*/true)
+                    .loss_sum;
+  }
+  m.valid_loss = world_loss_sum(in.layout, in.ctx, loss_sum) / static_cast<double>(supervised);
+  m.valid_supervised = supervised;
+  m.valid_time_s = timer.seconds();
 }
 
 }  // namespace
@@ -273,7 +345,17 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
               "--tensor-model-parallel-size {}: the rows of {} hold {} tokens each, which do not split into {} equal "
               "sequence chunks (the routed experts and sequence parallelism work on each rank's chunk)",
               tp, o.rows_dir, rows.row_tokens(), tp);
-  if (layout.world()) check_ranks_agree(*layout.world(), ctx, agreement_fields(o, config, rows));
+  std::optional<RowsReader> valid_rows;
+  if (!o.valid_rows_dir.empty()) {
+    try {
+      valid_rows.emplace(RowsReader::open(o.valid_rows_dir));
+    } catch (const Error& e) {
+      QUILL_FAIL("--valid-rows {}: {}", o.valid_rows_dir, e.what());
+    }
+    check_valid_rows(*valid_rows, rows, o, config);
+  }
+  if (layout.world())
+    check_ranks_agree(*layout.world(), ctx, agreement_fields(o, config, rows, valid_rows ? &*valid_rows : nullptr));
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
   std::optional<HfExportPlan> hf_export;
@@ -384,7 +466,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   if (o.step_mark) observers.push_back(step_mark_observer(*o.step_mark));
   if (o.dump_grads_step >= 0)
     observers.push_back(gradient_dump_observer(o.dump_grads_step, o.out_dir, params, ctx, layout, config, lead));
-  const StepInputs inputs{o, ctx, layout, config, rows, params, stage_model, optimizer, observers};
+  const StepInputs inputs{o,      ctx,         layout,    config,   rows, valid_rows ? &*valid_rows : nullptr,
+                          params, stage_model, optimizer, observers};
   std::vector<int64_t> moe_layers;
   for (int64_t i = 0; i < config.num_layers; ++i)
     if (config.is_moe(i)) moe_layers.push_back(i);
@@ -397,12 +480,13 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       tensorboard = std::make_unique<TensorBoardLog>(
           o.tensorboard_dir, TensorBoardRun{moe_layers, result.active_params, result.world_size, simulated});
     for (int64_t step = first_step; step < last_step; ++step) {
-      const StepMetrics m = run_step(inputs, step);
+      StepMetrics m = run_step(inputs, step);
       for (const auto& observer : observers) observer->step_timed(step);
+      if (valid_rows && is_eval_step(step, o.eval_interval, o.steps)) evaluate(inputs, m);
 
       if (lead) metrics->append(metrics_json_line(m));
       if (tensorboard) tensorboard->append(m);
-      run_time_s += m.step_time_s;
+      run_time_s += m.step_time_s + m.valid_time_s;
       const double eta = run_time_s / static_cast<double>(step + 1 - first_step) * static_cast<double>(o.steps - step - 1);
       if (lead && !o.quiet) {
         std::string line = megatron_log_line(m, o.steps, o.global_batch, eta);

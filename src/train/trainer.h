@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct StepMetrics {
   double offload_wait_down_s = 0, offload_host_s = 0, offload_wait_up_s = 0;
   std::vector<std::vector<int64_t>> expert_tokens;  // per MoE layer, per expert
   StepMemory memory;  // with a StepProbe: "peak_device_bytes" (and on a GPU "peak_gpu_bytes" and friends)
+  // After an evaluation step (is_eval_step): the validation rows' loss per supervised token over the
+  // --eval-iters global batches, the targets it averaged over, and the evaluation's own time (not in
+  // step_time_s). Empty on other steps.
+  std::optional<double> valid_loss;
+  int64_t valid_supervised = 0;
+  double valid_time_s = 0;
 };
 
 struct TrainResult {
@@ -68,7 +75,14 @@ TrainResult run_training(const TrainOptions& options, const DeviceContext& ctx =
 // The model config a run trains: --config, else the --init checkpoint's.
 InklingConfig resolve_config(const TrainOptions& options);
 
-// The row indices of optimizer step `step`: consecutive rows, wrapping over the rows file.
+// The row indices of optimizer step `step`: consecutive rows, wrapping over the rows file. Also the
+// rows of an evaluation's batch k (0 .. eval_iters - 1) in the validation rows.
 std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t total_rows);
+
+// Whether a run with validation rows measures the validation loss after `step` (0-based): after every
+// eval_interval-th step (Megatron's iteration % eval_interval == 0, its iterations counted from 1; none
+// when eval_interval is 0) and after the run's last step (Megatron evaluates again at the end of
+// training; here, when the last step is also an interval's, it is evaluated once).
+bool is_eval_step(int64_t step, int64_t eval_interval, int64_t steps);
 
 }  // namespace quill

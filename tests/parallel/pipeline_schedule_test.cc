@@ -24,6 +24,32 @@ TEST(PipelineSchedule, OneFOneBIsSoundForEveryShapeUpTo8x64) {
   }
 }
 
+// Evaluation's table (Megatron's forward_only): forwards only, in order, every exchange matched, no
+// deadlock, one micro-batch alive at a time; a backward in it is caught.
+TEST(PipelineSchedule, ForwardOnlyIsSoundForEveryShapeUpTo8x64) {
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = 1; m <= 64; ++m) {
+      const PipeSchedule s = forward_only_schedule(pp, m);
+      ASSERT_TRUE(s.forward_only);
+      const PipeScheduleCheck c = check_schedule(s);
+      ASSERT_EQ(c.problem, "") << "pp " << pp << " micro-batches " << m;
+      for (int st = 0; st < pp; ++st) {
+        EXPECT_EQ(c.peak_in_flight[static_cast<size_t>(st)], 1) << "pp " << pp << " m " << m << " stage " << st;
+        const auto& passes = s.passes[static_cast<size_t>(st)];
+        ASSERT_EQ(passes.size(), static_cast<size_t>(m));
+        for (int k = 0; k < m; ++k) {
+          EXPECT_EQ(passes[static_cast<size_t>(k)].pass, PipePass::Forward);
+          EXPECT_EQ(passes[static_cast<size_t>(k)].micro, k);
+        }
+      }
+    }
+  }
+  PipeSchedule broken = forward_only_schedule(2, 2);
+  broken.passes[1].push_back({PipePass::Backward, 0});
+  EXPECT_NE(check_schedule(broken).problem.find("a backward of micro-batch 0 in a forward-only schedule"),
+            std::string::npos);
+}
+
 TEST(PipelineSchedule, TheSeedsFourStagesLookLikeMegatrons) {
   // pp 4, 8 micro-batches: stage 0 warms up with 3 forwards, the last stage alternates at once.
   const PipeSchedule s = one_f_one_b(4, 8);

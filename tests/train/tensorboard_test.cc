@@ -74,6 +74,7 @@ TEST(TensorBoardEvents, StepScalarsNameTheMegatronTagsAndExpertLoad) {
   EXPECT_FLOAT_EQ(by_tag.at("step time (s)"), 0.5f);
   EXPECT_FLOAT_EQ(by_tag.at("mfu"), static_cast<float>(6.0 * 1e6 * 1000.0 / 989e12));  // per GPU of 2
   EXPECT_EQ(by_tag.count("peak memory (GiB)"), 0u) << "no probe, no memory";
+  EXPECT_EQ(by_tag.count("lm loss validation"), 0u) << "not an evaluation step";
   EXPECT_FLOAT_EQ(by_tag.at("expert load/max over mean/layer 1"), 4.0f);
   EXPECT_FLOAT_EQ(by_tag.at("expert load/idle experts/layer 1"), 3.0f);
   EXPECT_FLOAT_EQ(by_tag.at("expert load/max over mean/layer 3"), 1.0f);
@@ -85,6 +86,12 @@ TEST(TensorBoardEvents, StepScalarsNameTheMegatronTagsAndExpertLoad) {
   for (const TensorBoardScalar& v : simulated) by_tag[v.tag] = v.value;
   EXPECT_FLOAT_EQ(by_tag.at("peak memory (GiB)"), 1.5f);
   EXPECT_EQ(by_tag.count("mfu"), 0u) << "a simulated rank's time is not the job's";
+
+  // An evaluation step: Megatron's tag for the validation loss.
+  m.valid_loss = 2.75;
+  by_tag.clear();
+  for (const TensorBoardScalar& v : step_scalars(m, run)) by_tag[v.tag] = v.value;
+  EXPECT_FLOAT_EQ(by_tag.at("lm loss validation"), 2.75f);
 }
 
 TEST(TensorBoardEvents, DirectoryUnderARegularFileIsRefusedNamingTheFlag) {

@@ -70,6 +70,22 @@ std::vector<nlohmann::json> read_metrics(const std::string& out) {
   return lines;
 }
 
+// Megatron's rule (iteration % eval_interval == 0, iterations from 1) and the evaluation at the end, once.
+TEST(Training, EvaluationStepsAreEveryIntervalAndTheLast) {
+  std::vector<int64_t> steps;
+  for (int64_t s = 0; s < 7; ++s)
+    if (is_eval_step(s, 3, 7)) steps.push_back(s);
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 5, 6}));
+  steps.clear();
+  for (int64_t s = 0; s < 6; ++s)
+    if (is_eval_step(s, 3, 6)) steps.push_back(s);
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 5}));
+  steps.clear();
+  for (int64_t s = 0; s < 4; ++s)
+    if (is_eval_step(s, 0, 4)) steps.push_back(s);
+  EXPECT_EQ(steps, (std::vector<int64_t>{3})) << "--eval-interval 0: after the last step only";
+}
+
 TEST(Training, LossFallsAndMetricsHaveEveryField) {
   TrainOptions o = tiny_options(temp_dir("falls"));
   o.steps = 12;
