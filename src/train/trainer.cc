@@ -270,7 +270,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     hf_export = plan_hf_export(config, o.init_dir, o.config_path, o.hf_export);
     for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
   }
-  if (lead) check_tensorboard_dir(o.tensorboard_dir);  // refused before --out is touched
+  if (lead) check_outputs_writable(o);  // --out, --save, --tensorboard-dir: refused before --out is touched
 
   // Where the start-up goes (a cold run's first minutes are what a user waits through): noted below.
   Timer phase;

@@ -198,4 +198,28 @@ TEST(TrainFailures, ABadFlagWritesNothing) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) {
+  // Issue 44: --save /proc/nope trained every step and only then failed, "cannot create directory"; --out
+  // and --tensorboard-dir there failed after the model was loaded, naming no flag. /proc takes no new
+  // files even from root, whom access(2) lets through.
+  const std::string out = temp("unwritable");
+  for (const auto& [flags, said] :
+       {std::pair<std::string, std::string>{" --out " + out + " --save /proc/quill-nope/ckpt",
+                                            "--save /proc/quill-nope/ckpt: cannot create a file in /proc"},
+        {" --out /proc/quill-nope", "--out /proc/quill-nope: cannot create a file in /proc"},
+        {" --out " + out + " --tensorboard-dir /proc/quill-nope", "--tensorboard-dir /proc/quill-nope: cannot create a file in /proc"}}) {
+    const CommandResult r = quill(train_flags(2) + flags);
+    EXPECT_EQ(r.status, 1) << flags;
+    EXPECT_NE(r.output.find("quill: error: " + said), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("trained"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out)) << flags << ": nothing is written (no step ran)";
+  }
+  // A save directory to be made inside a writable place is accepted, and the probe leaves nothing.
+  const std::string parent = temp("writable");
+  fs::create_directories(parent);
+  ASSERT_EQ(quill(train_flags(1) + " --out " + out + " --save " + parent + "/new/ckpt").status, 0);
+  EXPECT_TRUE(fs::exists(parent + "/new/ckpt/state.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(parent), fs::directory_iterator()), 1);
+}
+
 }  // namespace
