@@ -31,6 +31,7 @@
 #include "train/metrics_file.h"
 #include "train/option_checks.h"
 #include "train/rank_agreement.h"
+#include "train/routing_replay.h"
 #include "train/run_dir.h"
 #include "train/expert_load.h"
 #include "train/step_observers.h"
@@ -54,23 +55,6 @@ InklingConfig resolve_config(const TrainOptions& o) {
 }
 
 namespace {
-
-// Row `row` of a routing file: per layer, its T x top_k slice (undefined for dense layers).
-std::vector<Tensor> routing_of_row(const SafetensorsFile& file, const InklingConfig& config, int64_t row, int64_t T) {
-  std::vector<Tensor> topk(static_cast<size_t>(config.num_layers));
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    if (!config.is_moe(i)) continue;
-    const std::string name = fmt::format("model.llm.layers.{}.mlp.gate.topk", i);
-    QUILL_CHECK(file.contains(name), "{}: tensor {} missing", file.path(), name);
-    const Tensor all = file.tensor(name);
-    QUILL_CHECK(all.dtype() == DType::I32 && all.ndim() == 2 && all.dim(0) >= (row + 1) * T &&
-                    all.dim(1) == config.num_experts_per_tok,
-                "{}: {} is {}, not I32 [rows x {}, {}] with row {}", file.path(), name, all.describe(), T,
-                config.num_experts_per_tok, row);
-    topk[static_cast<size_t>(i)] = all.rows(row * T, (row + 1) * T).clone();
-  }
-  return topk;
-}
 
 // A routing of routing_of_row on the context's device, as MicroBatch::replay_topk takes it.
 std::vector<Tensor> upload_routing(const DeviceContext& ctx, const std::vector<Tensor>& host) {
@@ -263,6 +247,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
               "sequence chunks (the routed experts and sequence parallelism work on each rank's chunk)",
               tp, o.rows_dir, rows.row_tokens(), tp);
   if (layout.world()) check_ranks_agree(*layout.world(), ctx, agreement_fields(o, config, rows));
+  if (!o.replay_routing_file.empty()) check_routing_file(o.replay_routing_file, config, o.global_batch, rows.row_tokens());
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
   std::optional<HfExportPlan> hf_export;

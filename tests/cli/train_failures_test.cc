@@ -222,4 +222,31 @@ TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) 
   EXPECT_EQ(std::distance(fs::directory_iterator(parent), fs::directory_iterator()), 1);
 }
 
+TEST(TrainFailures, AMissingOrWrongRoutingFileIsRefusedBeforeTraining) {
+  // Issue 44: --replay-routing FILE with no such file failed at step K, leaving OUT/metrics.jsonl.
+  const std::string out = temp("routing");
+  const std::string dump = train_flags(2) + " --out " + out + " --dump-grads-step 1 --replay-routing ";
+  CommandResult r = quill(dump + out + "-missing.safetensors");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("quill: error: --replay-routing " + out + "-missing.safetensors: no such file"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out)) << "nothing is written";
+  // A safetensors file without the routing tensors: refused naming the first one missing.
+  const std::string other = temp("other.safetensors");
+  {
+    const std::string header = R"({"x":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})";
+    std::ofstream f(other, std::ios::binary);
+    const uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header << std::string(4, '\0');
+  }
+  r = quill(dump + other);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--replay-routing: " + other + ": tensor model.llm.layers.1.mlp.gate.topk missing"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace
