@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "base/error.h"
 #include "base/file_util.h"
 #include "ops/convert.h"
+#include "parallel/host_reduce.h"
 
 namespace quill {
 
@@ -104,6 +106,20 @@ void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<Agr
   std::vector<int64_t> digests(all.data_as<int64_t>(), all.data_as<int64_t>() + all.numel());
   if (std::optional<std::string> problem = describe_disagreement(fields, digests, dp.size(), dp.rank()))
     QUILL_FAIL("{}", *problem);
+}
+
+void check_ranks_share_outputs(Comm& world, const DeviceContext& ctx, const TrainOptions& o) {
+  namespace fs = std::filesystem;
+  for (const auto& [flag, dir] : {std::pair<const char*, const std::string&>{"--out", o.out_dir}, {"--save", o.save_dir}}) {
+    const std::string mine = dir.empty() ? "" : fs::weakly_canonical(fs::absolute(dir)).string();
+    const std::vector<std::string> all = all_gather_strings(&world, ctx, mine);
+    const auto shown = [](const std::string& d) { return d.empty() ? std::string("not given") : d; };
+    for (size_t r = 1; r < all.size(); ++r)
+      QUILL_CHECK(all[r] == all[0],
+                  "the {} ranks were not given the same outputs: {} is {} on rank 0 but {} on rank {}; give every rank "
+                  "the same {} (one run writes into one directory)",
+                  all.size(), flag, shown(all[0]), shown(all[r]), r, flag);
+  }
 }
 
 }  // namespace quill

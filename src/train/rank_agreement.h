@@ -35,4 +35,10 @@ std::optional<std::string> describe_disagreement(const std::vector<AgreementFiel
 // The all-gather and the check; throws (on every rank alike) when the ranks disagree.
 void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<AgreementField>& fields);
 
+// The directories the ranks write into must be one and the same: rank 0 writes --out, every rank writes
+// its checkpoint shard into --save. Ranks started with different ones (a launcher script that puts the
+// rank into the path) would scatter one run over several directories. Compared as absolute paths,
+// before anything is written; throws on every rank alike, naming the flag and both values.
+void check_ranks_share_outputs(Comm& world, const DeviceContext& ctx, const TrainOptions& options);
+
 }  // namespace quill
