@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/count_flags.h"
 #include "cli/launch.h"
 #include "cli/memory_flags.h"
 #include "cli/projection_report.h"
@@ -162,6 +163,9 @@ void add_tune_command(CLI::App& app, Runner& run) {
     run = [] {
       Timer timer;
       QUILL_CHECK(gpu == "h200" || gpu == "cpu", "--gpu {}: quill tune knows h200 and cpu", gpu);
+      check_positive("--top", top);
+      check_not_negative("--max-split-imbalance", static_cast<double>(max_imbalance));
+      check_not_negative("--measure-timeout", measure_timeout);
       const bool on_gpu = gpu == "h200";
       if (!emit.empty()) {  // refused before the search, not after it
         const std::filesystem::path dir = std::filesystem::absolute(emit).parent_path();
