@@ -49,6 +49,7 @@ std::vector<int64_t> rows_for_step(int64_t step, int64_t global_batch, int64_t t
 }
 
 InklingConfig resolve_config(const TrainOptions& o) {
+  check_init_dir(o);  // before its config.json is read: a message naming the file that is missing
   if (!o.config_path.empty()) return load_inkling_config(o.config_path);
   QUILL_CHECK(!o.init_dir.empty(), "quill train: give --config, or --init with a checkpoint holding config.json");
   return load_inkling_config(o.init_dir);

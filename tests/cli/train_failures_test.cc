@@ -12,6 +12,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "io/dir_swap.h"
 #include "util/command.h"
@@ -247,6 +249,32 @@ TEST(TrainFailures, AMissingOrWrongRoutingFileIsRefusedBeforeTraining) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(TrainFailures, AnIncompleteInitDirectoryIsRefusedNamingTheMissingFile) {
+  // Issue 44: --init DIR with model.safetensors but no config.json said "DIR: malformed JSON" (the
+  // directory read as an empty config file); so did --config DIR of a directory without one.
+  const std::string base = temp("init");
+  const std::string weights_only = base + "/weights-only", config_only = base + "/config-only", empty = base + "/empty";
+  fs::create_directories(weights_only);
+  fs::create_directories(config_only);
+  fs::create_directories(empty);
+  std::ofstream(weights_only + "/model.safetensors") << "not read";
+  fs::copy_file(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json", config_only + "/config.json");
+  const std::string job = " --rows " + rows() + " --steps 1 --global-batch 1 --quiet --out " + base + "/out";
+  for (const auto& [flags, said] : std::vector<std::pair<std::string, std::string>>{
+           {"--init " + weights_only, "--init " + weights_only + ": no config.json (the model's shape)"},
+           {"--init " + empty, "--init " + empty + ": no config.json (the model's shape)"},
+           {"--init " + config_only,
+            "--init " + config_only + ": no model.safetensors and no model.safetensors.index.json: not a Hugging Face"},
+           {"--init " + base + "/missing", "--init " + base + "/missing: no such directory"},
+           {"--init " + config_only + "/config.json", "--init " + config_only + "/config.json: not a directory"},
+           {"--config " + empty, empty + ": no config.json in this directory"}}) {
+    const CommandResult r = quill("train " + flags + job);
+    EXPECT_EQ(r.status, 1) << flags;
+    EXPECT_NE(r.output.find("quill: error: " + said), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(base + "/out"));
+  }
 }
 
 }  // namespace
