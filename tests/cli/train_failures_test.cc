@@ -206,8 +206,9 @@ TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) 
   // files even from root, whom access(2) lets through.
   const std::string out = temp("unwritable");
   for (const auto& [flags, said] :
-       {std::pair<std::string, std::string>{" --out " + out + " --save /proc/quill-nope/ckpt",
-                                            "--save /proc/quill-nope/ckpt: cannot create a file in /proc"},
+       {std::pair<std::string, std::string>{" --out " + out + " --save /proc/quill-nope",
+                                            "--save /proc/quill-nope: cannot create a file in /proc"},
+        {" --out " + out + " --save /proc/quill-nope/ckpt", "--save /proc/quill-nope/ckpt: cannot create a file in /proc"},
         {" --out /proc/quill-nope", "--out /proc/quill-nope: cannot create a file in /proc"},
         {" --out " + out + " --tensorboard-dir /proc/quill-nope", "--tensorboard-dir /proc/quill-nope: cannot create a file in /proc"}}) {
     const CommandResult r = quill(train_flags(2) + flags);
