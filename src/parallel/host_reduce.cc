@@ -7,9 +7,6 @@
 
 namespace quill {
 
-namespace {
-
-// out (host) receives every rank's `in` (host), rank after rank.
 void all_gather_host(Comm& comm, const DeviceContext& ctx, const Tensor& in, const Tensor& out) {
   if (comm.device() == Device::CPU) return comm.all_gather(in, out);
   Tensor d_in = Tensor::empty(in.shape(), in.dtype(), *ctx.allocator), d_out = Tensor::empty(out.shape(), out.dtype(), *ctx.allocator);
@@ -17,8 +14,6 @@ void all_gather_host(Comm& comm, const DeviceContext& ctx, const Tensor& in, con
   comm.all_gather(d_in, d_out);
   ops::transfer(ctx, d_out, out);
 }
-
-}  // namespace
 
 void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host) {
   if (comm == nullptr || comm->size() == 1) return;

@@ -14,6 +14,8 @@ namespace quill {
 // In place: every rank ends with the sum over comm's ranks (nothing to do for null or one rank).
 void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host);
 double sum_over(Comm* comm, const DeviceContext& ctx, double value);
+// out (host) receives every rank's `in` (host), rank after rank.
+void all_gather_host(Comm& comm, const DeviceContext& ctx, const Tensor& in, const Tensor& out);
 // Every rank's `mine`, in rank order (lengths first, then the texts padded to the longest). Collective.
 std::vector<std::string> all_gather_strings(Comm* comm, const DeviceContext& ctx, const std::string& mine);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -110,16 +111,31 @@ void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<Agr
 
 void check_ranks_share_outputs(Comm& world, const DeviceContext& ctx, const TrainOptions& o) {
   namespace fs = std::filesystem;
-  for (const auto& [flag, dir] : {std::pair<const char*, const std::string&>{"--out", o.out_dir}, {"--save", o.save_dir}}) {
-    const std::string mine = dir.empty() ? "" : fs::weakly_canonical(fs::absolute(dir)).string();
-    const std::vector<std::string> all = all_gather_strings(&world, ctx, mine);
-    const auto shown = [](const std::string& d) { return d.empty() ? std::string("not given") : d; };
-    for (size_t r = 1; r < all.size(); ++r)
-      QUILL_CHECK(all[r] == all[0],
+  const std::pair<const char*, std::string> flags[] = {{"--out", o.out_dir}, {"--save", o.save_dir}};
+  // Every path ended by a NUL (which no path holds) in one text, so that one gathering serves them all.
+  std::string mine;
+  for (const auto& flag : flags)
+    mine += (flag.second.empty() ? "not given" : fs::weakly_canonical(fs::absolute(flag.second)).string()) + '\0';
+  // A digest first, of one size whatever the paths, so that a run's collective bytes do not depend on its
+  // paths (a simulated rank's ledger equals the real rank's: docs/simulate-rank.md); the texts are gathered
+  // only to name a difference, which every rank sees alike.
+  Tensor digest_here = Tensor::empty({1}, DType::I64), digests = Tensor::empty({world.size()}, DType::I64);
+  digest_here.data_as<int64_t>()[0] = digest(mine);
+  all_gather_host(world, ctx, digest_here, digests);
+  const int64_t* d = digests.data_as<int64_t>();
+  if (std::all_of(d, d + world.size(), [&](int64_t x) { return x == d[0]; })) return;
+  std::vector<std::vector<std::string>> paths;  // [rank][flag]
+  for (const std::string& text : all_gather_strings(&world, ctx, mine)) {
+    std::vector<std::string>& p = paths.emplace_back();
+    for (size_t begin = 0, end; (end = text.find('\0', begin)) != std::string::npos; begin = end + 1)
+      p.push_back(text.substr(begin, end - begin));
+  }
+  for (size_t f = 0; f < std::size(flags); ++f)
+    for (size_t r = 1; r < paths.size(); ++r)
+      QUILL_CHECK(paths[r][f] == paths[0][f],
                   "the {} ranks were not given the same outputs: {} is {} on rank 0 but {} on rank {}; give every rank "
                   "the same {} (one run writes into one directory)",
-                  all.size(), flag, shown(all[0]), shown(all[r]), r, flag);
-  }
+                  paths.size(), flags[f].first, paths[0][f], paths[r][f], r, flags[f].first);
 }
 
 }  // namespace quill

@@ -248,7 +248,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
               "sequence chunks (the routed experts and sequence parallelism work on each rank's chunk)",
               tp, o.rows_dir, rows.row_tokens(), tp);
   if (layout.world()) check_ranks_agree(*layout.world(), ctx, agreement_fields(o, config, rows));
-  if (layout.world() && !simulated) check_ranks_share_outputs(*layout.world(), ctx, o);
+  if (layout.world()) check_ranks_share_outputs(*layout.world(), ctx, o);
   if (!o.replay_routing_file.empty()) check_routing_file(o.replay_routing_file, config, o.global_batch, rows.row_tokens());
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
