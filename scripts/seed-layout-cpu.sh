@@ -16,7 +16,7 @@ SEED_RECIPE=${SEED_RECIPE:-tests/fixtures/recipes/seed.yaml}  # a copy of the se
 Q=${Q:-build/quill}
 MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none)
 mkdir -p "$OUT"
-"$Q" data synth --conversations 20000 --row-tokens "$T" --max-rows 4096 --out "$OUT/rows" > /dev/null
+"$Q" data synth --overwrite --conversations 20000 --row-tokens "$T" --max-rows 4096 --out "$OUT/rows" > /dev/null
 start=$(date +%s)
 # The reference arm: the same recipe with its placement put on one rank (layout sizes 1, the parallel
 # flags 1 or dropped, one GPU), so that the configuration check compares the two recipes' flags.

@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "cuda_tests exit $?"; grep -E "PASSED|FAILED|Failure" "$OUT/cuda_tests.log" | head -40
 
 rows=/tmp/quill-rows
-"$B/quill" data synth --conversations 2000 --row-tokens 128 --out "$rows" > /dev/null
+"$B/quill" data synth --overwrite --conversations 2000 --row-tokens 128 --out "$rows" > /dev/null
 flags="train --config configs/tiny.json --rows $rows --seed 1 --steps 60 --global-batch 4 --lr 1e-2 --min-lr 1e-3
        --warmup-fraction 0.05 --beta2 0.95 --weight-decay 0.1 --quiet"
 "$B/quill" $flags --out /tmp/run-cpu > /tmp/train-cpu.log 2>&1 || { echo "cpu train failed"; tail /tmp/train-cpu.log; }

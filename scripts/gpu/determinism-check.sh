@@ -31,11 +31,11 @@ if [ -x "$B/bin/attention_bench" ] && [ "${ATTN_BENCH:-1}" = 1 ]; then
   # bench/results/2026-12-04-determinism-cost; the arrival-order knob is now quill train's --attention-dq-order).
   timeout 60 "$B/bin/attention_bench" --no-wgmma 2>&1 | tail -2
 fi
-"$Q" data synth --conversations 400 --row-tokens 8192 --out /tmp/rows8192 > /dev/null
+"$Q" data synth --overwrite --conversations 400 --row-tokens 8192 --out /tmp/rows8192 > /dev/null
 if [ "${SANITIZER:-1}" = 1 ]; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$cs" ]; then
-    "$Q" data synth --conversations 200 --row-tokens 128 --out /tmp/rows128 > /dev/null
+    "$Q" data synth --overwrite --conversations 200 --row-tokens 128 --out /tmp/rows128 > /dev/null
     for tool in ${SAN_TOOLS:-racecheck initcheck}; do
       date +%T; timeout ${SAN_T:-120} "$cs" --tool $tool --print-limit 100000 --error-exitcode 9 "$Q" train --config ${SAN_CONFIG:-configs/tiny.json} \
         --rows /tmp/rows128 --seed 1 --steps 2 --global-batch 2 --device cuda --quiet --overwrite \
@@ -59,7 +59,7 @@ if [ "${SANITIZER:-1}" = 1 ]; then
 fi
 if [ "${DP:-0}" = 1 ]; then
   # Data parallelism: two ranks sharing the GPU (MPI-staged), the same run twice; then one rank twice.
-  "$Q" data synth --conversations 400 --row-tokens 512 --out /tmp/rows512 > /dev/null
+  "$Q" data synth --overwrite --conversations 400 --row-tokens 512 --out /tmp/rows512 > /dev/null
   dflags=(train --config tests/fixtures/configs/determinism.json --rows /tmp/rows512 --seed 3 --steps 4 --global-batch 4
           --lr 1e-3 --clip-grad 1.0 --device cuda --save-hf --quiet --overwrite)
   for i in 1 2; do

@@ -12,7 +12,7 @@ T=${ROW_TOKENS:-4096} GB=${GLOBAL_BATCH:-4} STEPS=${STEPS:-12}
 mkdir -p "$OUT" "$W"
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
 python3 tools/parity/make_init.py --config configs/slice.json --seed 1234 --out "$W/init" > "$W/init.log" 2>&1 || { tail "$W/init.log"; exit 2; }
-"$Q" data synth --conversations 20000 --row-tokens "$T" --out "$W/rows" > /dev/null
+"$Q" data synth --overwrite --conversations 20000 --row-tokens "$T" --out "$W/rows" > /dev/null
 flags=(train --init "$W/init" --rows "$W/rows" --device cuda --steps "$STEPS" --global-batch "$GB" --lr 3e-4
        --min-lr 3e-5 --warmup-fraction 0.1 --weight-decay 0.1 --beta2 0.95 --overwrite --quiet --warmup-steps 3)
 CUDA_VISIBLE_DEVICES=0 "$Q" "${flags[@]}" --out "$W/one" > "$W/one.log" 2>&1 || { tail "$W/one.log"; exit 3; }

@@ -30,7 +30,7 @@ has() { [[ " $PARTS " == *" $1 "* ]]; }
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ); parts: $PARTS"
-"$Q" data synth --conversations 3000 --row-tokens ${ROW_TOKENS:-4096} --out /tmp/rows-ep > /dev/null
+"$Q" data synth --overwrite --conversations 3000 --row-tokens ${ROW_TOKENS:-4096} --out /tmp/rows-ep > /dev/null
 flags=(train --config ${CONFIG:-configs/slice6-e8.json} --rows /tmp/rows-ep --seed 1 --steps 5 --global-batch 1 --lr 1e-4
        --min-lr 1e-5 --warmup-fraction 0 --clip-grad 1.0 --device cuda --overwrite)
 if has one; then

@@ -20,8 +20,8 @@ mkdir -p "$OUT" "$W"
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null || echo unknown); $(date -u +%FT%TZ)"
-"$Q" data synth --conversations 6000 --row-tokens 8192 --max-rows 64 --out $W/rows8192 > /dev/null
-"$Q" data synth --conversations 3000 --row-tokens 4096 --max-rows 64 --out $W/rows4096 > /dev/null
+"$Q" data synth --overwrite --conversations 6000 --row-tokens 8192 --max-rows 64 --out $W/rows8192 > /dev/null
+"$Q" data synth --overwrite --conversations 3000 --row-tokens 4096 --max-rows 64 --out $W/rows4096 > /dev/null
 run_case() {  # NAME RANKS CONFIG ROWS GLOBAL_BATCH LAYOUT...
   local name=$1 ranks=$2 config=$3 rows=$4 gb=$5
   shift 5

@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
-"$Q" data synth --conversations 3000 --row-tokens 4096 --out /tmp/rows4096 > /dev/null
+"$Q" data synth --overwrite --conversations 3000 --row-tokens 4096 --out /tmp/rows4096 > /dev/null
 flags=(train --config configs/slice6-e8.json --rows /tmp/rows4096 --seed 1 --steps 5 --global-batch 4 --lr 1e-4
        --min-lr 1e-5 --warmup-fraction 0 --clip-grad 1.0 --device cuda --quiet --overwrite)
 timeout 200 "$Q" "${flags[@]}" --out /tmp/pp-one > /tmp/pp-one.log 2>&1; echo "one process rc $?"

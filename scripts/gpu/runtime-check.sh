@@ -31,7 +31,7 @@ Q=$NEW/bin/quill
 export LD_LIBRARY_PATH=$NEW/lib
 if has dp; then
 echo "== data parallelism on one GPU: 1 rank vs 2 ranks (--comm mpi), tiny, 10 steps"
-"$Q" data synth --conversations 2000 --row-tokens 128 --out /tmp/rows-tiny > /dev/null
+"$Q" data synth --overwrite --conversations 2000 --row-tokens 128 --out /tmp/rows-tiny > /dev/null
 flags=(train --config configs/tiny.json --rows /tmp/rows-tiny --seed 1 --steps 10 --global-batch 4 --lr 1e-2
        --min-lr 1e-3 --warmup-fraction 0.1 --quiet --device cuda --overwrite)
 timeout 120 "$Q" "${flags[@]}" --out /tmp/dp1 > /tmp/dp1.log 2>&1; echo "dp1 rc $?"

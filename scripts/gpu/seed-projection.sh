@@ -67,7 +67,7 @@ DEVICE_MEMORY_FLAG=()
 echo "quill $(cat "$B/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown); $(date -u +%FT%TZ)"
 echo "model $CONFIG, random weights; layout ${LAYOUT[*]}; $GLOBAL_BATCH rows x $ROW_TOKENS tokens per step; $STEPS steps, warm-up $WARMUP"
 if [ ! -f "$W/rows/manifest.json" ]; then
-  "$Q" data synth --conversations 6000 --row-tokens "$ROW_TOKENS" --max-rows 256 --out "$W/rows" > /dev/null || exit 1
+  "$Q" data synth --overwrite --conversations 6000 --row-tokens "$ROW_TOKENS" --max-rows 256 --out "$W/rows" > /dev/null || exit 1
 fi
 for c in "${cases[@]}"; do
   case $c in

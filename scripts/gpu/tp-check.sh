@@ -24,7 +24,7 @@ echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 if [ -x "$B/bin/cuda_tests" ]; then
   timeout 240 "$B/bin/cuda_tests" --gtest_filter="${TESTS:-CudaVocabParallel*:CudaCrossEntropy*:CudaEmbedding*}" 2>&1 | tail -4
 fi
-"$Q" data synth --conversations 3000 --row-tokens 4096 --out /tmp/rows4096 > /dev/null
+"$Q" data synth --overwrite --conversations 3000 --row-tokens 4096 --out /tmp/rows4096 > /dev/null
 flags=(train --config configs/slice6-e8.json --rows /tmp/rows4096 --seed 1 --steps 5 --global-batch ${GB:-1} --lr 1e-4
        --min-lr 1e-5 --warmup-fraction 0 --clip-grad 1.0 --device cuda --overwrite)
 if has one; then

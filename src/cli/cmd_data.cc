@@ -17,7 +17,7 @@
 #include "base/file_util.h"
 #include "base/timer.h"
 #include "cli/commands.h"
-#include "cli/created_dir_guard.h"
+#include "cli/staged_output_dir.h"
 #include "data/bpe_tokenizer.h"
 #include "data/build_rows.h"
 #include "data/byte_tokenizer.h"
@@ -119,20 +119,22 @@ void add_data_commands(CLI::App& app, Runner& run) {
   static int64_t conversations = 2000, row_tokens = 128, max_rows = -1;
   static uint64_t seed = 42;
   static double valid_fraction = 0;
+  static bool overwrite = false;
   synth->add_option("--input", input, "conversations JSONL (default: generate --conversations of them)");
   synth->add_option("--conversations", conversations, "how many conversations to generate");
   synth->add_option("--seed", seed, "generation and packing seed");
   synth->add_option("--row-tokens", row_tokens, "tokens per row");
   synth->add_option("--max-rows", max_rows, "stop after this many rows");
   synth->add_option("--valid-fraction", valid_fraction, kValidFractionHelp);
-  synth->add_option("--out", out, "output rows directory")->required();
+  synth->add_option("--out", out, "output rows directory (refused when not empty, unless --overwrite)")->required();
+  synth->add_flag("--overwrite", overwrite, "replace a non-empty --out (once the new rows are complete)");
   synth->callback([&run] {
     run = [] {
       check_valid_fraction(valid_fraction);
-      CreatedDirGuard out_guard(out);
+      StagedOutputDir out_dir(out, "--out", overwrite);
       nlohmann::json manifest;
       if (input.empty()) {
-        manifest = build_synthetic_rows(out, conversations, seed, row_tokens, max_rows, valid_fraction);
+        manifest = build_synthetic_rows(out_dir.staging(), conversations, seed, row_tokens, max_rows, valid_fraction);
       } else {
         BuildOptions options;
         options.seed = seed;
@@ -140,9 +142,9 @@ void add_data_commands(CLI::App& app, Runner& run) {
         options.max_rows = max_rows;
         options.valid_fraction = valid_fraction;
         options.source = input;
-        manifest = build_rows(read_conversations_jsonl(input), ByteTokenizer(), options, out);
+        manifest = build_rows(read_conversations_jsonl(input), ByteTokenizer(), options, out_dir.staging());
       }
-      out_guard.keep();
+      out_dir.commit();
       std::printf("%s\n", manifest.dump(2).c_str());
       return 0;
     };
@@ -156,7 +158,7 @@ void add_data_commands(CLI::App& app, Runner& run) {
   static uint64_t b_seed = 42;
   static double b_valid_fraction = 0;
   static int b_threads = 0;
-  static bool b_skip_invalid = false, b_quiet = false, b_timing = false;
+  static bool b_skip_invalid = false, b_quiet = false, b_timing = false, b_overwrite = false;
   build->add_option("--input", b_inputs,
                     "conversations: one JSONL file (one JSON object per line), or Parquet files (messages "
                     "list<struct<content, role>>, as Tulu 3), read in order (repeat --input or list them)")
@@ -177,10 +179,12 @@ void add_data_commands(CLI::App& app, Runner& run) {
   build->add_flag("--timing", b_timing,
                   "print where the time went (phases, serial fraction) to stderr, then the same as one JSON line "
                   "starting \"quill: data build timing \"");
-  build->add_option("--out", b_out, "output rows directory")->required();
+  build->add_option("--out", b_out, "output rows directory (refused when not empty, unless --overwrite)")->required();
+  build->add_flag("--overwrite", b_overwrite, "replace a non-empty --out (once the new rows are complete)");
   build->callback([&run] {
     run = [] {
       check_valid_fraction(b_valid_fraction);
+      StagedOutputDir out_dir(b_out, "--out", b_overwrite);  // refused before the recipe and tokenizer load
       BuildOptions options;
       options.seed = b_seed;
       options.row_tokens = b_row_tokens;
@@ -207,7 +211,6 @@ void add_data_commands(CLI::App& app, Runner& run) {
       options.tokenizer_source = tokenizer_source_json(b_tokenizer, b_special);
       // The recipe is read above, before the tokenizer is loaded, so that a bad one fails at once.
       Timer timer;
-      CreatedDirGuard out_guard(b_out);
       BuildTiming timing;
       std::unique_ptr<Tokenizer> tok = load_tokenizer(b_tokenizer, b_special, b_threads);
       // Read from the rank file's table file when it matches (docs/tokenizer.md, "Loading": about
@@ -216,8 +219,8 @@ void add_data_commands(CLI::App& app, Runner& run) {
       // built here (1 -> 2 threads: 0.118 -> 0.055 s).
       timing.add_phase("tokenizer load", false, timer.seconds());
       if (b_timing) options.timing = &timing;
-      nlohmann::json manifest = build_rows_from_inputs(b_inputs, *tok, options, b_out);
-      out_guard.keep();
+      nlohmann::json manifest = build_rows_from_inputs(b_inputs, *tok, options, out_dir.staging());
+      out_dir.commit();
       double s = timer.seconds();
       if (b_timing) {
         int threads = b_threads > 0 ? b_threads : hardware_threads();

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "base/host_memory.h"
 #include "cli/commands.h"
+#include "cli/count_flags.h"
 #include "cli/layout_flags.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
@@ -59,6 +60,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--json", json, "print the plan as JSON (bytes) instead of the table");
   cmd->callback([&run, cmd] {
     run = [cmd] {
+      if (cmd->count("--row-tokens") > 0) check_positive("--row-tokens", row_tokens);
+      check_positive("--global-batch", global_batch);
       plan::PlanRequest q;
       q.layout = layout;
       q.global_batch = global_batch;

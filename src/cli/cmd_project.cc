@@ -6,6 +6,7 @@
 
 #include "base/file_util.h"
 #include "cli/commands.h"
+#include "cli/count_flags.h"
 #include "cli/projection_report.h"
 
 namespace quill::cli {
@@ -20,8 +21,9 @@ void add_project_command(CLI::App& app, Runner& run) {
       ->required();
   add_projection_flags(cmd, flags, /*workload=*/true);
   cmd->add_option("--out", out, "write OUT/projection.json (created if missing)");
-  cmd->callback([&run] {
-    run = [] {
+  cmd->callback([&run, cmd] {
+    run = [cmd] {
+      if (cmd->count("--global-batch") > 0) check_positive("--global-batch", flags.global_batch);  // else the runs'
       const ProjectionReport rep = project_runs(dirs, flags);
       std::printf("%s", rep.text.c_str());
       if (!out.empty()) {

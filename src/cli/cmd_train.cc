@@ -254,11 +254,12 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--profile-ceilings", ceilings,
                   "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS (default 794 4240)")
       ->expected(2);
-  cmd->add_option("--simulate-rank", o.simulate_rank,
-                  "run only world rank R of the layout, in this one process (no mpirun), its collectives served by a "
-                  "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
-                  "the loss is not meaningful (docs/simulate-rank.md)")
-      ->check(CLI::NonNegativeNumber);
+  // Checked in the callback (CLI11's range check printed the largest double as the bound).
+  static CLI::Option* simulate_rank = cmd->add_option(
+      "--simulate-rank", o.simulate_rank,
+      "run only world rank R of the layout, in this one process (no mpirun), its collectives served by a "
+      "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
+      "the loss is not meaningful (docs/simulate-rank.md)");
   cmd->add_option("--simulate-routing", o.simulate_routing,
                   "with --simulate-rank and expert parallelism: what the peers route to this rank's experts, balanced "
                   "(default) or the per-expert counts of a run's metrics.jsonl (docs/simulate-rank.md)");
@@ -298,6 +299,9 @@ void add_train_command(CLI::App& app, Runner& run) {
       if (!hf_format.empty()) o.hf_export.format = parse_hf_format(hf_format, "--hf-format");
       o.hf_export.dtype = parse_hf_export_dtype(hf_dtype, "--save-hf-dtype");
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
+      QUILL_CHECK(simulate_rank->count() == 0 || o.simulate_rank >= 0,
+                  "--simulate-rank must be 0 or more (a world rank of the layout), got {}", o.simulate_rank);
+      for (double c : ceilings) QUILL_CHECK(c > 0, "--profile-ceilings must be positive, got {}", c);
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names)) note(line);
       o.recompute = recompute.resolve();
       o.attention_dq_arrival_order = dq_order == "arrival";

@@ -12,7 +12,9 @@
 #include "base/child_process.h"
 #include "base/error.h"
 #include "base/timer.h"
+#include "base/writable_dir.h"
 #include "cli/commands.h"
+#include "cli/count_flags.h"
 #include "cli/launch.h"
 #include "cli/memory_flags.h"
 #include "cli/projection_report.h"
@@ -102,6 +104,21 @@ tune::ComputeRates rates_with(const std::string& path, tune::ComputeRates r) {
   return r;
 }
 
+// --emit-recipe FILE, before the search (which can take minutes): a new file, or with --overwrite an existing
+// one, in a directory where a file can be created. The recipe itself is written to a temporary name and
+// renamed (recipe/recipe.h: write_recipe), so an old FILE stays whole until the new one is complete.
+void check_emit_target(const std::string& path, bool overwrite) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  QUILL_CHECK(!fs::is_directory(path, ec), "--emit-recipe {}: is a directory; give a file name (e.g. {}/recipe.yaml)", path,
+              fs::path(path).lexically_normal().string());
+  QUILL_CHECK(overwrite || !fs::exists(path, ec),
+              "--emit-recipe {}: exists; give --overwrite to replace it, or another file name", path);
+  const fs::path dir = fs::absolute(path).parent_path();
+  QUILL_CHECK(fs::is_directory(dir, ec), "--emit-recipe {}: the directory {} does not exist", path, dir.string());
+  check_dir_writable("--emit-recipe", path, dir.string());
+}
+
 }  // namespace
 
 void add_tune_command(CLI::App& app, Runner& run) {
@@ -111,7 +128,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
   static std::vector<std::string> freeze, compare;
   static int gpus = 0, top = 10;
   static int64_t row_tokens = 8192, global_batch = 128, max_imbalance = 3;
-  static bool json = false, cross_node_ep = false;
+  static bool json = false, cross_node_ep = false, overwrite = false;
   static ProjectionFlags pflags;
   static int measure = 0, measure_steps = 2;
   static std::string measure_device, measure_dir, measure_device_memory;
@@ -126,6 +143,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
   cmd->add_option("--top", top, "layouts to print (default 10)");
   cmd->add_flag("--json", json, "print every ranked layout, the refusals and the pruning as JSON");
   cmd->add_option("--emit-recipe", emit, "write the best layout as a recipe (the seed's format) that quill run accepts");
+  cmd->add_flag("--overwrite", overwrite, "with --emit-recipe: replace an existing FILE");
   cmd->add_flag("--allow-cross-node-ep", cross_node_ep, "let expert-parallel groups span nodes (default: inside a node)");
   cmd->add_option("--max-split-imbalance", max_imbalance,
                   "uneven pipeline splits: first and last stages within this many layers of the middle ones (default 3)");
@@ -162,12 +180,11 @@ void add_tune_command(CLI::App& app, Runner& run) {
     run = [] {
       Timer timer;
       QUILL_CHECK(gpu == "h200" || gpu == "cpu", "--gpu {}: quill tune knows h200 and cpu", gpu);
+      check_positive("--top", top);
+      check_not_negative("--max-split-imbalance", static_cast<double>(max_imbalance));
+      check_not_negative("--measure-timeout", measure_timeout);
       const bool on_gpu = gpu == "h200";
-      if (!emit.empty()) {  // refused before the search, not after it
-        const std::filesystem::path dir = std::filesystem::absolute(emit).parent_path();
-        QUILL_CHECK(std::filesystem::is_directory(dir), "--emit-recipe {}: the directory {} does not exist", emit,
-                    dir.string());
-      }
+      if (!emit.empty()) check_emit_target(emit, overwrite);  // refused before the search, not after it
       const bool measuring = measure > 0;
       QUILL_CHECK(measuring || (measure_dir.empty() && measure_only.empty() && measure_device.empty()),
                   "--measure-dir, --measure-only and --measure-device need --measure K");

@@ -1,12 +1,11 @@
 #include "cli/collectives_file.h"
 
-#include <algorithm>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/file_util.h"
 #include "parallel/grid.h"
+#include "parallel/host_reduce.h"
 
 namespace quill::cli {
 
@@ -126,20 +125,9 @@ void write_collectives_file(const std::string& out_dir, const CollectiveLedger& 
     ranks.emplace_back(rank, mine);
   } else {
     QUILL_CHECK(world->device() == Device::CPU, "collectives.json: the gathering needs a CPU communicator");
-    // Each rank's rows as JSON text, padded to the longest, all-gathered (lengths first).
-    const std::string text = rows_json(mine).dump();
-    const int p = world->size();
-    Tensor len = Tensor::empty({1}, DType::I64), lens = Tensor::empty({p}, DType::I64);
-    len.data_as<int64_t>()[0] = static_cast<int64_t>(text.size());
-    world->all_gather(len, lens);
-    const int64_t longest = *std::max_element(lens.data_as<int64_t>(), lens.data_as<int64_t>() + p);
-    Tensor buf = Tensor::zeros({longest}, DType::U8), all = Tensor::empty({longest * p}, DType::U8);
-    std::memcpy(buf.data(), text.data(), text.size());
-    world->all_gather(buf, all);
-    for (int r = 0; r < p; ++r) {
-      const char* at = static_cast<const char*>(all.data()) + r * longest;
-      ranks.emplace_back(r, rows_from_json(nlohmann::json::parse(std::string(at, lens.data_as<int64_t>()[r]))));
-    }
+    const std::vector<std::string> texts = all_gather_strings(world, DeviceContext::cpu(), rows_json(mine).dump());
+    for (size_t r = 0; r < texts.size(); ++r)
+      ranks.emplace_back(static_cast<int>(r), rows_from_json(nlohmann::json::parse(texts[r])));
   }
   if (rank == 0 || run.simulated_rank >= 0) write_file_atomic(out_dir + "/collectives.json", collectives_json(ranks, run));
 }

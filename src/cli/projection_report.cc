@@ -66,6 +66,29 @@ namespace {
 
 std::string gib(int64_t b) { return b < 0 ? "-" : fmt::format("{:.2f}", static_cast<double>(b) / (1 << 30)); }
 
+// The stages of one projection must come from runs of one model, layout and workload, measured alike:
+// the first field in which `b` differs from `a`, named with both values and both directories.
+void check_same_job(const SimulatedRun& a, const SimulatedRun& b) {
+  struct Field {
+    const char* name;
+    std::string in_a, in_b;
+  };
+  const Field fields[] = {
+      {"summary.json active_params (the model)", std::to_string(a.active_params), std::to_string(b.active_params)},
+      {"collectives.json layout", a.spec.describe(), b.spec.describe()},
+      {"collectives.json layout_spec.order", a.spec.order, b.spec.order},
+      {"collectives.json workload.global_batch", std::to_string(a.global_batch), std::to_string(b.global_batch)},
+      {"collectives.json workload.row_tokens", std::to_string(a.row_tokens), std::to_string(b.row_tokens)},
+      {"summary.json recompute", a.recompute, b.recompute},
+      {"collectives.json device (what computed)", a.device, b.device},
+  };
+  for (const Field& f : fields)
+    QUILL_CHECK(f.in_a == f.in_b,
+                "quill project: the runs differ in {}: {} in {}, {} in {}; give the stages of one model, layout and "
+                "workload",
+                f.name, f.in_a, a.dir, f.in_b, b.dir);
+}
+
 }  // namespace
 
 ProjectionReport project_runs(const std::vector<std::string>& dirs, const ProjectionFlags& flags) {
@@ -73,14 +96,7 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
   std::vector<SimulatedRun> runs;
   for (const std::string& d : dirs) runs.push_back(read_simulated_run(d));
   const SimulatedRun& first = runs.front();
-  for (const SimulatedRun& r : runs) {
-    QUILL_CHECK(r.spec.describe() == first.spec.describe() && r.row_tokens == first.row_tokens &&
-                    r.global_batch == first.global_batch,
-                "quill project: {} ran {} on {} rows of {} tokens, {} ran {} on {} rows of {}; give runs of one layout "
-                "and workload",
-                r.dir, r.spec.describe(), r.global_batch, r.row_tokens, first.dir, first.spec.describe(),
-                first.global_batch, first.row_tokens);
-  }
+  for (const SimulatedRun& r : runs) check_same_job(first, r);
   plan::ProjectionRequest q;
   q.spec = first.spec;
   for (const SimulatedRun& r : runs) q.ranks.push_back(r.m);

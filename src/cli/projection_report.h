@@ -36,8 +36,8 @@ struct ProjectionReport {
   nlohmann::json json;  // OUT/projection.json
 };
 // `dirs`: run directories of one layout, at most one simulated rank per pipeline stage. A quill::Error
-// naming the file and field for a directory that is no simulated run, runs of different layouts, or
-// bad flags.
+// naming the file and field for a directory that is no simulated run, runs of different models, layouts,
+// workloads, recompute or devices (the field and both directories), or bad flags.
 ProjectionReport project_runs(const std::vector<std::string>& dirs, const ProjectionFlags& flags);
 // Writes out_dir/projection.json atomically.
 void write_projection(const std::string& out_dir, const ProjectionReport& report);

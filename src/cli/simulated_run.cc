@@ -76,6 +76,7 @@ SimulatedRun read_simulated_run(const std::string& dir) {
       if (std::find(measured.begin(), measured.end(), r.step) != measured.end()) run.m.rows.push_back(r);
     run.m.steps = static_cast<int64_t>(measured.size());
     run.active_params = s.at("active_params");
+    run.recompute = s.value("recompute", std::string());
     if (s.contains("peak_device_bytes_per_rank")) run.peak_bytes = s.at("peak_device_bytes_per_rank").at(rank);
     run.gpu_peak = s.at("peak_gpu_bytes").get<int64_t>() >= 0;
     run.device_used_bytes = s.value("device_used_bytes_end", int64_t{-1});

@@ -16,7 +16,8 @@ namespace quill::cli {
 struct SimulatedRun {
   std::string dir, device;  // device: what computed (collectives.json's "device")
   LayoutSpec spec;
-  int64_t global_batch = 0, row_tokens = 0, active_params = 0;
+  int64_t global_batch = 0, row_tokens = 0, active_params = 0;  // active_params: the model (summary.json)
+  std::string recompute;          // the activation recompute it ran (summary.json)
   int64_t peak_bytes = -1;        // the rank's allocator peak (summary.json), -1 when absent
   int64_t device_used_bytes = -1; // cudaMemGetInfo total - free after the last step (GPU runs), -1 when absent
   bool gpu_peak = false;          // the peak is the CUDA allocator's

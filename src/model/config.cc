@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <map>
@@ -285,6 +286,8 @@ InklingConfig load_inkling_config(const std::string& path) {
   std::string file = path;
   if (path_exists(path + "/config.json")) file = path + "/config.json";
   if (!path_exists(file)) QUILL_FAIL("{}: no such file (expected a config.json or a directory holding one)", path);
+  // A directory without one would otherwise be read as an empty file ("malformed JSON").
+  if (std::filesystem::is_directory(file)) QUILL_FAIL("{}: no config.json in this directory", path);
   return parse_inkling_config(read_file(file), file);
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "io/checkpoint_dir.h"
 
 namespace quill {
 
@@ -70,6 +71,21 @@ void check_train_options(const TrainOptions& o) {
               o.profile_step, o.steps - 1);
   QUILL_CHECK(o.warmup_steps >= 0, "--warmup-steps {}: must be >= 0", o.warmup_steps);
   in_range("--distributed-timeout-minutes", o.distributed_timeout_minutes, 0, true, kInf, true, "a positive number");
+}
+
+void check_init_dir(const TrainOptions& o) {
+  if (o.init_dir.empty()) return;
+  namespace fs = std::filesystem;
+  const std::string& dir = o.init_dir;
+  std::error_code ec;
+  QUILL_CHECK(fs::exists(dir, ec), "--init {}: no such directory (a Hugging Face checkpoint directory: config.json and "
+              "model.safetensors)", dir);
+  QUILL_CHECK(fs::is_directory(dir, ec), "--init {}: not a directory (a Hugging Face checkpoint directory: config.json "
+              "and model.safetensors)", dir);
+  QUILL_CHECK(!o.config_path.empty() || fs::is_regular_file(fs::path(dir) / "config.json", ec),
+              "--init {}: no config.json (the model's shape); give --config, or a checkpoint directory that holds it", dir);
+  QUILL_CHECK(CheckpointDir::is_checkpoint_dir(dir), "--init {}: no {} and no {}: not a Hugging Face checkpoint directory",
+              dir, CheckpointDir::kSingleFile, CheckpointDir::kIndexFile);
 }
 
 void check_freeze_patterns(const ParamTable& params, const std::vector<std::string>& patterns) {

@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "base/error.h"
 #include "base/file_util.h"
 #include "ops/convert.h"
+#include "parallel/host_reduce.h"
 
 namespace quill {
 
@@ -114,6 +117,35 @@ void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<Agr
   std::vector<int64_t> digests(all.data_as<int64_t>(), all.data_as<int64_t>() + all.numel());
   if (std::optional<std::string> problem = describe_disagreement(fields, digests, dp.size(), dp.rank()))
     QUILL_FAIL("{}", *problem);
+}
+
+void check_ranks_share_outputs(Comm& world, const DeviceContext& ctx, const TrainOptions& o) {
+  namespace fs = std::filesystem;
+  const std::pair<const char*, std::string> flags[] = {{"--out", o.out_dir}, {"--save", o.save_dir}};
+  // Every path ended by a NUL (which no path holds) in one text, so that one gathering serves them all.
+  std::string mine;
+  for (const auto& flag : flags)
+    mine += (flag.second.empty() ? "not given" : fs::weakly_canonical(fs::absolute(flag.second)).string()) + '\0';
+  // A digest first, of one size whatever the paths, so that a run's collective bytes do not depend on its
+  // paths (a simulated rank's ledger equals the real rank's: docs/simulate-rank.md); the texts are gathered
+  // only to name a difference, which every rank sees alike.
+  Tensor digest_here = Tensor::empty({1}, DType::I64), digests = Tensor::empty({world.size()}, DType::I64);
+  digest_here.data_as<int64_t>()[0] = digest(mine);
+  all_gather_host(world, ctx, digest_here, digests);
+  const int64_t* d = digests.data_as<int64_t>();
+  if (std::all_of(d, d + world.size(), [&](int64_t x) { return x == d[0]; })) return;
+  std::vector<std::vector<std::string>> paths;  // [rank][flag]
+  for (const std::string& text : all_gather_strings(&world, ctx, mine)) {
+    std::vector<std::string>& p = paths.emplace_back();
+    for (size_t begin = 0, end; (end = text.find('\0', begin)) != std::string::npos; begin = end + 1)
+      p.push_back(text.substr(begin, end - begin));
+  }
+  for (size_t f = 0; f < std::size(flags); ++f)
+    for (size_t r = 1; r < paths.size(); ++r)
+      QUILL_CHECK(paths[r][f] == paths[0][f],
+                  "the {} ranks were not given the same outputs: {} is {} on rank 0 but {} on rank {}; give every rank "
+                  "the same {} (one run writes into one directory)",
+                  paths.size(), flags[f].first, paths[0][f], paths[r][f], r, flags[f].first);
 }
 
 }  // namespace quill

@@ -36,4 +36,12 @@ std::optional<std::string> describe_disagreement(const std::vector<AgreementFiel
 // The all-gather and the check; throws (on every rank alike) when the ranks disagree.
 void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<AgreementField>& fields);
 
+// The directories the ranks write into must be one and the same: rank 0 writes --out, every rank writes
+// its checkpoint shard into --save. Ranks started with different ones (a launcher script that puts the
+// rank into the path) would scatter one run over several directories. Compared as absolute paths,
+// before anything is written; throws on every rank alike, naming the flag and both values. A simulated
+// rank runs it too (its loopback world answers with its own paths), so that its collectives stay the
+// real rank's.
+void check_ranks_share_outputs(Comm& world, const DeviceContext& ctx, const TrainOptions& options);
+
 }  // namespace quill

@@ -5,7 +5,9 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "base/writable_dir.h"
 #include "io/dir_swap.h"
+#include "train/tensorboard.h"
 
 namespace quill {
 
@@ -65,6 +67,16 @@ void check_run_dir(const TrainOptions& o) {
                 "or a new --save",
                 o.save_dir, o.save_dir);
   }
+}
+
+void check_outputs_writable(const TrainOptions& o) {
+  check_dir_writable("--out", o.out_dir, o.out_dir);
+  if (!o.save_dir.empty()) {
+    fs::path save = fs::path(o.save_dir).lexically_normal();
+    if (save.filename().empty()) save = save.parent_path();  // "DIR/"
+    check_dir_writable("--save", o.save_dir, save.has_parent_path() ? save.parent_path().string() : ".");
+  }
+  check_tensorboard_dir(o.tensorboard_dir);
 }
 
 std::vector<std::string> recover_checkpoint(const std::string& dir) {

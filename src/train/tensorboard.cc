@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 
 #include "base/error.h"
+#include "base/writable_dir.h"
 #include "train/expert_load.h"
 #include "train/step_report.h"
 
@@ -32,22 +32,7 @@ std::string host_name() {
 }  // namespace
 
 void check_tensorboard_dir(const std::string& dir) {
-  if (dir.empty()) return;
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    QUILL_CHECK(fs::is_directory(dir, ec), "--tensorboard-dir {}: exists and is not a directory", dir);
-    QUILL_CHECK(access(dir.c_str(), W_OK | X_OK) == 0, "--tensorboard-dir {}: not writable ({})", dir,
-                std::strerror(errno));
-    return;
-  }
-  // The directory will be created: its nearest existing ancestor must be a directory we may write in.
-  fs::path ancestor = fs::path(dir).parent_path();
-  while (!ancestor.empty() && !fs::exists(ancestor, ec)) ancestor = ancestor.parent_path();
-  if (ancestor.empty()) ancestor = ".";
-  QUILL_CHECK(fs::is_directory(ancestor, ec), "--tensorboard-dir {}: cannot be created, as {} is not a directory", dir,
-              ancestor.string());
-  QUILL_CHECK(access(ancestor.c_str(), W_OK | X_OK) == 0, "--tensorboard-dir {}: cannot be created in {} ({})", dir,
-              ancestor.string(), std::strerror(errno));
+  if (!dir.empty()) check_dir_writable("--tensorboard-dir", dir, dir);
 }
 
 std::vector<TensorBoardScalar> step_scalars(const StepMetrics& m, const TensorBoardRun& run) {

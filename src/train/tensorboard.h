@@ -16,8 +16,9 @@
 namespace quill {
 
 // Lead rank, before anything is written: refuses (naming the flag) a DIR that is not a directory, or
-// that cannot be created because its nearest existing ancestor is not a writable directory. Read-only:
-// DIR itself is created by TensorBoardLog, after --out is prepared.
+// in which (or, when missing, in whose nearest existing ancestor) no file can be created
+// (base/writable_dir.h). Leaves nothing behind: DIR itself is created by TensorBoardLog, after --out is
+// prepared.
 void check_tensorboard_dir(const std::string& dir);
 
 // What the scalars of a step need to know about the run.

@@ -33,6 +33,7 @@
 #include "train/option_checks.h"
 #include "train/rank_agreement.h"
 #include "train/run_plot.h"
+#include "train/routing_replay.h"
 #include "train/run_dir.h"
 #include "train/expert_load.h"
 #include "train/step_observers.h"
@@ -54,29 +55,13 @@ bool is_eval_step(int64_t step, int64_t eval_interval, int64_t steps) {
 }
 
 InklingConfig resolve_config(const TrainOptions& o) {
+  check_init_dir(o);  // before its config.json is read: a message naming the file that is missing
   if (!o.config_path.empty()) return load_inkling_config(o.config_path);
   QUILL_CHECK(!o.init_dir.empty(), "quill train: give --config, or --init with a checkpoint holding config.json");
   return load_inkling_config(o.init_dir);
 }
 
 namespace {
-
-// Row `row` of a routing file: per layer, its T x top_k slice (undefined for dense layers).
-std::vector<Tensor> routing_of_row(const SafetensorsFile& file, const InklingConfig& config, int64_t row, int64_t T) {
-  std::vector<Tensor> topk(static_cast<size_t>(config.num_layers));
-  for (int64_t i = 0; i < config.num_layers; ++i) {
-    if (!config.is_moe(i)) continue;
-    const std::string name = fmt::format("model.llm.layers.{}.mlp.gate.topk", i);
-    QUILL_CHECK(file.contains(name), "{}: tensor {} missing", file.path(), name);
-    const Tensor all = file.tensor(name);
-    QUILL_CHECK(all.dtype() == DType::I32 && all.ndim() == 2 && all.dim(0) >= (row + 1) * T &&
-                    all.dim(1) == config.num_experts_per_tok,
-                "{}: {} is {}, not I32 [rows x {}, {}] with row {}", file.path(), name, all.describe(), T,
-                config.num_experts_per_tok, row);
-    topk[static_cast<size_t>(i)] = all.rows(row * T, (row + 1) * T).clone();
-  }
-  return topk;
-}
 
 // A routing of routing_of_row on the context's device, as MicroBatch::replay_topk takes it.
 std::vector<Tensor> upload_routing(const DeviceContext& ctx, const std::vector<Tensor>& host) {
@@ -356,6 +341,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   }
   if (layout.world())
     check_ranks_agree(*layout.world(), ctx, agreement_fields(o, config, rows, valid_rows ? &*valid_rows : nullptr));
+  if (layout.world()) check_ranks_share_outputs(*layout.world(), ctx, o);
+  if (!o.replay_routing_file.empty()) check_routing_file(o.replay_routing_file, config, o.global_batch, rows.row_tokens());
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
   std::optional<HfExportPlan> hf_export;
@@ -363,7 +350,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     hf_export = plan_hf_export(config, o.init_dir, o.config_path, o.hf_export);
     for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
   }
-  if (lead) check_tensorboard_dir(o.tensorboard_dir);  // refused before --out is touched
+  if (lead) check_outputs_writable(o);  // --out, --save, --tensorboard-dir: refused before --out is touched
 
   // Where the start-up goes (a cold run's first minutes are what a user waits through): noted below.
   Timer phase;

@@ -252,6 +252,32 @@ TEST(DataParallel, RanksGivenDifferentJobsStopNamingWhatDiffers) {
   EXPECT_EQ(run_quiet(two_ranks(flags(tiny, rows, same), flags(tiny, rows, same)), &out), 0) << out;
 }
 
+TEST(DataParallel, RanksGivenDifferentOutputDirectoriesStopNamingBoth) {
+  // Issue 44: under mpirun each rank may get its own arguments (a launcher script that puts
+  // $OMPI_COMM_WORLD_RANK into --out); ranks with different --out or --save trained on (rc 0), rank 0
+  // writing the metrics in one directory and the checkpoint shards going to several.
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, rows = temp("rows-outputs");
+  ASSERT_EQ(run(quill + " data synth --conversations 300 --row-tokens 64 --max-rows 16 --out " + rows), 0);
+  const std::string job = " train --config " + src + "/configs/tiny.json --rows " + rows +
+                          " --steps 1 --global-batch 2 --lr 1e-2 --seed 3 --quiet --dp 2 --out ";
+  const std::string out0 = temp("outputs-0"), out1 = temp("outputs-1");
+  std::string out;
+  int rc = run_quiet("timeout 120 " + two_ranks(job + out0, job + out1), &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(rc, 124) << "the job was still running after 120 s:\n" << out;
+  EXPECT_NE(out.find("the 2 ranks were not given the same outputs: --out is " + out0 + " on rank 0 but " + out1 +
+                     " on rank 1"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(fs::exists(out0) || fs::exists(out1)) << "nothing is written";
+
+  rc = run_quiet("timeout 120 " + two_ranks(job + out0 + " --save " + out0 + "/ckpt", job + out0 + " --save " + out1 + "/ckpt"),
+                 &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("--save is " + out0 + "/ckpt on rank 0 but " + out1 + "/ckpt on rank 1"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(out0) || fs::exists(out1)) << "nothing is written";
+}
+
 TEST(DataParallel, AStoppedRankEndsTheJobAfterTheDistributedTimeout) {
   // Issue 15: a stopped (SIGSTOP) rank held the job for a fixed 600 s; Megatron's
   // --distributed-timeout-minutes now bounds every collective. Rank 1 runs under a shell that stops

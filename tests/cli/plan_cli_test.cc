@@ -136,4 +136,29 @@ TEST(PlanCli, NamesWhatIsMissing) {
   EXPECT_NE(bad_tp.output.find("--tensor-model-parallel-size 3"), std::string::npos) << bad_tp.output;
 }
 
+TEST(PlanCli, ACountOfZeroOrLessIsRefusedNamingTheFlagAndValue) {
+  // Issue 44: `quill plan --row-tokens 0` said "give --rows (its manifest's row length) or --row-tokens",
+  // although it was given; quill tune and quill project took some such values silently (rc 0), and
+  // quill train's --simulate-rank -1 printed the largest double as CLI11's bound.
+  const std::string quill = QUILL_BINARY, src = QUILL_SOURCE_DIR, tiny = src + "/configs/tiny.json";
+  const std::string plan = quill + " plan --config " + tiny, tune = quill + " tune --model " + tiny + " --gpus 2";
+  const std::string train = quill + " train --config " + tiny + " --rows " + temp("no-rows") + " --steps 1 --global-batch 1 --out " +
+                            temp("no-out");
+  for (const auto& [cmd, said] : std::vector<std::pair<std::string, std::string>>{
+           {plan + " --row-tokens 0", "--row-tokens must be positive, got 0"},
+           {plan + " --row-tokens -5", "--row-tokens must be positive, got -5"},
+           {plan + " --rows " + temp("no-rows") + " --row-tokens 0", "--row-tokens must be positive, got 0"},
+           {plan + " --row-tokens 64 --global-batch 0", "--global-batch must be positive, got 0"},
+           {tune + " --top 0", "--top must be positive, got 0"},
+           {tune + " --max-split-imbalance -1", "--max-split-imbalance must be 0 or more, got -1"},
+           {tune + " --measure-timeout -1", "--measure-timeout must be 0 or more, got -1"},
+           {quill + " project " + temp("no-run") + " --global-batch -4", "--global-batch must be positive, got -4"},
+           {train + " --simulate-rank -1", "--simulate-rank must be 0 or more (a world rank of the layout), got -1"},
+           {train + " --profile-ceilings 794 0", "--profile-ceilings must be positive, got 0"}}) {
+    const quill::test::CommandResult r = run(cmd);
+    EXPECT_EQ(r.status, 1) << cmd << "\n" << r.output;
+    EXPECT_NE(r.output.find("quill: error: " + said), std::string::npos) << cmd << "\n" << r.output;
+  }
+}
+
 }  // namespace

@@ -230,4 +230,31 @@ TEST_F(SimulateRank, ProjectionsOfOneAndOfEveryStage) {
   EXPECT_NE(r.output.find("a real run's collectives (simulated_rank null)"), std::string::npos) << r.output;
 }
 
+TEST_F(SimulateRank, ProjectRefusesStagesOfDifferentModelsOrRecompute) {
+  // Issue 44: quill project took stage runs of two different models (or a stage run with activation
+  // recompute beside one without) and projected them as one layout.
+  const std::string layout = " --pp 2 --pp-layers 1,3 --dp 2";
+  const std::string stage0 = temp("mixed-stage0"), stage1 = temp("mixed-stage1"), other_model = temp("mixed-other-model"),
+                    recomputed = temp("mixed-recomputed");
+  run_ok(kQuill + train_flags(*rows_) + layout + " --simulate-rank 0 --out " + stage0);
+  run_ok(kQuill + train_flags(*rows_) + layout + " --simulate-rank 2 --out " + stage1);
+  std::string tiny = train_flags(*rows_);
+  tiny.replace(tiny.find(kConfig), kConfig.size(), kSrc + "/configs/tiny.json");
+  run_ok(kQuill + tiny + layout + " --simulate-rank 2 --out " + other_model);
+  run_ok(kQuill + train_flags(*rows_) + layout +
+         " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --simulate-rank 2 --out " +
+         recomputed);
+  run_ok(kQuill + " project " + stage0 + " " + stage1);  // one model: accepted
+  quill::test::CommandResult r = quill::test::run_command(kQuill + " project " + stage0 + " " + other_model);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("quill project: the runs differ in summary.json active_params (the model): "), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" in " + stage0 + ", "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" in " + other_model + "; give the stages of one model, layout and workload"), std::string::npos)
+      << r.output;
+  r = quill::test::run_command(kQuill + " project " + stage0 + " " + recomputed);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("quill project: the runs differ in summary.json recompute: "), std::string::npos) << r.output;
+}
+
 }  // namespace

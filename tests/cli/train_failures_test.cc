@@ -12,6 +12,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "io/dir_swap.h"
 #include "util/command.h"
@@ -196,6 +198,84 @@ TEST(TrainFailures, ABadFlagWritesNothing) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("--lr-decay-style 'bogus'"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) {
+  // Issue 44: --save /proc/nope trained every step and only then failed, "cannot create directory"; --out
+  // and --tensorboard-dir there failed after the model was loaded, naming no flag. /proc takes no new
+  // files even from root, whom access(2) lets through.
+  const std::string out = temp("unwritable");
+  for (const auto& [flags, said] :
+       {std::pair<std::string, std::string>{" --out " + out + " --save /proc/quill-nope",
+                                            "--save /proc/quill-nope: cannot create a file in /proc"},
+        {" --out " + out + " --save /proc/quill-nope/ckpt", "--save /proc/quill-nope/ckpt: cannot create a file in /proc"},
+        {" --out /proc/quill-nope", "--out /proc/quill-nope: cannot create a file in /proc"},
+        {" --out " + out + " --tensorboard-dir /proc/quill-nope", "--tensorboard-dir /proc/quill-nope: cannot create a file in /proc"}}) {
+    const CommandResult r = quill(train_flags(2) + flags);
+    EXPECT_EQ(r.status, 1) << flags;
+    EXPECT_NE(r.output.find("quill: error: " + said), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("trained"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out)) << flags << ": nothing is written (no step ran)";
+  }
+  // A save directory to be made inside a writable place is accepted, and the probe leaves nothing.
+  const std::string parent = temp("writable");
+  fs::create_directories(parent);
+  ASSERT_EQ(quill(train_flags(1) + " --out " + out + " --save " + parent + "/new/ckpt").status, 0);
+  EXPECT_TRUE(fs::exists(parent + "/new/ckpt/state.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(parent), fs::directory_iterator()), 1);
+}
+
+TEST(TrainFailures, AMissingOrWrongRoutingFileIsRefusedBeforeTraining) {
+  // Issue 44: --replay-routing FILE with no such file failed at step K, leaving OUT/metrics.jsonl.
+  const std::string out = temp("routing");
+  const std::string dump = train_flags(2) + " --out " + out + " --dump-grads-step 1 --replay-routing ";
+  CommandResult r = quill(dump + out + "-missing.safetensors");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("quill: error: --replay-routing " + out + "-missing.safetensors: no such file"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out)) << "nothing is written";
+  // A safetensors file without the routing tensors: refused naming the first one missing.
+  const std::string other = temp("other.safetensors");
+  {
+    const std::string header = R"({"x":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})";
+    std::ofstream f(other, std::ios::binary);
+    const uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header << std::string(4, '\0');
+  }
+  r = quill(dump + other);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--replay-routing: " + other + ": tensor model.llm.layers.1.mlp.gate.topk missing"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(TrainFailures, AnIncompleteInitDirectoryIsRefusedNamingTheMissingFile) {
+  // Issue 44: --init DIR with model.safetensors but no config.json said "DIR: malformed JSON" (the
+  // directory read as an empty config file); so did --config DIR of a directory without one.
+  const std::string base = temp("init");
+  const std::string weights_only = base + "/weights-only", config_only = base + "/config-only", empty = base + "/empty";
+  fs::create_directories(weights_only);
+  fs::create_directories(config_only);
+  fs::create_directories(empty);
+  std::ofstream(weights_only + "/model.safetensors") << "not read";
+  fs::copy_file(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json", config_only + "/config.json");
+  const std::string job = " --rows " + rows() + " --steps 1 --global-batch 1 --quiet --out " + base + "/out";
+  for (const auto& [flags, said] : std::vector<std::pair<std::string, std::string>>{
+           {"--init " + weights_only, "--init " + weights_only + ": no config.json (the model's shape)"},
+           {"--init " + empty, "--init " + empty + ": no config.json (the model's shape)"},
+           {"--init " + config_only,
+            "--init " + config_only + ": no model.safetensors and no model.safetensors.index.json: not a Hugging Face"},
+           {"--init " + base + "/missing", "--init " + base + "/missing: no such directory"},
+           {"--init " + config_only + "/config.json", "--init " + config_only + "/config.json: not a directory"},
+           {"--config " + empty, empty + ": no config.json in this directory"}}) {
+    const CommandResult r = quill("train " + flags + job);
+    EXPECT_EQ(r.status, 1) << flags;
+    EXPECT_NE(r.output.find("quill: error: " + said), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(base + "/out"));
+  }
 }
 
 }  // namespace

@@ -101,6 +101,55 @@ TEST_F(DataCli, BuildInspectAndErrors) {
   EXPECT_NE(r.out.find("\"invalid_skipped\": 1"), std::string::npos) << r.out;
 }
 
+// Issue 44: a second `data synth` or `data build` into the same --out silently replaced the rows (or
+// mixed its files into any non-empty directory, a run directory say). A non-empty --out is refused in one
+// line naming it and --overwrite, before any work, and left as it was; with --overwrite the new rows replace
+// the old whole, and no side directory is left.
+TEST_F(DataCli, NonEmptyOutIsRefusedUnlessOverwrite) {
+  TempDir tmp;
+  const std::string rows = tmp.sub("rows");
+  const std::string synth = "data synth --conversations 30 --row-tokens 64 --out " + rows;
+  Result r = run(synth);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string first = read_file(rows + "/rows.bin");
+  r = run(synth + " --seed 7");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--out " + rows + ": is not empty (it holds earlier output); give --overwrite to replace it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(read_file(rows + "/rows.bin") == first);
+
+  // Any non-empty directory, not only rows: a run directory's files stay as they were.
+  const std::string run_dir = tmp.sub("run");
+  std::filesystem::create_directories(run_dir);
+  write_file_atomic(run_dir + "/metrics.jsonl", "{}\n");
+  write_file_atomic(tmp.sub("in.jsonl"), conversations_to_jsonl(generate_synthetic_conversations(30, 1)));
+  const std::string build = "data build --input " + tmp.sub("in.jsonl") + " --tokenizer byte --row-tokens 64 --quiet";
+  r = run(build + " --out " + run_dir);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("--out " + run_dir + ": is not empty"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(run_dir + "/rows.bin"));
+  EXPECT_EQ(read_file(run_dir + "/metrics.jsonl"), "{}\n");
+
+  // --overwrite: the new rows replace the old ones whole (the run directory's file is gone with it).
+  r = run(synth + " --seed 7 --overwrite");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(read_file(rows + "/rows.bin") == first);
+  r = run(build + " --overwrite --out " + run_dir);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(run_dir + "/manifest.json"));
+  EXPECT_FALSE(std::filesystem::exists(run_dir + "/metrics.jsonl"));
+  // An empty directory is no earlier output; a failed build leaves it as it was; nothing is left beside.
+  std::filesystem::create_directories(tmp.sub("empty"));
+  r = run(synth + "-x --input " + tmp.sub("missing.jsonl"));
+  EXPECT_EQ(r.status, 1) << r.out;
+  r = run("data synth --conversations 30 --row-tokens 64 --out " + tmp.sub("empty"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.str()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  EXPECT_FALSE(std::filesystem::exists(rows + "-x"));
+}
+
 // --timing: the breakdown as a table and as one JSON line; the rows are the same as without it.
 TEST_F(DataCli, BuildTiming) {
   TempDir tmp;

@@ -208,15 +208,19 @@ TEST(TrainInputs, NonEmptyOutIsRefusedUnlessResumingOrOverwriting) {
 
 TEST(TrainInputs, AFailedStartLeavesNoFilesAndLeftoversOfKilledRunsAreRemoved) {
   // Defect 12: a failed run left OUT/metrics.jsonl; a killed run's checkpoint.tmp-PID stayed for good.
-  const std::string rows = rows_of("fail-rows", 5, 4), out = temp_dir("fail-out");
-  TrainOptions o = tiny(rows, out);
-  o.dump_grads_step = 0;
-  o.replay_routing_file = "/nonexistent/routing.safetensors";  // fails inside step 0
-  const std::string e = error_of(o);
-  EXPECT_NE(e.find("/nonexistent/routing.safetensors"), std::string::npos) << e;
+  // Step 0's rows (0 and 1) supervise nothing: the run fails inside step 0, after OUT/metrics.jsonl was made.
+  const std::string rows = temp_dir("fail-rows"), out = temp_dir("fail-out");
+  {
+    RowsWriter w(rows, 16);
+    const std::vector<uint32_t> t(16, 5);
+    for (int r = 0; r < 4; ++r) w.append(t, std::vector<uint8_t>(16, r < 2 ? 0 : 1));
+    w.finish(nlohmann::json::object());
+  }
+  const std::string e = error_of(tiny(rows, out));
+  EXPECT_NE(e.find("step 0: the global batch has no supervised target"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(out));
 
-  TrainOptions good = tiny(rows, out);
+  TrainOptions good = tiny(rows_of("fail-good-rows", 5, 4), out);
   good.save_dir = out + "/checkpoint";
   run_training(good);
   const std::string leak = out + "/checkpoint.tmp-4194305";  // a pid that runs no process

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file_util.h"
 #include "model/params.h"
 #include "model/recompute.h"
 #include "plan/comm_model.h"
@@ -259,6 +260,32 @@ TEST(EmitRecipe, ValidatesAndQuillRunMapsItBackToTheSameLayout) {
   const RecipeRunPlan rc_plan = plan_recipe_run(rc_back, o);
   EXPECT_EQ(rc_plan.train.recompute.describe(), "full block 2");
   EXPECT_FALSE(rc_plan.train.adam.memory.cpu_offload);
+  fs::remove_all(dir);
+}
+
+TEST(TuneCommand, EmitRecipeTargetIsCheckedBeforeTheSearch) {
+  // Issue 44: --emit-recipe FILE replaced an existing FILE without a word, and --emit-recipe . (a
+  // directory) failed only after the search, which can take minutes.
+  const std::string dir = temp("emit");
+  fs::create_directories(dir);
+  const std::string base = kQuill + " tune --model " + kTiny + " --gpus 8 --gpus-per-node 4 --row-tokens 64 --global-batch 4";
+  const std::string existing = dir + "/best.yaml";
+  write_file_atomic(existing, "kept\n");
+  for (const auto& [target, said] : std::vector<std::pair<std::string, std::string>>{
+           {existing, "--emit-recipe " + existing + ": exists; give --overwrite to replace it"},
+           {dir, "--emit-recipe " + dir + ": is a directory; give a file name"},
+           {"/proc/quill-nope.yaml", "--emit-recipe /proc/quill-nope.yaml: cannot create a file in /proc"}}) {
+    const test::CommandResult r = test::run_command(base + " --emit-recipe " + target);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("quill: error: " + said), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("rank  layout"), std::string::npos) << "refused after the search:\n" << r.output;
+  }
+  EXPECT_EQ(read_file(existing), "kept\n");
+  const test::CommandResult r = test::run_command(base + " --overwrite --emit-recipe " + existing);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(read_file(existing), "kept\n");
+  EXPECT_EQ(test::run_command(kQuill + " recipe validate " + existing).status, 0);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "a temporary file was left";
   fs::remove_all(dir);
 }
 
