@@ -7,8 +7,10 @@
 
 namespace quill {
 
-// In place: every rank ends with the sum over comm's ranks (nothing to do for null or one rank).
-void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host);
+// In place: every rank ends with the sum (or the largest) over comm's ranks (nothing to do for null or
+// one rank).
+void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host, ReduceOp op = ReduceOp::Sum);
 double sum_over(Comm* comm, const DeviceContext& ctx, double value);
+double max_over(Comm* comm, const DeviceContext& ctx, double value);
 
 }  // namespace quill

@@ -53,6 +53,12 @@ struct TrainResult {
   int simulated_rank = -1;  // TrainOptions::simulate_rank: the loss and norms are not meaningful
   int world_size = 1;       // the layout's GPUs (ranks): tokens/s and MFU per GPU divide by it
   std::string recompute = "none";  // TrainOptions::recompute, described (RecomputeOptions::describe)
+  // A run stopped early by a signal (TrainOptions::stop_signal): its number (0: it ran to its end), the
+  // step the next run starts at, and the checkpoint written for it ("" when none: no --save, or no step
+  // trained since the one resumed).
+  int stop_signal = 0;
+  int64_t next_step = 0;
+  std::string saved_checkpoint;
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).
