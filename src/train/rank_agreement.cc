@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "ops/convert.h"
+#include "parallel/host_reduce.h"
 
 namespace quill {
 
@@ -51,6 +52,9 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--moe-shared-expert-overlap", o.moe_shared_expert_overlap ? "on" : "off"},
       {"--recompute-granularity", o.recompute.describe()},
       {"--resume", o.resume_dir.empty() ? "none" : "a checkpoint"},
+      // Verifying a checkpoint's shards is collective: every rank must do it or none.
+      {"--no-verify-checkpoint", o.verify_checkpoint ? "no" : "yes"},
+      {"--no-verify-checkpoint-rows", o.verify_checkpoint_rows ? "no" : "yes"},
       {"--stop-after", std::to_string(o.stop_after)},
       {"--save", o.save_dir.empty() ? "none" : "a directory"},
       {"--save-interval", std::to_string(o.save_interval)},
@@ -104,6 +108,10 @@ void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<Agr
   std::vector<int64_t> digests(all.data_as<int64_t>(), all.data_as<int64_t>() + all.numel());
   if (std::optional<std::string> problem = describe_disagreement(fields, digests, dp.size(), dp.rank()))
     QUILL_FAIL("{}", *problem);
+}
+
+int agreed_stop_signal(Comm* world, const DeviceContext& ctx, int mine) {
+  return static_cast<int>(max_over(world, ctx, static_cast<double>(mine)));
 }
 
 }  // namespace quill

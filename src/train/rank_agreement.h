@@ -35,4 +35,9 @@ std::optional<std::string> describe_disagreement(const std::vector<AgreementFiel
 // The all-gather and the check; throws (on every rank alike) when the ranks disagree.
 void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<AgreementField>& fields);
 
+// At a step boundary: the stop signal any rank received (the largest signal number; 0: none), the same
+// on every rank, so that all stop at the same step though a signal may reach only some of them, or
+// reach them at different moments (one all-reduce of 8 bytes over `world`; null: this rank alone).
+int agreed_stop_signal(Comm* world, const DeviceContext& ctx, int mine);
+
 }  // namespace quill
