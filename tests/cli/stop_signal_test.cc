@@ -178,29 +178,32 @@ TEST(StopSignal, ASecondSignalDuringTheSaveEndsTheRunAtOnceAndThePreviousCheckpo
   if (sh("strace -f -o /dev/null true").status != 0) GTEST_SKIP() << "strace cannot trace here (no ptrace)";
   // Which rename starts the swap of the second checkpoint: counted in a traced run.
   auto flags = [](const std::string& out) {
-    return train_args(out) + " --save " + out + "/checkpoint --save-interval 1 --stop-after 3";
+    return train_args(out) + " --save " + out + "/checkpoint --save-interval 1";
   };
   const std::string counted = temp("second-count");
   const std::string log = counted + ".strace";
-  ASSERT_EQ(sh("strace -f -qq -e trace=rename -o " + log + " " + flags(counted)).status, 0);
+  ASSERT_EQ(sh("strace -f -qq -e trace=rename -o " + log + " " + flags(counted) + " --stop-after 3").status, 0);
   int rename = 0, swaps = 0, second_swap = 0;
   std::ifstream in(log);
   for (std::string line; std::getline(in, line) && second_swap == 0;) {
     if (line.find("rename(") == std::string::npos) continue;
     ++rename;
-    if (line.find("checkpoint.tmp-") != std::string::npos && ++swaps == 2) second_swap = rename;
+    // DIR.tmp-PID -> DIR.new-PID: the swap's first rename (io/dir_swap.h).
+    if (line.find("checkpoint.tmp-") != std::string::npos && line.find("checkpoint.new-") != std::string::npos &&
+        ++swaps == 2)
+      second_swap = rename;
   }
   ASSERT_GT(second_swap, 0) << "no second checkpoint swap in " << log;
   // SIGTERM at that rename and at every later one: the first asks for a stop, the second (at the
   // rename that moves the step-1 checkpoint aside) ends the process in the middle of the swap.
   const std::string out = temp("second");
   const CommandResult killed = sh("strace -f -qq -o /dev/null -e trace=rename -e inject=rename:signal=SIGTERM:when=" +
-                                  std::to_string(second_swap) + "+ " + flags(out));
+                                  std::to_string(second_swap) + "+ " + flags(out) + " --stop-after 3");
   EXPECT_EQ(killed.status, 143) << killed.output;
   EXPECT_EQ(killed.output.find("checkpoint saved"), std::string::npos) << "the second signal did not end it at once";
   EXPECT_FALSE(fs::exists(out + "/checkpoint/state.json")) << "the swap was not interrupted where intended";
-  // The next run recovers the complete step-2 checkpoint and finishes bit-identically.
-  const CommandResult resumed = sh(flags(out) + " --resume " + out + "/checkpoint");
+  // The next run recovers the complete step-2 checkpoint and finishes step 3 bit-identically.
+  const CommandResult resumed = sh(flags(out) + " --resume " + out + "/checkpoint --stop-after 1");
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("recovered from"), std::string::npos) << resumed.output;
   EXPECT_EQ(next_step(out + "/checkpoint"), 3);
