@@ -41,9 +41,17 @@ const std::string& rows() {
 }
 
 // Many steps, so that the signal always lands before the end; the runs stop long before it.
-std::string train_args(const std::string& out) {
+std::string train_args(const std::string& out, int steps = 400) {
   return std::string(QUILL_BINARY) + " train --config " + QUILL_SOURCE_DIR + "/configs/tiny.json --rows " + rows() +
-         " --seed 3 --global-batch 4 --lr 1e-2 --min-lr 1e-3 --quiet --steps 400 --out " + out;
+         " --seed 3 --global-batch 4 --lr 1e-2 --min-lr 1e-3 --quiet --steps " + std::to_string(steps) + " --out " + out;
+}
+
+// Open MPI's mpirun passes a SIGTERM on to the ranks, and SIGKILLs them odls_base_sigkill_timeout seconds
+// later (1 by default): long enough here, not on a loaded CI machine (docs/run-directory.md).
+std::string mpirun_for_signals() {
+  const std::string launcher = quill::test::mpirun_command(2);
+  return launcher.find("--oversubscribe") != std::string::npos ? launcher + "--mca odls_base_sigkill_timeout 20 "
+                                                               : launcher;
 }
 
 // A command started in the background: its pid (the shell execs it) and, at the end, its status
@@ -247,7 +255,8 @@ TEST(StopSignal, UnderMpirunEveryRankStopsAtTheSameStepAndTheResumeIsBitIdentica
       const std::string tag = std::string(layout).substr(2, 2) + (to_mpirun ? "-mpirun" : "-rank1");
       const std::string out = temp(tag), save = out + "/checkpoint";
       const std::string flags = std::string(" ") + layout + " --save " + save;
-      Background run(quill::test::mpirun_command(2) + train_args(out) + flags);
+      // Many steps: mpirun passes the signal on only seconds later.
+      Background run(mpirun_for_signals() + train_args(out, 4000) + flags);
       ASSERT_TRUE(wait_for_steps(out, 3)) << what;
       const pid_t target = to_mpirun ? run.pid() : rank_pid(run.pid(), 1);
       ASSERT_GT(target, 0) << what << ": rank 1's process not found";
@@ -257,7 +266,7 @@ TEST(StopSignal, UnderMpirunEveryRankStopsAtTheSameStepAndTheResumeIsBitIdentica
       ASSERT_TRUE(fs::exists(save + "/state.json")) << what << "\n" << stopped.output;
       const int64_t k = next_step(save);
       EXPECT_EQ(metric_lines(out), k) << what;
-      EXPECT_NE(stopped.output.find("SIGTERM received: all 2 ranks stopped after " + std::to_string(k) + " of 400 steps"),
+      EXPECT_NE(stopped.output.find("SIGTERM received: all 2 ranks stopped after " + std::to_string(k) + " of 4000 steps"),
                 std::string::npos) << what << "\n" << stopped.output;
       std::string command = printed_command(stopped.output);
       ASSERT_TRUE(command.starts_with("mpirun -np 2 ")) << what << "\n" << stopped.output;
@@ -266,7 +275,7 @@ TEST(StopSignal, UnderMpirunEveryRankStopsAtTheSameStepAndTheResumeIsBitIdentica
       const CommandResult resumed = sh(command + " --stop-after 3");
       ASSERT_EQ(resumed.status, 0) << what << "\n" << command << "\n" << resumed.output;
       const std::string ref = temp(tag + "-ref");
-      ASSERT_EQ(sh(quill::test::mpirun_command(2) + train_args(ref) + " " + layout + " --save " + ref +
+      ASSERT_EQ(sh(quill::test::mpirun_command(2) + train_args(ref, 4000) + " " + layout + " --save " + ref +
                    "/checkpoint --stop-after " + std::to_string(k + 3)).status, 0) << what;
       expect_same_run(out, save, ref, ref + "/checkpoint");
     }
