@@ -15,7 +15,7 @@ Q=$(realpath "${Q:-build/quill}")
 N=${N:-10}
 STEPS=${STEPS:-40}
 # Open MPI's mpirun sends SIGKILL 1 s after it passes a SIGTERM on, unless told to wait longer.
-MPIRUN=${MPIRUN:-mpirun --oversubscribe --allow-run-as-root --mca odls_base_sigkill_timeout 60}
+MPIRUN=${MPIRUN:-mpirun --oversubscribe --allow-run-as-root --mca odls_base_sigkill_timeout 10}
 src=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$out" && mkdir -p "$out"
 "$Q" data synth --conversations 200 --row-tokens 64 --out "$out/rows" > /dev/null
