@@ -247,40 +247,41 @@ pid_t rank_pid(pid_t mpirun, int rank) {
   return -1;
 }
 
-// Under mpirun -np 2, DP2 and PP2: SIGTERM to rank 1's process only (rank 0 never sees it; the flag
-// agreement stops both at the same step), and to mpirun itself (which passes it to both).
-TEST(StopSignal, UnderMpirunEveryRankStopsAtTheSameStepAndTheResumeIsBitIdentical) {
-  for (const char* layout : {"--dp 2", "--pp 2"}) {
-    for (const bool to_mpirun : {false, true}) {
-      const std::string what = std::string(layout) + (to_mpirun ? ", to mpirun" : ", to rank 1");
-      const std::string tag = std::string(layout).substr(2, 2) + (to_mpirun ? "-mpirun" : "-rank1");
-      const std::string out = temp(tag), save = out + "/checkpoint";
-      const std::string flags = std::string(" ") + layout + " --save " + save;
-      // Many steps: mpirun passes the signal on only seconds later.
-      Background run(mpirun_for_signals() + train_args(out, 4000) + flags);
-      ASSERT_TRUE(wait_for_steps(out, 3)) << what;
-      const pid_t target = to_mpirun ? run.pid() : rank_pid(run.pid(), 1);
-      ASSERT_GT(target, 0) << what << ": rank 1's process not found";
-      ::kill(target, SIGTERM);
-      const CommandResult stopped = run.finish();
-      EXPECT_NE(stopped.status, 0) << what << "\n" << stopped.output;
-      ASSERT_TRUE(fs::exists(save + "/state.json")) << what << "\n" << stopped.output;
-      const int64_t k = next_step(save);
-      EXPECT_EQ(metric_lines(out), k) << what;
-      EXPECT_NE(stopped.output.find("SIGTERM received: all 2 ranks stopped after " + std::to_string(k) + " of 4000 steps"),
-                std::string::npos) << what << "\n" << stopped.output;
-      std::string command = printed_command(stopped.output);
-      ASSERT_TRUE(command.starts_with("mpirun -np 2 ")) << what << "\n" << stopped.output;
-      // The launcher as this machine's tests need it (root, oversubscription), then the printed words.
-      command = quill::test::mpirun_command(2) + command.substr(std::strlen("mpirun -np 2 "));
-      const CommandResult resumed = sh(command + " --stop-after 3");
-      ASSERT_EQ(resumed.status, 0) << what << "\n" << command << "\n" << resumed.output;
-      const std::string ref = temp(tag + "-ref");
-      ASSERT_EQ(sh(quill::test::mpirun_command(2) + train_args(ref, 4000) + " " + layout + " --save " + ref +
-                   "/checkpoint --stop-after " + std::to_string(k + 3)).status, 0) << what;
-      expect_same_run(out, save, ref, ref + "/checkpoint");
-    }
-  }
+// Under mpirun -np 2 with `layout`: SIGTERM to rank 1's process only (rank 0 never sees it; the flag
+// agreement stops both at the same step), or to mpirun itself (which passes it to both).
+void stop_under_mpirun(const char* layout, bool to_mpirun) {
+  const std::string what = std::string(layout) + (to_mpirun ? ", to mpirun" : ", to rank 1");
+  const std::string tag = std::string(layout).substr(2, 2) + (to_mpirun ? "-mpirun" : "-rank1");
+  const std::string out = temp(tag), save = out + "/checkpoint";
+  const std::string flags = std::string(" ") + layout + " --save " + save;
+  // Many steps: mpirun passes the signal on only seconds later.
+  Background run(mpirun_for_signals() + train_args(out, 4000) + flags);
+  ASSERT_TRUE(wait_for_steps(out, 3)) << what;
+  const pid_t target = to_mpirun ? run.pid() : rank_pid(run.pid(), 1);
+  ASSERT_GT(target, 0) << what << ": rank 1's process not found";
+  ::kill(target, SIGTERM);
+  const CommandResult stopped = run.finish();
+  EXPECT_NE(stopped.status, 0) << what << "\n" << stopped.output;
+  ASSERT_TRUE(fs::exists(save + "/state.json")) << what << "\n" << stopped.output;
+  const int64_t k = next_step(save);
+  EXPECT_EQ(metric_lines(out), k) << what;
+  EXPECT_NE(stopped.output.find("SIGTERM received: all 2 ranks stopped after " + std::to_string(k) + " of 4000 steps"),
+            std::string::npos) << what << "\n" << stopped.output;
+  std::string command = printed_command(stopped.output);
+  ASSERT_TRUE(command.starts_with("mpirun -np 2 ")) << what << "\n" << stopped.output;
+  // The launcher as this machine's tests need it (root, oversubscription), then the printed words.
+  command = quill::test::mpirun_command(2) + command.substr(std::strlen("mpirun -np 2 "));
+  const CommandResult resumed = sh(command + " --stop-after 3");
+  ASSERT_EQ(resumed.status, 0) << what << "\n" << command << "\n" << resumed.output;
+  const std::string ref = temp(tag + "-ref");
+  ASSERT_EQ(sh(quill::test::mpirun_command(2) + train_args(ref, 4000) + " " + layout + " --save " + ref +
+               "/checkpoint --stop-after " + std::to_string(k + 3)).status, 0) << what;
+  expect_same_run(out, save, ref, ref + "/checkpoint");
 }
+
+TEST(StopSignal, Dp2SigtermToOneRankStopsBothAtOneStepAndResumesBitIdentically) { stop_under_mpirun("--dp 2", false); }
+TEST(StopSignal, Dp2SigtermToMpirunStopsBothAndResumesBitIdentically) { stop_under_mpirun("--dp 2", true); }
+TEST(StopSignal, Pp2SigtermToOneRankStopsBothAtOneStepAndResumesBitIdentically) { stop_under_mpirun("--pp 2", false); }
+TEST(StopSignal, Pp2SigtermToMpirunStopsBothAndResumesBitIdentically) { stop_under_mpirun("--pp 2", true); }
 
 }  // namespace

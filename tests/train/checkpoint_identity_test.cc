@@ -130,7 +130,7 @@ TEST(CheckpointIdentity, ASixLayerCheckpointIntoAFourLayerConfigIsRefusedNamingT
 TEST(CheckpointIdentity, AnotherRmsNormEpsIsRefusedNamingTheKey) {
   const std::string ckpt = two_steps("eps");
   TrainOptions o = tiny("");
-  o.config_path = edited_config("eps", [](nlohmann::json& c) { c["rms_norm_eps"] = 1e-5; });
+  o.config_path = edited_config("eps-config", [](nlohmann::json& c) { c["rms_norm_eps"] = 1e-5; });
   const std::string e = resume_error(o, ckpt);
   EXPECT_NE(e.find("rms_norm_eps 1e-06, this run has 1e-05"), std::string::npos) << e;
 }
