@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 44: SIGTERM at a random moment, N times per layout, under DP2 and PP2 on CPU ranks (mpirun -np 2):
-# each time to mpirun or to one rank's process only (chosen at random), after a random delay within an
-# uninterrupted run's wall time. A stopped run must exit non-zero and print the command that continues it;
+# each time to mpirun or to one rank's process only (chosen at random), once the metrics show a random
+# number of steps, after a random part of a step. A stopped run must exit non-zero and print the command that continues it;
 # that command (behind this machine's mpirun) must finish the run; the finished run's metrics (loss and
 # grad norm of every step) and its checkpoint files (every shard and state.json) must equal the
 # uninterrupted run's, bit for bit. Too slow for CTest (tests/cli/stop_signal_test.cc covers each case
@@ -46,11 +46,18 @@ for layout in "--dp 2" "--pp 2"; do
   for i in $(seq 1 "$N"); do
     total=$((total + 1))
     run=$out/$tag-$i
-    delay=$(python3 -c "import random; print(round(random.uniform(0.3, $wall), 2))")
+    # The moment: once metrics.jsonl shows a random number of steps (1 to STEPS-5), then a random part
+    # of a step; a wall-clock delay alone often fell after the end when the machine's load changed.
+    at_step=$(python3 -c "import random; print(random.randint(1, $STEPS - 5))")
+    delay=$(python3 -c "import random; print(round(random.uniform(0, 0.2), 2))")
     target=$(python3 -c "import random; print(random.choice(['mpirun', 'rank']))")
     $MPIRUN -np 2 $(train "$run" $layout) < /dev/null > "$run.log" 2>&1 &
     mpirun_pid=$!
+    until [ "$(cat "$run/metrics.jsonl" 2>/dev/null | wc -l)" -ge "$at_step" ] || ! kill -0 "$mpirun_pid" 2>/dev/null; do
+      sleep 0.02
+    done
     sleep "$delay"
+    delay="step $at_step + ${delay}"
     if [ "$target" = mpirun ]; then
       kill -TERM "$mpirun_pid" 2>/dev/null || true
     else
@@ -60,7 +67,10 @@ for layout in "--dp 2" "--pp 2"; do
     fi
     status=0; wait "$mpirun_pid" || status=$?
     what="$tag trial $i: SIGTERM to $target at ${delay} s: exit $status"
-    if [ "$status" = 0 ]; then
+    # Complete: every step trained and the final checkpoint written (mpirun exits 1 when it was signalled,
+    # even when the ranks had finished before the signal reached them).
+    if [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["next_step"])' "$run/checkpoint/state.json" 2>/dev/null)" = "$STEPS" ] &&
+       ! grep -q "Continue with:" "$run.log"; then
       what+=", the run had completed"
     elif grep -q "Continue with:" "$run.log"; then
       stopped=$(grep -o "stopped after [0-9]* of [0-9]* steps" "$run.log" | head -1)

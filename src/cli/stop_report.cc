@@ -27,8 +27,9 @@ std::string resume_command(const std::vector<std::string>& args, const std::stri
   std::vector<std::string> kept;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--overwrite" || a.starts_with("--resume=")) continue;
-    if (a == "--resume") {
+    // --load is Megatron's name for --resume (recipe/flag_table.cc): replaced alike.
+    if (a == "--overwrite" || a.starts_with("--resume=") || a.starts_with("--load=")) continue;
+    if (a == "--resume" || a == "--load") {
       ++i;  // and its value
       continue;
     }

@@ -12,7 +12,7 @@
 namespace quill::cli {
 
 // `args` (this process's command line, args[0] the program) with --resume DIR in place of any
-// --resume it had and without --overwrite (which would remove what is being continued), each word
+// --resume (or Megatron's --load) it had and without --overwrite (which would remove what is being continued), each word
 // quoted for a POSIX shell where it needs it; behind `launcher` ("mpirun -np 2", "") when not empty.
 std::string resume_command(const std::vector<std::string>& args, const std::string& resume_dir,
                            const std::string& launcher);
