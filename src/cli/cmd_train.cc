@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/stop_signal.h"
 #include "comm/distributed.h"
 #include "comm/error_report.h"
 #include "cli/commands.h"
@@ -20,6 +21,7 @@
 #include "cli/optimizer_flags.h"
 #include "cli/projection_report.h"
 #include "cli/recompute_flags.h"
+#include "cli/stop_report.h"
 #ifdef QUILL_HAVE_CUDA
 #include <fmt/format.h>
 
@@ -150,7 +152,7 @@ class CudaStepProbe final : public StepProbe {
 }  // namespace
 #endif
 
-void add_train_command(CLI::App& app, Runner& run) {
+void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string>& args) {
   CLI::App* cmd = app.add_subcommand("train", "train on a rows directory; writes OUT/metrics.jsonl and checkpoints");
   static TrainOptions o;
   static std::string freeze_preset = "miles";
@@ -206,6 +208,10 @@ void add_train_command(CLI::App& app, Runner& run) {
   cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
   cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint when --save)");
   cmd->add_flag("!--no-verify-rows", o.verify_rows, "skip checking rows.bin against the manifest's rows_sha256");
+  cmd->add_flag("!--no-verify-checkpoint", o.verify_checkpoint,
+                "with --resume: skip checking the checkpoint's state.json and shards against their recorded SHA-256");
+  cmd->add_flag("!--no-verify-checkpoint-rows", o.verify_checkpoint_rows,
+                "with --resume: continue a checkpoint trained on other rows (another rows_sha256) on these --rows");
   cmd->add_option("--comm", o.comm_backend,
                   "GPU communicators: auto | nccl | mpi (device tensors staged through host memory, for ranks "
                   "sharing a GPU; auto picks it when they do)");
@@ -272,8 +278,8 @@ void add_train_command(CLI::App& app, Runner& run) {
   // name quill train has itself stays its own.
   static MegatronNames megatron;
   megatron.add_to(cmd);
-  cmd->callback([&run, eval_iters] {
-    run = [eval_iters] {
+  cmd->callback([&run, &args, eval_iters] {
+    run = [&args, eval_iters] {
       // Every rank reads the same flags: their notes are printed by the launcher's rank 0 alone (MPI starts later).
       const bool first_rank = launcher_rank() == 0;
       const auto note = [first_rank](const std::string& line) {
@@ -342,7 +348,17 @@ void add_train_command(CLI::App& app, Runner& run) {
           return std::make_unique<StallingProbe>(inner(ctx), rank, step, stall_s);
         };
       }
+      // SIGTERM and SIGINT stop every rank at the next step boundary, with a checkpoint when --save is given.
+      const StopSignals stop_signals;
+      o.stop_signal = [] { return StopSignals::received(); };
       TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true);
+      if (r.stop_signal != 0) {
+        if (r.lead) std::fprintf(stderr, "%s", stop_report(r, o, args).c_str());
+        return stop_exit_status(r.stop_signal);
+      }
+      if (StopSignals::received() != 0 && r.lead)
+        std::fprintf(stderr, "quill train: %s received after the last step: the run completed\n",
+                     stop_signal_name(StopSignals::received()));
       if (!r.lead) return 0;  // the run's closing lines are the lead rank's
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f%s; metrics in %s/metrics.jsonl\n", r.steps.size(),

@@ -12,8 +12,9 @@ int main(int argc, char** argv) {
   CLI::App app{"quill: a C++/CUDA trainer for Inkling-family Mixture-of-Experts models"};
   app.require_subcommand(1);
   quill::cli::Runner run;
+  const std::vector<std::string> args(argv, argv + argc);
   quill::cli::add_model_commands(app, run);
-  quill::cli::add_train_command(app, run);
+  quill::cli::add_train_command(app, run, args);
   quill::cli::add_data_commands(app, run);
   quill::cli::add_demo_command(app, run);
   quill::cli::add_recipe_commands(app, run);

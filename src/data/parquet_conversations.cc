@@ -10,7 +10,7 @@
 #include "data/build_timing.h"
 #include "data/parquet_column.h"
 #include "data/parquet_file.h"
-#include "data/sha256_stream.h"
+#include "base/sha256_stream.h"
 #include "data/utf8.h"
 
 namespace quill {

@@ -19,7 +19,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "data/build_timing.h"
-#include "data/sha256_stream.h"
+#include "base/sha256_stream.h"
 
 namespace quill {
 

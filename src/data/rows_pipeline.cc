@@ -16,7 +16,7 @@
 #include "data/row_plan.h"
 #include "data/rows.h"
 #include "data/rows_parallel_writer.h"
-#include "data/sha256_stream.h"
+#include "base/sha256_stream.h"
 
 namespace quill {
 

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "base/error.h"
+#include "base/sha256_stream.h"
 #include "io/parallel_pwrite.h"
 
 namespace quill {
@@ -243,7 +245,8 @@ std::string safetensors_header(const std::vector<SafetensorsItem>& items,
 
 void write_safetensors_unrenamed(const std::string& tmp_path, const std::string& label,
                                  const std::vector<SafetensorsItem>& items,
-                                 const std::map<std::string, std::string>& metadata, int threads) {
+                                 const std::map<std::string, std::string>& metadata, int threads,
+                                 std::string* sha256) {
   std::string header;
   try {
     header = safetensors_header(items, metadata);
@@ -256,11 +259,15 @@ void write_safetensors_unrenamed(const std::string& tmp_path, const std::string&
     {
       // Tensors are made one after another (a producer may convert) and written by several threads.
       ParallelFileWriter writer(fd, tmp_path, threads);
+      // The hash's jobs keep their bytes alive as the writer's do; both read them, neither changes them.
+      std::optional<BackgroundSha256> hash;
+      if (sha256) hash.emplace();
       auto head = std::make_shared<std::string>(8, '\0');
       const uint64_t n = header.size();
       for (int i = 0; i < 8; ++i) (*head)[static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
       *head += header;
       writer.write(0, head->data(), head->size(), head);
+      if (hash) hash->push([head](Sha256& sha) { sha.update(head->data(), head->size()); });
       uint64_t offset = head->size();
       for (const SafetensorsItem& item : items) {
         Tensor t = item.bytes ? item.bytes() : Tensor();
@@ -269,9 +276,11 @@ void write_safetensors_unrenamed(const std::string& tmp_path, const std::string&
                     t.nbytes(), item.nbytes);
         auto keep = std::make_shared<Tensor>(t);
         writer.write(offset, keep->data(), keep->nbytes(), keep);
+        if (hash) hash->push([keep](Sha256& sha) { sha.update(keep->data(), keep->nbytes()); });
         offset += item.nbytes;
       }
       writer.finish();
+      if (hash) *sha256 = hash->hex();
     }
     QUILL_CHECK(::fsync(fd) == 0, "{}: fsync failed ({})", tmp_path, std::strerror(errno));
     int rc = ::close(fd);
@@ -285,9 +294,9 @@ void write_safetensors_unrenamed(const std::string& tmp_path, const std::string&
 }
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsItem>& items,
-                       const std::map<std::string, std::string>& metadata, int threads) {
+                       const std::map<std::string, std::string>& metadata, int threads, std::string* sha256) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  write_safetensors_unrenamed(tmp, path, items, metadata, threads);
+  write_safetensors_unrenamed(tmp, path, items, metadata, threads, sha256);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
@@ -296,11 +305,11 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsIte
 }
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata, int threads) {
+                       const std::map<std::string, std::string>& metadata, int threads, std::string* sha256) {
   std::vector<SafetensorsItem> items;
   items.reserve(tensors.size());
   for (const auto& [name, t] : tensors) items.push_back(SafetensorsItem::from_tensor(name, t));
-  write_safetensors(path, items, metadata, threads);
+  write_safetensors(path, items, metadata, threads, sha256);
 }
 
 }  // namespace quill

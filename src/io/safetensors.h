@@ -89,16 +89,21 @@ std::string safetensors_header(const std::vector<SafetensorsItem>& items,
 
 // Writes items in order to path (tmp name, fsync, rename). Names must be unique.
 // Tensors are written by `threads` threads (<= 0: default_write_threads(), io/parallel_pwrite.h).
+// With `sha256`: the file's SHA-256 (lowercase hex) is put there, hashed on a thread of its own from
+// the bytes as they are handed to the writing threads (no second read of the file).
 void write_safetensors(const std::string& path, const std::vector<SafetensorsItem>& items,
-                       const std::map<std::string, std::string>& metadata = {}, int threads = 0);
+                       const std::map<std::string, std::string>& metadata = {}, int threads = 0,
+                       std::string* sha256 = nullptr);
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata = {}, int threads = 0);
+                       const std::map<std::string, std::string>& metadata = {}, int threads = 0,
+                       std::string* sha256 = nullptr);
 
 // Streams `items` to `tmp_path` (created, fsynced, closed) without renaming: for writers that
 // rename several files only once all succeeded. Removes tmp_path when it throws. `label` names the
 // final file in messages.
 void write_safetensors_unrenamed(const std::string& tmp_path, const std::string& label,
                                  const std::vector<SafetensorsItem>& items,
-                                 const std::map<std::string, std::string>& metadata, int threads = 0);
+                                 const std::map<std::string, std::string>& metadata, int threads = 0,
+                                 std::string* sha256 = nullptr);
 
 }  // namespace quill

@@ -15,20 +15,28 @@ void all_gather_host(Comm& comm, const DeviceContext& ctx, const Tensor& in, con
   ops::transfer(ctx, d_out, out);
 }
 
-void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host) {
+void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host, ReduceOp op) {
   if (comm == nullptr || comm->size() == 1) return;
   Tensor t = comm->device() == Device::CPU ? host : Tensor::empty(host.shape(), host.dtype(), *ctx.allocator);
   ops::transfer(ctx, host, t);
-  comm->all_reduce(t, ReduceOp::Sum);
+  comm->all_reduce(t, op);
   ops::transfer(ctx, t, host);
 }
 
-double sum_over(Comm* comm, const DeviceContext& ctx, double value) {
+namespace {
+
+double reduced(Comm* comm, const DeviceContext& ctx, double value, ReduceOp op) {
   Tensor host = Tensor::empty({1}, DType::F64);
   host.data_as<double>()[0] = value;
-  all_reduce_host(comm, ctx, host);
+  all_reduce_host(comm, ctx, host, op);
   return host.data_as<double>()[0];
 }
+
+}  // namespace
+
+double sum_over(Comm* comm, const DeviceContext& ctx, double value) { return reduced(comm, ctx, value, ReduceOp::Sum); }
+
+double max_over(Comm* comm, const DeviceContext& ctx, double value) { return reduced(comm, ctx, value, ReduceOp::Max); }
 
 std::vector<std::string> all_gather_strings(Comm* comm, const DeviceContext& ctx, const std::string& mine) {
   if (comm == nullptr || comm->size() == 1) return {mine};

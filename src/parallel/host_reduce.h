@@ -11,9 +11,11 @@
 
 namespace quill {
 
-// In place: every rank ends with the sum over comm's ranks (nothing to do for null or one rank).
-void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host);
+// In place: every rank ends with the sum (or the largest) over comm's ranks (nothing to do for null or
+// one rank).
+void all_reduce_host(Comm* comm, const DeviceContext& ctx, const Tensor& host, ReduceOp op = ReduceOp::Sum);
 double sum_over(Comm* comm, const DeviceContext& ctx, double value);
+double max_over(Comm* comm, const DeviceContext& ctx, double value);
 // out (host) receives every rank's `in` (host), rank after rank.
 void all_gather_host(Comm& comm, const DeviceContext& ctx, const Tensor& in, const Tensor& out);
 // Every rank's `mine`, in rank order (lengths first, then the texts padded to the longest). Collective.

@@ -178,6 +178,10 @@ const std::vector<FlagSpec> kFlags = {
     {"distributed-timeout-minutes", L, I, "10", "timeout"},
     {"save", L, S, nullptr, "checkpoint path"},
     {"save-interval", L, I, nullptr, "checkpoint interval"},
+    {"exit-signal-handler", L, SW, "false", "on SIGTERM, save a checkpoint and exit",
+        note("quill train always does this, for SIGTERM and SIGINT: every rank stops at the next step boundary, "
+             "saves to --save DIR, prints the command that continues the run and exits 128 + the signal's number "
+             "(docs/run-directory.md)")},
     {"no-save-optim", L, SW, "false", "checkpoint content",
         instead("a quill training checkpoint always holds the optimizer state (--save DIR)")},
     {"log-interval", L, I, "100", "logging",

@@ -64,6 +64,9 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--moe-shared-expert-overlap", o.moe_shared_expert_overlap ? "on" : "off"},
       {"--recompute-granularity", o.recompute.describe()},
       {"--resume", o.resume_dir.empty() ? "none" : "a checkpoint"},
+      // Verifying a checkpoint's shards is collective: every rank must do it or none.
+      {"--no-verify-checkpoint", o.verify_checkpoint ? "no" : "yes"},
+      {"--no-verify-checkpoint-rows", o.verify_checkpoint_rows ? "no" : "yes"},
       {"--stop-after", std::to_string(o.stop_after)},
       {"--save", o.save_dir.empty() ? "none" : "a directory"},
       {"--save-interval", std::to_string(o.save_interval)},
@@ -146,6 +149,10 @@ void check_ranks_share_outputs(Comm& world, const DeviceContext& ctx, const Trai
                   "the {} ranks were not given the same outputs: {} is {} on rank 0 but {} on rank {}; give every rank "
                   "the same {} (one run writes into one directory)",
                   paths.size(), flags[f].first, paths[0][f], paths[r][f], r, flags[f].first);
+}
+
+int agreed_stop_signal(Comm* world, const DeviceContext& ctx, int mine) {
+  return static_cast<int>(max_over(world, ctx, static_cast<double>(mine)));
 }
 
 }  // namespace quill

@@ -44,4 +44,9 @@ void check_ranks_agree(Comm& dp, const DeviceContext& ctx, const std::vector<Agr
 // real rank's.
 void check_ranks_share_outputs(Comm& world, const DeviceContext& ctx, const TrainOptions& options);
 
+// At a step boundary: the stop signal any rank received (the largest signal number; 0: none), the same
+// on every rank, so that all stop at the same step though a signal may reach only some of them, or
+// reach them at different moments (one all-reduce of 8 bytes over `world`; null: this rank alone).
+int agreed_stop_signal(Comm* world, const DeviceContext& ctx, int mine);
+
 }  // namespace quill

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/file_util.h"
@@ -14,6 +15,10 @@ namespace quill {
 namespace fs = std::filesystem;
 
 namespace {
+
+// OUT/save.json, {"save": "<--save DIR, absolute>"}: where the run in OUT writes its checkpoints, so that
+// a later start names the checkpoint that continues it, and accepts --resume DIR outside OUT.
+constexpr const char* kSaveRecord = "save.json";
 
 bool non_empty_dir(const std::string& dir) {
   std::error_code ec;
@@ -29,7 +34,7 @@ bool lies_inside(const std::string& inner, const std::string& outer) {
 
 // What quill train and quill run write into --out (everything a later run could be confused by).
 bool is_run_output(const std::string& name) {
-  for (const char* exact : {"metrics.jsonl", "summary.json", "collectives.json", "projection.json", "checkpoint", "hf",
+  for (const char* exact : {"metrics.jsonl", "summary.json", kSaveRecord, "collectives.json", "projection.json", "checkpoint", "hf",
                             "recipe.yaml", "run.svg"})
     if (name == exact) return true;
   for (const char* prefix : {"checkpoint.", "hf.", "grads_step", "op_profile_step", "metrics.jsonl.tmp.", "summary.json.tmp.", "run.svg.tmp.",
@@ -51,15 +56,45 @@ void tidy_swaps(const std::string& dir, std::vector<std::string>& notes) {
     notes.push_back(fmt::format("{}: removed, left by a run that no longer runs", s));
 }
 
+// The --save DIR the run in `out` recorded, or "" (none recorded: run without --save, or by a quill
+// before the record; a record that cannot be read counts as none).
+std::string recorded_save_dir(const std::string& out) {
+  const std::string path = out + "/" + kSaveRecord;
+  if (!fs::exists(path)) return "";
+  try {
+    return nlohmann::json::parse(read_file(path)).at("save").get<std::string>();
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+bool same_dir(const std::string& a, const std::string& b) { return fs::weakly_canonical(a) == fs::weakly_canonical(b); }
+
+// How to go on from the earlier run in a non-empty `out`: the checkpoint that continues it, where
+// one exists.
+std::string continue_hint(const std::string& out) {
+  std::string save = recorded_save_dir(out);
+  if (save.empty() && fs::exists(out + "/checkpoint")) save = out + "/checkpoint";  // quill run's place
+  std::error_code ec;
+  if (!save.empty() && fs::exists(save + "/state.json", ec))
+    return fmt::format("its checkpoint is {}: give --resume {} to continue it", save, save);
+  if (!save.empty())
+    return fmt::format("it saved to {} but no checkpoint is there: nothing to continue from", save);
+  return "it was run without --save: no checkpoint exists to continue it from";
+}
+
 }  // namespace
 
 void check_run_dir(const TrainOptions& o) {
   QUILL_CHECK(!fs::exists(o.out_dir) || fs::is_directory(o.out_dir), "--out {}: exists and is not a directory", o.out_dir);
-  const bool resuming_here = !o.resume_dir.empty() && lies_inside(o.resume_dir, o.out_dir);
+  const std::string recorded = o.resume_dir.empty() ? "" : recorded_save_dir(o.out_dir);
+  const bool resuming_here = !o.resume_dir.empty() && (lies_inside(o.resume_dir, o.out_dir) ||
+                                                        (!recorded.empty() && same_dir(o.resume_dir, recorded)));
   QUILL_CHECK(!non_empty_dir(o.out_dir) || resuming_here || o.overwrite,
-              "--out {}: holds an earlier run; give --resume {}/checkpoint to continue it, --overwrite to replace it, "
-              "or a new --out",
-              o.out_dir, o.out_dir);
+              "--out {}: holds an earlier run; {}; --overwrite replaces it, or give a new --out", o.out_dir,
+              o.resume_dir.empty() ? continue_hint(o.out_dir)
+                                   : fmt::format("--resume {} is not its checkpoint ({})", o.resume_dir,
+                                                 continue_hint(o.out_dir)));
   if (!o.save_dir.empty() && !lies_inside(o.save_dir, o.out_dir)) {
     const bool resuming_it = !o.resume_dir.empty() && fs::weakly_canonical(o.resume_dir) == fs::weakly_canonical(o.save_dir);
     QUILL_CHECK(!non_empty_dir(o.save_dir) || resuming_it || o.overwrite,
@@ -100,6 +135,13 @@ PreparedRunDir prepare_run_dir(const TrainOptions& o) {
   tidy_swaps(o.out_dir + "/checkpoint", r.notes);
   tidy_swaps(o.out_dir + "/hf", r.notes);
   make_dirs(o.out_dir);
+  const std::string record = o.out_dir + "/" + kSaveRecord;
+  if (!o.save_dir.empty()) {
+    write_file_atomic(record, nlohmann::json{{"save", fs::absolute(o.save_dir).lexically_normal().string()}}.dump() + "\n");
+  } else if (o.resume_dir.empty()) {
+    std::error_code ec;
+    fs::remove(record, ec);  // a fresh run that saves nowhere: an earlier run's record would name its checkpoint
+  }
   const fs::path save_parent = fs::path(o.save_dir).lexically_normal().parent_path();
   if (!o.save_dir.empty() && !save_parent.empty()) make_dirs(save_parent.string());
   return r;
@@ -117,6 +159,7 @@ void clean_failed_run(const TrainOptions& o, const PreparedRunDir& prepared, int
     } else if (o.resume_dir.empty()) {
       std::error_code ec;
       fs::remove(o.out_dir + "/metrics.jsonl", ec);  // the empty file this fresh run opened
+      fs::remove(o.out_dir + "/" + kSaveRecord, ec);
     }
   } catch (const std::exception&) {
     // Tidying must never hide the error that stopped the run.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -23,7 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "quill-train-checkpoint-v3";
+constexpr const char* kFormat = "quill-train-checkpoint-v4";
+// The format before state.json carried the config, the rows and the hashes: still resumed, unchecked.
+constexpr const char* kUncheckedFormat = "quill-train-checkpoint-v3";
 const char* const kKinds[] = {"master", "exp_avg", "exp_avg_sq"};
 
 void barrier(Comm* world) {
@@ -128,8 +131,9 @@ nlohmann::json read_state(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     QUILL_FAIL("{}: malformed JSON: {}", state_path, e.what());
   }
-  QUILL_CHECK(state.value("format", "") == kFormat, "{}: not a quill training checkpoint of format {}", state_path,
-              kFormat);
+  const std::string format = state.value("format", "");
+  QUILL_CHECK(format == kFormat || format == kUncheckedFormat, "{}: not a quill training checkpoint of format {}",
+              state_path, kFormat);
   return state;
 }
 
@@ -156,8 +160,9 @@ SavedIndex read_index(const std::string& dir, int saved_world) {
 
 }  // namespace
 
-void save_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params, const AdamW& optimizer,
-                           const DeviceContext& ctx, const Layout& layout, bool show_progress) {
+void save_train_checkpoint(const std::string& dir, int64_t next_step, const CheckpointIdentity& identity,
+                           const ParamTable& params, const AdamW& optimizer, const DeviceContext& ctx,
+                           const Layout& layout, bool show_progress) {
   Comm* world = layout.world();
   const int rank = layout.rank(), size = world ? world->size() : 1;
   const std::string tmp = temp_name(dir, world, ctx);
@@ -184,21 +189,25 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
   // Each tensor's whole shape, so that a resume into another model is refused, not misread.
   std::map<std::string, std::string> shapes;
   for (const Param& p : params.params()) shapes["shape:" + p.name] = shape_str(p.shard.global_shape);
+  std::string sha256;
   {
     std::vector<SafetensorsItem> items;
     for (const auto& [name, t] : pieces) items.push_back(SafetensorsItem::from_tensor(name, t));
     Progress progress(fmt::format("saving checkpoint {}{}", dir, size > 1 ? " (this rank's shard)" : ""),
                       ProgressOptions::in_bytes(show_progress));
     count_written_bytes(items, progress);
-    write_safetensors(tmp + "/" + shard_file(rank, size), items, shapes);
+    write_safetensors(tmp + "/" + shard_file(rank, size), items, shapes, /*threads=*/0, &sha256);
   }
+  const std::vector<std::string> hashes = gather_sha256(world, ctx, rank, sha256);
   if (rank == 0) {
-    nlohmann::json state;
+    nlohmann::json state, shards = nlohmann::json::object();
+    for (int r = 0; r < size; ++r) shards[shard_file(r, size)] = hashes[static_cast<size_t>(r)];
     state["format"] = kFormat;
     state["next_step"] = next_step;
     state["optimizer_steps"] = optimizer.steps_taken();
     state["world_size"] = size;
     state["layout"] = layout_json(layout.spec());
+    seal_state(state, identity, shards);
     write_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
   }
   barrier(world);
@@ -207,9 +216,17 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Para
   barrier(world);
 }
 
-int64_t load_train_checkpoint(const std::string& dir, ParamTable& params, AdamW& optimizer, const DeviceContext& ctx,
-                              [[maybe_unused]] const Layout& layout, bool show_progress) {
+int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& identity, const CheckpointChecks& checks,
+                              ParamTable& params, AdamW& optimizer, const DeviceContext& ctx, const Layout& layout,
+                              bool show_progress) {
   const nlohmann::json state = read_state(dir);
+  if (state.at("format") == kFormat) {
+    check_state(dir + "/state.json", state, identity, checks);
+    if (checks.verify_bytes) verify_shards(dir, state, layout.world(), layout.rank(), ctx);
+  } else if (layout.rank() == 0) {
+    std::fprintf(stderr, "note: %s/state.json: format %s, written before checkpoints carried their config, rows and "
+                 "hashes: resumed without those checks\n", dir.c_str(), kUncheckedFormat);
+  }
   // Pieces are keyed by global element ranges, so any layout reads its shards from them; what
   // is missing (a checkpoint of another model, a torn one) is named below.
   const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());

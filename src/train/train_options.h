@@ -69,6 +69,10 @@ struct TrainOptions {
   int64_t save_interval = 0;
   std::string resume_dir;    // a training checkpoint to resume from
   bool verify_rows = true;   // check rows.bin against the manifest's rows_sha256 before training
+  // On --resume (train/checkpoint_identity.h): check state.json's and every shard's SHA-256, and that the
+  // checkpoint was trained on these rows (--no-verify-checkpoint, --no-verify-checkpoint-rows skip them).
+  bool verify_checkpoint = true;
+  bool verify_checkpoint_rows = true;
   // Megatron's --distributed-timeout-minutes: a collective that waits longer stops the job.
   double distributed_timeout_minutes = 10;
   // The job's step mark, shared with its communicators (CommOptions::step_mark): moved at each step's
@@ -111,6 +115,10 @@ struct TrainOptions {
   std::string simulate_routing;
   // Makes the run's StepProbe for a device context (null or returning null: none).
   std::function<std::unique_ptr<StepProbe>(const DeviceContext&)> make_probe;
+  // The stop signal this rank received (SIGTERM, SIGINT; 0: none), asked at every step boundary: the
+  // ranks agree on it, stop there together, save to save_dir and report it (TrainResult::stop_signal).
+  // `quill train` gives base/stop_signal.h's; null: never asked (the same on every rank).
+  std::function<int()> stop_signal;
 };
 
 }  // namespace quill

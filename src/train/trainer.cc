@@ -19,6 +19,7 @@
 #include "data/rows_check.h"
 #include "io/hf_checkpoint.h"
 #include "io/hf_export.h"
+#include "io/hf_name_check.h"
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
 #include "model/param_gather.h"
@@ -323,6 +324,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   const DeviceContext ctx = probe ? probe->context() : device_ctx;
 
   const InklingConfig config = resolve_config(o);
+  if (!o.init_dir.empty()) check_no_unknown_text_tensors(o.init_dir, config);
   RowsReader rows = RowsReader::open(o.rows_dir);
   check_rows_fit(rows, config, o.verify_rows);
   const int tp = layout.spec().tp;
@@ -390,12 +392,15 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   AdamW optimizer(params, o.adam, ctx, layout.world());
   lap("optimizer state");
 
+  // What every checkpoint of this run records and a resume must match.
+  const CheckpointIdentity identity{config_to_hf_json(config), rows.manifest().value("rows_sha256", "")};
   int64_t first_step = 0;
   if (!o.resume_dir.empty()) {
     if (lead)
       for (const std::string& line : recover_checkpoint(o.resume_dir)) note(lead, line);
     if (layout.world()) layout.world()->barrier();
-    first_step = load_train_checkpoint(o.resume_dir, params, optimizer, ctx, layout, show_progress);
+    first_step = load_train_checkpoint(o.resume_dir, identity, {o.verify_checkpoint, o.verify_checkpoint_rows}, params,
+                                       optimizer, ctx, layout, show_progress);
   }
   const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
   if (first_step >= last_step) {
@@ -466,7 +471,13 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     if (lead && !o.tensorboard_dir.empty())
       tensorboard = std::make_unique<TensorBoardLog>(
           o.tensorboard_dir, TensorBoardRun{moe_layers, result.active_params, result.world_size, simulated});
+    int64_t end_step = last_step, saved_step = -1;
     for (int64_t step = first_step; step < last_step; ++step) {
+      // A stop signal (base/stop_signal.h): every rank learns at this boundary whether any rank got one.
+      if (o.stop_signal && (result.stop_signal = agreed_stop_signal(layout.world(), ctx, o.stop_signal())) != 0) {
+        end_step = step;
+        break;
+      }
       StepMetrics m = run_step(inputs, step);
       for (const auto& observer : observers) observer->step_timed(step);
       if (valid_rows && is_eval_step(step, o.eval_interval, o.steps)) evaluate(inputs, m);
@@ -491,11 +502,28 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).
       const bool last = step + 1 == last_step;
       if (!o.save_dir.empty() && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0) {
-        save_train_checkpoint(o.save_dir, step + 1, params, optimizer, ctx, layout, show_progress);
+        save_train_checkpoint(o.save_dir, step + 1, identity, params, optimizer, ctx, layout, show_progress);
+        saved_step = step + 1;
         draw_plot();
       }
     }
+    result.next_step = end_step;
     if (metrics) metrics->close();
+    // Stopped by a signal: the checkpoint comes first (the scheduler's SIGKILL follows), and the export,
+    // an output of a complete run, not at all.
+    if (result.stop_signal != 0) {
+      if (!o.save_dir.empty() && end_step > first_step) {
+        if (saved_step != end_step)
+          save_train_checkpoint(o.save_dir, end_step, identity, params, optimizer, ctx, layout, show_progress);
+        result.saved_checkpoint = o.save_dir;
+      }
+      result.wall_time_s = wall.seconds();
+      if (lead && !result.steps.empty()) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
+      draw_plot();  // the steps that ran
+      // Stopped before a fresh run's first step: nothing of it is left, so that the same command starts it again.
+      if (lead && result.steps.empty() && o.resume_dir.empty()) clean_failed_run(o, prepared, 0);
+      return result;
+    }
     if (o.save_hf) {
       // Collective: every rank; the masters' shards and the layout's slices gathered onto rank 0.
       const ParamTable values = gather_whole(params, ctx, layout, config);
@@ -524,7 +552,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     draw_plot();
     // The final checkpoint last: one at the run's last step means every output is complete, so a run
     // killed before it resumes from the interval before and writes them again.
-    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, params, optimizer, ctx, layout, show_progress);
+    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, identity, params, optimizer, ctx, layout, show_progress);
   } catch (...) {
     metrics.reset();
     if (!result.steps.empty()) {

@@ -61,6 +61,12 @@ struct TrainResult {
   int world_size = 1;       // the layout's GPUs (ranks): tokens/s and MFU per GPU divide by it
   std::string recompute = "none";  // TrainOptions::recompute, described (RecomputeOptions::describe)
   std::string attention_dq_order = "fixed";  // TrainOptions::attention_dq_arrival_order: "fixed" or "arrival"
+  // A run stopped early by a signal (TrainOptions::stop_signal): its number (0: it ran to its end), the
+  // step the next run starts at, and the checkpoint written for it ("" when none: no --save, or no step
+  // trained since the one resumed).
+  int stop_signal = 0;
+  int64_t next_step = 0;
+  std::string saved_checkpoint;
 };
 
 // Runs the whole job described by `options`; writes out_dir/metrics.jsonl (and checkpoints).

@@ -63,11 +63,13 @@ TEST(MegatronNames, EachAliasGivesTheRunOfQuillsOwnFlag) {
   for (const auto& [q, m] : pairs) own += " " + q, megatron += " " + m;
   const std::string a = fresh_temp_dir("megatron", "own"), b = fresh_temp_dir("megatron", "aliases");
   ASSERT_EQ(quill(train(a) + own).status, 0);
-  // Accepted alongside: the one micro-batch size quill runs, and the notes of --bf16 and --log-interval.
-  CommandResult r = quill(train(b) + megatron + " --micro-batch-size 1 --bf16 --log-interval 10");
+  // Accepted alongside: the one micro-batch size quill runs, and the notes of --bf16, --log-interval and
+  // --exit-signal-handler (quill's stop on SIGTERM is always on: tests/cli/stop_signal_test.cc).
+  CommandResult r = quill(train(b) + megatron + " --micro-batch-size 1 --bf16 --log-interval 10 --exit-signal-handler");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("note: --bf16: --device cpu computes in fp32"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("note: --log-interval 10: quill train logs every step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("note: --exit-signal-handler: quill train always does this"), std::string::npos) << r.output;
   expect_same_run(a, b);
   ASSERT_EQ(read_metrics(b).size(), 4u);
 

@@ -10,7 +10,7 @@
 #include "base/thread_pool.h"
 #include "data/rows.h"
 #include "data/rows_parallel_writer.h"
-#include "data/sha256_stream.h"
+#include "base/sha256_stream.h"
 #include "data_test_util.h"
 
 namespace quill {

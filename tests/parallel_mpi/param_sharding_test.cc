@@ -181,14 +181,16 @@ TEST(ParamSharding, CheckpointsOfEveryLayoutResumeOnOneRank) {
             }
         }
       }
-      save_train_checkpoint(dir, 7, t, opt, DeviceContext::cpu(), layout);
+      save_train_checkpoint(dir, 7, CheckpointIdentity{config_to_hf_json(config), "rows"}, t, opt, DeviceContext::cpu(), layout);
     }
     world.barrier();
     if (world.rank() == 0) {
       ParamTable one = ParamTable::for_config(config);
       place_params(one, DeviceContext::cpu());
       AdamW opt(one, AdamWConfig{});
-      EXPECT_EQ(load_train_checkpoint(dir, one, opt, DeviceContext::cpu(), Layout::single(config.num_layers)), 7);
+      EXPECT_EQ(load_train_checkpoint(dir, CheckpointIdentity{config_to_hf_json(config), "rows"}, CheckpointChecks{}, one, opt,
+                                      DeviceContext::cpu(), Layout::single(config.num_layers)),
+                7);
       EXPECT_EQ(opt.steps_taken(), 5);
       for (const Param& p : one.params())
         EXPECT_EQ(std::memcmp(p.value.data(), ref.at(p.name).value.data(), p.value.nbytes()), 0) << p.name;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 
 #include "data/synthetic.h"
@@ -46,7 +47,7 @@ TEST(RankAgreement, FieldsCoverConfigRowsSeedAndTheNumerics) {
   };
   for (const char* name : {"config", "rows", "--seed", "--lr", "--min-lr", "--beta1", "--beta2", "--adam-eps",
                            "--weight-decay", "--clip-grad", "--warmup-fraction", "--lr-decay-style", "--global-batch",
-                           "--steps", "--freeze", "--loss-vocab"})
+                           "--steps", "--freeze", "--loss-vocab", "--no-verify-checkpoint", "--no-verify-checkpoint-rows"})
     value(base, name);
   EXPECT_NE(value(base, "rows").find(rows.manifest()["rows_sha256"].get<std::string>()), std::string::npos);
   // A value that differs (not a shape) changes the field's text, so its digest.
@@ -56,6 +57,12 @@ TEST(RankAgreement, FieldsCoverConfigRowsSeedAndTheNumerics) {
   InklingConfig theta = config;
   theta.rms_norm_eps *= 2;
   EXPECT_NE(value(agreement_fields(o, theta, rows), "config"), value(base, "config"));
+}
+
+// A rank alone decides by its own signal; under mpirun tests/cli/stop_signal_test.cc signals one rank of two.
+TEST(RankAgreement, ARankAloneStopsOnItsOwnSignal) {
+  EXPECT_EQ(agreed_stop_signal(nullptr, DeviceContext::cpu(), 0), 0);
+  EXPECT_EQ(agreed_stop_signal(nullptr, DeviceContext::cpu(), SIGTERM), SIGTERM);
 }
 
 }  // namespace

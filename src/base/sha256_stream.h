@@ -1,7 +1,8 @@
 // Incremental SHA-256, and the same on a background thread. rows_sha256 (rows.h) is one SHA-256
 // over every row in order, so it cannot be split over threads; the data build hashes on a thread
 // of its own, in jobs that also write the rows, while the pool renders the next conversations,
-// so the hash costs the build only what is left of it after the last rows are rendered.
+// so the hash costs the build only what is left of it after the last rows are rendered. A training
+// checkpoint hashes each shard the same way while its threads write it (io/safetensors.h).
 #pragma once
 
 #include <condition_variable>
@@ -30,6 +31,9 @@ class Sha256 {
  private:
   EVP_MD_CTX* ctx_;
 };
+
+// The SHA-256 (lowercase hex) of a file's bytes, read in 4 MiB pieces; throws naming the file.
+std::string sha256_file_hex(const std::string& path);
 
 // Hashes jobs in the order they are queued, on its own thread. A job is a function that feeds
 // bytes to the hash (sha.update(...)); whatever it reads must stay valid until wait(ticket) for

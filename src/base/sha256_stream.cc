@@ -1,8 +1,14 @@
-#include "data/sha256_stream.h"
+#include "base/sha256_stream.h"
 
 #include <openssl/evp.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <vector>
 
 #include "base/error.h"
 
@@ -27,6 +33,26 @@ std::string Sha256::hex() {
     out.push_back(kHex[digest[i] & 15]);
   }
   return out;
+}
+
+std::string sha256_file_hex(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  QUILL_CHECK(fd >= 0, "{}: cannot open ({})", path, std::strerror(errno));
+  Sha256 sha;
+  std::vector<char> buf(4 << 20);
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      QUILL_FAIL("{}: read failed ({})", path, std::strerror(err));
+    }
+    if (n == 0) break;
+    sha.update(buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return sha.hex();
 }
 
 BackgroundSha256::BackgroundSha256(bool own_thread) {

@@ -1,0 +1,29 @@
+// What `quill train` says when a signal stopped it (base/stop_signal.h): the step every rank stopped
+// at, what was saved where, and the exact command line that continues the run; and its exit status,
+// 128 + the signal's number as a shell reports a process the signal ended (143 for SIGTERM, 130 for
+// SIGINT), so that a scheduler or script sees the run did not complete.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/trainer.h"
+
+namespace quill::cli {
+
+// `args` (this process's command line, args[0] the program) with --resume DIR in place of any
+// --resume (or Megatron's --load) it had and without --overwrite (which would remove what is being continued), each word
+// quoted for a POSIX shell where it needs it; behind `launcher` ("mpirun -np 2", "") when not empty.
+std::string resume_command(const std::vector<std::string>& args, const std::string& resume_dir,
+                           const std::string& launcher);
+
+// The launcher words to repeat for a job of `world` ranks: "" for one rank, "srun" under Slurm
+// (SLURM_JOB_ID set: its own options are the job script's), else "mpirun -np WORLD".
+std::string launcher_words(int world);
+
+// The closing lines of a run stopped by a signal (r.stop_signal != 0), ending with a newline.
+std::string stop_report(const TrainResult& r, const TrainOptions& o, const std::vector<std::string>& args);
+
+inline int stop_exit_status(int signal) { return 128 + signal; }
+
+}  // namespace quill::cli
