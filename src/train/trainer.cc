@@ -519,7 +519,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       }
       result.wall_time_s = wall.seconds();
       if (lead && !result.steps.empty()) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
-      draw_plot();  // the steps that ran
+      if (!result.steps.empty()) draw_plot();  // the steps that ran
       // Stopped before a fresh run's first step: nothing of it is left, so that the same command starts it again.
       if (lead && result.steps.empty() && o.resume_dir.empty()) clean_failed_run(o, prepared, 0);
       return result;
