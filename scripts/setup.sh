@@ -3,7 +3,8 @@
 # The CUDA toolkit is optional: without nvcc the CPU backend alone is built.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libfmt-dev
-          libspdlog-dev libssl-dev libpcre2-dev libsnappy-dev libzstd-dev libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin)
+          libspdlog-dev libssl-dev libpcre2-dev libsnappy-dev libzstd-dev libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin
+          libprotobuf-dev protobuf-compiler)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
