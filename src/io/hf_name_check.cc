@@ -23,16 +23,22 @@ bool in_text_namespace(const std::string& name, HfFormat format) {
 
 }  // namespace
 
-std::vector<std::string> unknown_text_tensors(const std::vector<std::string>& names, const InklingConfig& config) {
-  const HfFormat format = detect_hf_format(names);
-  std::set<std::string> known;
+std::vector<std::string> checkpoint_tensor_names(const InklingConfig& config, HfFormat format) {
+  std::vector<std::string> names;
   for (const ParamDecl& d : param_decls(config)) {
     Param p;
     p.name = d.name;
     p.shape = d.shape;
     p.gate_up_interleaved = d.gate_up_interleaved;
-    for (const CheckpointPart& part : checkpoint_parts(p, format)) known.insert(part.name);
+    for (const CheckpointPart& part : checkpoint_parts(p, format)) names.push_back(part.name);
   }
+  return names;
+}
+
+std::vector<std::string> unknown_text_tensors(const std::vector<std::string>& names, const InklingConfig& config) {
+  const HfFormat format = detect_hf_format(names);
+  const std::vector<std::string> all = checkpoint_tensor_names(config, format);
+  const std::set<std::string> known(all.begin(), all.end());
   std::vector<std::string> unknown;
   for (const std::string& n : names)
     if (in_text_namespace(n, format) && !known.count(n)) unknown.push_back(n);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "io/hf_names.h"
 #include "model/config.h"
 
 namespace quill {
@@ -15,6 +16,9 @@ namespace quill {
 // transformers: `model.layers.*`, `model.embed_tokens.*`, `model.embed_norm.*`, `model.norm.*`,
 // `lm_head.*`) that are no part of `config`'s model, sorted.
 std::vector<std::string> unknown_text_tensors(const std::vector<std::string>& names, const InklingConfig& config);
+
+// Every tensor name of `config`'s model in checkpoint form `format` (hf_names.h), in declaration order.
+std::vector<std::string> checkpoint_tensor_names(const InklingConfig& config, HfFormat format);
 
 // Throws naming dir, the unknown tensors (the first few and how many) and the config when there are any.
 void check_no_unknown_text_tensors(const std::string& dir, const InklingConfig& config);

@@ -51,12 +51,22 @@ PipeMessage complement(const PipeMessage& m, int s) { return {!m.send, m.kind, m
 
 }  // namespace
 
-PipeSchedule one_f_one_b(int stages, int micro_batches) {
+namespace {
+
+// A schedule of `stages` x `micro_batches` with no passes yet (both checked).
+PipeSchedule empty_schedule(int stages, int micro_batches) {
   QUILL_CHECK(stages >= 1, "pipeline schedule: {} stages; there must be at least one", stages);
   QUILL_CHECK(micro_batches >= 1, "pipeline schedule: {} micro-batches; there must be at least one", micro_batches);
   PipeSchedule sch;
   sch.stages = stages;
   sch.micro_batches = micro_batches;
+  return sch;
+}
+
+}  // namespace
+
+PipeSchedule one_f_one_b(int stages, int micro_batches) {
+  PipeSchedule sch = empty_schedule(stages, micro_batches);
   for (int s = 0; s < stages; ++s) {
     const int warmup = std::min(stages - s - 1, micro_batches), steady = micro_batches - warmup;
     std::vector<PipeStep> p;
@@ -73,11 +83,7 @@ PipeSchedule one_f_one_b(int stages, int micro_batches) {
 }
 
 PipeSchedule forward_only_schedule(int stages, int micro_batches) {
-  QUILL_CHECK(stages >= 1, "pipeline schedule: {} stages; there must be at least one", stages);
-  QUILL_CHECK(micro_batches >= 1, "pipeline schedule: {} micro-batches; there must be at least one", micro_batches);
-  PipeSchedule sch;
-  sch.stages = stages;
-  sch.micro_batches = micro_batches;
+  PipeSchedule sch = empty_schedule(stages, micro_batches);
   sch.forward_only = true;
   for (int s = 0; s < stages; ++s) {
     std::vector<PipeStep> p;

@@ -14,15 +14,7 @@ namespace {
 InklingConfig tiny() { return load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"); }
 
 std::vector<std::string> names_of(const InklingConfig& config, HfFormat format) {
-  std::vector<std::string> names;
-  for (const ParamDecl& d : param_decls(config)) {
-    Param p;
-    p.name = d.name;
-    p.shape = d.shape;
-    p.gate_up_interleaved = d.gate_up_interleaved;
-    for (const CheckpointPart& part : checkpoint_parts(p, format)) names.push_back(part.name);
-  }
-  return names;
+  return checkpoint_tensor_names(config, format);
 }
 
 TEST(HfNameCheck, TheModelsOwnNamesAndOtherTowersPass) {
