@@ -2,7 +2,7 @@
 # Sets up, builds and runs every test (CPU; GPU tests skip themselves without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --tests
 scripts/build.sh
 # tiktoken's o200k_base ranks for the tokenizer exactness tests (npm); without them those tests
 # skip and say why.

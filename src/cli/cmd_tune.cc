@@ -124,7 +124,8 @@ void check_emit_target(const std::string& path, bool overwrite) {
 void add_tune_command(CLI::App& app, Runner& run) {
   CLI::App* cmd = app.add_subcommand(
       "tune", "choose the layout for a model on a number of GPUs: every layout that fits, ranked by projected tokens/s/GPU");
-  static std::string model, gpu = "h200", device_memory, host_memory, emit, rates_path, freeze_preset = "miles";
+  static std::string model, gpu = "h200", device_memory, host_memory, emit, rates_path, freeze_preset = "miles",
+                     launcher = "srun";
   static std::vector<std::string> freeze, compare;
   static int gpus = 0, top = 10;
   static int64_t row_tokens = 8192, global_batch = 128, max_imbalance = 3;
@@ -144,6 +145,8 @@ void add_tune_command(CLI::App& app, Runner& run) {
   cmd->add_flag("--json", json, "print every ranked layout, the refusals and the pruning as JSON");
   cmd->add_option("--emit-recipe", emit, "write the best layout as a recipe (the seed's format) that quill run accepts");
   cmd->add_flag("--overwrite", overwrite, "with --emit-recipe: replace an existing FILE");
+  cmd->add_option("--launcher", launcher,
+                  "with --emit-recipe: the run block's launcher: srun (an sbatch script, default) | mpirun");
   cmd->add_flag("--allow-cross-node-ep", cross_node_ep, "let expert-parallel groups span nodes (default: inside a node)");
   cmd->add_option("--max-split-imbalance", max_imbalance,
                   "uneven pipeline splits: first and last stages within this many layers of the middle ones (default 3)");
@@ -185,6 +188,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
       check_not_negative("--measure-timeout", measure_timeout);
       const bool on_gpu = gpu == "h200";
       if (!emit.empty()) check_emit_target(emit, overwrite);  // refused before the search, not after it
+      const tune::Launcher emit_launcher = tune::parse_launcher("--launcher", launcher);
       const bool measuring = measure > 0;
       QUILL_CHECK(measuring || (measure_dir.empty() && measure_only.empty() && measure_device.empty()),
                   "--measure-dir, --measure-only and --measure-device need --measure K");
@@ -368,6 +372,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
         e.gpus_per_node = q.gpus_per_node;
         e.row_tokens = row_tokens;
         e.global_batch = global_batch;
+        e.launcher = emit_launcher;
         // The measured best when --measure measured one, else the modelled best.
         const bool from_measured = measured && !measured->ranking.empty();
         write_recipe(emit, tune::tuned_recipe(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "base/error.h"
@@ -34,6 +35,27 @@ std::string recompute_prose(const RecomputeOptions& r) {
 }
 
 }  // namespace
+
+Launcher parse_launcher(const std::string& flag, const std::string& name) {
+  if (name == "srun") return Launcher::Slurm;
+  if (name == "mpirun") return Launcher::Mpirun;
+  throw Error(fmt::format("{} {}: not a launcher; give srun (Slurm, the default) or mpirun", flag, name));
+}
+
+LaunchLines launch_lines(Launcher launcher, int world, int gpus_per_node) {
+  QUILL_CHECK(world > 0 && gpus_per_node > 0, "launch_lines: world {} and gpus_per_node {} must be positive", world,
+              gpus_per_node);
+  const int per_node = std::min(world, gpus_per_node);
+  const int nodes = (world + per_node - 1) / per_node;
+  if (launcher == Launcher::Mpirun)
+    return {"", fmt::format("mpirun -np {} --map-by ppr:{}:node -x NCCL_NVLS_ENABLE -- \\\n", world, per_node)};
+  // Slurm: SIGTERM reaches every rank 300 s before the time limit (quill stops at the next step boundary
+  // together and saves when --save is given; docs/multi-node.md), and a requeued job starts the same script.
+  return {fmt::format("#SBATCH --job-name=quill --nodes={} --ntasks-per-node={} --gpus-per-node={} --exclusive\n"
+                      "#SBATCH --signal=TERM@300 --requeue\n",
+                      nodes, per_node, per_node),
+          "srun --mpi=pmix --kill-on-bad-exit=1 -- \\\n"};
+}
 
 Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
   const LayoutSpec& s = chosen.candidate.layout;
@@ -86,9 +108,12 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
   if (bf16_moments)
     flags += fmt::format(" \\\n    --use-precision-aware-optimizer --exp-avg-dtype {} --exp-avg-sq-dtype {}",
                          optimizer_dtype_name(opt.exp_avg), optimizer_dtype_name(opt.exp_avg_sq));
+  const LaunchLines launch = launch_lines(q.launcher, static_cast<int>(s.world()), q.gpus_per_node);
   r.run = fmt::format(
+      "{}"
       "export NCCL_NVLS_ENABLE=0\n"
-      "quill run tuned.yaml \\\n"
+      "{}"
+      "  quill run tuned.yaml \\\n"
       "    --hf-checkpoint \"$HF_CKPT\" --prompt-data \"$SFT_DATA\" \\\n"
       "    --train-iters 20 --global-batch-size {} --micro-batch-size 1 --seq-length {} \\\n"
       "    {} \\\n"
@@ -96,6 +121,7 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
       "    --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98 --bf16 --calculate-per-token-loss \\\n"
       "    --attention-dropout 0.0 --hidden-dropout 0.0 --moe-token-dispatcher-type alltoall \\\n"
       "    --distributed-timeout-minutes 30\n",
+      launch.directives, launch.command,
       q.global_batch, q.row_tokens, flags);
   std::string peaks;
   for (size_t i = 0; i < chosen.candidate.stage_roles.size(); ++i)

@@ -230,6 +230,22 @@ TEST(EmitRecipe, ValidatesAndQuillRunMapsItBackToTheSameLayout) {
   // quill recipe validate accepts it.
   const test::CommandResult v = test::run_command(kQuill + " recipe validate " + path);
   EXPECT_EQ(v.status, 0) << v.output;
+  // The run block is an sbatch script (issue 44): 8 ranks on nodes of 4 GPUs are 2 nodes of 4 tasks, SIGTERM 300 s
+  // before the time limit, requeue, and srun under PMIx wrapping quill run after a bare `--`.
+  EXPECT_EQ(back.run.rfind("#SBATCH --job-name=quill --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --exclusive\n"
+                           "#SBATCH --signal=TERM@300 --requeue\n", 0), 0u) << back.run;
+  EXPECT_NE(back.run.find("srun --mpi=pmix --kill-on-bad-exit=1 -- \\\n  quill run tuned.yaml"), std::string::npos)
+      << back.run;
+  // With mpirun: no directives, one process per GPU mapped 4 per node; quill run maps it to the same layout.
+  e.launcher = Launcher::Mpirun;
+  const std::string mpi_path = dir + "/tuned-mpirun.yaml";
+  write_recipe(mpi_path, tuned_recipe(chosen, e));
+  const Recipe mpi_back = read_recipe(mpi_path);
+  EXPECT_EQ(mpi_back.run.find("#SBATCH"), std::string::npos) << mpi_back.run;
+  EXPECT_NE(mpi_back.run.find("mpirun -np 8 --map-by ppr:4:node -x NCCL_NVLS_ENABLE -- \\\n  quill run tuned.yaml"),
+            std::string::npos) << mpi_back.run;
+  EXPECT_EQ(plan_recipe_run(mpi_back, o).layout.describe(), l.describe());
+  e.launcher = Launcher::Slurm;
 
   // A recompute candidate (block 2, no offload): the layout block and the run's Megatron flags say so and agree
   // (check_recipe compares layout.recompute with the flags), the summary no longer says "no recompute".
@@ -274,7 +290,8 @@ TEST(TuneCommand, EmitRecipeTargetIsCheckedBeforeTheSearch) {
   for (const auto& [target, said] : std::vector<std::pair<std::string, std::string>>{
            {existing, "--emit-recipe " + existing + ": exists; give --overwrite to replace it"},
            {dir, "--emit-recipe " + dir + ": is a directory; give a file name"},
-           {"/proc/quill-nope.yaml", "--emit-recipe /proc/quill-nope.yaml: cannot create a file in /proc"}}) {
+           {"/proc/quill-nope.yaml", "--emit-recipe /proc/quill-nope.yaml: cannot create a file in /proc"},
+           {dir + "/new.yaml --launcher torchrun", "--launcher torchrun: not a launcher; give srun (Slurm, the default) or mpirun"}}) {
     const test::CommandResult r = test::run_command(base + " --emit-recipe " + target);
     EXPECT_EQ(r.status, 1) << r.output;
     EXPECT_NE(r.output.find("quill: error: " + said), std::string::npos) << r.output;
