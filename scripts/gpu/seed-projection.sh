@@ -60,6 +60,8 @@ BF16F=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 1.0 --o
 BF16H=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d)
 BF16RU=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d
         --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+# TRAIN_EXTRA: more quill train flags for every case (e.g. "--grouped-wgrad-kernel wgmma").
+read -ra EXTRA <<< "${TRAIN_EXTRA:-}"
 DEVICE_MEMORY_FLAG=()
 [ -n "${DEVICE_MEMORY:-}" ] && DEVICE_MEMORY_FLAG=(--device-memory "$DEVICE_MEMORY")
 {
@@ -88,7 +90,7 @@ for c in "${cases[@]}"; do
   start=$(date +%s)
   timeout "$CASE_TIMEOUT" "$Q" train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "$STEPS" \
     --warmup-steps "$WARMUP" --global-batch "$GLOBAL_BATCH" "${OPTIM[@]}" "${LAYOUT[@]}" "${mem[@]}" \
-    --device "$DEVICE" --simulate-rank "$rank" --simulate-routing balanced "${profile[@]}" "${DEVICE_MEMORY_FLAG[@]}" \
+    --device "$DEVICE" --simulate-rank "$rank" --simulate-routing balanced "${profile[@]}" "${DEVICE_MEMORY_FLAG[@]}" "${EXTRA[@]}" \
     --overwrite --out "$W/$c" < /dev/null > "$d/train.log" 2>&1
   rc=$?
   echo "$c: train rc $rc in $(( $(date +%s) - start )) s"

@@ -85,6 +85,7 @@ std::string summary_json(const TrainResult& r) {
   j["world_size"] = r.world_size;
   j["recompute"] = r.recompute;
   j["attention_dq_order"] = r.attention_dq_order;
+  j["grouped_wgrad_kernel"] = r.grouped_wgrad_kernel;
   j["active_params"] = r.active_params;
   if (r.simulated_rank >= 0) {
     // One rank's compute without its communication: no job rate (the projection gives it).

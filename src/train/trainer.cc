@@ -311,6 +311,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.world_size = layout.spec().world();
   result.recompute = o.recompute.describe();
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";
+  result.grouped_wgrad_kernel = o.grouped_wgrad_wgmma ? "wgmma" : "cublaslt";
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
     return result;
