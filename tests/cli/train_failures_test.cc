@@ -200,6 +200,19 @@ TEST(TrainFailures, ABadFlagWritesNothing) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+TEST(TrainFailures, GpuOnlyKernelChoicesAreRefusedOnTheCpu) {
+  // The typed kernel options of the CUDA backend name the flag on the CPU, before anything is written.
+  for (const auto& [flag, said] : std::vector<std::pair<std::string, std::string>>{
+           {"--attention-dq-order arrival", "--attention-dq-order arrival: the CPU backend's sums have one order"},
+           {"--grouped-wgrad-kernel wgmma", "--grouped-wgrad-kernel wgmma: a GPU kernel"}}) {
+    const std::string out = temp("gpu-only");
+    const CommandResult r = quill(train_flags(2) + " " + flag + " --out " + out);
+    EXPECT_EQ(r.status, 1) << flag;
+    EXPECT_NE(r.output.find(said), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out)) << flag;
+  }
+}
+
 TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) {
   // Issue 44: --save /proc/nope trained every step and only then failed, "cannot create directory"; --out
   // and --tensorboard-dir there failed after the model was loaded, naming no flag. /proc takes no new
