@@ -2,10 +2,11 @@
 // CudaBackendOptions::grouped_wgrad_wgmma: dw[e] (+)= dy[rows of e]^T . x[rows of e] for every expert e in one
 // launch. Why: at a seed rank's ~384 rows per expert, cuBLASLt's GEMM that adds into the fp32 gradient (beta 1)
 // runs at ~185 TFLOP/s on an H200 against ~290 writing it (beta 0): reading and writing the [M, N] fp32 block
-// around a 384-deep product is the cost. This kernel leaves that read-modify-write to the L2 (one vector
-// reduction per pair of accumulators, issued and not waited for), so the epilogue overlaps the next tiles.
-// Each element is added exactly once per call, by one thread, so the result is fl(dw + sum) as cuBLASLt's
-// beta-1 epilogue computes it, and the same bits every run (the sum's own order is the kernel's fixed one).
+// around a 384-deep product is the cost, and cuBLASLt's epilogue does it with the tensor cores idle. This kernel
+// hands each finished tile to the TMA unit as a bulk tensor reduction (add) into the gradient and goes on with the
+// next tile. Each element is added exactly once per call (one reduction of one tile), so the result is
+// fl(dw + sum) as cuBLASLt's beta-1 epilogue computes it, and the same bits every run (the sum's own order is the
+// kernel's fixed one).
 #pragma once
 
 #include <cstdint>
