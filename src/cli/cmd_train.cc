@@ -271,6 +271,14 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       "run only world rank R of the layout, in this one process (no mpirun), its collectives served by a "
       "loopback communicator: its compute time, peak memory and collective bytes (OUT/collectives.json); "
       "the loss is not meaningful (docs/simulate-rank.md)");
+  cmd->add_flag("--simulate-comm-time", o.simulate_comm_time,
+                "with --simulate-rank: every collective also takes the communication model's time (the projection's "
+                "model and flags: its bytes over the modelled bus bandwidth plus latency) on a queue of its own, the "
+                "GPU's holding --simulate-comm-sms blocks: the step time includes the collectives and their overlap "
+                "with compute (docs/simulate-rank.md)");
+  cmd->add_option("--simulate-comm-sms", o.simulate_comm_ctas,
+                  "with --simulate-comm-time on a GPU: the blocks (one per SM) each timed stand-in holds, as NCCL's "
+                  "kernel holds one per channel (default 16)");
   cmd->add_option("--simulate-routing", o.simulate_routing,
                   "with --simulate-rank and expert parallelism: what the peers route to this rank's experts, balanced "
                   "(default) or the per-expert counts of a run's metrics.jsonl (docs/simulate-rank.md)");
@@ -357,7 +365,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       // SIGTERM and SIGINT stop every rank at the next step boundary, with a checkpoint when --save is given.
       const StopSignals stop_signals;
       o.stop_signal = [] { return StopSignals::received(); };
-      TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true);
+      TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true, comm_params(projection));
       if (r.stop_signal != 0) {
         if (r.lead) std::fprintf(stderr, "%s", stop_report(r, o, args).c_str());
         return stop_exit_status(r.stop_signal);
@@ -375,7 +383,10 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
         std::printf("validation loss after step %lld: %.4f over %lld supervised tokens of %s\n",
                     static_cast<long long>(r.steps.back().step), *r.steps.back().valid_loss,
                     static_cast<long long>(r.steps.back().valid_supervised), o.valid_rows_dir.c_str());
-      if (!r.steps.empty() && r.simulated_rank >= 0) {
+      if (!r.steps.empty() && r.simulated_comm_time)
+        std::printf("no projection: the steps hold the collectives' modelled time (timed stand-ins); project the rank "
+                    "run without --simulate-comm-time\n");
+      if (!r.steps.empty() && r.simulated_rank >= 0 && !r.simulated_comm_time) {
         // Every stage not simulated takes this one's figures (noted); quill project combines several runs.
         const ProjectionReport rep = project_runs({o.out_dir}, projection);
         write_projection(o.out_dir, rep);

@@ -17,14 +17,18 @@
 #include "comm/distributed.h"
 #include "comm/loopback_comm.h"
 #include "comm/mpi_comm.h"
+#include "comm/standin_clock.h"
+#include "comm/timed_comm.h"
 #include "data/rows.h"
 #include "model/inkling_model.h"
 #include "model/params.h"
 #include "parallel/layout.h"
 #include "plan/plan_report.h"
+#include "plan/standin_timing.h"
 #ifdef QUILL_HAVE_CUDA
 #include "comm/cuda/loopback_cuda_mover.h"
 #include "comm/cuda/staged_comm.h"
+#include "comm/cuda/standin_clock_cuda.h"
 #include "comm/nccl/nccl_comm.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
@@ -109,13 +113,22 @@ std::unique_ptr<Comm> counted_world(std::unique_ptr<Comm> world, Comm* launcher,
   return launcher ? std::make_unique<CountingComm>(*launcher, ledger) : nullptr;
 }
 
+// A simulated rank's world whose collectives take the model's time on `clock` (comm/timed_comm.h).
+std::unique_ptr<Comm> timed_world(std::unique_ptr<Comm> loopback, int world_rank, const plan::CommModelParams& model,
+                                  std::shared_ptr<StandInClock> clock) {
+  std::vector<int> everyone(static_cast<size_t>(loopback->size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  return std::make_unique<TimedComm>(std::move(loopback), std::move(everyone), world_rank, plan::comm_model_timing(model),
+                                     std::move(clock));
+}
+
 }  // namespace
 
 // Runs the training of `o` on `device` under `spec`: one process per rank, started by mpirun/srun;
 // a one-rank layout without a launcher is the plain single-process run. The layout is validated
 // against the world and the model (its config only) before anything else is loaded.
 TrainResult train_with_layout(const TrainOptions& options, const std::string& device, const LayoutSpec& flags,
-                              const MemoryCheck& check, bool count_collectives) {
+                              const MemoryCheck& check, bool count_collectives, const plan::CommModelParams& standin_model) {
   TrainOptions o = options;
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
   QUILL_CHECK(!o.attention_dq_arrival_order || device == "cuda",
@@ -128,6 +141,10 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   const std::vector<std::string> notes = check_layout_flags(spec);
   const bool simulate = o.simulate_rank >= 0;
   if (simulate) check_simulation(o, spec);
+  QUILL_CHECK(!o.simulate_comm_time || simulate,
+              "--simulate-comm-time: only with --simulate-rank (a real run's collectives take their own time)");
+  QUILL_CHECK(o.simulate_comm_ctas >= 1 && o.simulate_comm_ctas <= 132, "--simulate-comm-sms {}: must be 1..132",
+              o.simulate_comm_ctas);
   QUILL_CHECK(o.simulate_routing.empty() || simulate,
               "--simulate-routing {}: only with --simulate-rank (a real run routes its own tokens)", o.simulate_routing);
   QUILL_CHECK(o.distributed_timeout_minutes > 0, "--distributed-timeout-minutes {}: must be positive",
@@ -196,6 +213,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
       auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_host_loopback_mover());
       lb->set_routing(routing);
       loopback = std::move(lb);
+      if (o.simulate_comm_time) loopback = timed_world(std::move(loopback), o.simulate_rank, standin_model, make_host_standin_clock());
     }
     const std::unique_ptr<Comm> world = counted_world(std::move(loopback), launcher_world, ledger);
     TrainResult r;
@@ -222,6 +240,10 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
     auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_cuda_loopback_mover(stream_of(ctx)));
     lb->set_routing(routing);
     world_gpu = std::move(lb);
+    if (o.simulate_comm_time)
+      world_gpu = timed_world(std::move(world_gpu), o.simulate_rank, standin_model,
+                              make_cuda_standin_clock(stream_of(ctx), comm_stream_of(ctx), ctx.cuda->comm_timeline.get(),
+                                                      StandInShape{o.simulate_comm_ctas, 512}));
   } else if (dist) {
     // NCCL runs one rank per GPU; ranks that share one exchange device tensors through host memory.
     const bool shared = ranks_share_a_gpu(dist->world());

@@ -77,6 +77,12 @@ SimulatedRun read_simulated_run(const std::string& dir) {
     run.m.steps = static_cast<int64_t>(measured.size());
     run.active_params = s.at("active_params");
     run.recompute = s.value("recompute", std::string());
+    // A step with timed stand-ins already holds its collectives' modelled time: the projection would add it
+    // again (the projection of a timed run, with the hidden share per group, is issue 41's next part).
+    QUILL_CHECK(!s.value("simulated_comm_time", false),
+                "{}: simulated_comm_time is true (quill train --simulate-comm-time): its step times hold the collectives' "
+                "modelled time already; project the same rank run without --simulate-comm-time",
+                spath);
     if (s.contains("peak_device_bytes_per_rank")) run.peak_bytes = s.at("peak_device_bytes_per_rank").at(rank);
     run.gpu_peak = s.at("peak_gpu_bytes").get<int64_t>() >= 0;
     run.device_used_bytes = s.value("device_used_bytes_end", int64_t{-1});

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/call_bytes.h"
 #include "comm/collective_ledger.h"
 #include "comm/comm.h"
 
@@ -46,11 +47,7 @@ class CountingComm final : public Comm {
   const std::shared_ptr<CollectiveLedger>& ledger() const { return ledger_; }
 
  private:
-  void count(const char* op, int64_t payload, int64_t sent, int64_t recv) const;
-  void count_reduce_scatter(const Tensor& in) const;
-  void count_all_gather(const Tensor& out) const;
-  void count_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
-                        const std::vector<int64_t>& recv_counts) const;
+  void count(const char* op, const CallBytes& bytes) const;
 
   std::unique_ptr<Comm> owned_;
   Comm* inner_;

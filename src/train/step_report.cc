@@ -101,6 +101,7 @@ std::string summary_json(const TrainResult& r) {
   if (r.simulated_rank >= 0) {
     j["simulated_rank"] = r.simulated_rank;
     j["loss_meaningful"] = false;
+    j["simulated_comm_time"] = r.simulated_comm_time;
   }
   if (!r.steps.empty() && r.steps.back().memory.device_used_bytes >= 0) {
     j["device_used_bytes_end"] = r.steps.back().memory.device_used_bytes;
@@ -152,7 +153,10 @@ std::string summary_json(const TrainResult& r) {
                          "served by a loopback communicator (docs/simulate-rank.md); step times are its compute "
                          "without communication time, memory and collective bytes (collectives.json) are the rank's; "
                          "the loss and gradient norm are not meaningful; peak_device_bytes_per_rank holds rank R's "
-                         "entry only (the others 0), optimizer_state_bytes_rank0 is rank R's"}};
+                         "entry only (the others 0), optimizer_state_bytes_rank0 is rank R's"},
+      {"simulated_comm_time", "with simulated_rank: true when every collective also took the communication model's "
+                              "time on a stand-in queue (--simulate-comm-time): the step times then include the "
+                              "collectives and what of them ran under compute"}};
   nlohmann::json steps = nlohmann::json::array();
   for (const StepMetrics& m : r.steps)
     steps.push_back({{"step", m.step}, {"step_time_s", m.step_time_s}, {"passes_time_s", m.passes_time_s},
@@ -184,7 +188,9 @@ std::string summary_line(const TrainResult& r) {
                         static_cast<double>(r.steps.back().memory.device_used_bytes) / (1 << 30),
                         static_cast<double>(r.steps.back().memory.device_total_bytes) / (1 << 30));
   if (r.simulated_rank >= 0)
-    line += fmt::format("; simulated rank {}: compute only, no communication time; loss not meaningful", r.simulated_rank);
+    line += fmt::format("; simulated rank {}: {}; loss not meaningful", r.simulated_rank,
+                        r.simulated_comm_time ? "compute and the collectives' modelled time (timed stand-ins)"
+                                              : "compute only, no communication time");
   return line;
 }
 

@@ -116,6 +116,11 @@ struct TrainOptions {
   // With simulate_rank and expert parallelism: the routing model of the token exchange, "balanced" or a
   // metrics.jsonl path (comm/loopback_routing.h); empty: not given (balanced).
   std::string simulate_routing;
+  // With simulate_rank: each collective also takes the communication model's time on a queue of its own
+  // (`--simulate-comm-time`, comm/standin_clock.h), so the step's wall time includes the collectives and what
+  // of them runs under compute; on a GPU each stand-in holds simulate_comm_ctas blocks (`--simulate-comm-sms`).
+  bool simulate_comm_time = false;
+  int simulate_comm_ctas = 16;
   // Makes the run's StepProbe for a device context (null or returning null: none).
   std::function<std::unique_ptr<StepProbe>(const DeviceContext&)> make_probe;
   // The stop signal this rank received (SIGTERM, SIGINT; 0: none), asked at every step boundary: the

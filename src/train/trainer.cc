@@ -308,6 +308,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   TrainResult result;
   result.lead = lead;
   result.simulated_rank = o.simulate_rank;
+  result.simulated_comm_time = simulated && o.simulate_comm_time;
   result.world_size = layout.spec().world();
   result.recompute = o.recompute.describe();
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";

@@ -5,6 +5,7 @@
 // what cannot be simulated is refused naming the flag.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -258,3 +259,54 @@ TEST_F(SimulateRank, ProjectRefusesStagesOfDifferentModelsOrRecompute) {
 }
 
 }  // namespace
+
+namespace {
+
+// The per-step losses and gradient norms of a run's metrics.jsonl, as written.
+std::vector<std::string> loss_lines(const std::string& dir) {
+  std::vector<std::string> out;
+  std::ifstream in(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.push_back(j.at("loss").dump() + " " + j.value("grad_norm", nlohmann::json()).dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_F(SimulateRank, TimedStandInsKeepTheBitsAndAddTheModelledTime) {
+  const std::string layout = " --tp 2 --sp --dp 2";
+  const std::string plain = temp("untimed"), timed = temp("timed");
+  run_ok(kQuill + train_flags(*rows_) + layout + " --simulate-rank 1 --out " + plain);
+  // A slow modelled link (1e6 bytes/s inside the node, no latency) makes the stand-ins' time dominate the CPU step.
+  const std::string out = run_ok(kQuill + train_flags(*rows_) + layout +
+                                 " --simulate-rank 1 --simulate-comm-time --nvlink-busbw-gbps 0.001 --nvlink-latency-us 0"
+                                 " --out " + timed);
+  EXPECT_NE(out.find("no projection: the steps hold the collectives' modelled time"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(timed + "/projection.json"));
+  // The same bits and the same collectives.
+  EXPECT_EQ(loss_lines(timed), loss_lines(plain));
+  EXPECT_FALSE(loss_lines(plain).empty());
+  EXPECT_EQ(rank_rows(read_json(timed + "/collectives.json"), 1), rank_rows(read_json(plain + "/collectives.json"), 1));
+  const nlohmann::json summary = read_json(timed + "/summary.json");
+  EXPECT_EQ(summary.at("simulated_comm_time"), true);
+  EXPECT_EQ(read_json(plain + "/summary.json").at("simulated_comm_time"), false);
+  // Each step lasts at least its collectives' wire bytes at 1e6 bytes/s (one queue: no exchange of its own here).
+  for (const nlohmann::json& st : summary.at("per_step")) {
+    const int64_t step = st.at("step");
+    double modelled = 0;
+    for (const nlohmann::json& row : rank_rows(read_json(timed + "/collectives.json"), 1))
+      if (row.at("step") == step && row.at("group_size").get<int>() > 1)
+        modelled += static_cast<double>(std::max(row.at("sent_bytes").get<int64_t>(), row.at("recv_bytes").get<int64_t>())) / 1e6;
+    EXPECT_GT(modelled, 0.05) << "step " << step;
+    EXPECT_GE(st.at("step_time_s").get<double>(), modelled) << "step " << step;
+  }
+  // A projection would count the collectives twice: refused, naming the field; without --simulate-rank: refused.
+  quill::test::CommandResult r = quill::test::run_command(kQuill + " project " + timed);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("simulated_comm_time is true"), std::string::npos) << r.output;
+  r = quill::test::run_command(kQuill + train_flags(*rows_) + " --simulate-comm-time --out " + temp("timed-real"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--simulate-comm-time: only with --simulate-rank"), std::string::npos) << r.output;
+}
