@@ -47,13 +47,6 @@ void write_file_atomic(const std::string& path, std::string_view bytes, bool flu
   }
 }
 
-void fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 void make_dirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);

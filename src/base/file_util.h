@@ -12,8 +12,6 @@ std::string read_file(const std::string& path);
 // fsync: only for a file whose reader verifies it whole (after a crash the new name may hold a
 // torn file; a cache that is then rebuilt), where the flush would cost more than the write.
 void write_file_atomic(const std::string& path, std::string_view bytes, bool flush = true);
-// Makes the directory's entries (a rename into it) durable; best effort (some file systems refuse).
-void fsync_dir(const std::string& dir);
 // Creates a directory and its parents; no error if it exists.
 void make_dirs(const std::string& path);
 bool path_exists(const std::string& path);
