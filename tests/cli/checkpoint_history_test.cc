@@ -90,19 +90,19 @@ void resume_equals_whole(const std::string& launch, const std::string& layout, c
   for (int64_t it : {2, 4, 6}) expect_same_files(quill::iteration_dir(parts + "/ck", it), quill::iteration_dir(whole + "/ck", it));
 }
 
-TEST(CheckpointHistory, LoadResumesTheLatestBitIdenticallyAndAsyncSavesWriteTheSameBytes) {
+TEST(CheckpointHistoryRuns, LoadResumesTheLatestBitIdenticallyAndAsyncSavesWriteTheSameBytes) {
   resume_equals_whole("", "", "1");
 }
 
-TEST(CheckpointHistory, Dp2LoadResumesTheLatestBitIdenticallyAndAsyncSavesWriteTheSameBytes) {
+TEST(CheckpointHistoryRuns, Dp2LoadResumesTheLatestBitIdenticallyAndAsyncSavesWriteTheSameBytes) {
   resume_equals_whole("timeout 120 " + quill::test::mpirun_command(2), " --dp 2", "dp2");
 }
 
-TEST(CheckpointHistory, Pp2LoadResumesTheLatestBitIdenticallyAndAsyncSavesWriteTheSameBytes) {
+TEST(CheckpointHistoryRuns, Pp2LoadResumesTheLatestBitIdenticallyAndAsyncSavesWriteTheSameBytes) {
   resume_equals_whole("timeout 120 " + quill::test::mpirun_command(2), " --pp 2", "pp2");
 }
 
-TEST(CheckpointHistory, KeepLastCheckpointsKeepsExactlyTheNewestN) {
+TEST(CheckpointHistoryRuns, KeepLastCheckpointsKeepsExactlyTheNewestN) {
   const std::string out = temp("keep");
   const CommandResult r = sh(train(out, 6, 1) + " --keep-last-checkpoints 2");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -118,7 +118,7 @@ TEST(CheckpointHistory, KeepLastCheckpointsKeepsExactlyTheNewestN) {
   EXPECT_NE(zero.output.find("--keep-last-checkpoints -1: must be >= 0"), std::string::npos) << zero.output;
 }
 
-TEST(CheckpointHistory, LoadWithoutACheckpointIsRefusedUnlessAFreshStartIsChosen) {
+TEST(CheckpointHistoryRuns, LoadWithoutACheckpointIsRefusedUnlessAFreshStartIsChosen) {
   const std::string out = temp("fresh"), empty = temp("fresh-empty");
   fs::create_directories(empty);
   const CommandResult refused = sh(train(out) + " --load " + empty);
@@ -140,7 +140,7 @@ TEST(CheckpointHistory, LoadWithoutACheckpointIsRefusedUnlessAFreshStartIsChosen
   EXPECT_EQ(quill::latest_iteration(out + "/ck"), 6);
 }
 
-TEST(CheckpointHistory, CkptStepOfAMissingIterationIsRefusedNamingIt) {
+TEST(CheckpointHistoryRuns, CkptStepOfAMissingIterationIsRefusedNamingIt) {
   const std::string out = temp("step");
   run_ok(train(out, 4));
   const CommandResult r = sh(train(out, 4) + " --load " + out + "/ck --ckpt-step 3");
@@ -196,7 +196,7 @@ std::string slow_async(const std::string& out) {
   return train(out, 400) + " --async-save --test-async-save-delay 1.5";
 }
 
-TEST(CheckpointHistory, AKillDuringAnAsyncSaveLeavesThePreviousCheckpointToResume) {
+TEST(CheckpointHistoryRuns, AKillDuringAnAsyncSaveLeavesThePreviousCheckpointToResume) {
   const std::string out = temp("kill");
   Background run(slow_async(out), out + ".log");
   ASSERT_TRUE(wait_for_latest(out + "/ck", 2));
@@ -216,7 +216,7 @@ TEST(CheckpointHistory, AKillDuringAnAsyncSaveLeavesThePreviousCheckpointToResum
   expect_same_files(quill::iteration_dir(out + "/ck", 4), quill::iteration_dir(ref + "/ck", 4));
 }
 
-TEST(CheckpointHistory, ASigtermDuringAnAsyncSaveWaitsForItThenSavesTheStopStep) {
+TEST(CheckpointHistoryRuns, ASigtermDuringAnAsyncSaveWaitsForItThenSavesTheStopStep) {
   const std::string out = temp("term");
   Background run(slow_async(out), out + ".log");
   ASSERT_TRUE(wait_for_latest(out + "/ck", 2));
