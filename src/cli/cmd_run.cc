@@ -46,8 +46,13 @@ void add_run_command(CLI::App& app, Runner& run) {
   static int64_t save_interval = 0;
   static double timeout_minutes = 0;
   cmd->add_option("--save-interval", save_interval,
-                  "training checkpoints every N steps and at the end, into OUT/checkpoint (default: the run flags'; "
+                  "training checkpoints every N steps and at the end, into OUT/checkpoint/iter_NNNNNNN (default: the "
+                  "run flags'; "
                   "none when they have none)");
+  cmd->add_flag("--async-save", o.async_save,
+                "with checkpoints: written in the background while training goes on (default: the run flags')");
+  cmd->add_option("--keep-last-checkpoints", o.keep_last_checkpoints,
+                  "with checkpoints: keep only the newest N iterations in OUT/checkpoint (default: all)");
   cmd->add_option("--distributed-timeout-minutes", timeout_minutes,
                   "a collective that waits longer stops every rank (default: the run flags', else 10)");
   static std::string device_memory;

@@ -22,21 +22,23 @@ std::string shell_word(const std::string& w) {
 
 }  // namespace
 
-std::string resume_command(const std::vector<std::string>& args, const std::string& resume_dir,
+std::string resume_command(const std::vector<std::string>& args, const std::string& load_dir,
                            const std::string& launcher) {
   std::vector<std::string> kept;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    // --load is Megatron's name for --resume (recipe/flag_table.cc): replaced alike.
-    if (a == "--overwrite" || a.starts_with("--resume=") || a.starts_with("--load=")) continue;
-    if (a == "--resume" || a == "--load") {
+    // --resume is the same option as --load; --ckpt-step would go back to an older iteration than the one
+    // just saved.
+    if (a == "--overwrite" || a.starts_with("--resume=") || a.starts_with("--load=") || a.starts_with("--ckpt-step="))
+      continue;
+    if (a == "--resume" || a == "--load" || a == "--ckpt-step") {
       ++i;  // and its value
       continue;
     }
     kept.push_back(a);
   }
-  kept.push_back("--resume");
-  kept.push_back(resume_dir);
+  kept.push_back("--load");
+  kept.push_back(load_dir);
   std::string line = launcher;
   for (const std::string& w : kept) line += (line.empty() ? "" : " ") + shell_word(w);
   return line;
@@ -58,10 +60,12 @@ std::string stop_report(const TrainResult& r, const TrainOptions& o, const std::
                                  trained > 0 ? fmt::format(" ({} steps trained by this start)", trained) : "");
   if (!r.saved_checkpoint.empty()) {
     text += fmt::format("; checkpoint saved to {} (next step {}). Continue with:\n  {}\n", r.saved_checkpoint, r.next_step,
-                        resume_command(args, r.saved_checkpoint, launcher));
+                        resume_command(args, o.save_dir, launcher));
   } else if (trained == 0 && !o.resume_dir.empty()) {
     text += fmt::format("; no step was trained, {} still holds the run at step {}. Continue with:\n  {}\n", o.resume_dir,
-                        r.next_step, resume_command(args, o.resume_dir, launcher));
+                        r.next_step,
+                        resume_command(args, o.resume_dir, launcher) +
+                            (o.ckpt_step >= 0 ? fmt::format(" --ckpt-step {}", o.ckpt_step) : std::string()));
   } else if (trained == 0) {
     text += "; no step was trained and nothing was written: start it again with the same command\n";
   } else {

@@ -11,10 +11,11 @@
 
 namespace quill::cli {
 
-// `args` (this process's command line, args[0] the program) with --resume DIR in place of any
-// --resume (or Megatron's --load) it had and without --overwrite (which would remove what is being continued), each word
-// quoted for a POSIX shell where it needs it; behind `launcher` ("mpirun -np 2", "") when not empty.
-std::string resume_command(const std::vector<std::string>& args, const std::string& resume_dir,
+// `args` (this process's command line, args[0] the program) with --load DIR in place of any --load (or
+// --resume, the same option) it had, without --ckpt-step (the latest is the checkpoint just saved) and
+// without --overwrite (which would remove what is being continued), each word quoted for a POSIX shell
+// where it needs it; behind `launcher` ("mpirun -np 2", "") when not empty.
+std::string resume_command(const std::vector<std::string>& args, const std::string& load_dir,
                            const std::string& launcher);
 
 // The launcher words to repeat for a job of `world` ranks: "" for one rank, "srun" under Slurm

@@ -94,6 +94,7 @@ const std::vector<FlagSpec> kFlags = {
                 "initialisation")},
     {"ref-load", N, S, nullptr, "miles: reference/initial weights (Megatron format)",
         instead("give --init DIR (a Hugging Face checkpoint)")},
+    // quill train has --load itself (--resume is the same option): a --save directory's latest iteration.
     {"load", N, S, nullptr, "initial weights or checkpoint", alias("resume")},
     {"pretrained-checkpoint", N, S, nullptr, "initial weights",
         instead("give --init DIR (a Hugging Face checkpoint)")},
@@ -178,6 +179,14 @@ const std::vector<FlagSpec> kFlags = {
     {"distributed-timeout-minutes", L, I, "10", "timeout"},
     {"save", L, S, nullptr, "checkpoint path"},
     {"save-interval", L, I, nullptr, "checkpoint interval"},
+    // Honoured: quill train has the flags itself; quill run passes --async-save on when it saves.
+    {"async-save", L, SW, "false", "checkpoints written in the background while training goes on (honoured)"},
+    {"ckpt-step", L, I, nullptr, "the iteration --load resumes instead of the latest (honoured by quill train)"},
+    {"exit-on-missing-checkpoint", L, SW, "false", "refuse a --load without a checkpoint instead of starting fresh",
+        note("quill train always refuses a --load DIR that holds no checkpoint, unless "
+             "--start-fresh-if-no-checkpoint")},
+    {"save-retain-interval", L, I, nullptr, "keep the checkpoints of every N-th iteration, remove the others",
+        instead("give --keep-last-checkpoints N (the newest N stay, the latest always)")},
     {"exit-signal-handler", L, SW, "false", "on SIGTERM, save a checkpoint and exit",
         note("quill train always does this, for SIGTERM and SIGINT: every rank stops at the next step boundary, "
              "saves to --save DIR, prints the command that continues the run and exits 128 + the signal's number "

@@ -134,6 +134,7 @@ RunDefinition run_definition(const RunFlags& flags) {
   l.get("seq-length", d.seq_length);
   l.get("seed", d.seed);
   l.get("save-interval", d.save_interval);
+  l.get("async-save", d.async_save);
   l.get("eval-interval", d.eval_interval);
   l.get("eval-iters", d.eval_iters);
   l.get("distributed-timeout-minutes", d.distributed_timeout_minutes);

@@ -202,8 +202,19 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
     QUILL_CHECK(*save_interval > 0, "--save-interval {}: must be positive", *save_interval);
     plan.train.save_dir = o.out_dir + "/checkpoint";
     plan.train.save_interval = *save_interval;
-    plan.notes.push_back(fmt::format("training checkpoints every {} steps and at the end into {}", *save_interval,
-                                     plan.train.save_dir));
+    plan.train.async_save = o.async_save || def.async_save;
+    plan.train.keep_last_checkpoints = o.keep_last_checkpoints;
+    plan.notes.push_back(fmt::format(
+        "training checkpoints every {} steps and at the end into {}/iter_NNNNNNN{}{} (quill train --load {} continues "
+        "one)",
+        *save_interval, plan.train.save_dir, plan.train.async_save ? ", written in the background (--async-save)" : "",
+        o.keep_last_checkpoints > 0 ? fmt::format(", the newest {} kept", o.keep_last_checkpoints) : "",
+        plan.train.save_dir));
+  } else {
+    QUILL_CHECK(!o.async_save && o.keep_last_checkpoints == 0,
+                "{} without --save-interval: quill run writes no training checkpoint unless the run flags or its "
+                "command line give --save-interval N",
+                o.async_save ? "--async-save" : "--keep-last-checkpoints");
   }
   // Megatron's --eval-interval / --eval-iters, with validation rows (quill run's --valid-rows, else the run's
   // --valid-data-path): quill train's flags of the same names. Without validation rows nothing is evaluated,

@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "io/write_progress.h"
 #include "model/param_placement.h"
+#include "train/checkpoint_history.h"
 #include "ops/convert.h"
 
 namespace quill {
@@ -160,60 +161,85 @@ SavedIndex read_index(const std::string& dir, int saved_world) {
 
 }  // namespace
 
-void save_train_checkpoint(const std::string& dir, int64_t next_step, const CheckpointIdentity& identity,
-                           const ParamTable& params, const AdamW& optimizer, const DeviceContext& ctx,
-                           const Layout& layout, bool show_progress) {
+CheckpointSnapshot snapshot_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params,
+                                             const AdamW& optimizer, const DeviceContext& ctx, const Layout& layout,
+                                             bool own_copy) {
   Comm* world = layout.world();
-  const int rank = layout.rank(), size = world ? world->size() : 1;
-  const std::string tmp = temp_name(dir, world, ctx);
-  if (rank == 0) {
-    fs::remove_all(tmp);
-    make_dirs(tmp);
+  CheckpointSnapshot s;
+  s.dir = dir;
+  s.next_step = next_step;
+  s.optimizer_steps = optimizer.steps_taken();
+  s.rank = layout.rank();
+  s.world_size = world ? world->size() : 1;
+  s.layout = layout.spec();
+  s.tmp = temp_name(dir, world, ctx);
+  if (s.rank == 0) {
+    fs::remove_all(s.tmp);
+    make_dirs(s.tmp);
   }
   barrier(world);
-  std::vector<std::pair<std::string, Tensor>> pieces;
+  // A host tensor of its own: the state may change while the copy is written.
+  const auto host_copy = [&](const Tensor& t) {
+    if (t.device() != Device::CPU || !own_copy) return to_host(ctx, t);
+    Tensor c = Tensor::empty(t.shape(), t.dtype());
+    std::memcpy(c.data(), t.data(), t.nbytes());
+    return c;
+  };
   for (const Piece& pc : my_pieces(params, /*replicas=*/false)) {
     const std::string& name = params.params()[pc.param].name;
     for (const char* kind : kKinds)
-      pieces.emplace_back(fmt::format("{}/{}/{}-{}", kind, name, pc.begin, pc.end),
-                          to_host(ctx, state_of(params, optimizer, kind, pc)));
+      s.pieces.emplace_back(fmt::format("{}/{}/{}-{}", kind, name, pc.begin, pc.end),
+                            host_copy(state_of(params, optimizer, kind, pc)));
   }
   // Frozen tensors and buffers: the canonical holder of each slice writes it, by global range.
   for (const Param& p : params.params()) {
     if (p.trainable || !canonical_holder(p.shard, layout.coords())) continue;
     const Tensor value = to_host(ctx, p.value);
     for (const SliceRun& r : slice_runs(p.shard))
-      pieces.emplace_back(fmt::format("fixed/{}/{}-{}", p.name, r.global_offset, r.global_offset + r.length),
-                          value.view_flat(r.local_offset, {r.length}));
+      s.pieces.emplace_back(fmt::format("fixed/{}/{}-{}", p.name, r.global_offset, r.global_offset + r.length),
+                            host_copy(value.view_flat(r.local_offset, {r.length})));
   }
   // Each tensor's whole shape, so that a resume into another model is refused, not misread.
-  std::map<std::string, std::string> shapes;
-  for (const Param& p : params.params()) shapes["shape:" + p.name] = shape_str(p.shard.global_shape);
-  std::string sha256;
-  {
-    std::vector<SafetensorsItem> items;
-    for (const auto& [name, t] : pieces) items.push_back(SafetensorsItem::from_tensor(name, t));
-    Progress progress(fmt::format("saving checkpoint {}{}", dir, size > 1 ? " (this rank's shard)" : ""),
-                      ProgressOptions::in_bytes(show_progress));
-    count_written_bytes(items, progress);
-    write_safetensors(tmp + "/" + shard_file(rank, size), items, shapes, /*threads=*/0, &sha256);
-  }
-  const std::vector<std::string> hashes = gather_sha256(world, ctx, rank, sha256);
-  if (rank == 0) {
+  for (const Param& p : params.params()) s.shapes["shape:" + p.name] = shape_str(p.shard.global_shape);
+  for (const auto& [name, t] : s.pieces) s.bytes += static_cast<int64_t>(t.nbytes());
+  return s;
+}
+
+void write_snapshot_shard(CheckpointSnapshot& s, bool show_progress) {
+  std::vector<SafetensorsItem> items;
+  for (const auto& [name, t] : s.pieces) items.push_back(SafetensorsItem::from_tensor(name, t));
+  Progress progress(fmt::format("saving checkpoint {}{}", s.dir, s.world_size > 1 ? " (this rank's shard)" : ""),
+                    ProgressOptions::in_bytes(show_progress));
+  count_written_bytes(items, progress);
+  write_safetensors(s.tmp + "/" + shard_file(s.rank, s.world_size), items, s.shapes, /*threads=*/0, &s.sha256);
+}
+
+void seal_train_checkpoint(const CheckpointSnapshot& s, const CheckpointIdentity& identity, Comm* world,
+                           const DeviceContext& ctx) {
+  const std::vector<std::string> hashes = gather_sha256(world, ctx, s.rank, s.sha256);
+  if (s.rank == 0) {
     nlohmann::json state, shards = nlohmann::json::object();
-    for (int r = 0; r < size; ++r) shards[shard_file(r, size)] = hashes[static_cast<size_t>(r)];
+    for (int r = 0; r < s.world_size; ++r) shards[shard_file(r, s.world_size)] = hashes[static_cast<size_t>(r)];
     state["format"] = kFormat;
-    state["next_step"] = next_step;
-    state["optimizer_steps"] = optimizer.steps_taken();
-    state["world_size"] = size;
-    state["layout"] = layout_json(layout.spec());
+    state["next_step"] = s.next_step;
+    state["optimizer_steps"] = s.optimizer_steps;
+    state["world_size"] = s.world_size;
+    state["layout"] = layout_json(s.layout);
     seal_state(state, identity, shards);
-    write_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
+    write_file_atomic(s.tmp + "/state.json", state.dump(2) + "\n");
   }
   barrier(world);
   // Swap in (io/dir_swap.h): a kill at any moment leaves a complete checkpoint that resume finds.
-  if (rank == 0) swap_dir_into_place(tmp, dir);
+  if (s.rank == 0) swap_dir_into_place(s.tmp, s.dir);
   barrier(world);
+}
+
+void save_train_checkpoint(const std::string& dir, int64_t next_step, const CheckpointIdentity& identity,
+                           const ParamTable& params, const AdamW& optimizer, const DeviceContext& ctx,
+                           const Layout& layout, bool show_progress) {
+  CheckpointSnapshot s = snapshot_train_checkpoint(dir, next_step, params, optimizer, ctx, layout, /*own_copy=*/false);
+  write_snapshot_shard(s, show_progress);
+  seal_train_checkpoint(s, identity, layout.world(), ctx);
 }
 
 int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& identity, const CheckpointChecks& checks,
@@ -282,7 +308,9 @@ int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& 
   return state.at("next_step").get<int64_t>();
 }
 
-std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& dir) {
+std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& root) {
+  const std::optional<int64_t> latest = latest_iteration(root);
+  const std::string dir = latest ? iteration_dir(root, *latest) : root;
   const nlohmann::json state = read_state(dir);
   const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
   std::vector<std::pair<std::string, Tensor>> out;

@@ -40,6 +40,8 @@
 #include "train/step_observers.h"
 #include "train/step_report.h"
 #include "train/tensorboard.h"
+#include "train/checkpoint_history.h"
+#include "train/checkpoint_saver.h"
 #include "train/train_checkpoint.h"
 
 namespace quill {
@@ -305,6 +307,9 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   QUILL_CHECK(o.global_batch % dp_size == 0, "--global-batch {} does not divide over {} data-parallel ranks",
               o.global_batch, dp_size);
   check_run_dir(o);
+  // --load DIR without a checkpoint there (unless a fresh start was chosen), or --ckpt-step of an iteration
+  // it lacks: refused now, before anything is loaded or written.
+  if (!o.resume_dir.empty()) choose_checkpoint(o.resume_dir, o.ckpt_step, o.start_fresh_if_no_checkpoint, "--load");
   TrainResult result;
   result.lead = lead;
   result.simulated_rank = o.simulate_rank;
@@ -396,12 +401,21 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   // What every checkpoint of this run records and a resume must match.
   const CheckpointIdentity identity{config_to_hf_json(config), rows.manifest().value("rows_sha256", "")};
   int64_t first_step = 0;
+  bool resumed = false;
   if (!o.resume_dir.empty()) {
+    // An interrupted swap of DIR itself or of one of its iterations put back, a killed save's leftovers removed.
     if (lead)
       for (const std::string& line : recover_checkpoint(o.resume_dir)) note(lead, line);
     if (layout.world()) layout.world()->barrier();
-    first_step = load_train_checkpoint(o.resume_dir, identity, {o.verify_checkpoint, o.verify_checkpoint_rows}, params,
-                                       optimizer, ctx, layout, show_progress);
+    // Every rank reads the same latest file (no save runs yet), so all load the same iteration.
+    const CheckpointChoice choice =
+        choose_checkpoint(o.resume_dir, o.ckpt_step, o.start_fresh_if_no_checkpoint, "--load");
+    if (!choice.note.empty()) note(lead, choice.note);
+    if (!choice.dir.empty()) {
+      first_step = load_train_checkpoint(choice.dir, identity, {o.verify_checkpoint, o.verify_checkpoint_rows}, params,
+                                         optimizer, ctx, layout, show_progress);
+      resumed = true;
+    }
   }
   const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
   if (first_step >= last_step) {
@@ -466,6 +480,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     if (config.is_moe(i)) moe_layers.push_back(i);
   IdleExpertWatch idle_experts(moe_layers, simulated ? 0 : o.moe_idle_expert_warning_steps);
   std::unique_ptr<TensorBoardLog> tensorboard;
+  // --save DIR: DIR/iter_NNNNNNN and its latest file, kept and written as asked (train/checkpoint_saver.h).
+  std::unique_ptr<CheckpointSaver> saver;
+  if (!o.save_dir.empty())
+    saver = std::make_unique<CheckpointSaver>(
+        SaverSettings{o.save_dir, o.keep_last_checkpoints, o.async_save, o.test_async_save_delay_s, lead, o.quiet},
+        identity, params, optimizer, ctx, layout);
   double run_time_s = 0;
   try {
     // Inside the try: a directory that cannot be made after all cleans the run up like any failure.
@@ -500,10 +520,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
           std::fprintf(stderr, "warning: %s\n", warning.c_str());
       result.steps.push_back(m);
 
+      // A background save finishes (sealed, named latest) at the first boundary where every rank wrote it.
+      if (saver) saver->poll();
       // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).
       const bool last = step + 1 == last_step;
-      if (!o.save_dir.empty() && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0) {
-        save_train_checkpoint(o.save_dir, step + 1, identity, params, optimizer, ctx, layout, show_progress);
+      if (saver && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0) {
+        saver->save(step + 1);
         saved_step = step + 1;
         draw_plot();
       }
@@ -513,16 +535,16 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     // Stopped by a signal: the checkpoint comes first (the scheduler's SIGKILL follows), and the export,
     // an output of a complete run, not at all.
     if (result.stop_signal != 0) {
-      if (!o.save_dir.empty() && end_step > first_step) {
-        if (saved_step != end_step)
-          save_train_checkpoint(o.save_dir, end_step, identity, params, optimizer, ctx, layout, show_progress);
-        result.saved_checkpoint = o.save_dir;
+      if (saver && end_step > first_step) {
+        if (saved_step != end_step) saver->save(end_step);
+        result.saved_checkpoint = iteration_dir(o.save_dir, end_step);
       }
+      if (saver) saver->wait();  // a save in flight is finished before the process ends
       result.wall_time_s = wall.seconds();
       if (lead && !result.steps.empty()) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
       if (!result.steps.empty()) draw_plot();  // the steps that ran
       // Stopped before a fresh run's first step: nothing of it is left, so that the same command starts it again.
-      if (lead && result.steps.empty() && o.resume_dir.empty()) clean_failed_run(o, prepared, 0);
+      if (lead && result.steps.empty() && !resumed) clean_failed_run(o, prepared, 0);
       return result;
     }
     if (o.save_hf) {
@@ -553,8 +575,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     draw_plot();
     // The final checkpoint last: one at the run's last step means every output is complete, so a run
     // killed before it resumes from the interval before and writes them again.
-    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, identity, params, optimizer, ctx, layout, show_progress);
+    if (saver) {
+      saver->save(last_step);
+      saver->wait();  // the run ends with its last checkpoint complete and named latest
+    }
   } catch (...) {
+    saver.reset();  // a writer still running finishes first: its temporary directory is tidied below
     metrics.reset();
     if (!result.steps.empty()) {
       try {
