@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -83,8 +84,9 @@ void write_source(const std::string& dir) {
   Tensor a = Tensor::empty({3, 5}, DType::F32), b = Tensor::empty({7}, DType::BF16), c = Tensor::zeros({2}, DType::F32);
   for (int i = 0; i < 15; ++i) a.data_as<float>()[i] = 0.5f * static_cast<float>(i) - 1;
   for (int i = 0; i < 7; ++i) b.data_as<uint16_t>()[i] = static_cast<uint16_t>(0x3f80 + i);
-  write_safetensors(dir + "/model.safetensors",
-                    {{"model.llm.embed.weight", c}, {"model.mtp.layers.0.proj.weight", a}, {"model.vision.patch.bias", b}});
+  const std::vector<std::pair<std::string, Tensor>> tensors = {
+      {"model.llm.embed.weight", c}, {"model.mtp.layers.0.proj.weight", a}, {"model.vision.patch.bias", b}};
+  write_safetensors(dir + "/model.safetensors", tensors);
   write_file_atomic(dir + "/config.json", "{}\n");
   write_file_atomic(dir + "/tokenizer_config.json", "{\"x\": 1}\n");
 }
@@ -115,7 +117,9 @@ TEST(StreamedExport, EqualsTheGatheredExportUnderEveryLayout) {
   if (world.rank() == 0) write_source(base + "-source");
   world.barrier();
   const std::vector<HfExportPlan> variants = plans(config, base + "-source");
-  for (const Case& c : cases_for(world.size())) {
+  const std::vector<Case> cases = cases_for(world.size());
+  ASSERT_FALSE(cases.empty());
+  for (const Case& c : cases) {
     const std::string what = c.spec.describe() + (c.offload > 0 ? " offload " + std::to_string(c.offload) : "");
     SCOPED_TRACE(what);
     const Layout layout = Layout::create(c.spec, config.num_layers, &world);
