@@ -65,7 +65,7 @@ void add_export_command(CLI::App& app, Runner& run) {
     if (!done.report.dropped.empty())
       std::fprintf(stderr, "note: export: %zu tensors of %s are in the other form's names and are not written (first %s)\n",
                    done.report.dropped.size(), r.init_dir.c_str(), done.report.dropped.front().c_str());
-    std::printf("exported %s (saved before step %lld) to %s: %s form, %s, %zu tensors%s, in %.1f s on %d rank%s\n",
+    std::printf("exported %s (saved after %lld steps) to %s: %s form, %s, %zu tensors%s, in %.1f s on %d rank%s\n",
                 r.checkpoint_dir.c_str(), static_cast<long long>(done.next_step), r.out_dir.c_str(),
                 hf_format_name(done.plan.format), done.plan.dtype == DType::F32 ? "fp32" : "bf16",
                 done.report.written.size(),
