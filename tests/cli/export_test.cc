@@ -100,6 +100,11 @@ TEST(Export, BadInputIsRefusedNamingTheFile) {
   refused("--checkpoint " + out + "/missing", out + "/missing: no such directory");
   // The Hugging Face export is a directory, but not a training checkpoint.
   refused("--checkpoint " + out + "/hf", out + "/hf/state.json: missing");
+  // A directory of per-iteration saves (Megatron's layout): the message names the one to give.
+  const std::string saves = temp("saves");
+  fs::create_directories(saves);
+  std::ofstream(saves + "/latest_checkpointed_iteration.txt") << "5\n";
+  refused("--checkpoint " + saves, "--checkpoint " + saves + "/iter_0000005");
   // A shard with changed bytes, named.
   const std::string broken = temp("broken");
   fs::copy(out + "/checkpoint", broken);
