@@ -22,5 +22,6 @@ void add_run_command(CLI::App& app, Runner& run);
 void add_plan_command(CLI::App& app, Runner& run);
 void add_project_command(CLI::App& app, Runner& run);
 void add_tune_command(CLI::App& app, Runner& run);
+void add_export_command(CLI::App& app, Runner& run);
 
 }  // namespace quill::cli

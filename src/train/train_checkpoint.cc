@@ -15,8 +15,10 @@
 #include "io/dir_swap.h"
 #include "io/safetensors.h"
 #include "io/write_progress.h"
+#include "model/master_pieces.h"
 #include "model/param_placement.h"
 #include "train/checkpoint_history.h"
+#include "train/checkpoint_index.h"
 #include "ops/convert.h"
 
 namespace quill {
@@ -25,9 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "quill-train-checkpoint-v4";
-// The format before state.json carried the config, the rows and the hashes: still resumed, unchecked.
-constexpr const char* kUncheckedFormat = "quill-train-checkpoint-v3";
 const char* const kKinds[] = {"master", "exp_avg", "exp_avg_sq"};
 
 void barrier(Comm* world) {
@@ -40,8 +39,6 @@ Tensor to_host(const DeviceContext& ctx, const Tensor& t) {
   ops::transfer(ctx, t, h);
   return h;
 }
-
-std::string shard_file(int rank, int size) { return fmt::format("shard-rank{}-of-{}.safetensors", rank, size); }
 
 // Every rank must agree on the temporary folder's name: rank 0's pid, broadcast.
 std::string temp_name(const std::string& dir, Comm* world, const DeviceContext& ctx) {
@@ -56,42 +53,8 @@ std::string temp_name(const std::string& dir, Comm* world, const DeviceContext& 
   return dir + ".tmp-" + std::to_string(host.data_as<int64_t>()[0]);
 }
 
-// One piece of this rank's shards: elements [begin, end) of a parameter in its global (whole)
-// flattened index, and where they lie in its bucket's shard (master and moments). A piece is
-// contiguous in both: a shard range is cut where the parameter's slice (parallel/shard_spec.h) is
-// not contiguous in the whole tensor.
-struct Piece {
-  size_t param, bucket;
-  int64_t begin, end;  // global, in the parameter
-  int64_t at;          // offset in the bucket's shard
-};
-
-// This rank's pieces. Saving skips the buckets of tensor-parallel replicas except on the first TP
-// rank (the others hold the same values), so each element is in exactly one rank's file; loading
-// fills them all.
-std::vector<Piece> my_pieces(const ParamTable& params, bool replicas) {
-  std::vector<Piece> out;
-  for (size_t bi = 0; bi < params.buckets().size(); ++bi) {
-    const ParamBucket& b = params.buckets()[bi];
-    if (!b.counts_in_norm && !replicas) continue;
-    for (size_t i : b.members) {
-      const Param& p = params.params()[i];
-      const int64_t o = p.bucket_offset;
-      const int64_t lb = std::max(o, b.shard_begin) - o, le = std::min(o + shape_numel(p.shape), b.shard_end) - o;
-      if (lb >= le) continue;
-      // Pieces are also cut at the offload boundary, so that each lies in host or device memory.
-      const int64_t cut = b.shard_begin + b.offload_end - o;
-      for (const SliceRun& r : slice_runs(p.shard)) {
-        const int64_t from = std::max(lb, r.local_offset), to = std::min(le, r.local_offset + r.length);
-        for (const auto& [f, t] : {std::pair{from, std::min(to, cut)}, std::pair{std::max(from, cut), to}})
-          if (f < t)
-            out.push_back({i, bi, r.global_offset + (f - r.local_offset), r.global_offset + (t - r.local_offset),
-                           o + f - b.shard_begin});
-      }
-    }
-  }
-  return out;
-}
+// This rank's pieces of the masters (and so of the moments, which share the masters' shards).
+using Piece = MasterPiece;
 
 // A piece's state of one kind: on the device, or in host memory when offloaded; the moments in
 // their own dtype (fp32 or bf16).
@@ -115,48 +78,6 @@ void copy_into(const DeviceContext& ctx, const Tensor& src, const Tensor& dst) {
 
 nlohmann::json layout_json(const LayoutSpec& s) {
   return {{"tp", s.tp}, {"cp", s.cp}, {"dp", s.dp}, {"pp", s.pp}, {"ep", s.ep}, {"etp", s.etp}};
-}
-
-// Saved pieces of one tensor kind of one parameter: [begin, end) and where to read them.
-struct SavedPiece {
-  int64_t begin, end;
-  size_t file;
-  std::string tensor;
-};
-
-nlohmann::json read_state(const std::string& dir) {
-  const std::string state_path = dir + "/state.json";
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(read_file(state_path));
-  } catch (const nlohmann::json::exception& e) {
-    QUILL_FAIL("{}: malformed JSON: {}", state_path, e.what());
-  }
-  const std::string format = state.value("format", "");
-  QUILL_CHECK(format == kFormat || format == kUncheckedFormat, "{}: not a quill training checkpoint of format {}",
-              state_path, kFormat);
-  return state;
-}
-
-// Every rank's file, and which of them holds which range of which tensor ("kind/name" -> pieces).
-struct SavedIndex {
-  std::vector<SafetensorsFile> files;
-  std::map<std::string, std::vector<SavedPiece>> pieces;
-};
-
-SavedIndex read_index(const std::string& dir, int saved_world) {
-  SavedIndex ix;
-  for (int r = 0; r < saved_world; ++r) {
-    ix.files.push_back(SafetensorsFile::open(dir + "/" + shard_file(r, saved_world)));
-    for (const std::string& t : ix.files.back().names()) {
-      const size_t slash = t.rfind('/'), dash = t.rfind('-');
-      QUILL_CHECK(slash != std::string::npos && dash != std::string::npos && dash > slash, "{}: tensor {} is not a piece",
-                  ix.files.back().path(), t);
-      ix.pieces[t.substr(0, slash)].push_back(
-          {std::stoll(t.substr(slash + 1, dash - slash - 1)), std::stoll(t.substr(dash + 1)), ix.files.size() - 1, t});
-    }
-  }
-  return ix;
 }
 
 }  // namespace
@@ -185,7 +106,7 @@ CheckpointSnapshot snapshot_train_checkpoint(const std::string& dir, int64_t nex
     std::memcpy(c.data(), t.data(), t.nbytes());
     return c;
   };
-  for (const Piece& pc : my_pieces(params, /*replicas=*/false)) {
+  for (const Piece& pc : master_pieces(params, /*replicas=*/false)) {
     const std::string& name = params.params()[pc.param].name;
     for (const char* kind : kKinds)
       s.pieces.emplace_back(fmt::format("{}/{}/{}-{}", kind, name, pc.begin, pc.end),
@@ -211,7 +132,7 @@ void write_snapshot_shard(CheckpointSnapshot& s, bool show_progress) {
   Progress progress(fmt::format("saving checkpoint {}{}", s.dir, s.world_size > 1 ? " (this rank's shard)" : ""),
                     ProgressOptions::in_bytes(show_progress));
   count_written_bytes(items, progress);
-  write_safetensors(s.tmp + "/" + shard_file(s.rank, s.world_size), items, s.shapes, /*threads=*/0, &s.sha256);
+  write_safetensors(s.tmp + "/" + train_shard_file(s.rank, s.world_size), items, s.shapes, /*threads=*/0, &s.sha256);
 }
 
 void seal_train_checkpoint(const CheckpointSnapshot& s, const CheckpointIdentity& identity, Comm* world,
@@ -219,8 +140,8 @@ void seal_train_checkpoint(const CheckpointSnapshot& s, const CheckpointIdentity
   const std::vector<std::string> hashes = gather_sha256(world, ctx, s.rank, s.sha256);
   if (s.rank == 0) {
     nlohmann::json state, shards = nlohmann::json::object();
-    for (int r = 0; r < s.world_size; ++r) shards[shard_file(r, s.world_size)] = hashes[static_cast<size_t>(r)];
-    state["format"] = kFormat;
+    for (int r = 0; r < s.world_size; ++r) shards[train_shard_file(r, s.world_size)] = hashes[static_cast<size_t>(r)];
+    state["format"] = kTrainCheckpointFormat;
     state["next_step"] = s.next_step;
     state["optimizer_steps"] = s.optimizer_steps;
     state["world_size"] = s.world_size;
@@ -245,17 +166,17 @@ void save_train_checkpoint(const std::string& dir, int64_t next_step, const Chec
 int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& identity, const CheckpointChecks& checks,
                               ParamTable& params, AdamW& optimizer, const DeviceContext& ctx, const Layout& layout,
                               bool show_progress) {
-  const nlohmann::json state = read_state(dir);
-  if (state.at("format") == kFormat) {
+  const nlohmann::json state = read_train_state(dir);
+  if (state.at("format") == kTrainCheckpointFormat) {
     check_state(dir + "/state.json", state, identity, checks);
     if (checks.verify_bytes) verify_shards(dir, state, layout.world(), layout.rank(), ctx);
   } else if (layout.rank() == 0) {
     std::fprintf(stderr, "note: %s/state.json: format %s, written before checkpoints carried their config, rows and "
-                 "hashes: resumed without those checks\n", dir.c_str(), kUncheckedFormat);
+                 "hashes: resumed without those checks\n", dir.c_str(), kUncheckedTrainCheckpointFormat);
   }
   // Pieces are keyed by global element ranges, so any layout reads its shards from them; what
   // is missing (a checkpoint of another model, a torn one) is named below.
-  const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
+  const SavedIndex ix = read_saved_index(dir, state.at("world_size").get<int>());
   const std::vector<SafetensorsFile>& files = ix.files;
   for (const Param& p : params.params()) {
     for (const SafetensorsFile& f : files) {
@@ -287,7 +208,7 @@ int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& 
     QUILL_CHECK(covered == end - begin, "{}: {} of {} elements [{}, {}) are missing (found {})", dir, kind, name, begin,
                 end, covered);
   };
-  const std::vector<Piece> pieces = my_pieces(params, /*replicas=*/true);
+  const std::vector<Piece> pieces = master_pieces(params, /*replicas=*/true);
   Progress progress("loading checkpoint " + dir, ProgressOptions::counting(show_progress, "tensors"));
   const int64_t total = static_cast<int64_t>(pieces.size() + params.params().size());
   int64_t done = 0;
@@ -311,8 +232,8 @@ int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& 
 std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& root) {
   const std::optional<int64_t> latest = latest_iteration(root);
   const std::string dir = latest ? iteration_dir(root, *latest) : root;
-  const nlohmann::json state = read_state(dir);
-  const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
+  const nlohmann::json state = read_train_state(dir);
+  const SavedIndex ix = read_saved_index(dir, state.at("world_size").get<int>());
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [key, pieces] : ix.pieces) {
     if (!key.starts_with("master/") && !key.starts_with("fixed/")) continue;

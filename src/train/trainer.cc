@@ -19,10 +19,10 @@
 #include "data/rows_check.h"
 #include "io/hf_checkpoint.h"
 #include "io/hf_export.h"
+#include "io/streamed_hf_export.h"
 #include "io/hf_name_check.h"
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
-#include "model/param_gather.h"
 #include "model/stage_model.h"
 #include "parallel/host_reduce.h"
 #include "parallel/pipeline_schedule.h"
@@ -353,10 +353,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   if (!o.replay_routing_file.empty()) check_routing_file(o.replay_routing_file, config, o.global_batch, rows.row_tokens());
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
+  // Every rank plans it: each writes its own share of the files (io/streamed_hf_export.h).
   std::optional<HfExportPlan> hf_export;
-  if (o.save_hf && lead) {
+  if (o.save_hf) {
     hf_export = plan_hf_export(config, o.init_dir, o.config_path, o.hf_export);
-    for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
+    if (lead)
+      for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
   }
   if (lead) check_outputs_writable(o);  // --out, --save, --tensorboard-dir: refused before --out is touched
 
@@ -547,11 +549,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       if (lead && result.steps.empty() && !resumed) clean_failed_run(o, prepared, 0);
       return result;
     }
-    if (o.save_hf) {
-      // Collective: every rank; the masters' shards and the layout's slices gathered onto rank 0.
-      const ParamTable values = gather_whole(params, ctx, layout, config);
-      if (hf_export) {  // planned on the lead rank only
-        const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values, show_progress);
+    if (hf_export) {
+      // Collective: every rank writes the masters it owns into the files; nothing is gathered.
+      const SaveReport saved =
+          export_hf_streamed(*hf_export, o.out_dir + "/hf", params, config, ctx, layout, show_progress);
+      if (lead) {
+        std::fprintf(stderr, "note: --save-hf: %s\n", export_memory_note(saved).c_str());
         if (!saved.dropped.empty()) {
           const HfFormat other = hf_export->format == HfFormat::Release ? HfFormat::Transformers : HfFormat::Release;
           std::fprintf(stderr,

@@ -1,0 +1,66 @@
+#include "train/checkpoint_export.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "base/error.h"
+#include "io/streamed_hf_writer.h"
+#include "train/checkpoint_weights.h"
+
+namespace quill {
+
+CheckpointExportResult export_train_checkpoint(const CheckpointExportRequest& request, Comm* world,
+                                               const DeviceContext& ctx) {
+  // The model the caller names (--config, else --init's), which the checkpoint must hold; else its own.
+  std::optional<InklingConfig> named;
+  if (!request.config_path.empty()) named = load_inkling_config(request.config_path);
+  else if (!request.init_dir.empty()) named = load_inkling_config(request.init_dir);
+  CheckpointChecks checks = request.checks;
+  checks.use = "export";
+  const CheckpointWeights weights =
+      CheckpointWeights::open(request.checkpoint_dir, named ? &*named : nullptr, checks, world, ctx);
+  CheckpointExportResult result;
+  result.next_step = weights.next_step();
+  result.plan = plan_hf_export(weights.config(), request.init_dir, request.config_path, request.options);
+
+  StreamedHfWriter writer(result.plan, request.out_dir, weights.config(), world, ctx, request.show_progress);
+  // The pieces in table order, dealt to the ranks by where each starts in the running element count:
+  // shares of about equal bytes, the same deal on every rank.
+  struct Job {
+    size_t param;
+    const SavedPiece* piece;
+  };
+  std::vector<Job> jobs;
+  int64_t total = 0;
+  for (size_t i = 0; i < writer.params().size(); ++i)
+    for (const SavedPiece& p : weights.pieces(writer.params()[i].name)) {
+      jobs.push_back({i, &p});
+      total += p.end - p.begin;
+    }
+  const int rank = world ? world->rank() : 0, size = world ? world->size() : 1;
+  std::vector<Job> mine;
+  int64_t before = 0, my_elements = 0;
+  for (const Job& j : jobs) {
+    const int64_t n = j.piece->end - j.piece->begin;
+    if (static_cast<int>((static_cast<__int128>(before) * size) / std::max<int64_t>(total, 1)) == rank) {
+      mine.push_back(j);
+      my_elements += n;
+    }
+    before += n;
+  }
+  writer.expect(my_elements);
+  const int64_t chunk = kHfExportFetchBytes / static_cast<int64_t>(sizeof(float));
+  std::vector<float> buf;
+  for (const Job& j : mine) {
+    for (int64_t at = j.piece->begin; at < j.piece->end; at += chunk) {
+      const int64_t m = std::min(chunk, j.piece->end - at);
+      buf.resize(static_cast<size_t>(m));
+      weights.read(*j.piece, at, m, buf.data());
+      writer.write(j.param, at, buf.data(), m);
+    }
+  }
+  result.report = writer.finish();
+  return result;
+}
+
+}  // namespace quill
