@@ -29,8 +29,13 @@ void add_export_command(CLI::App& app, Runner& run) {
   static CheckpointExportRequest r;
   static std::string hf_format, hf_dtype = "bf16";
   static bool overwrite = false, no_verify = false, quiet = false;
-  cmd->add_option("--checkpoint", r.checkpoint_dir, "the training checkpoint: the directory holding state.json")
+  cmd->add_option("--checkpoint", r.checkpoint_dir,
+                  "the training checkpoint: a run's --save DIR (the iteration its latest_checkpointed_iteration.txt "
+                  "names, as --load takes it), or one checkpoint directory (DIR/iter_NNNNNNN, holding state.json)")
       ->required();
+  cmd->add_option("--ckpt-step", r.ckpt_step,
+                  "with a --save DIR: export iteration N instead of the latest (Megatron's flag, as quill train --load "
+                  "takes it)");
   cmd->add_option("--out", r.out_dir, "the Hugging Face checkpoint directory to write")->required();
   cmd->add_option("--hf-format", hf_format,
                   "release (the release's names and multimodal config.json; needs --init or --config of a release "
@@ -49,6 +54,8 @@ void add_export_command(CLI::App& app, Runner& run) {
     if (!hf_format.empty()) r.options.format = parse_hf_format(hf_format, "--hf-format");
     r.options.dtype = parse_hf_export_dtype(hf_dtype, "--save-hf-dtype");
     r.checks.verify_bytes = !no_verify;
+    QUILL_CHECK(r.ckpt_step >= -1, "--ckpt-step {}: must be >= 0 (an iteration of the --checkpoint directory)",
+                r.ckpt_step);
     // Before any file is hashed.
     QUILL_CHECK(overwrite || !fs::exists(r.out_dir) || !fs::is_directory(r.out_dir) || fs::is_empty(r.out_dir),
                 "--out {}: exists and is not empty (give --overwrite to replace it)", r.out_dir);
@@ -66,7 +73,7 @@ void add_export_command(CLI::App& app, Runner& run) {
       std::fprintf(stderr, "note: export: %zu tensors of %s are in the other form's names and are not written (first %s)\n",
                    done.report.dropped.size(), r.init_dir.c_str(), done.report.dropped.front().c_str());
     std::printf("exported %s (saved after %lld steps) to %s: %s form, %s, %zu tensors%s, in %.1f s on %d rank%s\n",
-                r.checkpoint_dir.c_str(), static_cast<long long>(done.next_step), r.out_dir.c_str(),
+                done.checkpoint_dir.c_str(), static_cast<long long>(done.next_step), r.out_dir.c_str(),
                 hf_format_name(done.plan.format), done.plan.dtype == DType::F32 ? "fp32" : "bf16",
                 done.report.written.size(),
                 done.report.passed_through.empty() ? "" : fmt::format(" + {} passed through", done.report.passed_through.size()).c_str(),

@@ -381,13 +381,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       const StopSignals stop_signals;
       o.stop_signal = [] { return StopSignals::received(); };
       TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true);
-      if (r.stop_signal != 0) {
-        if (r.lead) std::fprintf(stderr, "%s", stop_report(r, o, args).c_str());
-        return stop_exit_status(r.stop_signal);
-      }
-      if (StopSignals::received() != 0 && r.lead)
-        std::fprintf(stderr, "quill train: %s received after the last step: the run completed\n",
-                     stop_signal_name(StopSignals::received()));
+      if (const std::optional<int> status = finish_if_stopped(r, o, args)) return *status;
       if (!r.lead) return 0;  // the run's closing lines are the lead rank's
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f%s; metrics in %s/metrics.jsonl\n", r.steps.size(),

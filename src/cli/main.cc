@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   quill::cli::add_demo_command(app, run);
   quill::cli::add_recipe_commands(app, run);
   quill::cli::add_check_commands(app, run);
-  quill::cli::add_run_command(app, run);
+  quill::cli::add_run_command(app, run, args);
   quill::cli::add_plan_command(app, run);
   quill::cli::add_project_command(app, run);
   quill::cli::add_tune_command(app, run);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "base/stop_signal.h"
@@ -18,6 +19,11 @@ std::string shell_word(const std::string& w) {
   std::string q = "'";
   for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
+}
+
+// "quill train" or "quill run": the subcommand args name.
+std::string command_name(const std::vector<std::string>& args) {
+  return args.size() > 1 && args[1] == "run" ? "quill run" : "quill train";
 }
 
 }  // namespace
@@ -54,7 +60,8 @@ std::string launcher_words(int world) {
 std::string stop_report(const TrainResult& r, const TrainOptions& o, const std::vector<std::string>& args) {
   const std::string launcher = launcher_words(r.world_size);
   const int64_t trained = static_cast<int64_t>(r.steps.size());
-  std::string text = fmt::format("quill train: {} received: {} stopped after {} of {} steps{}", stop_signal_name(r.stop_signal),
+  std::string text = fmt::format("{}: {} received: {} stopped after {} of {} steps{}", command_name(args),
+                                 stop_signal_name(r.stop_signal),
                                  r.world_size > 1 ? fmt::format("all {} ranks", r.world_size) : "the run",
                                  r.next_step, o.steps,
                                  trained > 0 ? fmt::format(" ({} steps trained by this start)", trained) : "");
@@ -68,6 +75,13 @@ std::string stop_report(const TrainResult& r, const TrainOptions& o, const std::
                             (o.ckpt_step >= 0 ? fmt::format(" --ckpt-step {}", o.ckpt_step) : std::string()));
   } else if (trained == 0) {
     text += "; no step was trained and nothing was written: start it again with the same command\n";
+  } else if (command_name(args) == "quill run") {
+    // quill run's --save is its --out: its checkpoints come with --save-interval alone.
+    text += fmt::format(
+        "; nothing was saved: quill run writes checkpoints only with --save-interval N (its command line or the "
+        "recipe's run flags), and these {} steps are lost. Start again with --overwrite and --save-interval N so that "
+        "a stopped run can be continued\n",
+        trained);
   } else {
     text += fmt::format(
         "; nothing was saved: without --save DIR no checkpoint is written, and these {} steps are lost. Start again "
@@ -75,6 +89,17 @@ std::string stop_report(const TrainResult& r, const TrainOptions& o, const std::
         trained);
   }
   return text;
+}
+
+std::optional<int> finish_if_stopped(const TrainResult& r, const TrainOptions& o, const std::vector<std::string>& args) {
+  if (r.stop_signal != 0) {
+    if (r.lead) std::fprintf(stderr, "%s", stop_report(r, o, args).c_str());
+    return stop_exit_status(r.stop_signal);
+  }
+  if (StopSignals::received() != 0 && r.lead)
+    std::fprintf(stderr, "%s: %s received after the last step: the run completed\n", command_name(args).c_str(),
+                 stop_signal_name(StopSignals::received()));
+  return std::nullopt;
 }
 
 }  // namespace quill::cli

@@ -181,10 +181,15 @@ const std::vector<FlagSpec> kFlags = {
     {"save-interval", L, I, nullptr, "checkpoint interval"},
     // Honoured: quill train has the flags itself; quill run passes --async-save on when it saves.
     {"async-save", L, SW, "false", "checkpoints written in the background while training goes on (honoured)"},
-    {"ckpt-step", L, I, nullptr, "the iteration --load resumes instead of the latest (honoured by quill train)"},
+    {"ckpt-step", L, I, nullptr,
+        "the iteration --load resumes instead of the latest (honoured by quill train and quill run)"},
     {"exit-on-missing-checkpoint", L, SW, "false", "refuse a --load without a checkpoint instead of starting fresh",
         note("quill train always refuses a --load DIR that holds no checkpoint, unless "
              "--start-fresh-if-no-checkpoint")},
+    // quill's own (Megatron starts fresh silently where a --load holds nothing): a job script that always
+    // passes --load gives it for its first start.
+    {"start-fresh-if-no-checkpoint", L, SW, "false",
+        "with --load, start the run when no checkpoint exists yet (honoured by quill train and quill run)"},
     {"save-retain-interval", L, I, nullptr, "keep the checkpoints of every N-th iteration, remove the others",
         instead("give --keep-last-checkpoints N (the newest N stay, the latest always)")},
     {"exit-signal-handler", L, SW, "false", "on SIGTERM, save a checkpoint and exit",

@@ -205,8 +205,8 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
     plan.train.async_save = o.async_save || def.async_save;
     plan.train.keep_last_checkpoints = o.keep_last_checkpoints;
     plan.notes.push_back(fmt::format(
-        "training checkpoints every {} steps and at the end into {}/iter_NNNNNNN{}{} (quill train --load {} continues "
-        "one)",
+        "training checkpoints every {} steps and at the end into {}/iter_NNNNNNN{}{} (quill run --load {} continues "
+        "the run)",
         *save_interval, plan.train.save_dir, plan.train.async_save ? ", written in the background (--async-save)" : "",
         o.keep_last_checkpoints > 0 ? fmt::format(", the newest {} kept", o.keep_last_checkpoints) : "",
         plan.train.save_dir));
@@ -216,6 +216,10 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
                 "command line give --save-interval N",
                 o.async_save ? "--async-save" : "--keep-last-checkpoints");
   }
+  // Continuing a stopped or requeued job: quill train's --load, checked there (train/option_checks.h).
+  plan.train.resume_dir = o.load_dir;
+  plan.train.ckpt_step = o.ckpt_step;
+  plan.train.start_fresh_if_no_checkpoint = o.start_fresh_if_no_checkpoint;
   // Megatron's --eval-interval / --eval-iters, with validation rows (quill run's --valid-rows, else the run's
   // --valid-data-path): quill train's flags of the same names. Without validation rows nothing is evaluated,
   // and the note says so.
@@ -289,6 +293,11 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
   if (recipe.result && recipe.result->window && recipe.result->window->size() == 2 &&
       (*recipe.result->window)[1] < steps)
     in.window = std::array<int64_t, 2>{(*recipe.result->window)[0], (*recipe.result->window)[1]};
+  // A start that continued a checkpoint (--load) times only its own steps; metrics.jsonl holds them all.
+  if (!run.steps.empty() && run.steps.front().step > 0)
+    report.notes.push_back(fmt::format("continued from step {} (--load): the result measures the {} steps of this "
+                                       "start, {} to {}",
+                                       run.steps.front().step, steps, run.steps.front().step, run.steps.back().step));
   try {
     report.metrics = compute_metrics(in);
   } catch (const Error& e) {

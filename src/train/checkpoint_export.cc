@@ -1,13 +1,49 @@
 #include "train/checkpoint_export.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "base/error.h"
 #include "io/streamed_hf_writer.h"
+#include "train/checkpoint_history.h"
 #include "train/checkpoint_weights.h"
 
 namespace quill {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The checkpoint directory `quill export --checkpoint DIR [--ckpt-step N]` reads. Every rank chooses
+// (so that a refusal stops each with the same message), then all take world rank 0's iteration: a run
+// still saving into DIR may name a newer one between two ranks' reads.
+std::string checkpoint_to_export(const std::string& dir, int64_t ckpt_step, Comm* world) {
+  const bool iterations = latest_iteration(dir).has_value() || !saved_iterations(dir).empty();
+  // One checkpoint (iter_NNNNNNN itself, or the form before iterations), or a directory that is neither:
+  // CheckpointWeights::open names what is wrong with it.
+  if (ckpt_step < 0 && !iterations) return dir;
+  // Read-only, as --load chooses: the iteration the latest file names, or --ckpt-step's; refusals name the
+  // iterations there.
+  CheckpointChoice choice = choose_checkpoint(dir, ckpt_step, /*start_fresh=*/false, "--checkpoint");
+  if (world && world->size() > 1) {
+    Tensor it = Tensor::empty({1}, DType::I64);
+    it.data_as<int64_t>()[0] = choice.iteration;
+    world->broadcast(it, 0);
+    if (const int64_t lead = it.data_as<int64_t>()[0]; lead != choice.iteration)
+      choice.dir = lead >= 0 ? iteration_dir(dir, lead) : dir;
+  }
+  // A save killed mid-swap leaves the iteration under a side name; putting it back is a write, which
+  // an export does not make.
+  std::error_code ec;
+  QUILL_CHECK(fs::is_regular_file(fs::path(choice.dir) / "state.json", ec),
+              "--checkpoint {}: {} was being replaced when a save was killed; `quill train --load {}` puts it back, "
+              "or give --ckpt-step N for another iteration",
+              dir, choice.dir, dir);
+  return choice.dir;
+}
+
+}  // namespace
 
 CheckpointExportResult export_train_checkpoint(const CheckpointExportRequest& request, Comm* world,
                                                const DeviceContext& ctx) {
@@ -17,9 +53,10 @@ CheckpointExportResult export_train_checkpoint(const CheckpointExportRequest& re
   else if (!request.init_dir.empty()) named = load_inkling_config(request.init_dir);
   CheckpointChecks checks = request.checks;
   checks.use = "export";
-  const CheckpointWeights weights =
-      CheckpointWeights::open(request.checkpoint_dir, named ? &*named : nullptr, checks, world, ctx);
   CheckpointExportResult result;
+  result.checkpoint_dir = checkpoint_to_export(request.checkpoint_dir, request.ckpt_step, world);
+  const CheckpointWeights weights =
+      CheckpointWeights::open(result.checkpoint_dir, named ? &*named : nullptr, checks, world, ctx);
   result.next_step = weights.next_step();
   result.plan = plan_hf_export(weights.config(), request.init_dir, request.config_path, request.options);
 

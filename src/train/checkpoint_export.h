@@ -7,6 +7,7 @@
 // weights with the same form, dtype and sources (--init, --config), whatever the two layouts.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,10 @@
 namespace quill {
 
 struct CheckpointExportRequest {
-  std::string checkpoint_dir;  // the directory holding state.json
+  // A run's --save DIR (the iteration its latest file names, or ckpt_step's, as --load chooses:
+  // train/checkpoint_history.h) or one checkpoint directory (holding state.json).
+  std::string checkpoint_dir;
+  int64_t ckpt_step = -1;      // --ckpt-step N: that iteration of a --save DIR (-1: the latest)
   std::string out_dir;         // replaced when complete
   // As `quill train` takes them: --init's checkpoint (the release config, the pass-through tensors and
   // side files) and --config (the config the run was given: the model it names must be the
@@ -32,7 +36,8 @@ struct CheckpointExportRequest {
 struct CheckpointExportResult {
   HfExportPlan plan;
   SaveReport report;
-  int64_t next_step = 0;  // the step the checkpoint was saved before
+  int64_t next_step = 0;       // the step the checkpoint was saved before
+  std::string checkpoint_dir;  // the checkpoint directory read (DIR/iter_NNNNNNN for a --save DIR)
 };
 
 // Collective over world (null: one process).

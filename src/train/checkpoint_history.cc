@@ -117,7 +117,7 @@ CheckpointChoice choose_checkpoint(const std::string& load, int64_t ckpt_step, b
   if (ckpt_step >= 0) {
     QUILL_CHECK(!complete(load) || latest,
                 "--ckpt-step {}: {} {} is one checkpoint (its state.json), not a --save directory of iterations; "
-                "leave --ckpt-step out to resume it",
+                "leave --ckpt-step out to use it",
                 ckpt_step, flag, load);
     QUILL_CHECK(available(ckpt_step),
                 "--ckpt-step {}: {} {} holds no complete {} (its checkpoints: iterations {}; latest: {})", ckpt_step,
@@ -132,7 +132,7 @@ CheckpointChoice choose_checkpoint(const std::string& load, int64_t ckpt_step, b
   if (latest) {
     QUILL_CHECK(available(*latest),
                 "{} {}: {} names iteration {}, but {} is not there or not complete (its checkpoints: iterations {}); "
-                "give --ckpt-step N to resume another",
+                "give --ckpt-step N to use another",
                 flag, load, kLatestIterationFile, *latest, iteration_dir_name(*latest), list_iterations(saved));
     return {iteration_dir(load, *latest), *latest, ""};
   }

@@ -4,13 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "base/error.h"
-#include "base/file_util.h"
 #include "model/params.h"
 
 namespace quill {
@@ -33,15 +31,6 @@ void close_all(std::vector<int>* fds) {
 CheckpointWeights CheckpointWeights::open(const std::string& dir, const InklingConfig* expected_config,
                                           const CheckpointChecks& checks, Comm* world, const DeviceContext& ctx) {
   QUILL_CHECK(fs::is_directory(dir), "{}: no such directory", dir);
-  // A directory of Megatron-style saves (iter_NNNNNNN/ and latest_checkpointed_iteration.txt): name the one to give.
-  const std::string latest = dir + "/latest_checkpointed_iteration.txt";
-  if (!fs::is_regular_file(dir + "/state.json") && fs::is_regular_file(latest)) {
-    std::string it = read_file(latest);
-    it.erase(std::remove_if(it.begin(), it.end(), [](unsigned char c) { return std::isspace(c); }), it.end());
-    QUILL_FAIL("{}/state.json: missing: {} holds a run's saves, one per iteration; give one of them, e.g. the latest "
-               "(as {} says): --checkpoint {}/iter_{:0>7}",
-               dir, dir, latest, dir, it);
-  }
   QUILL_CHECK(fs::is_regular_file(dir + "/state.json"),
               "{}/state.json: missing: {} is not a quill training checkpoint (the directory `quill train --save` "
               "writes, holding state.json and shard-rank*-of-*.safetensors)",

@@ -1,7 +1,7 @@
 // `quill export` (a Hugging Face checkpoint from a training checkpoint) and the in-run `--save-hf` as a
 // user meets them: the export of a checkpoint on 1, 2 and 3 ranks is byte-identical to the run's own
 // export, for a run on one rank and for TP2 x PP2 and EP2 x DP2 layouts (bf16 and fp32, frozen
-// tensors); bad input is refused with one message naming the file (a missing directory, a directory
+// tensors); a run's --save DIR gives its latest iteration or --ckpt-step's, as --load does; bad input is refused with one message naming the file (a missing directory, a directory
 // that is not a training checkpoint, a corrupted shard, an edited state.json, another model's
 // --config, a non-empty --out) and leaves no --out; `quill plan` counts the export's host memory.
 // Every mpirun has its standard input closed and a time limit.
@@ -100,14 +100,19 @@ TEST(Export, BadInputIsRefusedNamingTheFile) {
   refused("--checkpoint " + out + "/missing", out + "/missing: no such directory");
   // The Hugging Face export is a directory, but not a training checkpoint.
   refused("--checkpoint " + out + "/hf", out + "/hf/state.json: missing");
-  // A directory of per-iteration saves (Megatron's layout): the message names the one to give.
+  // A directory of per-iteration saves whose latest file names an iteration that is not there: named, with
+  // the iterations that are.
   const std::string saves = temp("saves");
   fs::create_directories(saves);
   std::ofstream(saves + "/latest_checkpointed_iteration.txt") << "5\n";
-  refused("--checkpoint " + saves, "--checkpoint " + saves + "/iter_0000005");
+  refused("--checkpoint " + saves, "--checkpoint " + saves +
+                                       ": latest_checkpointed_iteration.txt names iteration 5, but iter_0000005 is not "
+                                       "there or not complete (its checkpoints: iterations none)");
+  // The run's one checkpoint (--save DIR holds iter_0000002), copied and damaged below.
+  const std::string saved = out + "/checkpoint/iter_0000002";
   // A shard with changed bytes, named.
   const std::string broken = temp("broken");
-  fs::copy(out + "/checkpoint", broken);
+  fs::copy(saved, broken);
   {
     std::fstream f(broken + "/shard-rank0-of-1.safetensors", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-64, std::ios::end);
@@ -119,7 +124,7 @@ TEST(Export, BadInputIsRefusedNamingTheFile) {
   run_ok(kQuill + " export --checkpoint " + broken + " --out " + temp("unverified") + " --no-verify-checkpoint --quiet");
   // An edited state.json.
   const std::string edited = temp("edited");
-  fs::copy(out + "/checkpoint", edited);
+  fs::copy(saved, edited);
   {
     std::string state = quill::read_file(edited + "/state.json");
     const size_t at = state.find("\"next_step\": 2");
@@ -136,6 +141,47 @@ TEST(Export, BadInputIsRefusedNamingTheFile) {
       run(kQuill + " export --checkpoint " + out + "/checkpoint --out " + out + " --quiet");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find(out + ": exists and is not empty"), std::string::npos) << r.output;
+}
+
+// quill export takes a run's --save DIR as quill train --load does: the iteration the latest file names,
+// or --ckpt-step N's; an iteration directory given itself is exported as it is.
+TEST(Export, SaveDirectoryGivesItsLatestOrTheCkptStep) {
+  const std::string out = train("history", 1, "", "--save-interval 1 --save-hf-dtype fp32");
+  ASSERT_TRUE(fs::exists(out + "/checkpoint/iter_0000001/state.json"));
+  ASSERT_EQ(quill::read_file(out + "/checkpoint/latest_checkpointed_iteration.txt"), "2\n");
+  const std::string flags = " --config " + kTiny + " --save-hf-dtype fp32 --quiet";
+  // The latest, on one rank and on two: the run's own export, and the closing line names the iteration.
+  for (int ranks : {1, 2}) {
+    SCOPED_TRACE(ranks);
+    const std::string latest = temp("history-latest" + std::to_string(ranks));
+    const quill::test::CommandResult r =
+        run(launch(ranks) + " export --checkpoint " + out + "/checkpoint --out " + latest + flags);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("exported " + out + "/checkpoint/iter_0000002 (saved after 2 steps)"), std::string::npos)
+        << r.output;
+    expect_same_files(out + "/hf", latest);
+  }
+  // --ckpt-step 1: the older iteration, the same files as naming its directory.
+  const std::string step1 = temp("history-step1"), named1 = temp("history-named1");
+  run_ok(kQuill + " export --checkpoint " + out + "/checkpoint --ckpt-step 1 --out " + step1 + flags);
+  run_ok(kQuill + " export --checkpoint " + out + "/checkpoint/iter_0000001 --out " + named1 + flags);
+  expect_same_files(step1, named1);
+  EXPECT_NE(quill::read_file(step1 + "/model.safetensors"), quill::read_file(out + "/hf/model.safetensors"))
+      << "iteration 1 exported the weights of iteration 2";
+  // Refusals name the flag and what is there; nothing is written.
+  const std::string dest = temp("history-refused");
+  for (const auto& [args, said] : std::vector<std::pair<std::string, std::string>>{
+           {"--checkpoint " + out + "/checkpoint --ckpt-step 3",
+            "--ckpt-step 3: --checkpoint " + out + "/checkpoint holds no complete iter_0000003 (its checkpoints: "
+            "iterations 1, 2; latest: 2)"},
+           {"--checkpoint " + out + "/checkpoint/iter_0000001 --ckpt-step 1",
+            "--ckpt-step 1: --checkpoint " + out + "/checkpoint/iter_0000001 is one checkpoint"},
+           {"--checkpoint " + out + "/checkpoint --ckpt-step -2", "--ckpt-step -2: must be >= 0"}}) {
+    const quill::test::CommandResult r = run(kQuill + " export " + args + " --out " + dest + " --quiet");
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(said), std::string::npos) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(dest)) << args;
+  }
 }
 
 TEST(Export, PlanCountsTheExportsHostMemory) {

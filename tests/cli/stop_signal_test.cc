@@ -170,6 +170,59 @@ TEST(StopSignal, SigtermSavesNamesTheCommandAndTheResumeIsBitIdentical) {
   expect_same_run(out, save, ref, ref + "/checkpoint");
 }
 
+// quill run as the job script a scheduler starts again after every stop (docs/multi-node.md; the line
+// quill tune --emit-recipe writes): --save OUT --load OUT/checkpoint --start-fresh-if-no-checkpoint. A
+// first start killed hard before any checkpoint leaves metrics behind and the next begins fresh; that one,
+// stopped by SIGTERM, saves, prints a line that loads OUT/checkpoint, exits 143 and writes no completed
+// recipe; the same job line then continues it to the end, equal to one uninterrupted run bit for bit.
+TEST(StopSignal, QuillRunStopsOnSigtermAndTheSameJobLineContinuesIt) {
+  const int steps = 150;
+  auto job = [&](const std::string& out) {
+    return std::string(QUILL_BINARY) + " run " + QUILL_SOURCE_DIR + "/recipes/tiny-cpu.yaml --device cpu --model-dir " +
+           QUILL_SOURCE_DIR + "/configs/tiny.json --set SFT_DATA=" + rows() + " --row-tokens 64 --steps " +
+           std::to_string(steps) + " --save-interval 1000 --save " + out + " --load " + out +
+           "/checkpoint --start-fresh-if-no-checkpoint";
+  };
+  const std::string out = temp("run-job"), ckpt = out + "/checkpoint";
+  {
+    Background killed(job(out));
+    ASSERT_TRUE(wait_for_steps(out, 1));
+    ::kill(killed.pid(), SIGKILL);
+    EXPECT_EQ(killed.finish().status, 128 + SIGKILL);
+  }
+  ASSERT_FALSE(fs::exists(ckpt + "/latest_checkpointed_iteration.txt"));
+  const int left = metric_lines(out);
+  Background run(job(out));
+  ASSERT_TRUE(wait_for_steps(out, left + 3));  // the fresh start's own steps (its metrics file is new)
+  ::kill(run.pid(), SIGTERM);
+  const CommandResult stopped = run.finish();
+  EXPECT_EQ(stopped.status, 143) << stopped.output;
+  EXPECT_NE(stopped.output.find("no checkpoint there yet: starting fresh (--start-fresh-if-no-checkpoint)"),
+            std::string::npos) << stopped.output;
+  const int64_t k = next_step(ckpt);
+  EXPECT_GE(k, left + 3);
+  EXPECT_LT(k, steps);
+  EXPECT_NE(stopped.output.find("quill run: SIGTERM received: the run stopped after " + std::to_string(k) + " of " +
+                                std::to_string(steps) + " steps"),
+            std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("checkpoint saved to " + quill::iteration_dir(ckpt, k)), std::string::npos)
+      << stopped.output;
+  const std::string command = printed_command(stopped.output);
+  EXPECT_NE(command.find(" --load " + ckpt), std::string::npos) << stopped.output;
+  EXPECT_FALSE(fs::exists(out + "/recipe.yaml")) << "a stopped run measured as if complete";
+
+  // The requeue: the same job line, to the end; the completed recipe says where it continued.
+  const CommandResult requeued = sh(job(out));
+  ASSERT_EQ(requeued.status, 0) << requeued.output;
+  EXPECT_NE(requeued.output.find("continued from step " + std::to_string(k) + " (--load)"), std::string::npos)
+      << requeued.output;
+  EXPECT_TRUE(fs::exists(out + "/recipe.yaml"));
+  EXPECT_EQ(next_step(ckpt), steps);
+  const std::string ref = temp("run-ref");
+  ASSERT_EQ(sh(job(ref)).status, 0);
+  expect_same_run(out, ckpt, ref, ref + "/checkpoint");
+}
+
 TEST(StopSignal, SigintWithoutSaveSaysNothingWasSavedAndTheNextStartSaysNoCheckpointExists) {
   const std::string out = temp("int");
   Background run(train_args(out));
