@@ -112,6 +112,9 @@ void add_run_command(CLI::App& app, Runner& run, const std::vector<std::string>&
       const TrainResult result = train_with_layout(train, dev, plan.layout, memory_check);
       if (const std::optional<int> status = finish_if_stopped(result, train, args)) return *status;
       if (!result.lead) return 0;  // data-parallel ranks other than 0: rank 0 reports
+      // A --load of a run already at its last step (a job started again after it ended): the trainer said
+      // there was nothing to do, and the completed recipe of the run stays as it was.
+      if (result.steps.empty()) return 0;
       const RecipeRunReport report =
           complete_recipe(recipe, plan, result, o, device_description(dev), dev == "cuda", wall.seconds());
       std::printf("%s", recipe_run_summary(report, plan).c_str());

@@ -21,8 +21,18 @@ namespace {
 std::string checkpoint_to_export(const std::string& dir, int64_t ckpt_step, Comm* world) {
   const bool iterations = latest_iteration(dir).has_value() || !saved_iterations(dir).empty();
   // One checkpoint (iter_NNNNNNN itself, or the form before iterations), or a directory that is neither:
-  // CheckpointWeights::open names what is wrong with it.
-  if (ckpt_step < 0 && !iterations) return dir;
+  // CheckpointWeights::open names what is wrong with it. A run's --out (quill run's checkpoints are
+  // OUT/checkpoint) is named as such, with the directory to give.
+  if (ckpt_step < 0 && !iterations) {
+    const std::string inner = (fs::path(dir) / "checkpoint").string();
+    std::error_code ec;
+    QUILL_CHECK(fs::is_regular_file(fs::path(dir) / "state.json", ec) ||
+                    !(latest_iteration(inner).has_value() || !saved_iterations(inner).empty()),
+                "--checkpoint {}: holds a run's outputs, not its checkpoints; give --checkpoint {} (the run's --save "
+                "directory)",
+                dir, inner);
+    return dir;
+  }
   // Read-only, as --load chooses: the iteration the latest file names, or --ckpt-step's; refusals name the
   // iterations there.
   CheckpointChoice choice = choose_checkpoint(dir, ckpt_step, /*start_fresh=*/false, "--checkpoint");

@@ -176,7 +176,10 @@ TEST(Export, SaveDirectoryGivesItsLatestOrTheCkptStep) {
             "iterations 1, 2; latest: 2)"},
            {"--checkpoint " + out + "/checkpoint/iter_0000001 --ckpt-step 1",
             "--ckpt-step 1: --checkpoint " + out + "/checkpoint/iter_0000001 is one checkpoint"},
-           {"--checkpoint " + out + "/checkpoint --ckpt-step -2", "--ckpt-step -2: must be >= 0"}}) {
+           {"--checkpoint " + out + "/checkpoint --ckpt-step -2", "--ckpt-step -2: must be >= 0"},
+           // The run's --out: the message names its --save directory.
+           {"--checkpoint " + out, "--checkpoint " + out + ": holds a run's outputs, not its checkpoints; give "
+                                   "--checkpoint " + out + "/checkpoint"}}) {
     const quill::test::CommandResult r = run(kQuill + " export " + args + " --out " + dest + " --quiet");
     EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(said), std::string::npos) << args << "\n" << r.output;

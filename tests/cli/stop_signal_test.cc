@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "base/file_util.h"
 #include "util/command.h"
 #include "util/run_dir.h"
 
@@ -176,7 +177,7 @@ TEST(StopSignal, SigtermSavesNamesTheCommandAndTheResumeIsBitIdentical) {
 // stopped by SIGTERM, saves, prints a line that loads OUT/checkpoint, exits 143 and writes no completed
 // recipe; the same job line then continues it to the end, equal to one uninterrupted run bit for bit.
 TEST(StopSignal, QuillRunStopsOnSigtermAndTheSameJobLineContinuesIt) {
-  const int steps = 150;
+  const int steps = 40;
   auto job = [&](const std::string& out) {
     return std::string(QUILL_BINARY) + " run " + QUILL_SOURCE_DIR + "/recipes/tiny-cpu.yaml --device cpu --model-dir " +
            QUILL_SOURCE_DIR + "/configs/tiny.json --set SFT_DATA=" + rows() + " --row-tokens 64 --steps " +
@@ -218,6 +219,12 @@ TEST(StopSignal, QuillRunStopsOnSigtermAndTheSameJobLineContinuesIt) {
       << requeued.output;
   EXPECT_TRUE(fs::exists(out + "/recipe.yaml"));
   EXPECT_EQ(next_step(ckpt), steps);
+  // Started once more after its end: nothing to do, and the completed recipe is kept.
+  const std::string completed = quill::read_file(out + "/recipe.yaml");
+  const CommandResult again = sh(job(out));
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("nothing to do"), std::string::npos) << again.output;
+  EXPECT_EQ(quill::read_file(out + "/recipe.yaml"), completed);
   const std::string ref = temp("run-ref");
   ASSERT_EQ(sh(job(ref)).status, 0);
   expect_same_run(out, ckpt, ref, ref + "/checkpoint");
