@@ -20,6 +20,7 @@
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "cli/projection_report.h"
+#include "cli/fp8_flags.h"
 #include "cli/recompute_flags.h"
 #include "cli/stop_report.h"
 #ifdef QUILL_HAVE_CUDA
@@ -227,6 +228,8 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                 "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
+  static Fp8Flags fp8;
+  add_fp8_flags(cmd, fp8);
   static std::string dq_order = "fixed";
   cmd->add_option("--attention-dq-order", dq_order,
                   "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "
@@ -310,6 +313,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       for (double c : ceilings) QUILL_CHECK(c > 0, "--profile-ceilings must be positive, got {}", c);
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names)) note(line);
       o.recompute = recompute.resolve();
+      o.fp8 = fp8.resolve(device);
       o.attention_dq_arrival_order = dq_order == "arrival";
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
                   "of steps", o.moe_idle_expert_warning_steps);

@@ -63,6 +63,7 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--loss-vocab", o.loss_over_padded_vocab ? "padded" : "unpadded"},
       {"--moe-shared-expert-overlap", o.moe_shared_expert_overlap ? "on" : "off"},
       {"--recompute-granularity", o.recompute.describe()},
+      {"--fp8-recipe", o.fp8.describe()},
       {"--resume", o.resume_dir.empty() ? "none" : "a checkpoint"},
       // Verifying a checkpoint's shards is collective: every rank must do it or none.
       {"--no-verify-checkpoint", o.verify_checkpoint ? "no" : "yes"},

@@ -310,6 +310,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.simulated_rank = o.simulate_rank;
   result.world_size = layout.spec().world();
   result.recompute = o.recompute.describe();
+  result.fp8 = o.fp8.describe();
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
@@ -374,6 +375,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   model_options.recompute = o.recompute;
+  model_options.fp8 = o.fp8;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction());
   lap("placement on the device");
