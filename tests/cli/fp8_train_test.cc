@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +52,18 @@ TEST(Fp8Train, FlagsRecordedInTheSummary) {
   const std::string plain = temp("summary-plain");
   run_ok(kQuill + train(1) + " --out " + plain);
   EXPECT_EQ(quill::test::read_json(plain + "/summary.json")["fp8"], "off");
+}
+
+// quill run reads Megatron's two flags from the recipe's run, as quill train reads them.
+TEST(Fp8Train, QuillRunMapsTheRecipesFlags) {
+  const std::string synth = temp("run-rows"), out = temp("run-out"), recipe = temp("run-recipe") + ".yaml";
+  const std::string in_src = "cd " + kSrc + " && ";
+  run_ok(in_src + kQuill + " data synth --input data/synthetic/conversations.jsonl --row-tokens 128 --out " + synth);
+  std::ofstream(recipe) << quill::test::edited_text(
+      kSrc + "/recipes/tiny-cpu.yaml",
+      {{"--moe-token-dispatcher-type alltoall", "--moe-token-dispatcher-type alltoall --fp8-format e4m3 --fp8-recipe blockwise"}});
+  run_ok(in_src + kQuill + " run " + recipe + " --device cpu --set SFT_DATA=" + synth + " --steps 2 --out " + out);
+  EXPECT_EQ(quill::test::read_json(out + "/summary.json")["fp8"], "e4m3 blockwise");
 }
 
 TEST(Fp8Train, RefusesWhatItDoesNotImplementNamingTheFlag) {
