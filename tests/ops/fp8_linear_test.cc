@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -191,6 +192,42 @@ TEST(Fp8Linear, AdjointIdentitiesOnRepresentableInputs) {
   const double a = test::dot(dy, y), b = test::dot(dx, x), c = test::dot(dw, w);
   EXPECT_NEAR(a, b, 1e-6 * std::fabs(a));
   EXPECT_NEAR(a, c, 1e-6 * std::fabs(a));
+}
+
+// A non-finite operand is never saturated into a finite product (docs/fp8.md): its whole tile turns NaN,
+// so every output that contracts over that tile is NaN, and no other output is. A saturating cast
+// would have turned an inf into +-448 x scale_inv and every output here finite.
+TEST(Fp8Linear, NonFiniteOperandsReachTheOutputsAsNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto nan_pattern = [](const Tensor& t, const std::function<bool(int64_t, int64_t)>& expect_nan) {
+    const int64_t C = t.dim(1);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      ASSERT_EQ(std::isnan(test::get(t, i)), expect_nan(i / C, i % C)) << "element (" << i / C << ", " << i % C << ")";
+  };
+  {  // forward: an inf in row 5 of x, in its second 1x128 tile: all of row 5 of y
+    Tensor x = varied({N, K}, 20), y = Tensor::empty({N, M}, DType::F32);
+    test::set(x, 5 * K + 130, inf);
+    ops::fp8_linear_forward(kCpu, x, quantized_weight(varied({M, K}, 21)), y);
+    nan_pattern(y, [](int64_t n, int64_t) { return n == 5; });
+  }
+  {  // forward: a NaN in the weight's block (0, 1): the first 128 outputs of every row
+    Tensor x = varied({N, K}, 22), w = varied({M, K}, 23), y = Tensor::empty({N, M}, DType::F32);
+    test::set(w, 3 * K + 150, std::numeric_limits<float>::quiet_NaN());
+    ops::fp8_linear_forward(kCpu, x, quantized_weight(w), y);
+    nan_pattern(y, [](int64_t, int64_t m) { return m < 128; });
+  }
+  {  // data gradient: -inf in row 9 of dy: all of row 9 of dx
+    Tensor dy = varied({N, M}, 24), dx = Tensor::empty({N, K}, DType::F32);
+    test::set(dy, 9 * M + 2, -inf);
+    ops::fp8_linear_backward_input(kCpu, dy, quantized_weight(varied({M, K}, 25)), dx);
+    nan_pattern(dx, [](int64_t n, int64_t) { return n == 9; });
+  }
+  {  // weight gradient: an inf at token 129 of feature 4 of x (its second 128x1 tile): column 4 of dw
+    Tensor dy = varied({N, M}, 26), x = varied({N, K}, 27), dw = Tensor::empty({M, K}, DType::F32);
+    test::set(x, 129 * K + 4, inf);
+    ops::fp8_linear_backward_weight(kCpu, dy, x, dw, /*accumulate=*/false);
+    nan_pattern(dw, [](int64_t, int64_t k) { return k == 4; });
+  }
 }
 
 TEST(Fp8Linear, RefusesAnUnquantizedOrMisshapenWeight) {
