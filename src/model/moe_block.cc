@@ -36,10 +36,6 @@ MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, co
               w13_->shape[0], E_, ep_.size);
 }
 
-namespace {
-// Expert s of a stacked [S, M, K] weight (or its gradient) as an [M, K] view.
-Tensor expert_slice(const Tensor& w_SMK, int64_t s) { return w_SMK.rows(s, s + 1).reshape({w_SMK.dim(1), w_SMK.dim(2)}); }
-}  // namespace
 
 Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s, const Tensor& replay_topk_Tk) const {
   const Tensor x_TD = tp_.chunk_of_region(x_region);
@@ -193,12 +189,12 @@ Tensor MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, const
   for (int64_t e = 0; e < S_; ++e) {
     Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
     Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
-    param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_slice(sw2_grad.grad, e), sw2_grad.accumulate);
+    param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
     param_backward_input(ctx, dys_TD, *sw2_, dasc, false, e);
     ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
     ops::set_columns(ctx, dgamma_TS, e, dg);
     ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
-    param_backward_weight(ctx, dh, s.xs_TD, *sw13_, expert_slice(sw13_grad.grad, e), sw13_grad.accumulate);
+    param_backward_weight(ctx, dh, s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e), sw13_grad.accumulate);
     param_backward_input(ctx, dh, *sw13_, dxs_TD, /*accumulate=*/e > 0, e);
   }
   ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));

@@ -8,15 +8,17 @@
 namespace quill {
 namespace {
 
-Tensor matrix(const Tensor& w_EMK, int64_t e) {
-  return e < 0 ? w_EMK : w_EMK.rows(e, e + 1).reshape({w_EMK.dim(1), w_EMK.dim(2)});
-}
+Tensor matrix(const Tensor& w_EMK, int64_t e) { return e < 0 ? w_EMK : expert_matrix(w_EMK, e); }
 ops::Fp8Tensor fp8_matrix(const DeviceContext& ctx, const Param& w, int64_t e) {
   const ops::Fp8Tensor& all = fp8_weight(ctx, w);
   return e < 0 ? all : ops::fp8_matrix(all, e);
 }
 
 }  // namespace
+
+Tensor expert_matrix(const Tensor& w_EMK, int64_t e) {
+  return w_EMK.rows(e, e + 1).reshape({w_EMK.dim(1), w_EMK.dim(2)});
+}
 
 void param_forward(const DeviceContext& ctx, const Tensor& x_NK, const Param& w, const Tensor& y_NM, int64_t expert) {
   if (w.fp8) return ops::fp8_linear_forward(ctx, x_NK, fp8_matrix(ctx, w, expert), y_NM);

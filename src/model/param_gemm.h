@@ -9,6 +9,9 @@
 
 namespace quill {
 
+// Matrix e of a stacked [E, M, K] weight (or of its gradient) as an [M, K] view.
+Tensor expert_matrix(const Tensor& w_EMK, int64_t e);
+
 void param_forward(const DeviceContext& ctx, const Tensor& x_NK, const Param& w, const Tensor& y_NM,
                    int64_t expert = -1);
 void param_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const Param& w, const Tensor& dx_NK,
