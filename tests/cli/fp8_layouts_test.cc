@@ -25,6 +25,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 
 #include "train/train_checkpoint.h"
@@ -66,6 +67,8 @@ struct Layout {
   // catches a weight shard updated from the wrong gradient or not at all (differences of order 1).
   double weights_rel;
 };
+// gtest's name for a case in its output (else the struct's bytes).
+void PrintTo(const Layout& l, std::ostream* os) { *os << l.flags; }
 
 class Fp8Layouts : public ::testing::TestWithParam<Layout> {};
 
