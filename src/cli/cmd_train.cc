@@ -20,6 +20,7 @@
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "cli/projection_report.h"
+#include "cli/fp8_flags.h"
 #include "cli/recompute_flags.h"
 #include "cli/stop_report.h"
 #ifdef QUILL_HAVE_CUDA
@@ -248,6 +249,8 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                 "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
+  static Fp8Flags fp8;
+  add_fp8_flags(cmd, fp8);
   static std::string dq_order = "fixed";
   cmd->add_option("--attention-dq-order", dq_order,
                   "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "
@@ -338,6 +341,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       QUILL_CHECK(!exit_on_missing || !o.start_fresh_if_no_checkpoint,
                   "--exit-on-missing-checkpoint and --start-fresh-if-no-checkpoint ask for opposite things: give one");
       o.recompute = recompute.resolve();
+      o.fp8 = fp8.resolve(device);
       o.attention_dq_arrival_order = dq_order == "arrival";
       o.grouped_wgrad_wgmma = wgrad_kernel == "wgmma";
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "

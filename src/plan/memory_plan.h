@@ -34,6 +34,7 @@ struct PlanRequest {
   int gpus_per_node = 8;            // for the pinned host memory per node
   double expert_rows_factor = 1.0;  // saved routed-expert rows against balanced routing (EP > 1)
   RecomputeOptions recompute;       // --recompute-granularity full ... (model/recompute.h)
+  bool fp8 = false;                 // --fp8-recipe blockwise: the FP8 matrices' quantised copies (param_memory.h)
 };
 
 // Modelled constants of what the device allocator does not count (docs/plan.md says where each

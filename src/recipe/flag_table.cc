@@ -102,6 +102,11 @@ const std::vector<FlagSpec> kFlags = {
     {"bf16", N, SW, "false", "bf16 parameters and activations",
         cpu_note("--device cpu computes in fp32 (the reference backend); bf16 is --device cuda's precision "
                  "(fp32 master weights)")},
+    // FP8 GEMMs change the function computed (E4M3 rounding of their operands): numerics. quill train has
+    // both names itself (cli/fp8_flags.h); Megatron's --fp8-recipe defaults to delayed, which applies only
+    // with --fp8-format, so the table leaves it unset.
+    {"fp8-format", N, S, nullptr, "FP8 GEMMs: e4m3 | hybrid (off when absent)"},
+    {"fp8-recipe", N, S, nullptr, "FP8 scaling: delayed (Megatron's default) | tensorwise | mxfp8 | blockwise"},
     {"fp16", N, SW, "false", "fp16 parameters and activations",
         instead("quill computes in bf16 on --device cuda (--bf16) and in fp32 on --device cpu")},
     {"attention-dropout", N, F, "0.1", "attention dropout", only("0", "quill trains without dropout")},

@@ -42,6 +42,7 @@ struct RunDefinition {
   double distributed_timeout_minutes = 10;     // --distributed-timeout-minutes (Megatron's default 10)
   // numerics
   bool bf16 = false, fp16 = false;
+  std::optional<std::string> fp8_format, fp8_recipe;  // --fp8-format, --fp8-recipe (unset: not given)
   double attention_dropout = 0.1, hidden_dropout = 0.1;
   bool calculate_per_token_loss = false;
   std::optional<std::string> loss_type, hf_checkpoint;

@@ -63,6 +63,7 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--loss-vocab", o.loss_over_padded_vocab ? "padded" : "unpadded"},
       {"--moe-shared-expert-overlap", o.moe_shared_expert_overlap ? "on" : "off"},
       {"--recompute-granularity", o.recompute.describe()},
+      {"--fp8-recipe", o.fp8.describe()},
       {"--load", o.resume_dir.empty() ? "none" : "a checkpoint"},
       {"--ckpt-step", std::to_string(o.ckpt_step)},
       {"--start-fresh-if-no-checkpoint", o.start_fresh_if_no_checkpoint ? "yes" : "no"},

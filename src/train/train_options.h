@@ -11,6 +11,7 @@
 #include "io/hf_export.h"
 #include "model/recompute.h"
 #include "ops/device_context.h"
+#include "ops/fp8_options.h"
 
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
@@ -112,6 +113,9 @@ struct TrainOptions {
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;
+  // Megatron's --fp8-format e4m3 --fp8-recipe blockwise (docs/fp8.md): the linear layers of attention, MLP
+  // and experts in FP8 E4M3 with blockwise scales; off by default.
+  ops::Fp8Options fp8;
   // --attention-dq-order arrival (GPU only): the attention backward adds into dQ in arrival order, not
   // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
   bool attention_dq_arrival_order = false;

@@ -315,6 +315,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.simulated_rank = o.simulate_rank;
   result.world_size = layout.spec().world();
   result.recompute = o.recompute.describe();
+  result.fp8 = o.fp8.describe();
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";
   result.grouped_wgrad_kernel = o.grouped_wgrad_wgmma ? "wgmma" : "cublaslt";
   if (o.stop_after == 0) {
@@ -382,6 +383,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   model_options.recompute = o.recompute;
+  model_options.fp8 = o.fp8;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction());
   lap("placement on the device");
