@@ -30,9 +30,12 @@ train() {  # train OUT LAYOUT...: the command line's words after the launcher
 numbers() { python3 -c 'import json,sys
 for l in open(sys.argv[1]): j=json.loads(l); print(j["step"], repr(j["loss"]), repr(j["grad_norm"]))' "$1/metrics.jsonl"; }
 
+# The checkpoint directory RUN/checkpoint/latest_checkpointed_iteration.txt names (RUN/checkpoint/iter_NNNNNNN).
+latest() { echo "$1/checkpoint/iter_$(printf %07d "$(cat "$1/checkpoint/latest_checkpointed_iteration.txt" 2>/dev/null)")"; }
+
 same_as_reference() {  # same_as_reference RUN REF
   cmp -s <(numbers "$1") <(numbers "$2") || { echo "metrics differ"; return 1; }
-  for f in "$2"/checkpoint/*; do cmp -s "$f" "$1/checkpoint/$(basename "$f")" || { echo "$(basename "$f") differs"; return 1; }; done
+  for f in "$(latest "$2")"/*; do cmp -s "$f" "$(latest "$1")/$(basename "$f")" || { echo "$(basename "$f") differs"; return 1; }; done
 }
 
 passed=0 total=0
@@ -69,7 +72,7 @@ for layout in "--dp 2" "--pp 2"; do
     what="$tag trial $i: SIGTERM to $target at ${delay} s: exit $status"
     # Complete: every step trained and the final checkpoint written (mpirun exits 1 when it was signalled,
     # even when the ranks had finished before the signal reached them).
-    if [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["next_step"])' "$run/checkpoint/state.json" 2>/dev/null)" = "$STEPS" ] &&
+    if [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["next_step"])' "$(latest "$run")/state.json" 2>/dev/null)" = "$STEPS" ] &&
        ! grep -q "Continue with:" "$run.log"; then
       what+=", the run had completed"
     elif grep -q "Continue with:" "$run.log"; then

@@ -15,6 +15,7 @@
 #include "cli/layout_flags.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
+#include "cli/fp8_flags.h"
 #include "cli/recompute_flags.h"
 #include "data/rows.h"
 #include "model/params.h"
@@ -51,6 +52,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
   add_layout_flags(cmd, layout);
   add_optimizer_flags(cmd, memory, names);
   add_recompute_flags(cmd, recompute);
+  static Fp8Flags fp8;
+  add_fp8_flags(cmd, fp8);
   cmd->add_option("--gpus-per-node", gpus_per_node, "GPUs per node, for the pinned host memory per node (default 8)");
   cmd->add_option("--host-memory", host_memory,
                   "memory of each node to check the startup host bytes against (pinned optimizer state and the "
@@ -107,6 +110,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
       q.gpus_per_node = gpus_per_node;
       q.expert_rows_factor = expert_rows_factor;
       q.recompute = recompute.resolve();
+      // The plan counts FP8 copies for either device: the CUDA plan is what the CUDA kernels will need.
+      q.fp8 = ops::parse_fp8_options(fp8.format, fp8.recipe).enabled();
       int64_t memory_bytes = parse_device_memory(device_memory);
       if (memory_bytes < 0 && q.device == Device::CUDA) memory_bytes = plan::kH200MemoryBytes;
       const plan::MemoryPlan mp = plan::plan_memory(q);

@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "base/stop_signal.h"
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "cli/launch.h"
+#include "cli/stop_report.h"
 #include "comm/error_report.h"
 #include "recipe/recipe.h"
 #include "recipe/run_flags.h"
@@ -16,7 +19,7 @@
 
 namespace quill::cli {
 
-void add_run_command(CLI::App& app, Runner& run) {
+void add_run_command(CLI::App& app, Runner& run, const std::vector<std::string>& args) {
   CLI::App* cmd = app.add_subcommand("run", "run a recipe, measure it, check it, write the completed recipe");
   static std::string recipe_path, device;
   static int64_t steps = 0;
@@ -46,8 +49,20 @@ void add_run_command(CLI::App& app, Runner& run) {
   static int64_t save_interval = 0;
   static double timeout_minutes = 0;
   cmd->add_option("--save-interval", save_interval,
-                  "training checkpoints every N steps and at the end, into OUT/checkpoint (default: the run flags'; "
+                  "training checkpoints every N steps and at the end, into OUT/checkpoint/iter_NNNNNNN (default: the "
+                  "run flags'; "
                   "none when they have none)");
+  cmd->add_flag("--async-save", o.async_save,
+                "with checkpoints: written in the background while training goes on (default: the run flags')");
+  cmd->add_option("--keep-last-checkpoints", o.keep_last_checkpoints,
+                  "with checkpoints: keep only the newest N iterations in OUT/checkpoint (default: all)");
+  cmd->add_option("--load,--resume", o.load_dir,
+                  "continue a stopped or requeued run from its checkpoints, as quill train --load: OUT/checkpoint "
+                  "(its latest iteration); refused when it holds none unless --start-fresh-if-no-checkpoint");
+  cmd->add_option("--ckpt-step", o.ckpt_step, "with --load: continue iteration N instead of the latest");
+  cmd->add_flag("--start-fresh-if-no-checkpoint", o.start_fresh_if_no_checkpoint,
+                "with --load: start the run when no checkpoint exists yet (a job script's first start; a requeued "
+                "start continues)");
   cmd->add_option("--distributed-timeout-minutes", timeout_minutes,
                   "a collective that waits longer stops every rank (default: the run flags', else 10)");
   static std::string device_memory;
@@ -56,8 +71,8 @@ void add_run_command(CLI::App& app, Runner& run) {
   // those flags are read from the recipe (recipe/run_flags.h), so on this command line they are
   // accepted and left to the recipe.
   cmd->allow_extras();
-  cmd->callback([&run, price_option] {
-    run = [price_option] {
+  cmd->callback([&run, price_option, &args] {
+    run = [price_option, &args] {
       if (price_option->count() > 0) o.usd_per_gpu_hour = price;
       Timer wall;
       for (const std::string& s : sets) o.set.insert(parse_assignment(s));
@@ -89,8 +104,17 @@ void add_run_command(CLI::App& app, Runner& run) {
                   static_cast<long long>(plan.row_tokens), plan.layout.world(), device_description(dev).c_str());
       MemoryCheck memory_check;
       memory_check.device_memory = parse_device_memory(device_memory);
-      const TrainResult result = train_with_layout(plan.train, dev, plan.layout, memory_check);
+      // SIGTERM and SIGINT (Slurm's time limit, a preemption) stop every rank at the next step boundary,
+      // with a checkpoint when the run saves; the completed recipe is written only by a run that ends.
+      const StopSignals stop_signals;
+      TrainOptions train = plan.train;
+      train.stop_signal = [] { return StopSignals::received(); };
+      const TrainResult result = train_with_layout(train, dev, plan.layout, memory_check);
+      if (const std::optional<int> status = finish_if_stopped(result, train, args)) return *status;
       if (!result.lead) return 0;  // data-parallel ranks other than 0: rank 0 reports
+      // A --load of a run already at its last step (a job started again after it ended): the trainer said
+      // there was nothing to do, and the completed recipe of the run stays as it was.
+      if (result.steps.empty()) return 0;
       const RecipeRunReport report =
           complete_recipe(recipe, plan, result, o, device_description(dev), dev == "cuda", wall.seconds());
       std::printf("%s", recipe_run_summary(report, plan).c_str());

@@ -20,6 +20,7 @@
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "cli/projection_report.h"
+#include "cli/fp8_flags.h"
 #include "cli/recompute_flags.h"
 #include "cli/stop_report.h"
 #ifdef QUILL_HAVE_CUDA
@@ -202,10 +203,31 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       ->required();
   cmd->add_flag("--overwrite", o.overwrite, "replace the earlier run's outputs in a non-empty --out");
   cmd->add_option("--save", o.save_dir,
-                  "write a training checkpoint (fp32 weights and Adam moments) to DIR at the end, and every "
-                  "--save-interval steps; none without it");
+                  "write training checkpoints (fp32 weights and Adam moments) as DIR/iter_NNNNNNN at the end, and "
+                  "every --save-interval steps, each named in DIR/latest_checkpointed_iteration.txt once complete "
+                  "(Megatron's layout); none without it");
   cmd->add_option("--save-interval", o.save_interval, "with --save: also a checkpoint every N steps");
-  cmd->add_option("--resume", o.resume_dir, "resume from this training checkpoint directory");
+  cmd->add_option("--keep-last-checkpoints", o.keep_last_checkpoints,
+                  "with --save: after each save keep only the newest N iterations in DIR (the latest always; "
+                  "default 0: keep all)");
+  cmd->add_flag("--async-save", o.async_save,
+                "with --save: copy the state to host memory at the step boundary and write it in the background "
+                "while training goes on (Megatron's flag)");
+  cmd->add_option("--test-async-save-delay", o.test_async_save_delay_s,
+                  "tests only: the background writer sleeps S seconds first")
+      ->group("");
+  cmd->add_option("--load,--resume", o.resume_dir,
+                  "resume from the --save DIR of an earlier run (the iteration its latest_checkpointed_iteration.txt "
+                  "names), or from one checkpoint directory; refused when DIR holds none unless "
+                  "--start-fresh-if-no-checkpoint");
+  cmd->add_option("--ckpt-step", o.ckpt_step, "with --load: resume iteration N of DIR instead of the latest (Megatron's flag)");
+  cmd->add_flag("--start-fresh-if-no-checkpoint", o.start_fresh_if_no_checkpoint,
+                "with --load: when DIR holds no checkpoint yet, start a fresh run instead of refusing (the first "
+                "start of a job script that always passes --load)");
+  static bool exit_on_missing = false;
+  cmd->add_flag("--exit-on-missing-checkpoint", exit_on_missing,
+                "Megatron's flag; quill always refuses a --load without a checkpoint (unless "
+                "--start-fresh-if-no-checkpoint)");
   cmd->add_option("--stop-after", o.stop_after, "stop after N steps of this invocation (with a checkpoint when --save)");
   cmd->add_flag("!--no-verify-rows", o.verify_rows, "skip checking rows.bin against the manifest's rows_sha256");
   cmd->add_flag("!--no-verify-checkpoint", o.verify_checkpoint,
@@ -227,6 +249,8 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                 "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
+  static Fp8Flags fp8;
+  add_fp8_flags(cmd, fp8);
   static std::string dq_order = "fixed";
   cmd->add_option("--attention-dq-order", dq_order,
                   "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "
@@ -322,7 +346,10 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "--simulate-rank must be 0 or more (a world rank of the layout), got {}", o.simulate_rank);
       for (double c : ceilings) QUILL_CHECK(c > 0, "--profile-ceilings must be positive, got {}", c);
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names)) note(line);
+      QUILL_CHECK(!exit_on_missing || !o.start_fresh_if_no_checkpoint,
+                  "--exit-on-missing-checkpoint and --start-fresh-if-no-checkpoint ask for opposite things: give one");
       o.recompute = recompute.resolve();
+      o.fp8 = fp8.resolve(device);
       o.attention_dq_arrival_order = dq_order == "arrival";
       o.grouped_wgrad_wgmma = wgrad_kernel == "wgmma";
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
@@ -366,13 +393,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       const StopSignals stop_signals;
       o.stop_signal = [] { return StopSignals::received(); };
       TrainResult r = train_with_layout(o, device, layout, memory_check, /*count_collectives=*/true, comm_params(projection));
-      if (r.stop_signal != 0) {
-        if (r.lead) std::fprintf(stderr, "%s", stop_report(r, o, args).c_str());
-        return stop_exit_status(r.stop_signal);
-      }
-      if (StopSignals::received() != 0 && r.lead)
-        std::fprintf(stderr, "quill train: %s received after the last step: the run completed\n",
-                     stop_signal_name(StopSignals::received()));
+      if (const std::optional<int> status = finish_if_stopped(r, o, args)) return *status;
       if (!r.lead) return 0;  // the run's closing lines are the lead rank's
       if (!r.steps.empty())
         std::printf("trained %zu steps in %.1f s: loss %.4f -> %.4f%s; metrics in %s/metrics.jsonl\n", r.steps.size(),

@@ -87,7 +87,7 @@ void check_simulation(const TrainOptions& o, const LayoutSpec& spec) {
   QUILL_CHECK(o.simulate_rank < spec.world(), "--simulate-rank {}: the layout ({}) has {} ranks (0..{})", o.simulate_rank,
               spec.describe(), spec.world(), spec.world() - 1);
   const char* refused = !o.save_dir.empty()      ? "--save"
-                        : !o.resume_dir.empty()  ? "--resume"
+                        : !o.resume_dir.empty()  ? "--load"
                         : o.save_hf              ? "--save-hf"
                         : o.dump_grads_step >= 0 ? "--dump-grads-step"
                                                  : nullptr;

@@ -19,10 +19,11 @@ int main(int argc, char** argv) {
   quill::cli::add_demo_command(app, run);
   quill::cli::add_recipe_commands(app, run);
   quill::cli::add_check_commands(app, run);
-  quill::cli::add_run_command(app, run);
+  quill::cli::add_run_command(app, run, args);
   quill::cli::add_plan_command(app, run);
   quill::cli::add_project_command(app, run);
   quill::cli::add_tune_command(app, run);
+  quill::cli::add_export_command(app, run);
   // Under a launcher, an error every rank shares is printed once, by rank 0 (comm/error_report.h).
   auto report = [](const char* message) {
     const std::string line = quill::error_report_line(message);

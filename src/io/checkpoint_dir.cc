@@ -141,6 +141,34 @@ const SafetensorsFile& CheckpointDir::file_of(const std::string& name) const {
   return *it->second;
 }
 
+CheckpointShards plan_checkpoint_shards(const std::vector<SafetensorsItem>& items, uint64_t max_shard_bytes) {
+  CheckpointShards plan;
+  plan.items.emplace_back();
+  uint64_t shard_bytes = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!plan.items.back().empty() && shard_bytes + items[i].nbytes > max_shard_bytes) {
+      plan.items.emplace_back();
+      shard_bytes = 0;
+    }
+    plan.items.back().push_back(i);
+    shard_bytes += items[i].nbytes;
+    plan.total_bytes += items[i].nbytes;
+  }
+  const size_t k = plan.items.size();
+  for (size_t i = 0; i < k; ++i)
+    plan.files.push_back(k == 1 ? std::string(CheckpointDir::kSingleFile)
+                                : fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, k));
+  return plan;
+}
+
+std::string checkpoint_index_json(const CheckpointShards& shards, const std::vector<SafetensorsItem>& items) {
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (size_t i = 0; i < shards.files.size(); ++i)
+    for (size_t j : shards.items[i]) weight_map[items[j].name] = shards.files[i];
+  nlohmann::json index = {{"metadata", {{"total_size", shards.total_bytes}}}, {"weight_map", std::move(weight_map)}};
+  return index.dump(2) + "\n";
+}
+
 std::vector<std::string> write_checkpoint_dir(const std::string& dir, const std::vector<SafetensorsItem>& items,
                                               const CheckpointWriteOptions& options) {
   QUILL_CHECK(options.max_shard_bytes > 0, "{}: max_shard_bytes must be positive", dir);
@@ -148,23 +176,12 @@ std::vector<std::string> write_checkpoint_dir(const std::string& dir, const std:
   for (const SafetensorsItem& item : items)
     QUILL_CHECK(seen.insert(item.name).second, "{}: tensor {} appears twice in the checkpoint", dir, item.name);
 
-  // Greedy in order, as transformers' shard splitting does.
-  std::vector<std::vector<SafetensorsItem>> shards(1);
-  uint64_t shard_bytes = 0, total = 0;
-  for (const SafetensorsItem& item : items) {
-    if (!shards.back().empty() && shard_bytes + item.nbytes > options.max_shard_bytes) {
-      shards.emplace_back();
-      shard_bytes = 0;
-    }
-    shards.back().push_back(item);
-    shard_bytes += item.nbytes;
-    total += item.nbytes;
-  }
-  const size_t k = shards.size();
-  std::vector<std::string> files;
+  const CheckpointShards plan = plan_checkpoint_shards(items, options.max_shard_bytes);
+  const size_t k = plan.files.size();
+  std::vector<std::string> files = plan.files;
+  std::vector<std::vector<SafetensorsItem>> shards(k);
   for (size_t i = 0; i < k; ++i)
-    files.push_back(k == 1 ? std::string(CheckpointDir::kSingleFile)
-                           : fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, k));
+    for (size_t j : plan.items[i]) shards[i].push_back(items[j]);
 
   make_dirs(dir);
   const std::string suffix = ".tmp." + std::to_string(::getpid());
@@ -176,14 +193,10 @@ std::vector<std::string> write_checkpoint_dir(const std::string& dir, const std:
       write_safetensors_unrenamed(tmp, join(dir, files[i]), shards[i], options.metadata);
     }
     if (k > 1) {
-      nlohmann::json weight_map = nlohmann::json::object();
-      for (size_t i = 0; i < k; ++i)
-        for (const SafetensorsItem& item : shards[i]) weight_map[item.name] = files[i];
-      nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", std::move(weight_map)}};
       files.push_back(CheckpointDir::kIndexFile);
       std::string tmp = join(dir, CheckpointDir::kIndexFile) + suffix;
       written.push_back(tmp);
-      write_text_unrenamed(tmp, index.dump(2) + "\n");
+      write_text_unrenamed(tmp, checkpoint_index_json(plan, items));
     }
   } catch (...) {
     for (const std::string& tmp : written) ::unlink(tmp.c_str());

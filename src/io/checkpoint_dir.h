@@ -67,6 +67,18 @@ struct CheckpointWriteOptions {
   std::map<std::string, std::string> metadata = {{"format", "pt"}};  // each file's __metadata__
 };
 
+// How `items` split into shard files: greedy in order, as transformers' shard splitting does. The
+// same items give the same split, whoever computes it (the streamed export: every rank alike).
+struct CheckpointShards {
+  std::vector<std::string> files;           // relative names, shard order
+  std::vector<std::vector<size_t>> items;   // per file: indices into the items, in order
+  uint64_t total_bytes = 0;                 // tensor bytes of all files
+  bool sharded() const { return files.size() > 1; }
+};
+CheckpointShards plan_checkpoint_shards(const std::vector<SafetensorsItem>& items, uint64_t max_shard_bytes);
+// model.safetensors.index.json's text for a sharded split (metadata.total_size, weight_map).
+std::string checkpoint_index_json(const CheckpointShards& shards, const std::vector<SafetensorsItem>& items);
+
 // Writes `items` as a checkpoint into dir (created if needed). Returns the files written (relative
 // names, index last). A stale model.safetensors / index of the other layout is removed afterwards, so
 // the directory reads back as what was written.

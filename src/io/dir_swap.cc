@@ -56,14 +56,6 @@ bool process_runs(long pid) {
   return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
-void fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 void rename_or_fail(const fs::path& from, const fs::path& to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
     QUILL_FAIL("{}: cannot rename to {} ({})", from.string(), to.string(), std::strerror(errno));
@@ -76,6 +68,14 @@ std::string side_name(const std::string& dir, const char* tag) {
 }
 
 }  // namespace
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
 
 std::string temp_dir_name(const std::string& dir) { return side_name(dir, ".tmp-"); }
 

@@ -18,6 +18,8 @@
 
 namespace quill {
 
+// Makes a directory's entries (a rename into it) durable; best effort (some file systems refuse).
+void fsync_dir(const std::string& dir);
 // "DIR.tmp-<pid of this process>".
 std::string temp_dir_name(const std::string& dir);
 // Steps 1-4 above. `tmp` must be a complete directory; an existing empty DIR is simply replaced.

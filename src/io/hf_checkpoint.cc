@@ -12,6 +12,7 @@
 #include "base/file_util.h"
 #include "base/progress.h"
 #include "io/dir_swap.h"
+#include "io/hf_part_rows.h"
 #include "io/write_progress.h"
 
 namespace quill {
@@ -21,9 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 bool is_float(DType d) { return d == DType::F32 || d == DType::F64 || d == DType::BF16 || d == DType::F16; }
-
-// Row r of an interleaved [.., 2F, C] block is split row r/2 (gate, r even) or F + r/2 (up, r odd).
-int64_t split_row_of(int64_t r, int64_t f) { return (r % 2 == 0) ? r / 2 : f + r / 2; }
 
 // n elements of `src` (any float dtype, possibly unaligned) to fp32.
 void to_f32(const char* src, DType dtype, float* dst, int64_t n) {
@@ -131,37 +129,6 @@ bool is_side_file(const std::string& name) {
   return false;
 }
 
-// How the rows of one checkpoint part map onto the parameter's internal rows: the part has
-// `file_rows` rows of `cols` values; file row i is internal row internal_row(i).
-struct PartRows {
-  int64_t cols = 1, file_rows = 1;
-  int64_t block_rows = 1;  // internal rows per leading block (dimension -2 of the parameter)
-  int64_t part_rows = 1;   // rows per block in the part
-  int64_t row_begin = 0;
-  bool interleaved = false;
-
-  bool identity() const { return !interleaved && part_rows == block_rows; }
-  int64_t internal_row(int64_t i) const {
-    const int64_t block = i / part_rows, j = i % part_rows;
-    return block * block_rows + (interleaved ? split_row_of(j, block_rows / 2) : row_begin + j);
-  }
-};
-
-PartRows part_rows(const Param& p, const CheckpointPart& part) {
-  PartRows r;
-  r.interleaved = part.interleaved;
-  r.row_begin = part.row_begin;
-  if (p.shape.size() < 2) {
-    r.cols = shape_numel(p.shape);
-    return r;
-  }
-  r.cols = p.shape.back();
-  r.block_rows = p.shape[p.shape.size() - 2];
-  r.part_rows = part.shape[part.shape.size() - 2];
-  r.file_rows = r.cols > 0 ? shape_numel(part.shape) / r.cols : 0;
-  return r;
-}
-
 // The item that writes one part of a parameter in `dtype`, in the part's row order.
 SafetensorsItem part_item(const Param& p, const CheckpointPart& part, DType dtype) {
   SafetensorsItem item;
@@ -187,14 +154,6 @@ SafetensorsItem part_item(const Param& p, const CheckpointPart& part, DType dtyp
     return out;
   };
   return item;
-}
-
-// The checkpoint names of the table's tensors in one form.
-std::set<std::string> table_names(const ParamTable& table, HfFormat format) {
-  std::set<std::string> names;
-  for (const Param& p : table.params())
-    for (const CheckpointPart& part : checkpoint_parts(p, format)) names.insert(part.name);
-  return names;
 }
 
 void check_param_for_save(const Param& p, DType dtype) {
@@ -279,47 +238,98 @@ void load_hf_checkpoint(const std::string& dir, ParamTable& table, LoadReport* r
   if (report) *report = std::move(local);
 }
 
-SaveReport save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, const std::string& source_dir,
-                              const std::string& config_json, const SaveOptions& options) {
+std::string checked_hf_out_dir(const std::string& out_dir, bool overwrite) {
   const std::string out = normalized_dir(out_dir);
   QUILL_CHECK(!out.empty() && out != "." && out != "/", "save: '{}' is not a usable output directory", out_dir);
   if (fs::exists(out)) {
     QUILL_CHECK(fs::is_directory(out), "{}: exists and is not a directory", out);
-    QUILL_CHECK(fs::is_empty(out) || options.overwrite, "{}: exists and is not empty (pass overwrite to replace it)", out);
+    QUILL_CHECK(fs::is_empty(out) || overwrite, "{}: exists and is not empty (pass overwrite to replace it)", out);
   }
+  return out;
+}
+
+HfTensorList hf_tensor_list(const std::vector<Param>& params, HfFormat format,
+                            const std::function<DType(const Param&)>& dtype_of, const std::string& source_dir) {
+  HfTensorList list;
+  std::set<std::string> in_table, written;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Param& p = params[i];
+    QUILL_CHECK(in_table.insert(p.name).second, "save: parameter {} appears twice in the table", p.name);
+    const DType dtype = dtype_of(p);
+    QUILL_CHECK(is_float(dtype), "save: parameter {} has checkpoint dtype {}, not a float dtype", p.name, dtype_name(dtype));
+    if (p.gate_up_interleaved) gate_up_layout(p.shape, "save: parameter " + p.name);
+    const std::vector<CheckpointPart> parts = checkpoint_parts(p, format);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const CheckpointPart& part = parts[k];
+      QUILL_CHECK(written.insert(part.name).second, "save: tensor {} would be written twice", part.name);
+      SafetensorsItem item;
+      item.name = part.name;
+      item.dtype = dtype_name(dtype);
+      item.shape = part.shape;
+      item.nbytes = static_cast<size_t>(shape_numel(part.shape)) * dtype_size(dtype);
+      list.items.push_back(std::move(item));
+      list.origins.push_back({i, k, ""});
+      list.report.written.push_back(part.name);
+    }
+  }
+  if (source_dir.empty()) return list;
+  list.source = CheckpointDir::open(source_dir);
+  // The source's own names for the table's tensors; the rest is passed through when the source
+  // is in the form being written (its names mean nothing in the other form).
+  const HfFormat source_format = detect_hf_format(list.source->names());
+  std::set<std::string> source_table;
+  for (const Param& p : params)
+    for (const CheckpointPart& part : checkpoint_parts(p, source_format)) source_table.insert(part.name);
+  for (const std::string& name : list.source->names()) {
+    if (source_table.count(name)) continue;
+    if (source_format != format || written.count(name)) {
+      list.report.dropped.push_back(name);
+      continue;
+    }
+    const SafetensorsEntry& e = list.source->entry(name);
+    SafetensorsItem item;
+    item.name = name;
+    item.dtype = e.dtype_str;
+    item.shape = e.shape;
+    item.nbytes = e.nbytes();
+    list.items.push_back(std::move(item));
+    list.origins.push_back({HfTensorList::kPassThrough, 0, name});
+    list.report.passed_through.push_back(name);
+  }
+  return list;
+}
+
+void copy_hf_side_files(const std::string& source_dir, const std::string& to) {
+  for (const auto& entry : fs::directory_iterator(source_dir)) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && is_side_file(name))
+      fs::copy_file(entry.path(), fs::path(to) / name, fs::copy_options::overwrite_existing);
+  }
+}
+
+SaveReport save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, const std::string& source_dir,
+                              const std::string& config_json, const SaveOptions& options) {
+  const std::string out = checked_hf_out_dir(out_dir, options.overwrite);
   QUILL_CHECK(nlohmann::json::accept(config_json), "{}: the config.json text to write is not valid JSON", out);
 
   // Everything that can be checked is checked before anything is written.
-  std::vector<SafetensorsItem> items;
-  SaveReport report;
-  std::set<std::string> in_table, written;
-  for (const Param& p : table.params()) {
-    QUILL_CHECK(in_table.insert(p.name).second, "save: parameter {} appears twice in the table", p.name);
-    DType dtype = options.dtype_of ? options.dtype_of(p) : options.force_dtype.value_or(p.checkpoint_dtype);
-    check_param_for_save(p, dtype);
-    for (const CheckpointPart& part : checkpoint_parts(p, options.format)) {
-      QUILL_CHECK(written.insert(part.name).second, "save: tensor {} would be written twice", part.name);
-      items.push_back(part_item(p, part, dtype));
-      report.written.push_back(part.name);
+  const auto dtype_of = [&options](const Param& p) {
+    return options.dtype_of ? options.dtype_of(p) : options.force_dtype.value_or(p.checkpoint_dtype);
+  };
+  for (const Param& p : table.params()) check_param_for_save(p, dtype_of(p));
+  HfTensorList list = hf_tensor_list(table.params(), options.format, dtype_of, source_dir);
+  std::vector<SafetensorsItem>& items = list.items;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const HfTensorList::Origin& o = list.origins[i];
+    if (o.param == HfTensorList::kPassThrough) {
+      items[i] = SafetensorsItem::from_file(o.source_name, list.source->file_of(o.source_name), o.source_name);
+    } else {
+      const Param& p = table.params()[o.param];
+      items[i] = part_item(p, checkpoint_parts(p, options.format)[o.part], dtype_of(p));
     }
   }
-  std::optional<CheckpointDir> source;
-  if (!source_dir.empty()) {
-    source = CheckpointDir::open(source_dir);
-    // The source's own names for the table's tensors; the rest is passed through when the source
-    // is in the form being written (its names mean nothing in the other form).
-    const HfFormat source_format = detect_hf_format(source->names());
-    const std::set<std::string> source_table = table_names(table, source_format);
-    for (const std::string& name : source->names()) {
-      if (source_table.count(name)) continue;
-      if (source_format != options.format || written.count(name)) {
-        report.dropped.push_back(name);
-        continue;
-      }
-      items.push_back(SafetensorsItem::from_file(name, source->file_of(name), name));
-      report.passed_through.push_back(name);
-    }
-  }
+  const SaveReport& report = list.report;
+  const std::optional<CheckpointDir>& source = list.source;
 
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   try {
@@ -333,13 +343,7 @@ SaveReport save_hf_checkpoint(const std::string& out_dir, const ParamTable& tabl
     write_checkpoint_dir(tmp, items, wopt);
     progress.finish();
     write_file_atomic((fs::path(tmp) / "config.json").string(), config_json);
-    if (source && options.copy_side_files) {
-      for (const auto& entry : fs::directory_iterator(source_dir)) {
-        std::string name = entry.path().filename().string();
-        if (entry.is_regular_file() && is_side_file(name))
-          fs::copy_file(entry.path(), fs::path(tmp) / name, fs::copy_options::overwrite_existing);
-      }
-    }
+    if (source && options.copy_side_files) copy_hf_side_files(source_dir, tmp);
     swap_into_place(tmp, out);
     return report;
   } catch (const fs::filesystem_error& e) {

@@ -57,6 +57,10 @@ struct SaveReport {
   std::vector<std::string> passed_through;  // source tensors copied byte for byte, sorted
   std::vector<std::string> dropped;         // source tensors not in the table and not written (the
                                             // source is in the other form), sorted
+  // The streamed export (io/streamed_hf_writer.h): each rank's host memory added at the export's peak
+  // (VmHWM at the end minus VmRSS at the start, base/peak_rss.h; -1 where it could not be measured),
+  // in rank order. Empty for save_hf_checkpoint.
+  std::vector<int64_t> host_bytes_added_per_rank;
 };
 
 // Writes a complete checkpoint to out_dir in options.format: every parameter, every pass-through
@@ -67,6 +71,32 @@ struct SaveReport {
 // source_dir may equal out_dir when overwriting.
 SaveReport save_hf_checkpoint(const std::string& out_dir, const ParamTable& table, const std::string& source_dir,
                               const std::string& config_json, const SaveOptions& options = {});
+
+// The tensors of a checkpoint in one form, in the order a save writes them: every part of every
+// parameter (params' order), then the source checkpoint's pass-through tensors (sorted). Header
+// fields only (items' `bytes` are empty); each item's origin says where its bytes come from.
+// Checks what save_hf_checkpoint checks of the names and dtypes (a value is not looked at), so that
+// the in-run and the streamed exports list one set of tensors in one order.
+struct HfTensorList {
+  static constexpr size_t kPassThrough = static_cast<size_t>(-1);
+  struct Origin {
+    size_t param = 0;         // index into params, or kPassThrough
+    size_t part = 0;          // index into checkpoint_parts(params[param], format)
+    std::string source_name;  // the pass-through tensor's name in the source
+  };
+  std::vector<SafetensorsItem> items;
+  std::vector<Origin> origins;
+  SaveReport report;                    // written, passed_through, dropped
+  std::optional<CheckpointDir> source;  // the source checkpoint, when one was given
+};
+HfTensorList hf_tensor_list(const std::vector<Param>& params, HfFormat format,
+                            const std::function<DType(const Param&)>& dtype_of, const std::string& source_dir);
+
+// out_dir normalised ("out/" -> "out"), refused when unusable, not a directory, or (unless overwrite)
+// a non-empty directory.
+std::string checked_hf_out_dir(const std::string& out_dir, bool overwrite);
+// Copies source_dir's side files (SaveOptions::copy_side_files) into `to`.
+void copy_hf_side_files(const std::string& source_dir, const std::string& to);
 
 // Row reorderings on dimension -2 of a CPU tensor of any dtype (ndim >= 2, even dim(-2)); new tensors.
 Tensor deinterleave_gate_up(const Tensor& interleaved);  // checkpoint -> quill

@@ -165,6 +165,7 @@ SaveReport write_hf_export(const HfExportPlan& plan, const std::string& out_dir,
   save.overwrite = true;
   save.show_progress = show_progress;
   save.format = plan.format;
+  save.max_shard_bytes = plan.max_shard_bytes;
   const HfFormat format = plan.format;
   const DType dtype = plan.dtype;
   save.dtype_of = [format, dtype](const Param& p) { return hf_export_dtype(p, format, dtype); };

@@ -49,6 +49,7 @@ struct HfExportPlan {
   std::string config_json;          // config.json as it will be written
   std::string source_dir;           // --init's checkpoint: pass-through tensors and side files ("" = none)
   std::vector<std::string> notes;   // what a person should know about the export
+  uint64_t max_shard_bytes = SaveOptions{}.max_shard_bytes;  // tensor bytes per safetensors file
 };
 
 // Decides the form and composes config.json. Called before training, so that an export that cannot
@@ -60,7 +61,8 @@ HfExportPlan plan_hf_export(const InklingConfig& config, const std::string& init
 // The dtype parameter p is written in (above).
 DType hf_export_dtype(const Param& p, HfFormat format, DType dtype);
 
-// Writes the planned export of `table` to out_dir (replacing it).
+// Writes the planned export of a gathered `table` (the whole model on this host) to out_dir
+// (replacing it). Runs export without a gather: io/streamed_hf_export.h.
 // show_progress: a progress line on stderr when the write takes more than a few seconds.
 SaveReport write_hf_export(const HfExportPlan& plan, const std::string& out_dir, const ParamTable& table,
                            bool show_progress = false);

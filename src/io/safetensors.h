@@ -51,6 +51,10 @@ class SafetensorsFile {
   const SafetensorsEntry& entry(const std::string& name) const;  // throws naming file and tensor
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   size_t data_bytes() const { return data_bytes_; }  // size of the data block
+  // Where the data block starts in the file (8 + header length): a tensor's bytes are at
+  // data_offset() + entry.begin, for readers that pread() them instead of touching the mapping
+  // (whose pages, once read, count in the process's resident memory).
+  size_t data_offset() const { return data_offset_; }
 
   // Zero-copy read-only CPU view; throws when quill has no DType for the tensor's dtype.
   Tensor tensor(const std::string& name) const;

@@ -41,10 +41,10 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region,
   s.k0_TY = new_activation(ctx, {T, G_ * d_});
   s.v0_TY = new_activation(ctx, {T, G_ * d_});
   s.r_TZ = new_activation(ctx, {T, H_ * R_});
-  ops::linear_forward(ctx, x_TD, wq_->compute, s.q_TX);
-  ops::linear_forward(ctx, x_TD, wk_->compute, s.k0_TY);
-  ops::linear_forward(ctx, x_TD, wv_->compute, s.v0_TY);
-  ops::linear_forward(ctx, x_TD, wr_->compute, s.r_TZ);
+  param_forward(ctx, x_TD, *wq_, s.q_TX);
+  param_forward(ctx, x_TD, *wk_, s.k0_TY);
+  param_forward(ctx, x_TD, *wv_, s.v0_TY);
+  param_forward(ctx, x_TD, *wr_, s.r_TZ);
 
   s.k1_TY = new_activation(ctx, {T, G_ * d_});
   s.v1_TY = new_activation(ctx, {T, G_ * d_});
@@ -65,7 +65,7 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region,
                          s.r_TZ.reshape({T, H_, R_}), table_->compute, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT);
 
   Tensor out_TD = new_activation(ctx, {T, x_TD.dim(1)});
-  ops::linear_forward(ctx, s.o_TX, wo_->compute, out_TD);
+  param_forward(ctx, s.o_TX, *wo_, out_TD);
   return tp_.reduce_output(ctx, out_TD);
 }
 
@@ -74,7 +74,7 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   const int64_t T = dout_TD.dim(0);
   Tensor do_TX = new_activation(ctx, {T, H_ * d_});
   write_weight_grad(ctx, dout_TD, s.o_TX, *wo_);
-  ops::linear_backward_input(ctx, dout_TD, wo_->compute, do_TX);
+  param_backward_input(ctx, dout_TD, *wo_, do_TX);
 
   Tensor dqn = new_activation(ctx, {T, H_ * d_}), dkn = new_activation(ctx, {T, G_ * d_});
   Tensor dv1 = new_activation(ctx, {T, G_ * d_}), dr = new_activation(ctx, {T, H_ * R_});
@@ -94,10 +94,10 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   ops::short_conv_backward(ctx, s.v0_TY, conv_weight(v_conv_->compute), dv1, dv0, conv_weight(grad_target(ctx, *v_conv_)));
 
   Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
-  ops::linear_backward_input(ctx, dq, wq_->compute, dx_TD);
-  ops::linear_backward_input(ctx, dk0, wk_->compute, dx_TD, /*accumulate=*/true);
-  ops::linear_backward_input(ctx, dv0, wv_->compute, dx_TD, true);
-  ops::linear_backward_input(ctx, dr, wr_->compute, dx_TD, true);
+  param_backward_input(ctx, dq, *wq_, dx_TD);
+  param_backward_input(ctx, dk0, *wk_, dx_TD, /*accumulate=*/true);
+  param_backward_input(ctx, dv0, *wv_, dx_TD, true);
+  param_backward_input(ctx, dr, *wr_, dx_TD, true);
   write_weight_grad(ctx, dq, s.x_TD, *wq_);
   write_weight_grad(ctx, dk0, s.x_TD, *wk_);
   write_weight_grad(ctx, dv0, s.x_TD, *wv_);

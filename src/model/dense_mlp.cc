@@ -25,9 +25,9 @@ Tensor DenseMlp::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   s.h_T2F = new_activation(ctx, {T, 2 * F_});
   s.a_TF = new_activation(ctx, {T, F_});
   Tensor o_partial = new_activation(ctx, {T, D});
-  ops::linear_forward(ctx, x_TD, w13_->compute, s.h_T2F);
+  param_forward(ctx, x_TD, *w13_, s.h_T2F);
   ops::swiglu_forward(ctx, s.h_T2F, s.a_TF);
-  ops::linear_forward(ctx, s.a_TF, w2_->compute, o_partial);
+  param_forward(ctx, s.a_TF, *w2_, o_partial);
   s.o_TD = tp_.reduce_output(ctx, o_partial);
   Tensor y = new_activation(ctx, s.o_TD.shape());
   ops::scale_by_scalar(ctx, s.o_TD, scale_->compute, y);
@@ -41,12 +41,12 @@ Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   const int64_t T = do_TD.dim(0);
   Tensor da_TF = new_activation(ctx, {T, F_});
   write_weight_grad(ctx, do_TD, s.a_TF, *w2_);
-  ops::linear_backward_input(ctx, do_TD, w2_->compute, da_TF);
+  param_backward_input(ctx, do_TD, *w2_, da_TF);
   Tensor dh_T2F = new_activation(ctx, {T, 2 * F_});
   ops::swiglu_backward(ctx, s.h_T2F, da_TF, dh_T2F);
   write_weight_grad(ctx, dh_T2F, s.x_TD, *w13_);
   Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
-  ops::linear_backward_input(ctx, dh_T2F, w13_->compute, dx_TD);
+  param_backward_input(ctx, dh_T2F, *w13_, dx_TD);
   return tp_.gather_input_backward(ctx, dx_TD);
 }
 

@@ -3,6 +3,7 @@
 // layer code has one path whatever the frozen set).
 #pragma once
 
+#include "model/param_gemm.h"
 #include "model/params.h"
 #include "ops/convert.h"
 #include "ops/device_context.h"
@@ -54,16 +55,16 @@ inline GradWrite grad_write(const DeviceContext& ctx, const Param& p) {
 // A [K] convolution weight stored as [C, 1, K], seen as [C, K].
 inline Tensor conv_weight(const Tensor& w_C1K) { return w_C1K.reshape({w_C1K.dim(0), w_C1K.dim(2)}); }
 
-// dw(p) = dy^T x, overwriting or adding by grad_write's rule.
+// dw(p) = dy^T x, overwriting or adding by grad_write's rule (in FP8 for an FP8 matrix: model/param_gemm.h).
 inline void write_weight_grad(const DeviceContext& ctx, const Tensor& dy, const Tensor& x, const Param& p) {
   const GradWrite w = grad_write(ctx, p);
-  ops::linear_backward_weight(ctx, dy, x, w.grad, w.accumulate);
+  param_backward_weight(ctx, dy, x, p, w.grad, w.accumulate);
 }
 // The same per expert: dw(p)[e] = dy[rows of e]^T x[rows of e].
 inline void write_grouped_weight_grad(const DeviceContext& ctx, const Tensor& dy, const Tensor& x,
                                       const Tensor& counts_E, const Param& p) {
   const GradWrite w = grad_write(ctx, p);
-  ops::grouped_linear_backward_weight(ctx, dy, x, counts_E, w.grad, w.accumulate);
+  param_grouped_backward_weight(ctx, dy, x, counts_E, p, w.grad, w.accumulate);
 }
 
 }  // namespace quill

@@ -36,10 +36,6 @@ MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, co
               w13_->shape[0], E_, ep_.size);
 }
 
-namespace {
-// Expert s of a stacked [S, M, K] weight (or its gradient) as an [M, K] view.
-Tensor expert_slice(const Tensor& w_SMK, int64_t s) { return w_SMK.rows(s, s + 1).reshape({w_SMK.dim(1), w_SMK.dim(2)}); }
-}  // namespace
 
 Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s, const Tensor& replay_topk_Tk) const {
   const Tensor x_TD = tp_.chunk_of_region(x_region);
@@ -87,9 +83,9 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   {  // The local experts' outputs, then back to the rows' own ranks.
     Tensor yr_RD = new_activation(ctx, {R, D});
     if (R > 0) {  // a rank may receive no rows at all
-      ops::grouped_linear_forward(ctx, s.xr_RD, w13_->compute, s.local_counts_L, s.hr_R2F);
+      param_grouped_forward(ctx, s.xr_RD, *w13_, s.local_counts_L, s.hr_R2F);
       ops::swiglu_forward(ctx, s.hr_R2F, s.ar_RF);
-      ops::grouped_linear_forward(ctx, s.ar_RF, w2_->compute, s.local_counts_L, yr_RD);
+      param_grouped_forward(ctx, s.ar_RF, *w2_, s.local_counts_L, yr_RD);
     }
     s.yp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm) : yr_RD;
   }
@@ -115,11 +111,11 @@ Tensor MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region
   for (int64_t e = 0; e < S_; ++e) {
     Tensor h = new_activation(ctx, {Ta, 2 * Fs_}), a = new_activation(ctx, {Ta, Fs_});
     Tensor g = new_tensor(ctx, {Ta, 1}, DType::F32), asc = new_activation(ctx, {Ta, Fs_});
-    ops::linear_forward(ctx, s.xs_TD, expert_slice(sw13_->compute, e), h);
+    param_forward(ctx, s.xs_TD, *sw13_, h, e);
     ops::swiglu_forward(ctx, h, a);
     ops::get_columns(ctx, gamma_all, e, g);
     ops::scale_rows(ctx, a, g.reshape({Ta}), asc);
-    ops::linear_forward(ctx, asc, expert_slice(sw2_->compute, e), e == 0 ? ys_TD : ye_TD);
+    param_forward(ctx, asc, *sw2_, e == 0 ? ys_TD : ye_TD, e);
     if (e > 0) ops::add_inplace(ctx, ys_TD, ye_TD);
     s.hs_T2F.push_back(h);
     s.as_TF.push_back(a);
@@ -152,7 +148,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dar_RF = new_activation(ctx, {R, F_});
   if (R > 0) {
     write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
-    ops::grouped_linear_backward_input(ctx, dyr_RD, w2_->compute, s.local_counts_L, dar_RF);
+    param_grouped_backward_input(ctx, dyr_RD, *w2_, s.local_counts_L, dar_RF);
   }
   Tensor dhr_R2F = new_activation(ctx, {R, 2 * F_});
   if (R > 0) {
@@ -160,7 +156,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
     write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
   }
   Tensor dxr_RD = new_activation(ctx, {R, D});
-  if (R > 0) ops::grouped_linear_backward_input(ctx, dhr_R2F, w13_->compute, s.local_counts_L, dxr_RD);
+  if (R > 0) param_grouped_backward_input(ctx, dhr_R2F, *w13_, s.local_counts_L, dxr_RD);
   const Tensor dxp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm) : dxr_RD;
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
@@ -193,13 +189,13 @@ Tensor MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, const
   for (int64_t e = 0; e < S_; ++e) {
     Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
     Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
-    ops::linear_backward_weight(ctx, dys_TD, s.asc_TF[e], expert_slice(sw2_grad.grad, e), sw2_grad.accumulate);
-    ops::linear_backward_input(ctx, dys_TD, expert_slice(sw2_->compute, e), dasc);
+    param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
+    param_backward_input(ctx, dys_TD, *sw2_, dasc, false, e);
     ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
     ops::set_columns(ctx, dgamma_TS, e, dg);
     ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
-    ops::linear_backward_weight(ctx, dh, s.xs_TD, expert_slice(sw13_grad.grad, e), sw13_grad.accumulate);
-    ops::linear_backward_input(ctx, dh, expert_slice(sw13_->compute, e), dxs_TD, /*accumulate=*/e > 0);
+    param_backward_weight(ctx, dh, s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e), sw13_grad.accumulate);
+    param_backward_input(ctx, dh, *sw13_, dxs_TD, /*accumulate=*/e > 0, e);
   }
   ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));
   return tp_.gather_input_backward(ctx, dxs_TD);

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "model/param_placement.h"
+#include "model/whole_param.h"
 #include "ops/convert.h"
 #include "parallel/host_reduce.h"
 
@@ -67,16 +68,8 @@ static ParamTable gather_slices(const ParamTable& local, const DeviceContext& ct
       if (total > 0) ops::transfer(ctx, out.view_flat(0, {total}), out_host);
     }
     if (me != 0) continue;
-    Param p;
-    p.name = d.name;
-    p.shape = d.shape;
-    p.shard = make_shard_spec(d.name, d.shape, ShardRule{}, LayoutSpec{}, GridCoords{});
-    p.checkpoint_dtype = holder ? found->second->checkpoint_dtype : d.checkpoint_dtype;
-    p.is_buffer = d.is_buffer;
-    p.trainable = !d.is_buffer;
-    p.weight_decay = d.shape.size() >= 2;
-    p.gate_up_interleaved = d.gate_up_interleaved;
-    p.routed_expert = d.routed_expert;
+    Param p = whole_param(d);
+    if (holder) p.checkpoint_dtype = found->second->checkpoint_dtype;
     p.value = Tensor::empty(d.shape, DType::F32);
     p.compute = p.value;
     int64_t at = 0;

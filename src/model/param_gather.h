@@ -1,7 +1,9 @@
-// The whole model's values from the ranks of a layout, for export: each tensor's slices gathered
+// The whole model's values from the ranks of a layout: each tensor's slices gathered
 // from the ranks that hold them (one canonical holder per slice: the first data-parallel replica,
 // the first tensor-parallel rank of a replicated tensor, the first expert-data-parallel replica of
-// an expert) onto world rank 0, in the whole model's table order and global shapes.
+// an expert) onto world rank 0, in the whole model's table order and global shapes. The Hugging Face
+// export no longer uses it (it holds the whole model in fp32 on one host; io/streamed_hf_export.h writes
+// without a gather): it is the reference the streamed export is tested against, and --dump-grads-step's.
 #pragma once
 
 #include "model/params.h"

@@ -173,6 +173,7 @@ void refresh_compute(ParamTable& table, const DeviceContext& ctx) {
   }
   for (Param& p : table.params())
     if (!p.trainable && p.compute.defined() && p.compute.data() != p.value.data()) ops::convert(ctx, p.value, p.compute);
+  table.compute_changed();
 }
 
 namespace {

@@ -10,6 +10,7 @@
 
 #include "comm/comm.h"
 #include "model/config.h"
+#include "ops/fp8.h"
 #include "parallel/layout.h"
 #include "parallel/shard_spec.h"
 #include "tensor/tensor.h"
@@ -56,6 +57,13 @@ struct Param {
   // step's sums, so that write must overwrite it (model/layer_util.h: grad_write, grad_target).
   // Mutable: layers hold const parameters and record their writes through them.
   mutable bool grad_unset = false;
+  // --fp8-recipe blockwise (docs/fp8.md): this matrix's GEMMs run in FP8 E4M3 (model/fp8_params.h marks
+  // which). They read fp8_copy, the 128x128-block quantisation of `compute`, remade on first use after
+  // `compute` changed (compute_version moved): once per optimizer step, whatever the micro-batches.
+  bool fp8 = false;
+  int64_t compute_version = 0;       // bumped by every rewrite of `compute` (ParamTable::compute_changed)
+  mutable ops::Fp8Tensor fp8_copy;
+  mutable int64_t fp8_version = -1;  // the compute_version fp8_copy was made from
 };
 
 // Trainable parameters that are reduced over the same group and compute in the same dtype share one
@@ -114,6 +122,11 @@ class ParamTable {
   bool placed() const { return placed_; }
   void set_placed() { placed_ = true; }
   const Tensor& value(const std::string& name) const { return at(name).value; }
+  // Every compute copy was rewritten (an optimizer step, a refresh): derived copies (Param::fp8_copy)
+  // are stale.
+  void compute_changed() {
+    for (Param& p : params_) ++p.compute_version;
+  }
 
   // Freezes every parameter whose name matches one of the patterns (a '*' matches any run of characters).
   void freeze(const std::vector<std::string>& patterns);

@@ -24,6 +24,7 @@
 #include "model/params.h"
 #include "model/recompute.h"
 #include "ops/device_context.h"
+#include "ops/fp8_options.h"
 #include "parallel/expert_dispatch.h"
 #include "parallel/layout.h"
 #include "parallel/tensor_parallel.h"
@@ -37,6 +38,9 @@ struct ModelOptions {
   bool shared_expert_overlap = false;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h).
   RecomputeOptions recompute;
+  // --fp8-format e4m3 --fp8-recipe blockwise: the linear layers of attention, MLP and experts in FP8
+  // (model/fp8_params.h, docs/fp8.md).
+  ops::Fp8Options fp8;
 };
 
 // One row (sequence) of T tokens. Targets: position t predicts tokens[t+1] with weight mask[t+1].

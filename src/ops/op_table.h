@@ -14,6 +14,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/fp8.h"
 #include "ops/gather_rows.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
@@ -74,6 +75,16 @@ struct OpTable {
   decltype(&ops::swiglu_forward) swiglu_forward = nullptr;
   decltype(&ops::swiglu_backward) swiglu_backward = nullptr;
   decltype(&ops::collective) collective = nullptr;
+  // FP8 (ops/fp8.h): not yet on the CUDA backend; the CLI refuses --fp8-recipe on --device cuda.
+  decltype(&ops::fp8_quantize) fp8_quantize = nullptr;
+  decltype(&ops::fp8_quantize_grouped) fp8_quantize_grouped = nullptr;
+  decltype(&ops::fp8_dequantize) fp8_dequantize = nullptr;
+  decltype(&ops::fp8_linear_forward) fp8_linear_forward = nullptr;
+  decltype(&ops::fp8_linear_backward_input) fp8_linear_backward_input = nullptr;
+  decltype(&ops::fp8_linear_backward_weight) fp8_linear_backward_weight = nullptr;
+  decltype(&ops::fp8_grouped_linear_forward) fp8_grouped_linear_forward = nullptr;
+  decltype(&ops::fp8_grouped_linear_backward_input) fp8_grouped_linear_backward_input = nullptr;
+  decltype(&ops::fp8_grouped_linear_backward_weight) fp8_grouped_linear_backward_weight = nullptr;
 };
 
 // The CUDA implementation of one op, or an error naming it when the context has none.

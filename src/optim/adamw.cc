@@ -221,6 +221,7 @@ void AdamW::update(double lr, double norm) {
   if (offloaded_) ops::wait_transfers(ctx_, /*host=*/false);
   for (const ParamBucket& b : params_.buckets())
     if (b.comm) b.comm->all_gather(b.compute.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}), b.compute);
+  params_.compute_changed();
 }
 
 double AdamW::step(double lr) {

@@ -148,7 +148,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
         sp.world_rank = r;
         break;
       }
-    const RankParams rp = rank_params(c, grid, sp.world_rank, stage_layers, req.device, req.freeze);
+    const RankParams rp = rank_params(c, grid, sp.world_rank, stage_layers, req.device, req.freeze, req.fp8);
     sp.parameters = rp.elements;
     sp.host_weights_at_load = rp.elements * 4;
     sp.compute_weights = rp.compute_bytes();
@@ -169,6 +169,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
           h * (4 + 4 + m_bytes + v_bytes + (separate_master ? static_cast<int64_t>(dtype_size(b.compute)) : 0));
       sp.host_masters += h * 4;
     }
+    sp.host_export = kExportHostBufferBytes;
 
     TraceShape shape;
     shape.device = req.device;
@@ -204,11 +205,13 @@ MemoryPlan plan_memory(const PlanRequest& req) {
   const int nodes = (grid.world() + req.gpus_per_node - 1) / req.gpus_per_node;
   plan.pinned_host_per_node.assign(static_cast<size_t>(nodes), 0);
   plan.startup_host_per_node.assign(static_cast<size_t>(nodes), 0);
+  plan.export_host_per_node.assign(static_cast<size_t>(nodes), 0);
   for (int r = 0; r < grid.world(); ++r) {
     const StagePlan& sp = plan.stages[static_cast<size_t>(grid.coords(r).pp)];
     const size_t node = static_cast<size_t>(r / req.gpus_per_node);
     plan.pinned_host_per_node[node] += sp.host_optimizer;
     plan.startup_host_per_node[node] += sp.host_startup_peak();
+    plan.export_host_per_node[node] += sp.host_export_peak();
     plan.stage_of_rank.push_back(grid.coords(r).pp);
   }
   return plan;

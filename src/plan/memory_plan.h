@@ -34,6 +34,7 @@ struct PlanRequest {
   int gpus_per_node = 8;            // for the pinned host memory per node
   double expert_rows_factor = 1.0;  // saved routed-expert rows against balanced routing (EP > 1)
   RecomputeOptions recompute;       // --recompute-granularity full ... (model/recompute.h)
+  bool fp8 = false;                 // --fp8-recipe blockwise: the FP8 matrices' quantised copies (param_memory.h)
 };
 
 // Modelled constants of what the device allocator does not count (docs/plan.md says where each
@@ -45,6 +46,10 @@ inline constexpr int64_t kNcclBytesPerCommunicator = int64_t{128} << 20;
 // The H200's cudaMemGetInfo total (bench/results/2026-11-30-slice-v6: device_total_bytes), the
 // device memory `quill plan` checks against when none is given.
 inline constexpr int64_t kH200MemoryBytes = 150109880320;
+// The host memory the streamed Hugging Face export (--save-hf, quill export) adds on each rank: its
+// staging and fetch buffers (io/streamed_hf_writer.h: kHfExportBufferBytes; a test checks they agree).
+// Nothing is gathered: each rank writes the masters it already holds.
+inline constexpr int64_t kExportHostBufferBytes = int64_t{32} << 20;
 
 struct StagePlan {
   int stage = 0;
@@ -65,6 +70,10 @@ struct StagePlan {
   // The most host memory the rank holds at once at startup: during placement or once its optimizer
   // state exists, whichever is more.
   int64_t host_startup_peak() const { return std::max(host_weights_at_load + host_masters, host_optimizer); }
+  // During the Hugging Face export at the end of a run: the pinned optimizer state stays, and the
+  // export adds its buffers (kExportHostBufferBytes).
+  int64_t host_export = 0;
+  int64_t host_export_peak() const { return host_optimizer + host_export; }
   // Activations.
   int64_t activations_per_micro_batch = 0;  // kept by one micro-batch's forward for its backward
   int micro_batches = 0, in_flight = 0;     // per step on this rank; most alive at once under 1F1B
@@ -81,6 +90,7 @@ struct MemoryPlan {
   std::vector<StagePlan> stages;
   std::vector<int64_t> pinned_host_per_node;
   std::vector<int64_t> startup_host_per_node;  // the node's ranks' host_startup_peak, summed
+  std::vector<int64_t> export_host_per_node;   // the node's ranks' host_export_peak, summed
   std::vector<int> stage_of_rank;               // index: world rank
   std::vector<std::string> notes;
   const StagePlan& largest() const;  // the stage with the largest device total

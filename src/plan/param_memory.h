@@ -9,7 +9,11 @@
 //   - the rank owns the shard numel / group_size of each bucket: its fp32 masters (a buffer of their own
 //     when the compute dtype is bf16; a view of the compute buffer when it is fp32) and both moments;
 //   - frozen tensors and buffers keep a whole fp32 value, plus a bf16 compute copy on a GPU for
-//     the matrices the precision policy runs in bf16.
+//     the matrices the precision policy runs in bf16;
+//   - with FP8 (--fp8-recipe blockwise), each matrix whose GEMMs run in FP8 (model/fp8_params.h) keeps its
+//     quantised copy for the whole step (model/fp8_params.h: fp8_weight): one byte per element of E4M3
+//     codes, on a GPU a second byte for the transposed codes the data-gradient GEMM reads, and one fp32
+//     scale per 128x128 block.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@
 #include "optim/optimizer_memory.h"
 #include "parallel/grid.h"
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 namespace quill::plan {
 
@@ -40,14 +45,18 @@ struct RankParams {
   int64_t frozen_value_bytes = 0;    // fp32 values of frozen tensors and buffers
   int64_t frozen_compute_bytes = 0;  // their bf16 compute copies (GPU)
   int64_t largest_matrix = 0;        // elements of the largest 2-D weight a GEMM reads (CPU scratch)
+  int64_t fp8_copy_bytes = 0;        // the FP8 matrices' quantised copies (codes, transposed codes, scales)
 
-  int64_t compute_bytes() const;                   // bucket compute buffers + frozen values and copies
+  int64_t compute_bytes() const;                   // bucket compute buffers + frozen values and copies + FP8 copies
   int64_t grad_bytes(DType main_grads) const;      // gradient buffers
 };
 
 // The parameters of `world_rank` in a layout of `sizes` (its grid: `grid`) with `stage_layers`
 // layers per stage, on `device`; `freeze` as ParamTable::freeze takes it.
 RankParams rank_params(const InklingConfig& config, const Grid& grid, int world_rank,
-                       const std::vector<int64_t>& stage_layers, Device device, const std::vector<std::string>& freeze);
+                       const std::vector<int64_t>& stage_layers, Device device, const std::vector<std::string>& freeze,
+                       bool fp8 = false);
+// The bytes of one FP8 matrix's quantised copy, local shape [E, M, K] or [M, K] (see above).
+int64_t fp8_copy_bytes(const Shape& shape, Device device);
 
 }  // namespace quill::plan

@@ -76,6 +76,8 @@ std::vector<Row> rows(const MemoryPlan& plan, int64_t device_memory) {
   r.push_back({"host: offloaded optimizer state (pinned)", bytes([](const StagePlan& s) { return s.host_optimizer; })});
   r.push_back({"host: fp32 weights before placement (startup)", bytes([](const StagePlan& s) { return s.host_weights_at_load; })});
   r.push_back({"= host peak at startup (placement, or placed)", bytes([](const StagePlan& s) { return s.host_startup_peak(); })});
+  r.push_back({"host: Hugging Face export buffers (streamed)", bytes([](const StagePlan& s) { return s.host_export; })});
+  r.push_back({"= host during the export (pinned + buffers)", bytes([](const StagePlan& s) { return s.host_export_peak(); })});
   return r;
 }
 
@@ -112,6 +114,9 @@ std::string plan_table(const MemoryPlan& plan, int64_t device_memory) {
   out += "\nhost memory per node at startup (the ranks' peaks):";
   for (size_t n = 0; n < plan.startup_host_per_node.size(); ++n)
     out += fmt::format("{} node {} {}", n ? "," : "", n, format_bytes(plan.startup_host_per_node[n]));
+  out += "\nhost memory per node during the Hugging Face export (--save-hf, quill export; streamed, nothing gathered):";
+  for (size_t n = 0; n < plan.export_host_per_node.size(); ++n)
+    out += fmt::format("{} node {} {}", n ? "," : "", n, format_bytes(plan.export_host_per_node[n]));
   out += "\n";
   for (const std::string& n : plan.notes) out += "note: " + n + "\n";
   return out;
@@ -132,6 +137,7 @@ nlohmann::json plan_json(const MemoryPlan& plan, int64_t device_memory) {
   j["gpus_per_node"] = q.gpus_per_node;
   j["pinned_host_bytes_per_node"] = plan.pinned_host_per_node;
   j["startup_host_bytes_per_node"] = plan.startup_host_per_node;
+  j["export_host_bytes_per_node"] = plan.export_host_per_node;
   j["notes"] = plan.notes;
   nlohmann::json stages = nlohmann::json::array();
   for (const StagePlan& s : plan.stages) {
@@ -163,6 +169,8 @@ nlohmann::json plan_json(const MemoryPlan& plan, int64_t device_memory) {
                       {"host_optimizer_bytes", s.host_optimizer},
                       {"host_weights_at_load_bytes", s.host_weights_at_load},
                       {"host_startup_peak_bytes", s.host_startup_peak()},
+                      {"host_export_bytes", s.host_export},
+                      {"host_export_peak_bytes", s.host_export_peak()},
                       {"fits", device_memory <= 0 || s.device_total() <= device_memory}});
   }
   j["stages"] = stages;

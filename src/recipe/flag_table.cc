@@ -94,6 +94,7 @@ const std::vector<FlagSpec> kFlags = {
                 "initialisation")},
     {"ref-load", N, S, nullptr, "miles: reference/initial weights (Megatron format)",
         instead("give --init DIR (a Hugging Face checkpoint)")},
+    // quill train has --load itself (--resume is the same option): a --save directory's latest iteration.
     {"load", N, S, nullptr, "initial weights or checkpoint", alias("resume")},
     {"pretrained-checkpoint", N, S, nullptr, "initial weights",
         instead("give --init DIR (a Hugging Face checkpoint)")},
@@ -101,6 +102,11 @@ const std::vector<FlagSpec> kFlags = {
     {"bf16", N, SW, "false", "bf16 parameters and activations",
         cpu_note("--device cpu computes in fp32 (the reference backend); bf16 is --device cuda's precision "
                  "(fp32 master weights)")},
+    // FP8 GEMMs change the function computed (E4M3 rounding of their operands): numerics. quill train has
+    // both names itself (cli/fp8_flags.h); Megatron's --fp8-recipe defaults to delayed, which applies only
+    // with --fp8-format, so the table leaves it unset.
+    {"fp8-format", N, S, nullptr, "FP8 GEMMs: e4m3 | hybrid (off when absent)"},
+    {"fp8-recipe", N, S, nullptr, "FP8 scaling: delayed (Megatron's default) | tensorwise | mxfp8 | blockwise"},
     {"fp16", N, SW, "false", "fp16 parameters and activations",
         instead("quill computes in bf16 on --device cuda (--bf16) and in fp32 on --device cpu")},
     {"attention-dropout", N, F, "0.1", "attention dropout", only("0", "quill trains without dropout")},
@@ -178,6 +184,19 @@ const std::vector<FlagSpec> kFlags = {
     {"distributed-timeout-minutes", L, I, "10", "timeout"},
     {"save", L, S, nullptr, "checkpoint path"},
     {"save-interval", L, I, nullptr, "checkpoint interval"},
+    // Honoured: quill train has the flags itself; quill run passes --async-save on when it saves.
+    {"async-save", L, SW, "false", "checkpoints written in the background while training goes on (honoured)"},
+    {"ckpt-step", L, I, nullptr,
+        "the iteration --load resumes instead of the latest (honoured by quill train and quill run)"},
+    {"exit-on-missing-checkpoint", L, SW, "false", "refuse a --load without a checkpoint instead of starting fresh",
+        note("quill train always refuses a --load DIR that holds no checkpoint, unless "
+             "--start-fresh-if-no-checkpoint")},
+    // quill's own (Megatron starts fresh silently where a --load holds nothing): a job script that always
+    // passes --load gives it for its first start.
+    {"start-fresh-if-no-checkpoint", L, SW, "false",
+        "with --load, start the run when no checkpoint exists yet (honoured by quill train and quill run)"},
+    {"save-retain-interval", L, I, nullptr, "keep the checkpoints of every N-th iteration, remove the others",
+        instead("give --keep-last-checkpoints N (the newest N stay, the latest always)")},
     {"exit-signal-handler", L, SW, "false", "on SIGTERM, save a checkpoint and exit",
         note("quill train always does this, for SIGTERM and SIGINT: every rank stops at the next step boundary, "
              "saves to --save DIR, prints the command that continues the run and exits 128 + the signal's number "

@@ -134,11 +134,14 @@ RunDefinition run_definition(const RunFlags& flags) {
   l.get("seq-length", d.seq_length);
   l.get("seed", d.seed);
   l.get("save-interval", d.save_interval);
+  l.get("async-save", d.async_save);
   l.get("eval-interval", d.eval_interval);
   l.get("eval-iters", d.eval_iters);
   l.get("distributed-timeout-minutes", d.distributed_timeout_minutes);
   l.get("bf16", d.bf16);
   l.get("fp16", d.fp16);
+  l.get("fp8-format", d.fp8_format);
+  l.get("fp8-recipe", d.fp8_recipe);
   l.get("attention-dropout", d.attention_dropout);
   l.get("hidden-dropout", d.hidden_dropout);
   l.get("calculate-per-token-loss", d.calculate_per_token_loss);
@@ -256,6 +259,8 @@ nlohmann::json RunDefinition::to_json() const {
   j["seed"] = seed;
   j["bf16"] = bf16;
   j["fp16"] = fp16;
+  j["fp8_format"] = opt(fp8_format);
+  j["fp8_recipe"] = opt(fp8_recipe);
   j["attention_dropout"] = attention_dropout;
   j["hidden_dropout"] = hidden_dropout;
   j["calculate_per_token_loss"] = calculate_per_token_loss;

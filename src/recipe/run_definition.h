@@ -36,11 +36,13 @@ struct RunDefinition {
   int64_t seed = 1234;
   // checkpoints and the job's collectives
   std::optional<int64_t> save_interval;        // --save-interval (none: no training checkpoint)
+  bool async_save = false;                     // --async-save (with checkpoints: written in the background)
   std::optional<int64_t> eval_interval;        // --eval-interval (with validation rows: quill train's)
   std::optional<int64_t> eval_iters;           // --eval-iters
   double distributed_timeout_minutes = 10;     // --distributed-timeout-minutes (Megatron's default 10)
   // numerics
   bool bf16 = false, fp16 = false;
+  std::optional<std::string> fp8_format, fp8_recipe;  // --fp8-format, --fp8-recipe (unset: not given)
   double attention_dropout = 0.1, hidden_dropout = 0.1;
   bool calculate_per_token_loss = false;
   std::optional<std::string> loss_type, hf_checkpoint;

@@ -11,6 +11,7 @@
 #include "data/rows.h"
 #include "model/inkling_model.h"
 #include "model/params.h"
+#include "ops/fp8_options.h"
 #include "parallel/stage_split.h"
 #include "recipe/config_check.h"
 #include "recipe/gpu_price.h"
@@ -174,6 +175,9 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   // miles trains over the padded vocabulary (recipes-and-measurement.md §3).
   plan.train.loss_over_padded_vocab = recipe.run.find("miles") != std::string::npos;
   plan.train.moe_shared_expert_overlap = static_cast<bool>(check.flags.find("moe-shared-expert-overlap"));
+  // FP8 GEMMs: Megatron's --fp8-format / --fp8-recipe, read as quill train reads them (ops/fp8_options.h).
+  plan.train.fp8 = ops::parse_fp8_options(def.fp8_format.value_or(""), def.fp8_recipe.value_or(""));
+  if (plan.train.fp8.enabled()) plan.notes.push_back("FP8 GEMMs: " + plan.train.fp8.describe() + " (docs/fp8.md)");
   // Activation recompute: the recipe's layout.recompute, what the run did. The seed's flags ask for it while
   // its layout says none (its Megatron tooling ignored the flags for Inkling): the layout wins, with a note.
   if (l.recompute) {
@@ -202,9 +206,24 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
     QUILL_CHECK(*save_interval > 0, "--save-interval {}: must be positive", *save_interval);
     plan.train.save_dir = o.out_dir + "/checkpoint";
     plan.train.save_interval = *save_interval;
-    plan.notes.push_back(fmt::format("training checkpoints every {} steps and at the end into {}", *save_interval,
-                                     plan.train.save_dir));
+    plan.train.async_save = o.async_save || def.async_save;
+    plan.train.keep_last_checkpoints = o.keep_last_checkpoints;
+    plan.notes.push_back(fmt::format(
+        "training checkpoints every {} steps and at the end into {}/iter_NNNNNNN{}{} (quill run --load {} continues "
+        "the run)",
+        *save_interval, plan.train.save_dir, plan.train.async_save ? ", written in the background (--async-save)" : "",
+        o.keep_last_checkpoints > 0 ? fmt::format(", the newest {} kept", o.keep_last_checkpoints) : "",
+        plan.train.save_dir));
+  } else {
+    QUILL_CHECK(!o.async_save && o.keep_last_checkpoints == 0,
+                "{} without --save-interval: quill run writes no training checkpoint unless the run flags or its "
+                "command line give --save-interval N",
+                o.async_save ? "--async-save" : "--keep-last-checkpoints");
   }
+  // Continuing a stopped or requeued job: quill train's --load, checked there (train/option_checks.h).
+  plan.train.resume_dir = o.load_dir;
+  plan.train.ckpt_step = o.ckpt_step;
+  plan.train.start_fresh_if_no_checkpoint = o.start_fresh_if_no_checkpoint;
   // Megatron's --eval-interval / --eval-iters, with validation rows (quill run's --valid-rows, else the run's
   // --valid-data-path): quill train's flags of the same names. Without validation rows nothing is evaluated,
   // and the note says so.
@@ -278,6 +297,11 @@ RecipeRunReport complete_recipe(const Recipe& recipe, const RecipeRunPlan& plan,
   if (recipe.result && recipe.result->window && recipe.result->window->size() == 2 &&
       (*recipe.result->window)[1] < steps)
     in.window = std::array<int64_t, 2>{(*recipe.result->window)[0], (*recipe.result->window)[1]};
+  // A start that continued a checkpoint (--load) times only its own steps; metrics.jsonl holds them all.
+  if (!run.steps.empty() && run.steps.front().step > 0)
+    report.notes.push_back(fmt::format("continued from step {} (--load): the result measures the {} steps of this "
+                                       "start, {} to {}",
+                                       run.steps.front().step, steps, run.steps.front().step, run.steps.back().step));
   try {
     report.metrics = compute_metrics(in);
   } catch (const Error& e) {

@@ -30,6 +30,13 @@ struct RecipeRunOptions {
   std::string out_dir;
   bool overwrite = false;                 // replace an earlier run's outputs in out_dir
   std::optional<int64_t> save_interval;   // overrides the run flags' --save-interval (checkpoints: none without)
+  bool async_save = false;                // --async-save (also taken from the run flags)
+  int64_t keep_last_checkpoints = 0;      // --keep-last-checkpoints N (0: keep all)
+  // Continuing a stopped or requeued job, as quill train takes them: --load DIR (a --save directory of
+  // iterations, OUT/checkpoint for quill run), --ckpt-step N, --start-fresh-if-no-checkpoint.
+  std::string load_dir;
+  int64_t ckpt_step = -1;
+  bool start_fresh_if_no_checkpoint = false;
   std::optional<double> distributed_timeout_minutes;  // overrides the run flags'
   // A reduced form of the workload (a small model on short rows, as the seed's layout is checked on
   // CPU ranks): the rows' length and the rows per step replace workload.row_tokens / global_batch and

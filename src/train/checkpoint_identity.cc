@@ -52,9 +52,9 @@ void check_state(const std::string& state_path, const nlohmann::json& state, con
                 state_path);
     QUILL_CHECK(state["sha256"].get<std::string>() == content_sha256(state),
                 "{}: its content does not match its \"sha256\": the file was changed after it was written (next_step, "
-                "a shard's hash or the config); resume from an unchanged checkpoint, or give --no-verify-checkpoint "
-                "to resume it as it is",
-                state_path);
+                "a shard's hash or the config); {} from an unchanged checkpoint, or give --no-verify-checkpoint "
+                "to {} it as it is",
+                state_path, checks.use, checks.use);
   }
   QUILL_CHECK(state.contains("config") && state["config"].is_object(), "{}: no \"config\" object", state_path);
   const std::vector<std::string> differ = config_differences(state["config"], nlohmann::json::parse(identity.config_json));
@@ -72,7 +72,7 @@ void check_state(const std::string& state_path, const nlohmann::json& state, con
 }
 
 void verify_shards(const std::string& dir, const nlohmann::json& state, Comm* world, int rank,
-                   const DeviceContext& ctx) {
+                   const DeviceContext& ctx, const char* use) {
   const nlohmann::json& shards = state.at("shards");
   const int size = world ? world->size() : 1;
   // The first file (in name order) that differs on this rank, as its index + 1; 0: none.
@@ -96,8 +96,8 @@ void verify_shards(const std::string& dir, const nlohmann::json& state, Comm* wo
   const int64_t top = static_cast<int64_t>(max_over(world, ctx, static_cast<double>(bad == 0 ? 0 : n + 1 - bad)));
   if (top == 0) return;
   QUILL_FAIL("{}/{}: missing, or its bytes do not match the sha256 in {}/state.json: the file changed after it was written; "
-             "resume from an intact checkpoint, or give --no-verify-checkpoint to resume it as it is",
-             dir, names[static_cast<size_t>(n + 1 - top - 1)], dir);
+             "{} from an intact checkpoint, or give --no-verify-checkpoint to {} it as it is",
+             dir, names[static_cast<size_t>(n + 1 - top - 1)], dir, use, use);
 }
 
 std::vector<std::string> gather_sha256(Comm* world, const DeviceContext& ctx, int rank, const std::string& hex) {

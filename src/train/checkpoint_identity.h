@@ -26,6 +26,7 @@ struct CheckpointIdentity {
 struct CheckpointChecks {
   bool verify_bytes = true;  // state.json's and every shard's SHA-256 (--no-verify-checkpoint skips)
   bool verify_rows = true;   // the same rows_sha256 (--no-verify-checkpoint-rows skips)
+  const char* use = "resume"; // what is done with the checkpoint, in messages ("resume", "export")
 };
 
 // Adds "config", "rows_sha256", "shards" ({file: sha256}) and then "sha256" to a state.json object.
@@ -41,8 +42,9 @@ std::vector<std::string> config_differences(const nlohmann::json& saved, const n
 
 // Every rank hashes its share of the shard files (file i on rank i mod the world's size) against
 // state.json's "shards"; the ranks agree, and every one throws naming the first file that differs.
+// `use`: what is done with the checkpoint, in the message ("resume", "export").
 void verify_shards(const std::string& dir, const nlohmann::json& state, Comm* world, int rank,
-                   const DeviceContext& ctx);
+                   const DeviceContext& ctx, const char* use = "resume");
 
 // Every rank's SHA-256 (hex), in rank order, on every rank (one all-reduce of 32 bytes per rank).
 std::vector<std::string> gather_sha256(Comm* world, const DeviceContext& ctx, int rank, const std::string& hex);

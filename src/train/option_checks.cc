@@ -54,6 +54,16 @@ void check_train_options(const TrainOptions& o) {
                 "--save {} is --out itself: give the checkpoint its own directory (e.g. {}/checkpoint)", o.save_dir,
                 o.out_dir);
   }
+  QUILL_CHECK(o.keep_last_checkpoints >= 0, "--keep-last-checkpoints {}: must be >= 0 (0: keep every checkpoint)",
+              o.keep_last_checkpoints);
+  QUILL_CHECK(o.keep_last_checkpoints == 0 || !o.save_dir.empty(),
+              "--keep-last-checkpoints {} needs --save DIR (the checkpoints to keep)", o.keep_last_checkpoints);
+  QUILL_CHECK(!o.async_save || !o.save_dir.empty(), "--async-save needs --save DIR (where to write the checkpoints)");
+  QUILL_CHECK(o.ckpt_step >= -1, "--ckpt-step {}: must be >= 0 (an iteration of the --load directory)", o.ckpt_step);
+  QUILL_CHECK(o.ckpt_step < 0 || !o.resume_dir.empty(), "--ckpt-step {} needs --load DIR (the directory that holds it)",
+              o.ckpt_step);
+  QUILL_CHECK(!o.start_fresh_if_no_checkpoint || !o.resume_dir.empty(),
+              "--start-fresh-if-no-checkpoint needs --load DIR (the directory to resume from when it holds a checkpoint)");
   QUILL_CHECK(o.eval_interval >= 0, "--eval-interval {}: must be >= 0 (0: evaluate after the last step only)",
               o.eval_interval);
   QUILL_CHECK(o.eval_iters >= 1, "--eval-iters {}: must be at least 1 (global batches per evaluation)", o.eval_iters);

@@ -63,7 +63,12 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--loss-vocab", o.loss_over_padded_vocab ? "padded" : "unpadded"},
       {"--moe-shared-expert-overlap", o.moe_shared_expert_overlap ? "on" : "off"},
       {"--recompute-granularity", o.recompute.describe()},
-      {"--resume", o.resume_dir.empty() ? "none" : "a checkpoint"},
+      {"--fp8-recipe", o.fp8.describe()},
+      {"--load", o.resume_dir.empty() ? "none" : "a checkpoint"},
+      {"--ckpt-step", std::to_string(o.ckpt_step)},
+      {"--start-fresh-if-no-checkpoint", o.start_fresh_if_no_checkpoint ? "yes" : "no"},
+      // A background save adds a collective at every step boundary while it is in flight: all ranks or none.
+      {"--async-save", o.async_save ? "yes" : "no"},
       // Verifying a checkpoint's shards is collective: every rank must do it or none.
       {"--no-verify-checkpoint", o.verify_checkpoint ? "no" : "yes"},
       {"--no-verify-checkpoint-rows", o.verify_checkpoint_rows ? "no" : "yes"},

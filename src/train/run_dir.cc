@@ -8,6 +8,7 @@
 #include "base/file_util.h"
 #include "base/writable_dir.h"
 #include "io/dir_swap.h"
+#include "train/checkpoint_history.h"
 #include "train/tensorboard.h"
 
 namespace quill {
@@ -54,6 +55,16 @@ void tidy_swaps(const std::string& dir, std::vector<std::string>& notes) {
     notes.push_back(fmt::format("{}: recovered from {} (an earlier run was killed while replacing it)", dir, *from));
   for (const std::string& s : remove_stale_side_dirs(dir))
     notes.push_back(fmt::format("{}: removed, left by a run that no longer runs", s));
+  // A --save DIR of iterations: the saves a kill interrupted inside it.
+  for (const std::string& line : tidy_checkpoint_history(dir)) notes.push_back(line);
+}
+
+// A checkpoint to continue from in `save`: its latest file, an iteration directory, or (the form
+// before iterations) a state.json of its own.
+bool holds_checkpoint(const std::string& save) {
+  std::error_code ec;
+  return fs::exists(fs::path(save) / kLatestIterationFile, ec) || !saved_iterations(save).empty() ||
+         fs::exists(fs::path(save) / "state.json", ec);
 }
 
 // The --save DIR the run in `out` recorded, or "" (none recorded: run without --save, or by a quill
@@ -75,9 +86,8 @@ bool same_dir(const std::string& a, const std::string& b) { return fs::weakly_ca
 std::string continue_hint(const std::string& out) {
   std::string save = recorded_save_dir(out);
   if (save.empty() && fs::exists(out + "/checkpoint")) save = out + "/checkpoint";  // quill run's place
-  std::error_code ec;
-  if (!save.empty() && fs::exists(save + "/state.json", ec))
-    return fmt::format("its checkpoint is {}: give --resume {} to continue it", save, save);
+  if (!save.empty() && holds_checkpoint(save))
+    return fmt::format("its checkpoint is {}: give --load {} to continue it", save, save);
   if (!save.empty())
     return fmt::format("it saved to {} but no checkpoint is there: nothing to continue from", save);
   return "it was run without --save: no checkpoint exists to continue it from";
@@ -93,12 +103,12 @@ void check_run_dir(const TrainOptions& o) {
   QUILL_CHECK(!non_empty_dir(o.out_dir) || resuming_here || o.overwrite,
               "--out {}: holds an earlier run; {}; --overwrite replaces it, or give a new --out", o.out_dir,
               o.resume_dir.empty() ? continue_hint(o.out_dir)
-                                   : fmt::format("--resume {} is not its checkpoint ({})", o.resume_dir,
+                                   : fmt::format("--load {} is not its checkpoint ({})", o.resume_dir,
                                                  continue_hint(o.out_dir)));
   if (!o.save_dir.empty() && !lies_inside(o.save_dir, o.out_dir)) {
     const bool resuming_it = !o.resume_dir.empty() && fs::weakly_canonical(o.resume_dir) == fs::weakly_canonical(o.save_dir);
     QUILL_CHECK(!non_empty_dir(o.save_dir) || resuming_it || o.overwrite,
-                "--save {}: holds a checkpoint of another run; resume it (--resume {}), give --overwrite to replace it, "
+                "--save {}: holds a checkpoint of another run; resume it (--load {}), give --overwrite to replace it, "
                 "or a new --save",
                 o.save_dir, o.save_dir);
   }
@@ -106,11 +116,8 @@ void check_run_dir(const TrainOptions& o) {
 
 void check_outputs_writable(const TrainOptions& o) {
   check_dir_writable("--out", o.out_dir, o.out_dir);
-  if (!o.save_dir.empty()) {
-    fs::path save = fs::path(o.save_dir).lexically_normal();
-    if (save.filename().empty()) save = save.parent_path();  // "DIR/"
-    check_dir_writable("--save", o.save_dir, save.has_parent_path() ? save.parent_path().string() : ".");
-  }
+  // Checkpoints are written inside --save DIR (DIR/iter_NNNNNNN.tmp-PID, then renamed).
+  if (!o.save_dir.empty()) check_dir_writable("--save", o.save_dir, o.save_dir);
   check_tensorboard_dir(o.tensorboard_dir);
 }
 
@@ -142,8 +149,7 @@ PreparedRunDir prepare_run_dir(const TrainOptions& o) {
     std::error_code ec;
     fs::remove(record, ec);  // a fresh run that saves nowhere: an earlier run's record would name its checkpoint
   }
-  const fs::path save_parent = fs::path(o.save_dir).lexically_normal().parent_path();
-  if (!o.save_dir.empty() && !save_parent.empty()) make_dirs(save_parent.string());
+  if (!o.save_dir.empty()) make_dirs(o.save_dir);  // its iterations are written inside it
   return r;
 }
 

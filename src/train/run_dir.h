@@ -10,7 +10,7 @@
 
 namespace quill {
 
-// Read-only, every rank, before anything is loaded: a non-empty --out is refused unless --resume
+// Read-only, every rank, before anything is loaded: a non-empty --out is refused unless --load
 // points into it or --overwrite is given, and so is a non-empty --save DIR outside --out unless it is
 // the checkpoint being resumed. The message names the directory and both ways on.
 void check_run_dir(const TrainOptions& options);
@@ -18,10 +18,10 @@ void check_run_dir(const TrainOptions& options);
 // The lead rank, before anything is loaded or written, once every rank has passed check_run_dir: --out,
 // --save and --tensorboard-dir each point where this run can create files (a probe file is made and
 // removed), so that a run that could not save its checkpoint stops now, not after training. --save is
-// checked in its parent, where the checkpoint is written first (io/dir_swap.h). Names the flag.
+// checked itself (its checkpoints are written inside it: train/checkpoint_history.h). Names the flag.
 void check_outputs_writable(const TrainOptions& options);
 
-// Rank 0, before loading --resume DIR: when a kill interrupted DIR's swap (io/dir_swap.h), puts the
+// Rank 0, before loading --load DIR: when a kill interrupted DIR's swap (io/dir_swap.h), puts the
 // newest complete copy back as DIR, and removes the side directories killed runs left. Returns a
 // note for each thing it did.
 std::vector<std::string> recover_checkpoint(const std::string& dir);

@@ -84,6 +84,7 @@ std::string summary_json(const TrainResult& r) {
   j["tokens_per_step"] = s.tokens_per_step;
   j["world_size"] = r.world_size;
   j["recompute"] = r.recompute;
+  j["fp8"] = r.fp8;
   j["attention_dq_order"] = r.attention_dq_order;
   j["grouped_wgrad_kernel"] = r.grouped_wgrad_kernel;
   j["active_params"] = r.active_params;

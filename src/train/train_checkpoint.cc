@@ -15,7 +15,10 @@
 #include "io/dir_swap.h"
 #include "io/safetensors.h"
 #include "io/write_progress.h"
+#include "model/master_pieces.h"
 #include "model/param_placement.h"
+#include "train/checkpoint_history.h"
+#include "train/checkpoint_index.h"
 #include "ops/convert.h"
 
 namespace quill {
@@ -24,9 +27,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "quill-train-checkpoint-v4";
-// The format before state.json carried the config, the rows and the hashes: still resumed, unchecked.
-constexpr const char* kUncheckedFormat = "quill-train-checkpoint-v3";
 const char* const kKinds[] = {"master", "exp_avg", "exp_avg_sq"};
 
 void barrier(Comm* world) {
@@ -39,8 +39,6 @@ Tensor to_host(const DeviceContext& ctx, const Tensor& t) {
   ops::transfer(ctx, t, h);
   return h;
 }
-
-std::string shard_file(int rank, int size) { return fmt::format("shard-rank{}-of-{}.safetensors", rank, size); }
 
 // Every rank must agree on the temporary folder's name: rank 0's pid, broadcast.
 std::string temp_name(const std::string& dir, Comm* world, const DeviceContext& ctx) {
@@ -55,42 +53,8 @@ std::string temp_name(const std::string& dir, Comm* world, const DeviceContext& 
   return dir + ".tmp-" + std::to_string(host.data_as<int64_t>()[0]);
 }
 
-// One piece of this rank's shards: elements [begin, end) of a parameter in its global (whole)
-// flattened index, and where they lie in its bucket's shard (master and moments). A piece is
-// contiguous in both: a shard range is cut where the parameter's slice (parallel/shard_spec.h) is
-// not contiguous in the whole tensor.
-struct Piece {
-  size_t param, bucket;
-  int64_t begin, end;  // global, in the parameter
-  int64_t at;          // offset in the bucket's shard
-};
-
-// This rank's pieces. Saving skips the buckets of tensor-parallel replicas except on the first TP
-// rank (the others hold the same values), so each element is in exactly one rank's file; loading
-// fills them all.
-std::vector<Piece> my_pieces(const ParamTable& params, bool replicas) {
-  std::vector<Piece> out;
-  for (size_t bi = 0; bi < params.buckets().size(); ++bi) {
-    const ParamBucket& b = params.buckets()[bi];
-    if (!b.counts_in_norm && !replicas) continue;
-    for (size_t i : b.members) {
-      const Param& p = params.params()[i];
-      const int64_t o = p.bucket_offset;
-      const int64_t lb = std::max(o, b.shard_begin) - o, le = std::min(o + shape_numel(p.shape), b.shard_end) - o;
-      if (lb >= le) continue;
-      // Pieces are also cut at the offload boundary, so that each lies in host or device memory.
-      const int64_t cut = b.shard_begin + b.offload_end - o;
-      for (const SliceRun& r : slice_runs(p.shard)) {
-        const int64_t from = std::max(lb, r.local_offset), to = std::min(le, r.local_offset + r.length);
-        for (const auto& [f, t] : {std::pair{from, std::min(to, cut)}, std::pair{std::max(from, cut), to}})
-          if (f < t)
-            out.push_back({i, bi, r.global_offset + (f - r.local_offset), r.global_offset + (t - r.local_offset),
-                           o + f - b.shard_begin});
-      }
-    }
-  }
-  return out;
-}
+// This rank's pieces of the masters (and so of the moments, which share the masters' shards).
+using Piece = MasterPiece;
 
 // A piece's state of one kind: on the device, or in host memory when offloaded; the moments in
 // their own dtype (fp32 or bf16).
@@ -116,120 +80,103 @@ nlohmann::json layout_json(const LayoutSpec& s) {
   return {{"tp", s.tp}, {"cp", s.cp}, {"dp", s.dp}, {"pp", s.pp}, {"ep", s.ep}, {"etp", s.etp}};
 }
 
-// Saved pieces of one tensor kind of one parameter: [begin, end) and where to read them.
-struct SavedPiece {
-  int64_t begin, end;
-  size_t file;
-  std::string tensor;
-};
-
-nlohmann::json read_state(const std::string& dir) {
-  const std::string state_path = dir + "/state.json";
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(read_file(state_path));
-  } catch (const nlohmann::json::exception& e) {
-    QUILL_FAIL("{}: malformed JSON: {}", state_path, e.what());
-  }
-  const std::string format = state.value("format", "");
-  QUILL_CHECK(format == kFormat || format == kUncheckedFormat, "{}: not a quill training checkpoint of format {}",
-              state_path, kFormat);
-  return state;
-}
-
-// Every rank's file, and which of them holds which range of which tensor ("kind/name" -> pieces).
-struct SavedIndex {
-  std::vector<SafetensorsFile> files;
-  std::map<std::string, std::vector<SavedPiece>> pieces;
-};
-
-SavedIndex read_index(const std::string& dir, int saved_world) {
-  SavedIndex ix;
-  for (int r = 0; r < saved_world; ++r) {
-    ix.files.push_back(SafetensorsFile::open(dir + "/" + shard_file(r, saved_world)));
-    for (const std::string& t : ix.files.back().names()) {
-      const size_t slash = t.rfind('/'), dash = t.rfind('-');
-      QUILL_CHECK(slash != std::string::npos && dash != std::string::npos && dash > slash, "{}: tensor {} is not a piece",
-                  ix.files.back().path(), t);
-      ix.pieces[t.substr(0, slash)].push_back(
-          {std::stoll(t.substr(slash + 1, dash - slash - 1)), std::stoll(t.substr(dash + 1)), ix.files.size() - 1, t});
-    }
-  }
-  return ix;
-}
-
 }  // namespace
 
-void save_train_checkpoint(const std::string& dir, int64_t next_step, const CheckpointIdentity& identity,
-                           const ParamTable& params, const AdamW& optimizer, const DeviceContext& ctx,
-                           const Layout& layout, bool show_progress) {
+CheckpointSnapshot snapshot_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params,
+                                             const AdamW& optimizer, const DeviceContext& ctx, const Layout& layout,
+                                             bool own_copy) {
   Comm* world = layout.world();
-  const int rank = layout.rank(), size = world ? world->size() : 1;
-  const std::string tmp = temp_name(dir, world, ctx);
-  if (rank == 0) {
-    fs::remove_all(tmp);
-    make_dirs(tmp);
+  CheckpointSnapshot s;
+  s.dir = dir;
+  s.next_step = next_step;
+  s.optimizer_steps = optimizer.steps_taken();
+  s.rank = layout.rank();
+  s.world_size = world ? world->size() : 1;
+  s.layout = layout.spec();
+  s.tmp = temp_name(dir, world, ctx);
+  if (s.rank == 0) {
+    fs::remove_all(s.tmp);
+    make_dirs(s.tmp);
   }
   barrier(world);
-  std::vector<std::pair<std::string, Tensor>> pieces;
-  for (const Piece& pc : my_pieces(params, /*replicas=*/false)) {
+  // A host tensor of its own: the state may change while the copy is written.
+  const auto host_copy = [&](const Tensor& t) {
+    if (t.device() != Device::CPU || !own_copy) return to_host(ctx, t);
+    Tensor c = Tensor::empty(t.shape(), t.dtype());
+    std::memcpy(c.data(), t.data(), t.nbytes());
+    return c;
+  };
+  for (const Piece& pc : master_pieces(params, /*replicas=*/false)) {
     const std::string& name = params.params()[pc.param].name;
     for (const char* kind : kKinds)
-      pieces.emplace_back(fmt::format("{}/{}/{}-{}", kind, name, pc.begin, pc.end),
-                          to_host(ctx, state_of(params, optimizer, kind, pc)));
+      s.pieces.emplace_back(fmt::format("{}/{}/{}-{}", kind, name, pc.begin, pc.end),
+                            host_copy(state_of(params, optimizer, kind, pc)));
   }
   // Frozen tensors and buffers: the canonical holder of each slice writes it, by global range.
   for (const Param& p : params.params()) {
     if (p.trainable || !canonical_holder(p.shard, layout.coords())) continue;
     const Tensor value = to_host(ctx, p.value);
     for (const SliceRun& r : slice_runs(p.shard))
-      pieces.emplace_back(fmt::format("fixed/{}/{}-{}", p.name, r.global_offset, r.global_offset + r.length),
-                          value.view_flat(r.local_offset, {r.length}));
+      s.pieces.emplace_back(fmt::format("fixed/{}/{}-{}", p.name, r.global_offset, r.global_offset + r.length),
+                            host_copy(value.view_flat(r.local_offset, {r.length})));
   }
   // Each tensor's whole shape, so that a resume into another model is refused, not misread.
-  std::map<std::string, std::string> shapes;
-  for (const Param& p : params.params()) shapes["shape:" + p.name] = shape_str(p.shard.global_shape);
-  std::string sha256;
-  {
-    std::vector<SafetensorsItem> items;
-    for (const auto& [name, t] : pieces) items.push_back(SafetensorsItem::from_tensor(name, t));
-    Progress progress(fmt::format("saving checkpoint {}{}", dir, size > 1 ? " (this rank's shard)" : ""),
-                      ProgressOptions::in_bytes(show_progress));
-    count_written_bytes(items, progress);
-    write_safetensors(tmp + "/" + shard_file(rank, size), items, shapes, /*threads=*/0, &sha256);
-  }
-  const std::vector<std::string> hashes = gather_sha256(world, ctx, rank, sha256);
-  if (rank == 0) {
+  for (const Param& p : params.params()) s.shapes["shape:" + p.name] = shape_str(p.shard.global_shape);
+  for (const auto& [name, t] : s.pieces) s.bytes += static_cast<int64_t>(t.nbytes());
+  return s;
+}
+
+void write_snapshot_shard(CheckpointSnapshot& s, bool show_progress) {
+  std::vector<SafetensorsItem> items;
+  for (const auto& [name, t] : s.pieces) items.push_back(SafetensorsItem::from_tensor(name, t));
+  Progress progress(fmt::format("saving checkpoint {}{}", s.dir, s.world_size > 1 ? " (this rank's shard)" : ""),
+                    ProgressOptions::in_bytes(show_progress));
+  count_written_bytes(items, progress);
+  write_safetensors(s.tmp + "/" + train_shard_file(s.rank, s.world_size), items, s.shapes, /*threads=*/0, &s.sha256);
+}
+
+void seal_train_checkpoint(const CheckpointSnapshot& s, const CheckpointIdentity& identity, Comm* world,
+                           const DeviceContext& ctx) {
+  const std::vector<std::string> hashes = gather_sha256(world, ctx, s.rank, s.sha256);
+  if (s.rank == 0) {
     nlohmann::json state, shards = nlohmann::json::object();
-    for (int r = 0; r < size; ++r) shards[shard_file(r, size)] = hashes[static_cast<size_t>(r)];
-    state["format"] = kFormat;
-    state["next_step"] = next_step;
-    state["optimizer_steps"] = optimizer.steps_taken();
-    state["world_size"] = size;
-    state["layout"] = layout_json(layout.spec());
+    for (int r = 0; r < s.world_size; ++r) shards[train_shard_file(r, s.world_size)] = hashes[static_cast<size_t>(r)];
+    state["format"] = kTrainCheckpointFormat;
+    state["next_step"] = s.next_step;
+    state["optimizer_steps"] = s.optimizer_steps;
+    state["world_size"] = s.world_size;
+    state["layout"] = layout_json(s.layout);
     seal_state(state, identity, shards);
-    write_file_atomic(tmp + "/state.json", state.dump(2) + "\n");
+    write_file_atomic(s.tmp + "/state.json", state.dump(2) + "\n");
   }
   barrier(world);
   // Swap in (io/dir_swap.h): a kill at any moment leaves a complete checkpoint that resume finds.
-  if (rank == 0) swap_dir_into_place(tmp, dir);
+  if (s.rank == 0) swap_dir_into_place(s.tmp, s.dir);
   barrier(world);
+}
+
+void save_train_checkpoint(const std::string& dir, int64_t next_step, const CheckpointIdentity& identity,
+                           const ParamTable& params, const AdamW& optimizer, const DeviceContext& ctx,
+                           const Layout& layout, bool show_progress) {
+  CheckpointSnapshot s = snapshot_train_checkpoint(dir, next_step, params, optimizer, ctx, layout, /*own_copy=*/false);
+  write_snapshot_shard(s, show_progress);
+  seal_train_checkpoint(s, identity, layout.world(), ctx);
 }
 
 int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& identity, const CheckpointChecks& checks,
                               ParamTable& params, AdamW& optimizer, const DeviceContext& ctx, const Layout& layout,
                               bool show_progress) {
-  const nlohmann::json state = read_state(dir);
-  if (state.at("format") == kFormat) {
+  const nlohmann::json state = read_train_state(dir);
+  if (state.at("format") == kTrainCheckpointFormat) {
     check_state(dir + "/state.json", state, identity, checks);
     if (checks.verify_bytes) verify_shards(dir, state, layout.world(), layout.rank(), ctx);
   } else if (layout.rank() == 0) {
     std::fprintf(stderr, "note: %s/state.json: format %s, written before checkpoints carried their config, rows and "
-                 "hashes: resumed without those checks\n", dir.c_str(), kUncheckedFormat);
+                 "hashes: resumed without those checks\n", dir.c_str(), kUncheckedTrainCheckpointFormat);
   }
   // Pieces are keyed by global element ranges, so any layout reads its shards from them; what
   // is missing (a checkpoint of another model, a torn one) is named below.
-  const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
+  const SavedIndex ix = read_saved_index(dir, state.at("world_size").get<int>());
   const std::vector<SafetensorsFile>& files = ix.files;
   for (const Param& p : params.params()) {
     for (const SafetensorsFile& f : files) {
@@ -261,7 +208,7 @@ int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& 
     QUILL_CHECK(covered == end - begin, "{}: {} of {} elements [{}, {}) are missing (found {})", dir, kind, name, begin,
                 end, covered);
   };
-  const std::vector<Piece> pieces = my_pieces(params, /*replicas=*/true);
+  const std::vector<Piece> pieces = master_pieces(params, /*replicas=*/true);
   Progress progress("loading checkpoint " + dir, ProgressOptions::counting(show_progress, "tensors"));
   const int64_t total = static_cast<int64_t>(pieces.size() + params.params().size());
   int64_t done = 0;
@@ -282,9 +229,11 @@ int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& 
   return state.at("next_step").get<int64_t>();
 }
 
-std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& dir) {
-  const nlohmann::json state = read_state(dir);
-  const SavedIndex ix = read_index(dir, state.at("world_size").get<int>());
+std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& root) {
+  const std::optional<int64_t> latest = latest_iteration(root);
+  const std::string dir = latest ? iteration_dir(root, *latest) : root;
+  const nlohmann::json state = read_train_state(dir);
+  const SavedIndex ix = read_saved_index(dir, state.at("world_size").get<int>());
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [key, pieces] : ix.pieces) {
     if (!key.starts_with("master/") && !key.starts_with("fixed/")) continue;

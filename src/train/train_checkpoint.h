@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,8 +33,36 @@
 
 namespace quill {
 
-// show_progress (the lead, not --quiet): a progress line on stderr of this rank's share when the save or
-// load takes more than a few seconds (every rank's share is about as large).
+// This rank's share of a checkpoint in host memory, taken at a step boundary, to be written into
+// `tmp` (every rank's shard there) and then sealed and swapped in as `dir`.
+struct CheckpointSnapshot {
+  std::string dir, tmp;
+  int64_t next_step = 0, optimizer_steps = 0;
+  int rank = 0, world_size = 1;
+  LayoutSpec layout;
+  std::vector<std::pair<std::string, Tensor>> pieces;  // "kind/NAME/B-E" -> values
+  std::map<std::string, std::string> shapes;           // "shape:NAME" -> the whole tensor's shape
+  int64_t bytes = 0;                                   // of this rank's pieces
+  std::string sha256;                                  // of this rank's shard file, once written
+};
+
+// Collective (every rank; the temporary directory is named after rank 0's pid and made by it). With
+// own_copy every piece is copied into host memory of its own, so that training may go on changing the
+// state while the copy is written (--async-save); without, pieces already in host memory are views.
+CheckpointSnapshot snapshot_train_checkpoint(const std::string& dir, int64_t next_step, const ParamTable& params,
+                                             const AdamW& optimizer, const DeviceContext& ctx, const Layout& layout,
+                                             bool own_copy);
+// This rank's shard file into snapshot.tmp, hashed as it is written. No collective and no device
+// work, so that a background thread may run it. show_progress: a progress line of its bytes.
+void write_snapshot_shard(CheckpointSnapshot& snapshot, bool show_progress);
+// Collective, once every rank wrote its shard: rank 0 gathers the hashes, writes state.json and swaps
+// the directory in as snapshot.dir (io/dir_swap.h): a kill at any moment leaves a complete checkpoint
+// that a resume finds.
+void seal_train_checkpoint(const CheckpointSnapshot& snapshot, const CheckpointIdentity& identity, Comm* world,
+                           const DeviceContext& ctx);
+
+// The three above in a row. show_progress (the lead, not --quiet): a progress line on stderr of this
+// rank's share when the save takes more than a few seconds (every rank's share is about as large).
 void save_train_checkpoint(const std::string& dir, int64_t next_step, const CheckpointIdentity& identity,
                            const ParamTable& params, const AdamW& optimizer, const DeviceContext& ctx,
                            const Layout& layout, bool show_progress = false);
@@ -45,7 +74,8 @@ int64_t load_train_checkpoint(const std::string& dir, const CheckpointIdentity& 
                               bool show_progress = false);
 
 // The fp32 values a checkpoint holds, whole, by name (the master and fixed pieces of every rank
-// assembled), flattened: for tests and tools that compare runs through the fp32 state.
+// assembled), flattened: for tests and tools that compare runs through the fp32 state. `dir` is a
+// checkpoint, or a --save directory of iterations (then its latest: train/checkpoint_history.h).
 std::vector<std::pair<std::string, Tensor>> checkpoint_values(const std::string& dir);
 
 }  // namespace quill

@@ -11,6 +11,7 @@
 #include "io/hf_export.h"
 #include "model/recompute.h"
 #include "ops/device_context.h"
+#include "ops/fp8_options.h"
 
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
@@ -67,7 +68,22 @@ struct TrainOptions {
   // at the end and every save_interval steps (0: only at the end); none when save_dir is empty.
   std::string save_dir;
   int64_t save_interval = 0;
-  std::string resume_dir;    // a training checkpoint to resume from
+  // --load DIR (Megatron's; --resume DIR is the same option): a --save directory of iterations, resumed
+  // from the one its latest_checkpointed_iteration.txt names or ckpt_step's, or one checkpoint directory
+  // (train/checkpoint_history.h). Without a checkpoint there the run is refused unless
+  // start_fresh_if_no_checkpoint (Megatron would start fresh silently).
+  std::string resume_dir;
+  int64_t ckpt_step = -1;    // Megatron's --ckpt-step N: that iteration instead of the latest (-1: the latest)
+  bool start_fresh_if_no_checkpoint = false;
+  // --keep-last-checkpoints N: after each save, only the newest N iterations stay in save_dir (the
+  // latest always among them; 0: all stay).
+  int64_t keep_last_checkpoints = 0;
+  // Megatron's --async-save: the state is copied to host memory at the step boundary and written by a
+  // background thread while training goes on (train/checkpoint_saver.h).
+  bool async_save = false;
+  // Tests only (hidden --test-async-save-delay S): the background writer sleeps S seconds first, so that a
+  // test can kill the run while a save is in flight.
+  double test_async_save_delay_s = 0;
   bool verify_rows = true;   // check rows.bin against the manifest's rows_sha256 before training
   // On --resume (train/checkpoint_identity.h): check state.json's and every shard's SHA-256, and that the
   // checkpoint was trained on these rows (--no-verify-checkpoint, --no-verify-checkpoint-rows skip them).
@@ -97,6 +113,9 @@ struct TrainOptions {
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;
+  // Megatron's --fp8-format e4m3 --fp8-recipe blockwise (docs/fp8.md): the linear layers of attention, MLP
+  // and experts in FP8 E4M3 with blockwise scales; off by default.
+  ops::Fp8Options fp8;
   // --attention-dq-order arrival (GPU only): the attention backward adds into dQ in arrival order, not
   // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
   bool attention_dq_arrival_order = false;

@@ -19,10 +19,10 @@
 #include "data/rows_check.h"
 #include "io/hf_checkpoint.h"
 #include "io/hf_export.h"
+#include "io/streamed_hf_export.h"
 #include "io/hf_name_check.h"
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
-#include "model/param_gather.h"
 #include "model/stage_model.h"
 #include "parallel/host_reduce.h"
 #include "parallel/pipeline_schedule.h"
@@ -40,6 +40,8 @@
 #include "train/step_observers.h"
 #include "train/step_report.h"
 #include "train/tensorboard.h"
+#include "train/checkpoint_history.h"
+#include "train/checkpoint_saver.h"
 #include "train/train_checkpoint.h"
 
 namespace quill {
@@ -305,12 +307,16 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   QUILL_CHECK(o.global_batch % dp_size == 0, "--global-batch {} does not divide over {} data-parallel ranks",
               o.global_batch, dp_size);
   check_run_dir(o);
+  // --load DIR without a checkpoint there (unless a fresh start was chosen), or --ckpt-step of an iteration
+  // it lacks: refused now, before anything is loaded or written.
+  if (!o.resume_dir.empty()) choose_checkpoint(o.resume_dir, o.ckpt_step, o.start_fresh_if_no_checkpoint, "--load");
   TrainResult result;
   result.lead = lead;
   result.simulated_rank = o.simulate_rank;
   result.simulated_comm_time = simulated && o.simulate_comm_time;
   result.world_size = layout.spec().world();
   result.recompute = o.recompute.describe();
+  result.fp8 = o.fp8.describe();
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";
   result.grouped_wgrad_kernel = o.grouped_wgrad_wgmma ? "wgmma" : "cublaslt";
   if (o.stop_after == 0) {
@@ -349,10 +355,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   if (!o.replay_routing_file.empty()) check_routing_file(o.replay_routing_file, config, o.global_batch, rows.row_tokens());
 
   // The export is planned before the first step, so that one that cannot be made stops the run now.
+  // Every rank plans it: each writes its own share of the files (io/streamed_hf_export.h).
   std::optional<HfExportPlan> hf_export;
-  if (o.save_hf && lead) {
+  if (o.save_hf) {
     hf_export = plan_hf_export(config, o.init_dir, o.config_path, o.hf_export);
-    for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
+    if (lead)
+      for (const std::string& note : hf_export->notes) std::fprintf(stderr, "note: --save-hf: %s\n", note.c_str());
   }
   if (lead) check_outputs_writable(o);  // --out, --save, --tensorboard-dir: refused before --out is touched
 
@@ -376,6 +384,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   model_options.recompute = o.recompute;
+  model_options.fp8 = o.fp8;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction());
   lap("placement on the device");
@@ -397,12 +406,21 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   // What every checkpoint of this run records and a resume must match.
   const CheckpointIdentity identity{config_to_hf_json(config), rows.manifest().value("rows_sha256", "")};
   int64_t first_step = 0;
+  bool resumed = false;
   if (!o.resume_dir.empty()) {
+    // An interrupted swap of DIR itself or of one of its iterations put back, a killed save's leftovers removed.
     if (lead)
       for (const std::string& line : recover_checkpoint(o.resume_dir)) note(lead, line);
     if (layout.world()) layout.world()->barrier();
-    first_step = load_train_checkpoint(o.resume_dir, identity, {o.verify_checkpoint, o.verify_checkpoint_rows}, params,
-                                       optimizer, ctx, layout, show_progress);
+    // Every rank reads the same latest file (no save runs yet), so all load the same iteration.
+    const CheckpointChoice choice =
+        choose_checkpoint(o.resume_dir, o.ckpt_step, o.start_fresh_if_no_checkpoint, "--load");
+    if (!choice.note.empty()) note(lead, choice.note);
+    if (!choice.dir.empty()) {
+      first_step = load_train_checkpoint(choice.dir, identity, {o.verify_checkpoint, o.verify_checkpoint_rows}, params,
+                                         optimizer, ctx, layout, show_progress);
+      resumed = true;
+    }
   }
   const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
   if (first_step >= last_step) {
@@ -467,6 +485,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     if (config.is_moe(i)) moe_layers.push_back(i);
   IdleExpertWatch idle_experts(moe_layers, simulated ? 0 : o.moe_idle_expert_warning_steps);
   std::unique_ptr<TensorBoardLog> tensorboard;
+  // --save DIR: DIR/iter_NNNNNNN and its latest file, kept and written as asked (train/checkpoint_saver.h).
+  std::unique_ptr<CheckpointSaver> saver;
+  if (!o.save_dir.empty())
+    saver = std::make_unique<CheckpointSaver>(
+        SaverSettings{o.save_dir, o.keep_last_checkpoints, o.async_save, o.test_async_save_delay_s, lead, o.quiet},
+        identity, params, optimizer, ctx, layout);
   double run_time_s = 0;
   try {
     // Inside the try: a directory that cannot be made after all cleans the run up like any failure.
@@ -501,10 +525,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
           std::fprintf(stderr, "warning: %s\n", warning.c_str());
       result.steps.push_back(m);
 
+      // A background save finishes (sealed, named latest) at the first boundary where every rank wrote it.
+      if (saver) saver->poll();
       // Megatron's --save DIR --save-interval N: at every N-th step, and at the end (below).
       const bool last = step + 1 == last_step;
-      if (!o.save_dir.empty() && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0) {
-        save_train_checkpoint(o.save_dir, step + 1, identity, params, optimizer, ctx, layout, show_progress);
+      if (saver && !last && o.save_interval > 0 && (step + 1) % o.save_interval == 0) {
+        saver->save(step + 1);
         saved_step = step + 1;
         draw_plot();
       }
@@ -514,23 +540,24 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     // Stopped by a signal: the checkpoint comes first (the scheduler's SIGKILL follows), and the export,
     // an output of a complete run, not at all.
     if (result.stop_signal != 0) {
-      if (!o.save_dir.empty() && end_step > first_step) {
-        if (saved_step != end_step)
-          save_train_checkpoint(o.save_dir, end_step, identity, params, optimizer, ctx, layout, show_progress);
-        result.saved_checkpoint = o.save_dir;
+      if (saver && end_step > first_step) {
+        if (saved_step != end_step) saver->save(end_step);
+        result.saved_checkpoint = iteration_dir(o.save_dir, end_step);
       }
+      if (saver) saver->wait();  // a save in flight is finished before the process ends
       result.wall_time_s = wall.seconds();
       if (lead && !result.steps.empty()) write_file_atomic(o.out_dir + "/summary.json", summary_json(result));
       if (!result.steps.empty()) draw_plot();  // the steps that ran
       // Stopped before a fresh run's first step: nothing of it is left, so that the same command starts it again.
-      if (lead && result.steps.empty() && o.resume_dir.empty()) clean_failed_run(o, prepared, 0);
+      if (lead && result.steps.empty() && !resumed) clean_failed_run(o, prepared, 0);
       return result;
     }
-    if (o.save_hf) {
-      // Collective: every rank; the masters' shards and the layout's slices gathered onto rank 0.
-      const ParamTable values = gather_whole(params, ctx, layout, config);
-      if (hf_export) {  // planned on the lead rank only
-        const SaveReport saved = write_hf_export(*hf_export, o.out_dir + "/hf", values, show_progress);
+    if (hf_export) {
+      // Collective: every rank writes the masters it owns into the files; nothing is gathered.
+      const SaveReport saved =
+          export_hf_streamed(*hf_export, o.out_dir + "/hf", params, config, ctx, layout, show_progress);
+      if (lead) {
+        std::fprintf(stderr, "note: --save-hf: %s\n", export_memory_note(saved).c_str());
         if (!saved.dropped.empty()) {
           const HfFormat other = hf_export->format == HfFormat::Release ? HfFormat::Transformers : HfFormat::Release;
           std::fprintf(stderr,
@@ -554,8 +581,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
     draw_plot();
     // The final checkpoint last: one at the run's last step means every output is complete, so a run
     // killed before it resumes from the interval before and writes them again.
-    if (!o.save_dir.empty()) save_train_checkpoint(o.save_dir, last_step, identity, params, optimizer, ctx, layout, show_progress);
+    if (saver) {
+      saver->save(last_step);
+      saver->wait();  // the run ends with its last checkpoint complete and named latest
+    }
   } catch (...) {
+    saver.reset();  // a writer still running finishes first: its temporary directory is tidied below
     metrics.reset();
     if (!result.steps.empty()) {
       try {

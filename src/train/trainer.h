@@ -60,6 +60,7 @@ struct TrainResult {
   int simulated_rank = -1;  // TrainOptions::simulate_rank: the loss and norms are not meaningful
   bool simulated_comm_time = false;  // TrainOptions::simulate_comm_time: the step times include timed stand-ins
   int world_size = 1;       // the layout's GPUs (ranks): tokens/s and MFU per GPU divide by it
+  std::string fp8 = "off";          // TrainOptions::fp8, described (ops::Fp8Options::describe)
   std::string recompute = "none";  // TrainOptions::recompute, described (RecomputeOptions::describe)
   std::string attention_dq_order = "fixed";  // TrainOptions::attention_dq_arrival_order: "fixed" or "arrival"
   std::string grouped_wgrad_kernel = "cublaslt";  // TrainOptions::grouped_wgrad_wgmma: "cublaslt" or "wgmma"

@@ -13,6 +13,10 @@ namespace quill::tune {
 
 namespace {
 
+// The run block's checkpoint interval: the seed's 20-step workload saves halfway and at the end; a
+// SIGTERM saves wherever it stops, so the interval bounds only what a hard failure loses.
+constexpr int64_t kSaveInterval = 10;
+
 std::string label_of(const LayoutSpec& s) {
   std::string l = fmt::format("TP{}", s.tp);
   if (s.sequence_parallel && s.tp > 1) l += " SP";
@@ -50,9 +54,10 @@ LaunchLines launch_lines(Launcher launcher, int world, int gpus_per_node) {
   if (launcher == Launcher::Mpirun)
     return {"", fmt::format("mpirun -np {} --map-by ppr:{}:node -x NCCL_NVLS_ENABLE -- \\\n", world, per_node)};
   // Slurm: SIGTERM reaches every rank 300 s before the time limit (quill stops at the next step boundary
-  // together and saves when --save is given; docs/multi-node.md), and a requeued job starts the same script.
+  // together and saves; docs/multi-node.md), a requeued job starts the same script, which continues from
+  // the latest checkpoint, and its output is appended to the first start's log instead of replacing it.
   return {fmt::format("#SBATCH --job-name=quill --nodes={} --ntasks-per-node={} --gpus-per-node={} --exclusive\n"
-                      "#SBATCH --signal=TERM@300 --requeue\n",
+                      "#SBATCH --signal=TERM@300 --requeue --open-mode=append\n",
                       nodes, per_node, per_node),
           "srun --mpi=pmix --kill-on-bad-exit=1 -- \\\n"};
 }
@@ -113,16 +118,16 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
       "{}"
       "export NCCL_NVLS_ENABLE=0\n"
       "{}"
-      "  quill run tuned.yaml \\\n"
+      "  quill run tuned.yaml --save \"$OUT\" --load \"$OUT/checkpoint\" --start-fresh-if-no-checkpoint \\\n"
       "    --hf-checkpoint \"$HF_CKPT\" --prompt-data \"$SFT_DATA\" \\\n"
       "    --train-iters 20 --global-batch-size {} --micro-batch-size 1 --seq-length {} \\\n"
       "    {} \\\n"
       "    --optimizer adam --lr 1e-5 --lr-decay-style cosine --min-lr 1e-6 --lr-warmup-fraction 0.1 \\\n"
       "    --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98 --bf16 --calculate-per-token-loss \\\n"
       "    --attention-dropout 0.0 --hidden-dropout 0.0 --moe-token-dispatcher-type alltoall \\\n"
-      "    --distributed-timeout-minutes 30\n",
+      "    --distributed-timeout-minutes 30 --save-interval {}\n",
       launch.directives, launch.command,
-      q.global_batch, q.row_tokens, flags);
+      q.global_batch, q.row_tokens, flags, kSaveInterval);
   std::string peaks;
   for (size_t i = 0; i < chosen.candidate.stage_roles.size(); ++i)
     peaks += fmt::format("{}{} {:.1f} GiB", peaks.empty() ? "" : ", ", chosen.candidate.stage_roles[i],
@@ -132,12 +137,15 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
       "  `quill plan`: projected step {:.3f} s, {:.1f} tokens/s/GPU, MFU {:.4f} ({});\n"
       "  bounded by {}. Peak device memory per stage (plan): {}.\n"
       "- The optimizer and schedule flags of the run block are the seed's (tests/fixtures/recipes/seed.yaml); review\n"
-      "  them for this run. HF_CKPT and SFT_DATA name the model directory and the rows (quill data build).\n",
+      "  them for this run. HF_CKPT and SFT_DATA name the model directory and the rows (quill data build), OUT the\n"
+      "  run's directory: checkpoints every {} steps into $OUT/checkpoint/iter_NNNNNNN, and at a SIGTERM (the time\n"
+      "  limit, a preemption); a requeued or resubmitted job continues from the latest, the first start begins\n"
+      "  fresh (docs/multi-node.md).\n",
       s.world(), chosen.step_s, chosen.tokens_per_s_per_gpu, chosen.mfu,
       chosen.measured() ? "the compute of its stages measured by `quill tune --measure` with random weights, the\n"
                           "  communication modelled"
                         : "modelled compute and communication, nothing measured",
-      chosen.bound, peaks);
+      chosen.bound, peaks, kSaveInterval);
   return r;
 }
 

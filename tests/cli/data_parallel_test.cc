@@ -51,7 +51,7 @@ int64_t moment_elements(const std::string& checkpoint, int ranks) {
   int64_t all = 0, most = 0;
   for (int r = 0; r < ranks; ++r) {
     const quill::SafetensorsFile shard = quill::SafetensorsFile::open(
-        checkpoint + "/shard-rank" + std::to_string(r) + "-of-" + std::to_string(ranks) + ".safetensors");
+        quill::test::latest_checkpoint(checkpoint) + "/shard-rank" + std::to_string(r) + "-of-" + std::to_string(ranks) + ".safetensors");
     int64_t mine = 0;
     for (const std::string& t : shard.names())
       if (t.starts_with("exp_avg/")) mine += shard.entry(t).shape[0];
@@ -196,7 +196,7 @@ TEST(DataParallel, ResumeFromACheckpointMissingARankFileIsRefused) {
   const std::string flags = " train --config " + src + "/configs/tiny.json --rows " + rows + " --steps 2 --global-batch 2 --quiet";
   const std::string mpi2 = std::string(QUILL_MPIEXEC) + " -np 2 " + quill;
   ASSERT_EQ(run(mpi2 + flags + " --dp 2 --stop-after 1 --out " + out + " --save " + out + "/checkpoint"), 0);
-  fs::remove(out + "/checkpoint/shard-rank1-of-2.safetensors");
+  fs::remove(quill::test::latest_checkpoint(out + "/checkpoint") + "/shard-rank1-of-2.safetensors");
   const quill::test::CommandResult r = quill::test::run_command(quill + flags + " --resume " + out + "/checkpoint --out " + out);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("shard-rank1-of-2.safetensors"), std::string::npos) << r.output;

@@ -77,7 +77,8 @@ void expect_rel(const std::vector<double>& got, const std::vector<double>& want,
 void expect_checkpoints_identical(const std::string& a, const std::string& b, int ranks) {
   for (int r = 0; r < ranks; ++r) {
     const std::string file = "/shard-rank" + std::to_string(r) + "-of-" + std::to_string(ranks) + ".safetensors";
-    const quill::SafetensorsFile fa = quill::SafetensorsFile::open(a + file), fb = quill::SafetensorsFile::open(b + file);
+    const quill::SafetensorsFile fa = quill::SafetensorsFile::open(quill::test::latest_checkpoint(a) + file),
+                                 fb = quill::SafetensorsFile::open(quill::test::latest_checkpoint(b) + file);
     ASSERT_EQ(fa.names(), fb.names()) << file;
     for (const std::string& n : fa.names()) {
       const quill::Tensor ta = fa.tensor(n), tb = fb.tensor(n);
@@ -92,7 +93,7 @@ void expect_checkpoints_identical(const std::string& a, const std::string& b, in
 std::set<std::string> moment_dtypes(const std::string& checkpoint, int ranks) {
   std::set<std::string> out;
   for (int r = 0; r < ranks; ++r) {
-    const quill::SafetensorsFile f = quill::SafetensorsFile::open(checkpoint + "/shard-rank" + std::to_string(r) +
+    const quill::SafetensorsFile f = quill::SafetensorsFile::open(quill::test::latest_checkpoint(checkpoint) + "/shard-rank" + std::to_string(r) +
                                                                   "-of-" + std::to_string(ranks) + ".safetensors");
     for (const std::string& n : f.names())
       if (n.starts_with("exp_avg")) out.insert(f.entry(n).dtype_str);
@@ -250,7 +251,7 @@ void resume_bit_identical(const Fixture& fx, const RunLayout& at, const std::str
   EXPECT_EQ(metric(parts, "loss"), metric(whole, "loss"));
   EXPECT_EQ(metric(parts, "grad_norm"), metric(whole, "grad_norm"));
   expect_checkpoints_identical(parts + "/ck", whole + "/ck", np);
-  std::ifstream in(parts + "/ck/state.json");
+  std::ifstream in(quill::test::latest_checkpoint(parts + "/ck") + "/state.json");
   EXPECT_EQ(nlohmann::json::parse(in).at("optimizer_steps").get<int64_t>(), 5);
 }
 

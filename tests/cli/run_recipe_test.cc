@@ -14,6 +14,8 @@
 #include <vector>
 #include <string>
 #include <yaml-cpp/yaml.h>
+
+#include "base/file_util.h"
 #include "util/command.h"
 #include "util/svg_check.h"
 
@@ -162,7 +164,9 @@ TEST(QuillRun, CheckpointsOnlyWithSaveIntervalAndAnEarlierRunIsNotOverwritten) {
   ASSERT_EQ(run(q + " data synth --input data/synthetic/conversations.jsonl --row-tokens 128 --out " + rows), 0);
   const std::string cmd = q + " run recipes/tiny-cpu.yaml --device cpu --set SFT_DATA=" + rows + " --steps 3 --out " + out;
   ASSERT_EQ(run(cmd + " --save-interval 2", &said), 0) << said;
-  EXPECT_TRUE(fs::exists(out + "/checkpoint/state.json")) << said;
+  EXPECT_TRUE(fs::exists(out + "/checkpoint/iter_0000003/state.json")) << said;
+  EXPECT_TRUE(fs::exists(out + "/checkpoint/iter_0000002/state.json")) << said;
+  EXPECT_EQ(quill::read_file(out + "/checkpoint/latest_checkpointed_iteration.txt"), "3\n") << said;
   EXPECT_EQ(run(cmd, &said), 1);
   EXPECT_NE(said.find("holds an earlier run"), std::string::npos) << said;
   ASSERT_EQ(run(cmd + " --overwrite", &said), 0) << said;

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "base/file_util.h"
 #include "util/command.h"
 #include "util/run_dir.h"
 
@@ -99,8 +100,11 @@ bool wait_for_steps(const std::string& out, int steps) {
   return false;
 }
 
-int64_t next_step(const std::string& checkpoint) {
-  return nlohmann::json::parse(std::ifstream(checkpoint + "/state.json")).at("next_step").get<int64_t>();
+// The next step of the checkpoint a --save DIR's latest file names.
+int64_t next_step(const std::string& save) {
+  return nlohmann::json::parse(std::ifstream(quill::test::latest_checkpoint(save) + "/state.json"))
+      .at("next_step")
+      .get<int64_t>();
 }
 
 // The command line the stopped run printed after "Continue with:".
@@ -144,17 +148,18 @@ TEST(StopSignal, SigtermSavesNamesTheCommandAndTheResumeIsBitIdentical) {
   EXPECT_EQ(metric_lines(out), k) << "every step before the stop is in the metrics, none after";
   EXPECT_NE(stopped.output.find("SIGTERM received: the run stopped after " + std::to_string(k) + " of 400 steps"),
             std::string::npos) << stopped.output;
-  EXPECT_NE(stopped.output.find("checkpoint saved to " + save + " (next step " + std::to_string(k) + ")"),
+  EXPECT_NE(stopped.output.find("checkpoint saved to " + quill::iteration_dir(save, k) + " (next step " +
+                                std::to_string(k) + ")"),
             std::string::npos) << stopped.output;
   const std::string command = printed_command(stopped.output);
   ASSERT_NE(command, "") << stopped.output;
-  EXPECT_NE(command.find("--resume '" + save + "'"), std::string::npos) << command;
+  EXPECT_NE(command.find("--load '" + save + "'"), std::string::npos) << command;
 
-  // Started again without --resume, the run is refused naming the checkpoint that continues it (not
+  // Started again without --load, the run is refused naming the checkpoint that continues it (not
   // OUT/checkpoint: --save was elsewhere).
   CommandResult again = sh(train_args(out) + " --save '" + save + "'");
   EXPECT_EQ(again.status, 1);
-  EXPECT_NE(again.output.find("its checkpoint is " + save + ": give --resume " + save), std::string::npos)
+  EXPECT_NE(again.output.find("its checkpoint is " + save + ": give --load " + save), std::string::npos)
       << again.output;
 
   // The printed command, four more steps; against one run stopped there by --stop-after.
@@ -164,6 +169,65 @@ TEST(StopSignal, SigtermSavesNamesTheCommandAndTheResumeIsBitIdentical) {
   const std::string ref = temp("term-ref");
   ASSERT_EQ(sh(train_args(ref) + " --save " + ref + "/checkpoint --stop-after " + std::to_string(k + 4)).status, 0);
   expect_same_run(out, save, ref, ref + "/checkpoint");
+}
+
+// quill run as the job script a scheduler starts again after every stop (docs/multi-node.md; the line
+// quill tune --emit-recipe writes): --save OUT --load OUT/checkpoint --start-fresh-if-no-checkpoint. A
+// first start killed hard before any checkpoint leaves metrics behind and the next begins fresh; that one,
+// stopped by SIGTERM, saves, prints a line that loads OUT/checkpoint, exits 143 and writes no completed
+// recipe; the same job line then continues it to the end, equal to one uninterrupted run bit for bit.
+TEST(StopSignal, QuillRunStopsOnSigtermAndTheSameJobLineContinuesIt) {
+  const int steps = 40;
+  auto job = [&](const std::string& out) {
+    return std::string(QUILL_BINARY) + " run " + QUILL_SOURCE_DIR + "/recipes/tiny-cpu.yaml --device cpu --model-dir " +
+           QUILL_SOURCE_DIR + "/configs/tiny.json --set SFT_DATA=" + rows() + " --row-tokens 64 --steps " +
+           std::to_string(steps) + " --save-interval 1000 --save " + out + " --load " + out +
+           "/checkpoint --start-fresh-if-no-checkpoint";
+  };
+  const std::string out = temp("run-job"), ckpt = out + "/checkpoint";
+  {
+    Background killed(job(out));
+    ASSERT_TRUE(wait_for_steps(out, 1));
+    ::kill(killed.pid(), SIGKILL);
+    EXPECT_EQ(killed.finish().status, 128 + SIGKILL);
+  }
+  ASSERT_FALSE(fs::exists(ckpt + "/latest_checkpointed_iteration.txt"));
+  const int left = metric_lines(out);
+  Background run(job(out));
+  ASSERT_TRUE(wait_for_steps(out, left + 3));  // the fresh start's own steps (its metrics file is new)
+  ::kill(run.pid(), SIGTERM);
+  const CommandResult stopped = run.finish();
+  EXPECT_EQ(stopped.status, 143) << stopped.output;
+  EXPECT_NE(stopped.output.find("no checkpoint there yet: starting fresh (--start-fresh-if-no-checkpoint)"),
+            std::string::npos) << stopped.output;
+  const int64_t k = next_step(ckpt);
+  EXPECT_GE(k, left + 3);
+  EXPECT_LT(k, steps);
+  EXPECT_NE(stopped.output.find("quill run: SIGTERM received: the run stopped after " + std::to_string(k) + " of " +
+                                std::to_string(steps) + " steps"),
+            std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("checkpoint saved to " + quill::iteration_dir(ckpt, k)), std::string::npos)
+      << stopped.output;
+  const std::string command = printed_command(stopped.output);
+  EXPECT_NE(command.find(" --load " + ckpt), std::string::npos) << stopped.output;
+  EXPECT_FALSE(fs::exists(out + "/recipe.yaml")) << "a stopped run measured as if complete";
+
+  // The requeue: the same job line, to the end; the completed recipe says where it continued.
+  const CommandResult requeued = sh(job(out));
+  ASSERT_EQ(requeued.status, 0) << requeued.output;
+  EXPECT_NE(requeued.output.find("continued from step " + std::to_string(k) + " (--load)"), std::string::npos)
+      << requeued.output;
+  EXPECT_TRUE(fs::exists(out + "/recipe.yaml"));
+  EXPECT_EQ(next_step(ckpt), steps);
+  // Started once more after its end: nothing to do, and the completed recipe is kept.
+  const std::string completed = quill::read_file(out + "/recipe.yaml");
+  const CommandResult again = sh(job(out));
+  EXPECT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("nothing to do"), std::string::npos) << again.output;
+  EXPECT_EQ(quill::read_file(out + "/recipe.yaml"), completed);
+  const std::string ref = temp("run-ref");
+  ASSERT_EQ(sh(job(ref)).status, 0);
+  expect_same_run(out, ckpt, ref, ref + "/checkpoint");
 }
 
 TEST(StopSignal, SigintWithoutSaveSaysNothingWasSavedAndTheNextStartSaysNoCheckpointExists) {
@@ -182,7 +246,7 @@ TEST(StopSignal, SigintWithoutSaveSaysNothingWasSavedAndTheNextStartSaysNoCheckp
   EXPECT_EQ(again.output.find("/checkpoint"), std::string::npos) << again.output;
 }
 
-TEST(StopSignal, ASecondSignalDuringTheSaveEndsTheRunAtOnceAndThePreviousCheckpointResumes) {
+TEST(StopSignal, ASecondSignalDuringTheSaveEndsTheRunAtOnceAndTheLatestCheckpointResumes) {
   if (sh("command -v strace").status != 0) GTEST_SKIP() << "strace is not installed";
   if (sh("strace -f -o /dev/null true").status != 0) GTEST_SKIP() << "strace cannot trace here (no ptrace)";
   // Which rename starts the swap of the second checkpoint: counted in a traced run.
@@ -197,24 +261,24 @@ TEST(StopSignal, ASecondSignalDuringTheSaveEndsTheRunAtOnceAndThePreviousCheckpo
   for (std::string line; std::getline(in, line) && second_swap == 0;) {
     if (line.find("rename(") == std::string::npos) continue;
     ++rename;
-    // DIR.tmp-PID -> DIR.new-PID: the swap's first rename (io/dir_swap.h).
-    if (line.find("checkpoint.tmp-") != std::string::npos && line.find("checkpoint.new-") != std::string::npos &&
-        ++swaps == 2)
+    // DIR/iter_N.tmp-PID -> DIR/iter_N.new-PID: the swap's first rename (io/dir_swap.h).
+    if (line.find("iter_0000002.tmp-") != std::string::npos && line.find("iter_0000002.new-") != std::string::npos &&
+        ++swaps == 1)
       second_swap = rename;
   }
   ASSERT_GT(second_swap, 0) << "no second checkpoint swap in " << log;
   // SIGTERM at that rename and at every later one: the first asks for a stop, the second (at the
-  // rename that moves the step-1 checkpoint aside) ends the process in the middle of the swap.
+  // rename that puts iter_0000002 in place) ends the process before the latest file names it.
   const std::string out = temp("second");
   const CommandResult killed = sh("strace -f -qq -o /dev/null -e trace=rename -e inject=rename:signal=SIGTERM:when=" +
                                   std::to_string(second_swap) + "+ " + flags(out) + " --stop-after 3");
   EXPECT_EQ(killed.status, 143) << killed.output;
   EXPECT_EQ(killed.output.find("checkpoint saved"), std::string::npos) << "the second signal did not end it at once";
-  EXPECT_FALSE(fs::exists(out + "/checkpoint/state.json")) << "the swap was not interrupted where intended";
-  // The next run recovers the complete step-2 checkpoint and finishes step 3 bit-identically.
-  const CommandResult resumed = sh(flags(out) + " --resume " + out + "/checkpoint --stop-after 1");
+  EXPECT_EQ(quill::latest_iteration(out + "/checkpoint"), 1) << "the latest file moved on before its save ended";
+  // The next run resumes the step-1 checkpoint the latest file names (writing iteration 2 again over what
+  // the killed save left) and finishes step 3 bit-identically.
+  const CommandResult resumed = sh(flags(out) + " --load " + out + "/checkpoint --stop-after 2");
   ASSERT_EQ(resumed.status, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("recovered from"), std::string::npos) << resumed.output;
   EXPECT_EQ(next_step(out + "/checkpoint"), 3);
   expect_same_run(out, out + "/checkpoint", counted, counted + "/checkpoint");
 }
@@ -262,7 +326,7 @@ void stop_under_mpirun(const char* layout, bool to_mpirun) {
   ::kill(target, SIGTERM);
   const CommandResult stopped = run.finish();
   EXPECT_NE(stopped.status, 0) << what << "\n" << stopped.output;
-  ASSERT_TRUE(fs::exists(save + "/state.json")) << what << "\n" << stopped.output;
+  ASSERT_TRUE(quill::latest_iteration(save).has_value()) << what << "\n" << stopped.output;
   const int64_t k = next_step(save);
   EXPECT_EQ(metric_lines(out), k) << what;
   EXPECT_NE(stopped.output.find("SIGTERM received: all 2 ranks stopped after " + std::to_string(k) + " of 4000 steps"),

@@ -92,7 +92,8 @@ TEST(TrainFailures, CheckpointsAreWrittenOnlyWhenAsked) {
   EXPECT_FALSE(fs::exists(a + "/checkpoint"));
   CommandResult r = quill(train_flags(3) + " --out " + b + " --save " + b + "/ckpt --save-interval 2");
   ASSERT_EQ(r.status, 0) << r.output;
-  const auto state = nlohmann::json::parse(std::ifstream(b + "/ckpt/state.json"));
+  const auto state = nlohmann::json::parse(std::ifstream(b + "/ckpt/iter_0000003/state.json"));
+  EXPECT_TRUE(fs::exists(b + "/ckpt/iter_0000002/state.json"));
   EXPECT_EQ(state["next_step"].get<int>(), 3);
   r = quill(train_flags(3) + " --out " + temp("interval-alone") + " --save-interval 2");
   EXPECT_EQ(r.status, 1);
@@ -135,6 +136,7 @@ TEST(TrainFailures, AKillAtAnyRenameLeavesAResumableCheckpointAndExport) {
     EXPECT_EQ(resumed.status, 0) << "kill at rename " << n << ": " << resumed.output;
     EXPECT_EQ(lines_of(out + "/metrics.jsonl"), 4) << "kill at rename " << n;
     EXPECT_FALSE(has_side_dirs(out)) << "kill at rename " << n << " left side directories behind";
+    EXPECT_FALSE(has_side_dirs(out + "/checkpoint")) << "kill at rename " << n << " left a save's side directories behind";
     fs::remove_all(out);
   }
 }
@@ -234,7 +236,7 @@ TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) 
   const std::string parent = temp("writable");
   fs::create_directories(parent);
   ASSERT_EQ(quill(train_flags(1) + " --out " + out + " --save " + parent + "/new/ckpt").status, 0);
-  EXPECT_TRUE(fs::exists(parent + "/new/ckpt/state.json"));
+  EXPECT_TRUE(fs::exists(parent + "/new/ckpt/latest_checkpointed_iteration.txt"));
   EXPECT_EQ(std::distance(fs::directory_iterator(parent), fs::directory_iterator()), 1);
 }
 

@@ -103,6 +103,20 @@ TEST(ConfigCheck, BfloatMomentsFailAsNumericsAndOffloadPassesAsPlacement) {
   EXPECT_TRUE(p.passed) << p.to_json().dump(2);
 }
 
+TEST(ConfigCheck, Fp8FlagsFailAsNumerics) {
+  // FP8 GEMMs round their operands to E4M3: the function computed changes (docs/fp8.md).
+  ConfigCheckResult r =
+      check_config(seed_with({{"--lr 1e-5", "--lr 1e-5 --fp8-format e4m3 --fp8-recipe blockwise"}}), seed());
+  EXPECT_FALSE(r.passed);
+  for (const char* s : {"--fp8-format", "--fp8-recipe"}) {
+    const SettingDiff* d = find(r, s);
+    ASSERT_TRUE(d) << s << "\n" << r.to_json().dump(2);
+    EXPECT_EQ(d->cls, SettingClass::Numerics) << s;
+  }
+  EXPECT_EQ(find(r, "--fp8-format")->candidate, "e4m3");
+  EXPECT_EQ(find(r, "--fp8-recipe")->candidate, "blockwise");
+}
+
 TEST(ConfigCheck, SameValuesSpelledDifferentlyAreNoDifference) {
   ConfigCheckResult r = check_config(
       seed_with({{"--lr 1e-5", "--lr 0.00001 --adam-eps 1e-8 --clip-grad 1.0 --seed 1234"}}), seed());

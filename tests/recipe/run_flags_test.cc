@@ -218,6 +218,17 @@ TEST(RunFlags, EffectiveFlagsNormaliseValuesAndApplyDefaults) {
   EXPECT_FALSE(a.count("global-batch-size"));  // no default
 }
 
+TEST(RunFlags, Fp8FlagsAreReadAndUnsetWhenAbsent) {
+  const RunDefinition d =
+      run_definition(parse_run_flags("python3 train.py --lr 1e-5 --fp8-format e4m3 --fp8-recipe blockwise\n"));
+  EXPECT_EQ(d.fp8_format, std::optional<std::string>("e4m3"));
+  EXPECT_EQ(d.fp8_recipe, std::optional<std::string>("blockwise"));
+  const RunDefinition e = run_definition(parse_run_flags("python3 train.py --lr 1e-5\n"));
+  EXPECT_FALSE(e.fp8_format);
+  EXPECT_FALSE(e.fp8_recipe);
+  EXPECT_FALSE(effective_flags(parse_run_flags("python3 train.py --lr 1e-5\n")).count("fp8-recipe"));
+}
+
 TEST(RunFlags, NoTrainingCommand) {
   RunFlags f = parse_run_flags("echo hello\nexport X=1\n");
   EXPECT_FALSE(f.found);

@@ -5,8 +5,8 @@
 # loss and gradient norm and every checkpoint shard must be bit-identical (the same layout and rows: the same
 # arithmetic whichever launcher placed the ranks). Then Slurm's own signal path: `scancel --signal=TERM` to the
 # srun job after its second step stops every rank at a step boundary with a checkpoint and exit status 143,
-# the printed command to continue starts with srun, and the resumed run's checkpoint equals the uninterrupted
-# one byte for byte. Prints the wall time of each launch.
+# the printed command to continue starts with srun and loads the --save directory (its latest iteration), and
+# the resumed run's last checkpoint (iter_0000012) equals the uninterrupted one byte for byte. Prints the wall time of each launch.
 #   tests/slurm/srun_equals_mpirun.sh QUILL SOURCE_DIR WORK_DIR "MPIRUN [flags]"
 # Exit 77 (CTest's skip) when slurm-wlm is not installed or not root: the daemons run as root.
 set -uo pipefail
@@ -47,9 +47,16 @@ for x, y in zip(a, b):
     print(f"step {x['step']}: loss mpirun {x['loss']!r} srun {y['loss']!r}; grad norm {x['grad_norm']!r} {y['grad_norm']!r}")
     assert (x["loss"], x["grad_norm"], x["expert_tokens"]) == (y["loss"], y["grad_norm"], y["expert_tokens"]), "differs"
 PY
+# --save DIR keeps iterations as Megatron does: the run's end is DIR/iter_0000012, named by the latest file.
+last=checkpoint/iter_0000012
+for run in mpirun srun; do
+  [ "$(cat "$work/$run/checkpoint/latest_checkpointed_iteration.txt" 2>/dev/null)" = 12 ] ||
+    { echo "FAIL: $run/checkpoint/latest_checkpointed_iteration.txt does not name iteration 12"; fail=1; }
+done
 shards=0
-for f in "$work"/mpirun/checkpoint/*.safetensors; do
-  cmp "$f" "$work/srun/checkpoint/$(basename "$f")" || fail=1
+for f in "$work/mpirun/$last"/*.safetensors; do
+  [ -f "$f" ] || continue
+  cmp "$f" "$work/srun/$last/$(basename "$f")" || fail=1
   shards=$((shards + 1))
 done
 [ "$shards" = 4 ] || { echo "FAIL: $shards checkpoint shards, expected 4"; fail=1; }
@@ -77,8 +84,18 @@ esac
 # The printed command continues the run (under this test's srun flags); its checkpoint equals the uninterrupted one.
 eval "timeout 120 srun --mpi=pmix -n 4 --kill-on-bad-exit=1 -- ${continue_line#srun }" </dev/null > "$work/resumed.log" 2>&1 \
   || { echo "FAIL: the resumed run failed"; cat "$work/resumed.log"; fail=1; }
-for f in "$work"/mpirun/checkpoint/*.safetensors; do
-  cmp "$f" "$work/stopped/checkpoint/$(basename "$f")" || { echo "FAIL: resumed $(basename "$f") differs"; fail=1; }
+case "$continue_line" in
+  *"--load $work/stopped/checkpoint"*) ;;
+  *) echo "FAIL: the command to continue does not --load the --save directory: '$continue_line'"; fail=1 ;;
+esac
+[ "$(cat "$work/stopped/checkpoint/latest_checkpointed_iteration.txt" 2>/dev/null)" = 12 ] ||
+  { echo "FAIL: the resumed run's latest checkpoint is not iteration 12"; fail=1; }
+resumed=0
+for f in "$work/mpirun/$last"/*.safetensors; do
+  [ -f "$f" ] || continue
+  cmp "$f" "$work/stopped/$last/$(basename "$f")" || { echo "FAIL: resumed $(basename "$f") differs"; fail=1; }
+  resumed=$((resumed + 1))
 done
+[ "$resumed" = 4 ] || { echo "FAIL: $resumed resumed shards compared, expected 4"; fail=1; }
 echo "srun under PMIx against mpirun: $([ $fail = 0 ] && echo "bit-identical (losses, gradient norms, expert counts, $shards shards); SIGTERM by scancel stopped at step $steps, resumed to the same bytes" || echo FAIL); whole test $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
 exit $fail

@@ -47,13 +47,13 @@ TrainOptions tiny(const std::string& out) {
   return o;
 }
 
-// A checkpoint of two steps of the tiny model; returns its directory.
+// A checkpoint of two steps of the tiny model; returns its (iteration) directory.
 std::string two_steps(const std::string& name) {
   TrainOptions o = tiny(temp_dir(name));
   o.save_dir = o.out_dir + "/checkpoint";
   o.stop_after = 2;
   run_training(o);
-  return o.save_dir;
+  return o.save_dir + "/iter_0000002";  // --save DIR keeps each checkpoint as DIR/iter_NNNNNNN
 }
 
 // Resumes `checkpoint` with `o` changed by the caller; the error's text, "" when it resumed.

@@ -193,7 +193,7 @@ TEST(TrainInputs, NonEmptyOutIsRefusedUnlessResumingOrOverwriting) {
   EXPECT_NE(e.find("--out " + out + ": holds an earlier run"), std::string::npos) << e;
   EXPECT_NE(e.find("--overwrite"), std::string::npos) << e;
   EXPECT_EQ(read_file(out + "/metrics.jsonl"), metrics);
-  EXPECT_TRUE(fs::exists(out + "/checkpoint/state.json"));
+  EXPECT_TRUE(fs::exists(out + "/checkpoint/iter_0000003/state.json"));
 
   TrainOptions resumed = o;
   resumed.steps = 4;

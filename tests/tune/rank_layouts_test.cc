@@ -231,11 +231,28 @@ TEST(EmitRecipe, ValidatesAndQuillRunMapsItBackToTheSameLayout) {
   const test::CommandResult v = test::run_command(kQuill + " recipe validate " + path);
   EXPECT_EQ(v.status, 0) << v.output;
   // The run block is an sbatch script (issue 44): 8 ranks on nodes of 4 GPUs are 2 nodes of 4 tasks, SIGTERM 300 s
-  // before the time limit, requeue, and srun under PMIx wrapping quill run after a bare `--`.
+  // before the time limit, requeue (appending to the log), and srun under PMIx wrapping quill run after a bare `--`.
   EXPECT_EQ(back.run.rfind("#SBATCH --job-name=quill --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 --exclusive\n"
-                           "#SBATCH --signal=TERM@300 --requeue\n", 0), 0u) << back.run;
-  EXPECT_NE(back.run.find("srun --mpi=pmix --kill-on-bad-exit=1 -- \\\n  quill run tuned.yaml"), std::string::npos)
+                           "#SBATCH --signal=TERM@300 --requeue --open-mode=append\n", 0), 0u) << back.run;
+  // A requeued start runs the same script: it continues the latest checkpoint of $OUT/checkpoint (Megatron's
+  // iter_NNNNNNN layout), and the first start, finding none, begins fresh.
+  EXPECT_NE(back.run.find("srun --mpi=pmix --kill-on-bad-exit=1 -- \\\n  quill run tuned.yaml --save \"$OUT\" --load "
+                          "\"$OUT/checkpoint\" --start-fresh-if-no-checkpoint \\\n"),
+            std::string::npos)
       << back.run;
+  EXPECT_NE(back.run.find(" --save-interval 10\n"), std::string::npos) << back.run;
+  EXPECT_EQ(check.definition.save_interval, std::optional<int64_t>(10));
+  for (const std::string& w : check.warnings) EXPECT_EQ(w.find("not understood"), std::string::npos) << w;
+  EXPECT_EQ(plan.train.save_dir, o.out_dir + "/checkpoint");
+  EXPECT_EQ(plan.train.save_interval, 10);
+  // quill run's --load / --start-fresh-if-no-checkpoint reach the trainer as quill train's.
+  RecipeRunOptions requeued = o;
+  requeued.load_dir = o.out_dir + "/checkpoint";
+  requeued.start_fresh_if_no_checkpoint = true;
+  const RecipeRunPlan continued = plan_recipe_run(back, requeued);
+  EXPECT_EQ(continued.train.resume_dir, o.out_dir + "/checkpoint");
+  EXPECT_TRUE(continued.train.start_fresh_if_no_checkpoint);
+  EXPECT_EQ(continued.train.ckpt_step, -1);
   // With mpirun: no directives, one process per GPU mapped 4 per node; quill run maps it to the same layout.
   e.launcher = Launcher::Mpirun;
   const std::string mpi_path = dir + "/tuned-mpirun.yaml";

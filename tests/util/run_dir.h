@@ -13,11 +13,13 @@
 #include <nlohmann/json.hpp>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
+#include "train/checkpoint_history.h"
 #include "train/train_checkpoint.h"
 #include "util/command.h"
 
@@ -36,6 +38,13 @@ inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return nlohmann::json::parse(in);
+}
+
+// The checkpoint directory a --save DIR's latest_checkpointed_iteration.txt names (DIR/iter_NNNNNNN);
+// DIR itself when it has no latest file (a single checkpoint directory, or none yet).
+inline std::string latest_checkpoint(const std::string& save) {
+  const std::optional<int64_t> latest = latest_iteration(save);
+  return latest ? iteration_dir(save, *latest) : save;
 }
 
 #ifdef QUILL_MPIEXEC

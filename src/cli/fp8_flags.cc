@@ -1,0 +1,22 @@
+#include "cli/fp8_flags.h"
+
+#include "base/error.h"
+
+namespace quill::cli {
+
+void add_fp8_flags(CLI::App* cmd, Fp8Flags& flags) {
+  cmd->add_option("--fp8-format", flags.format,
+                  "FP8 training (Megatron's flag): e4m3, with --fp8-recipe blockwise; the linear layers of attention, "
+                  "MLP and experts in FP8 (docs/fp8.md)");
+  cmd->add_option("--fp8-recipe", flags.recipe,
+                  "FP8 scaling (Megatron's flag): blockwise (1x128 activation tiles, 128x128 weight blocks)");
+}
+
+ops::Fp8Options Fp8Flags::resolve(const std::string& device) const {
+  const ops::Fp8Options o = ops::parse_fp8_options(format, recipe);
+  QUILL_CHECK(!o.enabled() || device != "cuda", "--fp8-format e4m3 --fp8-recipe blockwise: not yet on CUDA (the CPU "
+              "backend trains with it: --device cpu; the cuBLASLt GEMMs are the next step of issue 43)");
+  return o;
+}
+
+}  // namespace quill::cli

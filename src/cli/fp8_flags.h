@@ -1,0 +1,20 @@
+// Megatron's FP8 flags, --fp8-format and --fp8-recipe, shared by `quill train` and `quill plan` so that
+// both read the same words into the same value (ops/fp8_options.h, docs/fp8.md).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "ops/fp8_options.h"
+
+namespace quill::cli {
+
+struct Fp8Flags {
+  std::string format, recipe;
+  // Refuses what ops::parse_fp8_options refuses, and FP8 on --device cuda (not built yet).
+  ops::Fp8Options resolve(const std::string& device) const;
+};
+void add_fp8_flags(CLI::App* cmd, Fp8Flags& flags);
+
+}  // namespace quill::cli

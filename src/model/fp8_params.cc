@@ -1,0 +1,44 @@
+#include "model/fp8_params.h"
+
+#include <array>
+
+#include "base/error.h"
+
+namespace quill {
+namespace {
+
+// The names' endings, after "model.llm.layers.{i}." (docs/model.md lists every tensor).
+constexpr std::array<const char*, 11> kFp8Suffixes = {
+    ".attn.wq_du.weight",  ".attn.wk_dv.weight", ".attn.wv_dv.weight", ".attn.wr_du.weight",
+    ".attn.wo_ud.weight",  ".mlp.w13_dn.weight", ".mlp.w2_md.weight",
+    ".mlp.shared_experts.shared_w13_weight",      ".mlp.shared_experts.shared_w2_weight",
+    ".mlp.experts.w13_weight",                    ".mlp.experts.w2_weight",
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+bool runs_in_fp8(const std::string& name) {
+  if (name.rfind("model.llm.layers.", 0) != 0) return false;
+  for (const char* suffix : kFp8Suffixes)
+    if (ends_with(name, suffix)) return true;
+  return false;
+}
+
+void mark_fp8_params(ParamTable& params) {
+  for (Param& p : params.params()) p.fp8 = runs_in_fp8(p.name);
+}
+
+const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p) {
+  QUILL_CHECK(p.fp8 && p.compute.defined(), "{}: not an FP8 matrix, or not placed", p.name);
+  if (p.fp8_copy.defined() && p.fp8_version == p.compute_version) return p.fp8_copy;
+  if (!p.fp8_copy.defined()) p.fp8_copy = ops::fp8_empty(ctx, p.compute.shape(), ops::Fp8Tiling::kBlocks128);
+  ops::fp8_quantize(ctx, p.compute, p.fp8_copy);
+  p.fp8_version = p.compute_version;
+  return p.fp8_copy;
+}
+
+}  // namespace quill

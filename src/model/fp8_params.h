@@ -1,0 +1,24 @@
+// Which of Inkling's matrices run their GEMMs in FP8 under --fp8-recipe blockwise (docs/fp8.md), as
+// DeepSeek-V3 chose (arXiv:2412.19437, section 3.3): the linear layers of attention (the q, k, v,
+// relative-bias and output projections), of the dense MLP and of the shared and routed experts. The
+// attention core, the router, the embedding, the LM head and the loss keep their precision, and so do
+// the fp32 masters, the gradients and the optimizer.
+#pragma once
+
+#include <string>
+
+#include "model/params.h"
+#include "ops/device_context.h"
+#include "ops/fp8.h"
+
+namespace quill {
+
+// Whether the tensor of that checkpoint name (model.llm.layers.{i}.*) is one of those matrices.
+bool runs_in_fp8(const std::string& name);
+// Marks them (Param::fp8) in this rank's table.
+void mark_fp8_params(ParamTable& params);
+// p's quantised copy (128x128 blocks of `compute`, ops/fp8.h), made anew when `compute` changed since
+// the last one (Param::compute_version): once per optimizer step however many micro-batches read it.
+const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p);
+
+}  // namespace quill

@@ -1,0 +1,60 @@
+// Which matrices run in FP8 (model/fp8_params.h), and their quantised copy: made on first use, reused
+// while `compute` is unchanged (every micro-batch of a step), remade after compute_changed() (the
+// optimizer's update).
+#include "model/fp8_params.h"
+
+#include <gtest/gtest.h>
+
+#include "model/config.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+TEST(Fp8Params, TheLinearLayersOfAttentionMlpAndExpertsOnly) {
+  for (const char* yes : {"model.llm.layers.0.attn.wq_du.weight", "model.llm.layers.3.attn.wk_dv.weight",
+                          "model.llm.layers.1.attn.wv_dv.weight", "model.llm.layers.1.attn.wr_du.weight",
+                          "model.llm.layers.2.attn.wo_ud.weight", "model.llm.layers.0.mlp.w13_dn.weight",
+                          "model.llm.layers.0.mlp.w2_md.weight", "model.llm.layers.5.mlp.experts.w13_weight",
+                          "model.llm.layers.5.mlp.experts.w2_weight",
+                          "model.llm.layers.5.mlp.shared_experts.shared_w13_weight",
+                          "model.llm.layers.5.mlp.shared_experts.shared_w2_weight"})
+    EXPECT_TRUE(runs_in_fp8(yes)) << yes;
+  for (const char* no : {"model.llm.embed.weight", "model.llm.unembed.weight", "model.llm.norm.weight",
+                         "model.llm.layers.5.mlp.gate.weight", "model.llm.layers.5.mlp.gate.bias",
+                         "model.llm.layers.0.attn.q_norm.weight", "model.llm.layers.0.attn.k_sconv.weight",
+                         "model.llm.layers.0.attn.rel_logits_proj.proj", "model.llm.layers.0.mlp.global_scale"})
+    EXPECT_FALSE(runs_in_fp8(no)) << no;
+}
+
+TEST(Fp8Params, MarksEveryFp8MatrixOfTheTinyModel) {
+  ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
+  mark_fp8_params(table);
+  int marked = 0;
+  for (const Param& p : table.params()) {
+    EXPECT_EQ(p.fp8, runs_in_fp8(p.name)) << p.name;
+    marked += p.fp8;
+  }
+  EXPECT_EQ(marked, 4 * 5 + 1 * 2 + 3 * 4);  // 4 layers' attention, 1 dense MLP, 3 MoE layers
+}
+
+TEST(Fp8Params, QuantizedCopyMadeOncePerCompute) {
+  const DeviceContext ctx = DeviceContext::cpu();
+  Param p;
+  p.name = "model.llm.layers.0.attn.wq_du.weight";
+  p.fp8 = true;
+  p.compute = test::random_tensor({130, 200}, DType::F32, 1);
+  p.shape = p.compute.shape();
+  const ops::Fp8Tensor& first = fp8_weight(ctx, p);
+  const void* codes = first.codes.data();
+  const uint8_t code0 = first.codes.data_as<uint8_t>()[0];
+  p.compute.data_as<float>()[0] = -p.compute.data_as<float>()[0];  // an update the copy must not see yet
+  EXPECT_EQ(fp8_weight(ctx, p).codes.data_as<uint8_t>()[0], code0) << "remade within one step";
+  ++p.compute_version;  // what ParamTable::compute_changed does after the optimizer's update
+  const ops::Fp8Tensor& second = fp8_weight(ctx, p);
+  EXPECT_EQ(second.codes.data(), codes) << "the copy's buffers are reused";
+  EXPECT_EQ(second.codes.data_as<uint8_t>()[0], code0 ^ 0x80) << "not remade after the update";
+}
+
+}  // namespace
+}  // namespace quill
