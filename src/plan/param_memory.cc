@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/bucket_split.h"
 #include "model/param_placement.h"
 #include "model/params.h"
 #include "parallel/shard_spec.h"
@@ -21,10 +22,12 @@ int64_t RankParams::grad_bytes(DType main_grads) const {
 }
 
 RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, const std::vector<int64_t>& stage_layers,
-                       Device device, const std::vector<std::string>& freeze) {
+                       Device device, const std::vector<std::string>& freeze, int64_t bucket_size) {
   const GridCoords coords = grid.coords(rank);
   const LayoutSpec& sizes = grid.sizes();
   RankParams out;
+  // Each kind's trainable tensors (shape and layer), cut into buckets below as place_params cuts them.
+  std::vector<std::vector<Param>> kinds;
   for (ParamDecl& d : param_decls(config)) {
     // The stage that owns the tensor, as ParamTable::for_config decides it.
     int stage = 0;
@@ -38,6 +41,7 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
     p.name = d.name;
     p.shard = make_shard_spec(d.name, d.shape, d.rule, sizes, coords);
     p.shape = p.shard.local_shape;
+    p.layer = d.layer;
     const int64_t n = shape_numel(p.shape);
     out.elements += n;
     const bool bf16 = device == Device::CUDA && computes_in_bf16(p);
@@ -51,7 +55,7 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
       continue;
     }
     out.trainable_elements += n;
-    // The bucket, as place_params groups them.
+    // The kind, as place_params groups them.
     const char* group = group_kind_name(p.shard.reduce_over);
     const DType dtype = bf16 ? DType::BF16 : DType::F32;
     const bool replicated = p.shard.tp_replicated && sizes.tp > 1, sum_over_tp = p.shard.sum_grad_over_tp;
@@ -66,11 +70,24 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
       b.sum_over_tp = sum_over_tp;
       b.group_size = grid.group(p.shard.reduce_over, rank).size();
       out.buckets.push_back(b);
+      kinds.emplace_back();
       it = out.buckets.end() - 1;
     }
-    it->numel += n;
+    kinds[static_cast<size_t>(it - out.buckets.begin())].push_back(p);
   }
-  for (BucketBytes& b : out.buckets) b.numel = (b.numel + b.group_size - 1) / b.group_size * b.group_size;
+  const int64_t elements = bucket_size > 0 ? bucket_size : default_bucket_elements(sizes.dp);
+  std::vector<BucketBytes> buckets;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    std::vector<size_t> members(kinds[k].size());
+    for (size_t i = 0; i < members.size(); ++i) members[i] = i;
+    for (const std::vector<size_t>& bucket : split_bucket_by_layers(kinds[k], members, elements)) {
+      BucketBytes b = out.buckets[k];
+      for (size_t i : bucket) b.numel += shape_numel(kinds[k][i].shape);
+      b.numel = (b.numel + b.group_size - 1) / b.group_size * b.group_size;
+      buckets.push_back(b);
+    }
+  }
+  out.buckets = std::move(buckets);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <ctime>
 #include <filesystem>
 
@@ -174,6 +175,15 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   // miles trains over the padded vocabulary (recipes-and-measurement.md §3).
   plan.train.loss_over_padded_vocab = recipe.run.find("miles") != std::string::npos;
   plan.train.moe_shared_expert_overlap = static_cast<bool>(check.flags.find("moe-shared-expert-overlap"));
+  // Megatron's data-parallel overlaps and bucket size, as the run gave them (optim/ddp_config.h).
+  DdpConfig& ddp = plan.train.adam.ddp;
+  ddp.overlap_grad_reduce = static_cast<bool>(check.flags.find("overlap-grad-reduce"));
+  ddp.overlap_param_gather = static_cast<bool>(check.flags.find("overlap-param-gather"));
+  if (const std::string n = flag_value(check.flags, "ddp-bucket-size"); !n.empty()) {
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), ddp.bucket_size);
+    QUILL_CHECK(ec == std::errc() && end == n.data() + n.size() && ddp.bucket_size > 0,
+                "--ddp-bucket-size {}: must be a positive number of elements", n);
+  }
   // Activation recompute: the recipe's layout.recompute, what the run did. The seed's flags ask for it while
   // its layout says none (its Megatron tooling ignored the flags for Inkling): the layout wins, with a note.
   if (l.recompute) {

@@ -3,7 +3,9 @@
 // data replaced — configs/seed-shape (42 layers shaped like Inkling-Small at hidden 64: layers 0-1
 // dense, a global layer every sixth, 4 q / 4 kv heads, 16 experts, top-6 with 2 shared) and synthetic
 // 32-token rows, 8 rows per step, 4 steps (--row-tokens, --global-batch, --steps) — runs TP4 SP PP4
-// 12/10/10/10 EP8 ETP1 DP2 with offload 0.7 and overlap unchanged, and equals a one-rank `quill train`
+// 12/10/10/10 EP8 ETP1 DP2 with offload 0.7 and overlap unchanged — plus Megatron's --overlap-grad-reduce
+// and --overlap-param-gather with buckets of 20,000 elements (several per stage), added to the recipe's flags
+// (their bit-identity with the flags off is tests/cli/overlap_test.cc's) — and equals a one-rank `quill train`
 // of the same model, rows and the seed's hyperparameters: every step's loss and gradient norm within
 // 1e-5 relative, expert counts equal up to routing near-ties, and the completed recipe's convergence check passing against it.
 // About 30 s on 2 cores; the full form (128 rows per step, 20 steps) is scripts/seed-layout-cpu.sh.
@@ -33,16 +35,27 @@ TEST(SeedLayout, ThirtyTwoCpuRanksEqualOneRank) {
                 " --loss-vocab padded --freeze-preset miles --quiet --out " + one),
             0);
   const std::string seed = quill::test::fresh_temp_dir("seed", "layout");
+  const std::string recipe_path = quill::test::fresh_temp_dir("seed", "recipe.yaml");
+  {
+    std::ofstream out(recipe_path);
+    out << quill::test::edited_text(kSrc + "/tests/fixtures/recipes/seed.yaml",
+                                    {{"--use-distributed-optimizer \\", "--use-distributed-optimizer --overlap-grad-reduce "
+                                                                        "--overlap-param-gather --ddp-bucket-size 20000 \\"}});
+  }
   std::string output;
   // A time limit of its own: with every rank dead (a crash at start-up, seen with a binary linked from stale
   // objects) Open MPI 4.1's mpiexec of 32 ranks was seen to wait on forever instead of exiting.
   ASSERT_EQ(quill::test::run_checked("cd " + kSrc + " && timeout -k 10 300 " + QUILL_MPIEXEC + " -np 32 " + kQuill +
-                                         " run tests/fixtures/recipes/seed.yaml --model-dir configs/seed-shape --rows " +
+                                         " run " + recipe_path + " --model-dir configs/seed-shape --rows " +
                                          rows + " --row-tokens 32 --global-batch 8 --steps 4 --device cpu --reference " +
                                          one + "/metrics.jsonl --out " + seed,
                                      &output),
             0);
   EXPECT_NE(output.find("TP4 PP4 EP8 DP2"), std::string::npos) << output;
+  const nlohmann::json summary = quill::test::read_json(seed + "/summary.json");
+  EXPECT_EQ(summary.at("overlap_grad_reduce"), true) << summary.dump();
+  EXPECT_EQ(summary.at("overlap_param_gather"), true) << summary.dump();
+  EXPECT_GE(summary.at("ddp_buckets").get<int64_t>(), 3) << summary.dump();
   const auto a = quill::test::read_metrics(one), b = quill::test::read_metrics(seed);
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), a.size());
