@@ -26,10 +26,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
   };
   PipelineStepResult result;
   const std::vector<PipeAction>& row = schedule.actions[static_cast<size_t>(s)];
-  // The stage's last backward (1F1B: the last micro-batch's, at the end of the cool-down).
-  size_t last_backward = row.size();
-  for (size_t i = 0; i < row.size(); ++i)
-    if (row[i].is_pass && row[i].step.pass == PipePass::Backward) last_backward = i;
+  const size_t last_backward = last_backward_action(schedule, s);  // the hooks' backward
   for (size_t ai = 0; ai < row.size(); ++ai) {
     const PipeAction& a = row[ai];
     if (!a.is_pass) {

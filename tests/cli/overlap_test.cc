@@ -111,7 +111,8 @@ TEST(Overlap, EachFlagAloneEqualsFlagsOff) {
 // resumes under another bucket size, which changes every rank's shard: within float rounding, since
 // the norm's partial sums follow the shards.)
 TEST(Overlap, ResumesWithTheOverlapOnOrOffToTheSameBits) {
-  const std::string run = quill::test::mpirun_command(2) + kQuill + train_flags(4) + " --dp 2" + kBuckets;
+  const std::string dp2 = quill::test::mpirun_command(2) + kQuill + train_flags(4) + " --dp 2";
+  const std::string run = dp2 + kBuckets;
   const std::string whole = scratch("resume-whole");
   expect_runs(run + " --out " + whole + " --save " + whole + "/checkpoint");
   for (const auto& [first, second] : {std::pair<std::string, std::string>{"", kBoth}, {kBoth, ""}}) {
@@ -123,7 +124,7 @@ TEST(Overlap, ResumesWithTheOverlapOnOrOffToTheSameBits) {
   }
   const std::string other = scratch("resume-other-buckets");
   expect_runs(run + " --stop-after 2 --out " + other + " --save " + other + "/checkpoint");
-  expect_runs(run + kBoth + " --ddp-bucket-size 7000 --resume " + other + "/checkpoint --out " + other + " --save " +
+  expect_runs(dp2 + kBoth + " --ddp-bucket-size 7000 --resume " + other + "/checkpoint --out " + other + " --save " +
               other + "/checkpoint");
   quill::test::expect_steps_match(quill::test::read_metrics(other), quill::test::read_metrics(whole), 1e-6);
   quill::test::expect_weights_match(other + "/checkpoint", checkpoint_weights(whole + "/checkpoint"), 1e-6);
