@@ -74,6 +74,9 @@ class AdamW {
   // What the stage's passes call at their overlap points (--overlap-grad-reduce,
   // --overlap-param-gather; without them the calls do nothing): pass it to the pipeline executor.
   PassHooks* pass_hooks() { return &overlap_; }
+  // After the step's passes: with --overlap-grad-reduce the step's reductions complete here, at the end
+  // of the passes as in Megatron (the rest of the step, its loss reductions included, follows them).
+  void passes_done() { overlap_.passes_done(); }
   // Completes the parameter all-gathers --overlap-param-gather left for the next forward: before
   // the compute copies are read by anything else (the Hugging Face export). Collective.
   void finish_param_gather() { overlap_.finish_param_gather(); }

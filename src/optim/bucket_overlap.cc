@@ -35,12 +35,17 @@ void BucketOverlap::start_reduce(size_t b) {
 }
 
 void BucketOverlap::grads_written_from(int64_t layer) {
-  if (!config_.overlap_grad_reduce) return;
+  if (!config_.overlap_grad_reduce || grads_reduced_) return;
   for (size_t b = 0; b < reduce_started_.size(); ++b)
     if (!reduce_started_[b] && table_.buckets()[b].first_layer >= layer) start_reduce(b);
 }
 
+void BucketOverlap::passes_done() {
+  if (config_.overlap_grad_reduce) finish_grad_reduce();
+}
+
 void BucketOverlap::finish_grad_reduce() {
+  if (grads_reduced_) return;
   for (size_t b = 0; b < reduce_started_.size(); ++b)
     if (!reduce_started_[b]) start_reduce(b);
   for (size_t b = 0; b < reduce_.size(); ++b) {
@@ -48,6 +53,7 @@ void BucketOverlap::finish_grad_reduce() {
     reduce_[b].reset();
     reduce_started_[b] = false;
   }
+  grads_reduced_ = true;
 }
 
 void BucketOverlap::start_gather(size_t b) {
@@ -57,7 +63,14 @@ void BucketOverlap::start_gather(size_t b) {
   gather_[b] = Gather::kStarted;
 }
 
+void BucketOverlap::wait_gather(size_t b) {
+  gather_handle_[b]->wait();
+  gather_handle_[b].reset();
+  gather_[b] = Gather::kDone;
+}
+
 void BucketOverlap::gather_params() {
+  grads_reduced_ = false;
   for (size_t b = 0; b < gather_.size(); ++b) {
     if (table_.buckets()[b].comm == nullptr) continue;
     if (config_.overlap_param_gather) {
@@ -65,9 +78,7 @@ void BucketOverlap::gather_params() {
       gathers_owed_ = true;
     } else {
       start_gather(b);
-      gather_handle_[b]->wait();
-      gather_handle_[b].reset();
-      gather_[b] = Gather::kDone;
+      wait_gather(b);
     }
   }
 }
@@ -83,11 +94,15 @@ void BucketOverlap::weights_needed(int64_t layer) {
       continue;
     }
     if (gather_[b] == Gather::kOwed) start_gather(b);
-    gather_handle_[b]->wait();
-    gather_handle_[b].reset();
-    gather_[b] = Gather::kDone;
-    // The next bucket's all-gather runs under this one's layers.
-    if (k + 1 < forward_order_.size() && gather_[forward_order_[k + 1]] == Gather::kOwed) start_gather(forward_order_[k + 1]);
+    wait_gather(b);
+    // The next bucket's all-gather (forward order, skipping buckets with nothing to gather) runs under
+    // this one's layers.
+    for (size_t n = k + 1; n < forward_order_.size(); ++n) {
+      const size_t next = forward_order_[n];
+      if (gather_[next] == Gather::kDone) continue;
+      if (gather_[next] == Gather::kOwed) start_gather(next);
+      break;
+    }
   }
   gathers_owed_ = owed;
 }

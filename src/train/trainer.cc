@@ -237,6 +237,7 @@ StepMetrics run_step(const StepInputs& in, int64_t step) {
   const PipelineStepResult pr = run_micro_batches(in, in.rows, mine, grad_scale, replays, /*forward_only=*/false);
   m.expert_tokens = pr.expert_tokens;
   settle_grads(in.params, in.ctx);
+  in.optimizer.passes_done();
   for (const auto& observer : in.observers) observer->passes_done(step);
   m.passes_time_s = step_timer.seconds();
   m.tokens = T * o.global_batch;
