@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/count_flags.h"
 #include "cli/layout_flags.h"
+#include "cli/ddp_flags.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "cli/fp8_flags.h"
@@ -51,6 +52,10 @@ void add_plan_command(CLI::App& app, Runner& run) {
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
   add_layout_flags(cmd, layout);
   add_optimizer_flags(cmd, memory, names);
+  // Accepted so that a train command line plans as it is: the overlaps allocate nothing (the collectives
+  // run in place in the buckets' buffers); the bucket size moves each bucket's padding and offloaded head.
+  static DdpConfig ddp;
+  add_ddp_flags(cmd, ddp);
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
   add_fp8_flags(cmd, fp8);
@@ -69,6 +74,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
       q.layout = layout;
       q.global_batch = global_batch;
       q.row_tokens = row_tokens;
+      if (cmd->count("--ddp-bucket-size") > 0) check_positive("--ddp-bucket-size", ddp.bucket_size);
+      q.ddp_bucket_size = ddp.bucket_size;
       if (!recipe_path.empty()) {
         const Recipe recipe = read_recipe(recipe_path);
         const std::string model = !config_path.empty() ? config_path : model_dir;

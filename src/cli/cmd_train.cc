@@ -17,6 +17,7 @@
 #include "train/trainer.h"
 #include "cli/launch.h"
 #include "cli/megatron_names.h"
+#include "cli/ddp_flags.h"
 #include "cli/memory_flags.h"
 #include "cli/optimizer_flags.h"
 #include "cli/projection_report.h"
@@ -196,6 +197,8 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   cmd->add_option("--clip-grad", o.adam.clip_grad, "clip gradients to this global L2 norm (0: off)");
   // Megatron's CPU offload and precision-aware optimizer flags (optim/optimizer_memory.h).
   add_optimizer_flags(cmd, o.adam.memory, optimizer_names);
+  // Megatron's --overlap-grad-reduce, --overlap-param-gather and --ddp-bucket-size (optim/ddp_config.h).
+  add_ddp_flags(cmd, o.adam.ddp);
   cmd->add_option("--freeze", freeze, "freeze parameters matching this glob (repeatable)");
   cmd->add_option("--freeze-preset", freeze_preset, "miles (relative-bias tables and global scales) | none");
   cmd->add_option("--loss-vocab", loss_vocab, "unpadded (transformers) | padded (miles)");

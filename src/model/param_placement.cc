@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/parallel_memory.h"
+#include "model/bucket_split.h"
 #include "model/offload_split.h"
 #include "ops/convert.h"
 
@@ -104,8 +105,15 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
 }
 
 void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout, double offload_fraction) {
+  place_params(table, ctx, layout, offload_fraction, 0);
+}
+
+void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout, double offload_fraction,
+                  int64_t bucket_elements) {
   QUILL_CHECK(!table.placed(), "place_params: the table is already placed");
-  std::vector<ParamBucket>& buckets = table.buckets();
+  // The kinds of trainable parameter (one per reduction group, compute dtype and tensor-parallel
+  // role), in the order their first member appears in the table; each kind's members in table order.
+  std::vector<ParamBucket> kinds;
   for (size_t i = 0; i < table.params().size(); ++i) {
     Param& p = table.params()[i];
     if (!p.trainable) {
@@ -123,11 +131,11 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
     const DType dtype = ctx.device == Device::CUDA && computes_in_bf16(p) ? DType::BF16 : DType::F32;
     const bool replicated = p.shard.tp_replicated && layout.spec().tp > 1;
     const bool sum_over_tp = p.shard.sum_grad_over_tp;
-    auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ParamBucket& b) {
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const ParamBucket& b) {
       return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype && b.tp_replicated == replicated &&
              b.sum_over_tp == sum_over_tp;
     });
-    if (it == buckets.end()) {
+    if (it == kinds.end()) {
       ParamBucket b;
       b.group = group_kind_name(g.kind);
       b.comm = g.comm;
@@ -138,13 +146,30 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
       b.counts_in_norm = !replicated || layout.coords().tp == 0;
       b.sum_over_tp = sum_over_tp;
       b.tp_comm = sum_over_tp ? layout.comm(GroupKind::TP) : nullptr;
-      buckets.push_back(b);
-      it = buckets.end() - 1;
+      kinds.push_back(b);
+      it = kinds.end() - 1;
     }
-    p.bucket = static_cast<int>(it - buckets.begin());
-    p.bucket_offset = it->numel;
     it->members.push_back(i);
-    it->numel += shape_numel(p.shape);
+  }
+  // Each kind cut into buckets of whole layers (model/bucket_split.h): a kind's buckets follow one
+  // another, the last layers first.
+  std::vector<ParamBucket>& buckets = table.buckets();
+  for (const ParamBucket& kind : kinds) {
+    for (std::vector<size_t>& members : split_bucket_by_layers(table.params(), kind.members, bucket_elements)) {
+      ParamBucket b = kind;
+      b.members = std::move(members);
+      b.first_layer = table.params()[b.members.front()].layer;
+      b.last_layer = b.first_layer;
+      for (size_t i : b.members) {
+        Param& p = table.params()[i];
+        p.bucket = static_cast<int>(buckets.size());
+        p.bucket_offset = b.numel;
+        b.numel += shape_numel(p.shape);
+        b.first_layer = std::min(b.first_layer, p.layer);
+        b.last_layer = std::max(b.last_layer, p.layer);
+      }
+      buckets.push_back(std::move(b));
+    }
   }
   std::vector<int64_t> shards;
   for (ParamBucket& b : buckets) {
@@ -251,12 +276,22 @@ void zero_grads(ParamTable& table, const DeviceContext& ctx, GradReset how) {
   for (ParamBucket& b : table.buckets()) ops::zero(ctx, b.grads);
 }
 
+namespace {
+
+void settle_grad(Param& p, const DeviceContext& ctx) {
+  if (!p.grad_unset) return;
+  ops::zero(ctx, p.grad);
+  p.grad_unset = false;
+}
+
+}  // namespace
+
 void settle_grads(ParamTable& table, const DeviceContext& ctx) {
-  for (Param& p : table.params()) {
-    if (!p.grad_unset) continue;
-    ops::zero(ctx, p.grad);
-    p.grad_unset = false;
-  }
+  for (Param& p : table.params()) settle_grad(p, ctx);
+}
+
+void settle_grads(ParamTable& table, const DeviceContext& ctx, const std::vector<size_t>& members) {
+  for (size_t i : members) settle_grad(table.params()[i], ctx);
 }
 
 }  // namespace quill

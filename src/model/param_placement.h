@@ -5,7 +5,7 @@
 //
 // Placement groups the trainable parameters into buckets (model/params.h): by the group that
 // reduces their gradients (routed experts: expert data parallel "edp"; the rest: "dp-cp") and by
-// compute dtype. Each rank keeps the fp32 master weights of its shard of every bucket only (the
+// compute dtype, each such kind cut into buckets of whole layers by the DDP bucket size. Each rank keeps the fp32 master weights of its shard of every bucket only (the
 // distributed optimizer); the compute copies are whole and refreshed by an all-gather in their own
 // dtype (bf16 on a GPU) after each update.
 #pragma once
@@ -26,6 +26,10 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
 // model/offload_split.h picks for `offload_fraction` keeps its fp32 master in ctx.host_pinned
 // (ParamBucket::host_master); the device master covers the rest.
 void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout, double offload_fraction);
+// The same with each kind of parameter cut into buckets of whole layers of at least `bucket_elements`
+// elements (model/bucket_split.h; Megatron's --ddp-bucket-size; <= 0: one bucket per kind, as above).
+void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& layout, double offload_fraction,
+                  int64_t bucket_elements);
 // One rank: nothing is sharded.
 void place_params(ParamTable& table, const DeviceContext& ctx);
 // Rewrites every compute copy from the fp32 masters (after loading or resuming): each rank converts
@@ -49,5 +53,7 @@ enum class GradReset { kZero, kOnFirstWrite };
 void zero_grads(ParamTable& table, const DeviceContext& ctx, GradReset how = GradReset::kOnFirstWrite);
 // After a step's backward passes: zeroes the gradients still unset (parameters no row reached).
 void settle_grads(ParamTable& table, const DeviceContext& ctx);
+// The same for the parameters `members` only (one bucket's, when its reduction starts during the backward).
+void settle_grads(ParamTable& table, const DeviceContext& ctx, const std::vector<size_t>& members);
 
 }  // namespace quill

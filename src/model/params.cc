@@ -137,6 +137,7 @@ ParamTable ParamTable::for_config(const InklingConfig& c, const Layout& layout) 
     p.weight_decay = d.shape.size() >= 2;  // Megatron: no decay on 1-D parameters (norms, scales, biases)
     p.gate_up_interleaved = d.gate_up_interleaved;
     p.routed_expert = d.routed_expert;
+    p.layer = d.layer;
     p.value = Tensor::zeros(p.shape, DType::F32);
     p.compute = p.value;
     if (p.trainable) p.grad = Tensor::zeros(p.shape, DType::F32);

@@ -43,6 +43,7 @@ struct Param {
   bool weight_decay = true;         // Megatron: no decay on 1-D parameters
   bool gate_up_interleaved = false; // checkpoint interleaves gate/up rows on dimension -2
   bool routed_expert = false;       // a routed expert's weights: reduced over expert data parallelism
+  int64_t layer = 0;                // ParamDecl::layer: its gradient is final once that layer's backward is done
   // The fp32 value. Before placement: the host value (init or checkpoint). After placement
   // (model/param_placement.h): the whole tensor on the device when this rank holds it whole (its
   // compute copy is fp32, or its bucket's master is not sharded); otherwise undefined, and the fp32
@@ -66,11 +67,14 @@ struct Param {
   mutable int64_t fp8_version = -1;  // the compute_version fp8_copy was made from
 };
 
-// Trainable parameters that are reduced over the same group and compute in the same dtype share one
-// bucket: one flat gradient buffer (one reduce-scatter), one flat compute buffer (one all-gather
-// of the updated weights, in the compute dtype) and one sharded fp32 master. Members lie back to
-// back in table order; the buffers are padded with zeros to a multiple of the group size so that
-// they split into equal shards, rank r of the group owning [r*S, (r+1)*S).
+// Trainable parameters that are reduced over the same group and compute in the same dtype share
+// buckets: each one flat gradient buffer (one reduce-scatter), one flat compute buffer (one
+// all-gather of the updated weights, in the compute dtype) and one sharded fp32 master. A bucket
+// holds whole layers: the parameters of one kind are cut into buckets of at least the DDP bucket
+// size (model/bucket_split.h), the last layers first, so that each can be reduced as soon as the
+// backward has passed its first layer. Members lie back to back in table order; the buffers are
+// padded with zeros to a multiple of the group size so that they split into equal shards, rank r
+// of the group owning [r*S, (r+1)*S).
 struct ParamBucket {
   const char* group = "dp-cp";  // whose ranks sum its gradients and shard its optimizer state
   Comm* comm = nullptr;         // that group's communicator; null when it has one rank
@@ -85,6 +89,7 @@ struct ParamBucket {
   bool sum_over_tp = false;
   Comm* tp_comm = nullptr;
   std::vector<size_t> members;  // indices into ParamTable::params(), in table order
+  int64_t first_layer = 0, last_layer = 0;  // the members' layers (Param::layer) lie in [first, last]
   int64_t numel = 0;            // padded
   Tensor grads;                 // F32 [numel]
   Tensor compute;               // compute_dtype [numel]

@@ -82,7 +82,7 @@ int64_t StageModel::loss_vocab() const {
 }
 
 Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations& act, bool backward,
-                           Tensor* logits_out) const {
+                           Tensor* logits_out, PassHooks* hooks) const {
   const int64_t T = mb.T, D = config_.hidden_size, V = config_.vocab_size, VL = loss_vocab();
   QUILL_CHECK(T >= 2, "a row needs at least 2 tokens, got {}", T);
   QUILL_CHECK(!tp_.active() || T % tp_.size == 0,
@@ -97,6 +97,7 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
   act.backward = backward;
   act.replay_topk = mb.replay_topk;
   Tensor h;
+  if (hooks) hooks->weights_needed(first_layer_);  // the embedding's, on the first stage
   if (first_stage()) {
     Tensor ids_host = Tensor::empty({T}, DType::I32);
     std::memcpy(ids_host.data(), mb.tokens, static_cast<size_t>(T) * sizeof(int32_t));
@@ -123,6 +124,7 @@ Tensor StageModel::forward(const MicroBatch& mb, const Tensor& h_in, Activations
   for (size_t i = 0; i < layers_.size(); ++i) {
     const size_t layer = static_cast<size_t>(first_layer_) + i;
     const Tensor replay = mb.replay_topk && layers_[i].is_moe() ? (*mb.replay_topk)[layer] : Tensor();
+    if (hooks) hooks->weights_needed(static_cast<int64_t>(layer));  // (the head's too, on the last layer)
     h = layers_[i].forward(ctx_, h, act.layers[i], replay);
     if (layers_[i].is_moe()) {
       const Tensor& counts = act.layers[i].moe.counts_E;
@@ -203,7 +205,7 @@ void StageModel::recompute_group(Activations& act, size_t begin, size_t end) con
   // The group's recomputed output is dropped here: the forward's own went on to the next layer.
 }
 
-Tensor StageModel::backward(Activations& act, const Tensor& dh_out) const {
+Tensor StageModel::backward(Activations& act, const Tensor& dh_out, PassHooks* hooks) const {
   Tensor dh;
   if (last_stage()) {
     QUILL_CHECK(act.backward, "stage backward: the last stage's forward ran without its backward");
@@ -221,17 +223,25 @@ Tensor StageModel::backward(Activations& act, const Tensor& dh_out) const {
       recompute_group(act, static_cast<size_t>(group_begin), static_cast<size_t>(group_end));
     dh = layers_[i].backward(ctx_, act.layers[i], dh);
     act.layers[i] = DecoderLayer::Saved{};  // release the layer's activations as soon as they are used
+    // Layer 0 of the first stage shares its layer number with the embedding, whose backward follows.
+    const int64_t layer = first_layer_ + static_cast<int64_t>(i);
+    if (hooks && (layer > 0 || !first_stage())) hooks->grads_written_from(layer);
   }
   if (!first_stage()) return dh;
+  backward_embedding(act, dh);
+  if (hooks) hooks->grads_written_from(0);
+  return Tensor();
+}
+
+void StageModel::backward_embedding(Activations& act, const Tensor& dh) const {
   Tensor demb = new_activation(ctx_, act.emb.shape());
   ops::rmsnorm_backward(ctx_, act.emb, embed_norm_->compute, act.rstd_embed, dh, demb, grad_target(ctx_, *embed_norm_));
-  if (!embed_->grad.defined()) return Tensor();
+  if (!embed_->grad.defined()) return;
   if (tp_.active())
     ops::embedding_backward_shard(ctx_, act.ids, tp_.reduce_output_backward(ctx_, demb), embed_->shard.tp_begin,
                                   config_.vocab_size, grad_target(ctx_, *embed_));
   else
     ops::embedding_backward(ctx_, act.ids, demb, grad_target(ctx_, *embed_));
-  return Tensor();
 }
 
 }  // namespace quill

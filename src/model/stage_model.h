@@ -21,6 +21,7 @@
 
 #include "model/config.h"
 #include "model/decoder_layer.h"
+#include "model/pass_hooks.h"
 #include "model/params.h"
 #include "model/recompute.h"
 #include "ops/device_context.h"
@@ -88,11 +89,13 @@ class StageModel {
   // in act.result). With `backward`, the last stage also runs the head's backward; with logits_out
   // it receives the [T, V_loss] logits on the host (one tensor-parallel rank only). The hidden
   // states in and out are [region_rows(T), D].
+  // `hooks` (optional) hear before each layer's weights are first read (model/pass_hooks.h).
   Tensor forward(const MicroBatch& mb, const Tensor& h_in, Activations& act, bool backward,
-                 Tensor* logits_out = nullptr) const;
+                 Tensor* logits_out = nullptr, PassHooks* hooks = nullptr) const;
   // dh_out: the gradient of the stage's output (ignored on the last stage). Returns dh_in
   // (undefined on the first stage). Releases each layer's activations as soon as they are used.
-  Tensor backward(Activations& act, const Tensor& dh_out) const;
+  // `hooks` (optional) hear after each layer's parameter gradients are written.
+  Tensor backward(Activations& act, const Tensor& dh_out, PassHooks* hooks = nullptr) const;
 
   bool first_stage() const { return first_layer_ == 0; }
   bool last_stage() const { return end_layer_ == config_.num_layers; }
@@ -109,6 +112,8 @@ class StageModel {
   // Recomputes the forward of the group [begin, end) of the stage's layers from the group's input, filling
   // their activations (before the group's backward).
   void recompute_group(Activations& act, size_t begin, size_t end) const;
+  // The first stage's embedding norm and embedding gradients from the first layer's input gradient dh.
+  void backward_embedding(Activations& act, const Tensor& dh) const;
 
   InklingConfig config_;
   DeviceContext ctx_;

@@ -8,7 +8,6 @@
 #include "ops/convert.h"
 #include "optim/cpu_adamw.h"
 #include "optim/grad_norm.h"
-#include "optim/grad_sync.h"
 
 namespace quill {
 
@@ -43,7 +42,7 @@ void check_adamw_config(const AdamWConfig& config) {
 }
 
 AdamW::AdamW(ParamTable& params, AdamWConfig config, const DeviceContext& ctx, Comm* world)
-    : params_(params), config_(config), ctx_(ctx), world_(world) {
+    : params_(params), config_(config), ctx_(ctx), world_(world), overlap_(params, ctx, config.ddp) {
   QUILL_CHECK(params_.placed(), "AdamW: parameters must be placed before the optimizer is made");
   check_adamw_config(config_);
   const DType dtypes[2] = {config_.memory.exp_avg, config_.memory.exp_avg_sq};
@@ -93,7 +92,7 @@ int64_t AdamW::host_moment_bytes() const {
 }
 
 double AdamW::reduce_and_norm() {
-  reduce_gradients(params_, ctx_);
+  overlap_.finish_grad_reduce();
   return global_grad_norm(params_, ctx_, world_);
 }
 
@@ -219,8 +218,7 @@ void AdamW::update(double lr, double norm) {
   }
   // The all-gathers (and the next step's ops) read the copies up.
   if (offloaded_) ops::wait_transfers(ctx_, /*host=*/false);
-  for (const ParamBucket& b : params_.buckets())
-    if (b.comm) b.comm->all_gather(b.compute.view_flat(b.shard_begin, {b.shard_end - b.shard_begin}), b.compute);
+  overlap_.gather_params();  // with --overlap-param-gather: owed, waited on before each bucket's first use
   params_.compute_changed();
 }
 

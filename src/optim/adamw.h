@@ -9,7 +9,9 @@
 // (optim/grad_norm.h), and the AdamW math over a range (ops/adamw.h, reused by CPU offload). Each
 // rank keeps the moments of its shard of every bucket, updates its shard of the fp32 masters,
 // writes the updated compute copies of that shard in the same pass, and each bucket's group
-// all-gathers the compute copies in their own dtype (bf16 on a GPU, half the bytes of fp32).
+// all-gathers the compute copies in their own dtype (bf16 on a GPU, half the bytes of fp32). When
+// each bucket's reduce-scatter and all-gather are issued (after the passes and after the update, or
+// overlapped with the backward and the next forward) is optim/bucket_overlap.h's.
 //
 // Optimizer memory (AdamWConfig::memory, Megatron's flags; docs/decisions/optimizer-offload.md):
 // - CPU offload: placement (model/offload_split.h) puts the head of each bucket's shard in pinned
@@ -33,6 +35,8 @@
 #include "model/params.h"
 #include "ops/adamw.h"
 #include "ops/device_context.h"
+#include "optim/bucket_overlap.h"
+#include "optim/ddp_config.h"
 #include "optim/optimizer_memory.h"
 
 namespace quill {
@@ -41,6 +45,7 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   double clip_grad = 1.0;  // 0 disables clipping
   OptimizerMemory memory;   // offload and state dtypes (all on the device in fp32 by default)
+  DdpConfig ddp;            // when the buckets' collectives are issued (optim/bucket_overlap.h)
   // CPU offload's unit of copying and updating (elements; 64 MiB of fp32). Any value gives the same
   // bits; tests make it small so that stretches cut members and pipelines have many stages.
   int64_t offload_stretch_elements = int64_t{1} << 24;
@@ -66,6 +71,15 @@ class AdamW {
   void update(double lr, double norm);
   // Both, returning the pre-clip norm.
   double step(double lr);
+  // What the stage's passes call at their overlap points (--overlap-grad-reduce,
+  // --overlap-param-gather; without them the calls do nothing): pass it to the pipeline executor.
+  PassHooks* pass_hooks() { return &overlap_; }
+  // After the step's passes: with --overlap-grad-reduce the step's reductions complete here, at the end
+  // of the passes as in Megatron (the rest of the step, its loss reductions included, follows them).
+  void passes_done() { overlap_.passes_done(); }
+  // Completes the parameter all-gathers --overlap-param-gather left for the next forward: before
+  // the compute copies are read by anything else (the Hugging Face export). Collective.
+  void finish_param_gather() { overlap_.finish_param_gather(); }
 
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t s) { step_ = s; }
@@ -114,6 +128,7 @@ class AdamW {
   std::vector<HostPart> host_;
   bool offloaded_ = false;
   std::unique_ptr<ThreadPool> pool_;  // the host update's threads (with offload only)
+  BucketOverlap overlap_;
   int64_t step_ = 0;
   OffloadTimes offload_times_;
 };

@@ -194,4 +194,11 @@ PipeScheduleCheck check_schedule(const PipeSchedule& sch) {
   return c;
 }
 
+size_t last_backward_action(const PipeSchedule& schedule, int stage) {
+  const std::vector<PipeAction>& row = schedule.actions.at(static_cast<size_t>(stage));
+  for (size_t i = row.size(); i-- > 0;)
+    if (row[i].is_pass && row[i].step.pass == PipePass::Backward) return i;
+  return row.size();
+}
+
 }  // namespace quill

@@ -14,6 +14,7 @@
 // which is what keeps rendezvous send/recv free of deadlock.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,12 @@ PipeSchedule one_f_one_b(int stages, int micro_batches);
 // received from the stage before and sent to the stage after; nothing flows back. A stage holds one
 // micro-batch's activations at a time.
 PipeSchedule forward_only_schedule(int stages, int micro_batches);
+
+// The index in actions[stage] of the stage's last backward pass (1F1B: the last micro-batch's, at the
+// end of its cool-down), after which no gradient of the stage's parameters is written in the step:
+// where --overlap-grad-reduce starts the buckets' reductions. actions[stage].size() when the row has
+// no backward (a forward-only table).
+size_t last_backward_action(const PipeSchedule& schedule, int stage);
 
 struct PipeScheduleCheck {
   std::string problem;                    // empty when the schedule is sound

@@ -148,7 +148,8 @@ MemoryPlan plan_memory(const PlanRequest& req) {
         sp.world_rank = r;
         break;
       }
-    const RankParams rp = rank_params(c, grid, sp.world_rank, stage_layers, req.device, req.freeze, req.fp8);
+    const RankParams rp =
+        rank_params(c, grid, sp.world_rank, stage_layers, req.device, req.freeze, req.fp8, req.ddp_bucket_size);
     sp.parameters = rp.elements;
     sp.host_weights_at_load = rp.elements * 4;
     sp.compute_weights = rp.compute_bytes();

@@ -1,9 +1,10 @@
 // One rank's parameter memory, computed from the declarations quill builds its tables from
 // (model/params.h: param_decls, split by parallel/shard_spec.h for the rank's coordinates) and the
 // placement rules of model/param_placement.cc, without allocating anything:
-//   - trainable tensors are grouped into buckets by (reduction group, compute dtype, replicated over
-//     tensor parallelism, gradient summed over tensor parallelism); a bucket's numel is padded to a
-//     multiple of its group's size;
+//   - trainable tensors are grouped into kinds by (reduction group, compute dtype, replicated over
+//     tensor parallelism, gradient summed over tensor parallelism), each kind cut into buckets of whole
+//     layers by the DDP bucket size (model/bucket_split.h); a bucket's numel is padded to a multiple of
+//     its group's size;
 //   - each bucket holds an fp32 gradient buffer [numel] (bf16 with --main-grads-dtype bf16) and a
 //     compute buffer [numel] in its compute dtype (bf16 for matrices on a GPU, fp32 otherwise);
 //   - the rank owns the shard numel / group_size of each bucket: its fp32 masters (a buffer of their own
@@ -52,10 +53,12 @@ struct RankParams {
 };
 
 // The parameters of `world_rank` in a layout of `sizes` (its grid: `grid`) with `stage_layers`
-// layers per stage, on `device`; `freeze` as ParamTable::freeze takes it.
+// layers per stage, on `device`; `freeze` as ParamTable::freeze takes it; `fp8`: --fp8-recipe blockwise (the
+// quantised copies counted); `bucket_size` as
+// --ddp-bucket-size (elements; -1: its default for the layout's data-parallel size).
 RankParams rank_params(const InklingConfig& config, const Grid& grid, int world_rank,
                        const std::vector<int64_t>& stage_layers, Device device, const std::vector<std::string>& freeze,
-                       bool fp8 = false);
+                       bool fp8 = false, int64_t bucket_size = -1);
 // The bytes of one FP8 matrix's quantised copy, local shape [E, M, K] or [M, K] (see above).
 int64_t fp8_copy_bytes(const Shape& shape, Device device);
 

@@ -165,6 +165,7 @@ const std::vector<FlagSpec> kFlags = {
         note("quill's data parallelism always shards the optimizer state")},
     {"overlap-grad-reduce", P, SW, "false", "overlapped gradient reduction"},
     {"overlap-param-gather", P, SW, "false", "overlapped parameter gathering"},
+    {"ddp-bucket-size", P, I, nullptr, "elements per data-parallel gradient bucket"},
     {"moe-token-dispatcher-type", P, S, "allgather", "expert dispatcher",
         only("alltoall", "quill's expert exchange is Megatron's alltoall dispatcher")},
     {"moe-shared-expert-overlap", P, SW, "false", "shared experts overlapped with the token exchange"},

@@ -3,6 +3,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <ctime>
 #include <filesystem>
 
@@ -178,6 +179,15 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   // FP8 GEMMs: Megatron's --fp8-format / --fp8-recipe, read as quill train reads them (ops/fp8_options.h).
   plan.train.fp8 = ops::parse_fp8_options(def.fp8_format.value_or(""), def.fp8_recipe.value_or(""));
   if (plan.train.fp8.enabled()) plan.notes.push_back("FP8 GEMMs: " + plan.train.fp8.describe() + " (docs/fp8.md)");
+  // Megatron's data-parallel overlaps and bucket size, as the run gave them (optim/ddp_config.h).
+  DdpConfig& ddp = plan.train.adam.ddp;
+  ddp.overlap_grad_reduce = static_cast<bool>(check.flags.find("overlap-grad-reduce"));
+  ddp.overlap_param_gather = static_cast<bool>(check.flags.find("overlap-param-gather"));
+  if (const std::string n = flag_value(check.flags, "ddp-bucket-size"); !n.empty()) {
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), ddp.bucket_size);
+    QUILL_CHECK(ec == std::errc() && end == n.data() + n.size() && ddp.bucket_size > 0,
+                "--ddp-bucket-size {}: must be a positive number of elements", n);
+  }
   // Activation recompute: the recipe's layout.recompute, what the run did. The seed's flags ask for it while
   // its layout says none (its Megatron tooling ignored the flags for Inkling): the layout wins, with a note.
   if (l.recompute) {

@@ -77,6 +77,13 @@ void check_train_options(const TrainOptions& o) {
   QUILL_CHECK(o.dump_grads_step >= -1 && o.dump_grads_step < o.steps,
               "--dump-grads-step {}: must be a step of the run (0 to {})", o.dump_grads_step, o.steps - 1);
   QUILL_CHECK(o.replay_routing_file.empty() || o.dump_grads_step >= 0, "--replay-routing needs --dump-grads-step");
+  // The dump sums each bucket's gradients itself before the optimizer; by then an overlapped
+  // reduce-scatter has already summed them in place.
+  QUILL_CHECK(o.dump_grads_step < 0 || !o.adam.ddp.overlap_grad_reduce,
+              "--dump-grads-step reads the gradients before their reduction, which --overlap-grad-reduce starts during "
+              "the backward: give one or the other");
+  QUILL_CHECK(o.adam.ddp.bucket_size == -1 || o.adam.ddp.bucket_size > 0, "--ddp-bucket-size {}: must be positive",
+              o.adam.ddp.bucket_size);
   QUILL_CHECK(o.profile_step >= -1 && o.profile_step < o.steps, "--profile-step {}: must be a step of the run (0 to {})",
               o.profile_step, o.steps - 1);
   QUILL_CHECK(o.warmup_steps >= 0, "--warmup-steps {}: must be >= 0", o.warmup_steps);

@@ -7,7 +7,8 @@
 namespace quill {
 
 PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule& schedule, int s, Comm* pp,
-                                     const std::vector<MicroBatch>& mbs, const DeviceContext& ctx, int64_t D) {
+                                     const std::vector<MicroBatch>& mbs, const DeviceContext& ctx, int64_t D,
+                                     PassHooks* hooks) {
   const size_t M = mbs.size();
   QUILL_CHECK(static_cast<int>(M) == schedule.micro_batches, "pipeline: {} micro-batches, the schedule has {}", M,
               schedule.micro_batches);
@@ -24,7 +25,10 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
     return t;
   };
   PipelineStepResult result;
-  for (const PipeAction& a : schedule.actions[static_cast<size_t>(s)]) {
+  const std::vector<PipeAction>& row = schedule.actions[static_cast<size_t>(s)];
+  const size_t last_backward = last_backward_action(schedule, s);  // the hooks' backward
+  for (size_t ai = 0; ai < row.size(); ++ai) {
+    const PipeAction& a = row[ai];
     if (!a.is_pass) {
       const std::vector<PipeMessage>& msgs = a.exchange.messages;
       if (msgs.size() == 2) {  // a send and a receive with the same neighbour, at once
@@ -46,7 +50,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
     }
     const size_t m = static_cast<size_t>(a.step.micro);
     if (a.step.pass == PipePass::Forward) {
-      out[m] = stage.forward(mbs[m], in[m], acts[m], /*backward=*/!schedule.forward_only);
+      out[m] = stage.forward(mbs[m], in[m], acts[m], /*backward=*/!schedule.forward_only, nullptr, hooks);
       in[m] = Tensor();
       result.loss_sum += acts[m].result.loss_sum;
       if (result.expert_tokens.empty()) {
@@ -58,7 +62,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
       }
       if (schedule.forward_only) acts[m] = StageModel::Activations{};  // no backward will read them
     } else {
-      din[m] = stage.backward(acts[m], dout[m]);
+      din[m] = stage.backward(acts[m], dout[m], ai == last_backward ? hooks : nullptr);
       acts[m] = StageModel::Activations{};
       dout[m] = Tensor();
     }

@@ -20,8 +20,11 @@ struct PipelineStepResult {
 
 // `micro_batches[m]` is micro-batch m (every stage sees the tokens; only the first embeds them and
 // only the last scores them). `pp` is the pipeline group (its rank = stage index). Collective over pp.
+// `hooks` (optional, model/pass_hooks.h) hear every forward's first reads of the weights, and the
+// gradients written by the stage's last backward in its row of the table: the step's last gradient
+// write of every parameter of the stage, after which a bucket's reduction may start.
 PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule& schedule, int stage_index, Comm* pp,
                                      const std::vector<MicroBatch>& micro_batches, const DeviceContext& ctx,
-                                     int64_t hidden_size);
+                                     int64_t hidden_size, PassHooks* hooks = nullptr);
 
 }  // namespace quill

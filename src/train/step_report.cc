@@ -87,6 +87,10 @@ std::string summary_json(const TrainResult& r) {
   j["fp8"] = r.fp8;
   j["attention_dq_order"] = r.attention_dq_order;
   j["grouped_wgrad_kernel"] = r.grouped_wgrad_kernel;
+  j["overlap_grad_reduce"] = r.ddp.overlap_grad_reduce;
+  j["overlap_param_gather"] = r.ddp.overlap_param_gather;
+  j["ddp_bucket_size"] = r.ddp.bucket_size;
+  j["ddp_buckets"] = r.ddp_buckets;
   j["active_params"] = r.active_params;
   if (r.simulated_rank >= 0) {
     // One rank's compute without its communication: no job rate (the projection gives it).

@@ -203,7 +203,7 @@ PipelineStepResult run_micro_batches(const StepInputs& in, const RowsReader& row
   const int pp = in.layout.spec().pp, micro = static_cast<int>(mbs.size());
   const PipeSchedule schedule = forward_only ? forward_only_schedule(pp, micro) : one_f_one_b(pp, micro);
   return run_pipeline_step(in.stage, schedule, in.layout.coords().pp, in.layout.comm(GroupKind::PP), mbs, in.ctx,
-                           in.config.hidden_size);
+                           in.config.hidden_size, in.optimizer.pass_hooks());
 }
 
 // A loss sum over the world: it lives on the last stage, the same on each of its tensor-parallel
@@ -239,6 +239,7 @@ StepMetrics run_step(const StepInputs& in, int64_t step) {
   const PipelineStepResult pr = run_micro_batches(in, in.rows, mine, grad_scale, replays, /*forward_only=*/false);
   m.expert_tokens = pr.expert_tokens;
   settle_grads(in.params, in.ctx);
+  in.optimizer.passes_done();
   for (const auto& observer : in.observers) observer->passes_done(step);
   m.passes_time_s = step_timer.seconds();
   m.tokens = T * o.global_batch;
@@ -319,6 +320,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.fp8 = o.fp8.describe();
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";
   result.grouped_wgrad_kernel = o.grouped_wgrad_wgmma ? "wgmma" : "cublaslt";
+  result.ddp = o.adam.ddp;
+  result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
     return result;
@@ -386,7 +389,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
-  place_params(params, ctx, layout, o.adam.memory.effective_fraction());
+  place_params(params, ctx, layout, o.adam.memory.effective_fraction(), o.adam.ddp.bucket_elements(dp_size));
   lap("placement on the device");
   if (o.adam.memory.effective_fraction() > 0 && lead)
     for (const std::string& line : describe_offload(params)) note(lead, line);
@@ -465,6 +468,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
 
   const MasterBytes master = master_bytes(params);
   result.master_owned_bytes = master.owned;
+  result.ddp_buckets = static_cast<int64_t>(params.buckets().size());
   result.master_allocated_bytes = master.allocated;
   result.moment_bytes = optimizer.moment_bytes();
   result.host_state_bytes = master.host + optimizer.host_moment_bytes();
@@ -536,6 +540,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       }
     }
     result.next_step = end_step;
+    // --overlap-param-gather left the last update's all-gathers to a forward that will not come.
+    optimizer.finish_param_gather();
     if (metrics) metrics->close();
     // Stopped by a signal: the checkpoint comes first (the scheduler's SIGKILL follows), and the export,
     // an output of a complete run, not at all.

@@ -7,11 +7,15 @@
 // of the same model, rows and the seed's hyperparameters: every step's loss and gradient norm within
 // 1e-5 relative, expert counts equal up to routing near-ties, and the completed recipe's convergence check passing against it.
 // About 30 s on 2 cores; the full form (128 rows per step, 20 steps) is scripts/seed-layout-cpu.sh.
+// And the same layout with Megatron's --overlap-grad-reduce and --overlap-param-gather added to the recipe's
+// flags, with buckets of 20,000 elements (several per stage and kind), gives the bits of the flags off
+// (docs/decisions/overlap-grad-param.md; the smaller layouts are tests/cli/overlap_test.cc's).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "util/run_dir.h"
@@ -20,11 +24,30 @@ namespace {
 
 const std::string kQuill = QUILL_BINARY, kSrc = QUILL_SOURCE_DIR;
 
-TEST(SeedLayout, ThirtyTwoCpuRanksEqualOneRank) {
-  const std::string rows = quill::test::fresh_temp_dir("seed", "rows");
-  ASSERT_EQ(quill::test::run_checked(kQuill + " data synth --conversations 2000 --row-tokens 32 --max-rows 256 --out " +
+// Synthetic 32-token rows for the seed-shaped model, in a fresh directory `name`.
+std::string seed_rows(const std::string& name) {
+  const std::string rows = quill::test::fresh_temp_dir("seed", name);
+  EXPECT_EQ(quill::test::run_checked(kQuill + " data synth --conversations 2000 --row-tokens 32 --max-rows 256 --out " +
                                      rows),
             0);
+  return rows;
+}
+
+// `quill run RECIPE` of the seed's layout on 32 ranks with the model and the workload reduced; `extra` is added
+// to the command line. Returns the status (a failure is added naming the command); the output into *output.
+int run_seed_layout(const std::string& recipe, const std::string& rows, int steps, const std::string& out,
+                    const std::string& extra, std::string* output) {
+  // A time limit of its own: with every rank dead (a crash at start-up, seen with a binary linked from stale
+  // objects) Open MPI 4.1's mpiexec of 32 ranks was seen to wait on forever instead of exiting.
+  return quill::test::run_checked("cd " + kSrc + " && timeout -k 10 300 " + QUILL_MPIEXEC + " -np 32 " + kQuill +
+                                      " run " + recipe + " --model-dir configs/seed-shape --rows " + rows +
+                                      " --row-tokens 32 --global-batch 8 --steps " + std::to_string(steps) +
+                                      " --device cpu" + extra + " --out " + out,
+                                  output);
+}
+
+TEST(SeedLayout, ThirtyTwoCpuRanksEqualOneRank) {
+  const std::string rows = seed_rows("rows");
   const std::string one = quill::test::fresh_temp_dir("seed", "one");
   ASSERT_EQ(quill::test::run_checked(
                 kQuill + " train --config " + kSrc + "/configs/seed-shape/config.json --rows " + rows +
@@ -34,13 +57,8 @@ TEST(SeedLayout, ThirtyTwoCpuRanksEqualOneRank) {
             0);
   const std::string seed = quill::test::fresh_temp_dir("seed", "layout");
   std::string output;
-  // A time limit of its own: with every rank dead (a crash at start-up, seen with a binary linked from stale
-  // objects) Open MPI 4.1's mpiexec of 32 ranks was seen to wait on forever instead of exiting.
-  ASSERT_EQ(quill::test::run_checked("cd " + kSrc + " && timeout -k 10 300 " + QUILL_MPIEXEC + " -np 32 " + kQuill +
-                                         " run tests/fixtures/recipes/seed.yaml --model-dir configs/seed-shape --rows " +
-                                         rows + " --row-tokens 32 --global-batch 8 --steps 4 --device cpu --reference " +
-                                         one + "/metrics.jsonl --out " + seed,
-                                     &output),
+  ASSERT_EQ(run_seed_layout("tests/fixtures/recipes/seed.yaml", rows, 4, seed, " --reference " + one + "/metrics.jsonl",
+                            &output),
             0);
   EXPECT_NE(output.find("TP4 PP4 EP8 DP2"), std::string::npos) << output;
   const auto a = quill::test::read_metrics(one), b = quill::test::read_metrics(seed);
@@ -64,6 +82,29 @@ TEST(SeedLayout, ThirtyTwoCpuRanksEqualOneRank) {
   for (const char* text : {"tp: 4", "pp: 4", "ep: 8", "dp: 2", "sequence_parallel: true", "row_tokens: 32",
                            "global_batch: 8", "convergence:"})
     EXPECT_NE(recipe.find(text), std::string::npos) << text << "\n" << recipe;
+}
+
+TEST(SeedLayout, OverlapFlagsGiveTheFlagsOffBitsOnThirtyTwoRanks) {
+  const std::string rows = seed_rows("rows-overlap");
+  std::map<std::string, std::string> outs;
+  for (const std::string flags : {"", " --overlap-grad-reduce --overlap-param-gather"}) {
+    const std::string name = flags.empty() ? "off" : "on";
+    const std::string recipe = quill::test::fresh_temp_dir("seed", "recipe-" + name + ".yaml");
+    {
+      std::ofstream out(recipe);
+      out << quill::test::edited_text(kSrc + "/tests/fixtures/recipes/seed.yaml",
+                                      {{"--use-distributed-optimizer \\",
+                                        "--use-distributed-optimizer --ddp-bucket-size 20000" + flags + " \\"}});
+    }
+    outs[name] = quill::test::fresh_temp_dir("seed", "overlap-" + name);
+    std::string output;
+    ASSERT_EQ(run_seed_layout(recipe, rows, 2, outs[name], " --save-interval 2", &output), 0);
+    const nlohmann::json summary = quill::test::read_json(outs[name] + "/summary.json");
+    EXPECT_EQ(summary.at("overlap_grad_reduce"), !flags.empty()) << summary.dump();
+    EXPECT_EQ(summary.at("overlap_param_gather"), !flags.empty()) << summary.dump();
+    EXPECT_GE(summary.at("ddp_buckets").get<int64_t>(), 3) << "rank 0's buckets: " << summary.dump();
+  }
+  quill::test::expect_runs_bit_identical(outs["off"], outs["on"], 2);
 }
 
 }  // namespace

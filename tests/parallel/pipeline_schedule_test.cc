@@ -50,6 +50,26 @@ TEST(PipelineSchedule, ForwardOnlyIsSoundForEveryShapeUpTo8x64) {
             std::string::npos);
 }
 
+// --overlap-grad-reduce starts the reductions in each stage's last backward: in 1F1B the last micro-batch's,
+// after every other pass of the row (only exchanges follow it); a forward-only row has none.
+TEST(PipelineSchedule, TheLastBackwardIsTheLastMicroBatchsAndNoPassFollowsIt) {
+  for (int pp = 1; pp <= 8; ++pp) {
+    for (int m = 1; m <= 16; ++m) {
+      const PipeSchedule s = one_f_one_b(pp, m);
+      for (int st = 0; st < pp; ++st) {
+        const std::vector<PipeAction>& row = s.actions[static_cast<size_t>(st)];
+        const size_t last = last_backward_action(s, st);
+        ASSERT_LT(last, row.size());
+        EXPECT_EQ(row[last].step.pass, PipePass::Backward);
+        EXPECT_EQ(row[last].step.micro, m - 1) << "pp " << pp << " m " << m << " stage " << st;
+        for (size_t i = last + 1; i < row.size(); ++i) EXPECT_FALSE(row[i].is_pass) << "pp " << pp << " stage " << st;
+      }
+    }
+    const PipeSchedule f = forward_only_schedule(pp, 4);
+    for (int st = 0; st < pp; ++st) EXPECT_EQ(last_backward_action(f, st), f.actions[static_cast<size_t>(st)].size());
+  }
+}
+
 TEST(PipelineSchedule, TheSeedsFourStagesLookLikeMegatrons) {
   // pp 4, 8 micro-batches: stage 0 warms up with 3 forwards, the last stage alternates at once.
   const PipeSchedule s = one_f_one_b(4, 8);

@@ -1,0 +1,164 @@
+// Megatron's --overlap-grad-reduce and --overlap-param-gather on CPU ranks under mpirun
+// (docs/decisions/overlap-grad-param.md): each layout run with the flags off and on, with buckets
+// small enough that every stage has several (--ddp-bucket-size), must give every step's loss,
+// gradient norm and expert counts and every fp32 weight bit for bit; the small buckets themselves
+// must agree with the default ones (one per kind for these models) within float rounding; a
+// checkpoint written with the overlap off resumes with it on, and the other way round, to the
+// uninterrupted run's bits; and a peer that hangs while the others wait in an overlapped collective
+// ends the job with a message naming the group, the collective and the step.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "train/train_checkpoint.h"
+#include "util/command.h"
+#include "util/run_dir.h"
+
+namespace {
+
+const std::string kQuill = QUILL_BINARY, kSrc = QUILL_SOURCE_DIR;
+// 4 layers (dense, then MoE with 8 experts), hidden 64, vocabulary 400: a layer's tensors hold 10-50k
+// elements, so 20,000 elements make about one bucket per layer and kind.
+const std::string kConfig = kSrc + "/tests/fixtures/configs/tiny-tp4.json";
+const std::string kBuckets = " --ddp-bucket-size 20000";
+const std::string kBoth = " --overlap-grad-reduce --overlap-param-gather";
+
+std::string scratch(const std::string& name) { return quill::test::fresh_temp_dir("overlap", name); }
+
+void expect_runs(const std::string& cmd) {
+  const quill::test::CommandResult r = quill::test::run_command("timeout -k 5 120 " + cmd);
+  ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
+}
+
+std::string rows_dir() {
+  static const std::string rows = [] {
+    const std::string d = scratch("rows");
+    expect_runs(kQuill + " data synth --conversations 300 --row-tokens 32 --max-rows 64 --out " + d);
+    return d;
+  }();
+  return rows;
+}
+
+std::string train_flags(int steps) {
+  return " train --config " + kConfig + " --rows " + rows_dir() + " --seed 5 --steps " + std::to_string(steps) +
+         " --global-batch 8 --lr 1e-2 --weight-decay 0.1 --quiet";
+}
+
+struct OverlapLayout {
+  std::string name, flags;
+  int ranks;
+};
+
+const std::vector<OverlapLayout> kLayouts = {
+    {"dp2", "--dp 2", 2},
+    {"tp2sp-dp2", "--tp 2 --sp --dp 2", 4},  // the replicated norms' tensor-parallel all-reduce first
+    {"ep2-dp2", "--dp 4 --ep 2", 4},         // dense buckets over dp 4, the experts' over edp 2
+    {"pp2-dp2", "--pp 2 --dp 2 --pp-layers 2,2", 4},  // the last micro-batch is each stage's last backward
+};
+
+std::map<std::string, quill::Tensor> checkpoint_weights(const std::string& checkpoint) {
+  std::map<std::string, quill::Tensor> w;
+  for (auto& [name, t] : quill::checkpoint_values(checkpoint)) w[name] = t;
+  return w;
+}
+
+TEST(Overlap, FlagsOnEqualFlagsOffBitForBit) {
+  for (const OverlapLayout& layout : kLayouts) {
+    SCOPED_TRACE(layout.flags);
+    const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags;
+    const std::string plain = scratch(layout.name + "-default"), off = scratch(layout.name + "-off"),
+                      on = scratch(layout.name + "-on");
+    expect_runs(run + " --out " + plain + " --save " + plain + "/checkpoint");
+    expect_runs(run + kBuckets + " --out " + off + " --save " + off + "/checkpoint");
+    expect_runs(run + kBuckets + kBoth + " --out " + on + " --save " + on + "/checkpoint");
+    // The small buckets split every stage (several per kind), and move no result beyond float rounding.
+    const nlohmann::json summary = quill::test::read_json(on + "/summary.json");
+    EXPECT_GE(summary.at("ddp_buckets").get<int64_t>(), 3) << summary.dump();
+    EXPECT_EQ(summary.at("overlap_grad_reduce"), true);
+    EXPECT_EQ(summary.at("overlap_param_gather"), true);
+    EXPECT_EQ(summary.at("ddp_bucket_size"), 20000);
+    EXPECT_EQ(quill::test::read_json(plain + "/summary.json").at("overlap_grad_reduce"), false);
+    quill::test::expect_steps_match(quill::test::read_metrics(off), quill::test::read_metrics(plain));
+    quill::test::expect_weights_match(off + "/checkpoint", checkpoint_weights(plain + "/checkpoint"));
+    // The flags move when the collectives are issued, nothing else.
+    quill::test::expect_runs_bit_identical(off, on, 3);
+  }
+}
+
+// Each flag alone, where the two interact least and most: data parallelism, and the pipeline (whose
+// first stage forwards several micro-batches before any backward).
+TEST(Overlap, EachFlagAloneEqualsFlagsOff) {
+  for (const OverlapLayout& layout : {kLayouts[0], kLayouts[3]}) {
+    const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags +
+                            kBuckets;
+    const std::string off = scratch(layout.name + "-alone-off");
+    expect_runs(run + " --out " + off + " --save " + off + "/checkpoint");
+    for (const std::string flag : {"--overlap-grad-reduce", "--overlap-param-gather"}) {
+      SCOPED_TRACE(layout.flags + " " + flag);
+      const std::string out = scratch(layout.name + flag);
+      expect_runs(run + " " + flag + " --out " + out + " --save " + out + "/checkpoint");
+      quill::test::expect_runs_bit_identical(off, out, 3);
+    }
+  }
+}
+
+// A checkpoint does not record whether the collectives overlapped: one written with the overlap off
+// resumes with it on, and one written with it on resumes with it off, to the bits of the
+// uninterrupted run. (Its pieces are keyed by parameter name and global element range, so it also
+// resumes under another bucket size, which changes every rank's shard: within float rounding, since
+// the norm's partial sums follow the shards.)
+TEST(Overlap, ResumesWithTheOverlapOnOrOffToTheSameBits) {
+  const std::string dp2 = quill::test::mpirun_command(2) + kQuill + train_flags(4) + " --dp 2";
+  const std::string run = dp2 + kBuckets;
+  const std::string whole = scratch("resume-whole");
+  expect_runs(run + " --out " + whole + " --save " + whole + "/checkpoint");
+  for (const auto& [first, second] : {std::pair<std::string, std::string>{"", kBoth}, {kBoth, ""}}) {
+    SCOPED_TRACE("first part '" + first + "', second part '" + second + "'");
+    const std::string parts = scratch(first.empty() ? "resume-off-on" : "resume-on-off");
+    expect_runs(run + first + " --stop-after 2 --out " + parts + " --save " + parts + "/checkpoint");
+    expect_runs(run + second + " --resume " + parts + "/checkpoint --out " + parts + " --save " + parts + "/checkpoint");
+    quill::test::expect_runs_bit_identical(whole, parts, 4);
+  }
+  const std::string other = scratch("resume-other-buckets");
+  expect_runs(run + " --stop-after 2 --out " + other + " --save " + other + "/checkpoint");
+  expect_runs(dp2 + kBoth + " --ddp-bucket-size 7000 --resume " + other + "/checkpoint --out " + other + " --save " +
+              other + "/checkpoint");
+  quill::test::expect_steps_match(quill::test::read_metrics(other), quill::test::read_metrics(whole), 1e-6);
+  quill::test::expect_weights_match(other + "/checkpoint", checkpoint_weights(whole + "/checkpoint"), 1e-6);
+}
+
+// World rank 1 hangs at the start of step 2 (the hidden --stall-rank-at-step); rank 0 waits in the
+// step's first collective, which the overlap moved into the passes: the first bucket's reduce-scatter
+// in the backward, or the first bucket's all-gather in the forward. The watchdog ends the job within
+// the timeout (3 s), naming the group, the collective and the step; `timeout` bounds the run.
+TEST(Overlap, HungPeerDuringAnOverlappedCollectiveEndsTheJobNamingGroupAndStep) {
+  for (const auto& [flag, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--overlap-grad-reduce", "rank 0 (rank 0 of 2 in comm 'dp-cp'): MPI reduce_scatter"},
+           {"--overlap-param-gather", "rank 0 (rank 0 of 2 in comm 'dp-cp'): MPI all_gather"}}) {
+    SCOPED_TRACE(flag);
+    const std::string out = scratch("stall" + flag);
+    const auto start = std::chrono::steady_clock::now();
+    const quill::test::CommandResult r = quill::test::run_command(
+        "timeout 90 " + quill::test::mpirun_command(2) + kQuill + train_flags(4) + " --dp 2" + kBuckets + " " + flag +
+        " --distributed-timeout-minutes 0.05 --stall-rank-at-step 1,2 --out " + out);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.status, 124) << "the job hung until `timeout` ended it:\n" << r.output;
+    EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("did not complete within 3 s during step 2"), std::string::npos) << r.output;
+    EXPECT_LT(seconds, 30) << "the 3 s timeout took " << seconds << " s to end the job";
+  }
+}
+
+TEST(Overlap, GradientDumpWithOverlappedReductionIsRefused) {
+  const quill::test::CommandResult r = quill::test::run_command(
+      kQuill + train_flags(2) + " --overlap-grad-reduce --dump-grads-step 0 --out " + scratch("dump"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--dump-grads-step reads the gradients before their reduction"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
