@@ -373,6 +373,7 @@ void add_tune_command(CLI::App& app, Runner& run) {
         e.row_tokens = row_tokens;
         e.global_batch = global_batch;
         e.launcher = emit_launcher;
+        e.recipe_path = emit;
         // The measured best when --measure measured one, else the modelled best.
         const bool from_measured = measured && !measured->ranking.empty();
         write_recipe(emit, tune::tuned_recipe(

@@ -118,7 +118,7 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
       "{}"
       "export NCCL_NVLS_ENABLE=0\n"
       "{}"
-      "  quill run tuned.yaml --save \"$OUT\" --load \"$OUT/checkpoint\" --start-fresh-if-no-checkpoint \\\n"
+      "  quill run {} --save \"$OUT\" --load \"$OUT/checkpoint\" --start-fresh-if-no-checkpoint \\\n"
       "    --hf-checkpoint \"$HF_CKPT\" --prompt-data \"$SFT_DATA\" \\\n"
       "    --train-iters 20 --global-batch-size {} --micro-batch-size 1 --seq-length {} \\\n"
       "    {} \\\n"
@@ -126,7 +126,7 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
       "    --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98 --bf16 --calculate-per-token-loss \\\n"
       "    --attention-dropout 0.0 --hidden-dropout 0.0 --moe-token-dispatcher-type alltoall \\\n"
       "    --distributed-timeout-minutes 30 --save-interval {}\n",
-      launch.directives, launch.command,
+      launch.directives, launch.command, q.recipe_path,
       q.global_batch, q.row_tokens, flags, kSaveInterval);
   std::string peaks;
   for (size_t i = 0; i < chosen.candidate.stage_roles.size(); ++i)

@@ -24,6 +24,7 @@ struct EmitRequest {
   int gpus_per_node = 8;
   int64_t row_tokens = 0, global_batch = 0;
   Launcher launcher = Launcher::Slurm;
+  std::string recipe_path = "tuned.yaml";  // where the recipe is written: its job line runs `quill run` of it
 };
 
 // The run block's launch: for Slurm, `directives` are the #SBATCH lines (nodes, one task per GPU, SIGTERM 300 s

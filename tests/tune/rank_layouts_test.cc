@@ -207,6 +207,7 @@ TEST(EmitRecipe, ValidatesAndQuillRunMapsItBackToTheSameLayout) {
   const std::string dir = temp("emit");
   fs::create_directories(dir);
   const std::string path = dir + "/tuned.yaml";
+  e.recipe_path = path;
   write_recipe(path, tuned_recipe(chosen, e));
   const Recipe back = read_recipe(path);
   const RecipeCheck check = check_recipe(back, CheckOptions{});
@@ -236,7 +237,7 @@ TEST(EmitRecipe, ValidatesAndQuillRunMapsItBackToTheSameLayout) {
                            "#SBATCH --signal=TERM@300 --requeue --open-mode=append\n", 0), 0u) << back.run;
   // A requeued start runs the same script: it continues the latest checkpoint of $OUT/checkpoint (Megatron's
   // iter_NNNNNNN layout), and the first start, finding none, begins fresh.
-  EXPECT_NE(back.run.find("srun --mpi=pmix --kill-on-bad-exit=1 -- \\\n  quill run tuned.yaml --save \"$OUT\" --load "
+  EXPECT_NE(back.run.find("srun --mpi=pmix --kill-on-bad-exit=1 -- \\\n  quill run " + path + " --save \"$OUT\" --load "
                           "\"$OUT/checkpoint\" --start-fresh-if-no-checkpoint \\\n"),
             std::string::npos)
       << back.run;
@@ -256,10 +257,11 @@ TEST(EmitRecipe, ValidatesAndQuillRunMapsItBackToTheSameLayout) {
   // With mpirun: no directives, one process per GPU mapped 4 per node; quill run maps it to the same layout.
   e.launcher = Launcher::Mpirun;
   const std::string mpi_path = dir + "/tuned-mpirun.yaml";
+  e.recipe_path = mpi_path;  // the job line runs the file it is in
   write_recipe(mpi_path, tuned_recipe(chosen, e));
   const Recipe mpi_back = read_recipe(mpi_path);
   EXPECT_EQ(mpi_back.run.find("#SBATCH"), std::string::npos) << mpi_back.run;
-  EXPECT_NE(mpi_back.run.find("mpirun -np 8 --map-by ppr:4:node -x NCCL_NVLS_ENABLE -- \\\n  quill run tuned.yaml"),
+  EXPECT_NE(mpi_back.run.find("mpirun -np 8 --map-by ppr:4:node -x NCCL_NVLS_ENABLE -- \\\n  quill run " + mpi_path + " "),
             std::string::npos) << mpi_back.run;
   EXPECT_EQ(plan_recipe_run(mpi_back, o).layout.describe(), l.describe());
   e.launcher = Launcher::Slurm;
