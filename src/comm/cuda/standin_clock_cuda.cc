@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "comm/cuda/event_join.h"
 #include "comm/cuda/standin_spin.h"
 
 namespace quill {
@@ -15,33 +16,6 @@ namespace {
 void check(cudaError_t e, const char* what) {
   QUILL_CHECK(e == cudaSuccess, "timed stand-in (CUDA): {} failed: {}", what, cudaGetErrorString(e));
 }
-
-cudaEvent_t record(cudaStream_t stream) {
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  check(cudaEventRecord(e, stream), "cudaEventRecord");
-  return e;
-}
-
-// `waiter` waits for the event; CUDA keeps the event until the wait resolves.
-void join(cudaStream_t waiter, cudaEvent_t done) {
-  check(cudaStreamWaitEvent(waiter, done, 0), "cudaStreamWaitEvent");
-  cudaEventDestroy(done);
-}
-
-class CudaStandInHandle final : public CommHandle {
- public:
-  CudaStandInHandle(cudaStream_t caller, cudaEvent_t done) : caller_(caller), done_(done) {}
-  ~CudaStandInHandle() override { wait(); }  // never leave the caller unordered after the stand-in
-  void wait() override {
-    if (done_) join(caller_, done_);
-    done_ = nullptr;
-  }
-
- private:
-  cudaStream_t caller_;
-  cudaEvent_t done_;
-};
 
 class CudaStandInClock final : public StandInClock {
  public:
@@ -56,13 +30,13 @@ class CudaStandInClock final : public StandInClock {
   }
 
   std::unique_ptr<CommHandle> occupy(double seconds, const CommSpanInfo& info) override {
-    join(comm_, record(compute_));  // after the compute stream's work so far
+    join(comm_, record_event(compute_));  // after the compute stream's work so far
     CommSpanListener* listener = timeline_ ? timeline_->listener() : nullptr;
     if (listener) listener->span_begin(comm_, info);
     const auto ns = static_cast<uint64_t>(std::llround(std::max(seconds, 0.0) * 1e9));
     check(launch_standin_spin(comm_, shape_.ctas, shape_.threads, ns), "the stand-in's spin kernel");
     if (listener) listener->span_end(comm_);
-    return std::make_unique<CudaStandInHandle>(compute_, record(comm_));
+    return std::make_unique<EventJoinHandle>(compute_, record_event(comm_));
   }
 
   std::shared_ptr<StandInClock> isolated() override {

@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "comm/collective_ledger.h"
 #include "comm/comm_checks.h"
+#include "comm/cuda/event_join.h"
 #include "comm/mpi_comm.h"
 
 namespace quill {
@@ -326,38 +327,6 @@ void NcclComm::check(const std::string& problem) const {
   if (!problem.empty()) fail(problem);
 }
 
-namespace {
-
-cudaEvent_t record_event(cudaStream_t stream) {
-  cudaEvent_t e = nullptr;
-  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-  cudaEventRecord(e, stream);
-  return e;
-}
-
-// The caller's stream waits for an operation's event; the event is released (CUDA keeps it until
-// the wait resolves).
-void join(cudaStream_t caller, cudaEvent_t done) {
-  cudaStreamWaitEvent(caller, done, 0);
-  cudaEventDestroy(done);
-}
-
-class NcclHandle final : public CommHandle {
- public:
-  NcclHandle(cudaStream_t caller, cudaEvent_t done) : caller_(caller), done_(done) {}
-  ~NcclHandle() override { wait(); }  // never leave the caller unordered after the operation
-  void wait() override {
-    if (done_) join(caller_, done_);
-    done_ = nullptr;
-  }
-
- private:
-  cudaStream_t caller_;
-  cudaEvent_t done_;
-};
-
-}  // namespace
-
 template <typename F>
 cudaEvent_t NcclComm::launch(const std::string& what, const char* op, int64_t payload_bytes, int64_t bus_bytes,
                              F&& enqueue) {
@@ -419,7 +388,7 @@ std::unique_ptr<CommHandle> NcclComm::start_reduce_scatter(const Tensor& in, con
                             "reduce_scatter", whole, ring_gather_bytes(whole, size_), [&] {
     return ncclReduceScatter(in.data(), out.data(), out.numel(), nccl_type(in.dtype()), nccl_op(op), comm_, streams_->comm);
   });
-  return std::make_unique<NcclHandle>(stream_, done);
+  return std::make_unique<EventJoinHandle>(stream_, done);
 }
 
 void NcclComm::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) {
@@ -438,7 +407,7 @@ std::unique_ptr<CommHandle> NcclComm::start_all_gather(const Tensor& in, const T
                             ring_gather_bytes(whole, size_), [&] {
     return ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()), comm_, streams_->comm);
   });
-  return std::make_unique<NcclHandle>(stream_, done);
+  return std::make_unique<EventJoinHandle>(stream_, done);
 }
 
 void NcclComm::all_gather(const Tensor& in, const Tensor& out) { start_all_gather(in, out)->wait(); }
@@ -472,7 +441,7 @@ std::unique_ptr<CommHandle> NcclComm::start_all_to_all(const Tensor& in, const s
     const ncclResult_t end = ncclGroupEnd();
     return r != ncclSuccess ? r : end;
   });
-  return std::make_unique<NcclHandle>(stream_, done);
+  return std::make_unique<EventJoinHandle>(stream_, done);
 }
 
 void NcclComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
