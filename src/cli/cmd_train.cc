@@ -303,7 +303,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                 "model and flags: its bytes over the modelled bus bandwidth plus latency) on a queue of its own, the "
                 "GPU's holding --simulate-comm-sms blocks: the step time includes the collectives and their overlap "
                 "with compute (docs/simulate-rank.md)");
-  cmd->add_option("--simulate-comm-sms", o.simulate_comm_ctas,
+  static CLI::Option* simulate_comm_sms = cmd->add_option("--simulate-comm-sms", o.simulate_comm_ctas,
                   "with --simulate-comm-time on a GPU: the blocks (one per SM) each timed stand-in holds, as NCCL's "
                   "kernel holds one per channel (default 16)");
   cmd->add_option("--simulate-routing", o.simulate_routing,
@@ -347,6 +347,8 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       QUILL_CHECK(o.profile_step < 0 || device == "cuda", "--profile-step needs --device cuda");
       QUILL_CHECK(simulate_rank->count() == 0 || o.simulate_rank >= 0,
                   "--simulate-rank must be 0 or more (a world rank of the layout), got {}", o.simulate_rank);
+      QUILL_CHECK(simulate_comm_sms->count() == 0 || o.simulate_comm_time,
+                  "--simulate-comm-sms {}: only with --simulate-comm-time (the stand-ins' blocks)", o.simulate_comm_ctas);
       for (double c : ceilings) QUILL_CHECK(c > 0, "--profile-ceilings must be positive, got {}", c);
       for (const std::string& line : finish_optimizer_flags(o.adam.memory, optimizer_names)) note(line);
       QUILL_CHECK(!exit_on_missing || !o.start_fresh_if_no_checkpoint,

@@ -309,4 +309,8 @@ TEST_F(SimulateRank, TimedStandInsKeepTheBitsAndAddTheModelledTime) {
   r = quill::test::run_command(kQuill + train_flags(*rows_) + " --simulate-comm-time --out " + temp("timed-real"));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--simulate-comm-time: only with --simulate-rank"), std::string::npos) << r.output;
+  r = quill::test::run_command(kQuill + train_flags(*rows_) + layout + " --simulate-rank 1 --simulate-comm-sms 8 --out " +
+                               temp("sms-alone"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--simulate-comm-sms 8: only with --simulate-comm-time"), std::string::npos) << r.output;
 }
