@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One device call (issue 41, item 5): the first GPU run of the timed stand-ins (--simulate-comm-time,
+# docs/simulate-rank.md). The seed's stage 0 and last stage (bf16 moments, offload 0.1: the *-bf16o cases of
+# scripts/gpu/seed-projection.sh), each run three ways on the same warm machine:
+#   plain     the loopback alone (the collectives cost nothing: the figure the projection starts from)
+#   timed     every collective also takes its modelled time on a stand-in (overlaps off)
+#   overlap   timed, with --overlap-grad-reduce --overlap-param-gather (the data-parallel overlaps)
+# Each: 16 rows per step (8 micro-batches), 3 steps, step 0 warm-up, step 1 measured, step 2 profiled (the
+# collectives table says how much of each group's time ran under compute).
+#   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
+#   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/standin-overlap-call.sh")
+# On an 80 GB H100: CASES="last-bf16h" DEVICE_MEMORY=140GiB.
+# Back: $OUT/standin-overlap.txt (the call's log) and $OUT/standin-overlap.tar.gz (each case's summary.json,
+# collectives.json, metrics.jsonl, op profile and log).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+B=$PWD/build/gpu-bundle
+export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0
+CASES=${CASES:-"first-bf16o last-bf16o"}
+R=/tmp/standin-overlap
+mkdir -p "$OUT" "$R"
+run_arm() {  # arm name, then the extra quill train flags
+  local arm=$1; shift
+  echo "=== $arm: $*"
+  # shellcheck disable=SC2086
+  TRAIN_EXTRA="$*" Q=${Q:-$B/bin/quill} OUT=$R/$arm GLOBAL_BATCH=16 STEPS=3 WARMUP=1 PROFILE_STEP=${PROFILE_STEP-2} CASE_TIMEOUT=${CASE_TIMEOUT:-150} \
+    bash scripts/gpu/seed-projection.sh $CASES 2>&1 | grep -E "^rank|train rc|error|refused"
+  for c in $CASES; do
+    python3 - "$R/$arm/$c" <<'PY'
+import json, sys
+d = sys.argv[1]
+try:
+    s = json.load(open(f"{d}/summary.json"))
+except OSError:
+    sys.exit(0)
+steps = {p["step"]: p for p in s["per_step"]}
+m = steps.get(1)
+if m:
+    print(f"  {d.split('/')[-1]}: step 1 {m['step_time_s']*1e3:.1f} ms, passes {m['passes_time_s']*1e3:.1f} ms; "
+          f"simulated_comm_time {s.get('simulated_comm_time')}")
+PY
+    grep -A14 -E "^collectives on their" "$R/$arm/$c/op_profile_step2.txt" 2>/dev/null | head -16
+  done
+}
+{
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ); cases $CASES"
+run_arm plain
+run_arm timed --simulate-comm-time
+run_arm overlap --simulate-comm-time --overlap-grad-reduce --overlap-param-gather
+date -u +%T
+} 2>&1 | tee "$OUT/standin-overlap.txt"
+tar -czf "$OUT/standin-overlap.tar.gz" -C "$R" . 2>/dev/null
