@@ -94,7 +94,8 @@ for c in "${cases[@]}"; do
     --overwrite --out "$W/$c" < /dev/null > "$d/train.log" 2>&1
   rc=$?
   echo "$c: train rc $rc in $(( $(date +%s) - start )) s"
-  for f in summary.json collectives.json metrics.jsonl projection.json op_profile_step"$PROFILE_STEP".txt; do
+  for f in summary.json collectives.json metrics.jsonl projection.json op_profile_step"$PROFILE_STEP".txt \
+           op_profile_step"$PROFILE_STEP".json; do
     [ -f "$W/$c/$f" ] && cp "$W/$c/$f" "$d/"
   done
   if [ $rc -ne 0 ]; then grep -E "error|refused|does not fit" "$d/train.log" | head -5; continue; fi

@@ -409,10 +409,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
         std::printf("validation loss after step %lld: %.4f over %lld supervised tokens of %s\n",
                     static_cast<long long>(r.steps.back().step), *r.steps.back().valid_loss,
                     static_cast<long long>(r.steps.back().valid_supervised), o.valid_rows_dir.c_str());
-      if (!r.steps.empty() && r.simulated_comm_time)
-        std::printf("no projection: the steps hold the collectives' modelled time (timed stand-ins); project the rank "
-                    "run without --simulate-comm-time\n");
-      if (!r.steps.empty() && r.simulated_rank >= 0 && !r.simulated_comm_time) {
+      if (!r.steps.empty() && r.simulated_rank >= 0) {
         // Every stage not simulated takes this one's figures (noted); quill project combines several runs.
         const ProjectionReport rep = project_runs({o.out_dir}, projection);
         write_projection(o.out_dir, rep);

@@ -71,6 +71,27 @@ std::vector<CollectiveRow> collective_rows_from_json(const nlohmann::json& rows,
   }
 }
 
+nlohmann::json comm_model_json(const plan::CommModelParams& p) {
+  return {{"intra_node_busbw_gbps", p.intra_node.busbw_gbps}, {"intra_node_latency_us", p.intra_node.latency_us},
+          {"inter_node_busbw_gbps", p.inter_node.busbw_gbps}, {"inter_node_latency_us", p.inter_node.latency_us},
+          {"gpus_per_node", p.gpus_per_node},                 {"source", p.source}};
+}
+
+plan::CommModelParams comm_model_from_json(const nlohmann::json& j, const std::string& what) {
+  try {
+    plan::CommModelParams p;
+    p.intra_node.busbw_gbps = j.at("intra_node_busbw_gbps");
+    p.intra_node.latency_us = j.at("intra_node_latency_us");
+    p.inter_node.busbw_gbps = j.at("inter_node_busbw_gbps");
+    p.inter_node.latency_us = j.at("inter_node_latency_us");
+    p.gpus_per_node = j.at("gpus_per_node");
+    p.source = j.at("source");
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{}: {}", what, e.what());
+  }
+}
+
 std::string collectives_json(const std::vector<std::pair<int, std::vector<CollectiveRow>>>& ranks,
                              const CollectivesRun& run) {
   nlohmann::json j;
@@ -81,6 +102,7 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
   j["device"] = run.device;
   j["world_size"] = run.spec.world();
   j["simulated_rank"] = run.simulated_rank >= 0 ? nlohmann::json(run.simulated_rank) : nlohmann::json(nullptr);
+  j["standin_comm_model"] = run.standin_comm ? comm_model_json(*run.standin_comm) : nlohmann::json(nullptr);
   j["definitions"] = {
       {"rows", "per rank, one row per (step, group, op): every call this rank made of op on its communicator of "
                "that group during that training step"},
@@ -100,7 +122,10 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
                      "point to point the message; copies to itself excluded)"},
       {"recv_bytes", "what this rank takes off the wire, by the same rules"},
       {"simulated_rank", "null: every rank of a real run; R: the one rank run by quill train --simulate-rank R "
-                         "(collectives served by a loopback communicator: bytes exact, values not)"}};
+                         "(collectives served by a loopback communicator: bytes exact, values not)"},
+      {"standin_comm_model", "null: the collectives took no time of their own (or their real time, in a real run); "
+                             "otherwise quill train --simulate-comm-time gave each the time of this communication "
+                             "model on a stand-in queue (docs/simulate-rank.md)"}};
   // Each rank's groups by name with their world ranks, so that a model can tell the groups inside a
   // node from those across nodes.
   const Grid grid(run.spec.world(), run.spec);

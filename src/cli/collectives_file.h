@@ -4,12 +4,14 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/collective_ledger.h"
 #include "comm/comm.h"
 #include "parallel/layout_spec.h"
+#include "plan/comm_model.h"
 
 namespace quill::cli {
 
@@ -19,7 +21,15 @@ struct CollectivesRun {
   int64_t global_batch = 0;  // rows per step (the workload a projection starts from)
   int64_t row_tokens = 0;
   std::string device;  // what computed: launch.h's device_description (a projection's default price)
+  // --simulate-comm-time: the communication model whose time each collective took on its stand-in (the
+  // projection of the run must use the same); none without timed stand-ins.
+  std::optional<plan::CommModelParams> standin_comm;
 };
+
+// A communication model's parameters as JSON ("intra_node_busbw_gbps", ..., "gpus_per_node", "source"),
+// and back (a quill::Error naming `what` and the field).
+nlohmann::json comm_model_json(const plan::CommModelParams& p);
+plan::CommModelParams comm_model_from_json(const nlohmann::json& j, const std::string& what);
 
 // The layout as collectives.json's "layout_spec" writes it, and back (a quill::Error naming `what`
 // and the field when one is missing or wrong).

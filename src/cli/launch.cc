@@ -196,7 +196,8 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
     if (ledger && !r.steps.empty())
       write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank,
                              CollectivesRun{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens(),
-                                            device_description(device)});
+                                            device_description(device),
+                                            o.simulate_comm_time ? std::optional(standin_model) : std::nullopt});
   };
   // The ranks on this node: the launcher places consecutive world ranks on a node (mpirun by slot, srun
   // block distribution); a simulated rank is alone.

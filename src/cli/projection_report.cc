@@ -81,12 +81,36 @@ void check_same_job(const SimulatedRun& a, const SimulatedRun& b) {
       {"collectives.json workload.row_tokens", std::to_string(a.row_tokens), std::to_string(b.row_tokens)},
       {"summary.json recompute", a.recompute, b.recompute},
       {"collectives.json device (what computed)", a.device, b.device},
+      {"summary.json simulated_comm_time (timed stand-ins)", a.m.timed ? "true" : "false", b.m.timed ? "true" : "false"},
+      {"collectives.json standin_comm_model", a.standin_comm ? comm_model_json(*a.standin_comm).dump() : "null",
+       b.standin_comm ? comm_model_json(*b.standin_comm).dump() : "null"},
   };
   for (const Field& f : fields)
     QUILL_CHECK(f.in_a == f.in_b,
                 "quill project: the runs differ in {}: {} in {}, {} in {}; give the stages of one model, layout and "
                 "workload",
                 f.name, f.in_a, a.dir, f.in_b, b.dir);
+}
+
+// Timed runs: per stage and group, the modelled time per step and the share the op profile saw beside compute.
+std::string hidden_table(const plan::Projection& p, const std::vector<SimulatedRun>& runs) {
+  std::string t = "  hidden per group (modelled ms per step; hidden: the group's share beside compute in the run's op "
+                  "profile)\n    stage  group      ms/step  hidden ms  hidden %\n";
+  for (const plan::StageProjection& sp : p.stages) {
+    if (sp.borrowed) continue;
+    std::map<std::string, std::pair<double, double>> by_group;  // seconds, share (-1 unknown)
+    for (const plan::GroupTime& g : sp.groups) {
+      auto& [sec, share] = by_group.try_emplace(g.group, 0.0, g.hidden_share).first->second;
+      sec += g.seconds;
+    }
+    for (const auto& [group, v] : by_group)
+      t += v.second >= 0 ? fmt::format("    {:>5}  {:<8} {:>9.2f}  {:>9.2f}  {:>8.1f}\n", sp.stage, group, 1e3 * v.first,
+                                       1e3 * v.first * v.second, 100 * v.second)
+                         : fmt::format("    {:>5}  {:<8} {:>9.2f}  {:>9}  {:>8}\n", sp.stage, group, 1e3 * v.first, "-", "-");
+  }
+  bool profiled = std::any_of(runs.begin(), runs.end(), [](const SimulatedRun& r) { return !r.hidden_source.empty(); });
+  if (!profiled) t += "    (no op profile in the runs: every group counted as exposed; run with --profile-step N)\n";
+  return t;
 }
 
 }  // namespace
@@ -105,6 +129,21 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
               global_batch, first.spec.dp);
   q.micro_batches = global_batch / first.spec.dp;
   q.comm = comm_params(flags);
+  if (first.standin_comm) {
+    // The stand-ins took this model's time during the runs: the projection lays the step out on the same.
+    const plan::CommModelParams& ran = *first.standin_comm;
+    const bool same = q.comm.intra_node.busbw_gbps == ran.intra_node.busbw_gbps &&
+                      q.comm.intra_node.latency_us == ran.intra_node.latency_us &&
+                      q.comm.inter_node.busbw_gbps == ran.inter_node.busbw_gbps &&
+                      q.comm.inter_node.latency_us == ran.inter_node.latency_us && q.comm.gpus_per_node == ran.gpus_per_node;
+    const bool flags_given = flags.intra_busbw_gbps || flags.inter_busbw_gbps || flags.intra_latency_us ||
+                             flags.inter_latency_us || flags.gpus_per_node != plan::h200_comm_params().gpus_per_node;
+    QUILL_CHECK(same || !flags_given,
+                "quill project: {} ran with timed stand-ins under its own communication model ({}); the flags give "
+                "another ({}): project it without the model's flags, or rerun quill train --simulate-comm-time with them",
+                first.dir, comm_model_json(ran).dump(), q.comm.source);
+    q.comm = ran;
+  }
   const plan::Projection p = plan::project_step(q);
   const int world = first.spec.world();
 
@@ -168,22 +207,38 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
     for (const plan::GroupTime& g : sp.groups)
       groups.push_back({{"phase", g.phase}, {"group", g.group}, {"group_size", g.group_size}, {"op", g.op},
                         {"inter_node", g.inter_node}, {"calls_per_step", g.calls}, {"wire_bytes_per_step", g.wire_bytes},
-                        {"seconds_per_step", g.seconds}});
+                        {"seconds_per_step", g.seconds},
+                        {"hidden_share", g.hidden_share >= 0 ? nlohmann::json(g.hidden_share) : nlohmann::json(nullptr)}});
     stages.push_back({{"stage", sp.stage}, {"from_rank", sp.from_rank}, {"borrowed", sp.borrowed},
                       {"run_dir", r->dir},
                       {"compute_per_micro_batch_s", sp.passes_compute_s}, {"comm_per_micro_batch_s", sp.passes_comm_s},
                       {"forward_s", sp.forward_s}, {"backward_s", sp.backward_s}, {"message_s", sp.message_s},
                       {"pipeline_comm_s", sp.pipeline_comm_s}, {"pipeline_end_s", sp.pipeline_end_s},
                       {"optimizer_compute_s", sp.optimizer_compute_s}, {"optimizer_comm_s", sp.optimizer_comm_s},
+                      {"comm_hidden_per_micro_batch_s", sp.passes_hidden_s}, {"optimizer_comm_hidden_s", sp.optimizer_hidden_s},
+                      {"hidden_from", r->hidden_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(r->hidden_source)},
                       {"peak_device_bytes", r->peak_bytes}, {"peak_is_gpu", r->gpu_peak}, {"wire_bytes_per_step", bytes},
                       {"groups", groups}});
   }
   if (std::any_of(p.stages.begin(), p.stages.end(), [](const plan::StageProjection& s) { return s.borrowed; }))
     t += "  * not measured: a like stage's figures (simulate a rank of it for its own)\n";
-  t += fmt::format("  step {:.3f} s = pipeline {:.3f} s + optimizer phase {:.3f} s; of it compute {:.3f} s (measured), "
-                   "communication {:.3f} s (modelled, none overlapped), fill/drain/waits {:.3f} s (modelled; (pp-1)/m = {:.3f})\n",
-                   p.step_s, p.pipeline_s, p.optimizer_s, p.compute_s, p.exposed_comm_s, p.bubble_s,
-                   p.bubble_fraction_formula);
+  if (p.timed) {
+    t += fmt::format("  step {:.3f} s = pipeline {:.3f} s + optimizer phase {:.3f} s, from the passes as measured with timed "
+                     "stand-ins (each collective its modelled time, beside compute where the run overlaps it); with "
+                     "none overlapped {:.3f} s\n",
+                     p.step_s, p.pipeline_s, p.optimizer_s, p.none_overlapped_step_s);
+    t += fmt::format("  of it compute {:.3f} s, communication {:.3f} s modelled of which {:.3f} s hidden ({:.1f}%) and "
+                     "{:.3f} s exposed, fill/drain/waits {:.3f} s ((pp-1)/m = {:.3f})\n",
+                     p.compute_s, p.modelled_comm_s, p.hidden_comm_s,
+                     p.modelled_comm_s > 0 ? 100 * p.hidden_comm_s / p.modelled_comm_s : 0.0, p.exposed_comm_s, p.bubble_s,
+                     p.bubble_fraction_formula);
+    t += hidden_table(p, runs);
+  } else {
+    t += fmt::format("  step {:.3f} s = pipeline {:.3f} s + optimizer phase {:.3f} s; of it compute {:.3f} s (measured), "
+                     "communication {:.3f} s (modelled, none overlapped), fill/drain/waits {:.3f} s (modelled; (pp-1)/m = {:.3f})\n",
+                     p.step_s, p.pipeline_s, p.optimizer_s, p.compute_s, p.exposed_comm_s, p.bubble_s,
+                     p.bubble_fraction_formula);
+  }
   t += fmt::format("  {:.2f} tokens/s/GPU, MFU {:.2f}% (6N, N = {}, 989 TFLOP/s)", metrics.tokens_per_s_per_gpu,
                    100 * metrics.mfu, first.active_params);
   if (metrics.usd_per_million_tokens)
@@ -212,6 +267,10 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
   j["compute_s"] = p.compute_s;
   j["exposed_comm_s"] = p.exposed_comm_s;
   j["fill_drain_wait_s"] = p.bubble_s;
+  j["timed_standins"] = p.timed;
+  j["none_overlapped_step_s"] = p.none_overlapped_step_s;
+  j["modelled_comm_s"] = p.modelled_comm_s;
+  j["hidden_comm_s"] = p.hidden_comm_s;
   j["bubble_fraction_formula"] = p.bubble_fraction_formula;
   j["metrics"] = metrics.to_json();
   j["usd_per_gpu_hour_source"] = price ? nlohmann::json(price->source) : nlohmann::json(nullptr);
@@ -219,19 +278,21 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
   nlohmann::json bound = nlohmann::json::array();
   for (const Part& part : parts) bound.push_back({{"what", part.what}, {"seconds_per_step", part.s}});
   j["bounded_by"] = bound;
-  j["comm_model"] = {{"intra_node_busbw_gbps", q.comm.intra_node.busbw_gbps},
-                     {"intra_node_latency_us", q.comm.intra_node.latency_us},
-                     {"inter_node_busbw_gbps", q.comm.inter_node.busbw_gbps},
-                     {"inter_node_latency_us", q.comm.inter_node.latency_us},
-                     {"gpus_per_node", q.comm.gpus_per_node},
-                     {"source", q.comm.source}};
+  j["comm_model"] = comm_model_json(q.comm);
   j["notes"] = p.notes;
   j["definitions"] = {
       {"measured", "per stage: compute of the passes per micro-batch and of the rest of the step (the simulated rank's "
                    "summary.json medians), peak memory, and the bytes of every collective (collectives.json)"},
-      {"modelled", "the time of every collective (docs/comm-model.md: bytes / bus bandwidth + calls x latency, none "
-                   "overlapped with compute, as quill runs them), the 1F1B pipeline's fill, drain and waits (the "
-                   "schedule replayed), stages not simulated (a like stage's figures)"},
+      {"modelled", "the time of every collective (docs/comm-model.md: bytes / bus bandwidth + calls x latency), the "
+                   "1F1B pipeline's fill, drain and waits (the schedule replayed), stages not simulated (a like stage's "
+                   "figures)"},
+      {"timed_standins", "false: the runs' collectives took no time, and every collective is laid on the critical path "
+                         "(none overlapped); true: each took its modelled time beside the compute during the runs "
+                         "(quill train --simulate-comm-time), step_s is laid out from the passes as measured and "
+                         "none_overlapped_step_s from the same compute with every collective exposed"},
+      {"hidden_comm_s", "of the critical stage's modelled communication per step (modelled_comm_s), the part that ran "
+                        "beside compute: each group's time times its hidden share in the run's op profile "
+                        "(op_profile_step{N}.json collectives; groups without a profile count as exposed)"},
       {"metrics", "recipe formulas over the projected step: tokens_per_s_per_gpu = global_batch x row_tokens / step_s / "
                   "world; mfu = 6 N tokens_per_s_per_gpu / 989e12; usd_per_million_tokens = price / (tokens/s/GPU x 3600) "
                   "x 1e6"}};

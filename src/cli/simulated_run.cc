@@ -1,7 +1,9 @@
 #include "cli/simulated_run.h"
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -27,6 +29,30 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The op profile of the profiled step (the lead rank's file, else the rank's own): per group, of its
+// collectives' time on their streams, the share while the compute stream ran ops (ops/comm_profile.h).
+void read_hidden_shares(const std::string& dir, int64_t profiled, SimulatedRun& run) {
+  if (profiled < 0) return;
+  std::string path = dir + "/op_profile_step" + std::to_string(profiled) + ".json";
+  if (!path_exists(path)) path = dir + "/op_profile_step" + std::to_string(profiled) + ".rank" + std::to_string(run.m.rank) + ".json";
+  if (!path_exists(path)) return;
+  const nlohmann::json p = read_json(path);
+  if (!p.contains("collectives")) return;
+  std::map<std::string, std::pair<double, double>> by_group;  // comm ms, hidden ms
+  try {
+    for (const nlohmann::json& row : p.at("collectives")) {
+      auto& [comm, hidden] = by_group[row.at("group").get<std::string>()];
+      comm += row.at("comm_ms").get<double>();
+      hidden += row.at("hidden_ms").get<double>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    QUILL_FAIL("{}: collectives: {}", path, e.what());
+  }
+  for (const auto& [group, t] : by_group)
+    if (t.first > 0) run.m.hidden_share[group] = std::clamp(t.second / t.first, 0.0, 1.0);
+  run.hidden_source = path;
 }
 
 }  // namespace
@@ -77,12 +103,16 @@ SimulatedRun read_simulated_run(const std::string& dir) {
     run.m.steps = static_cast<int64_t>(measured.size());
     run.active_params = s.at("active_params");
     run.recompute = s.value("recompute", std::string());
-    // A step with timed stand-ins already holds its collectives' modelled time: the projection would add it
-    // again (the projection of a timed run, with the hidden share per group, is issue 41's next part).
-    QUILL_CHECK(!s.value("simulated_comm_time", false),
-                "{}: simulated_comm_time is true (quill train --simulate-comm-time): its step times hold the collectives' "
-                "modelled time already; project the same rank run without --simulate-comm-time",
-                spath);
+    // A step with timed stand-ins already holds its collectives' exposed time, under the model it ran with.
+    run.m.timed = s.value("simulated_comm_time", false);
+    if (run.m.timed) {
+      QUILL_CHECK(c.contains("standin_comm_model") && c.at("standin_comm_model").is_object(),
+                  "{}: summary.json says simulated_comm_time, but standin_comm_model is missing (a run of an older quill: "
+                  "rerun it)",
+                  cpath);
+      run.standin_comm = comm_model_from_json(c.at("standin_comm_model"), cpath + " standin_comm_model");
+      read_hidden_shares(dir, profiled, run);
+    }
     if (s.contains("peak_device_bytes_per_rank")) run.peak_bytes = s.at("peak_device_bytes_per_rank").at(rank);
     run.gpu_peak = s.at("peak_gpu_bytes").get<int64_t>() >= 0;
     run.device_used_bytes = s.value("device_used_bytes_end", int64_t{-1});

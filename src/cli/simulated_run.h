@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "parallel/layout_spec.h"
+#include "plan/comm_model.h"
 #include "plan/projection.h"
 
 namespace quill::cli {
@@ -22,10 +24,16 @@ struct SimulatedRun {
   int64_t device_used_bytes = -1; // cudaMemGetInfo total - free after the last step (GPU runs), -1 when absent
   bool gpu_peak = false;          // the peak is the CUDA allocator's
   plan::RankMeasurement m;        // micro_batches: global_batch / dp; stage: the rank's on the layout's grid
+  // Timed stand-ins (m.timed): the model whose time they took (collectives.json standin_comm_model); and
+  // m.hidden_share per group from the op profile of the run's profiled step, when it has one
+  // (op_profile_step{N}.json, "collectives").
+  std::optional<plan::CommModelParams> standin_comm;
+  std::string hidden_source;  // the profile file the hidden shares come from; empty: none
 };
 
 // A quill::Error naming the file and field when `dir` holds no simulated run (a real run's collectives,
-// a missing or malformed summary.json or collectives.json, a global batch that does not split over dp).
+// a missing or malformed summary.json or collectives.json, a global batch that does not split over dp, a
+// timed run without its stand-ins' model).
 SimulatedRun read_simulated_run(const std::string& dir);
 
 }  // namespace quill::cli

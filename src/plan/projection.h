@@ -4,10 +4,14 @@
 // bytes of its collectives (collective ledger rows, per step and phase), the communication model turns
 // the bytes into time and the step is laid out as quill runs it:
 //
-// - every collective is on the critical path: quill overlaps none with compute today (the tensor- and
-//   sequence-parallel gathers and reductions, the expert all-to-alls and the pipeline's exchanges are
-//   blocking calls inside the passes; the gradient reduce-scatter and the weight all-gather run after
-//   the last backward and after the update: optim/grad_sync.cc, optim/adamw.cc);
+// - from runs without timed stand-ins, every collective is on the critical path ("none overlapped"): the
+//   passes' collectives are added to each micro-batch, the data-parallel gradient reductions and weight
+//   gathers (groups dp-cp and edp, whichever phase started them) to the optimizer phase;
+// - from runs with timed stand-ins (`--simulate-comm-time`: each collective took its modelled time on a
+//   queue beside compute), the measured passes and rest already hold the collectives' exposed part, so the
+//   step is laid out from them as measured (the pipeline's messages taken out of the passes: the replay
+//   adds them), and the none-overlapped step is given beside it from the compute that remains when each
+//   group's exposed time is taken out (its modelled time less the share the op profile saw hidden);
 // - the passes follow quill's 1F1B table (parallel/pipeline_schedule.h), replayed with each stage's
 //   forward and backward times and rendezvous exchanges (a message starts when both stages reach it),
 //   which gives the pipeline's fill and drain (the bubble) and the waits for slower stages;
@@ -44,6 +48,13 @@ struct RankMeasurement {
   // Of its passes, the backward's share; negative: the request's backward_share. A modelled rank knows it
   // (quill tune: the last stage's forward also runs the head's backward).
   double backward_share = -1;
+  // Timed stand-ins (--simulate-comm-time): passes_s and rest_s include each collective's modelled time less
+  // what of it ran beside compute.
+  bool timed = false;
+  // Per group ("tp", "ep", "dp-cp", ...): of its collectives' time on their streams in the profiled step, the
+  // share while the compute stream ran ops (the op profile's collectives table). A group not listed: unknown
+  // (counted as exposed).
+  std::map<std::string, double> hidden_share;
 };
 
 struct ProjectionRequest {
@@ -64,6 +75,7 @@ struct GroupTime {
   int64_t calls = 0;        // per projected step
   int64_t wire_bytes = 0;   // per projected step: max(sent, recv)
   double seconds = 0;       // per projected step
+  double hidden_share = -1; // of seconds, the part beside compute (timed runs with an op profile); -1 unknown
 };
 
 struct StageProjection {
@@ -78,6 +90,8 @@ struct StageProjection {
   double optimizer_compute_s = 0;        // per step, measured
   double optimizer_comm_s = 0;           // per step, modelled
   double pipeline_end_s = 0;             // when its last pass ends, in the replay
+  double passes_hidden_s = 0;            // timed: per micro-batch, of passes_comm_s the part beside compute
+  double optimizer_hidden_s = 0;         // timed: per step, of optimizer_comm_s the part beside compute
   std::vector<GroupTime> groups;
 };
 
@@ -89,6 +103,12 @@ struct Projection {
   double exposed_comm_s = 0;      // of the step, modelled communication on the critical path
   double bubble_s = 0;            // step_s - compute_s - exposed_comm_s: waiting (fill, drain, slower stages)
   double bubble_fraction_formula = 0;  // (pp - 1) / m (Narayanan et al. 2021, §2.2.1), for comparison
+  // From timed runs: the step laid out from the measured passes (step_s), and beside it the same compute
+  // with every collective exposed (none_overlapped_step_s; equal to step_s from untimed runs). Of the
+  // critical stage's modelled communication (modelled_comm_s), hidden_comm_s ran beside compute.
+  bool timed = false;
+  double none_overlapped_step_s = 0;
+  double modelled_comm_s = 0, hidden_comm_s = 0;
   int64_t micro_batches = 0;
   std::vector<StageProjection> stages;
   std::vector<std::string> notes;

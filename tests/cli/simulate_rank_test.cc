@@ -283,8 +283,15 @@ TEST_F(SimulateRank, TimedStandInsKeepTheBitsAndAddTheModelledTime) {
   const std::string out = run_ok(kQuill + train_flags(*rows_) + layout +
                                  " --simulate-rank 1 --simulate-comm-time --nvlink-busbw-gbps 0.001 --nvlink-latency-us 0"
                                  " --out " + timed);
-  EXPECT_NE(out.find("no projection: the steps hold the collectives' modelled time"), std::string::npos) << out;
-  EXPECT_FALSE(fs::exists(timed + "/projection.json"));
+  // The run projects itself from its measured passes, on the model its stand-ins ran with.
+  EXPECT_NE(out.find("with none overlapped"), std::string::npos) << out;
+  EXPECT_NE(out.find("no op profile in the runs"), std::string::npos) << out;
+  const nlohmann::json projection = read_json(timed + "/projection.json");
+  EXPECT_EQ(projection.at("timed_standins"), true);
+  EXPECT_EQ(projection.at("comm_model").at("intra_node_busbw_gbps"), 0.001);
+  EXPECT_GE(projection.at("none_overlapped_step_s").get<double>(), projection.at("step_s").get<double>() * 0.999);
+  EXPECT_EQ(read_json(timed + "/collectives.json").at("standin_comm_model").at("intra_node_latency_us"), 0);
+  EXPECT_TRUE(read_json(plain + "/collectives.json").at("standin_comm_model").is_null());
   // The same bits and the same collectives.
   EXPECT_EQ(loss_lines(timed), loss_lines(plain));
   EXPECT_FALSE(loss_lines(plain).empty());
@@ -302,10 +309,19 @@ TEST_F(SimulateRank, TimedStandInsKeepTheBitsAndAddTheModelledTime) {
     EXPECT_GT(modelled, 0.05) << "step " << step;
     EXPECT_GE(st.at("step_time_s").get<double>(), modelled) << "step " << step;
   }
-  // A projection would count the collectives twice: refused, naming the field; without --simulate-rank: refused.
+  // quill project lays it out on the model it ran with; another model's flags, or an untimed run beside it,
+  // are refused naming what differs; without --simulate-rank the flag is refused.
   quill::test::CommandResult r = quill::test::run_command(kQuill + " project " + timed);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("hidden per group"), std::string::npos) << r.output;
+  r = quill::test::run_command(kQuill + " project " + timed + " --nvlink-busbw-gbps 370");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("simulated_comm_time is true"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ran with timed stand-ins under its own communication model"), std::string::npos) << r.output;
+  r = quill::test::run_command(kQuill + " project " + timed + " --nvlink-busbw-gbps 0.001 --nvlink-latency-us 0");
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = quill::test::run_command(kQuill + " project " + plain + " " + timed);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("simulated_comm_time (timed stand-ins)"), std::string::npos) << r.output;
   r = quill::test::run_command(kQuill + train_flags(*rows_) + " --simulate-comm-time --out " + temp("timed-real"));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--simulate-comm-time: only with --simulate-rank"), std::string::npos) << r.output;

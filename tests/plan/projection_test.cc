@@ -2,7 +2,8 @@
 // out by hand: the 1F1B replay (one stage; two stages with messages; uniform stages giving Megatron's
 // (m + p - 1)(f + b)), a whole step from measured compute and ledger rows (passes' collectives scaled
 // per micro-batch, the optimizer's per step, nothing overlapped), stages that borrow a like stage's
-// figures, and the refusals.
+// figures, and the refusals; the data-parallel collectives an overlap starts in the passes counted once per
+// step; runs with timed stand-ins laid out from their measured passes, beside the none-overlapped step.
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -198,6 +199,98 @@ TEST(Projection, Refusals) {
   q.micro_batches = 2;
   q.ranks[0].rows.push_back(row("passes", "tp", 2, "all_reduce", 1, 8, 8, 8));
   EXPECT_THROW(quill::plan::project_step(q), quill::Error);
+}
+
+TEST(Projection, DataParallelCollectivesStartedInThePassesCountOncePerStep) {
+  // --overlap-grad-reduce starts the reduce-scatter during the last backward: the ledger puts it in the
+  // passes, but it happens once per step, not once per micro-batch.
+  ProjectionRequest q;
+  q.spec.tp = 4, q.spec.dp = 2;
+  q.ranks = {tp_dp_rank()};
+  q.micro_batches = 8;
+  q.comm = params();
+  const quill::plan::Projection after = quill::plan::project_step(q);
+  q.ranks[0].rows[1].phase = "passes";
+  const quill::plan::Projection during = quill::plan::project_step(q);
+  EXPECT_NEAR(during.stages[0].passes_comm_s, after.stages[0].passes_comm_s, 1e-15);
+  EXPECT_NEAR(during.stages[0].optimizer_comm_s, after.stages[0].optimizer_comm_s, 1e-15);
+  EXPECT_NEAR(during.step_s, after.step_s, 1e-12);
+  for (const quill::plan::GroupTime& g : during.stages[0].groups)
+    if (g.group == "dp-cp") EXPECT_EQ(g.calls, 1);
+}
+
+TEST(Projection, TimedRunsAreLaidOutAsMeasuredBesideTheNoneOverlappedStep) {
+  // The TP4 x DP2 rank, run with timed stand-ins: half of tp's time and all of dp-cp's beside compute (the
+  // op profile's shares), the world all-reduce not profiled (exposed). Its compute is that of the untimed
+  // rank (0.5 s per micro-batch, 0.5 s of rest), so the measured passes hold half of tp's 0.01208 s and the
+  // rest holds the world all-reduce only.
+  const double world_ar = 10e-6 + 14 / 100e9;
+  RankMeasurement r = tp_dp_rank();
+  r.timed = true;
+  r.hidden_share = {{"tp", 0.5}, {"dp-cp", 1.0}};
+  r.passes_s = 2.0 + 0.01208 / 2;
+  r.rest_s = 0.5 + world_ar;
+  ProjectionRequest q;
+  q.spec.tp = 4, q.spec.dp = 2;
+  q.ranks = {r};
+  q.micro_batches = 8;
+  q.comm = params();
+  const quill::plan::Projection p = quill::plan::project_step(q);
+  EXPECT_TRUE(p.timed);
+  const quill::plan::StageProjection& s = p.stages[0];
+  EXPECT_NEAR(s.passes_compute_s, 0.5, 1e-12);
+  EXPECT_NEAR(s.passes_hidden_s, 0.00151, 1e-12);
+  EXPECT_NEAR(s.optimizer_compute_s, 0.5, 1e-12);
+  EXPECT_NEAR(s.optimizer_hidden_s, 0.01001, 1e-12);
+  EXPECT_NEAR(p.step_s, 8 * (0.5 + 0.00151) + 0.5 + world_ar, 1e-9);
+  // With none overlapped: the untimed projection of the same compute (AStepByHandWithNothingOverlapped).
+  EXPECT_NEAR(p.none_overlapped_step_s, 8 * (0.5 + 0.00302) + 0.5 + 0.01001 + world_ar, 1e-9);
+  EXPECT_NEAR(p.modelled_comm_s, 8 * 0.00302 + 0.01001 + world_ar, 1e-9);
+  EXPECT_NEAR(p.hidden_comm_s, 8 * 0.00151 + 0.01001, 1e-9);
+  EXPECT_NEAR(p.exposed_comm_s, p.modelled_comm_s - p.hidden_comm_s, 1e-12);
+  EXPECT_NEAR(p.compute_s, 4.5, 1e-9);
+  for (const quill::plan::GroupTime& g : s.groups)
+    EXPECT_DOUBLE_EQ(g.hidden_share, g.group == "tp" ? 0.5 : g.group == "dp-cp" ? 1.0 : -1.0) << g.group;
+  // Untimed, the shares are not read: every collective exposed.
+  q.ranks[0].timed = false;
+  q.ranks[0].passes_s = 2.0, q.ranks[0].rest_s = 0.5;
+  const quill::plan::Projection untimed = quill::plan::project_step(q);
+  EXPECT_FALSE(untimed.timed);
+  EXPECT_DOUBLE_EQ(untimed.none_overlapped_step_s, untimed.step_s);
+  EXPECT_NEAR(untimed.step_s, p.none_overlapped_step_s, 1e-9);
+  EXPECT_EQ(untimed.hidden_comm_s, 0.0);
+  // A timed and an untimed rank in one projection: refused.
+  q.spec.pp = 2;
+  RankMeasurement second = r;
+  second.stage = 1, second.rank = 4;
+  second.groups = {{"tp", {4, 5, 6, 7}}, {"dp-cp", {0, 4}}, {"world", {0, 1, 2, 3, 4, 5, 6, 7}}};
+  q.ranks.push_back(second);
+  EXPECT_THROW(quill::plan::project_step(q), quill::Error);
+}
+
+TEST(Projection, TimedPipelineMessagesLeaveTheMeasuredPassesForTheReplay) {
+  // The PP4 stage of PipelineStagesWithMessagesAndBorrowedFigures, timed: its measured passes hold its
+  // blocking messages' modelled time, which the replay lays out itself: the same step as untimed.
+  RankMeasurement r;
+  r.rank = 8;
+  r.stage = 1;
+  r.micro_batches = 2;
+  r.passes_s = 1.0;
+  r.rest_s = 0.25;
+  r.groups = {{"pp", {0, 8, 16, 24}}};
+  r.rows.push_back(row("passes", "pp", 4, "send_recv", 4, 1'600'000'000, 800'000'000, 800'000'000));
+  ProjectionRequest q;
+  q.spec.tp = 8, q.spec.pp = 4;
+  q.ranks = {r};
+  q.micro_batches = 8;
+  q.comm = params();
+  const quill::plan::Projection untimed = quill::plan::project_step(q);
+  q.ranks[0].timed = true;
+  q.ranks[0].passes_s = 1.0 + untimed.stages[1].pipeline_comm_s * 2 / 8;  // the measured steps' messages
+  const quill::plan::Projection timed = quill::plan::project_step(q);
+  for (const quill::plan::StageProjection& s : timed.stages) EXPECT_NEAR(s.forward_s + s.backward_s, 0.5, 1e-12);
+  EXPECT_NEAR(timed.step_s, untimed.step_s, 1e-12);
+  EXPECT_NEAR(timed.none_overlapped_step_s, untimed.step_s, 1e-12);
 }
 
 }  // namespace
