@@ -4,7 +4,8 @@
 # scripts/gpu/seed-projection.sh; the middle stage too), each run three ways on the same warm machine:
 #   plain     the loopback alone (the collectives cost nothing: the figure the projection starts from)
 #   timed     every collective also takes its modelled time on a stand-in (overlaps off)
-#   overlap   timed, with --overlap-grad-reduce --overlap-param-gather (the data-parallel overlaps)
+#   overlap   timed, with every overlap quill has: --overlap-grad-reduce --overlap-param-gather (data
+#             parallelism), --tp-comm-overlap (sequence parallelism), --moe-shared-expert-overlap (the token exchange)
 # Each: 16 rows per step (8 micro-batches), 3 steps, step 0 warm-up, step 1 measured, step 2 profiled (the
 # collectives table says how much of each group's time ran under compute); then `quill project` of each arm's
 # stages at the seed's 128 rows per step (the timed arms: the step as measured beside the none-overlapped one,
@@ -56,7 +57,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ); cases $CASES"
 run_arm plain
 run_arm timed --simulate-comm-time
-run_arm overlap --simulate-comm-time --overlap-grad-reduce --overlap-param-gather
+run_arm overlap --simulate-comm-time --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap \
+  --moe-shared-expert-overlap
 date -u +%T
 } 2>&1 | tee "$OUT/standin-overlap.txt"
 tar -czf "$OUT/standin-overlap.tar.gz" -C "$R" . 2>/dev/null

@@ -250,6 +250,9 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   cmd->add_option("--dump-grads-step", o.dump_grads_step, "write step K's gradients to OUT/grads_stepK.safetensors");
   cmd->add_flag("--moe-shared-expert-overlap", o.moe_shared_expert_overlap,
                 "under expert parallelism, compute the shared experts while the routed rows are exchanged (Megatron's flag)");
+  cmd->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
+                "with --sequence-parallel: run the tensor-parallel reduce-scatters and all-gathers that an independent "
+                "GEMM can hide beside it (Megatron's flag; docs/decisions/tp-comm-overlap.md says which); the same bits");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;

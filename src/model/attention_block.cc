@@ -98,11 +98,15 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   param_backward_input(ctx, dk0, *wk_, dx_TD, /*accumulate=*/true);
   param_backward_input(ctx, dv0, *wv_, dx_TD, true);
   param_backward_input(ctx, dr, *wr_, dx_TD, true);
+  // --tp-comm-overlap: the input gradient is final here; its reduce-scatter runs beside the four weight
+  // gradients, which do not read it.
+  PendingTp dx;
+  if (tp_.comm_overlap) dx = tp_.start_gather_input_backward(ctx, dx_TD);
   write_weight_grad(ctx, dq, s.x_TD, *wq_);
   write_weight_grad(ctx, dk0, s.x_TD, *wk_);
   write_weight_grad(ctx, dv0, s.x_TD, *wv_);
   write_weight_grad(ctx, dr, s.x_TD, *wr_);
-  return tp_.gather_input_backward(ctx, dx_TD);
+  return tp_.comm_overlap ? TensorParallel::finish(dx) : tp_.gather_input_backward(ctx, dx_TD);
 }
 
 }  // namespace quill

@@ -44,8 +44,15 @@ Tensor DenseMlp::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   param_backward_input(ctx, do_TD, *w2_, da_TF);
   Tensor dh_T2F = new_activation(ctx, {T, 2 * F_});
   ops::swiglu_backward(ctx, s.h_T2F, da_TF, dh_T2F);
-  write_weight_grad(ctx, dh_T2F, s.x_TD, *w13_);
   Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
+  if (tp_.comm_overlap) {
+    // --tp-comm-overlap: the input gradient first; its reduce-scatter runs beside W13's weight gradient.
+    param_backward_input(ctx, dh_T2F, *w13_, dx_TD);
+    PendingTp dx = tp_.start_gather_input_backward(ctx, dx_TD);
+    write_weight_grad(ctx, dh_T2F, s.x_TD, *w13_);
+    return TensorParallel::finish(dx);
+  }
+  write_weight_grad(ctx, dh_T2F, s.x_TD, *w13_);
   param_backward_input(ctx, dh_T2F, *w13_, dx_TD);
   return tp_.gather_input_backward(ctx, dx_TD);
 }

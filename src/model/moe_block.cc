@@ -38,6 +38,9 @@ MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, co
 
 
 Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s, const Tensor& replay_topk_Tk) const {
+  // --tp-comm-overlap: the shared experts' input is gathered beside the router and the permutation.
+  PendingTp xs;
+  if (S_ > 0 && tp_.comm_overlap) xs = tp_.start_gather_input(ctx, x_region);
   const Tensor x_TD = tp_.chunk_of_region(x_region);
   const int64_t T = x_TD.dim(0), D = x_TD.dim(1), P = T * k_;
   s.x_TD = x_TD;
@@ -60,7 +63,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   s.perm_P = new_tensor(ctx, {P}, DType::I32);
   s.counts_E = Tensor::empty({E_}, DType::I64);  // host: the grouped GEMMs need the group sizes
   ops::moe_route_plan(ctx, s.topk_Tk, E_, s.perm_P, s.counts_E);
-  Tensor shared_y;  // the shared experts' output, when computed during the exchange
+  PendingTp shared_y;  // the shared experts' output (its reduction in flight), when computed during the exchange
   {  // To the ranks holding the experts (one rank: the rows stay, the counts are the group sizes).
     Tensor xp_PD = new_activation(ctx, {P, D});
     ops::moe_permute(ctx, x_TD, s.perm_P, k_, xp_PD);
@@ -70,7 +73,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
       s.local_counts_L = Tensor::empty({s.dispatch.local_experts}, DType::I64);
       std::copy(s.dispatch.local_counts.begin(), s.dispatch.local_counts.end(), s.local_counts_L.data_as<int64_t>());
       PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, xp_PD, ep_.comm);
-      if (overlap_shared()) shared_y = shared_forward(ctx, x_region, s);
+      if (overlap_shared()) shared_y = shared_forward(ctx, x_region, xs, s);
       s.xr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
     } else {
       s.local_counts_L = s.counts_E;
@@ -93,16 +96,16 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
   Tensor y_region = tp_.region_of_chunk(ctx, y_TD);
   if (S_ == 0) return y_region;
-  if (!shared_y.defined()) shared_y = shared_forward(ctx, x_region, s);
-  ops::add_inplace(ctx, y_region, shared_y);
+  if (!shared_y.out.defined()) shared_y = shared_forward(ctx, x_region, xs, s);
+  ops::add_inplace(ctx, y_region, TensorParallel::finish(shared_y));
   return y_region;
 }
 
-Tensor MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
+PendingTp MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const {
   const int64_t T = s.x_TD.dim(0), D = s.x_TD.dim(1);
   // Shared experts over all positions, each weighted per token by its router gamma before the down
   // projection; their partial sums (this rank's columns) are reduced into the sequence region.
-  s.xs_TD = tp_.gather_input(ctx, x_region);
+  s.xs_TD = tp_.comm_overlap ? TensorParallel::finish(xs) : tp_.gather_input(ctx, x_region);
   const int64_t Ta = s.xs_TD.dim(0);
   Tensor gamma_TS = new_tensor(ctx, {T, S_}, DType::F32);
   ops::get_columns(ctx, s.weights_TW, k_, gamma_TS);
@@ -122,10 +125,17 @@ Tensor MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region
     s.gamma_T1.push_back(g);
     s.asc_TF.push_back(asc);
   }
-  return tp_.reduce_output(ctx, ys_TD);
+  // --tp-comm-overlap: the reduction runs beside whatever the block computes before it adds the result.
+  if (tp_.comm_overlap) return tp_.start_reduce_output(ctx, ys_TD);
+  PendingTp y;
+  y.out = tp_.reduce_output(ctx, ys_TD);
+  return y;
 }
 
 Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region) const {
+  // --tp-comm-overlap: the shared experts' output gradient is gathered beside the routed path's start.
+  PendingTp dys;
+  if (S_ > 0 && tp_.comm_overlap) dys = tp_.start_reduce_output_backward(ctx, dy_region);
   const Tensor dy_TD = tp_.region_of_chunk_backward(dy_region);
   const int64_t T = dy_TD.dim(0), D = dy_TD.dim(1), P = T * k_;
   Tensor dx_TD = new_activation(ctx, {T, D});
@@ -137,11 +147,11 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   ops::set_columns(ctx, dweights_TW, 0, dwr_Tk);
   // Back to the experts' ranks (combine's adjoint), the GEMMs' backward, and home (dispatch's
   // adjoint). Without rows the experts' gradients get no write (settle_grads zeroes unwritten ones).
-  Tensor dxs_region;  // the shared experts' input gradient, when computed during the exchange
+  PendingTp dxs;  // the shared experts' input gradient (its reduction in flight), when computed during the exchange
   Tensor dyr_RD = dyp_PD;
   if (ep_.active()) {
     PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, dyp_PD, ep_.comm);
-    if (overlap_shared()) dxs_region = shared_backward(ctx, s, dy_region, dweights_TW);
+    if (overlap_shared()) dxs = shared_backward(ctx, s, dy_region, dys, dweights_TW);
     dyr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
   }
   const int64_t R = dyr_RD.dim(0);
@@ -160,7 +170,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   const Tensor dxp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm) : dxr_RD;
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
-  if (S_ > 0 && !dxs_region.defined()) dxs_region = shared_backward(ctx, s, dy_region, dweights_TW);
+  if (S_ > 0 && !dxs.out.defined()) dxs = shared_backward(ctx, s, dy_region, dys, dweights_TW);
 
   // Router.
   Tensor dlogits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
@@ -172,33 +182,44 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   ops::convert(ctx, dx32_TD, dxr_TD);
   ops::add_inplace(ctx, dx_TD, dxr_TD);
   Tensor dx_region = tp_.chunk_of_region_backward(ctx, dx_TD);
-  if (dxs_region.defined()) ops::add_inplace(ctx, dx_region, dxs_region);
+  if (dxs.out.defined()) ops::add_inplace(ctx, dx_region, TensorParallel::finish(dxs));
   return dx_region;
 }
 
 // Shared experts, over all positions; their input gradient (partial over the ranks' columns) and the
-// gammas' gradients return to the sequence region and to the rank's chunk.
-Tensor MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region,
-                                 Tensor& dweights_TW) const {
+// gammas' gradients return to the sequence region and to the rank's chunk. The input gradients of every
+// shared expert first, then the weight gradients (which nothing later reads): under --tp-comm-overlap the
+// input gradient's reduce-scatter runs beside them. The gammas' small reduce-scatter is a blocking call
+// before it (after a started one on the same stream it would wait for it).
+PendingTp MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, PendingTp& dys,
+                                    Tensor& dweights_TW) const {
   const int64_t D = s.x_TD.dim(1);
-  const Tensor dys_TD = tp_.reduce_output_backward(ctx, dy_region);
+  const Tensor dys_TD = tp_.comm_overlap ? TensorParallel::finish(dys) : tp_.reduce_output_backward(ctx, dy_region);
   const int64_t Ta = dys_TD.dim(0);
   Tensor dxs_TD = new_activation(ctx, {Ta, D}), dgamma_TS = new_tensor(ctx, {Ta, S_}, DType::F32);
-  // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
-  const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
+  std::vector<Tensor> dh_T2F;
   for (int64_t e = 0; e < S_; ++e) {
     Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
     Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
-    param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
     param_backward_input(ctx, dys_TD, *sw2_, dasc, false, e);
     ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
     ops::set_columns(ctx, dgamma_TS, e, dg);
     ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
-    param_backward_weight(ctx, dh, s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e), sw13_grad.accumulate);
     param_backward_input(ctx, dh, *sw13_, dxs_TD, /*accumulate=*/e > 0, e);
+    dh_T2F.push_back(dh);
   }
   ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));
-  return tp_.gather_input_backward(ctx, dxs_TD);
+  PendingTp dxs;
+  if (tp_.comm_overlap) dxs = tp_.start_gather_input_backward(ctx, dxs_TD);
+  // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
+  const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
+  for (int64_t e = 0; e < S_; ++e) {
+    param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
+    param_backward_weight(ctx, dh_T2F[static_cast<size_t>(e)], s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e),
+                          sw13_grad.accumulate);
+  }
+  if (!tp_.comm_overlap) dxs.out = tp_.gather_input_backward(ctx, dxs_TD);
+  return dxs;
 }
 
 }  // namespace quill

@@ -55,8 +55,11 @@ class MoeBlock {
   // The shared experts over all positions, reduced into the sequence region (their contribution to
   // the output); and their backward: the input gradient in the region, the gammas' gradients into
   // dweights_TW's shared columns.
-  Tensor shared_forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const;
-  Tensor shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, Tensor& dweights_TW) const;
+  // Under --tp-comm-overlap (tp_.comm_overlap) their input or output gradient arrives started (xs, dys:
+  // finished here) and their result leaves started (finished where the block adds it).
+  PendingTp shared_forward(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const;
+  PendingTp shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, PendingTp& dys,
+                            Tensor& dweights_TW) const;
   // With --moe-shared-expert-overlap under expert parallelism: the shared experts run while the
   // routed rows' exchange is in flight.
   bool overlap_shared() const { return ep_.active() && ep_.overlap_shared_experts && S_ > 0; }

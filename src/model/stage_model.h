@@ -37,6 +37,9 @@ struct ModelOptions {
   bool loss_over_padded_vocab = false;
   // Megatron's --moe-shared-expert-overlap (parallel/expert_dispatch.h: ExpertParallel).
   bool shared_expert_overlap = false;
+  // Megatron's --tp-comm-overlap (parallel/tensor_parallel.h: TensorParallel::comm_overlap; sequence
+  // parallelism only, ignored without it).
+  bool tp_comm_overlap = false;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h).
   RecomputeOptions recompute;
   // --fp8-format e4m3 --fp8-recipe blockwise: the linear layers of attention, MLP and experts in FP8

@@ -60,6 +60,56 @@ Tensor TensorParallel::reduce_output_backward(const DeviceContext& ctx, const Te
   return sequence_parallel ? gather_chunks(ctx, dy) : dy;
 }
 
+namespace {
+
+PendingTp done(const Tensor& out) {
+  PendingTp p;
+  p.out = out;
+  return p;
+}
+
+}  // namespace
+
+PendingTp TensorParallel::start_gather_input(const DeviceContext& ctx, const Tensor& x) const {
+  if (!sequence_parallel) return done(gather_input(ctx, x));
+  Shape shape = x.shape();
+  shape[0] *= size;
+  PendingTp p;
+  p.in = x;
+  p.out = Tensor::empty(shape, x.dtype(), *ctx.allocator);
+  ops::collective(ctx, "tp.all_gather", p.out, [&] { p.handle = comm->start_all_gather(x, p.out); });
+  return p;
+}
+
+PendingTp TensorParallel::start_gather_input_backward(const DeviceContext& ctx, const Tensor& dx) const {
+  if (!sequence_parallel) return done(gather_input_backward(ctx, dx));
+  Shape shape = dx.shape();
+  QUILL_CHECK(shape[0] % size == 0, "tensor parallelism: {} rows do not split over --tensor-model-parallel-size {}",
+              shape[0], size);
+  shape[0] /= size;
+  PendingTp p;
+  p.in = dx;
+  p.out = Tensor::empty(shape, dx.dtype(), *ctx.allocator);
+  ops::collective(ctx, "tp.reduce_scatter", dx,
+                  [&] { p.handle = comm->start_reduce_scatter(dx, p.out, ReduceOp::Sum); });
+  return p;
+}
+
+PendingTp TensorParallel::start_reduce_output(const DeviceContext& ctx, const Tensor& y) const {
+  return sequence_parallel ? start_gather_input_backward(ctx, y) : done(reduce_output(ctx, y));
+}
+
+PendingTp TensorParallel::start_reduce_output_backward(const DeviceContext& ctx, const Tensor& dy) const {
+  return sequence_parallel ? start_gather_input(ctx, dy) : done(reduce_output_backward(ctx, dy));
+}
+
+Tensor TensorParallel::finish(PendingTp& p) {
+  if (p.handle) p.handle->wait();
+  Tensor out = p.out;
+  p = PendingTp{};
+  return out;
+}
+
 Tensor TensorParallel::chunk_of_region(const Tensor& x) const {
   if (!active() || sequence_parallel) return x;
   const int64_t T = x.dim(0);

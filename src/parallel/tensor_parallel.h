@@ -17,6 +17,11 @@
 // all-gather). gather_chunks / reduce_scatter_chunks move per-position values (router weights)
 // between a rank's chunk and all T positions.
 //
+// --tp-comm-overlap (Megatron's flag; sequence parallelism only): the layers start some of these
+// collectives early and finish them later, so that they run beside independent GEMMs on the group's
+// stream (Transformer Engine's "bulk" overlaps; docs/decisions/tp-comm-overlap.md says which). The
+// start_ forms return a PendingTp; finish waits for it. The values are the blocking calls' bit for bit.
+//
 // With one tensor-parallel rank every call returns its input: the single-device path is untouched.
 // Each collective is one entry of the CUDA profiler (ops/collective.h: rows tp.all_gather,
 // tp.reduce_scatter, tp.all_reduce, with the bytes each rank moves).
@@ -24,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "comm/comm.h"
 #include "ops/device_context.h"
@@ -31,10 +37,21 @@
 
 namespace quill {
 
+// A collective started by a start_ call: its result, the input it reads (kept alive until the wait, so
+// that the stream-ordered allocator cannot hand its memory to later compute) and the handle to wait on.
+// Without a handle (one rank, or no sequence parallelism) `out` is already final.
+struct PendingTp {
+  Tensor in, out;
+  std::unique_ptr<CommHandle> handle;
+};
+
 struct TensorParallel {
   Comm* comm = nullptr;  // the tensor-parallel group; null with one rank
   int size = 1, rank = 0;
   bool sequence_parallel = false;
+  // --tp-comm-overlap: the layers use the start_ forms where an independent GEMM can run beside them
+  // (set by the stage from ModelOptions; only with sequence parallelism).
+  bool comm_overlap = false;
 
   static TensorParallel of(const Layout& layout);
   bool active() const { return size > 1; }
@@ -47,6 +64,13 @@ struct TensorParallel {
   Tensor gather_input_backward(const DeviceContext& ctx, const Tensor& dx_full_partial) const;
   Tensor reduce_output(const DeviceContext& ctx, const Tensor& y_full_partial) const;
   Tensor reduce_output_backward(const DeviceContext& ctx, const Tensor& dy_region) const;
+  // The same four, started (with sequence parallelism: a started all-gather or reduce-scatter; without it
+  // the blocking call, already finished); finish waits and returns the result.
+  PendingTp start_gather_input(const DeviceContext& ctx, const Tensor& x_region) const;
+  PendingTp start_gather_input_backward(const DeviceContext& ctx, const Tensor& dx_full_partial) const;
+  PendingTp start_reduce_output(const DeviceContext& ctx, const Tensor& y_full_partial) const;
+  PendingTp start_reduce_output_backward(const DeviceContext& ctx, const Tensor& dy_region) const;
+  static Tensor finish(PendingTp& pending);
 
   Tensor chunk_of_region(const Tensor& x_region) const;
   Tensor chunk_of_region_backward(const DeviceContext& ctx, const Tensor& dx_chunk) const;

@@ -169,6 +169,7 @@ const std::vector<FlagSpec> kFlags = {
     {"moe-token-dispatcher-type", P, S, "allgather", "expert dispatcher",
         only("alltoall", "quill's expert exchange is Megatron's alltoall dispatcher")},
     {"moe-shared-expert-overlap", P, SW, "false", "shared experts overlapped with the token exchange"},
+    {"tp-comm-overlap", P, SW, "false", "tensor-parallel collectives overlapped with GEMMs (sequence parallelism)"},
     {"max-tokens-per-gpu", P, I, nullptr, "miles: dynamic micro-batching by tokens"},
     {"use-dynamic-batch-size", P, SW, "false", "miles: dynamic micro-batching"},
     {"recompute-granularity", P, S, nullptr, "activation recompute: full | selective"},

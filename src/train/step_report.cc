@@ -89,6 +89,8 @@ std::string summary_json(const TrainResult& r) {
   j["grouped_wgrad_kernel"] = r.grouped_wgrad_kernel;
   j["overlap_grad_reduce"] = r.ddp.overlap_grad_reduce;
   j["overlap_param_gather"] = r.ddp.overlap_param_gather;
+  j["tp_comm_overlap"] = r.tp_comm_overlap;
+  j["moe_shared_expert_overlap"] = r.moe_shared_expert_overlap;
   j["ddp_bucket_size"] = r.ddp.bucket_size;
   j["ddp_buckets"] = r.ddp_buckets;
   j["active_params"] = r.active_params;

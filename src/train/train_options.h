@@ -110,6 +110,9 @@ struct TrainOptions {
   // Megatron's --moe-shared-expert-overlap: under expert parallelism the shared experts compute while
   // the routed rows' exchange is in flight (forward and backward); the same results bit for bit.
   bool moe_shared_expert_overlap = false;
+  // Megatron's --tp-comm-overlap (sequence parallelism only): the tensor-parallel reductions and gathers
+  // that an independent GEMM can hide run beside it (parallel/tensor_parallel.h); the same bits.
+  bool tp_comm_overlap = false;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;

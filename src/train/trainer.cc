@@ -321,6 +321,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";
   result.grouped_wgrad_kernel = o.grouped_wgrad_wgmma ? "wgmma" : "cublaslt";
   result.ddp = o.adam.ddp;
+  result.tp_comm_overlap = o.tp_comm_overlap;
+  result.moe_shared_expert_overlap = o.moe_shared_expert_overlap;
   result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
@@ -386,6 +388,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   ModelOptions model_options;
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
+  model_options.tp_comm_overlap = o.tp_comm_overlap;
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.

@@ -1,5 +1,6 @@
 // Megatron's --overlap-grad-reduce and --overlap-param-gather on CPU ranks under mpirun
-// (docs/decisions/overlap-grad-param.md): each layout run with the flags off and on, with buckets
+// (docs/decisions/overlap-grad-param.md), and --tp-comm-overlap (docs/decisions/tp-comm-overlap.md):
+// each layout run with the flags off and on, with buckets
 // small enough that every stage has several (--ddp-bucket-size), must give every step's loss,
 // gradient norm and expert counts and every fp32 weight bit for bit; the small buckets themselves
 // must agree with the default ones (one per kind for these models) within float rounding; a
@@ -150,6 +151,39 @@ TEST(Overlap, HungPeerDuringAnOverlappedCollectiveEndsTheJobNamingGroupAndStep) 
     EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("did not complete within 3 s during step 2"), std::string::npos) << r.output;
     EXPECT_LT(seconds, 30) << "the 3 s timeout took " << seconds << " s to end the job";
+  }
+}
+
+// --tp-comm-overlap starts the sequence-parallel reduce-scatters and all-gathers that a GEMM can hide
+// (the attention's and the dense MLP's input gradients, the shared experts' four) and waits for them
+// later: alone, with the shared experts inside the token exchange, under expert and pipeline
+// parallelism, and with every other overlap, the same bits as with none.
+TEST(Overlap, TpCommOverlapEqualsOffBitForBit) {
+  const std::vector<OverlapLayout> layouts = {
+      {"tp2sp", "--tp 2 --sp", 2},
+      {"tp2sp-ep2-shared", "--tp 2 --sp --ep 2 --moe-shared-expert-overlap", 2},
+      {"tp2sp-dp2-ep2", "--tp 2 --sp --dp 2 --ep 2 --moe-shared-expert-overlap" + kBuckets + kBoth, 4},
+      {"tp2sp-pp2", "--tp 2 --sp --pp 2 --pp-layers 2,2", 4},
+  };
+  for (const OverlapLayout& layout : layouts) {
+    SCOPED_TRACE(layout.flags);
+    const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags;
+    const std::string off = scratch(layout.name + "-tp-off"), on = scratch(layout.name + "-tp-on");
+    expect_runs(run + " --out " + off + " --save " + off + "/checkpoint");
+    expect_runs(run + " --tp-comm-overlap --out " + on + " --save " + on + "/checkpoint");
+    EXPECT_EQ(quill::test::read_json(on + "/summary.json").at("tp_comm_overlap"), true);
+    EXPECT_EQ(quill::test::read_json(off + "/summary.json").at("tp_comm_overlap"), false);
+    quill::test::expect_runs_bit_identical(off, on, 3);
+  }
+  // Without sequence parallelism there is nothing it overlaps: refused, naming both flags.
+  for (const std::string layout : {" --tp 2", " --dp 2"}) {
+    const quill::test::CommandResult r = quill::test::run_command(
+        "timeout -k 5 60 " + quill::test::mpirun_command(2) + kQuill + train_flags(1) + layout +
+        " --tp-comm-overlap --out " + scratch("tp-no-sp"));
+    EXPECT_NE(r.status, 0) << layout;
+    EXPECT_NE(r.output.find("--tp-comm-overlap needs --tensor-model-parallel-size above 1 with --sequence-parallel"),
+              std::string::npos)
+        << r.output;
   }
 }
 
