@@ -5,14 +5,15 @@
 #   plain     the loopback alone (the collectives cost nothing: the figure the projection starts from)
 #   timed     every collective also takes its modelled time on a stand-in (overlaps off)
 #   overlap   timed, with every overlap quill has: --overlap-grad-reduce --overlap-param-gather (data
-#             parallelism), --tp-comm-overlap (sequence parallelism), --moe-shared-expert-overlap (the token exchange)
+#             parallelism), --tp-comm-overlap (sequence parallelism), --moe-shared-expert-overlap and
+#             --delay-wgrad-compute (the token exchanges)
 # Each: 16 rows per step (8 micro-batches), 3 steps, step 0 warm-up, step 1 measured, step 2 profiled (the
 # collectives table says how much of each group's time ran under compute); then `quill project` of each arm's
 # stages at the seed's 128 rows per step (the timed arms: the step as measured beside the none-overlapped one,
 # and the hidden share per group).
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
 #   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/standin-overlap-call.sh")
-# On an 80 GB H100: CASES="last-bf16h" DEVICE_MEMORY=140GiB.
+# On an 80 GB H100: CASES="last-bf16h" DEVICE_MEMORY=140GiB. OVERLAP_FLAGS replaces the overlap arm's flags.
 # Back: $OUT/standin-overlap.txt (the call's log) and $OUT/standin-overlap.tar.gz (each case's summary.json,
 # collectives.json, metrics.jsonl, op profile and log).
 set -uo pipefail
@@ -57,8 +58,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ); cases $CASES"
 run_arm plain
 run_arm timed --simulate-comm-time
-run_arm overlap --simulate-comm-time --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap \
-  --moe-shared-expert-overlap
+# shellcheck disable=SC2086
+run_arm overlap --simulate-comm-time ${OVERLAP_FLAGS:---overlap-grad-reduce --overlap-param-gather --tp-comm-overlap \
+  --moe-shared-expert-overlap --delay-wgrad-compute}
 date -u +%T
 } 2>&1 | tee "$OUT/standin-overlap.txt"
 tar -czf "$OUT/standin-overlap.tar.gz" -C "$R" . 2>/dev/null

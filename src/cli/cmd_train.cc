@@ -253,6 +253,9 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   cmd->add_flag("--tp-comm-overlap", o.tp_comm_overlap,
                 "with --sequence-parallel: run the tensor-parallel reduce-scatters and all-gathers that an independent "
                 "GEMM can hide beside it (Megatron's flag; docs/decisions/tp-comm-overlap.md says which); the same bits");
+  cmd->add_flag("--delay-wgrad-compute", o.delay_wgrad_compute,
+                "under expert parallelism, compute the routed experts' weight gradients while the backward's input "
+                "gradients are exchanged back (Megatron's flag; docs/decisions/delay-wgrad.md); the same bits");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
@@ -368,6 +371,9 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "--simulate-routing {} with --recompute-granularity full: a recorded routing follows the forward's "
                   "count exchanges in order, and the recompute adds its own; use --simulate-routing balanced",
                   o.simulate_routing);
+      if (o.delay_wgrad_compute && layout.ep == 1)
+        note("--delay-wgrad-compute has no effect without expert parallelism (--ep 1): there is no token exchange to "
+             "overlap");
       if (o.moe_shared_expert_overlap && layout.ep == 1)
         note("--moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): there is no token "
              "exchange to overlap");

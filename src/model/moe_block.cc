@@ -155,19 +155,32 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
     dyr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
   }
   const int64_t R = dyr_RD.dim(0);
+  // --delay-wgrad-compute (under expert parallelism): the input gradients first, then the return exchange
+  // started and the two weight gradients beside it (they read nothing it writes).
+  const bool delay = ep_.active() && ep_.delay_wgrad;
   Tensor dar_RF = new_activation(ctx, {R, F_});
   if (R > 0) {
-    write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
+    if (!delay) write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
     param_grouped_backward_input(ctx, dyr_RD, *w2_, s.local_counts_L, dar_RF);
   }
   Tensor dhr_R2F = new_activation(ctx, {R, 2 * F_});
   if (R > 0) {
     ops::swiglu_backward(ctx, s.hr_R2F, dar_RF, dhr_R2F);
-    write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
+    if (!delay) write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
   }
   Tensor dxr_RD = new_activation(ctx, {R, D});
   if (R > 0) param_grouped_backward_input(ctx, dhr_R2F, *w13_, s.local_counts_L, dxr_RD);
-  const Tensor dxp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm) : dxr_RD;
+  Tensor dxp_PD = dxr_RD;
+  if (delay) {
+    PendingDispatch back = start_combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
+    if (R > 0) {
+      write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
+      write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
+    }
+    dxp_PD = finish_combine_tokens(ctx, s.dispatch, back);
+  } else if (ep_.active()) {
+    dxp_PD = combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
+  }
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
   if (S_ > 0 && !dxs.out.defined()) dxs = shared_backward(ctx, s, dy_region, dys, dweights_TW);
@@ -187,38 +200,46 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
 }
 
 // Shared experts, over all positions; their input gradient (partial over the ranks' columns) and the
-// gammas' gradients return to the sequence region and to the rank's chunk. The input gradients of every
-// shared expert first, then the weight gradients (which nothing later reads): under --tp-comm-overlap the
-// input gradient's reduce-scatter runs beside them. The gammas' small reduce-scatter is a blocking call
+// gammas' gradients return to the sequence region and to the rank's chunk. Under --tp-comm-overlap every
+// shared expert's input gradient comes first, keeping its dh, and the weight gradients (which nothing later
+// reads) run beside the input gradient's reduce-scatter; the gammas' small reduce-scatter is a blocking call
 // before it (after a started one on the same stream it would wait for it).
 PendingTp MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, PendingTp& dys,
                                     Tensor& dweights_TW) const {
   const int64_t D = s.x_TD.dim(1);
-  const Tensor dys_TD = tp_.comm_overlap ? TensorParallel::finish(dys) : tp_.reduce_output_backward(ctx, dy_region);
+  const bool overlap = tp_.comm_overlap;
+  const Tensor dys_TD = overlap ? TensorParallel::finish(dys) : tp_.reduce_output_backward(ctx, dy_region);
   const int64_t Ta = dys_TD.dim(0);
   Tensor dxs_TD = new_activation(ctx, {Ta, D}), dgamma_TS = new_tensor(ctx, {Ta, S_}, DType::F32);
-  std::vector<Tensor> dh_T2F;
+  // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
+  const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
+  std::vector<Tensor> dh_T2F;  // under the overlap, for the weight gradients after the loop
   for (int64_t e = 0; e < S_; ++e) {
     Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
     Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
+    if (!overlap)
+      param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
     param_backward_input(ctx, dys_TD, *sw2_, dasc, false, e);
     ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
     ops::set_columns(ctx, dgamma_TS, e, dg);
     ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
+    if (!overlap)
+      param_backward_weight(ctx, dh, s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e), sw13_grad.accumulate);
     param_backward_input(ctx, dh, *sw13_, dxs_TD, /*accumulate=*/e > 0, e);
-    dh_T2F.push_back(dh);
+    if (overlap) dh_T2F.push_back(dh);
   }
   ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));
   PendingTp dxs;
-  if (tp_.comm_overlap) dxs = tp_.start_gather_input_backward(ctx, dxs_TD);
-  // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
-  const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
+  if (!overlap) {
+    dxs.out = tp_.gather_input_backward(ctx, dxs_TD);
+    return dxs;
+  }
+  dxs = tp_.start_gather_input_backward(ctx, dxs_TD);
   for (int64_t e = 0; e < S_; ++e) {
     param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
     param_backward_weight(ctx, dh_T2F[static_cast<size_t>(e)], s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e),
                           sw13_grad.accumulate);
   }
-  if (!tp_.comm_overlap) dxs.out = tp_.gather_input_backward(ctx, dxs_TD);
   return dxs;
 }
 

@@ -40,6 +40,8 @@ struct ModelOptions {
   // Megatron's --tp-comm-overlap (parallel/tensor_parallel.h: TensorParallel::comm_overlap; sequence
   // parallelism only, ignored without it).
   bool tp_comm_overlap = false;
+  // Megatron's --delay-wgrad-compute (parallel/expert_dispatch.h: ExpertParallel::delay_wgrad).
+  bool delay_wgrad_compute = false;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h).
   RecomputeOptions recompute;
   // --fp8-format e4m3 --fp8-recipe blockwise: the linear layers of attention, MLP and experts in FP8

@@ -129,17 +129,54 @@ Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Te
   return finish_dispatch_tokens(ctx, p, pending);
 }
 
-Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& y, Comm* ep) {
+namespace {
+
+// The local experts' rows [R, D] back in (source rank, its expert order) order, for the return exchange
+// (at least one row: an all-to-all-v needs a buffer).
+Tensor rows_by_source(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& y) {
   const int64_t R = p.received_rows(), D = y.dim(1);
   QUILL_CHECK(y.ndim() == 2 && y.dim(0) == R, "combine_tokens: rows {} but the plan received {}", y.describe(), R);
-  if (p.ep == 1) return y;
   Tensor by_source = Tensor::empty({std::max<int64_t>(R, 1), D}, y.dtype(), *ctx.allocator);
   if (R > 0) ops::gather_rows(ctx, y, p.to_source_order, by_source.rows(0, R));
-  const int64_t P = std::accumulate(p.send_rows.begin(), p.send_rows.end(), int64_t{0});
+  return by_source;
+}
+
+int64_t rows_sent(const DispatchPlan& p) { return std::accumulate(p.send_rows.begin(), p.send_rows.end(), int64_t{0}); }
+
+}  // namespace
+
+Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& y, Comm* ep) {
+  if (p.ep == 1) return y;
+  const int64_t R = p.received_rows(), D = y.dim(1), P = rows_sent(p);
+  const Tensor by_source = rows_by_source(ctx, p, y);
   Tensor out = Tensor::empty({std::max<int64_t>(P, 1), D}, y.dtype(), *ctx.allocator);
   ops::collective(ctx, "ep.combine", by_source.rows(0, R),
                   [&] { ep->all_to_all(by_source, times(p.recv_rows, D), out, times(p.send_rows, D)); });
   return P == 0 ? Tensor::empty({0, D}, y.dtype(), *ctx.allocator) : out;
+}
+
+PendingDispatch start_combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, const Tensor& y, Comm* ep) {
+  PendingDispatch pending;
+  if (p.ep == 1) {
+    pending.got = y;
+    return pending;
+  }
+  const int64_t R = p.received_rows(), D = y.dim(1);
+  pending.sent = rows_by_source(ctx, p, y);
+  pending.got = Tensor::empty({std::max<int64_t>(rows_sent(p), 1), D}, y.dtype(), *ctx.allocator);
+  ops::collective(ctx, "ep.combine", pending.sent.rows(0, R), [&] {
+    pending.handle = ep->start_all_to_all(pending.sent, times(p.recv_rows, D), pending.got, times(p.send_rows, D));
+  });
+  return pending;
+}
+
+Tensor finish_combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, PendingDispatch& pending) {
+  if (pending.handle) pending.handle->wait();
+  Tensor out = p.ep == 1 || rows_sent(p) > 0
+                   ? pending.got
+                   : Tensor::empty({0, pending.got.dim(1)}, pending.got.dtype(), *ctx.allocator);
+  pending = PendingDispatch{};
+  return out;
 }
 
 }  // namespace quill

@@ -30,6 +30,9 @@ struct ExpertParallel {
   // Megatron's --moe-shared-expert-overlap: the shared experts compute while the routed rows are in
   // flight (the token exchange started, then waited for); the same results bit for bit.
   bool overlap_shared_experts = false;
+  // --delay-wgrad-compute: in the backward the routed experts' weight gradients run after the input
+  // gradients' return exchange has started, beside it; the same results bit for bit.
+  bool delay_wgrad = false;
   static ExpertParallel of(const Layout& layout);
   bool active() const { return size > 1; }
 };
@@ -64,5 +67,8 @@ PendingDispatch start_dispatch_tokens(const DeviceContext& ctx, const DispatchPl
 Tensor finish_dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& plan, PendingDispatch& pending);
 // y_RD [R, D] in dispatch_tokens' order -> [P, D] back in this rank's expert order.
 Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& y_RD, Comm* ep);
+// combine_tokens in two halves: regrouped and the all-to-all-v started, then waited for.
+PendingDispatch start_combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& y_RD, Comm* ep);
+Tensor finish_combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, PendingDispatch& pending);
 
 }  // namespace quill

@@ -170,6 +170,7 @@ const std::vector<FlagSpec> kFlags = {
         only("alltoall", "quill's expert exchange is Megatron's alltoall dispatcher")},
     {"moe-shared-expert-overlap", P, SW, "false", "shared experts overlapped with the token exchange"},
     {"tp-comm-overlap", P, SW, "false", "tensor-parallel collectives overlapped with GEMMs (sequence parallelism)"},
+    {"delay-wgrad-compute", P, SW, "false", "expert weight gradients overlapped with the backward's token exchange"},
     {"max-tokens-per-gpu", P, I, nullptr, "miles: dynamic micro-batching by tokens"},
     {"use-dynamic-batch-size", P, SW, "false", "miles: dynamic micro-batching"},
     {"recompute-granularity", P, S, nullptr, "activation recompute: full | selective"},

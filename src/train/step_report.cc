@@ -91,6 +91,7 @@ std::string summary_json(const TrainResult& r) {
   j["overlap_param_gather"] = r.ddp.overlap_param_gather;
   j["tp_comm_overlap"] = r.tp_comm_overlap;
   j["moe_shared_expert_overlap"] = r.moe_shared_expert_overlap;
+  j["delay_wgrad_compute"] = r.delay_wgrad_compute;
   j["ddp_bucket_size"] = r.ddp.bucket_size;
   j["ddp_buckets"] = r.ddp_buckets;
   j["active_params"] = r.active_params;

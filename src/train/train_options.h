@@ -113,6 +113,9 @@ struct TrainOptions {
   // Megatron's --tp-comm-overlap (sequence parallelism only): the tensor-parallel reductions and gathers
   // that an independent GEMM can hide run beside it (parallel/tensor_parallel.h); the same bits.
   bool tp_comm_overlap = false;
+  // Megatron's --delay-wgrad-compute: under expert parallelism the routed experts' weight gradients run
+  // beside the backward's return exchange (parallel/expert_dispatch.h); the same bits.
+  bool delay_wgrad_compute = false;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;

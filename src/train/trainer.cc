@@ -323,6 +323,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.ddp = o.adam.ddp;
   result.tp_comm_overlap = o.tp_comm_overlap;
   result.moe_shared_expert_overlap = o.moe_shared_expert_overlap;
+  result.delay_wgrad_compute = o.delay_wgrad_compute;
   result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
     note(lead, "nothing to do: --stop-after 0; nothing was written");
@@ -389,6 +390,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.loss_over_padded_vocab = o.loss_over_padded_vocab;
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   model_options.tp_comm_overlap = o.tp_comm_overlap;
+  model_options.delay_wgrad_compute = o.delay_wgrad_compute;
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.

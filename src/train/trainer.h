@@ -65,7 +65,7 @@ struct TrainResult {
   std::string attention_dq_order = "fixed";  // TrainOptions::attention_dq_arrival_order: "fixed" or "arrival"
   std::string grouped_wgrad_kernel = "cublaslt";  // TrainOptions::grouped_wgrad_wgmma: "cublaslt" or "wgmma"
   DdpConfig ddp;  // the overlap flags, and the bucket size in elements as used (the default resolved)
-  bool tp_comm_overlap = false, moe_shared_expert_overlap = false;  // TrainOptions' flags as run
+  bool tp_comm_overlap = false, moe_shared_expert_overlap = false, delay_wgrad_compute = false;  // as run
   int64_t ddp_buckets = 0;  // this rank's gradient buckets
   // A run stopped early by a signal (TrainOptions::stop_signal): its number (0: it ran to its end), the
   // step the next run starts at, and the checkpoint written for it ("" when none: no --save, or no step

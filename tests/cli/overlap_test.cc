@@ -1,5 +1,6 @@
 // Megatron's --overlap-grad-reduce and --overlap-param-gather on CPU ranks under mpirun
-// (docs/decisions/overlap-grad-param.md), and --tp-comm-overlap (docs/decisions/tp-comm-overlap.md):
+// (docs/decisions/overlap-grad-param.md), --tp-comm-overlap (docs/decisions/tp-comm-overlap.md) and
+// --delay-wgrad-compute (docs/decisions/delay-wgrad.md):
 // each layout run with the flags off and on, with buckets
 // small enough that every stage has several (--ddp-bucket-size), must give every step's loss,
 // gradient norm and expert counts and every fp32 weight bit for bit; the small buckets themselves
@@ -185,6 +186,32 @@ TEST(Overlap, TpCommOverlapEqualsOffBitForBit) {
               std::string::npos)
         << r.output;
   }
+}
+
+// --delay-wgrad-compute moves the routed experts' two weight gradients after the start of the backward's
+// return exchange: under expert parallelism alone, with the tensor-parallel and shared-expert overlaps, and
+// under the pipeline, the same bits as without it; without expert parallelism it only notes that it does
+// nothing.
+TEST(Overlap, DelayWgradComputeEqualsOffBitForBit) {
+  const std::vector<OverlapLayout> layouts = {
+      {"dp2-ep2", "--dp 2 --ep 2", 2},
+      {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap", 2},
+      {"pp2-dp2-ep2", "--pp 2 --dp 2 --ep 2 --pp-layers 2,2", 4},
+  };
+  for (const OverlapLayout& layout : layouts) {
+    SCOPED_TRACE(layout.flags);
+    const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags;
+    const std::string off = scratch(layout.name + "-wgrad-off"), on = scratch(layout.name + "-wgrad-on");
+    expect_runs(run + " --out " + off + " --save " + off + "/checkpoint");
+    expect_runs(run + " --delay-wgrad-compute --out " + on + " --save " + on + "/checkpoint");
+    EXPECT_EQ(quill::test::read_json(on + "/summary.json").at("delay_wgrad_compute"), true);
+    quill::test::expect_runs_bit_identical(off, on, 3);
+  }
+  const quill::test::CommandResult r =
+      quill::test::run_command(kQuill + train_flags(1) + " --delay-wgrad-compute --out " + scratch("wgrad-ep1"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--delay-wgrad-compute has no effect without expert parallelism"), std::string::npos)
+      << r.output;
 }
 
 TEST(Overlap, GradientDumpWithOverlappedReductionIsRefused) {

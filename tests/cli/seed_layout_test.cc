@@ -87,7 +87,7 @@ TEST(SeedLayout, ThirtyTwoCpuRanksEqualOneRank) {
 TEST(SeedLayout, OverlapFlagsGiveTheFlagsOffBitsOnThirtyTwoRanks) {
   const std::string rows = seed_rows("rows-overlap");
   std::map<std::string, std::string> outs;
-  for (const std::string flags : {"", " --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap"}) {
+  for (const std::string flags : {"", " --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap --delay-wgrad-compute"}) {
     const std::string name = flags.empty() ? "off" : "on";
     const std::string recipe = quill::test::fresh_temp_dir("seed", "recipe-" + name + ".yaml");
     {
@@ -103,6 +103,7 @@ TEST(SeedLayout, OverlapFlagsGiveTheFlagsOffBitsOnThirtyTwoRanks) {
     EXPECT_EQ(summary.at("overlap_grad_reduce"), !flags.empty()) << summary.dump();
     EXPECT_EQ(summary.at("overlap_param_gather"), !flags.empty()) << summary.dump();
     EXPECT_EQ(summary.at("tp_comm_overlap"), !flags.empty()) << summary.dump();
+    EXPECT_EQ(summary.at("delay_wgrad_compute"), !flags.empty()) << summary.dump();
     EXPECT_GE(summary.at("ddp_buckets").get<int64_t>(), 3) << "rank 0's buckets: " << summary.dump();
   }
   quill::test::expect_runs_bit_identical(outs["off"], outs["on"], 2);
