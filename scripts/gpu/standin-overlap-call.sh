@@ -13,7 +13,8 @@
 # and the hidden share per group).
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
 #   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/standin-overlap-call.sh")
-# On an 80 GB H100: CASES="last-bf16h" DEVICE_MEMORY=140GiB. OVERLAP_FLAGS replaces the overlap arm's flags.
+# On an 80 GB H100: CASES="last-bf16h" DEVICE_MEMORY=140GiB. OVERLAP_FLAGS replaces the overlap arm's flags;
+# ARMS ["plain timed overlap"] picks the arms (in that order).
 # Back: $OUT/standin-overlap.txt (the call's log) and $OUT/standin-overlap.tar.gz (each case's summary.json,
 # collectives.json, metrics.jsonl, op profile and log).
 set -uo pipefail
@@ -56,11 +57,17 @@ PY
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ); cases $CASES"
-run_arm plain
-run_arm timed --simulate-comm-time
-# shellcheck disable=SC2086
-run_arm overlap --simulate-comm-time ${OVERLAP_FLAGS:---overlap-grad-reduce --overlap-param-gather --tp-comm-overlap \
-  --moe-shared-expert-overlap --delay-wgrad-compute}
+ARMS=${ARMS:-"plain timed overlap"}
+for arm in $ARMS; do
+  case $arm in
+    plain) run_arm plain ;;
+    timed) run_arm timed --simulate-comm-time ;;
+    # shellcheck disable=SC2086
+    overlap) run_arm overlap --simulate-comm-time ${OVERLAP_FLAGS:---overlap-grad-reduce --overlap-param-gather \
+               --tp-comm-overlap --moe-shared-expert-overlap --delay-wgrad-compute} ;;
+    *) echo "unknown arm $arm (plain, timed, overlap)" ;;
+  esac
+done
 date -u +%T
 } 2>&1 | tee "$OUT/standin-overlap.txt"
 tar -czf "$OUT/standin-overlap.tar.gz" -C "$R" . 2>/dev/null

@@ -143,6 +143,7 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
     plan.notes.push_back(fmt::format("a reduced workload: rows of {} tokens instead of workload.row_tokens {} (--row-tokens)",
                                      row_tokens, recipe.workload.row_tokens));
   plan.train.rows_dir = rows_dir;
+  plan.train.command = "quill run";
   plan.row_tokens = rows.row_tokens();
 
   // Batch, steps, optimizer and schedule from the flags (Megatron's defaults where silent).

@@ -38,9 +38,9 @@ void CheckpointSaver::save(int64_t next_step) {
   if (pending_) {
     if (settings_.lead && !settings_.quiet)
       std::fprintf(stderr,
-                   "quill train: after step %lld: the checkpoint of iteration %lld is still being written; saving "
+                   "%s: after step %lld: the checkpoint of iteration %lld is still being written; saving "
                    "iteration %lld waits for it (never two saves at once)\n",
-                   static_cast<long long>(next_step), static_cast<long long>(pending_->next_step),
+                   settings_.command.c_str(), static_cast<long long>(next_step), static_cast<long long>(pending_->next_step),
                    static_cast<long long>(next_step));
     wait();
   }
@@ -126,7 +126,7 @@ void CheckpointSaver::finish() {
   for (const std::string& r : retired)
     line += fmt::format("; removed {} (--keep-last-checkpoints {})", std::filesystem::path(r).filename().string(),
                         settings_.keep_last);
-  std::fprintf(stderr, "quill train: %s\n", line.c_str());
+  std::fprintf(stderr, "%s: %s\n", settings_.command.c_str(), line.c_str());
 }
 
 }  // namespace quill

@@ -30,6 +30,7 @@ struct SaverSettings {
   double test_write_delay_s = 0;  // tests only: the writer sleeps this long before it writes
   bool lead = true;             // world rank 0: the latest file, the retention and the log lines
   bool quiet = false;           // no progress or closing lines
+  std::string command = "quill train";  // what its lines start with
 };
 
 class CheckpointSaver {

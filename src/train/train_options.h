@@ -100,6 +100,7 @@ struct TrainOptions {
   bool save_hf = false;      // export a Hugging Face checkpoint at the end (out_dir/hf)
   HfExportOptions hf_export; // its form and dtype (io/hf_export.h)
   bool quiet = false;        // no per-step log lines
+  std::string command = "quill train";  // what the trainer's own lines on stderr start with ("quill run" there)
   // Megatron's --tensorboard-dir: the lead rank writes each step's scalars there (train/tensorboard.h); "": none.
   std::string tensorboard_dir;
   int64_t stop_after = -1;   // stop after this many steps of this invocation (tests of resume); -1: no limit

@@ -118,9 +118,10 @@ void check_valid_rows(const RowsReader& valid, const RowsReader& rows, const Tra
               o.valid_rows_dir, o.eval_iters, o.eval_iters);
 }
 
-// Lead only: a line on stderr (recoveries, dropped torn lines, a resume with nothing to do).
-void note(bool lead, const std::string& text) {
-  if (lead) std::fprintf(stderr, "quill train: %s\n", text.c_str());
+// Lead only: a line on stderr (recoveries, dropped torn lines, a resume with nothing to do), named by the
+// command that runs the trainer.
+void note(const TrainOptions& o, bool lead, const std::string& text) {
+  if (lead) std::fprintf(stderr, "%s: %s\n", o.command.c_str(), text.c_str());
 }
 
 }  // namespace
@@ -326,7 +327,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.delay_wgrad_compute = o.delay_wgrad_compute;
   result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
-    note(lead, "nothing to do: --stop-after 0; nothing was written");
+    note(o, lead, "nothing to do: --stop-after 0; nothing was written");
     return result;
   }
 
@@ -397,7 +398,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   place_params(params, ctx, layout, o.adam.memory.effective_fraction(), o.adam.ddp.bucket_elements(dp_size));
   lap("placement on the device");
   if (o.adam.memory.effective_fraction() > 0 && lead)
-    for (const std::string& line : describe_offload(params)) note(lead, line);
+    for (const std::string& line : describe_offload(params)) note(o, lead, line);
   // This rank's stage (one stage: the whole model), run by the 1F1B table: with one stage F0 B0 F1 B1 ...,
   // a row's forward and backward at a time.
   // The gradient dump (and the routing replay it comes with) runs on one rank or under data and expert
@@ -418,12 +419,12 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   if (!o.resume_dir.empty()) {
     // An interrupted swap of DIR itself or of one of its iterations put back, a killed save's leftovers removed.
     if (lead)
-      for (const std::string& line : recover_checkpoint(o.resume_dir)) note(lead, line);
+      for (const std::string& line : recover_checkpoint(o.resume_dir)) note(o, lead, line);
     if (layout.world()) layout.world()->barrier();
     // Every rank reads the same latest file (no save runs yet), so all load the same iteration.
     const CheckpointChoice choice =
         choose_checkpoint(o.resume_dir, o.ckpt_step, o.start_fresh_if_no_checkpoint, "--load");
-    if (!choice.note.empty()) note(lead, choice.note);
+    if (!choice.note.empty()) note(o, lead, choice.note);
     if (!choice.dir.empty()) {
       first_step = load_train_checkpoint(choice.dir, identity, {o.verify_checkpoint, o.verify_checkpoint_rows}, params,
                                          optimizer, ctx, layout, show_progress);
@@ -432,7 +433,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   }
   const int64_t last_step = o.stop_after >= 0 ? std::min(o.steps, first_step + o.stop_after) : o.steps;
   if (first_step >= last_step) {
-    note(lead, fmt::format("nothing to do: {} is at step {} and --steps is {}; nothing was changed", o.resume_dir,
+    note(o, lead, fmt::format("nothing to do: {} is at step {} and --steps is {}; nothing was changed", o.resume_dir,
                            first_step, o.steps));
     return result;
   }
@@ -453,8 +454,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   if (lead) {
     kept = metrics_before_step(metrics_path, first_step);
     prepared = prepare_run_dir(o);
-    for (const std::string& line : prepared.notes) note(lead, line);
-    for (const std::string& line : kept.warnings) note(lead, line);
+    for (const std::string& line : prepared.notes) note(o, lead, line);
+    for (const std::string& line : kept.warnings) note(o, lead, line);
     write_file_atomic(metrics_path, kept.text);
     metrics = std::make_unique<MetricsFile>(metrics_path);
     plot = std::make_unique<RunPlot>(run_plot_for(o, layout, rows.row_tokens()));
@@ -468,7 +469,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
       parts += fmt::format("{}{} {:.1f} s", parts.empty() ? "" : ", ", what, seconds);
       total += seconds;
     }
-    note(lead, fmt::format("start-up {:.1f} s before the first step: {}", total, parts));
+    note(o, lead, fmt::format("start-up {:.1f} s before the first step: {}", total, parts));
   }
 
   const MasterBytes master = master_bytes(params);
@@ -498,7 +499,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   std::unique_ptr<CheckpointSaver> saver;
   if (!o.save_dir.empty())
     saver = std::make_unique<CheckpointSaver>(
-        SaverSettings{o.save_dir, o.keep_last_checkpoints, o.async_save, o.test_async_save_delay_s, lead, o.quiet},
+        SaverSettings{o.save_dir, o.keep_last_checkpoints, o.async_save, o.test_async_save_delay_s, lead, o.quiet,
+                      o.command},
         identity, params, optimizer, ctx, layout);
   double run_time_s = 0;
   try {

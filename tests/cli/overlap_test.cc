@@ -155,6 +155,19 @@ TEST(Overlap, HungPeerDuringAnOverlappedCollectiveEndsTheJobNamingGroupAndStep) 
   }
 }
 
+// `layout` run 3 steps without and with `flag`: the summary records it (under `key`), and every step's
+// loss, gradient norm and expert counts and every fp32 weight are the same bits.
+void expect_flag_moves_no_bit(const OverlapLayout& layout, const std::string& flag, const std::string& key) {
+  SCOPED_TRACE(layout.flags + " " + flag);
+  const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags;
+  const std::string off = scratch(layout.name + flag + "-off"), on = scratch(layout.name + flag + "-on");
+  expect_runs(run + " --out " + off + " --save " + off + "/checkpoint");
+  expect_runs(run + " " + flag + " --out " + on + " --save " + on + "/checkpoint");
+  EXPECT_EQ(quill::test::read_json(on + "/summary.json").at(key), true);
+  EXPECT_EQ(quill::test::read_json(off + "/summary.json").at(key), false);
+  quill::test::expect_runs_bit_identical(off, on, 3);
+}
+
 // --tp-comm-overlap starts the sequence-parallel reduce-scatters and all-gathers that a GEMM can hide
 // (the attention's and the dense MLP's input gradients, the shared experts' four) and waits for them
 // later: alone, with the shared experts inside the token exchange, under expert and pipeline
@@ -166,16 +179,7 @@ TEST(Overlap, TpCommOverlapEqualsOffBitForBit) {
       {"tp2sp-dp2-ep2", "--tp 2 --sp --dp 2 --ep 2 --moe-shared-expert-overlap" + kBuckets + kBoth, 4},
       {"tp2sp-pp2", "--tp 2 --sp --pp 2 --pp-layers 2,2", 4},
   };
-  for (const OverlapLayout& layout : layouts) {
-    SCOPED_TRACE(layout.flags);
-    const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags;
-    const std::string off = scratch(layout.name + "-tp-off"), on = scratch(layout.name + "-tp-on");
-    expect_runs(run + " --out " + off + " --save " + off + "/checkpoint");
-    expect_runs(run + " --tp-comm-overlap --out " + on + " --save " + on + "/checkpoint");
-    EXPECT_EQ(quill::test::read_json(on + "/summary.json").at("tp_comm_overlap"), true);
-    EXPECT_EQ(quill::test::read_json(off + "/summary.json").at("tp_comm_overlap"), false);
-    quill::test::expect_runs_bit_identical(off, on, 3);
-  }
+  for (const OverlapLayout& layout : layouts) expect_flag_moves_no_bit(layout, "--tp-comm-overlap", "tp_comm_overlap");
   // Without sequence parallelism there is nothing it overlaps: refused, naming both flags.
   for (const std::string layout : {" --tp 2", " --dp 2"}) {
     const quill::test::CommandResult r = quill::test::run_command(
@@ -198,15 +202,8 @@ TEST(Overlap, DelayWgradComputeEqualsOffBitForBit) {
       {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap", 2},
       {"pp2-dp2-ep2", "--pp 2 --dp 2 --ep 2 --pp-layers 2,2", 4},
   };
-  for (const OverlapLayout& layout : layouts) {
-    SCOPED_TRACE(layout.flags);
-    const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags;
-    const std::string off = scratch(layout.name + "-wgrad-off"), on = scratch(layout.name + "-wgrad-on");
-    expect_runs(run + " --out " + off + " --save " + off + "/checkpoint");
-    expect_runs(run + " --delay-wgrad-compute --out " + on + " --save " + on + "/checkpoint");
-    EXPECT_EQ(quill::test::read_json(on + "/summary.json").at("delay_wgrad_compute"), true);
-    quill::test::expect_runs_bit_identical(off, on, 3);
-  }
+  for (const OverlapLayout& layout : layouts)
+    expect_flag_moves_no_bit(layout, "--delay-wgrad-compute", "delay_wgrad_compute");
   const quill::test::CommandResult r =
       quill::test::run_command(kQuill + train_flags(1) + " --delay-wgrad-compute --out " + scratch("wgrad-ep1"));
   EXPECT_EQ(r.status, 0) << r.output;

@@ -200,6 +200,9 @@ TEST(StopSignal, QuillRunStopsOnSigtermAndTheSameJobLineContinuesIt) {
   EXPECT_EQ(stopped.status, 143) << stopped.output;
   EXPECT_NE(stopped.output.find("no checkpoint there yet: starting fresh (--start-fresh-if-no-checkpoint)"),
             std::string::npos) << stopped.output;
+  // The trainer's own lines name the command that ran it.
+  EXPECT_NE(stopped.output.find("quill run: saved checkpoint "), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.output.find("quill train: "), std::string::npos) << stopped.output;
   const int64_t k = next_step(ckpt);
   EXPECT_GE(k, left + 3);
   EXPECT_LT(k, steps);

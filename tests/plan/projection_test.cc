@@ -122,9 +122,9 @@ TEST(Projection, AStepByHandWithNothingOverlapped) {
   EXPECT_TRUE(seen);
 }
 
-TEST(Projection, PipelineStagesWithMessagesAndBorrowedFigures) {
-  // PP4 x TP8 (world 32, 8 per node: each stage a node). Stage 1 measured: 2 micro-batches, 1 s of
-  // passes, 8 messages of 2e8 bytes (4 send_recv calls) through the port: 40 us + 2e8 / 25 GB/s = 8.04 ms.
+// PP4 x TP8 (world 32, 8 per node: each stage a node). Stage 1 measured: 2 micro-batches, 1 s of passes,
+// 8 messages of 2e8 bytes (4 send_recv calls) through the port: 40 us + 2e8 / 25 GB/s = 8.04 ms; 8 projected.
+ProjectionRequest pipeline_request() {
   RankMeasurement r;
   r.rank = 8;
   r.stage = 1;
@@ -138,7 +138,11 @@ TEST(Projection, PipelineStagesWithMessagesAndBorrowedFigures) {
   q.ranks = {r};
   q.micro_batches = 8;
   q.comm = params();
-  const quill::plan::Projection p = quill::plan::project_step(q);
+  return q;
+}
+
+TEST(Projection, PipelineStagesWithMessagesAndBorrowedFigures) {
+  const quill::plan::Projection p = quill::plan::project_step(pipeline_request());
   ASSERT_EQ(p.stages.size(), 4u);
   for (const quill::plan::StageProjection& s : p.stages) {
     EXPECT_EQ(s.from_rank, 8);
@@ -271,19 +275,7 @@ TEST(Projection, TimedRunsAreLaidOutAsMeasuredBesideTheNoneOverlappedStep) {
 TEST(Projection, TimedPipelineMessagesLeaveTheMeasuredPassesForTheReplay) {
   // The PP4 stage of PipelineStagesWithMessagesAndBorrowedFigures, timed: its measured passes hold its
   // blocking messages' modelled time, which the replay lays out itself: the same step as untimed.
-  RankMeasurement r;
-  r.rank = 8;
-  r.stage = 1;
-  r.micro_batches = 2;
-  r.passes_s = 1.0;
-  r.rest_s = 0.25;
-  r.groups = {{"pp", {0, 8, 16, 24}}};
-  r.rows.push_back(row("passes", "pp", 4, "send_recv", 4, 1'600'000'000, 800'000'000, 800'000'000));
-  ProjectionRequest q;
-  q.spec.tp = 8, q.spec.pp = 4;
-  q.ranks = {r};
-  q.micro_batches = 8;
-  q.comm = params();
+  ProjectionRequest q = pipeline_request();
   const quill::plan::Projection untimed = quill::plan::project_step(q);
   q.ranks[0].timed = true;
   q.ranks[0].passes_s = 1.0 + untimed.stages[1].pipeline_comm_s * 2 / 8;  // the measured steps' messages
