@@ -91,12 +91,18 @@ RankMeasurement tp_dp_rank() {
   return r;
 }
 
-TEST(Projection, AStepByHandWithNothingOverlapped) {
+// That rank's layout, 8 micro-batches projected.
+ProjectionRequest tp_dp_request() {
   ProjectionRequest q;
   q.spec.tp = 4, q.spec.dp = 2;
   q.ranks = {tp_dp_rank()};
   q.micro_batches = 8;
   q.comm = params();
+  return q;
+}
+
+TEST(Projection, AStepByHandWithNothingOverlapped) {
+  ProjectionRequest q = tp_dp_request();
   const quill::plan::Projection p = quill::plan::project_step(q);
   ASSERT_EQ(p.stages.size(), 1u);
   const quill::plan::StageProjection& s = p.stages[0];
@@ -208,11 +214,7 @@ TEST(Projection, Refusals) {
 TEST(Projection, DataParallelCollectivesStartedInThePassesCountOncePerStep) {
   // --overlap-grad-reduce starts the reduce-scatter during the last backward: the ledger puts it in the
   // passes, but it happens once per step, not once per micro-batch.
-  ProjectionRequest q;
-  q.spec.tp = 4, q.spec.dp = 2;
-  q.ranks = {tp_dp_rank()};
-  q.micro_batches = 8;
-  q.comm = params();
+  ProjectionRequest q = tp_dp_request();
   const quill::plan::Projection after = quill::plan::project_step(q);
   q.ranks[0].rows[1].phase = "passes";
   const quill::plan::Projection during = quill::plan::project_step(q);
@@ -234,11 +236,8 @@ TEST(Projection, TimedRunsAreLaidOutAsMeasuredBesideTheNoneOverlappedStep) {
   r.hidden_share = {{"tp", 0.5}, {"dp-cp", 1.0}};
   r.passes_s = 2.0 + 0.01208 / 2;
   r.rest_s = 0.5 + world_ar;
-  ProjectionRequest q;
-  q.spec.tp = 4, q.spec.dp = 2;
+  ProjectionRequest q = tp_dp_request();
   q.ranks = {r};
-  q.micro_batches = 8;
-  q.comm = params();
   const quill::plan::Projection p = quill::plan::project_step(q);
   EXPECT_TRUE(p.timed);
   const quill::plan::StageProjection& s = p.stages[0];
