@@ -103,6 +103,9 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
   j["world_size"] = run.spec.world();
   j["simulated_rank"] = run.simulated_rank >= 0 ? nlohmann::json(run.simulated_rank) : nlohmann::json(nullptr);
   j["standin_comm_model"] = run.standin_comm ? comm_model_json(*run.standin_comm) : nlohmann::json(nullptr);
+  nlohmann::json overlap = nlohmann::json::object();
+  for (const auto& [group, t] : run.standin_overlap) overlap[group] = {{"comm_s", t.comm_s}, {"hidden_s", t.hidden_s}};
+  j["standin_overlap"] = run.standin_overlap.empty() ? nlohmann::json(nullptr) : overlap;
   j["definitions"] = {
       {"rows", "per rank, one row per (step, group, op): every call this rank made of op on its communicator of "
                "that group during that training step"},
@@ -125,7 +128,10 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
                          "(collectives served by a loopback communicator: bytes exact, values not)"},
       {"standin_comm_model", "null: the collectives took no time of their own (or their real time, in a real run); "
                              "otherwise quill train --simulate-comm-time gave each the time of this communication "
-                             "model on a stand-in queue (docs/simulate-rank.md)"}};
+                             "model on a stand-in queue (docs/simulate-rank.md)"},
+      {"standin_overlap", "null, or per group as the CPU's host clock saw the stand-ins over the whole run: comm_s, "
+                          "their seconds on their queues; hidden_s, of those the part while the rank was not waiting "
+                          "for one (a GPU run's op profile says the same per profiled step)"}};
   // Each rank's groups by name with their world ranks, so that a model can tell the groups inside a
   // node from those across nodes.
   const Grid grid(run.spec.world(), run.spec);

@@ -3,6 +3,7 @@
 // payload and wire bytes. The input of a communication model (docs/simulate-rank.md).
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "comm/comm.h"
 #include "parallel/layout_spec.h"
 #include "plan/comm_model.h"
+#include "plan/standin_timing.h"
 
 namespace quill::cli {
 
@@ -24,6 +26,9 @@ struct CollectivesRun {
   // --simulate-comm-time: the communication model whose time each collective took on its stand-in (the
   // projection of the run must use the same); none without timed stand-ins.
   std::optional<plan::CommModelParams> standin_comm;
+  // The stand-ins as a recording clock saw them (the CPU's host clock), per group: seconds on its queues
+  // over the whole run, and of them the part beside the rank's own work; empty when nothing recorded.
+  std::map<std::string, plan::StandInGroupTime> standin_overlap;
 };
 
 // A communication model's parameters as JSON ("intra_node_busbw_gbps", ..., "gpus_per_node", "source"),

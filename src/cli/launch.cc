@@ -195,12 +195,14 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   count_steps(o, ledger);
   Comm* launcher_world = dist && !simulate ? &dist->world() : nullptr;
   const int world_rank = simulate ? o.simulate_rank : dist ? dist->rank() : 0;
-  auto write_ledger = [&](const TrainResult& r) {
-    if (ledger && !r.steps.empty())
-      write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank,
-                             CollectivesRun{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens(),
-                                            device_description(device),
-                                            o.simulate_comm_time ? std::optional(standin_model) : std::nullopt});
+  // `clock`: the timed stand-ins' clock, when it records what of each group's time ran beside compute.
+  auto write_ledger = [&](const TrainResult& r, const StandInClock* clock) {
+    if (!ledger || r.steps.empty()) return;
+    CollectivesRun run{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens(),
+                       device_description(device), std::nullopt, {}};
+    if (o.simulate_comm_time) run.standin_comm = standin_model;
+    if (clock) run.standin_overlap = plan::standin_overlap_by_group(clock->record());
+    write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank, run);
   };
   // The ranks on this node: the launcher places consecutive world ranks on a node (mpirun by slot, srun
   // block distribution); a simulated rank is alone.
@@ -213,11 +215,15 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   if (device == "cpu") {
     check_memory_plan(o, config, spec, device, check.device_memory, lead, node_ranks);
     std::unique_ptr<Comm> loopback;
+    std::shared_ptr<StandInClock> host_clock;
     if (simulate) {
       auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_host_loopback_mover());
       lb->set_routing(routing);
       loopback = std::move(lb);
-      if (o.simulate_comm_time) loopback = timed_world(std::move(loopback), o.simulate_rank, standin_model, make_host_standin_clock());
+      if (o.simulate_comm_time) {
+        host_clock = make_host_standin_clock();
+        loopback = timed_world(std::move(loopback), o.simulate_rank, standin_model, host_clock);
+      }
     }
     const std::unique_ptr<Comm> world = counted_world(std::move(loopback), launcher_world, ledger);
     TrainResult r;
@@ -225,7 +231,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
       const Layout layout = Layout::create(spec, num_layers, world ? world.get() : launcher_world);
       r = run_training(o, DeviceContext::cpu(), layout);
     }
-    write_ledger(r);
+    write_ledger(r, host_clock.get());
     return r;
   }
 #ifdef QUILL_HAVE_CUDA
@@ -269,7 +275,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
     const Layout layout = Layout::create(spec, num_layers, world_gpu.get());
     r = run_training(o, ctx, layout);
   }
-  write_ledger(r);
+  write_ledger(r, nullptr);
   return r;
 #else
   QUILL_FAIL("--device cuda: this quill was built without the CUDA backend");

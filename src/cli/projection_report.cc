@@ -94,8 +94,8 @@ void check_same_job(const SimulatedRun& a, const SimulatedRun& b) {
 
 // Timed runs: per stage and group, the modelled time per step and the share the op profile saw beside compute.
 std::string hidden_table(const plan::Projection& p, const std::vector<SimulatedRun>& runs) {
-  std::string t = "  hidden per group (modelled ms per step; hidden: the group's share beside compute in the run's op "
-                  "profile)\n    stage  group      ms/step  hidden ms  hidden %\n";
+  std::string t = "  hidden per group (modelled ms per step; hidden: the group's share beside compute, as the run's op "
+                  "profile or stand-in clock saw it)\n    stage  group      ms/step  hidden ms  hidden %\n";
   for (const plan::StageProjection& sp : p.stages) {
     if (sp.borrowed) continue;
     std::map<std::string, std::pair<double, double>> by_group;  // seconds, share (-1 unknown)
@@ -109,7 +109,11 @@ std::string hidden_table(const plan::Projection& p, const std::vector<SimulatedR
                          : fmt::format("    {:>5}  {:<8} {:>9.2f}  {:>9}  {:>8}\n", sp.stage, group, 1e3 * v.first, "-", "-");
   }
   bool profiled = std::any_of(runs.begin(), runs.end(), [](const SimulatedRun& r) { return !r.hidden_source.empty(); });
-  if (!profiled) t += "    (no op profile in the runs: every group counted as exposed; run with --profile-step N)\n";
+  if (!profiled)
+    t += "    (no op profile or clock record in the runs: every group counted as exposed; on a GPU run with "
+         "--profile-step N)\n";
+  for (const SimulatedRun& r : runs)
+    if (!r.hidden_source.empty()) t += "    rank " + std::to_string(r.m.rank) + ": hidden shares from " + r.hidden_source + "\n";
   return t;
 }
 

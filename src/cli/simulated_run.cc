@@ -112,6 +112,14 @@ SimulatedRun read_simulated_run(const std::string& dir) {
                   cpath);
       run.standin_comm = comm_model_from_json(c.at("standin_comm_model"), cpath + " standin_comm_model");
       read_hidden_shares(dir, profiled, run);
+      // No op profile (the CPU has no profiler): the host clock's record of the whole run, when there is one.
+      if (run.hidden_source.empty() && c.contains("standin_overlap") && c.at("standin_overlap").is_object()) {
+        for (const auto& [group, t] : c.at("standin_overlap").items()) {
+          const double comm = t.at("comm_s"), hidden = t.at("hidden_s");
+          if (comm > 0) run.m.hidden_share[group] = std::clamp(hidden / comm, 0.0, 1.0);
+        }
+        run.hidden_source = cpath + " standin_overlap";
+      }
     }
     if (s.contains("peak_device_bytes_per_rank")) run.peak_bytes = s.at("peak_device_bytes_per_rank").at(rank);
     run.gpu_peak = s.at("peak_gpu_bytes").get<int64_t>() >= 0;

@@ -26,7 +26,8 @@ struct SimulatedRun {
   plan::RankMeasurement m;        // micro_batches: global_batch / dp; stage: the rank's on the layout's grid
   // Timed stand-ins (m.timed): the model whose time they took (collectives.json standin_comm_model); and
   // m.hidden_share per group from the op profile of the run's profiled step, when it has one
-  // (op_profile_step{N}.json, "collectives").
+  // (op_profile_step{N}.json, "collectives"), else from the host clock's record of the whole run
+  // (collectives.json standin_overlap, CPU runs).
   std::optional<plan::CommModelParams> standin_comm;
   std::string hidden_source;  // the profile file the hidden shares come from; empty: none
 };

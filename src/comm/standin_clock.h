@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/comm_timeline.h"
@@ -36,10 +37,25 @@ class StandInTiming {
   virtual double seconds(const StandInCall& call) const = 0;
 };
 
+// What a clock saw, in seconds from its start: each stand-in's span on its queue (from when it started on
+// the queue to its end) and each interval the caller spent waiting for one. Of a span, the part inside the
+// waits was exposed; the rest ran beside the caller's own work (hidden). The host clock records; the CUDA
+// clock leaves this to the profiler's collectives table (ops/comm_profile.h).
+struct StandInSpan {
+  std::string group;
+  double begin = 0, end = 0;
+};
+struct StandInRecord {
+  std::vector<StandInSpan> spans;
+  std::vector<std::pair<double, double>> waits;  // [begin, end)
+};
+
 // Where the modelled time runs.
 class StandInClock {
  public:
   virtual ~StandInClock() = default;
+  // Every queue of this clock and of its isolated ones, so far (empty for a clock that does not record).
+  virtual StandInRecord record() const { return {}; }
   // `seconds` of this clock's queue, after the caller's earlier work and after the queue's earlier
   // operations; the handle's wait orders the caller's later work after it.
   virtual std::unique_ptr<CommHandle> occupy(double seconds, const CommSpanInfo& info) = 0;

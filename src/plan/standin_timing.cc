@@ -1,6 +1,7 @@
 #include "plan/standin_timing.h"
 
 #include "base/error.h"
+#include "ops/busy_timeline.h"
 
 namespace quill::plan {
 
@@ -32,6 +33,19 @@ class CommModelTiming final : public StandInTiming {
 
 std::shared_ptr<const StandInTiming> comm_model_timing(CommModelParams params) {
   return std::make_shared<CommModelTiming>(std::move(params));
+}
+
+std::map<std::string, StandInGroupTime> standin_overlap_by_group(const StandInRecord& record) {
+  std::vector<TimeSpan> waits;
+  for (const auto& [begin, end] : record.waits) waits.push_back({begin, end});
+  const BusyTimeline waiting(std::move(waits));
+  std::map<std::string, StandInGroupTime> out;
+  for (const StandInSpan& s : record.spans) {
+    StandInGroupTime& g = out[s.group];
+    g.comm_s += s.end - s.begin;
+    g.hidden_s += (s.end - s.begin) - waiting.covered({s.begin, s.end});
+  }
+  return out;
 }
 
 }  // namespace quill::plan

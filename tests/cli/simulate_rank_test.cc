@@ -285,13 +285,30 @@ TEST_F(SimulateRank, TimedStandInsKeepTheBitsAndAddTheModelledTime) {
                                  " --out " + timed);
   // The run projects itself from its measured passes, on the model its stand-ins ran with.
   EXPECT_NE(out.find("with none overlapped"), std::string::npos) << out;
-  EXPECT_NE(out.find("no op profile in the runs"), std::string::npos) << out;
+  EXPECT_NE(out.find("hidden shares from " + timed + "/collectives.json standin_overlap"), std::string::npos) << out;
   const nlohmann::json projection = read_json(timed + "/projection.json");
   EXPECT_EQ(projection.at("timed_standins"), true);
   EXPECT_EQ(projection.at("comm_model").at("intra_node_busbw_gbps"), 0.001);
   EXPECT_GE(projection.at("none_overlapped_step_s").get<double>(), projection.at("step_s").get<double>() * 0.999);
   EXPECT_EQ(read_json(timed + "/collectives.json").at("standin_comm_model").at("intra_node_latency_us"), 0);
   EXPECT_TRUE(read_json(plain + "/collectives.json").at("standin_comm_model").is_null());
+  // The host clock's record: per group its time on the queues, of it the part beside the rank's own work.
+  const nlohmann::json overlap = read_json(timed + "/collectives.json").at("standin_overlap");
+  ASSERT_TRUE(overlap.contains("tp")) << overlap.dump();
+  for (const auto& [group, t] : overlap.items()) {
+    EXPECT_GT(t.at("comm_s").get<double>(), 0) << group;
+    EXPECT_GE(t.at("hidden_s").get<double>(), 0) << group;
+    EXPECT_LE(t.at("hidden_s").get<double>(), t.at("comm_s").get<double>() * (1 + 1e-9)) << group;
+  }
+  // With the tensor-parallel overlap the reduce-scatters started before the weight gradients run beside them:
+  // the record and the projection say that part of tp's time was hidden.
+  const std::string overlapped = temp("timed-overlap");
+  run_ok(kQuill + train_flags(*rows_) + layout +
+         " --simulate-rank 1 --simulate-comm-time --nvlink-busbw-gbps 0.001 --nvlink-latency-us 0 --tp-comm-overlap"
+         " --out " + overlapped);
+  const nlohmann::json tp = read_json(overlapped + "/collectives.json").at("standin_overlap").at("tp");
+  EXPECT_GT(tp.at("hidden_s").get<double>(), 0) << tp.dump();
+  EXPECT_GT(read_json(overlapped + "/projection.json").at("hidden_comm_s").get<double>(), 0);
   // The same bits and the same collectives.
   EXPECT_EQ(loss_lines(timed), loss_lines(plain));
   EXPECT_FALSE(loss_lines(plain).empty());

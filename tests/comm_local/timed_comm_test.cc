@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 #include <cstring>
 
 #include "comm/loopback_comm.h"
@@ -184,7 +185,29 @@ TEST(HostStandInClock, OperationsQueueOneAfterAnotherAndWaitsSleepUntilTheirEnd)
   const double after_b = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_GE(after_b, 0.10);
   a->wait();  // already over
-  }
+  // The record, shared with the isolated queue: three spans, each group's own; the two waits that slept.
+  const StandInRecord record = clock->record();
+  ASSERT_EQ(record.spans.size(), 3u);
+  EXPECT_LE(record.spans[0].end, record.spans[1].begin + 1e-9);  // one queue: b after a
+  EXPECT_NEAR(record.spans[1].end - record.spans[1].begin, 0.05, 1e-6);
+  EXPECT_EQ(record.waits.size(), 2u);  // a's wait found it over and did not sleep
+  for (const auto& [begin, end] : record.waits) EXPECT_LT(begin, end);
+  EXPECT_EQ(other->record().spans.size(), 3u);
+}
+
+TEST(HostStandInClock, WorkBetweenStartAndWaitIsHiddenInTheRecord) {
+  std::shared_ptr<StandInClock> clock = make_host_standin_clock();
+  auto handle = clock->occupy(0.08, CommSpanInfo{"tp", "reduce_scatter", 2, 0, 0});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the caller's own work
+  handle->wait();
+  const StandInRecord record = clock->record();
+  ASSERT_EQ(record.spans.size(), 1u);
+  ASSERT_EQ(record.waits.size(), 1u);
+  EXPECT_EQ(record.spans[0].group, "tp");
+  // The wait began after the work (>= 30 ms into the span) and ended with the span.
+  EXPECT_GE(record.waits[0].first - record.spans[0].begin, 0.03);
+  EXPECT_NEAR(record.waits[0].second, record.spans[0].end, 1e-9);
+}
 
 }  // namespace
 }  // namespace quill
