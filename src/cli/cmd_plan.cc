@@ -56,6 +56,10 @@ void add_plan_command(CLI::App& app, Runner& run) {
   // run in place in the buckets' buffers); the bucket size moves each bucket's padding and offloaded head.
   static DdpConfig ddp;
   add_ddp_flags(cmd, ddp);
+  // --tp-comm-overlap moves some buffers earlier and keeps others longer: planned as quill train runs it.
+  static bool tp_comm_overlap = false;
+  cmd->add_flag("--tp-comm-overlap", tp_comm_overlap,
+                "plan the buffers of --tp-comm-overlap's early collectives (with --sequence-parallel)");
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
   add_fp8_flags(cmd, fp8);
@@ -117,6 +121,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
       q.gpus_per_node = gpus_per_node;
       q.expert_rows_factor = expert_rows_factor;
       q.recompute = recompute.resolve();
+      q.tp_comm_overlap = tp_comm_overlap;
       // The plan counts FP8 copies for either device: the CUDA plan is what the CUDA kernels will need.
       q.fp8 = ops::parse_fp8_options(fp8.format, fp8.recipe).enabled();
       int64_t memory_bytes = parse_device_memory(device_memory);

@@ -48,6 +48,7 @@ plan::PlanRequest plan_request_for(const TrainOptions& o, const InklingConfig& c
   q.optimizer = o.adam.memory;
   q.freeze = o.freeze_patterns;
   q.recompute = o.recompute;
+  q.tp_comm_overlap = o.tp_comm_overlap;
   return q;
 }
 

@@ -319,11 +319,13 @@ StageTrace::Id StageTrace::attention_backward(int64_t l) {
   mem_.free(grad_scratch(p + "k_sconv.weight", G * d * K));
   mem_.free(grad_scratch(p + "v_sconv.weight", G * d * K));
   const Id dx = activation(Use::Temporary, T_, D_);
+  // --tp-comm-overlap: the reduce-scatter (its result) started before the weight gradients.
+  const Id started = overlap() ? reduce_rows(Use::Temporary) : MemoryTrace::kNone;
   mem_.free(grad_scratch(p + "wq_du.weight", H * d * D_));
   mem_.free(grad_scratch(p + "wk_dv.weight", G * d * D_));
   mem_.free(grad_scratch(p + "wv_dv.weight", G * d * D_));
   mem_.free(grad_scratch(p + "wr_du.weight", H * R * D_));
-  const Id reduced = reduce_rows(Use::Temporary);  // gather_input_backward
+  const Id reduced = overlap() ? started : reduce_rows(Use::Temporary);  // gather_input_backward
   for (Id id : {dout, do_TX, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0}) mem_.free(id);
   if (reduced == MemoryTrace::kNone) return dx;
   mem_.free(dx);
@@ -358,9 +360,16 @@ StageTrace::Id StageTrace::dense_backward(int64_t l) {
   const Id da = activation(Use::Temporary, T_, F);
   mem_.free(grad_scratch(p + "w2_md.weight", D_ * F));
   const Id dh = activation(Use::Temporary, T_, 2 * F);
-  mem_.free(grad_scratch(p + "w13_dn.weight", 2 * F * D_));
-  const Id dx = activation(Use::Temporary, T_, D_);
-  const Id reduced = reduce_rows(Use::Temporary);  // gather_input_backward
+  Id dx = MemoryTrace::kNone, reduced = MemoryTrace::kNone;
+  if (overlap()) {  // the input gradient, its reduce-scatter started, then W13's weight gradient
+    dx = activation(Use::Temporary, T_, D_);
+    reduced = reduce_rows(Use::Temporary);
+    mem_.free(grad_scratch(p + "w13_dn.weight", 2 * F * D_));
+  } else {
+    mem_.free(grad_scratch(p + "w13_dn.weight", 2 * F * D_));
+    dx = activation(Use::Temporary, T_, D_);
+    reduced = reduce_rows(Use::Temporary);  // gather_input_backward
+  }
   for (Id id : {do_region, do_all, da, dh}) mem_.free(id);
   if (reduced == MemoryTrace::kNone) return dx;
   mem_.free(dx);
@@ -380,6 +389,9 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   const int ep = shape_.ep;
   const int64_t R = ep == 1 ? P : static_cast<int64_t>(std::ceil(static_cast<double>(P) * shape_.expert_rows_factor));
   const int64_t R_worst = ep * Tc * std::min(k, E / ep);
+  // --tp-comm-overlap: the shared experts' input gathered first, beside the router.
+  const Id xs_early = S > 0 && overlap() ? gather_input(Use::Saved) : MemoryTrace::kNone;
+  if (xs_early != MemoryTrace::kNone) s.saved.push_back(xs_early);
   s.saved.push_back(f32(Use::Saved, Tc * D_));        // x32
   s.saved.push_back(f32(Use::Saved, Tc * (E + S)));   // logits
   s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
@@ -414,7 +426,7 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
     if (y_region != MemoryTrace::kNone) mem_.free(y);
     return out;
   }
-  const Id xs = gather_input(Use::Saved);  // the shared experts' input, all T rows
+  const Id xs = overlap() ? MemoryTrace::kNone : gather_input(Use::Saved);  // the shared experts' input, all T rows
   if (xs != MemoryTrace::kNone) s.saved.push_back(xs);
   const Id gamma = f32(Use::Temporary, Tc * S);
   const Id gamma_all = tp_ > 1 ? f32(Use::Gather, T_ * S) : MemoryTrace::kNone;
@@ -442,6 +454,8 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
   const int64_t R = ep == 1 ? P : static_cast<int64_t>(std::ceil(static_cast<double>(P) * shape_.expert_rows_factor));
   const int64_t R_worst = ep * Tc * std::min(k, El);
   std::vector<Id> locals;
+  // --tp-comm-overlap: the shared experts' output gradient gathered first, beside the routed path.
+  const Id dys_early = S > 0 && overlap() ? gather_input(Use::Gather) : MemoryTrace::kNone;
   const Id dx = activation(Use::Temporary, Tc, D_);
   locals.push_back(f32(Use::Temporary, Tc * (k + S)));  // dweights
   locals.push_back(activation(Use::Temporary, P, D_));  // dyp
@@ -464,20 +478,28 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
   }
   if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
   if (S > 0) {  // shared experts, over all T positions
-    const Id dys = gather_input(Use::Gather);  // reduce_output_backward
+    const Id dys = overlap() ? dys_early : gather_input(Use::Gather);  // reduce_output_backward
     const Id dxs = activation(Use::Temporary, T_, D_), dgamma = f32(Use::Temporary, T_ * S);
     // Each slice of sw13 / sw2 takes its parameter's gradient tensor for the whole loop.
     const Id g13 = grad_scratch(p + "shared_experts.shared_w13_weight", S * 2 * Fs * D_);
     const Id g2 = grad_scratch(p + "shared_experts.shared_w2_weight", S * D_ * Fs);
+    std::vector<Id> dh_kept;  // --tp-comm-overlap: each dh until the weight gradients after the loop
     for (int64_t e = 0; e < S; ++e) {
       const Id dasc = activation(Use::Temporary, T_, Fs), da = activation(Use::Temporary, T_, Fs);
       const Id dg = f32(Use::Temporary, T_), dh = activation(Use::Temporary, T_, 2 * Fs);
-      for (Id id : {dasc, da, dg, dh}) mem_.free(id);
+      for (Id id : {dasc, da, dg}) mem_.free(id);
+      if (overlap()) dh_kept.push_back(dh);
+      else mem_.free(dh);
     }
     if (tp_ > 1) mem_.spike(Use::Gather, Tc * S * 4);  // reduce_scatter_chunks of the gammas' gradients
     const Id dxs_region = reduce_rows(Use::Temporary);  // gather_input_backward (in place without SP)
     locals.push_back(dxs_region != MemoryTrace::kNone ? dxs_region : dxs);
-    if (dxs_region != MemoryTrace::kNone) mem_.free(dxs);
+    for (Id id : dh_kept) mem_.free(id);
+    // Under the overlap the started reduce-scatter reads dxs until the block's end.
+    if (dxs_region != MemoryTrace::kNone) {
+      if (overlap()) locals.push_back(dxs);
+      else mem_.free(dxs);
+    }
     for (Id id : {dys, dgamma, g13, g2}) mem_.free(id);
   }
   // Router.

@@ -36,6 +36,9 @@ struct TraceShape {
   // Full-layer recompute (model/recompute.h): a recomputed group keeps only its input until its
   // backward, which first runs the group's forward again.
   RecomputeOptions recompute;
+  // --tp-comm-overlap (with sequence parallelism; docs/decisions/tp-comm-overlap.md): the collectives it
+  // starts early allocate their results earlier, and what they read lives until their wait.
+  bool tp_comm_overlap = false;
 };
 
 class StageTrace {
@@ -92,6 +95,7 @@ class StageTrace {
   Id f32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
   Id i32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
   bool cuda() const { return shape_.device == Device::CUDA; }
+  bool overlap() const { return shape_.tp_comm_overlap; }
 
   const InklingConfig& c_;
   TraceShape shape_;

@@ -182,6 +182,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     shape.freeze = req.freeze;
     shape.expert_rows_factor = req.expert_rows_factor;
     shape.recompute = req.recompute;
+    shape.tp_comm_overlap = req.tp_comm_overlap && spec.sequence_parallel && spec.tp > 1;
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);

@@ -35,6 +35,7 @@ struct PlanRequest {
   double expert_rows_factor = 1.0;  // saved routed-expert rows against balanced routing (EP > 1)
   RecomputeOptions recompute;       // --recompute-granularity full ... (model/recompute.h)
   bool fp8 = false;                 // --fp8-recipe blockwise: the FP8 matrices' quantised copies (param_memory.h)
+  bool tp_comm_overlap = false;     // --tp-comm-overlap: its started collectives' buffers (activation_trace.h)
   // --ddp-bucket-size (elements; -1: the default): the buckets' padding and each one's offloaded head. The
   // overlap flags allocate nothing (docs/decisions/overlap-grad-param.md).
   int64_t ddp_bucket_size = -1;

@@ -60,6 +60,9 @@ TEST(PlanCli, PredictsTheMeasuredCpuPeakOfEveryRank) {
        "--pp 2 --pp-layers 2,4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 3", 2, {0, 1}},
       {"configs/tiny.json", "--tp 2 --sp --recompute-granularity full --recompute-method block --recompute-num-layers 2", 2,
        {0, 0}},
+      // --tp-comm-overlap: started collectives' results allocated earlier, their inputs kept to their waits.
+      {"configs/tiny.json", "--tp 2 --sp --tp-comm-overlap", 2, {0, 0}},
+      {"configs/tiny.json", "--tp 2 --sp --pp 2 --tp-comm-overlap", 4, {0, 0, 1, 1}},
   };
   int index = 0;
   for (const Case& c : cases) {
