@@ -109,6 +109,11 @@ class Comm {
     all_to_all(in, send_counts, out, recv_counts);
     return std::make_unique<CompletedCommHandle>();
   }
+  // send_recv started (a ring step of --tp-comm-overlap's all-gather pipelined with its GEMMs).
+  virtual std::unique_ptr<CommHandle> start_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+    send_recv(send, dst, recv, src);
+    return std::make_unique<CompletedCommHandle>();
+  }
 
   // A sub-communicator; collective over this communicator. Every rank passes the group it
   // belongs to (ranks of this communicator; the groups of all ranks partition them, as the

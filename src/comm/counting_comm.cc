@@ -76,6 +76,11 @@ std::unique_ptr<CommHandle> CountingComm::start_all_gather(const Tensor& in, con
   return inner_->start_all_gather(in, out);
 }
 
+std::unique_ptr<CommHandle> CountingComm::start_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  count("send_recv", send_recv_bytes(send, dst, recv, src, rank()));
+  return inner_->start_send_recv(send, dst, recv, src);
+}
+
 std::unique_ptr<CommHandle> CountingComm::start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
                                                            const Tensor& out, const std::vector<int64_t>& recv_counts) {
   count("all_to_all", all_to_all_bytes(in, send_counts, recv_counts, rank()));

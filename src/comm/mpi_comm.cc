@@ -437,6 +437,39 @@ void MpiComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int src
     abort_job(fmt::format("{}: MPI {}: the message holds {} bytes; sender and receiver disagree on the size", who(), what, got));
 }
 
+namespace {
+// Both halves of a started send_recv, each waited for under the watchdog.
+class BothHandles final : public CommHandle {
+ public:
+  BothHandles(std::unique_ptr<CommHandle> a, std::unique_ptr<CommHandle> b) : a_(std::move(a)), b_(std::move(b)) {}
+  void wait() override {
+    a_->wait();
+    b_->wait();
+  }
+
+ private:
+  std::unique_ptr<CommHandle> a_, b_;
+};
+}  // namespace
+
+std::unique_ptr<CommHandle> MpiComm::start_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  check_tensor(send, "send_recv", "send");
+  check_tensor(recv, "send_recv", "receive");
+  check_peer(dst, "send_recv");
+  check_peer(src, "send_recv");
+  if (send.nbytes() > INT_MAX || recv.nbytes() > INT_MAX) fail("send_recv: a message is larger than one MPI message");
+  if (comm_checks::overlaps(send, recv)) fail("send_recv: send and receive tensors overlap");
+  // The started form's receive posts exactly its tensor's bytes: a longer message is MPI's truncation error
+  // (the job ends naming it); the ring that uses it sends equal blocks by construction.
+  const std::string what = fmt::format("send_recv ({} {} to rank {}, {} {} from rank {})", send.numel(),
+                                       dtype_name(send.dtype()), dst, recv.numel(), dtype_name(recv.dtype()), src);
+  auto r = std::make_unique<Started>(*this, what + ", receive");
+  check_rc(MPI_Irecv(recv.data(), static_cast<int>(recv.nbytes()), MPI_BYTE, src, kTag, comm_, r->req()), r->what());
+  auto s = std::make_unique<Started>(*this, what + ", send");
+  check_rc(MPI_Isend(send.data(), static_cast<int>(send.nbytes()), MPI_BYTE, dst, kTag, comm_, s->req()), s->what());
+  return std::make_unique<BothHandles>(std::move(r), std::move(s));
+}
+
 void MpiComm::barrier() {
   const Signature sig{static_cast<int64_t>(OpCode::Barrier), -1, 0, -1, -1};
   agree(sig);

@@ -83,6 +83,11 @@ std::unique_ptr<CommHandle> TimedComm::start_all_gather(const Tensor& in, const 
   return stand_in("all_gather", all_gather_bytes(out, size()));
 }
 
+std::unique_ptr<CommHandle> TimedComm::start_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  inner_->start_send_recv(send, dst, recv, src)->wait();
+  return stand_in("send_recv", send_recv_bytes(send, dst, recv, src, rank()));
+}
+
 std::unique_ptr<CommHandle> TimedComm::start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
                                                         const Tensor& out, const std::vector<int64_t>& recv_counts) {
   inner_->start_all_to_all(in, send_counts, out, recv_counts)->wait();

@@ -34,17 +34,33 @@ AttentionBlock::AttentionBlock(const InklingConfig& c, int64_t layer, ParamTable
 }
 
 Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
-  const Tensor x_TD = tp_.gather_input(ctx, x_region);
-  const int64_t T = x_TD.dim(0);
+  // The four column-parallel projections of rows [b, e) of the gathered input (allocated with the first rows).
+  const int64_t T = tp_.sequence_parallel ? x_region.dim(0) * tp_.size : x_region.dim(0);
+  bool allocated = false;
+  auto project = [&](const Tensor& x_TD, int64_t b, int64_t e) {
+    if (!allocated) {
+      allocated = true;
+      s.q_TX = new_activation(ctx, {T, H_ * d_});
+      s.k0_TY = new_activation(ctx, {T, G_ * d_});
+      s.v0_TY = new_activation(ctx, {T, G_ * d_});
+      s.r_TZ = new_activation(ctx, {T, H_ * R_});
+    }
+    const Tensor x = x_TD.rows(b, e);
+    param_forward(ctx, x, *wq_, s.q_TX.rows(b, e));
+    param_forward(ctx, x, *wk_, s.k0_TY.rows(b, e));
+    param_forward(ctx, x, *wv_, s.v0_TY.rows(b, e));
+    param_forward(ctx, x, *wr_, s.r_TZ.rows(b, e));
+  };
+  // --tp-comm-overlap: the gather's chunks arrive by a ring while the projections of the ones here run.
+  Tensor x_TD;
+  if (tp_.comm_overlap) {
+    x_TD = tp_.gather_input_pipelined(ctx, x_region,
+                                      [&](const Tensor& full, int64_t b, int64_t e) { project(full, b, e); });
+  } else {
+    x_TD = tp_.gather_input(ctx, x_region);
+    project(x_TD, 0, T);
+  }
   s.x_TD = x_TD;
-  s.q_TX = new_activation(ctx, {T, H_ * d_});
-  s.k0_TY = new_activation(ctx, {T, G_ * d_});
-  s.v0_TY = new_activation(ctx, {T, G_ * d_});
-  s.r_TZ = new_activation(ctx, {T, H_ * R_});
-  param_forward(ctx, x_TD, *wq_, s.q_TX);
-  param_forward(ctx, x_TD, *wk_, s.k0_TY);
-  param_forward(ctx, x_TD, *wv_, s.v0_TY);
-  param_forward(ctx, x_TD, *wr_, s.r_TZ);
 
   s.k1_TY = new_activation(ctx, {T, G_ * d_});
   s.v1_TY = new_activation(ctx, {T, G_ * d_});

@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "ops/collective.h"
+#include "ops/elementwise.h"
 
 namespace quill {
 
@@ -101,6 +102,35 @@ PendingTp TensorParallel::start_reduce_output(const DeviceContext& ctx, const Te
 
 PendingTp TensorParallel::start_reduce_output_backward(const DeviceContext& ctx, const Tensor& dy) const {
   return sequence_parallel ? start_gather_input(ctx, dy) : done(reduce_output_backward(ctx, dy));
+}
+
+Tensor TensorParallel::gather_input_pipelined(const DeviceContext& ctx, const Tensor& x,
+                                              const std::function<void(const Tensor&, int64_t, int64_t)>& on_chunk) const {
+  if (!sequence_parallel) {
+    const Tensor full = gather_input(ctx, x);
+    on_chunk(full, 0, full.dim(0));
+    return full;
+  }
+  const int64_t Tc = x.dim(0);
+  Shape shape = x.shape();
+  shape[0] *= size;
+  Tensor full = Tensor::empty(shape, x.dtype(), *ctx.allocator);
+  ops::copy(ctx, x, full.rows(rank * Tc, (rank + 1) * Tc));
+  // Step k: the chunk of rank (rank - k) is here; it goes on to the next rank while the one of rank
+  // (rank - k - 1) arrives from the previous, and the consumer reads the one that is here.
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  for (int k = 0; k < size; ++k) {
+    const int64_t have = (rank - k + size) % size;
+    std::unique_ptr<CommHandle> step;
+    if (k + 1 < size) {
+      const int64_t want = (rank - k - 1 + 2 * size) % size;
+      const Tensor out = full.rows(have * Tc, (have + 1) * Tc), in = full.rows(want * Tc, (want + 1) * Tc);
+      ops::collective(ctx, "tp.all_gather", out, [&] { step = comm->start_send_recv(out, next, in, prev); });
+    }
+    on_chunk(full, have * Tc, (have + 1) * Tc);
+    if (step) step->wait();
+  }
+  return full;
 }
 
 Tensor TensorParallel::finish(PendingTp& p) {

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "comm/comm.h"
@@ -71,6 +72,12 @@ struct TensorParallel {
   PendingTp start_reduce_output(const DeviceContext& ctx, const Tensor& y_full_partial) const;
   PendingTp start_reduce_output_backward(const DeviceContext& ctx, const Tensor& dy_region) const;
   static Tensor finish(PendingTp& pending);
+  // gather_input with its consumer pipelined (--tp-comm-overlap, sequence parallelism): the chunks travel a
+  // ring of started send_recv steps (Transformer Engine's ring-exchange all-gather), and on_chunk(full, begin,
+  // end) runs as soon as rows [begin, end) of the result `full` are final, while the next chunk is in flight:
+  // first the rank's own chunk. Without sequence parallelism: gather_input, then on_chunk over all rows.
+  Tensor gather_input_pipelined(const DeviceContext& ctx, const Tensor& x_region,
+                                const std::function<void(const Tensor&, int64_t, int64_t)>& on_chunk) const;
 
   Tensor chunk_of_region(const Tensor& x_region) const;
   Tensor chunk_of_region_backward(const DeviceContext& ctx, const Tensor& dx_chunk) const;

@@ -176,7 +176,8 @@ Projection project_step(const ProjectionRequest& q) {
                   r.rank, row.group);
       const GroupPlacement place = g == r.groups.end() ? GroupPlacement{} : place_group(g->second, r.rank, q.comm.gpus_per_node);
       const RowTime t = row_time(row, place, q.comm);
-      const bool pipeline_message = row.phase == "passes" && messages_of(row) > 0;
+      // The pipeline's messages; other groups' send_recv (--tp-comm-overlap's ring) are the passes' collectives.
+      const bool pipeline_message = row.phase == "passes" && row.group == "pp" && messages_of(row) > 0;
       // The passes' collectives (the pipeline's messages among them) repeat per micro-batch; the rest per step.
       const bool per_micro_batch = !once_per_step(row);
       const auto hidden = r.hidden_share.find(row.group);

@@ -169,6 +169,17 @@ TEST(MpiComm, SendRecvRing) {
     w.send_recv(send, next, recv, prev);
     expect_values(recv, [&](int64_t i) { return value(d, prev, i); }, "ring send_recv");
   }
+  // Started: a whole ring all-gather of steps, each step's send the block the last one received (the
+  // pipelined gather of --tp-comm-overlap), the rank's own work between start and wait.
+  Tensor full = Tensor::empty({static_cast<int64_t>(n) * 7}, DType::F32);
+  for (int64_t i = 0; i < 7; ++i) full.data_as<float>()[me * 7 + i] = static_cast<float>(value(DType::F32, me, i));
+  for (int k = 0; k + 1 < n; ++k) {
+    const int have = (me - k + n) % n, want = (me - k - 1 + 2 * n) % n;
+    auto step = w.start_send_recv(full.rows(have * 7, have * 7 + 7), next, full.rows(want * 7, want * 7 + 7), prev);
+    step->wait();
+  }
+  for (int r = 0; r < n; ++r)
+    expect_values(full.rows(r * 7, r * 7 + 7), [&](int64_t i) { return value(DType::F32, r, i); }, "started ring");
   // Plain send/recv, paired so that it cannot deadlock: even ranks send first.
   if (n % 2 == 0) {
     const int partner = me % 2 == 0 ? me + 1 : me - 1;

@@ -480,6 +480,10 @@ void NcclComm::recv(const Tensor& t, int peer) {
 }
 
 void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  start_send_recv(send, dst, recv, src)->wait();
+}
+
+std::unique_ptr<CommHandle> NcclComm::start_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
   check(comm_checks::tensor(send, Device::CUDA, "send_recv", "send"));
   check(comm_checks::tensor(recv, Device::CUDA, "send_recv", "receive"));
   check(on_device(send, device_, "send_recv"));
@@ -488,8 +492,9 @@ void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int sr
   check(comm_checks::peer(src, size_, name_, "send_recv"));
   if (comm_checks::overlaps(send, recv)) fail("send_recv: send and receive tensors overlap");
   const int64_t bytes = static_cast<int64_t>(send.nbytes());
-  run(fmt::format("send_recv ({} to rank {}, {} from rank {})", count_str(send), dst, count_str(recv), src), "send_recv",
-      bytes, dst == rank_ ? 0 : bytes, [&] {
+  cudaEvent_t done = launch(fmt::format("send_recv ({} to rank {}, {} from rank {})", count_str(send), dst,
+                                        count_str(recv), src),
+                            "send_recv", bytes, dst == rank_ ? 0 : bytes, [&] {
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess) return r;
     r = ncclSend(send.data(), send.numel(), nccl_type(send.dtype()), dst, comm_, streams_->comm);
@@ -497,6 +502,7 @@ void NcclComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int sr
     const ncclResult_t end = ncclGroupEnd();
     return r != ncclSuccess ? r : end;
   });
+  return std::make_unique<EventJoinHandle>(stream_, done);
 }
 
 void NcclComm::barrier() {

@@ -77,6 +77,7 @@ class NcclComm final : public Comm {
 
   std::unique_ptr<CommHandle> start_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) override;
   std::unique_ptr<CommHandle> start_all_gather(const Tensor& in, const Tensor& out) override;
+  std::unique_ptr<CommHandle> start_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) override;
   std::unique_ptr<CommHandle> start_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts,
                                                const Tensor& out, const std::vector<int64_t>& recv_counts) override;
 
