@@ -86,11 +86,23 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region,
 }
 
 Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dout_region) const {
-  const Tensor dout_TD = tp_.reduce_output_backward(ctx, dout_region);
-  const int64_t T = dout_TD.dim(0);
-  Tensor do_TX = new_activation(ctx, {T, H_ * d_});
-  write_weight_grad(ctx, dout_TD, s.o_TX, *wo_);
-  param_backward_input(ctx, dout_TD, *wo_, do_TX);
+  const int64_t T = s.o_TX.dim(0);
+  Tensor dout_TD, do_TX;
+  if (tp_.comm_overlap) {
+    // --tp-comm-overlap: the output gradient's all-gather (reduce_output_backward) as a ring, wo's input
+    // gradient of each chunk while the next travels; wo's weight gradient, which needs every row, after.
+    // (do_TX is allocated after the gathered rows, as without the flag.)
+    dout_TD = tp_.gather_input_pipelined(ctx, dout_region, [&](const Tensor& full, int64_t b, int64_t e) {
+      if (!do_TX.defined()) do_TX = new_activation(ctx, {T, H_ * d_});
+      param_backward_input(ctx, full.rows(b, e), *wo_, do_TX.rows(b, e));
+    });
+    write_weight_grad(ctx, dout_TD, s.o_TX, *wo_);
+  } else {
+    dout_TD = tp_.reduce_output_backward(ctx, dout_region);
+    do_TX = new_activation(ctx, {T, H_ * d_});
+    write_weight_grad(ctx, dout_TD, s.o_TX, *wo_);
+    param_backward_input(ctx, dout_TD, *wo_, do_TX);
+  }
 
   Tensor dqn = new_activation(ctx, {T, H_ * d_}), dkn = new_activation(ctx, {T, G_ * d_});
   Tensor dv1 = new_activation(ctx, {T, G_ * d_}), dr = new_activation(ctx, {T, H_ * R_});
