@@ -416,13 +416,17 @@ void MpiComm::recv(const Tensor& t, int peer) {
     abort_job(fmt::format("{}: MPI {}: the message holds {} bytes; sender and receiver disagree on the size", who(), what, got));
 }
 
-void MpiComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+void MpiComm::check_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) const {
   check_tensor(send, "send_recv", "send");
   check_tensor(recv, "send_recv", "receive");
   check_peer(dst, "send_recv");
   check_peer(src, "send_recv");
   if (send.nbytes() > INT_MAX || recv.nbytes() > INT_MAX) fail("send_recv: a message is larger than one MPI message");
   if (comm_checks::overlaps(send, recv)) fail("send_recv: send and receive tensors overlap");
+}
+
+void MpiComm::send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  check_send_recv(send, dst, recv, src);
   const std::string what = fmt::format("send_recv ({} {} to rank {}, {} {} ({} bytes) from rank {})", send.numel(),
                                        dtype_name(send.dtype()), dst, recv.numel(), dtype_name(recv.dtype()), recv.nbytes(), src);
   MPI_Request reqs[2];
@@ -453,12 +457,7 @@ class BothHandles final : public CommHandle {
 }  // namespace
 
 std::unique_ptr<CommHandle> MpiComm::start_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) {
-  check_tensor(send, "send_recv", "send");
-  check_tensor(recv, "send_recv", "receive");
-  check_peer(dst, "send_recv");
-  check_peer(src, "send_recv");
-  if (send.nbytes() > INT_MAX || recv.nbytes() > INT_MAX) fail("send_recv: a message is larger than one MPI message");
-  if (comm_checks::overlaps(send, recv)) fail("send_recv: send and receive tensors overlap");
+  check_send_recv(send, dst, recv, src);
   // The started form's receive posts exactly its tensor's bytes: a longer message is MPI's truncation error
   // (the job ends naming it); the ring that uses it sends equal blocks by construction.
   const std::string what = fmt::format("send_recv ({} {} to rank {}, {} {} from rank {})", send.numel(),

@@ -74,6 +74,7 @@ class MpiComm final : public Comm {
   // Local checks, then the nonblocking operation posted (the plain forms agree across ranks between).
   void check_reduce_scatter(const Tensor& in, const Tensor& out, bool* in_place) const;
   void check_all_gather(const Tensor& in, const Tensor& out, bool* in_place) const;
+  void check_send_recv(const Tensor& send, int dst, const Tensor& recv, int src) const;
   void check_all_to_all(const Tensor& in, const std::vector<int64_t>& send_counts, const Tensor& out,
                         const std::vector<int64_t>& recv_counts) const;
   std::unique_ptr<Started> post_reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, bool in_place) const;
