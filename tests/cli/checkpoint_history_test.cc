@@ -19,8 +19,11 @@
 #include "base/file_util.h"
 #include "util/command.h"
 #include "util/run_dir.h"
+#include "util/background.h"
 
 namespace {
+
+using quill::test::Background;
 
 namespace fs = std::filesystem;
 
@@ -153,29 +156,6 @@ TEST(CheckpointHistoryRuns, CkptStepOfAMissingIterationIsRefusedNamingIt) {
   EXPECT_EQ(alone.status, 1);
   EXPECT_NE(alone.output.find("--ckpt-step 2 needs --load DIR"), std::string::npos) << alone.output;
 }
-
-// A quill train in the background (exec'd by the shell, so its pid is quill's).
-class Background {
- public:
-  Background(const std::string& cmd, const std::string& log) : log_(log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string line = "exec " + cmd + " > '" + log_ + "' 2>&1 < /dev/null";
-      ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  CommandResult finish() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), quill::read_file(log_)};
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
 
 // Polls until the latest file of `save` names `iteration` (false after a minute).
 bool wait_for_latest(const std::string& save, int64_t iteration) {

@@ -21,6 +21,7 @@
 #include "base/file_util.h"
 #include "util/command.h"
 #include "util/run_dir.h"
+#include "util/background.h"
 
 namespace {
 
@@ -56,33 +57,11 @@ std::string mpirun_for_signals() {
                                                                : launcher;
 }
 
-// A command started in the background: its pid (the shell execs it) and, at the end, its status
-// and output.
-class Background {
- public:
-  explicit Background(const std::string& cmd) : log_(temp("log-" + std::to_string(++count_))) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string line = "exec " + cmd + " > '" + log_ + "' 2>&1 < /dev/null";
-      ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  // Waits for it: 128 + the signal when a signal ended it, else its exit code.
-  CommandResult finish() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    std::ifstream in(log_);
-    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-  }
-
- private:
-  static inline int count_ = 0;
-  std::string log_;
-  pid_t pid_ = -1;
-};
+// A command started in the background, its output into a fresh log file.
+quill::test::Background background(const std::string& cmd) {
+  static int count = 0;
+  return quill::test::Background(cmd, temp("log-" + std::to_string(++count)));
+}
 
 int metric_lines(const std::string& out) {
   std::ifstream in(out + "/metrics.jsonl");
@@ -137,7 +116,7 @@ void expect_same_run(const std::string& out, const std::string& checkpoint, cons
 
 TEST(StopSignal, SigtermSavesNamesTheCommandAndTheResumeIsBitIdentical) {
   const std::string out = temp("term"), save = temp("term ckpt");  // a space: the printed command quotes it
-  Background run(train_args(out) + " --save '" + save + "'");
+  quill::test::Background run = background(train_args(out) + " --save '" + save + "'");
   ASSERT_TRUE(wait_for_steps(out, 3));
   ::kill(run.pid(), SIGTERM);
   const CommandResult stopped = run.finish();
@@ -186,14 +165,14 @@ TEST(StopSignal, QuillRunStopsOnSigtermAndTheSameJobLineContinuesIt) {
   };
   const std::string out = temp("run-job"), ckpt = out + "/checkpoint";
   {
-    Background killed(job(out));
+    quill::test::Background killed = background(job(out));
     ASSERT_TRUE(wait_for_steps(out, 1));
     ::kill(killed.pid(), SIGKILL);
     EXPECT_EQ(killed.finish().status, 128 + SIGKILL);
   }
   ASSERT_FALSE(fs::exists(ckpt + "/latest_checkpointed_iteration.txt"));
   const int left = metric_lines(out);
-  Background run(job(out));
+  quill::test::Background run = background(job(out));
   ASSERT_TRUE(wait_for_steps(out, left + 3));  // the fresh start's own steps (its metrics file is new)
   ::kill(run.pid(), SIGTERM);
   const CommandResult stopped = run.finish();
@@ -235,7 +214,7 @@ TEST(StopSignal, QuillRunStopsOnSigtermAndTheSameJobLineContinuesIt) {
 
 TEST(StopSignal, SigintWithoutSaveSaysNothingWasSavedAndTheNextStartSaysNoCheckpointExists) {
   const std::string out = temp("int");
-  Background run(train_args(out));
+  quill::test::Background run = background(train_args(out));
   ASSERT_TRUE(wait_for_steps(out, 2));
   ::kill(run.pid(), SIGINT);
   const CommandResult stopped = run.finish();
@@ -322,7 +301,7 @@ void stop_under_mpirun(const char* layout, bool to_mpirun) {
   const std::string out = temp(tag), save = out + "/checkpoint";
   const std::string flags = std::string(" ") + layout + " --save " + save;
   // Many steps: mpirun passes the signal on only seconds later.
-  Background run(mpirun_for_signals() + train_args(out, 4000) + flags);
+  quill::test::Background run = background(mpirun_for_signals() + train_args(out, 4000) + flags);
   ASSERT_TRUE(wait_for_steps(out, 3)) << what;
   const pid_t target = to_mpirun ? run.pid() : rank_pid(run.pid(), 1);
   ASSERT_GT(target, 0) << what << ": rank 1's process not found";

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "mpi_test_env.h"
+#include "util/test_util.h"
 
 namespace quill::test {
 namespace {
@@ -222,15 +223,6 @@ CommOptions throwing() {
   o.timeout_s = 30;
   o.on_error = CommOptions::OnError::Throw;
   return o;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(MpiCommErrors, MismatchedAllReduceSizeNamesRanksAndOperation) {

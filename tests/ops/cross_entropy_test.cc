@@ -40,16 +40,7 @@ Tensor weights_tensor(const std::vector<double>& w, DType dtype) {
   return t;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected quill::Error";
-  return "";
-}
-
+using test::error_of;
 // sum_t w[t] * (log sum_{v<L} exp(l[t, v]) - l[t, target]), without any max shift.
 double direct_loss(const Tensor& logits, const std::vector<int32_t>& targets, const std::vector<double>& weights) {
   double loss = 0;

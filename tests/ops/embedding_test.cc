@@ -27,16 +27,7 @@ Tensor ids_tensor(const std::vector<int32_t>& ids) {
   return t;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected quill::Error";
-  return "";
-}
-
+using test::error_of;
 TEST(EmbeddingCpu, ForwardCopiesRows) {
   const int64_t V = 11, D = 5;
   Tensor table = random_tensor({V, D}, DType::F64, 1);

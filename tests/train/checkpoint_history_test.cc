@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "util/test_util.h"
 
 namespace quill {
 namespace {
@@ -38,15 +39,7 @@ void complete(const std::string& dir) {
   std::ofstream(dir + "/state.json") << "{}";
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
+using test::error_of;
 TEST(CheckpointHistory, NamesAreMegatronsSevenDigitIterations) {
   EXPECT_EQ(iteration_dir_name(42), "iter_0000042");
   EXPECT_EQ(iteration_dir("/a/b", 0), "/a/b/iter_0000000");

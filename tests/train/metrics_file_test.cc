@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "util/test_util.h"
 
 namespace quill {
 namespace {
@@ -22,15 +23,7 @@ std::string temp_file(const std::string& name) {
   return d + "/" + name;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
+using test::error_of;
 const char* kThree = "{\"step\":0,\"loss\":5}\n{\"step\":1,\"loss\":4}\n{\"step\":2,\"loss\":3}\n";
 
 TEST(MetricsFile, AFullDeviceStopsNamingTheFile) {

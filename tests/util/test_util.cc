@@ -74,6 +74,16 @@ void expect_error(const std::function<void()>& fn, const std::string& needle) {
   }
 }
 
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected quill::Error";
+  return "";
+}
+
 double dot(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.numel(), b.numel());
   double s = 0;

@@ -38,6 +38,8 @@ void check_gradients(const std::function<double()>& loss, const std::vector<Grad
 
 // Runs fn and expects a quill::Error whose message contains `needle` (a test failure otherwise).
 void expect_error(const std::function<void()>& fn, const std::string& needle);
+// Runs fn and returns the message of the quill::Error it throws ("" and a test failure when none).
+std::string error_of(const std::function<void()>& fn);
 
 // Dot product of two F32/F64 tensors, in double: the loss sum(out * probe) of a gradient check.
 double dot(const Tensor& a, const Tensor& b);
