@@ -23,6 +23,7 @@
 #include "model/inkling_model.h"
 #include "model/params.h"
 #include "parallel/layout.h"
+#include "plan/memory_plan.h"
 #include "plan/plan_report.h"
 #include "plan/standin_timing.h"
 #ifdef QUILL_HAVE_CUDA
@@ -139,9 +140,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;
   const std::vector<std::string> notes = check_layout_flags(spec);
-  QUILL_CHECK(!o.tp_comm_overlap || (spec.tp > 1 && spec.sequence_parallel),
-              "--tp-comm-overlap needs --tensor-model-parallel-size above 1 with --sequence-parallel (the gathers and "
-              "reductions it overlaps are sequence parallelism's; Megatron asks the same)");
+  plan::check_tp_comm_overlap(spec, o.tp_comm_overlap);
   const bool simulate = o.simulate_rank >= 0;
   if (simulate) check_simulation(o, spec);
   QUILL_CHECK(!o.simulate_comm_time || simulate,

@@ -108,7 +108,14 @@ int nccl_communicators(const Grid& grid, int rank) {
 
 }  // namespace
 
+void check_tp_comm_overlap(const LayoutSpec& layout, bool tp_comm_overlap) {
+  QUILL_CHECK(!tp_comm_overlap || (layout.tp > 1 && layout.sequence_parallel),
+              "--tp-comm-overlap needs --tensor-model-parallel-size above 1 with --sequence-parallel (the gathers and "
+              "reductions it overlaps are sequence parallelism's; Megatron asks the same)");
+}
+
 MemoryPlan plan_memory(const PlanRequest& req) {
+  check_tp_comm_overlap(req.layout, req.tp_comm_overlap);
   MemoryPlan plan;
   plan.request = req;
   LayoutSpec spec = req.layout;
@@ -182,7 +189,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     shape.freeze = req.freeze;
     shape.expert_rows_factor = req.expert_rows_factor;
     shape.recompute = req.recompute;
-    shape.tp_comm_overlap = req.tp_comm_overlap && spec.sequence_parallel && spec.tp > 1;
+    shape.tp_comm_overlap = req.tp_comm_overlap;
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);

@@ -41,6 +41,10 @@ struct PlanRequest {
   int64_t ddp_bucket_size = -1;
 };
 
+// --tp-comm-overlap only with tensor parallelism above 1 and sequence parallelism (the collectives it moves are
+// sequence parallelism's; Megatron asks the same): a quill::Error naming both flags otherwise.
+void check_tp_comm_overlap(const LayoutSpec& layout, bool tp_comm_overlap);
+
 // Modelled constants of what the device allocator does not count (docs/plan.md says where each
 // comes from).
 inline constexpr int64_t kCublasWorkspaceBytes = int64_t{32} << 20;  // ops/cuda/cuda_resources.h

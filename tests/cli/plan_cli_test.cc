@@ -152,6 +152,8 @@ TEST(PlanCli, ACountOfZeroOrLessIsRefusedNamingTheFlagAndValue) {
            {plan + " --row-tokens -5", "--row-tokens must be positive, got -5"},
            {plan + " --rows " + temp("no-rows") + " --row-tokens 0", "--row-tokens must be positive, got 0"},
            {plan + " --row-tokens 64 --global-batch 0", "--global-batch must be positive, got 0"},
+           {plan + " --row-tokens 64 --tp 2 --tp-comm-overlap",
+            "--tp-comm-overlap needs --tensor-model-parallel-size above 1 with --sequence-parallel"},
            {tune + " --top 0", "--top must be positive, got 0"},
            {tune + " --max-split-imbalance -1", "--max-split-imbalance must be 0 or more, got -1"},
            {tune + " --measure-timeout -1", "--measure-timeout must be 0 or more, got -1"},
