@@ -4,6 +4,8 @@ per-kernel table's achieved/ceiling columns).
 
   matmul: bf16 C = A @ B, 8192 x 8192 x 8192, random normal operands (never zeros: they run faster), three
           rotating operand sets, CUDA events, median of 20 after 5 warm-ups; 2*n^3 FLOPs.
+  fp8:    the same with E4M3 operands (torch._scaled_mm, per-tensor fp32 scales, bf16 output): the FP8 tensor
+          ceiling the FP8 GEMMs are rated against (issue 43); absent when this torch has no _scaled_mm.
   copy:   device-to-device copy of a 2 GiB buffer (random bytes), median of 20 after 3 warm-ups; bytes read plus
           bytes written (2 x 2 GiB), as performance.md counts it.
 
@@ -53,7 +55,27 @@ def main():
     mm_ms = timed(mm, 5, 20)
     mm_med = statistics.median(mm_ms)
     tflops = 2 * n ** 3 / (mm_med * 1e-3) / 1e12
-    del sets, c
+    del c
+
+    fp8_med, fp8_ms = None, []
+    if hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn"):
+        # _scaled_mm wants B column-major: the transpose of a row-major matrix.
+        f8 = [(a.to(torch.float8_e4m3fn), b.t().contiguous().to(torch.float8_e4m3fn).t()) for a, b in sets]
+        one = torch.ones((), device=dev, dtype=torch.float32)
+        j = [0]
+
+        def mm8():
+            a, b = f8[j[0] % 3]
+            j[0] += 1
+            torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+        try:
+            fp8_ms = timed(mm8, 5, 20)
+            fp8_med = statistics.median(fp8_ms)
+        except RuntimeError as e:  # an FP8 path this torch or GPU lacks
+            print(f"fp8 ceiling not measured: {e}")
+        del f8
+    del sets
     torch.cuda.empty_cache()
 
     nbytes = 2 << 30
@@ -73,6 +95,9 @@ def main():
         "matmul_ms_min_max": [min(mm_ms), max(mm_ms)],
         "matmul_definition": f"bf16 {n}x{n}x{n} torch.matmul, random operands (3 rotating sets), median of 20 "
                              "after 5 warm-ups, CUDA events, 2*n^3 FLOPs",
+        "fp8_matmul_tflops": round(2 * n ** 3 / (fp8_med * 1e-3) / 1e12, 1) if fp8_med else None,
+        "fp8_matmul_ms_min_max": [min(fp8_ms), max(fp8_ms)] if fp8_ms else None,
+        "fp8_matmul_definition": f"e4m3 {n}x{n}x{n} torch._scaled_mm, per-tensor scales, bf16 out, as matmul",
         "copy_gbps": round(gbps, 1),
         "copy_ms_median": cp_med,
         "copy_ms_min_max": [min(cp_ms), max(cp_ms)],
@@ -83,7 +108,7 @@ def main():
     with open(out_path, "w") as f:
         json.dump(res, f, indent=1)
         f.write("\n")
-    print(f"ceilings: matmul {res['matmul_tflops']} TFLOP/s (bf16 {n}^3), copy {res['copy_gbps']} GB/s (read+write) "
+    print(f"ceilings: matmul {res['matmul_tflops']} TFLOP/s (bf16 {n}^3), fp8 {res['fp8_matmul_tflops']}, copy {res['copy_gbps']} GB/s (read+write) "
           f"on {res['gpu']} in {res['seconds']} s")
 
 

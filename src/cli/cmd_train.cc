@@ -296,8 +296,9 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "(rank 0; other ranks OUT/op_profile_stepK.rankR.*), the NCCL collectives' own time and the part "
                   "hidden under compute included (--device cuda)");
   cmd->add_option("--profile-ceilings", ceilings,
-                  "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS (default 794 4240)")
-      ->expected(2);
+                  "measured ceilings for the profile's % columns: GEMM_TFLOPS COPY_GBPS [FP8_GEMM_TFLOPS] (default 794 "
+                  "4240, FP8 twice the GEMM figure)")
+      ->expected(2, 3);
   // Checked in the callback (CLI11's range check printed the largest double as the bound).
   static CLI::Option* simulate_rank = cmd->add_option(
       "--simulate-rank", o.simulate_rank,
@@ -360,7 +361,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       QUILL_CHECK(!exit_on_missing || !o.start_fresh_if_no_checkpoint,
                   "--exit-on-missing-checkpoint and --start-fresh-if-no-checkpoint ask for opposite things: give one");
       o.recompute = recompute.resolve();
-      o.fp8 = fp8.resolve(device);
+      o.fp8 = fp8.resolve();
       o.attention_dq_arrival_order = dq_order == "arrival";
       o.grouped_wgrad_wgmma = wgrad_kernel == "wgmma";
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
@@ -386,7 +387,10 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
 #ifdef QUILL_HAVE_CUDA
       if (device == "cuda") {
         Ceilings c;
-        if (ceilings.size() == 2) c.matmul_tflops = ceilings[0], c.copy_gbps = ceilings[1];
+        if (ceilings.size() >= 2) {
+          c.matmul_tflops = ceilings[0], c.copy_gbps = ceilings[1];
+          c.fp8_matmul_tflops = ceilings.size() == 3 ? ceilings[2] : 2 * ceilings[0];
+        }
         const bool time_ops = o.profile_step >= 0;
         o.make_probe = [c, time_ops](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
           return std::make_unique<CudaStepProbe>(ctx, c, time_ops);

@@ -12,11 +12,6 @@ void add_fp8_flags(CLI::App* cmd, Fp8Flags& flags) {
                   "FP8 scaling (Megatron's flag): blockwise (1x128 activation tiles, 128x128 weight blocks)");
 }
 
-ops::Fp8Options Fp8Flags::resolve(const std::string& device) const {
-  const ops::Fp8Options o = ops::parse_fp8_options(format, recipe);
-  QUILL_CHECK(!o.enabled() || device != "cuda", "--fp8-format e4m3 --fp8-recipe blockwise: not yet on CUDA (the CPU "
-              "backend trains with it: --device cpu; the cuBLASLt GEMMs are the next step of issue 43)");
-  return o;
-}
+ops::Fp8Options Fp8Flags::resolve() const { return ops::parse_fp8_options(format, recipe); }
 
 }  // namespace quill::cli

@@ -12,8 +12,8 @@ namespace quill::cli {
 
 struct Fp8Flags {
   std::string format, recipe;
-  // Refuses what ops::parse_fp8_options refuses, and FP8 on --device cuda (not built yet).
-  ops::Fp8Options resolve(const std::string& device) const;
+  // Refuses what ops::parse_fp8_options refuses.
+  ops::Fp8Options resolve() const;
 };
 void add_fp8_flags(CLI::App* cmd, Fp8Flags& flags);
 

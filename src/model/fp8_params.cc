@@ -28,8 +28,16 @@ bool runs_in_fp8(const std::string& name) {
   return false;
 }
 
-void mark_fp8_params(ParamTable& params) {
-  for (Param& p : params.params()) p.fp8 = runs_in_fp8(p.name);
+void mark_fp8_params(ParamTable& params, Device device) {
+  for (Param& p : params.params()) {
+    p.fp8 = runs_in_fp8(p.name);
+    if (!p.fp8 || device != Device::CUDA) continue;
+    const int64_t n = static_cast<int64_t>(p.shape.size());
+    QUILL_CHECK(n >= 2 && p.shape[n - 1] % 16 == 0 && p.shape[n - 2] % 16 == 0,
+                "--fp8-format e4m3 on CUDA: {} has shape {} on this rank; the FP8 GEMMs need both matrix dimensions "
+                "multiples of 16 (cuBLASLt's FP8 leading-dimension rule); train this model without FP8 or on the CPU",
+                p.name, shape_str(p.shape));
+  }
 }
 
 const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p) {

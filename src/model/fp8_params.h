@@ -15,8 +15,10 @@ namespace quill {
 
 // Whether the tensor of that checkpoint name (model.llm.layers.{i}.*) is one of those matrices.
 bool runs_in_fp8(const std::string& name);
-// Marks them (Param::fp8) in this rank's table.
-void mark_fp8_params(ParamTable& params);
+// Marks them (Param::fp8) in this rank's table. On CUDA the FP8 GEMMs need both dimensions of every
+// such matrix (this rank's shard) a multiple of 16 (ops/fp8.h): refused before any work, naming the
+// first tensor that is not.
+void mark_fp8_params(ParamTable& params, Device device);
 // p's quantised copy (128x128 blocks of `compute`, ops/fp8.h), made anew when `compute` changed since
 // the last one (Param::compute_version): once per optimizer step however many micro-batches read it.
 const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p);

@@ -55,12 +55,7 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
   QUILL_CHECK(0 <= first_layer && first_layer < end_layer && end_layer <= config.num_layers,
               "stage layers [{}, {}) are not a non-empty range of the model's {} layers", first_layer, end_layer,
               config.num_layers);
-  if (options.fp8.enabled()) {
-    // The FP8 GEMMs exist as the CPU reference only; their cuBLASLt kernels are the next step of issue 43.
-    QUILL_CHECK(ctx.device == Device::CPU, "--fp8-format e4m3 --fp8-recipe blockwise: not yet on CUDA (the CPU "
-                "backend trains with it; give --device cpu, or leave the FP8 flags out)");
-    mark_fp8_params(params);
-  }
+  if (options.fp8.enabled()) mark_fp8_params(params, ctx.device);
   ExpertParallel layer_ep = ep;
   layer_ep.overlap_shared_experts = options.shared_expert_overlap;
   layer_ep.delay_wgrad = options.delay_wgrad_compute;

@@ -3,6 +3,8 @@
 // is what the finite-difference gradient tests run in.
 #pragma once
 
+#include <string>
+
 #include "base/error.h"
 #include "ops/device_context.h"
 
@@ -20,6 +22,25 @@ inline void require_shape(const char* op, const char* name, const Tensor& t, con
 inline void require_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
   QUILL_CHECK(t.dtype() == dtype, "{}: {} has dtype {}, expected {}", op, name, dtype_name(t.dtype()),
               dtype_name(dtype));
+}
+
+// A grouped op's row counts: counts_E I64 [E] in host memory (any length when E < 0), non-negative,
+// summing to `rows`. Returns them.
+inline const int64_t* require_group_counts(const char* op, const Tensor& counts_E, int64_t rows, int64_t E = -1) {
+  QUILL_CHECK(counts_E.defined() && counts_E.ndim() == 1 && (E < 0 || counts_E.dim(0) == E),
+              "{}: counts_E has shape {}, expected [{}]", op,
+              counts_E.defined() ? shape_str(counts_E.shape()) : std::string("(undefined)"),
+              E < 0 ? std::string("E") : std::to_string(E));
+  require_dtype(op, "counts_E", counts_E, DType::I64);
+  QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory, got {}", op, counts_E.describe());
+  const int64_t* counts = counts_E.data_as<int64_t>();
+  int64_t total = 0;
+  for (int64_t e = 0; e < counts_E.numel(); ++e) {
+    QUILL_CHECK(counts[e] >= 0, "{}: counts_E[{}] is {}, expected >= 0", op, e, counts[e]);
+    total += counts[e];
+  }
+  QUILL_CHECK(total == rows, "{}: counts_E sums to {}, but there are {} rows", op, total, rows);
+  return counts;
 }
 
 // Calls fn.template operator()<T>() with T = float or double from the dtype of `t`.

@@ -75,7 +75,8 @@ struct OpTable {
   decltype(&ops::swiglu_forward) swiglu_forward = nullptr;
   decltype(&ops::swiglu_backward) swiglu_backward = nullptr;
   decltype(&ops::collective) collective = nullptr;
-  // FP8 (ops/fp8.h): not yet on the CUDA backend; the CLI refuses --fp8-recipe on --device cuda.
+  // FP8 (ops/fp8.h). On CUDA (fp8_gemm.cc) fp8_quantize_grouped stays null: the activation and gradient
+  // tiles are quantised inside the GEMM ops there.
   decltype(&ops::fp8_quantize) fp8_quantize = nullptr;
   decltype(&ops::fp8_quantize_grouped) fp8_quantize_grouped = nullptr;
   decltype(&ops::fp8_dequantize) fp8_dequantize = nullptr;

@@ -6,6 +6,7 @@
 #include "model/bucket_split.h"
 #include "model/param_placement.h"
 #include "model/params.h"
+#include "ops/fp8.h"
 #include "parallel/shard_spec.h"
 
 namespace quill::plan {
@@ -20,13 +21,6 @@ int64_t RankParams::grad_bytes(DType main_grads) const {
   int64_t n = 0;
   for (const BucketBytes& b : buckets) n += b.numel * static_cast<int64_t>(dtype_size(main_grads));
   return n;
-}
-
-int64_t fp8_copy_bytes(const Shape& shape, Device device) {
-  const int64_t n = shape_numel(shape), M = shape[shape.size() - 2], K = shape.back();
-  const int64_t matrices = shape.size() == 3 ? shape[0] : 1;
-  const int64_t scales = matrices * ((M + 127) / 128) * ((K + 127) / 128);
-  return n * (device == Device::CUDA ? 2 : 1) + scales * 4;
 }
 
 RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, const std::vector<int64_t>& stage_layers,
@@ -52,7 +46,7 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
     p.layer = d.layer;
     const int64_t n = shape_numel(p.shape);
     out.elements += n;
-    if (fp8 && runs_in_fp8(d.name)) out.fp8_copy_bytes += fp8_copy_bytes(p.shape, device);
+    if (fp8 && runs_in_fp8(d.name)) out.fp8_copy_bytes += ops::fp8_weight_copy_bytes(p.shape, device);
     const bool bf16 = device == Device::CUDA && computes_in_bf16(p);
     if (p.shape.size() >= 2 && bf16) out.largest_matrix = std::max(out.largest_matrix, n);
     if (device == Device::CPU && p.shape.size() == 2) out.largest_matrix = std::max(out.largest_matrix, n);

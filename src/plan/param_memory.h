@@ -59,7 +59,5 @@ struct RankParams {
 RankParams rank_params(const InklingConfig& config, const Grid& grid, int world_rank,
                        const std::vector<int64_t>& stage_layers, Device device, const std::vector<std::string>& freeze,
                        bool fp8 = false, int64_t bucket_size = -1);
-// The bytes of one FP8 matrix's quantised copy, local shape [E, M, K] or [M, K] (see above).
-int64_t fp8_copy_bytes(const Shape& shape, Device device);
 
 }  // namespace quill::plan

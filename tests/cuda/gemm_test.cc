@@ -276,7 +276,7 @@ TEST(GemmPlanCache, BucketsRoundUpAndKeysCompareByValue) {
     EXPECT_GE(GemmPlanCache::bucket(n), n);
     EXPECT_LT(GemmPlanCache::bucket(n), n + GemmPlanCache::kBucket);
   }
-  cuda::GemmPlanKey a{0, 1, 2, 2, 0, 4096, 512, 2048, 2048, 2048, 256, 256, 256, false};
+  cuda::GemmPlanKey a{0, 1, 2, 2, 0, 4096, 512, 2048, 2048, 2048, 256, 256, 256, false, -1, -1};
   cuda::GemmPlanKey b = a;
   EXPECT_TRUE(a == b);
   EXPECT_EQ(cuda::GemmPlanKeyHash{}(a), cuda::GemmPlanKeyHash{}(b));
@@ -284,6 +284,9 @@ TEST(GemmPlanCache, BucketsRoundUpAndKeysCompareByValue) {
   EXPECT_FALSE(a == b);
   b = a;
   b.n = 768;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;  // an FP8 operand's scales
   EXPECT_FALSE(a == b);
 }
 

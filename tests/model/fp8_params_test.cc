@@ -29,13 +29,27 @@ TEST(Fp8Params, TheLinearLayersOfAttentionMlpAndExpertsOnly) {
 
 TEST(Fp8Params, MarksEveryFp8MatrixOfTheTinyModel) {
   ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
-  mark_fp8_params(table);
+  mark_fp8_params(table, Device::CPU);
   int marked = 0;
   for (const Param& p : table.params()) {
     EXPECT_EQ(p.fp8, runs_in_fp8(p.name)) << p.name;
     marked += p.fp8;
   }
   EXPECT_EQ(marked, 4 * 5 + 1 * 2 + 3 * 4);  // 4 layers' attention, 1 dense MLP, 3 MoE layers
+}
+
+// On CUDA the FP8 GEMMs need every FP8 matrix's dimensions multiples of 16: a matrix that is not is
+// refused by name before any work; the CPU backend takes any shape.
+TEST(Fp8Params, CudaRefusesMatricesWhoseDimensionsAreNotMultiplesOf16NamingTheTensor) {
+  ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
+  for (Param& p : table.params())
+    if (runs_in_fp8(p.name)) p.shape = {32, 48};
+  EXPECT_NO_THROW(mark_fp8_params(table, Device::CUDA));
+  table.at("model.llm.layers.2.attn.wk_dv.weight").shape = {32, 40};
+  EXPECT_NO_THROW(mark_fp8_params(table, Device::CPU));
+  const std::string what = test::error_of([&] { mark_fp8_params(table, Device::CUDA); });
+  EXPECT_NE(what.find("--fp8-format e4m3 on CUDA: model.llm.layers.2.attn.wk_dv.weight has shape [32, 40]"),
+            std::string::npos) << what;
 }
 
 TEST(Fp8Params, QuantizedCopyMadeOncePerCompute) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "ops/dispatch.h"
 #include "ops/fp8_e4m3.h"
@@ -112,11 +113,27 @@ const char* fp8_tiling_name(Fp8Tiling tiling) {
   return "?";
 }
 
-Shape fp8_scale_shape(const Shape& shape, Fp8Tiling tiling) {
+Shape fp8_scale_shape(const Shape& shape, Fp8Tiling tiling, Device device, bool transposed) {
   const Matrices m = matrices_of("fp8_scale_shape", shape, tiling);
   const TileShape t = tile_shape(tiling);
-  if (shape.size() == 3) return {m.count, tiles(m.R, t.rows), tiles(m.C, t.cols)};
-  return {tiles(m.R, t.rows), tiles(m.C, t.cols)};
+  Shape grid = {tiles(m.R, t.rows), tiles(m.C, t.cols)};
+  if (device == Device::CUDA) {
+    QUILL_CHECK(tiling == Fp8Tiling::kBlocks128, "fp8_scale_shape: on CUDA only weights (128x128 blocks) are "
+                "quantised outside the GEMMs, not {} tiles", fp8_tiling_name(tiling));
+    if (transposed) std::swap(grid[0], grid[1]);
+    grid[1] = (grid[1] + 3) / 4 * 4;  // cuBLASLt's BLK128x128 rows, padded to 4 floats (ops/fp8.h)
+  } else {
+    QUILL_CHECK(!transposed, "fp8_scale_shape: the transposed factors exist on CUDA only");
+  }
+  if (shape.size() == 3) return {m.count, grid[0], grid[1]};
+  return grid;
+}
+
+int64_t fp8_weight_copy_bytes(const Shape& shape, Device device) {
+  const int64_t codes = shape_numel(shape);
+  const int64_t scales = shape_numel(fp8_scale_shape(shape, Fp8Tiling::kBlocks128, device));
+  if (device == Device::CPU) return codes + scales * 4;
+  return 2 * codes + (scales + shape_numel(fp8_scale_shape(shape, Fp8Tiling::kBlocks128, device, true))) * 4;
 }
 
 Shape fp8_grouped_scale_shape(const Shape& shape, const Tensor& counts_E) {
@@ -131,7 +148,13 @@ Fp8Tensor fp8_empty(const DeviceContext& ctx, const Shape& shape, Fp8Tiling tili
   Fp8Tensor q;
   q.tiling = tiling;
   q.codes = Tensor::empty(shape, DType::U8, *ctx.allocator);
-  q.scale_inv = Tensor::empty(fp8_scale_shape(shape, tiling), DType::F32, *ctx.allocator);
+  q.scale_inv = Tensor::empty(fp8_scale_shape(shape, tiling, ctx.device), DType::F32, *ctx.allocator);
+  if (ctx.device == Device::CUDA) {
+    Shape t = shape;
+    std::swap(t[t.size() - 1], t[t.size() - 2]);
+    q.codes_t = Tensor::empty(t, DType::U8, *ctx.allocator);
+    q.scale_inv_t = Tensor::empty(fp8_scale_shape(shape, tiling, ctx.device, true), DType::F32, *ctx.allocator);
+  }
   return q;
 }
 
@@ -145,6 +168,7 @@ Fp8Tensor fp8_matrix(const Fp8Tensor& stack, int64_t e) {
   m.codes = matrix(stack.codes);
   m.scale_inv = matrix(stack.scale_inv);
   if (stack.codes_t.defined()) m.codes_t = matrix(stack.codes_t);
+  if (stack.scale_inv_t.defined()) m.scale_inv_t = matrix(stack.scale_inv_t);
   return m;
 }
 
@@ -185,10 +209,13 @@ void fp8_quantize_grouped(const DeviceContext& ctx, const Tensor& x_PK, const Te
   }
 }
 
-void fp8_dequantize(const DeviceContext& ctx, const Fp8Tensor& q, const Tensor& counts_E, const Tensor& out) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::fp8_dequantize, "fp8_dequantize")(ctx, q, counts_E, out);
+void fp8_dequantize(const DeviceContext& ctx, const Fp8Tensor& q, const Tensor& counts_E, const Tensor& out,
+                    bool from_transpose) {
+  if (ctx.device == Device::CUDA)
+    return cuda_op(ctx, &OpTable::fp8_dequantize, "fp8_dequantize")(ctx, q, counts_E, out, from_transpose);
   const char* op = "fp8_dequantize";
   require_cpu(op, ctx);
+  QUILL_CHECK(!from_transpose, "{}: the transposed codes exist on CUDA only", op);
   QUILL_CHECK(q.codes.defined(), "{}: the quantised tensor is undefined", op);
   const Matrices m = matrices_of(op, q.codes.shape(), q.tiling);
   require_dtype(op, "out", out, DType::F32);

@@ -54,17 +54,7 @@ void check_perm(const char* op, const Tensor& perm_P, int64_t n_tokens, int64_t 
 
 // counts_E must be I64 host memory, non-negative and sum to `rows`; returns E.
 int64_t check_counts(const char* op, const Tensor& counts_E, int64_t rows) {
-  QUILL_CHECK(counts_E.defined() && counts_E.ndim() == 1, "{}: counts_E must be 1-D, got {}", op,
-              counts_E.defined() ? shape_str(counts_E.shape()) : std::string("(undefined)"));
-  require_dtype(op, "counts_E", counts_E, DType::I64);
-  QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory", op);
-  const int64_t* counts = counts_E.data_as<int64_t>();
-  int64_t total = 0;
-  for (int64_t e = 0; e < counts_E.numel(); ++e) {
-    QUILL_CHECK(counts[e] >= 0, "{}: counts_E[{}] is {}, expected >= 0", op, e, counts[e]);
-    total += counts[e];
-  }
-  QUILL_CHECK(total == rows, "{}: counts_E sums to {}, but there are {} rows", op, total, rows);
+  ops_detail::require_group_counts(op, counts_E, rows);
   return counts_E.numel();
 }
 

@@ -16,30 +16,16 @@
 // Outputs are rounded once, from fp32, to their dtype. counts_E is I64 in host memory.
 // Row-major to column-major: a row-major [R, C] matrix is the column-major [C, R] matrix (its
 // transpose) with leading dimension C, so y = x w^T is computed as y^T = w x^T, and so on below.
-// Preconditions: contiguous tensors on the context's device; outputs do not alias inputs. Any
-// pointer alignment works: the heuristic query is told each operand's real alignment (cuBLASLt
-// otherwise assumes 256 bytes), which matters for row views such as an expert's block of rows.
-// Descriptors are created per call; the algorithm comes from the context's plan cache
-// (gemm_plan_cache.h: one heuristic query per shape, row counts bucketed).
+// Preconditions: contiguous tensors on the context's device; outputs do not alias inputs; any pointer
+// alignment (each call is one cuBLASLt matmul of lt_matmul.h).
 #include "ops/cuda/cuda_resources.h"
-#include "ops/cuda/gemm_plan_cache.h"
 #include "ops/cuda/grouped_wgrad_wg.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/lt_matmul.h"
 #include "ops/dispatch.h"
-
-#include <fmt/format.h>
 
 #include <cstdint>
 #include <string>
-#include <vector>
-
-// Checks a cuBLASLt call made through the table `lt` (cublaslt_library.h), naming the status
-// through cuBLASLt's own cublasLtGetStatusString (cublasGetStatusString lives in libcublas).
-#define QUILL_LT_CHECK(lt, call)                                                                             \
-  do {                                                                                                       \
-    cublasStatus_t st_ = (call);                                                                             \
-    QUILL_CHECK(st_ == CUBLAS_STATUS_SUCCESS, "cuBLASLt call {} failed: {}", #call, (lt).cublasLtGetStatusString(st_)); \
-  } while (0)
 
 namespace quill::cuda {
 namespace {
@@ -47,204 +33,7 @@ namespace {
 using ops_detail::require_dtype;
 using ops_detail::require_shape;
 
-// ---------------------------------------------------------------------------------------------
-// cuBLASLt core: D (m x n, column-major, ld m) = op(A) op(B) + beta * D, with C = D.
-
-// Each descriptor keeps the table it was created through, to destroy itself through it.
-struct MatmulDesc {
-  const CublasLt& lt;
-  cublasLtMatmulDesc_t h = nullptr;
-  ~MatmulDesc() { if (h) lt.cublasLtMatmulDescDestroy(h); }
-};
-struct Layout {
-  const CublasLt& lt;
-  cublasLtMatrixLayout_t h = nullptr;
-  ~Layout() { if (h) lt.cublasLtMatrixLayoutDestroy(h); }
-};
-struct Preference {
-  const CublasLt& lt;
-  cublasLtMatmulPreference_t h = nullptr;
-  ~Preference() { if (h) lt.cublasLtMatmulPreferenceDestroy(h); }
-};
-
-// A column-major operand as cuBLASLt stores it (before the op is applied).
-struct Operand {
-  const void* ptr;
-  cudaDataType_t type;
-  uint64_t rows, cols;
-  int64_t ld;
-};
-
 cudaDataType_t cuda_type(DType d) { return d == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
-size_t cuda_type_size(cudaDataType_t t) { return t == CUDA_R_16BF ? 2 : 4; }
-const char* cuda_type_name(cudaDataType_t t) { return t == CUDA_R_16BF ? "bf16" : "f32"; }
-
-// Largest power of two (up to 256) that divides the address.
-uint32_t alignment_of(const void* p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  uint32_t al = 256;
-  while (al > 1 && (a % al) != 0) al >>= 1;
-  return al;
-}
-
-void make_layout(Layout& l, const Operand& o) {
-  QUILL_LT_CHECK(l.lt, l.lt.cublasLtMatrixLayoutCreate(&l.h, o.type, o.rows, o.cols, o.ld));
-}
-
-// Which dimension of a call follows a row count (an expert's rows, a chunk of positions): the plan
-// cache (gemm_plan_cache.h) buckets it. At every call site below it is a column count of the
-// column-major operands it appears in, so a bucketed layout keeps its leading dimensions.
-enum class Vary { kN, kK };
-
-// What a measurement asks of matmul (grouped_bench): run the heuristic's algorithm number `index`
-// (0 is the one quill uses) instead, bypassing the plan cache; `found` is false when the heuristic
-// returns fewer, `config` describes the algorithm run.
-struct Candidate {
-  int index = 0;
-  bool found = false;
-  std::string config;
-};
-
-std::string describe_algo(const CublasLt& lt, const cublasLtMatmulAlgo_t& algo) {
-  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
-    uint32_t v = 0;  // every attribute read here is 32 bits or fewer, little-endian
-    size_t written = 0;
-    if (lt.cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1L;
-    return static_cast<long>(v);
-  };
-  return fmt::format("id {} tile {} stages {} split-k {} reduction {} swizzle {} cluster {} custom {}",
-                     get(CUBLASLT_ALGO_CONFIG_ID), get(CUBLASLT_ALGO_CONFIG_TILE_ID), get(CUBLASLT_ALGO_CONFIG_STAGES_ID),
-                     get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM), get(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-                     get(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), get(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
-                     get(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));
-}
-
-void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, const Operand& a, cublasOperation_t tb,
-            const Operand& b, void* d, cudaDataType_t d_type, uint64_t m, uint64_t n, uint64_t k, float beta,
-            Vary vary, Candidate* candidate = nullptr) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: D = beta * D
-    if (beta == 0.0f)
-      QUILL_CUDA_CHECK(cudaMemsetAsync(d, 0, m * n * cuda_type_size(d_type), stream_of(ctx)));
-    return;
-  }
-  CudaResources& res = *ctx.cuda;
-  const CublasLt& lt = res.cublaslt;
-  MatmulDesc desc{lt};
-  QUILL_LT_CHECK(lt, lt.cublasLtMatmulDescCreate(&desc.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const int32_t op_a = ta, op_b = tb;
-  QUILL_LT_CHECK(lt, lt.cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  QUILL_LT_CHECK(lt, lt.cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-
-  Layout la{lt}, lb{lt}, ld{lt};
-  make_layout(la, a);
-  make_layout(lb, b);
-  make_layout(ld, Operand{d, d_type, m, n, static_cast<int64_t>(m)});
-
-  Preference pref{lt};
-  QUILL_LT_CHECK(lt, lt.cublasLtMatmulPreferenceCreate(&pref.h));
-  const uint64_t ws = res.workspace_bytes;
-  QUILL_LT_CHECK(
-      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t al_a = alignment_of(a.ptr), al_b = alignment_of(b.ptr), al_d = alignment_of(d);
-  QUILL_LT_CHECK(
-      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
-  QUILL_LT_CHECK(
-      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
-  QUILL_LT_CHECK(
-      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
-  QUILL_LT_CHECK(
-      lt, lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
-
-  // The heuristic's first algorithm for the given layouts, or nullopt-like `false`.
-  auto ask = [&](const Layout& qa, const Layout& qb, const Layout& qd, cublasLtMatmulAlgo_t& algo,
-                 cublasStatus_t& why) {
-    cublasLtMatmulHeuristicResult_t heur{};
-    int found = 0;
-    why = lt.cublasLtMatmulAlgoGetHeuristic(res.lt, desc.h, qa.h, qb.h, qd.h, qd.h, pref.h, 1, &heur, &found);
-    if (why == CUBLAS_STATUS_SUCCESS && (found == 0 || heur.state != CUBLAS_STATUS_SUCCESS))
-      why = found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : heur.state;
-    if (why == CUBLAS_STATUS_SUCCESS) algo = heur.algo;
-    return why == CUBLAS_STATUS_SUCCESS;
-  };
-  auto ask_exact = [&](cublasLtMatmulAlgo_t& algo) {
-    cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
-    QUILL_CHECK(ask(la, lb, ld, algo, why),
-                "{}: cuBLASLt has no algorithm for m={} n={} k={} (A {} {}x{} ld {} op {} align {}; B {} {}x{} ld {} "
-                "op {} align {}; D {} ld {} align {}): {}",
-                op, m, n, k, cuda_type_name(a.type), a.rows, a.cols, a.ld, ta == CUBLAS_OP_T ? "T" : "N", al_a,
-                cuda_type_name(b.type), b.rows, b.cols, b.ld, tb == CUBLAS_OP_T ? "T" : "N", al_b,
-                cuda_type_name(d_type), m, al_d, lt.cublasLtGetStatusString(why));
-  };
-
-  cublasLtMatmulAlgo_t algo{};
-  bool from_cache = false;
-  // Bucketing needs the varying dimension to be a column count of the operands it appears in.
-  const bool can_bucket = vary == Vary::kN ? (tb == CUBLAS_OP_N && b.cols == n) : (a.cols == k && b.cols == k &&
-                                                                                  ta == CUBLAS_OP_N && tb == CUBLAS_OP_T);
-  if (candidate) {
-    std::vector<cublasLtMatmulHeuristicResult_t> heur(static_cast<size_t>(candidate->index) + 1);
-    int found = 0;
-    const cublasStatus_t why = lt.cublasLtMatmulAlgoGetHeuristic(res.lt, desc.h, la.h, lb.h, ld.h, ld.h, pref.h,
-                                                                 candidate->index + 1, heur.data(), &found);
-    candidate->found = why == CUBLAS_STATUS_SUCCESS && found > candidate->index &&
-                       heur[static_cast<size_t>(candidate->index)].state == CUBLAS_STATUS_SUCCESS;
-    if (!candidate->found) return;
-    algo = heur[static_cast<size_t>(candidate->index)].algo;
-    candidate->config = describe_algo(lt, algo);
-  } else if (GemmPlanCache::enabled() && can_bucket) {
-    if (!res.gemm_plans) res.gemm_plans = std::make_shared<GemmPlanCache>();
-    GemmPlanCache& cache = *res.gemm_plans;
-    const uint64_t nb = vary == Vary::kN ? GemmPlanCache::bucket(n) : n;
-    const uint64_t kb = vary == Vary::kK ? GemmPlanCache::bucket(k) : k;
-    const GemmPlanKey key{static_cast<int32_t>(ta), static_cast<int32_t>(tb), static_cast<int32_t>(a.type),
-                          static_cast<int32_t>(b.type), static_cast<int32_t>(d_type), m, nb, kb, a.ld, b.ld,
-                          al_a, al_b, al_d, beta != 0.0f};
-    auto it = cache.algos.find(key);
-    if (it != cache.algos.end()) {
-      algo = it->second;
-      from_cache = true;
-      ++cache.hits;
-    } else {
-      Operand ab = a, bb = b;
-      if (vary == Vary::kN) {
-        bb.cols = nb;
-      } else {
-        ab.cols = kb;
-        bb.cols = kb;
-      }
-      Layout qa{lt}, qb{lt}, qd{lt};
-      make_layout(qa, ab);
-      make_layout(qb, bb);
-      make_layout(qd, Operand{d, d_type, m, nb, static_cast<int64_t>(m)});
-      cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
-      if (ask(qa, qb, qd, algo, why)) {
-        cache.algos.emplace(key, algo);
-        from_cache = true;
-        ++cache.misses;
-      } else {
-        ask_exact(algo);
-      }
-    }
-  } else {
-    ask_exact(algo);
-  }
-
-  const float alpha = 1.0f;
-  auto run = [&] {
-    return lt.cublasLtMatmul(res.lt, desc.h, &alpha, a.ptr, la.h, b.ptr, lb.h, &beta, d, ld.h, d, ld.h, &algo,
-                          res.workspace, res.workspace_bytes, stream_of(ctx));
-  };
-  cublasStatus_t st = run();
-  if (st != CUBLAS_STATUS_SUCCESS && from_cache) {
-    // The bucket's algorithm refused this exact problem: ask for this shape (not cached) and retry.
-    ++res.gemm_plans->fallbacks;
-    ask_exact(algo);
-    st = run();
-  }
-  QUILL_CHECK(st == CUBLAS_STATUS_SUCCESS, "{}: cublasLtMatmul failed for m={} n={} k={}: {}", op, m, n, k,
-              lt.cublasLtGetStatusString(st));
-}
 
 // Row-major GEMMs on raw pointers (sizes already validated). `xt` is the dtype of x, w and dy.
 
@@ -303,21 +92,6 @@ void require_output_dtype(const char* op, const char* name, const Tensor& t, DTy
 const char* byte_ptr(const Tensor& t) { return static_cast<const char*>(t.data()); }
 char* byte_ptr_mut(const Tensor& t) { return static_cast<char*>(t.data()); }
 
-// counts_E: I64 [E] in host memory, non-negative, summing to `rows`.
-const int64_t* check_counts(const char* op, const Tensor& counts_E, int64_t E, int64_t rows) {
-  require_shape(op, "counts_E", counts_E, {E});
-  require_dtype(op, "counts_E", counts_E, DType::I64);
-  QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory, got {}", op,
-              counts_E.describe());
-  const int64_t* counts = counts_E.data_as<int64_t>();
-  int64_t total = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    QUILL_CHECK(counts[e] >= 0, "{}: counts_E[{}] is {}, expected >= 0", op, e, counts[e]);
-    total += counts[e];
-  }
-  QUILL_CHECK(total == rows, "{}: counts_E sums to {}, but there are {} rows", op, total, rows);
-  return counts;
-}
 
 void require_3d(const char* op, const char* name, const Tensor& t) {
   QUILL_CHECK(t.defined() && t.ndim() == 3, "{}: {} must be 3-D [E, M, K], got {}", op, name,
@@ -408,7 +182,7 @@ void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const 
   const int64_t P = x_PK.dim(0), E = w_EMK.dim(0), M = w_EMK.dim(1), K = w_EMK.dim(2);
   require_shape(op, "x_PK", x_PK, {P, K});
   require_shape(op, "y_PM", y_PM, {P, M});
-  const int64_t* counts = check_counts(op, counts_E, E, P);
+  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, E);
   require_operand_dtype(op, "x_PK", x_PK);
   require_dtype(op, "w_EMK", w_EMK, x_PK.dtype());
   require_output_dtype(op, "y_PM", y_PM, x_PK.dtype());
@@ -431,7 +205,7 @@ void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM
   const int64_t P = dy_PM.dim(0), E = w_EMK.dim(0), M = w_EMK.dim(1), K = w_EMK.dim(2);
   require_shape(op, "dy_PM", dy_PM, {P, M});
   require_shape(op, "dx_PK", dx_PK, {P, K});
-  const int64_t* counts = check_counts(op, counts_E, E, P);
+  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, E);
   require_operand_dtype(op, "dy_PM", dy_PM);
   require_dtype(op, "w_EMK", w_EMK, dy_PM.dtype());
   require_output_dtype(op, "dx_PK", dx_PK, dy_PM.dtype());
@@ -455,7 +229,7 @@ void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_P
   const int64_t P = dy_PM.dim(0), E = dw_EMK.dim(0), M = dw_EMK.dim(1), K = dw_EMK.dim(2);
   require_shape(op, "dy_PM", dy_PM, {P, M});
   require_shape(op, "x_PK", x_PK, {P, K});
-  const int64_t* counts = check_counts(op, counts_E, E, P);
+  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, E);
   require_operand_dtype(op, "dy_PM", dy_PM);
   require_dtype(op, "x_PK", x_PK, dy_PM.dtype());
   require_dtype(op, "dw_EMK", dw_EMK, DType::F32);

@@ -24,10 +24,12 @@ struct GemmPlanKey {
   int64_t lda, ldb;
   uint32_t al_a, al_b, al_d;
   bool accumulate;
+  int32_t a_scale_mode, b_scale_mode;  // -1: an operand without block scales
   bool operator==(const GemmPlanKey& o) const {
     return ta == o.ta && tb == o.tb && a_type == o.a_type && b_type == o.b_type && d_type == o.d_type && m == o.m &&
            n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && al_a == o.al_a && al_b == o.al_b &&
-           al_d == o.al_d && accumulate == o.accumulate;
+           al_d == o.al_d && accumulate == o.accumulate &&
+           a_scale_mode == o.a_scale_mode && b_scale_mode == o.b_scale_mode;
   }
 };
 
@@ -39,6 +41,7 @@ struct GemmPlanKeyHash {
     mix(static_cast<uint64_t>(key.b_type)); mix(static_cast<uint64_t>(key.d_type)); mix(key.m); mix(key.n);
     mix(key.k); mix(static_cast<uint64_t>(key.lda)); mix(static_cast<uint64_t>(key.ldb)); mix(key.al_a);
     mix(key.al_b); mix(key.al_d); mix(key.accumulate ? 1 : 0);
+    mix(static_cast<uint64_t>(key.a_scale_mode)); mix(static_cast<uint64_t>(key.b_scale_mode));
     return static_cast<size_t>(h);
   }
 };

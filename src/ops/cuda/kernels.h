@@ -10,6 +10,7 @@
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/fp8.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "ops/rmsnorm.h"
@@ -66,6 +67,21 @@ void linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const
 // fewer. `config` gets the algorithm's configuration (tile, stages, split-k, ...).
 bool linear_backward_weight_candidate(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK,
                                       const Tensor& dw_MK, bool accumulate, int index, std::string* config);
+// ops/fp8.h (fp8_gemm.cc)
+void fp8_quantize(const DeviceContext& ctx, const Tensor& x, const ops::Fp8Tensor& out);
+void fp8_dequantize(const DeviceContext& ctx, const ops::Fp8Tensor& q, const Tensor& counts_E, const Tensor& out,
+                    bool from_transpose);
+void fp8_linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const ops::Fp8Tensor& w_MK, const Tensor& y_NM);
+void fp8_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const ops::Fp8Tensor& w_MK,
+                               const Tensor& dx_NK, bool accumulate);
+void fp8_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
+                                bool accumulate);
+void fp8_grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const ops::Fp8Tensor& w_EMK,
+                                const Tensor& counts_E, const Tensor& y_PM);
+void fp8_grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const ops::Fp8Tensor& w_EMK,
+                                       const Tensor& counts_E, const Tensor& dx_PK);
+void fp8_grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
+                                        const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate);
 // ops/moe.h
 void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P, const Tensor& counts_E);
 void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k, const Tensor& xp_PD);

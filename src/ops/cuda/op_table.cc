@@ -22,6 +22,14 @@ OpTable make_table() {
   t.grouped_linear_forward = &cuda::grouped_linear_forward;
   t.grouped_linear_backward_input = &cuda::grouped_linear_backward_input;
   t.grouped_linear_backward_weight = &cuda::grouped_linear_backward_weight;
+  t.fp8_quantize = &cuda::fp8_quantize;
+  t.fp8_dequantize = &cuda::fp8_dequantize;
+  t.fp8_linear_forward = &cuda::fp8_linear_forward;
+  t.fp8_linear_backward_input = &cuda::fp8_linear_backward_input;
+  t.fp8_linear_backward_weight = &cuda::fp8_linear_backward_weight;
+  t.fp8_grouped_linear_forward = &cuda::fp8_grouped_linear_forward;
+  t.fp8_grouped_linear_backward_input = &cuda::fp8_grouped_linear_backward_input;
+  t.fp8_grouped_linear_backward_weight = &cuda::fp8_grouped_linear_backward_weight;
   t.copy = &cuda::copy;
   t.gather_rows = &cuda::gather_rows;
   t.add_inplace = &cuda::add_inplace;

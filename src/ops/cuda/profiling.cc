@@ -102,6 +102,45 @@ OpCost op_cost(OpTag<OpId::grouped_linear_backward_weight>, const Tensor& dy_PM,
   return matmul(p, dw_EMK.dim(1), dw_EMK.dim(2), f * (tb(dy_PM) + tb(x_PK)) + tb(dw_EMK) * (accumulate ? 2 : 1));
 }
 
+// The FP8 GEMMs: the same FLOPs; bytes of the bf16 operands and outputs (the weight's codes once).
+OpCost fp8(OpCost c) {
+  c.kind = OpKind::Fp8Matmul;
+  return c;
+}
+double codes_bytes(const ops::Fp8Tensor& w) { return w.codes.defined() ? tb(w.codes) : 0.0; }
+OpCost op_cost(OpTag<OpId::fp8_linear_forward>, const Tensor& x_NK, const ops::Fp8Tensor& w_MK, const Tensor& y_NM) {
+  return fp8(matmul(x_NK.dim(0), w_MK.codes.dim(0), x_NK.dim(1), tb(x_NK) + codes_bytes(w_MK) + tb(y_NM)));
+}
+OpCost op_cost(OpTag<OpId::fp8_linear_backward_input>, const Tensor& dy_NM, const ops::Fp8Tensor& w_MK,
+               const Tensor& dx_NK, bool accumulate) {
+  return fp8(matmul(dy_NM.dim(0), w_MK.codes.dim(0), w_MK.codes.dim(1),
+                    tb(dy_NM) + codes_bytes(w_MK) + tb(dx_NK) * (accumulate ? 2 : 1)));
+}
+OpCost op_cost(OpTag<OpId::fp8_linear_backward_weight>, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
+               bool accumulate) {
+  return fp8(matmul(dy_NM.dim(0), dw_MK.dim(0), dw_MK.dim(1), tb(dy_NM) + tb(x_NK) + tb(dw_MK) * (accumulate ? 2 : 1)));
+}
+OpCost op_cost(OpTag<OpId::fp8_grouped_linear_forward>, const Tensor& x_PK, const ops::Fp8Tensor& w_EMK,
+               const Tensor& counts_E, const Tensor& y_PM) {
+  const double p = grouped_rows(x_PK, counts_E), f = row_fraction(x_PK, p);
+  return fp8(matmul(p, w_EMK.codes.dim(1), w_EMK.codes.dim(2), f * (tb(x_PK) + tb(y_PM)) + codes_bytes(w_EMK)));
+}
+OpCost op_cost(OpTag<OpId::fp8_grouped_linear_backward_input>, const Tensor& dy_PM, const ops::Fp8Tensor& w_EMK,
+               const Tensor& counts_E, const Tensor& dx_PK) {
+  const double p = grouped_rows(dy_PM, counts_E), f = row_fraction(dy_PM, p);
+  return fp8(matmul(p, w_EMK.codes.dim(1), w_EMK.codes.dim(2), f * (tb(dy_PM) + tb(dx_PK)) + codes_bytes(w_EMK)));
+}
+OpCost op_cost(OpTag<OpId::fp8_grouped_linear_backward_weight>, const Tensor& dy_PM, const Tensor& x_PK,
+               const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate) {
+  const double p = grouped_rows(dy_PM, counts_E), f = row_fraction(dy_PM, p);
+  return fp8(matmul(p, dw_EMK.dim(1), dw_EMK.dim(2), f * (tb(dy_PM) + tb(x_PK)) + tb(dw_EMK) * (accumulate ? 2 : 1)));
+}
+OpCost op_cost(OpTag<OpId::fp8_quantize>, const Tensor& x, const ops::Fp8Tensor& out) {
+  OpCost c;
+  c.bytes = tb(x) + 2 * codes_bytes(out);  // read once; codes and codes_t written
+  return c;
+}
+
 // (query, key) pairs a causal attention with this window computes: sum over t of min(t + 1, W).
 double attention_pairs(int64_t T, int64_t window) {
   const double t = static_cast<double>(T);
@@ -191,6 +230,11 @@ void append_signature(std::string& out, const T& a) {
     out += lower(dtype_name(a.dtype()));
     out += '[';
     for (int i = 0; i < a.ndim(); ++i) out += (i ? "," : "") + std::to_string(a.dim(i));
+    out += ']';
+  } else if constexpr (std::is_same_v<std::decay_t<T>, ops::Fp8Tensor>) {
+    if (!out.empty()) out += ' ';
+    out += "e4m3[";
+    for (int i = 0; a.codes.defined() && i < a.codes.ndim(); ++i) out += (i ? "," : "") + std::to_string(a.codes.dim(i));
     out += ']';
   }
 }
@@ -454,6 +498,7 @@ const char* kind_name(OpKind k) {
     case OpKind::Matmul: return "matmul";
     case OpKind::Attention: return "attention";
     case OpKind::Memory: return "memory";
+    case OpKind::Fp8Matmul: return "fp8 mm";
   }
   return "?";
 }
@@ -474,7 +519,8 @@ Rate rate_of(OpKind kind, double flops, double bytes, double ms, const Ceilings&
   } else {
     r.value = flops / (ms * 1e9);
     r.unit = "TFLOP/s";
-    r.of_ceiling = c.matmul_tflops > 0 ? r.value / c.matmul_tflops : 0;
+    const double ceiling = kind == OpKind::Fp8Matmul ? c.fp8_matmul_tflops : c.matmul_tflops;
+    r.of_ceiling = ceiling > 0 ? r.value / ceiling : 0;
   }
   return r;
 }
@@ -526,8 +572,8 @@ std::string op_profile_table(const OpProfile& p, const Ceilings& c, size_t top) 
       "{} calls ({} nested calls folded into their callers)\n",
       p.step, p.step_ms, p.host_ms, p.ops_ms, p.step_ms > 0 ? 100 * p.ops_ms / p.step_ms : 0.0, p.calls,
       p.nested_calls);
-  out += fmt::format("ceilings: matmul {:.0f} TFLOP/s, copy {:.0f} GB/s (attention is rated against matmul)\n",
-                     c.matmul_tflops, c.copy_gbps);
+  out += fmt::format("ceilings: matmul {:.0f} TFLOP/s, FP8 matmul {:.0f}, copy {:.0f} GB/s (attention is rated against "
+                     "matmul)\n", c.matmul_tflops, c.fp8_matmul_tflops, c.copy_gbps);
   const auto pct = [&](double ms) { return p.step_ms > 0 ? 100 * ms / p.step_ms : 0.0; };
   out += fmt::format("{:<32} {:<58} {:>6} {:>9} {:>9} {:>6} {:>9} {:<7} {:>6}\n", "op", "shapes", "calls", "total ms",
                      "mean us", "% step", "achieved", "unit", "% ceil");
@@ -560,12 +606,13 @@ std::string op_profile_json(const OpProfile& p, const Ceilings& c) {
   std::string out = "{\n";
   out += fmt::format(
       " \"step\": {},\n \"step_ms\": {:.6f},\n \"host_ms\": {:.6f},\n \"ops_ms\": {:.6f},\n \"calls\": {},\n"
-      " \"nested_calls\": {},\n \"ceilings\": {{\"matmul_tflops\": {}, \"copy_gbps\": {}}},\n"
+      " \"nested_calls\": {},\n \"ceilings\": {{\"matmul_tflops\": {}, \"copy_gbps\": {}, \"fp8_matmul_tflops\": {}}},\n"
       " \"definitions\": {{\"flops\": \"GEMM 2*M*N*K (grouped: rows = sum of counts); attention 4 * causal-window "
       "(query,key) pairs * heads * head_dim forward, 2.5x backward\", \"bytes\": \"each tensor argument once, "
       "accumulated/in-place outputs twice, slices and gathered rows only as touched\", \"timing\": \"CUDA events "
       "on the context's stream around each outermost op call\"}},\n",
-      p.step, p.step_ms, p.host_ms, p.ops_ms, p.calls, p.nested_calls, c.matmul_tflops, c.copy_gbps);
+      p.step, p.step_ms, p.host_ms, p.ops_ms, p.calls, p.nested_calls, c.matmul_tflops, c.copy_gbps,
+      c.fp8_matmul_tflops);
   out += " \"rows\": [\n";
   for (size_t i = 0; i < p.rows.size(); ++i) {
     const OpProfileRow& r = p.rows[i];

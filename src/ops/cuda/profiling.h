@@ -62,7 +62,8 @@ const char* op_name(OpId id);
 // What one call costs at the least: FLOPs of the arithmetic (GEMMs 2*M*N*K; attention 4 * (query, key)
 // pairs inside the causal window * heads * head_dim forward, 2.5x that backward), and bytes each tensor
 // must cross device memory (read once, written once; accumulated outputs read and written).
-enum class OpKind : int { Matmul, Attention, Memory };
+// Fp8Matmul: an FP8 GEMM (ops/fp8.h), rated against the FP8 tensor ceiling.
+enum class OpKind : int { Matmul, Attention, Memory, Fp8Matmul };
 struct OpCost {
   double flops = 0;
   double bytes = 0;
@@ -95,9 +96,12 @@ struct OpProfile {
 
 // Measured ceilings for the achieved/ceiling columns (defaults: performance.md's H200 figures,
 // cuBLAS bf16 GEMM n = 8192 and a device-to-device copy counting read + write).
+// fp8_matmul_tflops: until measured on the machine, twice the bf16 figure (Hopper's dense FP8 tensor
+// rate is twice its bf16 rate: H100/H200 SXM 1,979 against 989 TFLOP/s).
 struct Ceilings {
   double matmul_tflops = 794;
   double copy_gbps = 4240;
+  double fp8_matmul_tflops = 2 * 794;
 };
 
 struct ProfilingOpTable;
