@@ -294,7 +294,6 @@ TEST(GemmPlanCache, BucketsRoundUpAndKeysCompareByValue) {
 // the bucket: row counts spread over three buckets, each compared with the CPU, and the cache is hit.
 TEST(GroupedLinearCuda, PlanCacheBucketsRowCounts) {
   QUILL_REQUIRE_GPU();
-  if (!cuda::GemmPlanCache::enabled()) GTEST_SKIP() << "QUILL_GEMM_PLAN_CACHE=0";
   const DeviceContext ctx = gpu_ctx();
   check_grouped({257, 300, 511, 512, 1, 513, 700, 768, 1000, 1023}, 256, 520, DType::BF16, DType::BF16, 730);
   check_grouped({258, 301, 509, 766, 1021, 255}, 256, 520, DType::BF16, DType::BF16, 740);
@@ -308,7 +307,6 @@ TEST(GroupedLinearCuda, PlanCacheBucketsRowCounts) {
 // hold maps to the same cuBLASLt algorithm (the same bytes), and every problem gives the same bits.
 TEST(GemmPlanCache, TheSameShapesGetTheSameAlgorithmsInAnyOrder) {
   QUILL_REQUIRE_GPU();
-  if (!cuda::GemmPlanCache::enabled()) GTEST_SKIP() << "QUILL_GEMM_PLAN_CACHE=0";
   const std::vector<std::vector<int64_t>> problems = {{257, 300, 511}, {1, 513, 700}, {768, 1000, 1023}, {0, 258, 5}};
   const int64_t K = 256, M = 520;
   auto run = [&](const std::vector<size_t>& order, std::vector<std::vector<uint16_t>>& outputs) {

@@ -82,19 +82,6 @@ Matrices matrices_of(const char* op, const Shape& s, Fp8Tiling tiling) {
   return stack ? Matrices{s[0], s[1], s[2]} : Matrices{1, s[0], s[1]};
 }
 
-const int64_t* group_counts(const char* op, const Tensor& counts_E, int64_t rows) {
-  QUILL_CHECK(counts_E.defined() && counts_E.ndim() == 1 && counts_E.dtype() == DType::I64 &&
-                  counts_E.device() == Device::CPU,
-              "{}: counts_E must be a 1-D I64 host tensor", op);
-  const int64_t* c = counts_E.data_as<int64_t>();
-  int64_t sum = 0;
-  for (int64_t e = 0; e < counts_E.numel(); ++e) {
-    QUILL_CHECK(c[e] >= 0, "{}: counts_E[{}] is {}", op, e, c[e]);
-    sum += c[e];
-  }
-  QUILL_CHECK(sum == rows, "{}: counts_E sum to {}, but the tensor has {} rows", op, sum, rows);
-  return c;
-}
 
 void check_quantized(const char* op, const Fp8Tensor& q, const Shape& scale_shape) {
   require_dtype(op, "codes", q.codes, DType::U8);
@@ -138,7 +125,7 @@ int64_t fp8_weight_copy_bytes(const Shape& shape, Device device) {
 
 Shape fp8_grouped_scale_shape(const Shape& shape, const Tensor& counts_E) {
   QUILL_CHECK(shape.size() == 2, "fp8_grouped_scale_shape: a 2-D tensor, got {}", shape_str(shape));
-  const int64_t* c = group_counts("fp8_grouped_scale_shape", counts_E, shape[0]);
+  const int64_t* c = ops_detail::require_group_counts("fp8_grouped_scale_shape", counts_E, shape[0]);
   int64_t rows = 0;
   for (int64_t e = 0; e < counts_E.numel(); ++e) rows += tiles(c[e], kB);
   return {rows, shape[1]};

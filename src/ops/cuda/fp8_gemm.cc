@@ -143,38 +143,26 @@ constexpr cudaDataType_t kE4M3 = CUDA_R_8F_E4M3;
 constexpr auto kVec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
 constexpr auto kBlk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
 
-// y rows of group g = x rows . w[e]^T, e = g for a grouped op, 0 for a dense one.
-void forward(const DeviceContext& ctx, const char* op, const Tensor& x, const Weight& w, bool grouped,
-             const RowGroups& g, const Tensor& y) {
-  const int64_t K = w.K, M = w.M;
-  const Quantised q = rows128(ctx, x, g);
-  const RowOutput out(ctx, y, g, false);
+// The row-wise GEMMs: out rows of group g (= or +=) act rows . op(w[e]), e = g for a grouped op, 0 for a
+// dense one. The forward contracts over K with the weight's codes (y = x w^T); the data gradient over M with
+// its transposed codes (dx = dy w).
+enum class RowGemm { kForward, kBackwardInput };
+void rowwise(const DeviceContext& ctx, const char* op, RowGemm which, const Tensor& act, const Weight& w,
+             bool grouped, const RowGroups& g, const Tensor& out_rows, bool accumulate) {
+  const bool fwd = which == RowGemm::kForward;
+  const int64_t k = fwd ? w.K : w.M, m = fwd ? w.M : w.K;  // contraction, output width
+  const Quantised q = rows128(ctx, act, g);
+  const RowOutput out(ctx, out_rows, g, accumulate);
   for (int grp = 0; grp < g.count; ++grp) {
     const int64_t n = g.padded_rows(grp), e = grouped ? grp : 0;
     if (n == 0) continue;
     matmul(ctx, op, CUBLAS_OP_T,
-           Operand{w.codes_of(e), kE4M3, uint64_t(K), uint64_t(M), K, w.scale_of(e), kBlk}, CUBLAS_OP_N,
-           Operand{q.codes.data_as<uint8_t>() + g.dst[grp] * K, kE4M3, uint64_t(K), uint64_t(n), K,
-                   q.scale.data_as<float>() + blocks(K) * g.dst[grp], kVec},
-           out.rows_of(grp), out.type(), uint64_t(M), uint64_t(n), uint64_t(K), out.beta(), Vary::kN);
-  }
-  out.finish();
-}
-
-// dx rows of group g (= or +=) dy rows . w[e].
-void backward_input(const DeviceContext& ctx, const char* op, const Tensor& dy, const Weight& w, bool grouped,
-                    const RowGroups& g, const Tensor& dx, bool accumulate) {
-  const int64_t K = w.K, M = w.M;
-  const Quantised q = rows128(ctx, dy, g);
-  const RowOutput out(ctx, dx, g, accumulate);
-  for (int grp = 0; grp < g.count; ++grp) {
-    const int64_t n = g.padded_rows(grp), e = grouped ? grp : 0;
-    if (n == 0) continue;
-    matmul(ctx, op, CUBLAS_OP_T,
-           Operand{w.codes_t_of(e), kE4M3, uint64_t(M), uint64_t(K), M, w.scale_t_of(e), kBlk}, CUBLAS_OP_N,
-           Operand{q.codes.data_as<uint8_t>() + g.dst[grp] * M, kE4M3, uint64_t(M), uint64_t(n), M,
-                   q.scale.data_as<float>() + blocks(M) * g.dst[grp], kVec},
-           out.rows_of(grp), out.type(), uint64_t(K), uint64_t(n), uint64_t(M), out.beta(), Vary::kN);
+           Operand{fwd ? w.codes_of(e) : w.codes_t_of(e), kE4M3, uint64_t(k), uint64_t(m), k,
+                   fwd ? w.scale_of(e) : w.scale_t_of(e), kBlk},
+           CUBLAS_OP_N,
+           Operand{q.codes.data_as<uint8_t>() + g.dst[grp] * k, kE4M3, uint64_t(k), uint64_t(n), k,
+                   q.scale.data_as<float>() + blocks(k) * g.dst[grp], kVec},
+           out.rows_of(grp), out.type(), uint64_t(m), uint64_t(n), uint64_t(k), out.beta(), Vary::kN);
   }
   out.finish();
 }
@@ -204,6 +192,32 @@ void check_activation(const char* op, const char* name, const char* dims, const 
   require_float(op, name, t);
 }
 
+
+// A row-wise op's activation [rows, in] and output [rows, width] (BF16 or F32 on the device); returns rows.
+int64_t check_rows(const char* op, const char* act_name, const Tensor& act, int64_t in, const char* out_name,
+                   const Tensor& out, int64_t width) {
+  check_activation(op, act_name, "[rows, features]", act);
+  const int64_t rows = act.dim(0);
+  require_shape(op, act_name, act, {rows, in});
+  require_shape(op, out_name, out, {rows, width});
+  require_cuda(op, out_name, out);
+  require_float(op, out_name, out);
+  return rows;
+}
+
+// A weight gradient's operands dy [rows, M] and x [rows, K], and dw (F32, its dimensions multiples of 16).
+void check_weight_gradient(const char* op, const Tensor& dy, const Tensor& x, const Tensor& dw, const Shape& dw_shape) {
+  check_activation(op, "dy", "[rows, M]", dy);
+  check_activation(op, "x", "[rows, K]", x);
+  const int64_t M = dw_shape[dw_shape.size() - 2], K = dw_shape.back();
+  require_shape(op, "dy", dy, {dy.dim(0), M});
+  require_shape(op, "x", x, {dy.dim(0), K});
+  require_shape(op, "dw", dw, dw_shape);
+  require_dtype(op, "dw", dw, DType::F32);
+  require_cuda(op, "dw", dw);
+  require_16(op, "dw's rows (M)", M);
+  require_16(op, "dw's columns (K)", K);
+}
 
 }  // namespace
 
@@ -247,86 +261,54 @@ void fp8_dequantize(const DeviceContext& ctx, const Fp8Tensor& q, const Tensor& 
 void fp8_linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const Fp8Tensor& w_MK, const Tensor& y_NM) {
   const char* op = "fp8_linear_forward";
   const Weight w = check_weight(op, w_MK, 2);
-  check_activation(op, "x", "[N, K]", x_NK);
-  const int64_t N = x_NK.dim(0);
-  require_shape(op, "x", x_NK, {N, w.K});
-  require_shape(op, "y", y_NM, {N, w.M});
-  require_cuda(op, "y", y_NM);
-  require_float(op, "y", y_NM);
-  forward(ctx, op, x_NK, w, false, fp8q::single_group(op, N), y_NM);
+  const int64_t N = check_rows(op, "x", x_NK, w.K, "y", y_NM, w.M);
+  rowwise(ctx, op, RowGemm::kForward, x_NK, w, false, fp8q::single_group(op, N), y_NM, false);
 }
 
 void fp8_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const Fp8Tensor& w_MK,
                                const Tensor& dx_NK, bool accumulate) {
   const char* op = "fp8_linear_backward_input";
   const Weight w = check_weight(op, w_MK, 2);
-  check_activation(op, "dy", "[N, M]", dy_NM);
-  const int64_t N = dy_NM.dim(0);
-  require_shape(op, "dy", dy_NM, {N, w.M});
-  require_shape(op, "dx", dx_NK, {N, w.K});
-  require_cuda(op, "dx", dx_NK);
-  require_float(op, "dx", dx_NK);
-  backward_input(ctx, op, dy_NM, w, false, fp8q::single_group(op, N), dx_NK, accumulate);
+  const int64_t N = check_rows(op, "dy", dy_NM, w.M, "dx", dx_NK, w.K);
+  rowwise(ctx, op, RowGemm::kBackwardInput, dy_NM, w, false, fp8q::single_group(op, N), dx_NK, accumulate);
 }
 
 void fp8_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,
                                 bool accumulate) {
   const char* op = "fp8_linear_backward_weight";
-  check_activation(op, "dy", "[N, M]", dy_NM);
-  check_activation(op, "x", "[N, K]", x_NK);
-  const int64_t N = dy_NM.dim(0), M = dy_NM.dim(1), K = x_NK.dim(1);
-  require_shape(op, "x", x_NK, {N, K});
-  require_shape(op, "dw", dw_MK, {M, K});
-  require_dtype(op, "dw", dw_MK, DType::F32);
-  require_cuda(op, "dw", dw_MK);
-  require_16(op, "dw's rows (M)", M);
-  require_16(op, "dw's columns (K)", K);
-  backward_weight(ctx, op, dy_NM, x_NK, fp8q::single_group(op, N), dw_MK, M, K, accumulate);
+  QUILL_CHECK(dw_MK.defined() && dw_MK.ndim() == 2, "{}: dw must be 2-D [M, K]", op);
+  check_weight_gradient(op, dy_NM, x_NK, dw_MK, dw_MK.shape());
+  backward_weight(ctx, op, dy_NM, x_NK, fp8q::single_group(op, dy_NM.dim(0)), dw_MK, dw_MK.dim(0), dw_MK.dim(1),
+                  accumulate);
 }
 
 void fp8_grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Fp8Tensor& w_EMK,
                                 const Tensor& counts_E, const Tensor& y_PM) {
   const char* op = "fp8_grouped_linear_forward";
   const Weight w = check_weight(op, w_EMK, 3);
-  check_activation(op, "x_PK", "[P, K]", x_PK);
-  const int64_t P = x_PK.dim(0);
-  require_shape(op, "x_PK", x_PK, {P, w.K});
-  require_shape(op, "y_PM", y_PM, {P, w.M});
-  require_cuda(op, "y_PM", y_PM);
-  require_float(op, "y_PM", y_PM);
+  const int64_t P = check_rows(op, "x_PK", x_PK, w.K, "y_PM", y_PM, w.M);
   const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
-  forward(ctx, op, x_PK, w, true, fp8q::groups_of(op, counts, w.E), y_PM);
+  rowwise(ctx, op, RowGemm::kForward, x_PK, w, true, fp8q::groups_of(op, counts, w.E), y_PM, false);
 }
 
 void fp8_grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Fp8Tensor& w_EMK,
                                        const Tensor& counts_E, const Tensor& dx_PK) {
   const char* op = "fp8_grouped_linear_backward_input";
   const Weight w = check_weight(op, w_EMK, 3);
-  check_activation(op, "dy_PM", "[P, M]", dy_PM);
-  const int64_t P = dy_PM.dim(0);
-  require_shape(op, "dy_PM", dy_PM, {P, w.M});
-  require_shape(op, "dx_PK", dx_PK, {P, w.K});
-  require_cuda(op, "dx_PK", dx_PK);
-  require_float(op, "dx_PK", dx_PK);
+  const int64_t P = check_rows(op, "dy_PM", dy_PM, w.M, "dx_PK", dx_PK, w.K);
   const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
-  backward_input(ctx, op, dy_PM, w, true, fp8q::groups_of(op, counts, w.E), dx_PK, false);
+  rowwise(ctx, op, RowGemm::kBackwardInput, dy_PM, w, true, fp8q::groups_of(op, counts, w.E), dx_PK, false);
 }
 
 void fp8_grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
                                         const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate) {
   const char* op = "fp8_grouped_linear_backward_weight";
-  check_activation(op, "dy_PM", "[P, M]", dy_PM);
-  check_activation(op, "x_PK", "[P, K]", x_PK);
   QUILL_CHECK(dw_EMK.defined() && dw_EMK.ndim() == 3, "{}: dw_EMK must be 3-D [E, M, K]", op);
-  const int64_t P = dy_PM.dim(0), E = dw_EMK.dim(0), M = dw_EMK.dim(1), K = dw_EMK.dim(2);
-  require_shape(op, "dy_PM", dy_PM, {P, M});
-  require_shape(op, "x_PK", x_PK, {P, K});
-  require_dtype(op, "dw_EMK", dw_EMK, DType::F32);
-  require_cuda(op, "dw_EMK", dw_EMK);
-  require_16(op, "dw's rows (M)", M);
-  require_16(op, "dw's columns (K)", K);
-  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, E);
-  backward_weight(ctx, op, dy_PM, x_PK, fp8q::groups_of(op, counts, E), dw_EMK, M, K, accumulate);
+  check_weight_gradient(op, dy_PM, x_PK, dw_EMK, dw_EMK.shape());
+  const int64_t E = dw_EMK.dim(0);
+  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, dy_PM.dim(0), E);
+  backward_weight(ctx, op, dy_PM, x_PK, fp8q::groups_of(op, counts, E), dw_EMK, dw_EMK.dim(1), dw_EMK.dim(2),
+                  accumulate);
 }
 
 }  // namespace quill::cuda

@@ -13,20 +13,12 @@
 #include <cfloat>
 
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/float_convert.cuh"
 
 namespace quill::cuda::fp8q {
 namespace {
 
 constexpr int kTile = 128;
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename O>
-__device__ __forceinline__ O from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 __device__ __forceinline__ float block_scale(float amax, bool finite) {
   if (!finite) return __int_as_float(0x7fc00000);  // NaN: every element of the block becomes NaN
@@ -75,7 +67,7 @@ __global__ void quantize_rows_kernel(const T* __restrict__ x, int64_t C, int64_t
   if (real && col < C) {
     const T* row = x + (g.src[grp] + r) * C + col;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = to_float(row[k]);
+    for (int k = 0; k < 4; ++k) v[k] = to_f32(row[k]);
   }
   float amax = 0.0f;
   bool finite = true;
@@ -107,7 +99,7 @@ __global__ void quantize_columns_kernel(const T* __restrict__ x, int64_t C, RowG
   const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
   for (int i = ty; i < kTile; i += 8) {
     const int64_t r = r0 + i, c = c0 + tx;
-    tile[i][tx] = (r < real_rows && c < C) ? to_float(x[(g.src[grp] + r) * C + c]) : 0.0f;
+    tile[i][tx] = (r < real_rows && c < C) ? to_f32(x[(g.src[grp] + r) * C + c]) : 0.0f;
   }
   __syncthreads();
   for (int k = 0; k < 4; ++k) {
@@ -160,7 +152,7 @@ __global__ void quantize_blocks_kernel(const T* __restrict__ w, int64_t M, int64
   for (int idx = threadIdx.x; idx < kTile * kTile; idx += blockDim.x) {
     const int i = idx / kTile, j = idx % kTile;
     if (i < rows && j < cols) {
-      const float v = to_float(we[(m0 + i) * K + k0 + j]);
+      const float v = to_f32(we[(m0 + i) * K + k0 + j]);
       finite = finite && isfinite(v);
       amax = fmaxf(amax, fabsf(v));
     }
@@ -186,7 +178,7 @@ __global__ void quantize_blocks_kernel(const T* __restrict__ w, int64_t M, int64
   for (int idx = threadIdx.x; idx < kTile * kTile; idx += blockDim.x) {
     const int i = idx / kTile, j = idx % kTile;
     if (i < rows && j < cols) {
-      const uint8_t code = __nv_cvt_float_to_fp8(to_float(we[(m0 + i) * K + k0 + j]) * s, __NV_SATFINITE, __NV_E4M3);
+      const uint8_t code = __nv_cvt_float_to_fp8(to_f32(we[(m0 + i) * K + k0 + j]) * s, __NV_SATFINITE, __NV_E4M3);
       codes[e * M * K + (m0 + i) * K + k0 + j] = code;
       q[i][j] = code;
     }
@@ -206,7 +198,7 @@ __global__ void dequantize_blocks_kernel(const uint8_t* __restrict__ codes, cons
   const int64_t c = idx % C, r = (idx / C) % R, e = idx / (R * C);
   const int64_t Rb = (R + kTile - 1) / kTile;
   const __half_raw h = __nv_cvt_fp8_to_halfraw(codes[idx], __NV_E4M3);
-  out[idx] = from_float<O>(__half2float(__half(h)) * scale_inv[(e * Rb + r / kTile) * ld + c / kTile]);
+  out[idx] = from_f32<O>(__half2float(__half(h)) * scale_inv[(e * Rb + r / kTile) * ld + c / kTile]);
 }
 
 // One block per source row.
@@ -217,9 +209,9 @@ __global__ void unpad_rows_kernel(const P* __restrict__ pad, int64_t C, RowGroup
   const int grp = group_of(g.src, g.count, r);
   const int64_t d = g.dst[grp] + (r - g.src[grp]);
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    float v = to_float(pad[d * C + c]);
-    if (accumulate) v += to_float(out[r * C + c]);
-    out[r * C + c] = from_float<O>(v);
+    float v = to_f32(pad[d * C + c]);
+    if (accumulate) v += to_f32(out[r * C + c]);
+    out[r * C + c] = from_f32<O>(v);
   }
 }
 

@@ -6,13 +6,13 @@
 // up to a multiple of kBucket); the heuristic is asked once per bucket, on the bucket's shape, and its
 // algorithm runs every problem of the bucket (cuBLASLt kernels take any size up to the tile grid; a
 // call the algorithm refuses falls back to an exact query, gemm.cu). Deterministic: an entry depends
-// only on its key, never on which call came first. QUILL_GEMM_PLAN_CACHE=0 turns the cache off.
+// only on its key, never on which call came first. (The switch that turned it off, an environment variable,
+// is gone: the cache won its measurement.)
 #pragma once
 
 #include <cublasLt.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <unordered_map>
 
@@ -49,13 +49,6 @@ struct GemmPlanKeyHash {
 struct GemmPlanCache {
   static constexpr uint64_t kBucket = 256;
   static uint64_t bucket(uint64_t x) { return x <= kBucket ? x : (x + kBucket - 1) / kBucket * kBucket; }
-  static bool enabled() {
-    static const bool on = [] {
-      const char* v = std::getenv("QUILL_GEMM_PLAN_CACHE");
-      return v == nullptr || v[0] != '0';
-    }();
-    return on;
-  }
   std::unordered_map<GemmPlanKey, cublasLtMatmulAlgo_t, GemmPlanKeyHash> algos;
   int64_t hits = 0, misses = 0, fallbacks = 0;
 };

@@ -156,7 +156,7 @@ void matmul(const DeviceContext& ctx, const char* op, cublasOperation_t ta, cons
     if (!candidate->found) return;
     algo = heur[static_cast<size_t>(candidate->index)].algo;
     candidate->config = describe_algo(lt, algo);
-  } else if (GemmPlanCache::enabled() && can_bucket) {
+  } else if (can_bucket) {
     if (!res.gemm_plans) res.gemm_plans = std::make_shared<GemmPlanCache>();
     GemmPlanCache& cache = *res.gemm_plans;
     const uint64_t nb = vary == Vary::kN ? GemmPlanCache::bucket(n) : n;

@@ -1,21 +1,14 @@
-// Device helpers of the cross-entropy kernels (cross_entropy.cu, cross_entropy_shard.cu): bf16/fp32
-// loads, vector packs, and the running (max, sum of exp(x - max)) of a stream of logits.
+// Device helpers of the cross-entropy kernels (cross_entropy.cu, cross_entropy_shard.cu): vector packs and
+// the running (max, sum of exp(x - max)) of a stream of logits.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cmath>
 
-namespace quill::cuda {
+#include "ops/cuda/float_convert.cuh"
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+namespace quill::cuda {
 
 template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Pack {
