@@ -60,6 +60,10 @@ void add_plan_command(CLI::App& app, Runner& run) {
   static bool tp_comm_overlap = false;
   cmd->add_flag("--tp-comm-overlap", tp_comm_overlap,
                 "plan the buffers of --tp-comm-overlap's early collectives (with --sequence-parallel)");
+  // --overlap-moe-expert-parallel-comm keeps one more micro-batch's activations (the combined 1F1B).
+  static bool overlap_moe_ep_comm = false;
+  cmd->add_flag("--overlap-moe-expert-parallel-comm", overlap_moe_ep_comm,
+                "plan the combined 1F1B step's two micro-batches in flight (expert parallelism, --pp 1)");
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
   add_fp8_flags(cmd, fp8);
@@ -122,6 +126,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
       q.expert_rows_factor = expert_rows_factor;
       q.recompute = recompute.resolve();
       q.tp_comm_overlap = tp_comm_overlap;
+      q.overlap_moe_ep_comm = overlap_moe_ep_comm;
       // The plan counts FP8 copies for either device: the CUDA plan is what the CUDA kernels will need.
       q.fp8 = ops::parse_fp8_options(fp8.format, fp8.recipe).enabled();
       int64_t memory_bytes = parse_device_memory(device_memory);

@@ -12,6 +12,7 @@
 #include "cli/layout_flags.h"
 #include "io/hf_export.h"
 #include "model/params.h"
+#include "plan/memory_plan.h"
 #include "tensor/tracking_allocator.h"
 #include "train/step_report.h"
 #include "train/trainer.h"
@@ -256,6 +257,11 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   cmd->add_flag("--delay-wgrad-compute", o.delay_wgrad_compute,
                 "under expert parallelism, compute the routed experts' weight gradients while the backward's input "
                 "gradients are exchanged back (Megatron's flag; docs/decisions/delay-wgrad.md); the same bits");
+  cmd->add_flag("--overlap-moe-expert-parallel-comm", o.overlap_moe_ep_comm,
+                "under expert parallelism without a pipeline (--pp 1): the combined 1F1B step, each micro-batch's "
+                "forward interleaved with the previous one's backward so that each one's token exchanges run under "
+                "the other's compute (Megatron's flag; docs/decisions/combined-1f1b.md); the same bits, one more "
+                "micro-batch's activations");
   static RecomputeFlags recompute;
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
@@ -375,6 +381,10 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       if (o.delay_wgrad_compute && layout.ep == 1)
         note("--delay-wgrad-compute has no effect without expert parallelism (--ep 1): there is no token exchange to "
              "overlap");
+      plan::check_overlap_moe_ep_comm(layout, o.overlap_moe_ep_comm);
+      if (o.overlap_moe_ep_comm && layout.ep == 1)
+        note("--overlap-moe-expert-parallel-comm has no effect without expert parallelism (--ep 1): there is no "
+             "token exchange to overlap");
       if (o.moe_shared_expert_overlap && layout.ep == 1)
         note("--moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): there is no token "
              "exchange to overlap");

@@ -49,6 +49,7 @@ plan::PlanRequest plan_request_for(const TrainOptions& o, const InklingConfig& c
   q.freeze = o.freeze_patterns;
   q.recompute = o.recompute;
   q.tp_comm_overlap = o.tp_comm_overlap;
+  q.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
   return q;
 }
 

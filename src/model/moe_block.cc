@@ -73,6 +73,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
       s.local_counts_L = Tensor::empty({s.dispatch.local_experts}, DType::I64);
       std::copy(s.dispatch.local_counts.begin(), s.dispatch.local_counts.end(), s.local_counts_L.data_as<int64_t>());
       PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, xp_PD, ep_.comm);
+      ep_.yield_turn();
       if (overlap_shared()) shared_y = shared_forward(ctx, x_region, xs, s);
       s.xr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
     } else {
@@ -90,7 +91,13 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
       ops::swiglu_forward(ctx, s.hr_R2F, s.ar_RF);
       param_grouped_forward(ctx, s.ar_RF, *w2_, s.local_counts_L, yr_RD);
     }
-    s.yp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm) : yr_RD;
+    if (ep_.active() && ep_.interleave) {  // the combined step: the other pass computes while this travels
+      PendingDispatch back = start_combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm);
+      ep_.yield_turn();
+      s.yp_PD = finish_combine_tokens(ctx, s.dispatch, back);
+    } else {
+      s.yp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm) : yr_RD;
+    }
   }
   Tensor y_TD = new_activation(ctx, {T, D});
   ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
@@ -151,6 +158,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dyr_RD = dyp_PD;
   if (ep_.active()) {
     PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, dyp_PD, ep_.comm);
+    ep_.yield_turn();
     if (overlap_shared()) dxs = shared_backward(ctx, s, dy_region, dys, dweights_TW);
     dyr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
   }
@@ -158,6 +166,9 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   // --delay-wgrad-compute (under expert parallelism): the input gradients first, then the return exchange
   // started and the two weight gradients beside it (they read nothing it writes).
   const bool delay = ep_.active() && ep_.delay_wgrad;
+  // The return exchange is started and then waited for when something runs beside it: the delayed weight
+  // gradients, or the other pass of a combined step.
+  const bool started_return = ep_.active() && (ep_.delay_wgrad || ep_.interleave);
   Tensor dar_RF = new_activation(ctx, {R, F_});
   if (R > 0) {
     if (!delay) write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
@@ -171,9 +182,10 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dxr_RD = new_activation(ctx, {R, D});
   if (R > 0) param_grouped_backward_input(ctx, dhr_R2F, *w13_, s.local_counts_L, dxr_RD);
   Tensor dxp_PD = dxr_RD;
-  if (delay) {
+  if (started_return) {
     PendingDispatch back = start_combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
-    if (R > 0) {
+    ep_.yield_turn();
+    if (R > 0 && delay) {
       write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
       write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
     }

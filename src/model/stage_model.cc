@@ -59,6 +59,10 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
   ExpertParallel layer_ep = ep;
   layer_ep.overlap_shared_experts = options.shared_expert_overlap;
   layer_ep.delay_wgrad = options.delay_wgrad_compute;
+  if (options.overlap_moe_ep_comm && ep.active()) {
+    baton_ = std::make_shared<PassBaton>();
+    layer_ep.interleave = baton_.get();
+  }
   tp_.comm_overlap = options.tp_comm_overlap && tp_.sequence_parallel;
   for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, layer_ep);
   group_of_layer_.assign(layers_.size(), {-1, -1});

@@ -17,8 +17,10 @@
 // (parallel/tensor_parallel.h): T/tp positions each with sequence parallelism.
 #pragma once
 
+#include <memory>
 #include <vector>
 
+#include "base/pass_baton.h"
 #include "model/config.h"
 #include "model/decoder_layer.h"
 #include "model/pass_hooks.h"
@@ -42,6 +44,10 @@ struct ModelOptions {
   bool tp_comm_overlap = false;
   // Megatron's --delay-wgrad-compute (parallel/expert_dispatch.h: ExpertParallel::delay_wgrad).
   bool delay_wgrad_compute = false;
+  // Megatron's --overlap-moe-expert-parallel-comm: the stage can run a combined step, the forward of one
+  // micro-batch interleaved with the backward of another at their token exchanges (pass_baton(); under
+  // expert parallelism only: without it there is no exchange to hide).
+  bool overlap_moe_ep_comm = false;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h).
   RecomputeOptions recompute;
   // --fp8-format e4m3 --fp8-recipe blockwise: the linear layers of attention, MLP and experts in FP8
@@ -109,6 +115,9 @@ class StageModel {
   const DecoderLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i - first_layer_)]; }
   int64_t loss_vocab() const;
   int64_t region_rows(int64_t T) const { return tp_.region_rows(T); }
+  // The turn-taking of a combined step (pipeline_executor.cc), or null when the stage was made without
+  // ModelOptions::overlap_moe_ep_comm or without expert parallelism.
+  PassBaton* pass_baton() const { return baton_.get(); }
 
  private:
   StageModel(const InklingConfig& config, ParamTable& params, const DeviceContext& ctx, int64_t first_layer,
@@ -130,6 +139,7 @@ class StageModel {
   // keeps its activations (recompute_groups of options_.recompute).
   std::vector<std::pair<int64_t, int64_t>> group_of_layer_;
   Param *embed_ = nullptr, *embed_norm_ = nullptr, *norm_ = nullptr, *unembed_ = nullptr;
+  std::shared_ptr<PassBaton> baton_;
 };
 
 int64_t supervised_targets(const uint8_t* mask, int64_t T);

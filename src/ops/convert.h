@@ -33,5 +33,8 @@ struct TransferFence {
 TransferFence transfer_fence(const DeviceContext& ctx);
 // Blocks the host until `fence` is reached (the copies before it can be read on the host).
 void wait_transfer_fence(const DeviceContext& ctx, const TransferFence& fence);
+// Makes the calling host thread use ctx's device (a GPU's current device is per thread): for a thread that
+// runs ops on a context made by another one (the combined step's second pass, base/pass_baton.h).
+void bind_host_thread(const DeviceContext& ctx);
 
 }  // namespace quill::ops

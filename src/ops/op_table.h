@@ -38,6 +38,7 @@ struct OpTable {
   decltype(&ops::wait_transfers) wait_transfers = nullptr;
   decltype(&ops::transfer_fence) transfer_fence = nullptr;
   decltype(&ops::wait_transfer_fence) wait_transfer_fence = nullptr;
+  decltype(&ops::bind_host_thread) bind_host_thread = nullptr;
   decltype(&ops::cross_entropy_forward_backward) cross_entropy_forward_backward = nullptr;
   decltype(&ops::cross_entropy_shard_stats) cross_entropy_shard_stats = nullptr;
   decltype(&ops::cross_entropy_shard_backward) cross_entropy_shard_backward = nullptr;

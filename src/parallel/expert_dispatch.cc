@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "base/pass_baton.h"
 #include "ops/collective.h"
 #include "ops/convert.h"
 #include "ops/gather_rows.h"
@@ -15,6 +16,10 @@ ExpertParallel ExpertParallel::of(const Layout& layout) {
   ep.size = layout.spec().ep;
   ep.rank = layout.coords().ep;
   return ep;
+}
+
+void ExpertParallel::yield_turn() const {
+  if (interleave != nullptr) interleave->yield();
 }
 
 int64_t DispatchPlan::received_rows() const { return std::accumulate(recv_rows.begin(), recv_rows.end(), int64_t{0}); }

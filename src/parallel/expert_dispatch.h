@@ -24,6 +24,8 @@ namespace quill {
 
 // The expert-parallel group a MoE layer exchanges its routed rows over (GroupKind::EP of the
 // layout). With one rank the comm is null and the exchange is skipped.
+class PassBaton;  // base/pass_baton.h
+
 struct ExpertParallel {
   Comm* comm = nullptr;
   int size = 1, rank = 0;
@@ -33,6 +35,11 @@ struct ExpertParallel {
   // --delay-wgrad-compute: in the backward the routed experts' weight gradients run after the input
   // gradients' return exchange has started, beside it; the same results bit for bit.
   bool delay_wgrad = false;
+  // --overlap-moe-expert-parallel-comm: the combined step's turn-taking (base/pass_baton.h). The MoE block
+  // yields the turn to the other pass right after starting each token exchange, so that the exchange
+  // travels while the other micro-batch computes; outside a combined step a yield does nothing.
+  PassBaton* interleave = nullptr;
+  void yield_turn() const;
   static ExpertParallel of(const Layout& layout);
   bool active() const { return size > 1; }
 };

@@ -82,6 +82,22 @@ PipeSchedule one_f_one_b(int stages, int micro_batches) {
   return sch;
 }
 
+PipeSchedule combined_one_f_one_b(int stages, int micro_batches) {
+  PipeSchedule sch = empty_schedule(stages, micro_batches);
+  QUILL_CHECK(stages == 1, "--overlap-moe-expert-parallel-comm: the combined 1F1B step runs without pipeline "
+              "parallelism only (--pp 1); with {} stages Megatron needs interleaved (virtual) stages for it, which "
+              "quill does not have", stages);
+  std::vector<PipeStep> p = {{PipePass::Forward, 0}};
+  for (int m = 0; m + 1 < micro_batches; ++m) {
+    p.push_back({PipePass::Forward, m + 1, /*combined_with_next=*/true});
+    p.push_back({PipePass::Backward, m});
+  }
+  p.push_back({PipePass::Backward, micro_batches - 1});
+  sch.actions.push_back(with_exchanges(p, 0, stages));
+  sch.passes.push_back(std::move(p));
+  return sch;
+}
+
 PipeSchedule forward_only_schedule(int stages, int micro_batches) {
   PipeSchedule sch = empty_schedule(stages, micro_batches);
   sch.forward_only = true;
@@ -115,6 +131,11 @@ PipeScheduleCheck check_schedule(const PipeSchedule& sch) {
       seen[static_cast<size_t>(p.micro)] = static_cast<int>(k);
       if (sch.forward_only && p.pass == PipePass::Backward)
         return fail(fmt::format("stage {}: a backward of micro-batch {} in a forward-only schedule", s, p.micro));
+      if (p.combined_with_next &&
+          (p.pass != PipePass::Forward || k + 1 == passes.size() || passes[k + 1].pass != PipePass::Backward ||
+           passes[k + 1].micro == p.micro || sch.forward_only))
+        return fail(fmt::format("stage {}: the combined forward of micro-batch {} is not followed by another "
+                                "micro-batch's backward", s, p.micro));
       // Forward only: nothing is kept for a backward, so one micro-batch is alive at a time.
       alive += p.pass == PipePass::Forward ? 1 : -1;
       peak = std::max(peak, alive);

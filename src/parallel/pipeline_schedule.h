@@ -25,6 +25,9 @@ enum class PipePass { Forward, Backward };
 struct PipeStep {
   PipePass pass;
   int micro;
+  // A forward that runs interleaved with the backward right after it, as one combined step (the combined
+  // 1F1B of --overlap-moe-expert-parallel-comm: each pass's token exchanges travel while the other computes).
+  bool combined_with_next = false;
 };
 
 // One point-to-point exchange of a stage: messages sent and received, each an activation (forward)
@@ -56,6 +59,12 @@ struct PipeSchedule {
 
 // Throws naming the argument when stages or micro_batches is below 1.
 PipeSchedule one_f_one_b(int stages, int micro_batches);
+// The combined 1F1B of one stage (Megatron-Core's --overlap-moe-expert-parallel-comm without a pipeline):
+// F0, then the forward of micro-batch i+1 combined with the backward of i, then the last backward; two
+// micro-batches' activations alive at the peak. A pipeline of several stages needs Megatron's interleaved
+// (virtual) stages for it (the receive of one pass's input waits for the other pass's send otherwise), which
+// quill does not have: stages > 1 is refused, naming why.
+PipeSchedule combined_one_f_one_b(int stages, int micro_batches);
 // Evaluation (Megatron's forward_only): every stage forwards micro-batches 0 .. M-1 in order, each
 // received from the stage before and sent to the stage after; nothing flows back. A stage holds one
 // micro-batch's activations at a time.

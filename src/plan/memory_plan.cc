@@ -34,9 +34,20 @@ int64_t scaled(double fraction, int64_t bytes) { return std::llround(fraction * 
 // One step of stage `s`: its micro-batches through the stage's row of the 1F1B table, as
 // train/pipeline_executor.cc runs it (one stage: forward and backward of each row in turn, as
 // InklingModel::train_row). Received messages are allocated at the receive; a sent one is freed
-// after the send; a fused send and receive holds both.
-void replay_step(StageTrace& st, MemoryTrace& mem, int pp, int s, int M) {
+// after the send; a fused send and receive holds both. `combined`: the combined 1F1B of one stage (F0, then
+// F(m+1) with B(m)), traced as the forward before the backward: the two passes' saved activations at once;
+// the temporaries of the pass that yielded mid-layer (its exchange buffers) are not traced beside the other's.
+void replay_step(StageTrace& st, MemoryTrace& mem, int pp, int s, int M, bool combined) {
   std::vector<StageTrace::Activations> acts(static_cast<size_t>(M));
+  if (pp == 1 && combined) {
+    st.forward(acts[0], MemoryTrace::kNone);
+    for (size_t m = 0; m < acts.size(); ++m) {
+      if (m + 1 < acts.size()) st.forward(acts[m + 1], MemoryTrace::kNone);
+      st.backward(acts[m], MemoryTrace::kNone);
+      st.release(acts[m]);
+    }
+    return;
+  }
   if (pp == 1) {
     for (auto& a : acts) {
       st.forward(a, MemoryTrace::kNone);
@@ -114,8 +125,16 @@ void check_tp_comm_overlap(const LayoutSpec& layout, bool tp_comm_overlap) {
               "reductions it overlaps are sequence parallelism's; Megatron asks the same)");
 }
 
+void check_overlap_moe_ep_comm(const LayoutSpec& layout, bool overlap_moe_ep_comm) {
+  QUILL_CHECK(!overlap_moe_ep_comm || layout.pp == 1,
+              "--overlap-moe-expert-parallel-comm needs --pipeline-model-parallel-size 1 (got {}): with a pipeline the "
+              "combined 1F1B step needs interleaved virtual stages (Megatron asks for "
+              "--num-layers-per-virtual-pipeline-stage), which quill does not have", layout.pp);
+}
+
 MemoryPlan plan_memory(const PlanRequest& req) {
   check_tp_comm_overlap(req.layout, req.tp_comm_overlap);
+  check_overlap_moe_ep_comm(req.layout, req.overlap_moe_ep_comm);
   MemoryPlan plan;
   plan.request = req;
   LayoutSpec spec = req.layout;
@@ -141,6 +160,8 @@ MemoryPlan plan_memory(const PlanRequest& req) {
   const double F = req.optimizer.effective_fraction();
   const int64_t m_bytes = static_cast<int64_t>(dtype_size(req.optimizer.exp_avg));
   const int64_t v_bytes = static_cast<int64_t>(dtype_size(req.optimizer.exp_avg_sq));
+  // The combined 1F1B runs where the trainer runs it: the flag, expert parallelism, one stage.
+  const bool combined = req.overlap_moe_ep_comm && spec.ep > 1 && spec.pp == 1;
   int64_t first = 0;
   for (int s = 0; s < spec.pp; ++s) {
     StagePlan sp;
@@ -193,12 +214,12 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);
-      replay_step(st, mem, spec.pp, s, M);
+      replay_step(st, mem, spec.pp, s, M, combined);
     }
     mem.expect_empty(fmt::format("stage {}", s));
     sp.at_peak = mem.at_peak();
     sp.micro_batches = M;
-    sp.in_flight = std::min(spec.pp - s, M);
+    sp.in_flight = combined ? std::min(2, M) : std::min(spec.pp - s, M);
     sp.activations_per_micro_batch = one_micro_batch(c, shape, sp.first_layer, sp.end_layer);
 
     if (req.device == Device::CUDA) {

@@ -36,6 +36,9 @@ struct PlanRequest {
   RecomputeOptions recompute;       // --recompute-granularity full ... (model/recompute.h)
   bool fp8 = false;                 // --fp8-recipe blockwise: the FP8 matrices' quantised copies (param_memory.h)
   bool tp_comm_overlap = false;     // --tp-comm-overlap: its started collectives' buffers (activation_trace.h)
+  // --overlap-moe-expert-parallel-comm (expert parallelism, one stage): the combined 1F1B keeps two
+  // micro-batches' activations (pipeline_schedule.h: combined_one_f_one_b).
+  bool overlap_moe_ep_comm = false;
   // --ddp-bucket-size (elements; -1: the default): the buckets' padding and each one's offloaded head. The
   // overlap flags allocate nothing (docs/decisions/overlap-grad-param.md).
   int64_t ddp_bucket_size = -1;
@@ -44,6 +47,10 @@ struct PlanRequest {
 // --tp-comm-overlap only with tensor parallelism above 1 and sequence parallelism (the collectives it moves are
 // sequence parallelism's; Megatron asks the same): a quill::Error naming both flags otherwise.
 void check_tp_comm_overlap(const LayoutSpec& layout, bool tp_comm_overlap);
+// --overlap-moe-expert-parallel-comm only without pipeline parallelism (the combined 1F1B of a pipeline needs
+// interleaved virtual stages, which quill does not have; Megatron asks for them too): a quill::Error naming
+// the flags otherwise.
+void check_overlap_moe_ep_comm(const LayoutSpec& layout, bool overlap_moe_ep_comm);
 
 // Modelled constants of what the device allocator does not count (docs/plan.md says where each
 // comes from).

@@ -171,6 +171,8 @@ const std::vector<FlagSpec> kFlags = {
     {"moe-shared-expert-overlap", P, SW, "false", "shared experts overlapped with the token exchange"},
     {"tp-comm-overlap", P, SW, "false", "tensor-parallel collectives overlapped with GEMMs (sequence parallelism)"},
     {"delay-wgrad-compute", P, SW, "false", "expert weight gradients overlapped with the backward's token exchange"},
+    {"overlap-moe-expert-parallel-comm", P, SW, "false",
+        "combined 1F1B: one micro-batch's token exchanges under another's compute (--pp 1)"},
     {"max-tokens-per-gpu", P, I, nullptr, "miles: dynamic micro-batching by tokens"},
     {"use-dynamic-batch-size", P, SW, "false", "miles: dynamic micro-batching"},
     {"recompute-granularity", P, S, nullptr, "activation recompute: full | selective"},

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "model/layer_util.h"
 #include "ops/collective.h"
+#include "ops/convert.h"
 
 namespace quill {
 
@@ -49,8 +50,30 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
       continue;
     }
     const size_t m = static_cast<size_t>(a.step.micro);
+    auto backward = [&](size_t b, size_t at) {
+      din[b] = stage.backward(acts[b], dout[b], at == last_backward ? hooks : nullptr);
+      acts[b] = StageModel::Activations{};
+      dout[b] = Tensor();
+    };
     if (a.step.pass == PipePass::Forward) {
-      out[m] = stage.forward(mbs[m], in[m], acts[m], /*backward=*/!schedule.forward_only, nullptr, hooks);
+      auto forward = [&] {
+        out[m] = stage.forward(mbs[m], in[m], acts[m], /*backward=*/!schedule.forward_only, nullptr, hooks);
+      };
+      if (a.step.combined_with_next) {
+        // The combined step: this forward and the next action's backward take turns at their token
+        // exchanges (base/pass_baton.h); the table checks put the backward right after it.
+        QUILL_CHECK(ai + 1 < row.size() && row[ai + 1].is_pass && row[ai + 1].step.pass == PipePass::Backward,
+                    "pipeline: the combined forward of micro-batch {} has no backward after it", m);
+        PassBaton* baton = stage.pass_baton();
+        QUILL_CHECK(baton != nullptr, "pipeline: a combined step, but the stage model was made without "
+                    "--overlap-moe-expert-parallel-comm");
+        const size_t b = static_cast<size_t>(row[ai + 1].step.micro), at = ++ai;
+        baton->run(forward, [&] { backward(b, at); }, [&] { ops::bind_host_thread(ctx); });
+        ++result.combined_steps;
+        result.combined_switches += baton->switches();
+      } else {
+        forward();
+      }
       in[m] = Tensor();
       result.loss_sum += acts[m].result.loss_sum;
       if (result.expert_tokens.empty()) {
@@ -62,9 +85,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
       }
       if (schedule.forward_only) acts[m] = StageModel::Activations{};  // no backward will read them
     } else {
-      din[m] = stage.backward(acts[m], dout[m], ai == last_backward ? hooks : nullptr);
-      acts[m] = StageModel::Activations{};
-      dout[m] = Tensor();
+      backward(m, ai);
     }
   }
   return result;

@@ -16,6 +16,7 @@ namespace quill {
 struct PipelineStepResult {
   double loss_sum = 0;  // last stage: the micro-batches' loss sums; other stages 0
   std::vector<std::vector<int64_t>> expert_tokens;  // this stage's MoE layers, summed over micro-batches
+  int64_t combined_steps = 0, combined_switches = 0;  // combined 1F1B steps run, and their passes' hand-overs
 };
 
 // `micro_batches[m]` is micro-batch m (every stage sees the tokens; only the first embeds them and

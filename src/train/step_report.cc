@@ -21,6 +21,10 @@ std::string metrics_json_line(const StepMetrics& m) {
   j["supervised_tokens"] = m.supervised;
   j["step_time_s"] = m.step_time_s;
   j["expert_tokens"] = m.expert_tokens;
+  if (m.combined_steps > 0) {
+    j["combined_steps"] = m.combined_steps;
+    j["combined_pass_switches"] = m.combined_switches;
+  }
   if (m.valid_loss) {
     j["valid_loss"] = *m.valid_loss;
     j["valid_supervised_tokens"] = m.valid_supervised;
@@ -92,6 +96,7 @@ std::string summary_json(const TrainResult& r) {
   j["tp_comm_overlap"] = r.tp_comm_overlap;
   j["moe_shared_expert_overlap"] = r.moe_shared_expert_overlap;
   j["delay_wgrad_compute"] = r.delay_wgrad_compute;
+  j["overlap_moe_expert_parallel_comm"] = r.overlap_moe_ep_comm;
   j["ddp_bucket_size"] = r.ddp.bucket_size;
   j["ddp_buckets"] = r.ddp_buckets;
   j["active_params"] = r.active_params;

@@ -117,6 +117,10 @@ struct TrainOptions {
   // Megatron's --delay-wgrad-compute: under expert parallelism the routed experts' weight gradients run
   // beside the backward's return exchange (parallel/expert_dispatch.h); the same bits.
   bool delay_wgrad_compute = false;
+  // Megatron's --overlap-moe-expert-parallel-comm: the combined 1F1B step (docs/decisions/combined-1f1b.md),
+  // the forward of micro-batch i+1 interleaved with the backward of i at their token exchanges; one stage
+  // (--pp 1) under expert parallelism; the same bits.
+  bool overlap_moe_ep_comm = false;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;

@@ -202,7 +202,11 @@ PipelineStepResult run_micro_batches(const StepInputs& in, const RowsReader& row
     mbs.push_back({ids[j].data(), rows.mask(mine[j]), T, grad_scale, replays.empty() ? nullptr : &replays[j]});
   }
   const int pp = in.layout.spec().pp, micro = static_cast<int>(mbs.size());
-  const PipeSchedule schedule = forward_only ? forward_only_schedule(pp, micro) : one_f_one_b(pp, micro);
+  // The combined 1F1B where the stage model can run it (--overlap-moe-expert-parallel-comm under expert
+  // parallelism, one stage: the flag's checks); plain 1F1B otherwise.
+  const PipeSchedule schedule = forward_only                   ? forward_only_schedule(pp, micro)
+                                : in.stage.pass_baton() != nullptr ? combined_one_f_one_b(pp, micro)
+                                                                   : one_f_one_b(pp, micro);
   return run_pipeline_step(in.stage, schedule, in.layout.coords().pp, in.layout.comm(GroupKind::PP), mbs, in.ctx,
                            in.config.hidden_size, in.optimizer.pass_hooks());
 }
@@ -239,6 +243,8 @@ StepMetrics run_step(const StepInputs& in, int64_t step) {
   const std::vector<std::vector<Tensor>> replays = step_routing(in, step, first_row, mine.size());
   const PipelineStepResult pr = run_micro_batches(in, in.rows, mine, grad_scale, replays, /*forward_only=*/false);
   m.expert_tokens = pr.expert_tokens;
+  m.combined_steps = pr.combined_steps;
+  m.combined_switches = pr.combined_switches;
   settle_grads(in.params, in.ctx);
   in.optimizer.passes_done();
   for (const auto& observer : in.observers) observer->passes_done(step);
@@ -325,6 +331,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.tp_comm_overlap = o.tp_comm_overlap;
   result.moe_shared_expert_overlap = o.moe_shared_expert_overlap;
   result.delay_wgrad_compute = o.delay_wgrad_compute;
+  result.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
   result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
     note(o, lead, "nothing to do: --stop-after 0; nothing was written");
@@ -392,6 +399,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   model_options.tp_comm_overlap = o.tp_comm_overlap;
   model_options.delay_wgrad_compute = o.delay_wgrad_compute;
+  model_options.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.

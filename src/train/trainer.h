@@ -33,6 +33,9 @@ struct StepMetrics {
   // AdamW, and waiting for the last copies up (AdamW::OffloadTimes); zero without offload.
   double offload_wait_down_s = 0, offload_host_s = 0, offload_wait_up_s = 0;
   std::vector<std::vector<int64_t>> expert_tokens;  // per MoE layer, per expert
+  // --overlap-moe-expert-parallel-comm: this rank's combined steps and the hand-overs between their two
+  // passes (at the token exchanges; none would mean nothing overlapped). Zero without the flag.
+  int64_t combined_steps = 0, combined_switches = 0;
   StepMemory memory;  // with a StepProbe: "peak_device_bytes" (and on a GPU "peak_gpu_bytes" and friends)
   // After an evaluation step (is_eval_step): the validation rows' loss per supervised token over the
   // --eval-iters global batches, the targets it averaged over, and the evaluation's own time (not in
@@ -66,6 +69,7 @@ struct TrainResult {
   std::string grouped_wgrad_kernel = "cublaslt";  // TrainOptions::grouped_wgrad_wgmma: "cublaslt" or "wgmma"
   DdpConfig ddp;  // the overlap flags, and the bucket size in elements as used (the default resolved)
   bool tp_comm_overlap = false, moe_shared_expert_overlap = false, delay_wgrad_compute = false;  // as run
+  bool overlap_moe_ep_comm = false;
   int64_t ddp_buckets = 0;  // this rank's gradient buckets
   // A run stopped early by a signal (TrainOptions::stop_signal): its number (0: it ran to its end), the
   // step the next run starts at, and the checkpoint written for it ("" when none: no --save, or no step

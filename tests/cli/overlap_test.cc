@@ -1,6 +1,7 @@
 // Megatron's --overlap-grad-reduce and --overlap-param-gather on CPU ranks under mpirun
-// (docs/decisions/overlap-grad-param.md), --tp-comm-overlap (docs/decisions/tp-comm-overlap.md) and
-// --delay-wgrad-compute (docs/decisions/delay-wgrad.md):
+// (docs/decisions/overlap-grad-param.md), --tp-comm-overlap (docs/decisions/tp-comm-overlap.md),
+// --delay-wgrad-compute (docs/decisions/delay-wgrad.md) and --overlap-moe-expert-parallel-comm
+// (docs/decisions/combined-1f1b.md):
 // each layout run with the flags off and on, with buckets
 // small enough that every stage has several (--ddp-bucket-size), must give every step's loss,
 // gradient norm and expert counts and every fp32 weight bit for bit; the small buckets themselves
@@ -151,7 +152,8 @@ TEST(Overlap, HungPeerDuringAnOverlappedCollectiveEndsTheJobNamingGroupAndStep) 
 
 // `layout` run 3 steps without and with `flag`: the summary records it (under `key`), and every step's
 // loss, gradient norm and expert counts and every fp32 weight are the same bits.
-void expect_flag_moves_no_bit(const OverlapLayout& layout, const std::string& flag, const std::string& key) {
+// Returns the run directory with the flag on.
+std::string expect_flag_moves_no_bit(const OverlapLayout& layout, const std::string& flag, const std::string& key) {
   SCOPED_TRACE(layout.flags + " " + flag);
   const std::string run = quill::test::mpirun_command(layout.ranks) + kQuill + train_flags(3) + " " + layout.flags;
   const std::string off = scratch(layout.name + flag + "-off"), on = scratch(layout.name + flag + "-on");
@@ -160,6 +162,7 @@ void expect_flag_moves_no_bit(const OverlapLayout& layout, const std::string& fl
   EXPECT_EQ(quill::test::read_json(on + "/summary.json").at(key), true);
   EXPECT_EQ(quill::test::read_json(off + "/summary.json").at(key), false);
   quill::test::expect_runs_bit_identical(off, on, 3);
+  return on;
 }
 
 // --tp-comm-overlap starts the sequence-parallel reduce-scatters and all-gathers that a GEMM can hide
@@ -203,6 +206,40 @@ TEST(Overlap, DelayWgradComputeEqualsOffBitForBit) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("--delay-wgrad-compute has no effect without expert parallelism"), std::string::npos)
       << r.output;
+}
+
+// --overlap-moe-expert-parallel-comm runs the combined 1F1B (F0, then each forward interleaved with the
+// previous micro-batch's backward at their token exchanges, on two host threads taking turns): under expert
+// parallelism alone, with every other overlap, with tensor parallelism and with recompute, the same bits as
+// without it. With a pipeline it is refused naming the flags; without expert parallelism it only notes.
+TEST(Overlap, CombinedOneFOneBEqualsOffBitForBit) {
+  const std::vector<OverlapLayout> layouts = {
+      {"dp2-ep2", "--dp 2 --ep 2", 2},
+      {"dp2-ep2-all", "--dp 2 --ep 2 --moe-shared-expert-overlap --delay-wgrad-compute" + kBuckets + kBoth, 2},
+      {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap", 2},
+      {"dp4-ep4-recompute", "--dp 4 --ep 4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2", 4},
+  };
+  for (const OverlapLayout& layout : layouts) {
+    const std::string on =
+        expect_flag_moves_no_bit(layout, "--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm");
+    // The passes did take turns: every step ran combined steps (rank 0's micro-batches less one), each
+    // handing over at the token exchanges (up to four per MoE layer, three MoE layers here).
+    for (const nlohmann::json& m : quill::test::read_metrics(on)) {
+      EXPECT_GT(m.value("combined_steps", 0), 0) << layout.flags;
+      EXPECT_GE(m.value("combined_pass_switches", 0), 3 * m.value("combined_steps", 0)) << layout.flags;
+    }
+  }
+  const quill::test::CommandResult pp = quill::test::run_command(
+      "timeout -k 5 60 " + quill::test::mpirun_command(2) + kQuill + train_flags(1) +
+      " --pp 2 --pp-layers 2,2 --overlap-moe-expert-parallel-comm --out " + scratch("combined-pp2"));
+  EXPECT_NE(pp.status, 0);
+  EXPECT_NE(pp.output.find("--overlap-moe-expert-parallel-comm needs --pipeline-model-parallel-size 1 (got 2)"),
+            std::string::npos) << pp.output;
+  const quill::test::CommandResult ep1 = quill::test::run_command(
+      kQuill + train_flags(1) + " --overlap-moe-expert-parallel-comm --out " + scratch("combined-ep1"));
+  EXPECT_EQ(ep1.status, 0) << ep1.output;
+  EXPECT_NE(ep1.output.find("--overlap-moe-expert-parallel-comm has no effect without expert parallelism"),
+            std::string::npos) << ep1.output;
 }
 
 TEST(Overlap, GradientDumpWithOverlappedReductionIsRefused) {

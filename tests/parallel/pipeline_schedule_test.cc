@@ -115,6 +115,44 @@ TEST(PipelineSchedule, TheCheckerCatchesBrokenTables) {
   EXPECT_THROW(one_f_one_b(2, 0), Error);
 }
 
+// The combined 1F1B of one stage (--overlap-moe-expert-parallel-comm): F0, then F(m+1) combined with B(m),
+// then the last backward; sound, two micro-batches alive at the peak (one when there is one micro-batch);
+// the last backward stands alone (the overlapped gradient reductions start after it); a pipeline refused,
+// naming the flag; a combined forward not followed by another micro-batch's backward caught.
+TEST(PipelineSchedule, CombinedOneFOneBPairsEachForwardWithThePreviousBackward) {
+  for (int m = 1; m <= 64; ++m) {
+    const PipeSchedule s = combined_one_f_one_b(1, m);
+    const PipeScheduleCheck c = check_schedule(s);
+    ASSERT_EQ(c.problem, "") << m;
+    EXPECT_EQ(c.peak_in_flight.at(0), std::min(2, m)) << m;
+    const std::vector<PipeStep>& p = s.passes[0];
+    ASSERT_EQ(p.size(), static_cast<size_t>(2 * m));
+    int combined = 0;
+    for (size_t k = 0; k < p.size(); ++k)
+      if (p[k].combined_with_next) {
+        ++combined;
+        EXPECT_EQ(p[k + 1].pass, PipePass::Backward);
+        EXPECT_EQ(p[k + 1].micro, p[k].micro - 1);
+      }
+    EXPECT_EQ(combined, m - 1);
+    const size_t last = last_backward_action(s, 0);
+    EXPECT_FALSE(s.actions[0][last - 1].step.combined_with_next) << m;
+  }
+  const std::string what = [] {
+    try {
+      combined_one_f_one_b(2, 4);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  EXPECT_NE(what.find("--overlap-moe-expert-parallel-comm"), std::string::npos) << what;
+  PipeSchedule bad = combined_one_f_one_b(1, 4);
+  std::swap(bad.passes[0][2], bad.passes[0][3]);  // F1 (combined), F2, B0, ...
+  EXPECT_NE(check_schedule(bad).problem.find("not followed by another micro-batch's backward"), std::string::npos)
+      << check_schedule(bad).problem;
+}
+
 }  // namespace
 }  // namespace quill
 

@@ -16,6 +16,7 @@
 #include "plan/memory_plan.h"
 #include "plan/plan_report.h"
 #include "tensor/tracking_allocator.h"
+#include "util/test_util.h"
 
 namespace {
 
@@ -107,6 +108,29 @@ TEST(MemoryPlan, OneFOneBKeepsAtMostPpMinusStageMicroBatches) {
       EXPECT_GT(s.at_peak[static_cast<size_t>(Use::Pipeline)], 0);
     }
   }
+}
+
+// --overlap-moe-expert-parallel-comm (the combined 1F1B of one stage) keeps two micro-batches' saved
+// activations at the peak; with a pipeline it is refused, naming the flags.
+TEST(MemoryPlan, CombinedOneFOneBKeepsTwoMicroBatchesAndNeedsOneStage) {
+  const quill::InklingConfig c = quill::load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/tests/fixtures/configs/tiny6.json");
+  PlanRequest q = cpu_request(c, 256, 8, {});
+  q.layout.dp = 2;
+  q.layout.ep = 2;
+  const MemoryPlan plain = quill::plan::plan_memory(q);
+  q.overlap_moe_ep_comm = true;
+  const MemoryPlan combined = quill::plan::plan_memory(q);
+  const quill::plan::StagePlan &a = plain.stages.at(0), &b = combined.stages.at(0);
+  EXPECT_EQ(a.in_flight, 1);
+  EXPECT_EQ(b.in_flight, 2);
+  const int64_t one = b.activations_per_micro_batch;
+  EXPECT_GT(b.at_peak[static_cast<size_t>(Use::Saved)], one);
+  EXPECT_LE(b.at_peak[static_cast<size_t>(Use::Saved)], 2 * one);
+  EXPECT_GT(b.allocator_peak(), a.allocator_peak());
+  q.layout.pp = 2;
+  const std::string what = quill::test::error_of([&] { quill::plan::plan_memory(q); });
+  EXPECT_NE(what.find("--overlap-moe-expert-parallel-comm needs --pipeline-model-parallel-size 1 (got 2)"),
+            std::string::npos) << what;
 }
 
 TEST(MemoryPlan, ShardsTheOptimizerStateOverDataParallelRanksAndOffloadsAFraction) {

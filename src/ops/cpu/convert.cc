@@ -44,6 +44,10 @@ TransferFence transfer_fence(const DeviceContext& ctx) {
   return TransferFence{};  // the CPU backend's copies are done on return
 }
 
+void bind_host_thread(const DeviceContext& ctx) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::bind_host_thread, "bind_host_thread")(ctx);
+}
+
 void wait_transfer_fence(const DeviceContext& ctx, const TransferFence& fence) {
   if (ctx.device == Device::CUDA)
     return cuda_op(ctx, &OpTable::wait_transfer_fence, "wait_transfer_fence")(ctx, fence);

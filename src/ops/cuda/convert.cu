@@ -197,6 +197,8 @@ ops::TransferFence transfer_fence(const DeviceContext& ctx) {
   return fence;
 }
 
+void bind_host_thread(const DeviceContext& ctx) { QUILL_CUDA_CHECK(cudaSetDevice(ctx.cuda->device)); }
+
 void wait_transfer_fence(const DeviceContext& ctx, const ops::TransferFence& fence) {
   (void)ctx;
   QUILL_CHECK(fence.event != nullptr, "wait_transfer_fence: the fence was not made by transfer_fence on a GPU");

@@ -40,6 +40,7 @@ void transfer_async(const DeviceContext& ctx, const Tensor& src, const Tensor& d
 void wait_transfers(const DeviceContext& ctx, bool host);
 ops::TransferFence transfer_fence(const DeviceContext& ctx);
 void wait_transfer_fence(const DeviceContext& ctx, const ops::TransferFence& fence);
+void bind_host_thread(const DeviceContext& ctx);
 // ops/cross_entropy.h
 double cross_entropy_forward_backward(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T, const Tensor& weights_T, int64_t vocab_limit, double grad_scale, const Tensor& dlogits_TV);
 void cross_entropy_shard_stats(const DeviceContext& ctx, const Tensor& logits_TV, const Tensor& targets_T, const Tensor& weights_T, int64_t vocab_begin, int64_t vocab_limit, const Tensor& stats_T3);

@@ -48,6 +48,7 @@ OpTable make_table() {
   t.wait_transfers = &cuda::wait_transfers;
   t.transfer_fence = &cuda::transfer_fence;
   t.wait_transfer_fence = &cuda::wait_transfer_fence;
+  t.bind_host_thread = &cuda::bind_host_thread;
   t.adamw_update = &cuda::adamw_update;
   t.attention_forward = &cuda::attention_forward;
   t.attention_backward = &cuda::attention_backward;
