@@ -12,7 +12,6 @@
 #include "cli/layout_flags.h"
 #include "io/hf_export.h"
 #include "model/params.h"
-#include "plan/memory_plan.h"
 #include "tensor/tracking_allocator.h"
 #include "train/step_report.h"
 #include "train/trainer.h"
@@ -381,7 +380,6 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       if (o.delay_wgrad_compute && layout.ep == 1)
         note("--delay-wgrad-compute has no effect without expert parallelism (--ep 1): there is no token exchange to "
              "overlap");
-      plan::check_overlap_moe_ep_comm(layout, o.overlap_moe_ep_comm);
       if (o.overlap_moe_ep_comm && layout.ep == 1)
         note("--overlap-moe-expert-parallel-comm has no effect without expert parallelism (--ep 1): there is no "
              "token exchange to overlap");

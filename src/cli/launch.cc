@@ -141,6 +141,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   LayoutSpec spec = flags;
   const std::vector<std::string> notes = check_layout_flags(spec);
   plan::check_tp_comm_overlap(spec, o.tp_comm_overlap);
+  plan::check_overlap_moe_ep_comm(spec, o.overlap_moe_ep_comm);
   const bool simulate = o.simulate_rank >= 0;
   if (simulate) check_simulation(o, spec);
   QUILL_CHECK(!o.simulate_comm_time || simulate,
