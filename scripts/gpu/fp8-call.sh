@@ -8,7 +8,9 @@
 #              (per-op profile of the last warm-up step); `quill check convergence` FP8 against bf16 at gb1
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
 #   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/fp8-call.sh")
-# Environment [defaults]: CONV_STEPS [50]  GB8_STEPS [8]  WARMUP [3]  TESTS [1]
+# Environment [defaults]: CONV_STEPS [50]  GB8_STEPS [8]  WARMUP [3]  TESTS [1]  MEM_FLAGS [none on an H200; on a
+#   GPU under 100 GB bf16 moments and full recompute of every layer, in both arms: the slice needs 92.5 GiB in bf16 and
+#   98.0 with FP8's weight copies, and 67.1 / 72.6 GiB so (quill plan, 2026-12-06)]
 # Back: $OUT/fp8.txt (the call's log), cuda_tests.log, fp8-slice.tar.gz (summaries, metrics, profiles, logs).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -20,9 +22,15 @@ CONV_STEPS=${CONV_STEPS:-50}
 GB8_STEPS=${GB8_STEPS:-8}
 WARMUP=${WARMUP:-3}
 FP8="--fp8-format e4m3 --fp8-recipe blockwise"
+MEM=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+if [ -z "${MEM_FLAGS+x}" ]; then
+  MEM_FLAGS=""
+  [ "${MEM:-0}" -lt 100000 ] && MEM_FLAGS="--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --use-precision-aware-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+fi
 mkdir -p "$OUT" "$W"
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "memory flags (both arms): ${MEM_FLAGS:-none}"
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 200 "$B/bin/cuda_tests" --gtest_filter='Fp8Cuda.*:LinearCuda.*:GroupedLinearCuda.*' > "$OUT/cuda_tests.log" 2>&1
@@ -57,11 +65,11 @@ for arm in bf16 fp8; do
   extra=""; [ $arm = fp8 ] && extra=$FP8
   date +%T
   # shellcheck disable=SC2086
-  timeout 150 "$Q" train "${common[@]}" $extra --steps "$CONV_STEPS" --global-batch 1 --out "$W/$arm-gb1" \
+  timeout 150 "$Q" train "${common[@]}" $MEM_FLAGS $extra --steps "$CONV_STEPS" --global-batch 1 --out "$W/$arm-gb1" \
     > "$W/$arm-gb1.log" 2>&1
   echo "$arm gb1 rc $?"; grep -E "error|Error" "$W/$arm-gb1.log" | head -3; report "$W/$arm-gb1"
   # shellcheck disable=SC2086
-  timeout 150 "$Q" train "${common[@]}" $extra --steps "$GB8_STEPS" --global-batch 8 --profile-step $((WARMUP - 1)) \
+  timeout 150 "$Q" train "${common[@]}" $MEM_FLAGS $extra --steps "$GB8_STEPS" --global-batch 8 --profile-step $((WARMUP - 1)) \
     --out "$W/$arm-gb8" > "$W/$arm-gb8.log" 2>&1
   echo "$arm gb8 rc $?"; grep -E "error|Error" "$W/$arm-gb8.log" | head -3; report "$W/$arm-gb8"
   grep -A40 "^by op:" "$W/$arm-gb8"/op_profile_step*.txt 2>/dev/null | head -32
