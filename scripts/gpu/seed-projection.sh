@@ -63,7 +63,7 @@ BF16RU=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --
 # bf16 moments with offload 0.35, *-bf16o35: the smallest offload that fits stage 0 with FP8's weight copies (quill
 # plan with --fp8-format e4m3 --fp8-recipe blockwise, 2026-12-06: 139.7 GiB of 141; issue 43's seed arms).
 BF16O35=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.35 --overlap-cpu-optimizer-d2h-h2d)
-# TRAIN_EXTRA: more quill train flags for every case (e.g. "--grouped-wgrad-kernel wgmma").
+# TRAIN_EXTRA: more quill train flags for every case (e.g. "--fp8-format e4m3 --fp8-recipe blockwise").
 read -ra EXTRA <<< "${TRAIN_EXTRA:-}"
 DEVICE_MEMORY_FLAG=()
 [ -n "${DEVICE_MEMORY:-}" ] && DEVICE_MEMORY_FLAG=(--device-memory "$DEVICE_MEMORY")

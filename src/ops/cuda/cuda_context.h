@@ -28,11 +28,6 @@ struct CudaBackendOptions {
   // bit-reproducible, a few percent faster; only to measure the noise floor of float-sum order when two runs
   // are compared (--attention-dq-order arrival; docs/determinism.md).
   bool attention_dq_arrival_order = false;
-  // The routed experts' weight gradient (grouped_linear_backward_weight): cuBLASLt, one GEMM per expert
-  // (the default), or quill's wgmma kernel, one launch for every expert with the fp32 accumulation done by
-  // L2 reductions (grouped_wgrad_wg.cu; --grouped-wgrad-kernel, docs/decisions/grouped-wgrad.md). Experimental
-  // until measured.
-  bool grouped_wgrad_wgmma = false;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.
