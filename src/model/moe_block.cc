@@ -74,7 +74,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
       std::copy(s.dispatch.local_counts.begin(), s.dispatch.local_counts.end(), s.local_counts_L.data_as<int64_t>());
       PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, xp_PD, ep_.comm);
       ep_.yield_turn();
-      if (overlap_shared()) shared_y = shared_forward(ctx, x_region, xs, s);
+      if (overlap_shared()) shared_forward_up(ctx, x_region, xs, s);
       s.xr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
     } else {
       s.local_counts_L = s.counts_E;
@@ -91,9 +91,11 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
       ops::swiglu_forward(ctx, s.hr_R2F, s.ar_RF);
       param_grouped_forward(ctx, s.ar_RF, *w2_, s.local_counts_L, yr_RD);
     }
-    if (ep_.active() && ep_.interleave) {  // the combined step: the other pass computes while this travels
+    if (ep_.active() && (ep_.interleave || overlap_shared())) {
+      // Beside the combine: the other pass of a combined step, and the shared experts' down projections.
       PendingDispatch back = start_combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm);
       ep_.yield_turn();
+      if (overlap_shared()) shared_y = shared_forward_down(ctx, s);
       s.yp_PD = finish_combine_tokens(ctx, s.dispatch, back);
     } else {
       s.yp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm) : yr_RD;
@@ -109,7 +111,12 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
 }
 
 PendingTp MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const {
-  const int64_t T = s.x_TD.dim(0), D = s.x_TD.dim(1);
+  shared_forward_up(ctx, x_region, xs, s);
+  return shared_forward_down(ctx, s);
+}
+
+void MoeBlock::shared_forward_up(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const {
+  const int64_t T = s.x_TD.dim(0);
   // Shared experts over all positions, each weighted per token by its router gamma before the down
   // projection; their partial sums (this rank's columns) are reduced into the sequence region.
   s.xs_TD = tp_.comm_overlap ? TensorParallel::finish(xs) : tp_.gather_input(ctx, x_region);
@@ -117,7 +124,6 @@ PendingTp MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_reg
   Tensor gamma_TS = new_tensor(ctx, {T, S_}, DType::F32);
   ops::get_columns(ctx, s.weights_TW, k_, gamma_TS);
   const Tensor gamma_all = tp_.gather_chunks(ctx, gamma_TS);
-  Tensor ys_TD = new_activation(ctx, {Ta, D}), ye_TD = S_ > 1 ? new_activation(ctx, {Ta, D}) : Tensor();
   for (int64_t e = 0; e < S_; ++e) {
     Tensor h = new_activation(ctx, {Ta, 2 * Fs_}), a = new_activation(ctx, {Ta, Fs_});
     Tensor g = new_tensor(ctx, {Ta, 1}, DType::F32), asc = new_activation(ctx, {Ta, Fs_});
@@ -125,12 +131,19 @@ PendingTp MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_reg
     ops::swiglu_forward(ctx, h, a);
     ops::get_columns(ctx, gamma_all, e, g);
     ops::scale_rows(ctx, a, g.reshape({Ta}), asc);
-    param_forward(ctx, asc, *sw2_, e == 0 ? ys_TD : ye_TD, e);
-    if (e > 0) ops::add_inplace(ctx, ys_TD, ye_TD);
     s.hs_T2F.push_back(h);
     s.as_TF.push_back(a);
     s.gamma_T1.push_back(g);
     s.asc_TF.push_back(asc);
+  }
+}
+
+PendingTp MoeBlock::shared_forward_down(const DeviceContext& ctx, Saved& s) const {
+  const int64_t Ta = s.xs_TD.dim(0), D = s.x_TD.dim(1);
+  Tensor ys_TD = new_activation(ctx, {Ta, D}), ye_TD = S_ > 1 ? new_activation(ctx, {Ta, D}) : Tensor();
+  for (int64_t e = 0; e < S_; ++e) {  // summed in expert order, as one loop over the experts would
+    param_forward(ctx, s.asc_TF[static_cast<size_t>(e)], *sw2_, e == 0 ? ys_TD : ye_TD, e);
+    if (e > 0) ops::add_inplace(ctx, ys_TD, ye_TD);
   }
   // --tp-comm-overlap: the reduction runs beside whatever the block computes before it adds the result.
   if (tp_.comm_overlap) return tp_.start_reduce_output(ctx, ys_TD);

@@ -57,11 +57,18 @@ class MoeBlock {
   // dweights_TW's shared columns.
   // Under --tp-comm-overlap (tp_.comm_overlap) their input or output gradient arrives started (xs, dys:
   // finished here) and their result leaves started (finished where the block adds it).
+  // shared_forward = shared_forward_up (each shared expert's gate/up projection, SwiGLU and gamma scaling) then
+  // shared_forward_down (their down projections, summed in expert order, and the reduction started): under
+  // --moe-shared-expert-overlap the first runs beside the token dispatch and the second beside the combine, as
+  // Megatron-Core splits them (fc1 beside the dispatch, fc2 beside the combine).
   PendingTp shared_forward(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const;
+  void shared_forward_up(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const;
+  PendingTp shared_forward_down(const DeviceContext& ctx, Saved& s) const;
   PendingTp shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, PendingTp& dys,
                             Tensor& dweights_TW) const;
   // With --moe-shared-expert-overlap under expert parallelism: the shared experts run while the
-  // routed rows' exchange is in flight.
+  // routed rows' exchanges are in flight (forward: up beside the dispatch, down beside the combine; backward:
+  // beside the output gradients' exchange).
   bool overlap_shared() const { return ep_.active() && ep_.overlap_shared_experts && S_ > 0; }
 
   int64_t E_, S_, k_, F_, Fs_;
