@@ -29,11 +29,6 @@ const DeviceContext kCpu = DeviceContext::cpu();
 // against the backend's non-blocking stream: wait for them before an op runs.
 void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "inputs did not reach the GPU"; }
 
-void expect_rel(const std::string& what, const Tensor& device, const Tensor& ref, double tol) {
-  const double err = test::expect_close(what, test::to_host_f32(device), ref, tol);
-  std::printf("  %-64s rel L2 %.3g (tol %.0e)\n", what.c_str(), err, tol);
-}
-
 // A guarded device copy of host fp32 `t`, starting `offset` elements into its buffer.
 struct Placed {
   std::unique_ptr<GuardedDevice> buffer;
@@ -101,11 +96,11 @@ void check_adamw(const Shape& shape, Compute mode, int64_t offset, uint64_t seed
     inputs_ready();
     ops::adamw_update(ctx, w.view, gd.view, m.view, v.view, compute_t, s);
     const std::string at = tag + " step " + std::to_string(step);
-    expect_rel(at + " value", w.view, w_ref, 1e-6);
-    expect_rel(at + " exp_avg", m.view, m_ref, 1e-6);
-    expect_rel(at + " exp_avg_sq", v.view, v_ref, 1e-6);
-    if (mode == Compute::Bf16) expect_rel(at + " compute (bf16 of value)", compute.view, w_ref, 1e-2);
-    if (mode == Compute::F32) expect_rel(at + " compute (fp32 copy of value)", compute.view, w_ref, 1e-6);
+    test::expect_device_close(at + " value", w.view, w_ref, 1e-6);
+    test::expect_device_close(at + " exp_avg", m.view, m_ref, 1e-6);
+    test::expect_device_close(at + " exp_avg_sq", v.view, v_ref, 1e-6);
+    if (mode == Compute::Bf16) test::expect_device_close(at + " compute (bf16 of value)", compute.view, w_ref, 1e-2);
+    if (mode == Compute::F32) test::expect_device_close(at + " compute (fp32 copy of value)", compute.view, w_ref, 1e-6);
     EXPECT_TRUE(gd.buffer->guards_intact()) << at << ": grad buffer written outside";
   }
   EXPECT_TRUE(w.buffer->guards_intact()) << tag << ": value written outside its buffer";

@@ -99,11 +99,6 @@ void expect_bits(const std::string& what, const Tensor& device, const Tensor& wa
   std::printf("  %-64s %s\n", what.c_str(), differ ? "DIFFERS" : "bit-exact");
 }
 
-void expect_rel(const std::string& what, const Tensor& device, const Tensor& ref, double tol) {
-  const double err = test::expect_close(what, test::to_host_f32(device), ref, tol);
-  std::printf("  %-64s rel L2 %.3g (tol %.0e)\n", what.c_str(), err, tol);
-}
-
 void expect_guards(const std::string& what, const Placed& p) {
   EXPECT_TRUE(p.buffer->guards_intact()) << what << ": wrote outside its buffer";
 }
@@ -214,7 +209,7 @@ void check_scale_by_scalar(DType d, const Shape& shape, int64_t offset, uint64_t
   ops::scale_by_scalar_backward(ctx, xd.view, sd.view, dyd.view, dx.view, ds.view);
   expect_bits(what + " y", y.view, expected(y_ref, d));
   expect_bits(what + " dx", dx.view, expected(dx_ref, d));
-  expect_rel(what + " ds (+= onto 0.25)", ds.view, ds_ref, 1e-6);
+  test::expect_device_close(what + " ds (+= onto 0.25)", ds.view, ds_ref, 1e-6);
   expect_guards(what + " y", y);
   expect_guards(what + " dx", dx);
   expect_guards(what + " ds", ds);
@@ -252,7 +247,7 @@ void check_scale_rows(DType d, int64_t N, int64_t D, int64_t offset, uint64_t se
   ops::scale_rows_backward(ctx, xd.view, sd.view, dyd.view, dx.view, ds.view);
   expect_bits(what + " y", y.view, expected(y_ref, d));
   expect_bits(what + " dx", dx.view, expected(dx_ref, d));
-  expect_rel(what + " ds", ds.view, ds_ref, 1e-6);
+  test::expect_device_close(what + " ds", ds.view, ds_ref, 1e-6);
   expect_guards(what + " y", y);
   expect_guards(what + " dx", dx);
   expect_guards(what + " ds", ds);
@@ -287,7 +282,7 @@ TEST(ElementwiseCuda, ScaleRowsAndBackward) {
     ops::scale_rows_backward(gpu_ctx(), xd.view, sd.view, dyd.view, dx.view, sd.view);
     const std::string what = "scale_rows_backward ds aliasing s, D = " + std::to_string(D);
     expect_bits(what + ": dx", dx.view, expected(dx_ref, DType::BF16));
-    expect_rel(what + ": ds", sd.view, s_ref, 1e-6);
+    test::expect_device_close(what + ": ds", sd.view, s_ref, 1e-6);
   }
 }
 
@@ -319,7 +314,7 @@ TEST(ElementwiseCuda, ScaleRowsInPlaceAndMisaligned) {
       inputs_ready();
       ops::scale_rows_backward(ctx, xd.view, sd.view, dyd.view, dyd.view, ds.view);
       expect_bits("scale_rows_backward dx over dy" + shape, dyd.view, expected(dx_ref, DType::BF16));
-      expect_rel("scale_rows_backward dx over dy" + shape + ": ds", ds.view, ds_ref, 1e-6);
+      test::expect_device_close("scale_rows_backward dx over dy" + shape + ": ds", ds.view, ds_ref, 1e-6);
     }
     {
       Placed xd = place(x, DType::BF16, 0), dyd = place(dy, DType::BF16, 0), sd = place(s, DType::F32, 0);
@@ -327,7 +322,7 @@ TEST(ElementwiseCuda, ScaleRowsInPlaceAndMisaligned) {
       inputs_ready();
       ops::scale_rows_backward(ctx, xd.view, sd.view, dyd.view, xd.view, ds.view);
       expect_bits("scale_rows_backward dx over x" + shape, xd.view, expected(dx_ref, DType::BF16));
-      expect_rel("scale_rows_backward dx over x" + shape + ": ds", ds.view, ds_ref, 1e-6);
+      test::expect_device_close("scale_rows_backward dx over x" + shape + ": ds", ds.view, ds_ref, 1e-6);
     }
     for (const char* which : {"x", "y", "dy", "dx"}) {
       const std::string w = which;
@@ -343,7 +338,7 @@ TEST(ElementwiseCuda, ScaleRowsInPlaceAndMisaligned) {
       const std::string what = "scale_rows " + w + " misaligned" + shape;
       expect_bits(what + ": y", y->tensor(), expected(y_ref, DType::BF16));
       expect_bits(what + ": dx", dx->tensor(), expected(dx_ref, DType::BF16));
-      expect_rel(what + ": ds", ds.view, ds_ref, 1e-6);
+      test::expect_device_close(what + ": ds", ds.view, ds_ref, 1e-6);
       EXPECT_TRUE(y->guards_intact()) << what << ": y written outside its bounds";
       EXPECT_TRUE(dx->guards_intact()) << what << ": dx written outside its bounds";
     }

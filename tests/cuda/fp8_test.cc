@@ -31,10 +31,8 @@ namespace {
 
 using test::gpu_ctx;
 using test::poisoned_output;
-using test::round_bf16;
 using test::to_device;
 using test::to_guarded_device;
-using test::to_host;
 using test::to_host_f32;
 
 const DeviceContext kCpu = DeviceContext::cpu();
@@ -48,7 +46,7 @@ void synced() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 Tensor input(const Shape& shape, uint64_t seed, float scale = 1.0f) {
   Tensor t = test::random_tensor(shape, DType::F32, seed);
   for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] *= scale;
-  return round_bf16(t);
+  return test::round_bf16(t);
 }
 
 std::vector<uint8_t> bytes_of(const Tensor& device_u8) {
@@ -199,12 +197,6 @@ TEST(Fp8Cuda, ActivationRowsAndGradientColumnsBitForBitInThePaddedGroups) {
   EXPECT_EQ(g.tile[g.count], cpu_tile);
 }
 
-// A GEMM result against the CPU's FP8 op.
-void check(const std::string& what, const Tensor& device, const Tensor& ref, double tol) {
-  const double err = test::expect_close(what, to_host_f32(device), ref, tol);
-  std::printf("  %-64s rel L2 %.3g (tol %.0e)\n", what.c_str(), err, tol);
-}
-
 // The dense ops: forward, backward input (written and accumulated) and backward weight (accumulated).
 void check_dense(int64_t N, int64_t K, int64_t M, DType out, uint64_t seed) {
   const std::string tag = "fp8 linear ->" + std::string(dtype_name(out)) + " N=" + std::to_string(N) +
@@ -237,10 +229,10 @@ void check_dense(int64_t N, int64_t K, int64_t M, DType out, uint64_t seed) {
   ops::fp8_linear_backward_weight(ctx, dyd, xd, dw->tensor());
   synced();
   std::printf("%s\n", tag.c_str());
-  check(tag + " y", y->tensor(), y_ref, tol);
-  check(tag + " dx", dx->tensor(), dx_ref, tol);
-  check(tag + " dx (accumulate)", dx_acc->tensor(), dx_acc_ref, tol);
-  check(tag + " dw (+= onto nonzero dw)", dw->tensor(), dw_ref, kTolFp8);
+  test::expect_device_close(tag + " y", y->tensor(), y_ref, tol);
+  test::expect_device_close(tag + " dx", dx->tensor(), dx_ref, tol);
+  test::expect_device_close(tag + " dx (accumulate)", dx_acc->tensor(), dx_acc_ref, tol);
+  test::expect_device_close(tag + " dw (+= onto nonzero dw)", dw->tensor(), dw_ref, kTolFp8);
   EXPECT_TRUE(y->guards_intact() && dx->guards_intact() && dx_acc->guards_intact() && dw->guards_intact());
 }
 
@@ -291,10 +283,10 @@ TEST(Fp8Cuda, GroupedGemmsAgainstTheCpuReference) {
     ops::fp8_grouped_linear_backward_weight(ctx, dyd, xd, counts_E, dw->tensor(), /*accumulate=*/false);
     ops::fp8_grouped_linear_backward_weight(ctx, dyd, xd, counts_E, dw_acc->tensor(), /*accumulate=*/true);
     synced();
-    check(tag + " y", y->tensor(), y_ref, tol);
-    check(tag + " dx", dx->tensor(), dx_ref, tol);
-    check(tag + " dw (written; the empty expert's zeroed)", dw->tensor(), dw_ref, kTolFp8);
-    check(tag + " dw (+=; the empty expert's untouched)", dw_acc->tensor(), dw_acc_ref, kTolFp8);
+    test::expect_device_close(tag + " y", y->tensor(), y_ref, tol);
+    test::expect_device_close(tag + " dx", dx->tensor(), dx_ref, tol);
+    test::expect_device_close(tag + " dw (written; the empty expert's zeroed)", dw->tensor(), dw_ref, kTolFp8);
+    test::expect_device_close(tag + " dw (+=; the empty expert's untouched)", dw_acc->tensor(), dw_acc_ref, kTolFp8);
     EXPECT_TRUE(y->guards_intact() && dx->guards_intact() && dw->guards_intact() && dw_acc->guards_intact());
     // Expert 1 has no rows: its gradient written as zeros, or left exactly as it was.
     const Tensor w_got = to_host_f32(dw->tensor()), a_got = to_host_f32(dw_acc->tensor());

@@ -45,12 +45,6 @@ std::string dims(int64_t N, int64_t K, int64_t M) {
   return "N=" + std::to_string(N) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
 }
 
-// Compares a device result with the host fp32 reference, printing the error either way.
-void check(const std::string& what, const Tensor& device, const Tensor& ref, double tol) {
-  const double err = test::expect_close(what, to_host_f32(device), ref, tol);
-  std::printf("  %-60s rel L2 %.3g (tol %.0e)\n", what.c_str(), err, tol);
-}
-
 // A host input of `shape`: normal(0, 1), rounded to bf16 when the GPU sees it in bf16.
 Tensor input(const Shape& shape, DType dtype, uint64_t seed) {
   Tensor t = test::random_tensor(shape, DType::F32, seed);
@@ -87,10 +81,10 @@ void check_linear(int64_t N, int64_t K, int64_t M, DType in, DType out, uint64_t
   ops::linear_backward_weight(ctx, dyd, xd, dw->tensor());
 
   std::printf("%s\n", tag.c_str());
-  check(tag + " y", y->tensor(), y_ref, tol);
-  check(tag + " dx", dx->tensor(), dx_ref, tol);
-  check(tag + " dx (accumulate)", dx_acc->tensor(), dx_acc_ref, tol);
-  check(tag + " dw (+= onto nonzero dw)", dw->tensor(), dw_ref, kTolF32);
+  test::expect_device_close(tag + " y", y->tensor(), y_ref, tol);
+  test::expect_device_close(tag + " dx", dx->tensor(), dx_ref, tol);
+  test::expect_device_close(tag + " dx (accumulate)", dx_acc->tensor(), dx_acc_ref, tol);
+  test::expect_device_close(tag + " dw (+= onto nonzero dw)", dw->tensor(), dw_ref, kTolF32);
   EXPECT_TRUE(y->guards_intact()) << "linear_forward wrote outside y";
   EXPECT_TRUE(dx->guards_intact()) << "linear_backward_input wrote outside dx";
   EXPECT_TRUE(dx_acc->guards_intact()) << "linear_backward_input (accumulate) wrote outside dx";
@@ -148,9 +142,9 @@ TEST(LinearCuda, MisalignedRowViews) {
   ops::linear_backward_weight(ctx, dyd.rows(1, N + 1), xd.rows(1, N + 1), dw->tensor().rows(1, M + 1));
 
   std::printf("linear misaligned views %s\n", dims(N, K, M).c_str());
-  check("misaligned y", y->tensor().rows(1, N + 1), y_ref, kTolBf16);
-  check("misaligned dx", dx->tensor().rows(1, N + 1), dx_ref, kTolBf16);
-  check("misaligned dw (whole buffer, row 0 untouched)", dw->tensor(), dw_ref, kTolF32);
+  test::expect_device_close("misaligned y", y->tensor().rows(1, N + 1), y_ref, kTolBf16);
+  test::expect_device_close("misaligned dx", dx->tensor().rows(1, N + 1), dx_ref, kTolBf16);
+  test::expect_device_close("misaligned dw (whole buffer, row 0 untouched)", dw->tensor(), dw_ref, kTolF32);
   const Tensor y0 = to_host_f32(y->tensor().rows(0, 1)), dx0 = to_host_f32(dx->tensor().rows(0, 1));
   for (int64_t i = 0; i < M; ++i) EXPECT_TRUE(std::isnan(test::get(y0, i))) << "y row before the view written at " << i;
   for (int64_t i = 0; i < K; ++i) EXPECT_TRUE(std::isnan(test::get(dx0, i))) << "dx row before the view written at " << i;
@@ -171,7 +165,7 @@ TEST(LinearCuda, EmptyDimensions) {
     auto y = poisoned_output({N, M}, bf);
     inputs_ready();
     ops::linear_forward(ctx, xd, wd, y->tensor());
-    check("K=0 forward gives zeros", y->tensor(), Tensor::zeros({N, M}, DType::F32), 0.0);
+    test::expect_device_close("K=0 forward gives zeros", y->tensor(), Tensor::zeros({N, M}, DType::F32), 0.0);
     EXPECT_TRUE(y->guards_intact());
   }
   {
@@ -183,8 +177,8 @@ TEST(LinearCuda, EmptyDimensions) {
     inputs_ready();
     ops::linear_backward_input(ctx, dyd, wd, dx->tensor());
     ops::linear_backward_input(ctx, dyd, wd, dx_acc->tensor(), true);
-    check("M=0 backward input gives zeros", dx->tensor(), Tensor::zeros({N, K}, DType::F32), 0.0);
-    check("M=0 backward input (accumulate) leaves dx", dx_acc->tensor(), dx0, 0.0);
+    test::expect_device_close("M=0 backward input gives zeros", dx->tensor(), Tensor::zeros({N, K}, DType::F32), 0.0);
+    test::expect_device_close("M=0 backward input (accumulate) leaves dx", dx_acc->tensor(), dx0, 0.0);
   }
   {
     const int64_t K = 6, M = 4;  // N = 0
@@ -196,7 +190,7 @@ TEST(LinearCuda, EmptyDimensions) {
     inputs_ready();
     ops::linear_backward_weight(ctx, dyd, xd, dw->tensor());
     ops::linear_forward(ctx, xd, wd, y->tensor());
-    check("N=0 backward weight leaves dw", dw->tensor(), dw0, 0.0);
+    test::expect_device_close("N=0 backward weight leaves dw", dw->tensor(), dw0, 0.0);
     EXPECT_TRUE(y->guards_intact());
   }
 }
@@ -236,10 +230,10 @@ void check_grouped(const std::vector<int64_t>& counts, int64_t K, int64_t M, DTy
 
   std::printf("%s\n", tag.c_str());
   if (P > 0) {
-    check(tag + " y", y->tensor(), y_ref, tol);
-    check(tag + " dx", dx->tensor(), dx_ref, tol);
+    test::expect_device_close(tag + " y", y->tensor(), y_ref, tol);
+    test::expect_device_close(tag + " dx", dx->tensor(), dx_ref, tol);
   }
-  check(tag + " dw (+= onto nonzero dw)", dw->tensor(), dw_ref, kTolF32);
+  test::expect_device_close(tag + " dw (+= onto nonzero dw)", dw->tensor(), dw_ref, kTolF32);
   // An expert without rows keeps its dw bit for bit.
   const Tensor dw_host = to_host(dw->tensor());
   for (int64_t e = 0; e < E; ++e) {

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -105,6 +106,12 @@ Tensor to_host_f32(const Tensor& device) {
 double expect_close(const std::string& what, const Tensor& got, const Tensor& ref, double tol) {
   const double err = rel_l2(got, ref);
   EXPECT_LE(err, tol) << what << ": relative L2 error " << err << " (tolerance " << tol << ")";
+  return err;
+}
+
+double expect_device_close(const std::string& what, const Tensor& device, const Tensor& ref, double tol) {
+  const double err = expect_close(what, to_host_f32(device), ref, tol);
+  std::printf("  %-64s rel L2 %.3g (tol %.0e)\n", what.c_str(), err, tol);
   return err;
 }
 

@@ -60,5 +60,8 @@ Tensor round_bf16(const Tensor& host_f32);
 // Relative L2 error of got against ref (both host fp32); NaN or Inf anywhere fails. Adds a gtest
 // failure naming `what` when above tol, and returns the error.
 double expect_close(const std::string& what, const Tensor& got, const Tensor& ref, double tol);
+// The same for a device result (any float dtype, brought to the host in fp32), with a line printed either way
+// ("  WHAT  rel L2 E (tol T)"), so that a passing run's log still shows each error.
+double expect_device_close(const std::string& what, const Tensor& device, const Tensor& ref, double tol);
 
 }  // namespace quill::test
