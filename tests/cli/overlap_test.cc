@@ -210,13 +210,14 @@ TEST(Overlap, DelayWgradComputeEqualsOffBitForBit) {
 
 // --overlap-moe-expert-parallel-comm runs the combined 1F1B (F0, then each forward interleaved with the
 // previous micro-batch's backward at their token exchanges, on two host threads taking turns): under expert
-// parallelism alone, with every other overlap, with tensor parallelism and with recompute, the same bits as
-// without it. With a pipeline it is refused naming the flags; without expert parallelism it only notes.
+// parallelism alone, with every other overlap, with tensor parallelism, in FP8 and with recompute, the same bits
+// as without it. With a pipeline it is refused naming the flags; without expert parallelism it only notes.
 TEST(Overlap, CombinedOneFOneBEqualsOffBitForBit) {
   const std::vector<OverlapLayout> layouts = {
       {"dp2-ep2", "--dp 2 --ep 2", 2},
       {"dp2-ep2-all", "--dp 2 --ep 2 --moe-shared-expert-overlap --delay-wgrad-compute" + kBuckets + kBoth, 2},
       {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap", 2},
+      {"dp2-ep2-fp8", "--dp 2 --ep 2 --fp8-format e4m3 --fp8-recipe blockwise", 2},
       {"dp4-ep4-recompute", "--dp 4 --ep 4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2", 4},
   };
   for (const OverlapLayout& layout : layouts) {
