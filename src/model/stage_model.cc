@@ -62,6 +62,7 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
   if (options.overlap_moe_ep_comm && ep.active()) {
     baton_ = std::make_shared<PassBaton>();
     layer_ep.interleave = baton_.get();
+    tp_.interleave = baton_.get();  // the layers' tensor-parallel collectives take turns too
   }
   tp_.comm_overlap = options.tp_comm_overlap && tp_.sequence_parallel;
   for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, layer_ep);

@@ -1,6 +1,7 @@
 #include "parallel/tensor_parallel.h"
 
 #include "base/error.h"
+#include "base/pass_baton.h"
 #include "ops/collective.h"
 #include "ops/elementwise.h"
 
@@ -41,23 +42,35 @@ void TensorParallel::all_reduce(const DeviceContext& ctx, const Tensor& t) const
   if (active()) ops::collective(ctx, "tp.all_reduce", t, [&] { comm->all_reduce(t, ReduceOp::Sum); });
 }
 
+namespace {
+// In a combined step (interleave, sequence parallelism): the started collective travels while the other pass runs.
+Tensor finished_after_turn(PendingTp p, PassBaton& baton) {
+  baton.yield();
+  return TensorParallel::finish(p);
+}
+}  // namespace
+
 Tensor TensorParallel::gather_input(const DeviceContext& ctx, const Tensor& x) const {
+  if (sequence_parallel && interleave) return finished_after_turn(start_gather_input(ctx, x), *interleave);
   return sequence_parallel ? gather_chunks(ctx, x) : x;
 }
 
 Tensor TensorParallel::gather_input_backward(const DeviceContext& ctx, const Tensor& dx) const {
+  if (sequence_parallel && interleave) return finished_after_turn(start_gather_input_backward(ctx, dx), *interleave);
   if (sequence_parallel) return reduce_scatter_chunks(ctx, dx);
   all_reduce(ctx, dx);
   return dx;
 }
 
 Tensor TensorParallel::reduce_output(const DeviceContext& ctx, const Tensor& y) const {
+  if (sequence_parallel && interleave) return finished_after_turn(start_reduce_output(ctx, y), *interleave);
   if (sequence_parallel) return reduce_scatter_chunks(ctx, y);
   all_reduce(ctx, y);
   return y;
 }
 
 Tensor TensorParallel::reduce_output_backward(const DeviceContext& ctx, const Tensor& dy) const {
+  if (sequence_parallel && interleave) return finished_after_turn(start_reduce_output_backward(ctx, dy), *interleave);
   return sequence_parallel ? gather_chunks(ctx, dy) : dy;
 }
 

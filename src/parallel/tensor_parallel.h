@@ -46,6 +46,8 @@ struct PendingTp {
   std::unique_ptr<CommHandle> handle;
 };
 
+class PassBaton;  // base/pass_baton.h
+
 struct TensorParallel {
   Comm* comm = nullptr;  // the tensor-parallel group; null with one rank
   int size = 1, rank = 0;
@@ -53,6 +55,10 @@ struct TensorParallel {
   // --tp-comm-overlap: the layers use the start_ forms where an independent GEMM can run beside them
   // (set by the stage from ModelOptions; only with sequence parallelism).
   bool comm_overlap = false;
+  // --overlap-moe-expert-parallel-comm (the combined 1F1B, base/pass_baton.h): under sequence parallelism the
+  // four blocking collectives below are started, the turn handed to the other pass, then finished, so that each
+  // travels while the other micro-batch computes (the same collective: the same bits).
+  PassBaton* interleave = nullptr;
 
   static TensorParallel of(const Layout& layout);
   bool active() const { return size > 1; }
