@@ -246,6 +246,18 @@ TEST(Overlap, CombinedOneFOneBEqualsOffBitForBit) {
             std::string::npos) << ep1.output;
 }
 
+// A checkpoint written without the combined step resumes with it to the uninterrupted run's bits (the flag keeps
+// no state of its own).
+TEST(Overlap, CombinedOneFOneBResumesToTheSameBits) {
+  const std::string run = quill::test::mpirun_command(2) + kQuill + train_flags(4) + " --dp 2 --ep 2";
+  const std::string whole = scratch("combined-whole"), parts = scratch("combined-parts");
+  expect_runs(run + " --overlap-moe-expert-parallel-comm --out " + whole + " --save " + whole + "/checkpoint");
+  expect_runs(run + " --stop-after 2 --out " + parts + " --save " + parts + "/checkpoint");
+  expect_runs(run + " --overlap-moe-expert-parallel-comm --resume " + parts + "/checkpoint --out " + parts + " --save " +
+              parts + "/checkpoint");
+  quill::test::expect_runs_bit_identical(whole, parts, 4);
+}
+
 TEST(Overlap, GradientDumpWithOverlappedReductionIsRefused) {
   const quill::test::CommandResult r = quill::test::run_command(
       kQuill + train_flags(2) + " --overlap-grad-reduce --dump-grads-step 0 --out " + scratch("dump"));
