@@ -219,6 +219,17 @@ void check_weight_gradient(const char* op, const Tensor& dy, const Tensor& x, co
   require_16(op, "dw's columns (K)", K);
 }
 
+// A grouped row-wise op: checks (the activation [P, in], the output [P, out], the counts), then the GEMMs.
+void grouped_rowwise(const DeviceContext& ctx, const char* op, RowGemm which, const Tensor& act, const Fp8Tensor& w_EMK,
+                     const Tensor& counts_E, const Tensor& out) {
+  const Weight w = check_weight(op, w_EMK, 3);
+  const bool fwd = which == RowGemm::kForward;
+  const int64_t P = fwd ? check_rows(op, "x_PK", act, w.K, "y_PM", out, w.M)
+                        : check_rows(op, "dy_PM", act, w.M, "dx_PK", out, w.K);
+  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
+  rowwise(ctx, op, which, act, w, true, fp8q::groups_of(op, counts, w.E), out, false);
+}
+
 }  // namespace
 
 void fp8_quantize(const DeviceContext& ctx, const Tensor& x, const Fp8Tensor& out) {
@@ -284,20 +295,12 @@ void fp8_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, c
 
 void fp8_grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Fp8Tensor& w_EMK,
                                 const Tensor& counts_E, const Tensor& y_PM) {
-  const char* op = "fp8_grouped_linear_forward";
-  const Weight w = check_weight(op, w_EMK, 3);
-  const int64_t P = check_rows(op, "x_PK", x_PK, w.K, "y_PM", y_PM, w.M);
-  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
-  rowwise(ctx, op, RowGemm::kForward, x_PK, w, true, fp8q::groups_of(op, counts, w.E), y_PM, false);
+  grouped_rowwise(ctx, "fp8_grouped_linear_forward", RowGemm::kForward, x_PK, w_EMK, counts_E, y_PM);
 }
 
 void fp8_grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Fp8Tensor& w_EMK,
                                        const Tensor& counts_E, const Tensor& dx_PK) {
-  const char* op = "fp8_grouped_linear_backward_input";
-  const Weight w = check_weight(op, w_EMK, 3);
-  const int64_t P = check_rows(op, "dy_PM", dy_PM, w.M, "dx_PK", dx_PK, w.K);
-  const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
-  rowwise(ctx, op, RowGemm::kBackwardInput, dy_PM, w, true, fp8q::groups_of(op, counts, w.E), dx_PK, false);
+  grouped_rowwise(ctx, "fp8_grouped_linear_backward_input", RowGemm::kBackwardInput, dy_PM, w_EMK, counts_E, dx_PK);
 }
 
 void fp8_grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
