@@ -12,6 +12,7 @@
 // pinned) in the context's stream order and returns when the copy is done.
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/tensor_checks.h"
 #include "ops/dispatch.h"
 
 #include <algorithm>
@@ -101,11 +102,6 @@ void convert_from(const DeviceContext& ctx, const Tensor& src, const Tensor& dst
     case DType::F64: return launch_convert<S, double>(ctx, src, dst);
     default: QUILL_FAIL("convert: dst has dtype {}, expected F32, BF16 or F64", dtype_name(dst.dtype()));
   }
-}
-
-void require_cuda(const char* op, const char* name, const Tensor& t) {
-  QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be a CUDA tensor, got {}", op, name,
-              t.defined() ? t.describe() : std::string("(undefined)"));
 }
 
 }  // namespace

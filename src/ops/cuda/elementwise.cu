@@ -23,6 +23,7 @@
 #include "ops/cuda/bf16_units.cuh"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/tensor_checks.h"
 #include "ops/dispatch.h"
 
 #include <algorithm>
@@ -314,11 +315,6 @@ __global__ void __launch_bounds__(kThreads) scale_rows_backward_kernel(const T* 
 
 // ---------------------------------------------------------------------------------------------
 // Validation and dtype dispatch.
-
-void require_cuda(const char* op, const char* name, const Tensor& t) {
-  QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be a CUDA tensor, got {}", op, name,
-              t.defined() ? t.describe() : std::string("(undefined)"));
-}
 
 // Calls fn(T{}) with T = float, bf16 or double from the dtype of `t`; kAllowF64 adds F64.
 template <bool kAllowF64, typename Fn>

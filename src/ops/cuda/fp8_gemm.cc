@@ -19,6 +19,7 @@
 #include "ops/fp8.h"
 
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/tensor_checks.h"
 
 namespace quill::cuda {
 namespace {
@@ -34,17 +35,9 @@ int64_t blocks(int64_t n) { return (n + kB - 1) / kB; }
 int64_t pad4(int64_t n) { return (n + 3) / 4 * 4; }
 cudaDataType_t lt_type(DType d) { return d == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-void require_cuda(const char* op, const char* name, const Tensor& t) {
-  QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be a CUDA tensor, got {}", op, name,
-              t.defined() ? t.describe() : std::string("(undefined)"));
-}
 void require_float(const char* op, const char* name, const Tensor& t) {
   QUILL_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32, "{}: {} has dtype {}, expected BF16 or F32", op,
               name, dtype_name(t.dtype()));
-}
-void require_2d(const char* op, const char* name, const char* dims, const Tensor& t) {
-  QUILL_CHECK(t.defined() && t.ndim() == 2, "{}: {} must be 2-D {}, got {}", op, name, dims,
-              t.defined() ? t.describe() : std::string("(undefined)"));
 }
 void require_16(const char* op, const char* what, int64_t v) {
   QUILL_CHECK(v % 16 == 0, "{}: {} is {}; the FP8 GEMMs need it a multiple of 16 (cuBLASLt's FP8 leading-dimension "

@@ -21,6 +21,7 @@
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_matmul.h"
+#include "ops/cuda/tensor_checks.h"
 #include "ops/dispatch.h"
 
 #include <cstdint>
@@ -65,16 +66,6 @@ void gemm_backward_weight(const DeviceContext& ctx, const char* op, DType xt, co
 
 // ---------------------------------------------------------------------------------------------
 // Validation, in the words of the CPU ops.
-
-void require_cuda(const char* op, const char* name, const Tensor& t) {
-  QUILL_CHECK(t.defined() && t.device() == Device::CUDA, "{}: {} must be a CUDA tensor, got {}", op, name,
-              t.defined() ? t.describe() : std::string("(undefined)"));
-}
-
-void require_2d(const char* op, const char* name, const char* dims, const Tensor& t) {
-  QUILL_CHECK(t.defined() && t.ndim() == 2, "{}: {} must be 2-D {}, got {}", op, name, dims,
-              t.defined() ? t.describe() : std::string("(undefined)"));
-}
 
 // The operand dtype: BF16 or F32.
 void require_operand_dtype(const char* op, const char* name, const Tensor& t) {
