@@ -26,8 +26,7 @@ int main(int argc, char** argv) {
   quill::cli::add_export_command(app, run);
   // Under a launcher, an error every rank shares is printed once, by rank 0 (comm/error_report.h).
   auto report = [](const char* message) {
-    const std::string line = quill::error_report_line(message);
-    if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+    quill::report_error(message);
     return 1;
   };
   try {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <thread>
@@ -30,7 +31,11 @@ int launcher_rank() {
   return 0;
 }
 
-std::string error_report_line(const std::string& message, double wait_s) {
+namespace {
+
+// The line for `message` (see report_error), or "" when rank 0 prints the job's line; `finalize` is set
+// when every rank initialised MPI here and they should finalise together once the line is out.
+std::string report_line(const std::string& message, double wait_s, bool& finalize) {
   const std::string plain = "quill: error: " + message;
   if (!launched_by_mpi()) return plain;
   int initialized = 0, finalized = 0;
@@ -71,9 +76,20 @@ std::string error_report_line(const std::string& message, double wait_s) {
   // Every rank failed before the job's start-up and initialised MPI here: they finalise together, so that
   // the launcher reports a plain exit status. Otherwise the job's communicators may hold requests that will
   // never complete, and the process ends without finalising.
-  if (all_before_startup) MPI_Finalize();
+  finalize = all_before_startup;
   if (!same) return own;
   return rank == 0 ? plain : "";
+}
+
+}  // namespace
+
+void report_error(const std::string& message, double wait_s) {
+  bool finalize = false;
+  const std::string line = report_line(message, wait_s, finalize);
+  if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+  // After the line: a rank that finalises and exits first makes the launcher end the job, and rank 0 must
+  // not still be about to print (the CI once lost the line that way). MPI_Finalize waits for every rank.
+  if (finalize) MPI_Finalize();
 }
 
 }  // namespace quill

@@ -8,12 +8,12 @@
 
 namespace quill {
 
-// The line to print on stderr for this process's `message` ("quill: error: ..." or "quill: rank R of N:
-// error: ..."), or "" when rank 0 prints the job's one line. Under a launcher the ranks compare their
-// messages over MPI_COMM_WORLD (the job's communicators are duplicates of it, so none of their collectives
-// can match this one), waiting at most `wait_s` for the others; MPI is initialised (and finalised) here
-// when the error came before the job's start-up did. Without a launcher: no waiting.
-std::string error_report_line(const std::string& message, double wait_s = 5);
+// Prints this process's `message` on stderr ("quill: error: ..." or "quill: rank R of N: error: ..."), or
+// nothing when rank 0 prints the job's one line. Under a launcher the ranks compare their messages over
+// MPI_COMM_WORLD (the job's communicators are duplicates of it, so none of their collectives can match
+// this one), waiting at most `wait_s` for the others; MPI is initialised (and finalised) here when the
+// error came before the job's start-up did. Without a launcher: no waiting.
+void report_error(const std::string& message, double wait_s = 5);
 
 // This process's rank as the launcher numbered it (its environment), before MPI is initialised; 0 without
 // a launcher. For lines every rank would otherwise print before start-up (notes about flags).
