@@ -60,9 +60,6 @@ BF16F=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 1.0 --o
 BF16H=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d)
 BF16RU=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d
         --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
-# bf16 moments with offload 0.35, *-bf16o35: the smallest offload that fits stage 0 with FP8's weight copies (quill
-# plan with --fp8-format e4m3 --fp8-recipe blockwise, 2026-12-06: 139.7 GiB of 141; issue 43's seed arms).
-BF16O35=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.35 --overlap-cpu-optimizer-d2h-h2d)
 # TRAIN_EXTRA: more quill train flags for every case (e.g. "--fp8-format e4m3 --fp8-recipe blockwise").
 read -ra EXTRA <<< "${TRAIN_EXTRA:-}"
 DEVICE_MEMORY_FLAG=()
@@ -77,9 +74,9 @@ fi
 for c in "${cases[@]}"; do
   case $c in
     first-*) rank=0 ;; middle-*) rank=8 ;; last-*) rank=24 ;;
-    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16o35|bf16r|bf16f|bf16h|bf16ru)"; continue ;;
+    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16f|bf16h|bf16ru)"; continue ;;
   esac
-  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16o35) mem=("${BF16O35[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;;
+  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;;
     *-bf16f) mem=("${BF16F[@]}") ;; *-bf16h) mem=("${BF16H[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
   d=$OUT/$c
   mkdir -p "$d"

@@ -41,8 +41,11 @@ void mark_fp8_params(ParamTable& params, Device device) {
 }
 
 const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p) {
-  QUILL_CHECK(p.fp8 && p.compute.defined(), "{}: not an FP8 matrix, or not placed", p.name);
+  QUILL_CHECK(p.fp8, "{}: not an FP8 matrix", p.name);
   if (p.fp8_copy.defined() && p.fp8_version == p.compute_version) return p.fp8_copy;
+  QUILL_CHECK(p.compute.defined(),
+              "{}: its FP8 copy is older than its weights and its bf16 copy is not held (model/transient_compute.h), "
+              "or it is not placed", p.name);
   if (!p.fp8_copy.defined()) p.fp8_copy = ops::fp8_empty(ctx, p.compute.shape(), ops::Fp8Tiling::kBlocks128);
   ops::fp8_quantize(ctx, p.compute, p.fp8_copy);
   p.fp8_version = p.compute_version;

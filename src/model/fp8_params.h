@@ -20,7 +20,9 @@ bool runs_in_fp8(const std::string& name);
 // first tensor that is not.
 void mark_fp8_params(ParamTable& params, Device device);
 // p's quantised copy (128x128 blocks of `compute`, ops/fp8.h), made anew when `compute` changed since
-// the last one (Param::compute_version): once per optimizer step however many micro-batches read it.
+// the last one (Param::compute_version): once per optimizer step however many micro-batches read it. A
+// transient bf16 copy (model/transient_compute.h) is quantised when it is released; a stale copy without a
+// held bf16 copy is refused, naming the matrix.
 const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p);
 
 }  // namespace quill

@@ -7,6 +7,7 @@
 #include "base/parallel_memory.h"
 #include "model/bucket_split.h"
 #include "model/offload_split.h"
+#include "model/transient_compute.h"
 #include "ops/convert.h"
 
 namespace quill {
@@ -131,9 +132,10 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
     const DType dtype = ctx.device == Device::CUDA && computes_in_bf16(p) ? DType::BF16 : DType::F32;
     const bool replicated = p.shard.tp_replicated && layout.spec().tp > 1;
     const bool sum_over_tp = p.shard.sum_grad_over_tp;
+    const bool transient = has_transient_compute(p, ctx.device);
     auto it = std::find_if(kinds.begin(), kinds.end(), [&](const ParamBucket& b) {
       return b.group == group_kind_name(g.kind) && b.compute_dtype == dtype && b.tp_replicated == replicated &&
-             b.sum_over_tp == sum_over_tp;
+             b.sum_over_tp == sum_over_tp && b.compute_transient == transient;
     });
     if (it == kinds.end()) {
       ParamBucket b;
@@ -146,6 +148,7 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
       b.counts_in_norm = !replicated || layout.coords().tp == 0;
       b.sum_over_tp = sum_over_tp;
       b.tp_comm = sum_over_tp ? layout.comm(GroupKind::TP) : nullptr;
+      b.compute_transient = transient;
       kinds.push_back(b);
       it = kinds.end() - 1;
     }
@@ -177,11 +180,17 @@ void place_params(ParamTable& table, const DeviceContext& ctx, const Layout& lay
     shards.push_back(b.numel / b.group_size);
   }
   const std::vector<int64_t> offloaded = offload_split(shards, offload_fraction);
-  for (size_t i = 0; i < buckets.size(); ++i) fill_bucket(table, buckets[i], ctx, offloaded[i]);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    fill_bucket(table, buckets[i], ctx, offloaded[i]);
+    // Each FP8 bucket's copies made (its buffer is whole: placement writes every member on every rank).
+    release_transient_compute(table, buckets[i], ctx);
+  }
+  release_transient_compute(table, ctx);  // the frozen FP8 matrices'
   table.set_placed();
 }
 
 void refresh_compute(ParamTable& table, const DeviceContext& ctx) {
+  hold_transient_compute(table, ctx);
   for (const ParamBucket& b : table.buckets()) {
     const int64_t shard = b.shard_end - b.shard_begin, h = b.offload_end;
     if (h > 0) {
@@ -196,9 +205,14 @@ void refresh_compute(ParamTable& table, const DeviceContext& ctx) {
     if (!b.master_is_compute() && h < shard) ops::convert(ctx, b.master, b.compute.view_flat(b.shard_begin + h, {shard - h}));
     all_gather_compute(b);
   }
-  for (Param& p : table.params())
-    if (!p.trainable && p.compute.defined() && p.compute.data() != p.value.data()) ops::convert(ctx, p.value, p.compute);
+  for (Param& p : table.params()) {
+    if (p.trainable) continue;
+    if (!p.compute.defined() && has_transient_compute(p, ctx.device))
+      p.compute = Tensor::empty(p.shape, DType::BF16, *ctx.allocator);
+    if (p.compute.defined() && p.compute.data() != p.value.data()) ops::convert(ctx, p.value, p.compute);
+  }
   table.compute_changed();
+  release_transient_compute(table, ctx);
 }
 
 namespace {

@@ -92,7 +92,11 @@ struct ParamBucket {
   int64_t first_layer = 0, last_layer = 0;  // the members' layers (Param::layer) lie in [first, last]
   int64_t numel = 0;            // padded
   Tensor grads;                 // F32 [numel]
-  Tensor compute;               // compute_dtype [numel]
+  Tensor compute;               // compute_dtype [numel]; undefined between writes when compute_transient
+  // Every member is an FP8 matrix on a GPU (model/transient_compute.h): the GEMMs read only the members'
+  // FP8 copies, so `compute` is held only while the weights are written (placement, an optimizer step, a
+  // refresh from the masters) and released once the FP8 copies are made from it.
+  bool compute_transient = false;
   // This rank's fp32 master weights of its shard, shard-local elements [0, shard_end - shard_begin),
   // in two parts. Under CPU offload (model/offload_split.h) the head [0, offload_end) lives in
   // `host_master` (F32 [offload_end], pinned host memory) and is updated on the host; `master` is

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "model/transient_compute.h"
 #include "ops/convert.h"
 #include "optim/cpu_adamw.h"
 #include "optim/grad_norm.h"
@@ -172,6 +173,7 @@ void AdamW::update(double lr, double norm) {
               norm, step_);
   ++step_;
   const ops::AdamWStep s = adamw_step_constants(config_, lr, step_, norm);
+  hold_transient_compute(params_, ctx_);  // the FP8 matrices' bf16 copies, written below
   offload_times_ = OffloadTimes{};
   if (offloaded_) {
     using clock = std::chrono::steady_clock;
@@ -220,6 +222,7 @@ void AdamW::update(double lr, double norm) {
   if (offloaded_) ops::wait_transfers(ctx_, /*host=*/false);
   overlap_.gather_params();  // with --overlap-param-gather: owed, waited on before each bucket's first use
   params_.compute_changed();
+  release_transient_compute(params_, ctx_);  // their FP8 copies made from them (gathered above)
 }
 
 double AdamW::step(double lr) {

@@ -73,7 +73,9 @@ void BucketOverlap::gather_params() {
   grads_reduced_ = false;
   for (size_t b = 0; b < gather_.size(); ++b) {
     if (table_.buckets()[b].comm == nullptr) continue;
-    if (config_.overlap_param_gather) {
+    // A transient bucket (model/transient_compute.h) gathers now: its FP8 copies are made from the gathered
+    // values at the end of the update, and its bf16 buffer released.
+    if (config_.overlap_param_gather && !table_.buckets()[b].compute_transient) {
       gather_[b] = Gather::kOwed;
       gathers_owed_ = true;
     } else {

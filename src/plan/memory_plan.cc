@@ -181,6 +181,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     sp.parameters = rp.elements;
     sp.host_weights_at_load = rp.elements * 4;
     sp.compute_weights = rp.compute_bytes();
+    sp.transient_compute = rp.transient_compute_bytes();
     sp.gradients = rp.grad_bytes(req.optimizer.main_grads);
     // The offloaded head of each bucket's shard (model/offload_split.h), as placement and AdamW keep it:
     // on the host its fp32 master, both moments, an fp32 gradient copy and (a bf16 bucket) a staging copy

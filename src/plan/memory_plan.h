@@ -75,6 +75,9 @@ struct StagePlan {
   // Resident, per GPU.
   int64_t compute_weights = 0, master_weights = 0, gradients = 0, moments = 0;
   int64_t resident() const { return compute_weights + master_weights + gradients + moments; }
+  // The FP8 matrices' bf16 copies on a GPU (model/transient_compute.h): held in the optimizer phase only,
+  // when no activation is.
+  int64_t transient_compute = 0;
   // Host (pinned) memory of the offloaded optimizer state: masters, moments, an fp32 gradient copy
   // and (GPU) a bf16 staging copy of the updated weights.
   int64_t host_optimizer = 0;
@@ -94,7 +97,8 @@ struct StagePlan {
   int micro_batches = 0, in_flight = 0;     // per step on this rank; most alive at once under 1F1B
   UseBytes at_peak{};                       // the dynamic bytes live at the peak, by use
   int64_t dynamic_peak() const;
-  int64_t allocator_peak() const { return resident() + dynamic_peak(); }  // what the allocator counts
+  // What the allocator counts: the passes' peak, or the optimizer phase's when its transient copies are more.
+  int64_t allocator_peak() const { return resident() + std::max(dynamic_peak(), transient_compute); }
   // Outside the allocator's count.
   int64_t gemm_workspace = 0, cuda_context = 0, allocator_slack = 0, comm_buffers = 0;
   int64_t device_total() const { return allocator_peak() + gemm_workspace + cuda_context + allocator_slack + comm_buffers; }

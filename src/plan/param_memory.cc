@@ -6,6 +6,7 @@
 #include "model/bucket_split.h"
 #include "model/param_placement.h"
 #include "model/params.h"
+#include "model/transient_compute.h"
 #include "ops/fp8.h"
 #include "parallel/shard_spec.h"
 
@@ -13,7 +14,15 @@ namespace quill::plan {
 
 int64_t RankParams::compute_bytes() const {
   int64_t n = frozen_value_bytes + frozen_compute_bytes + fp8_copy_bytes;
-  for (const BucketBytes& b : buckets) n += b.numel * static_cast<int64_t>(dtype_size(b.compute));
+  for (const BucketBytes& b : buckets)
+    if (!b.compute_transient) n += b.numel * static_cast<int64_t>(dtype_size(b.compute));
+  return n;
+}
+
+int64_t RankParams::transient_compute_bytes() const {
+  int64_t n = frozen_transient_bytes;
+  for (const BucketBytes& b : buckets)
+    if (b.compute_transient) n += b.numel * static_cast<int64_t>(dtype_size(b.compute));
   return n;
 }
 
@@ -46,15 +55,17 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
     p.layer = d.layer;
     const int64_t n = shape_numel(p.shape);
     out.elements += n;
-    if (fp8 && runs_in_fp8(d.name)) out.fp8_copy_bytes += ops::fp8_weight_copy_bytes(p.shape, device);
+    p.fp8 = fp8 && runs_in_fp8(d.name);
+    if (p.fp8) out.fp8_copy_bytes += ops::fp8_weight_copy_bytes(p.shape, device);
     const bool bf16 = device == Device::CUDA && computes_in_bf16(p);
+    const bool transient = has_transient_compute(p, device);
     if (p.shape.size() >= 2 && bf16) out.largest_matrix = std::max(out.largest_matrix, n);
     if (device == Device::CPU && p.shape.size() == 2) out.largest_matrix = std::max(out.largest_matrix, n);
     bool frozen = d.is_buffer;
     for (const std::string& pattern : freeze) frozen = frozen || name_matches(d.name, pattern);
     if (frozen) {
       out.frozen_value_bytes += n * 4;
-      if (bf16) out.frozen_compute_bytes += n * 2;
+      if (bf16) (transient ? out.frozen_transient_bytes : out.frozen_compute_bytes) += n * 2;
       continue;
     }
     out.trainable_elements += n;
@@ -63,7 +74,8 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
     const DType dtype = bf16 ? DType::BF16 : DType::F32;
     const bool replicated = p.shard.tp_replicated && sizes.tp > 1, sum_over_tp = p.shard.sum_grad_over_tp;
     auto it = std::find_if(out.buckets.begin(), out.buckets.end(), [&](const BucketBytes& b) {
-      return b.group == group && b.compute == dtype && b.tp_replicated == replicated && b.sum_over_tp == sum_over_tp;
+      return b.group == group && b.compute == dtype && b.tp_replicated == replicated && b.sum_over_tp == sum_over_tp &&
+             b.compute_transient == transient;
     });
     if (it == out.buckets.end()) {
       BucketBytes b;
@@ -71,6 +83,7 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
       b.compute = dtype;
       b.tp_replicated = replicated;
       b.sum_over_tp = sum_over_tp;
+      b.compute_transient = transient;
       b.group_size = grid.group(p.shard.reduce_over, rank).size();
       out.buckets.push_back(b);
       kinds.emplace_back();

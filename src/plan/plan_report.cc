@@ -52,6 +52,9 @@ std::vector<Row> rows(const MemoryPlan& plan, int64_t device_memory) {
       {"micro-batches in flight (1F1B) / per step",
        [](const StagePlan& s) { return fmt::format("{} / {}", s.in_flight, s.micro_batches); }},
   };
+  if (std::any_of(plan.stages.begin(), plan.stages.end(), [](const StagePlan& s) { return s.transient_compute > 0; }))
+    r.push_back({"FP8 matrices' bf16 copies (optimizer phase only)",
+                 bytes([](const StagePlan& s) { return s.transient_compute; })});
   for (size_t u = 0; u < kUses; ++u) {
     const Use k = static_cast<Use>(u);
     std::string label = std::string(use_name(k)) + " at the peak";
@@ -152,6 +155,7 @@ nlohmann::json plan_json(const MemoryPlan& plan, int64_t device_memory) {
                       {"world_rank", s.world_rank},
                       {"parameters", s.parameters},
                       {"compute_weights_bytes", s.compute_weights},
+                      {"transient_compute_bytes", s.transient_compute},
                       {"master_weights_bytes", s.master_weights},
                       {"gradient_bytes", s.gradients},
                       {"moment_bytes", s.moments},

@@ -24,6 +24,7 @@
 #include "model/inkling_model.h"
 #include "io/safetensors.h"
 #include "model/stage_model.h"
+#include "model/fp8_params.h"
 #include "parallel/host_reduce.h"
 #include "parallel/pipeline_schedule.h"
 #include "train/pipeline_executor.h"
@@ -401,6 +402,8 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;
+  // FP8 matrices marked before placement: on a GPU their bf16 copies are transient (model/transient_compute.h).
+  if (o.fp8.enabled()) mark_fp8_params(params, ctx.device);
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction(), o.adam.ddp.bucket_elements(dp_size));
   lap("placement on the device");

@@ -70,5 +70,23 @@ TEST(Fp8Params, QuantizedCopyMadeOncePerCompute) {
   EXPECT_EQ(second.codes.data_as<uint8_t>()[0], code0 ^ 0x80) << "not remade after the update";
 }
 
+// A transient bf16 copy (model/transient_compute.h) is quantised when released: the FP8 copy serves until the
+// weights change, and a stale one without its bf16 copy is refused by name rather than made from nothing.
+TEST(Fp8Params, AReleasedBf16CopyServesItsFp8CopyUntilTheWeightsChange) {
+  const DeviceContext ctx = DeviceContext::cpu();
+  Param p;
+  p.name = "model.llm.layers.0.mlp.w2_md.weight";
+  p.fp8 = true;
+  p.compute = test::random_tensor({64, 48}, DType::F32, 2);
+  p.shape = p.compute.shape();
+  const void* codes = fp8_weight(ctx, p).codes.data();
+  p.compute = Tensor();  // released
+  EXPECT_EQ(fp8_weight(ctx, p).codes.data(), codes);
+  ++p.compute_version;  // the optimizer wrote the weights; no bf16 copy was held for it
+  const std::string what = test::error_of([&] { fp8_weight(ctx, p); });
+  EXPECT_NE(what.find("model.llm.layers.0.mlp.w2_md.weight: its FP8 copy is older than its weights"), std::string::npos)
+      << what;
+}
+
 }  // namespace
 }  // namespace quill
