@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 #include "model/recompute.h"
 
@@ -13,9 +14,10 @@ namespace quill::cli {
 struct RecomputeFlags {
   std::string granularity, method;
   int64_t num_layers = 1;
-  RecomputeOptions resolve() const { return parse_recompute(granularity, method, num_layers); }
+  std::vector<std::string> modules;
+  RecomputeOptions resolve() const { return parse_recompute(granularity, method, num_layers, modules); }
 };
-// Adds --recompute-granularity, --recompute-method and --recompute-num-layers.
+// Adds --recompute-granularity, --recompute-method, --recompute-num-layers and --recompute-modules.
 void add_recompute_flags(CLI::App* cmd, RecomputeFlags& flags);
 
 }  // namespace quill::cli

@@ -11,14 +11,15 @@
 namespace quill {
 
 DecoderLayer::DecoderLayer(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp,
-                           const ExpertParallel& ep)
-    : eps_(c.rms_norm_eps), kernel_(c.conv_kernel_size), tp_(tp), attn_(c, layer, params, tp) {
+                           const ExpertParallel& ep, const RecomputeOptions& recompute)
+    : eps_(c.rms_norm_eps), kernel_(c.conv_kernel_size), recompute_norms_(recompute.selective() && recompute.layernorm),
+      tp_(tp), attn_(c, layer, params, tp) {
   const std::string p = fmt::format("model.llm.layers.{}.", layer);
   attn_norm_ = &params.at(p + "attn_norm.weight");
   mlp_norm_ = &params.at(p + "mlp_norm.weight");
   attn_conv_ = &params.at(p + "attn_sconv.weight");
   mlp_conv_ = &params.at(p + "mlp_sconv.weight");
-  if (c.is_moe(layer)) moe_.emplace(c, layer, params, tp, ep);
+  if (c.is_moe(layer)) moe_.emplace(c, layer, params, tp, ep, recompute);
   else dense_.emplace(c, layer, params, tp);
 }
 
@@ -48,19 +49,31 @@ Tensor DecoderLayer::residual_conv_backward(const DeviceContext& ctx, const Tens
   return tp_.sequence_parallel ? scatter_halo_grad(ctx, dx, kernel_, tp_.comm) : dx;
 }
 
+Tensor DecoderLayer::norm_again(const DeviceContext& ctx, const Tensor& h, const Param& w) const {
+  Tensor y = new_activation(ctx, h.shape());
+  const Tensor rstd = new_tensor(ctx, {h.dim(0)}, DType::F32);
+  ops::rmsnorm_forward(ctx, h, w.compute, eps_, y, rstd);
+  return y;
+}
+
 Tensor DecoderLayer::forward(const DeviceContext& ctx, const Tensor& h_TD, Saved& s, const Tensor& replay_topk) const {
   const int64_t T = h_TD.dim(0), D = h_TD.dim(1);
   s.h_in = h_TD;
   s.a_norm = new_activation(ctx, {T, D});
   s.rstd_a = new_tensor(ctx, {T}, DType::F32);
   ops::rmsnorm_forward(ctx, h_TD, attn_norm_->compute, eps_, s.a_norm, s.rstd_a);
-  s.h_mid = residual_conv(ctx, attn_.forward(ctx, s.a_norm, s.attn), *attn_conv_, s.attn_out);
+  const Tensor attn = attn_.forward(ctx, s.a_norm, s.attn);
+  // --recompute-modules layernorm: the norm's output and the attention's (gathered) input go; the backward
+  // makes them again from h_in.
+  if (recompute_norms_) s.a_norm = s.attn.x_TD = Tensor();
+  s.h_mid = residual_conv(ctx, attn, *attn_conv_, s.attn_out);
   ops::add_inplace(ctx, s.h_mid, h_TD);
 
   s.m_norm = new_activation(ctx, {T, D});
   s.rstd_m = new_tensor(ctx, {T}, DType::F32);
   ops::rmsnorm_forward(ctx, s.h_mid, mlp_norm_->compute, eps_, s.m_norm, s.rstd_m);
   const Tensor mlp = moe_ ? moe_->forward(ctx, s.m_norm, s.moe, replay_topk) : dense_->forward(ctx, s.m_norm, s.dense);
+  if (recompute_norms_) s.m_norm = s.dense.x_TD = Tensor();  // the MoE block drops its own (MoeBlock::restore_inputs)
   Tensor h_out = residual_conv(ctx, mlp, *mlp_conv_, s.mlp_out);
   ops::add_inplace(ctx, h_out, s.h_mid);
   return h_out;
@@ -70,14 +83,35 @@ Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Te
   const Shape shape = dh_TD.shape();
   // MLP branch: dh_mid = dh + d(mlp_norm input).
   const Tensor dmlp = residual_conv_backward(ctx, s.mlp_out, *mlp_conv_, dh_TD);
-  Tensor dm = moe_ ? moe_->backward(ctx, s.moe, dmlp) : dense_->backward(ctx, s.dense, dmlp);
+  Tensor dm;
+  if (!recompute_norms_) {
+    dm = moe_ ? moe_->backward(ctx, s.moe, dmlp) : dense_->backward(ctx, s.dense, dmlp);
+  } else {  // the MLP's inputs again from h_mid, alive for its backward only
+    const Tensor m = norm_again(ctx, s.h_mid, *mlp_norm_);
+    if (moe_) {
+      MoeBlock::Saved moe = s.moe;
+      moe_->restore_inputs(ctx, m, moe);
+      dm = moe_->backward(ctx, moe, dmlp);
+    } else {
+      DenseMlp::Saved dense = s.dense;
+      dense.x_TD = tp_.gather_input(ctx, m);
+      dm = dense_->backward(ctx, dense, dmlp);
+    }
+  }
   Tensor dh_mid = new_activation(ctx, shape);
   ops::rmsnorm_backward(ctx, s.h_mid, mlp_norm_->compute, s.rstd_m, dm, dh_mid, grad_target(ctx, *mlp_norm_));
   ops::add_inplace(ctx, dh_mid, dh_TD);
 
   // Attention branch.
   const Tensor dattn = residual_conv_backward(ctx, s.attn_out, *attn_conv_, dh_mid);
-  Tensor da = attn_.backward(ctx, s.attn, dattn);
+  Tensor da;
+  if (!recompute_norms_) {
+    da = attn_.backward(ctx, s.attn, dattn);
+  } else {  // the attention's input again from h_in (all T rows under sequence parallelism)
+    AttentionBlock::Saved attn = s.attn;
+    attn.x_TD = tp_.gather_input(ctx, norm_again(ctx, s.h_in, *attn_norm_));
+    da = attn_.backward(ctx, attn, dattn);
+  }
   Tensor dh_in = new_activation(ctx, shape);
   ops::rmsnorm_backward(ctx, s.h_in, attn_norm_->compute, s.rstd_a, da, dh_in, grad_target(ctx, *attn_norm_));
   ops::add_inplace(ctx, dh_in, dh_mid);

@@ -18,8 +18,9 @@ namespace quill {
 
 class DecoderLayer {
  public:
+  // recompute: --recompute-granularity selective's modules (model/recompute.h); layernorm is the layer's.
   DecoderLayer(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {},
-               const ExpertParallel& ep = {});
+               const ExpertParallel& ep = {}, const RecomputeOptions& recompute = {});
 
   struct Saved {
     // attn_out / mlp_out: the convolutions' inputs (with sequence parallelism: halo rows first).
@@ -38,9 +39,13 @@ class DecoderLayer {
   // and its backward (returns dx, accumulates dw).
   Tensor residual_conv(const DeviceContext& ctx, const Tensor& x, const Param& w, Tensor& saved_in) const;
   Tensor residual_conv_backward(const DeviceContext& ctx, const Tensor& saved_in, const Param& w, const Tensor& dy) const;
+  // --recompute-modules layernorm: the norm of `h` again (its output; the statistics into a scratch tensor,
+  // the saved ones serve the norm's backward), as the forward made it.
+  Tensor norm_again(const DeviceContext& ctx, const Tensor& h, const Param& w) const;
 
   double eps_;
   int64_t kernel_;
+  bool recompute_norms_;
   TensorParallel tp_;
   Param *attn_norm_, *mlp_norm_, *attn_conv_, *mlp_conv_;
   AttentionBlock attn_;

@@ -15,9 +15,10 @@
 namespace quill {
 
 MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp,
-                   const ExpertParallel& ep)
+                   const ExpertParallel& ep, const RecomputeOptions& recompute)
     : E_(c.n_routed_experts), S_(c.n_shared_experts), k_(c.num_experts_per_tok), F_(c.moe_intermediate_size),
-      Fs_(c.moe_intermediate_size), tp_(tp), ep_(ep) {
+      Fs_(c.moe_intermediate_size), tp_(tp), ep_(ep), recompute_act_(recompute.selective() && recompute.moe_act),
+      recompute_inputs_(recompute.selective() && recompute.layernorm) {
   router_.n_routed = E_;
   router_.n_shared = S_;
   router_.top_k = k_;
@@ -48,6 +49,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   ops::convert(ctx, x_TD, s.x32_TD);
   s.logits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
   ops::linear_forward(ctx, s.x32_TD, gate_->compute, s.logits_TX);
+  if (recompute_inputs_) s.x32_TD = Tensor();  // made again for the router's weight gradient (restore_inputs)
   s.topk_Tk = new_tensor(ctx, {T, k_}, DType::I32);
   s.weights_TW = new_tensor(ctx, {T, k_ + S_}, DType::F32);
   if (replay_topk_Tk.defined()) {
@@ -91,6 +93,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
       ops::swiglu_forward(ctx, s.hr_R2F, s.ar_RF);
       param_grouped_forward(ctx, s.ar_RF, *w2_, s.local_counts_L, yr_RD);
     }
+    if (recompute_act_) s.ar_RF = Tensor();  // made again from hr_R2F in the backward
     if (ep_.active() && (ep_.interleave || overlap_shared())) {
       // Beside the combine: the other pass of a combined step, and the shared experts' down projections.
       PendingDispatch back = start_combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm);
@@ -104,10 +107,21 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   Tensor y_TD = new_activation(ctx, {T, D});
   ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
   Tensor y_region = tp_.region_of_chunk(ctx, y_TD);
-  if (S_ == 0) return y_region;
+  if (S_ == 0) {
+    if (recompute_inputs_) s.x_TD = Tensor();
+    return y_region;
+  }
   if (!shared_y.out.defined()) shared_y = shared_forward(ctx, x_region, xs, s);
   ops::add_inplace(ctx, y_region, TensorParallel::finish(shared_y));
+  if (recompute_inputs_) s.x_TD = s.xs_TD = Tensor();
   return y_region;
+}
+
+void MoeBlock::restore_inputs(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
+  s.x_TD = tp_.chunk_of_region(x_region);
+  s.x32_TD = new_tensor(ctx, s.x_TD.shape(), DType::F32);
+  ops::convert(ctx, s.x_TD, s.x32_TD);
+  if (S_ > 0) s.xs_TD = tp_.gather_input(ctx, x_region);
 }
 
 PendingTp MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const {
@@ -132,7 +146,7 @@ void MoeBlock::shared_forward_up(const DeviceContext& ctx, const Tensor& x_regio
     ops::get_columns(ctx, gamma_all, e, g);
     ops::scale_rows(ctx, a, g.reshape({Ta}), asc);
     s.hs_T2F.push_back(h);
-    s.as_TF.push_back(a);
+    if (!recompute_act_) s.as_TF.push_back(a);  // else made again in the backward (with asc)
     s.gamma_T1.push_back(g);
     s.asc_TF.push_back(asc);
   }
@@ -145,6 +159,7 @@ PendingTp MoeBlock::shared_forward_down(const DeviceContext& ctx, Saved& s) cons
     param_forward(ctx, s.asc_TF[static_cast<size_t>(e)], *sw2_, e == 0 ? ys_TD : ye_TD, e);
     if (e > 0) ops::add_inplace(ctx, ys_TD, ye_TD);
   }
+  if (recompute_act_) s.asc_TF.clear();
   // --tp-comm-overlap: the reduction runs beside whatever the block computes before it adds the result.
   if (tp_.comm_overlap) return tp_.start_reduce_output(ctx, ys_TD);
   PendingTp y;
@@ -182,9 +197,15 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   // The return exchange is started and then waited for when something runs beside it: the delayed weight
   // gradients, or the other pass of a combined step.
   const bool started_return = ep_.active() && (ep_.delay_wgrad || ep_.interleave);
+  // --recompute-modules moe_act: the SwiGLU output again, from the gate/up output kept.
+  Tensor ar_RF = s.ar_RF;
+  if (recompute_act_) {
+    ar_RF = new_activation(ctx, {R, F_});
+    if (R > 0) ops::swiglu_forward(ctx, s.hr_R2F, ar_RF);
+  }
   Tensor dar_RF = new_activation(ctx, {R, F_});
   if (R > 0) {
-    if (!delay) write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
+    if (!delay) write_grouped_weight_grad(ctx, dyr_RD, ar_RF, s.local_counts_L, *w2_);
     param_grouped_backward_input(ctx, dyr_RD, *w2_, s.local_counts_L, dar_RF);
   }
   Tensor dhr_R2F = new_activation(ctx, {R, 2 * F_});
@@ -199,7 +220,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
     PendingDispatch back = start_combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
     ep_.yield_turn();
     if (R > 0 && delay) {
-      write_grouped_weight_grad(ctx, dyr_RD, s.ar_RF, s.local_counts_L, *w2_);
+      write_grouped_weight_grad(ctx, dyr_RD, ar_RF, s.local_counts_L, *w2_);
       write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
     }
     dxp_PD = finish_combine_tokens(ctx, s.dispatch, back);
@@ -238,20 +259,31 @@ PendingTp MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, co
   Tensor dxs_TD = new_activation(ctx, {Ta, D}), dgamma_TS = new_tensor(ctx, {Ta, S_}, DType::F32);
   // Each shared expert's slice of sw13 / sw2 is written once: all slices take the parameter's flag.
   const GradWrite sw13_grad = grad_write(ctx, *sw13_), sw2_grad = grad_write(ctx, *sw2_);
-  std::vector<Tensor> dh_T2F;  // under the overlap, for the weight gradients after the loop
+  std::vector<Tensor> dh_T2F, asc_TF;  // under the overlap, for the weight gradients after the loop
   for (int64_t e = 0; e < S_; ++e) {
+    const size_t i = static_cast<size_t>(e);
     Tensor dasc = new_activation(ctx, {Ta, Fs_}), da = new_activation(ctx, {Ta, Fs_});
     Tensor dg = new_tensor(ctx, {Ta, 1}, DType::F32), dh = new_activation(ctx, {Ta, 2 * Fs_});
+    Tensor a = recompute_act_ ? Tensor() : s.as_TF[i], asc = recompute_act_ ? Tensor() : s.asc_TF[i];
+    if (recompute_act_) {  // --recompute-modules moe_act: SwiGLU and the gamma scaling again, as the forward ran them
+      a = new_activation(ctx, {Ta, Fs_});
+      asc = new_activation(ctx, {Ta, Fs_});
+      ops::swiglu_forward(ctx, s.hs_T2F[i], a);
+      ops::scale_rows(ctx, a, s.gamma_T1[i].reshape({Ta}), asc);
+    }
     if (!overlap)
-      param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
+      param_backward_weight(ctx, dys_TD, asc, *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
     param_backward_input(ctx, dys_TD, *sw2_, dasc, false, e);
-    ops::scale_rows_backward(ctx, s.as_TF[e], s.gamma_T1[e].reshape({Ta}), dasc, da, dg.reshape({Ta}));
+    ops::scale_rows_backward(ctx, a, s.gamma_T1[i].reshape({Ta}), dasc, da, dg.reshape({Ta}));
     ops::set_columns(ctx, dgamma_TS, e, dg);
     ops::swiglu_backward(ctx, s.hs_T2F[e], da, dh);
     if (!overlap)
       param_backward_weight(ctx, dh, s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e), sw13_grad.accumulate);
     param_backward_input(ctx, dh, *sw13_, dxs_TD, /*accumulate=*/e > 0, e);
-    if (overlap) dh_T2F.push_back(dh);
+    if (overlap) {
+      dh_T2F.push_back(dh);
+      asc_TF.push_back(asc);
+    }
   }
   ops::set_columns(ctx, dweights_TW, k_, tp_.reduce_scatter_chunks(ctx, dgamma_TS));
   PendingTp dxs;
@@ -261,7 +293,8 @@ PendingTp MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, co
   }
   dxs = tp_.start_gather_input_backward(ctx, dxs_TD);
   for (int64_t e = 0; e < S_; ++e) {
-    param_backward_weight(ctx, dys_TD, s.asc_TF[e], *sw2_, expert_matrix(sw2_grad.grad, e), sw2_grad.accumulate);
+    param_backward_weight(ctx, dys_TD, asc_TF[static_cast<size_t>(e)], *sw2_, expert_matrix(sw2_grad.grad, e),
+                          sw2_grad.accumulate);
     param_backward_weight(ctx, dh_T2F[static_cast<size_t>(e)], s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e),
                           sw13_grad.accumulate);
   }

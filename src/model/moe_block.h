@@ -23,6 +23,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "model/recompute.h"
 #include "ops/device_context.h"
 #include "ops/router.h"
 #include "parallel/expert_dispatch.h"
@@ -32,8 +33,10 @@ namespace quill {
 
 class MoeBlock {
  public:
+  // recompute: --recompute-modules moe_act (the SwiGLU outputs made again in the backward) and layernorm (the
+  // block's input, its fp32 copy and its gathered copy dropped after the forward: restore_inputs).
   MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {},
-           const ExpertParallel& ep = {});
+           const ExpertParallel& ep = {}, const RecomputeOptions& recompute = {});
 
   struct Saved {
     // The rank's chunk: its input, the router's values, its routed rows' combined outputs (yp_PD).
@@ -50,6 +53,9 @@ class MoeBlock {
   // choice is in saved.topk_Tk either way.
   Tensor forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& saved, const Tensor& replay_topk_Tk = {}) const;
   Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD) const;
+  // --recompute-modules layernorm: the inputs the forward dropped, made again from its input `x_region` (the
+  // norm's output, recomputed by the layer): the chunk, its fp32 copy and (shared experts) all T rows.
+  void restore_inputs(const DeviceContext& ctx, const Tensor& x_region, Saved& saved) const;
 
  private:
   // The shared experts over all positions, reduced into the sequence region (their contribution to
@@ -74,6 +80,7 @@ class MoeBlock {
   int64_t E_, S_, k_, F_, Fs_;
   TensorParallel tp_;
   ExpertParallel ep_;
+  bool recompute_act_, recompute_inputs_;
   ops::RouterParams router_;
   Param *gate_, *bias_, *scale_, *w13_, *w2_, *sw13_, *sw2_;
 };

@@ -1,6 +1,7 @@
 #include "model/recompute.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -9,19 +10,55 @@
 namespace quill {
 
 std::string RecomputeOptions::describe() const {
+  if (selective()) return fmt::format("selective{}{}", moe_act ? " moe_act" : "", layernorm ? " layernorm" : "");
   if (!active()) return "none";
   return fmt::format("full {} {}", method == Method::Uniform ? "uniform" : "block", num_layers);
 }
 
-RecomputeOptions parse_recompute(const std::string& granularity, const std::string& method, int64_t num_layers) {
+namespace {
+
+void parse_modules(RecomputeOptions& r, const std::vector<std::string>& modules) {
+  // Megatron's default module list for selective granularity is core_attn.
+  QUILL_CHECK(!modules.empty(),
+              "--recompute-granularity selective recomputes Megatron's default module core_attn, which quill has no "
+              "use for: its attention keeps no [T, T] tensor (q, k, v, the output and the row statistics only); give "
+              "--recompute-modules moe_act and/or layernorm");
+  for (const std::string& m : modules) {
+    if (m == "moe_act") {
+      r.moe_act = true;
+    } else if (m == "layernorm") {
+      r.layernorm = true;
+    } else {
+      QUILL_CHECK(m != "core_attn",
+                  "--recompute-modules core_attn: quill's attention keeps no [T, T] tensor (q, k, v, the output and the "
+                  "row statistics only), so there is nothing to recompute; moe_act and layernorm are built");
+      QUILL_CHECK(false,
+                  "--recompute-modules {}: not built in quill (moe_act and layernorm are; --recompute-granularity full "
+                  "recomputes whole layers)", m);
+    }
+  }
+}
+
+}  // namespace
+
+RecomputeOptions parse_recompute(const std::string& granularity, const std::string& method, int64_t num_layers,
+                                 const std::vector<std::string>& modules) {
   RecomputeOptions r;
+  if (granularity != "selective")
+    QUILL_CHECK(modules.empty(), "--recompute-modules {} needs --recompute-granularity selective",
+                fmt::join(modules, " "));
   if (granularity.empty() || granularity == "none") {
     QUILL_CHECK(method.empty(), "--recompute-method {} needs --recompute-granularity full", method);
     return r;
   }
-  QUILL_CHECK(granularity != "selective",
-              "--recompute-granularity selective: quill recomputes whole layers only; give "
-              "--recompute-granularity full with --recompute-method uniform|block --recompute-num-layers N");
+  if (granularity == "selective") {
+    // Megatron: "recompute method is not yet supported for selective recomputing granularity".
+    QUILL_CHECK(method.empty(), "--recompute-method {} needs --recompute-granularity full (selective keeps every layer)",
+                method);
+    r.granularity = RecomputeOptions::Granularity::Selective;
+    parse_modules(r, modules);
+    return r;
+  }
   QUILL_CHECK(granularity == "full", "--recompute-granularity: '{}' is not full or selective", granularity);
   r.granularity = RecomputeOptions::Granularity::Full;
   QUILL_CHECK(method.empty() || method == "uniform" || method == "block",

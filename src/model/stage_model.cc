@@ -65,7 +65,7 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
     tp_.interleave = baton_.get();  // the layers' tensor-parallel collectives take turns too
   }
   tp_.comm_overlap = options.tp_comm_overlap && tp_.sequence_parallel;
-  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, layer_ep);
+  for (int64_t i = first_layer; i < end_layer; ++i) layers_.emplace_back(config, i, params, tp_, layer_ep, options.recompute);
   group_of_layer_.assign(layers_.size(), {-1, -1});
   for (const auto& [b, e] : recompute_groups(options.recompute, end_layer - first_layer))
     for (int64_t i = b; i < e; ++i) group_of_layer_[static_cast<size_t>(i)] = {b, e};

@@ -231,24 +231,51 @@ StageTrace::Id StageTrace::residual_conv_backward(const std::string& conv) {
 }
 
 StageTrace::Id StageTrace::decoder_forward(int64_t l, Layer& s, Id) {
-  s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // a_norm
+  // --recompute-modules layernorm: each norm's output goes after its consumer's forward.
+  const Id a_norm = activation(Use::Saved, Tseq_, D_);
+  if (!norms_again()) s.saved.push_back(a_norm);
   s.saved.push_back(f32(Use::Saved, Tseq_));             // rstd_a
   const Id attn = attention_forward(l, s);
+  if (norms_again()) mem_.free(a_norm);
   s.saved.push_back(residual_conv(s, attn));             // h_mid (its input: attn_out)
-  s.saved.push_back(activation(Use::Saved, Tseq_, D_));  // m_norm
+  const Id m_norm = activation(Use::Saved, Tseq_, D_);
+  if (!norms_again()) s.saved.push_back(m_norm);
   s.saved.push_back(f32(Use::Saved, Tseq_));             // rstd_m
   const Id mlp = c_.is_moe(l) ? moe_forward(l, s) : dense_forward(l, s);
+  if (norms_again()) mem_.free(m_norm);
   return residual_conv(s, mlp);                          // h_out (its input: mlp_out)
+}
+
+// DecoderLayer::norm_again: the norm's output, its statistics a scratch tensor.
+StageTrace::Id StageTrace::norm_again() {
+  const Id y = activation(Use::Temporary, Tseq_, D_);
+  mem_.free(f32(Use::Temporary, Tseq_));
+  return y;
 }
 
 StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
   const std::string p = layer_prefix(l);
   const Id dmlp = residual_conv_backward(p + "mlp_sconv.weight");
+  std::vector<Id> again;  // --recompute-modules layernorm: the MLP's inputs made again, for its backward
+  if (norms_again()) {
+    const Id m = norm_again();
+    again = {m, c_.is_moe(l) ? f32(Use::Temporary, T_ / tp_ * D_) : gather_input(Use::Temporary)};  // x32 | x
+    if (c_.is_moe(l) && c_.n_shared_experts > 0) again.push_back(gather_input(Use::Temporary));  // xs
+  }
   const Id dm = c_.is_moe(l) ? moe_backward(l) : dense_backward(l);
+  for (Id id : again) mem_.free(id);
   const Id dh_mid = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "mlp_norm.weight", D_));
   const Id dattn = residual_conv_backward(p + "attn_sconv.weight");
+  Id x_again = MemoryTrace::kNone;  // the attention's input made again (all T rows under SP)
+  if (norms_again()) {
+    const Id a = norm_again();
+    x_again = gather_input(Use::Temporary);
+    if (x_again == MemoryTrace::kNone) x_again = a;
+    else mem_.free(a);
+  }
   const Id da = attention_backward(l);
+  mem_.free(x_again);
   const Id dh_in = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "attn_norm.weight", D_));
   for (Id id : {dmlp, dm, dh_mid, dattn, da}) mem_.free(id);
@@ -261,7 +288,7 @@ StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
   const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
   const int64_t E = c_.extent(l);
   const Id x = gather_input(Use::Saved);  // the projections' input, kept for their weight gradients
-  if (x != MemoryTrace::kNone) s.saved.push_back(x);
+  if (x != MemoryTrace::kNone && !norms_again()) s.saved.push_back(x);
   for (int64_t cols : {H * d, G * d, G * d, H * R}) s.saved.push_back(activation(Use::Saved, T_, cols));  // q, k0, v0, r
   s.saved.push_back(activation(Use::Saved, T_, G * d));  // k1
   s.saved.push_back(activation(Use::Saved, T_, G * d));  // v1
@@ -281,6 +308,7 @@ StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
   // o_proj (row-parallel): a partial [T, D], reduced into the sequence region.
   const Id out = activation(Use::Temporary, T_, D_);
   const Id reduced = reduce_rows(Use::Temporary);
+  if (norms_again()) mem_.free(x);  // dropped by the layer after the forward (kNone without SP: the norm's output)
   if (reduced == MemoryTrace::kNone) return out;
   mem_.free(out);
   return reduced;
@@ -337,7 +365,7 @@ StageTrace::Id StageTrace::attention_backward(int64_t l) {
 StageTrace::Id StageTrace::dense_forward(int64_t, Layer& s) {
   const int64_t F = c_.dense_intermediate_size / tp_;
   const Id x = gather_input(Use::Saved);
-  if (x != MemoryTrace::kNone) s.saved.push_back(x);
+  if (x != MemoryTrace::kNone && !norms_again()) s.saved.push_back(x);
   s.saved.push_back(activation(Use::Saved, T_, 2 * F));  // h
   s.saved.push_back(activation(Use::Saved, T_, F));      // a
   const Id partial = activation(Use::Saved, T_, D_);     // w2's output, reduced: o
@@ -348,7 +376,9 @@ StageTrace::Id StageTrace::dense_forward(int64_t, Layer& s) {
     s.saved.push_back(o);
     mem_.free(partial);
   }
-  return activation(Use::Temporary, Tseq_, D_);  // y = o * global_scale: the layer's mlp_out
+  const Id y = activation(Use::Temporary, Tseq_, D_);  // y = o * global_scale: the layer's mlp_out
+  if (norms_again()) mem_.free(x);  // dropped by the layer after the forward
+  return y;
 }
 
 StageTrace::Id StageTrace::dense_backward(int64_t l) {
@@ -391,9 +421,11 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   const int64_t R_worst = ep * Tc * std::min(k, E / ep);
   // --tp-comm-overlap: the shared experts' input gathered first, beside the router.
   const Id xs_early = S > 0 && overlap() ? gather_input(Use::Saved) : MemoryTrace::kNone;
-  if (xs_early != MemoryTrace::kNone) s.saved.push_back(xs_early);
-  s.saved.push_back(f32(Use::Saved, Tc * D_));        // x32
+  if (xs_early != MemoryTrace::kNone && !norms_again()) s.saved.push_back(xs_early);
+  const Id x32 = f32(Use::Saved, Tc * D_);
+  if (!norms_again()) s.saved.push_back(x32);
   s.saved.push_back(f32(Use::Saved, Tc * (E + S)));   // logits
+  if (norms_again()) mem_.free(x32);                  // made again for the router's weight gradient
   s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
   s.saved.push_back(f32(Use::Saved, Tc * (k + S)));   // weights
   s.saved.push_back(f32(Use::Saved, Tc * k));         // wr
@@ -409,11 +441,14 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
     mem_.free(xp);
   }
   s.saved.push_back(activation(Use::Saved, R, 2 * Fe));  // hp
-  s.saved.push_back(activation(Use::Saved, R, Fe));      // ap
+  const Id ap = activation(Use::Saved, R, Fe);
+  if (!moe_act_again()) s.saved.push_back(ap);
   if (ep == 1) {
     s.saved.push_back(activation(Use::Saved, P, D_));    // yp
+    if (moe_act_again()) mem_.free(ap);
   } else {  // combine_tokens: the experts' output rows (a worst-case buffer) back to their senders
     const Id ye = activation(Use::Dispatch, R_worst, D_);
+    if (moe_act_again()) mem_.free(ap);
     s.saved.push_back(activation(Use::Saved, P, D_));
     mem_.free(ye);
   }
@@ -426,21 +461,31 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
     if (y_region != MemoryTrace::kNone) mem_.free(y);
     return out;
   }
-  const Id xs = overlap() ? MemoryTrace::kNone : gather_input(Use::Saved);  // the shared experts' input, all T rows
-  if (xs != MemoryTrace::kNone) s.saved.push_back(xs);
+  const Id xs = overlap() ? xs_early : gather_input(Use::Saved);  // the shared experts' input, all T rows
+  if (xs != MemoryTrace::kNone && !overlap() && !norms_again()) s.saved.push_back(xs);
   const Id gamma = f32(Use::Temporary, Tc * S);
   const Id gamma_all = tp_ > 1 ? f32(Use::Gather, T_ * S) : MemoryTrace::kNone;
   const Id ys = activation(Use::Temporary, T_, D_);
   const Id ye = S > 1 ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
+  std::vector<Id> scaled;  // --recompute-modules moe_act: each a * gamma until the down projections
   for (int64_t e = 0; e < S; ++e) {
     s.saved.push_back(activation(Use::Saved, T_, 2 * Fs));  // h
-    s.saved.push_back(activation(Use::Saved, T_, Fs));      // a
+    const Id a = activation(Use::Saved, T_, Fs);
     s.saved.push_back(f32(Use::Saved, T_));                 // gamma
-    s.saved.push_back(activation(Use::Saved, T_, Fs));      // a * gamma
+    const Id asc = activation(Use::Saved, T_, Fs);          // a * gamma
+    if (moe_act_again()) {
+      mem_.free(a);
+      scaled.push_back(asc);
+    } else {
+      s.saved.push_back(a);
+      s.saved.push_back(asc);
+    }
   }
+  for (Id id : scaled) mem_.free(id);
   mem_.free(reduce_rows(Use::Gather));  // reduce_output of the shared experts' partial sums
   for (Id id : {gamma, gamma_all, ys, ye}) mem_.free(id);
   if (y_region != MemoryTrace::kNone) mem_.free(y);
+  if (norms_again()) mem_.free(xs);  // dropped with the block's input after the forward
   return out;
 }
 
@@ -466,6 +511,7 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
     locals.push_back(activation(Use::Temporary, R, D_));
     mem_.free(recv);
   }
+  if (moe_act_again()) locals.push_back(activation(Use::Temporary, R, Fe));  // ap again
   locals.push_back(activation(Use::Temporary, R, Fe));  // dap
   mem_.free(grad_scratch(p + "experts.w2_weight", El * D_ * Fe));
   locals.push_back(activation(Use::Temporary, R, 2 * Fe));  // dhp
@@ -487,9 +533,19 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
     for (int64_t e = 0; e < S; ++e) {
       const Id dasc = activation(Use::Temporary, T_, Fs), da = activation(Use::Temporary, T_, Fs);
       const Id dg = f32(Use::Temporary, T_), dh = activation(Use::Temporary, T_, 2 * Fs);
-      for (Id id : {dasc, da, dg}) mem_.free(id);
-      if (overlap()) dh_kept.push_back(dh);
-      else mem_.free(dh);
+      Id a = MemoryTrace::kNone, asc = MemoryTrace::kNone;  // --recompute-modules moe_act: made again
+      if (moe_act_again()) {
+        a = activation(Use::Temporary, T_, Fs);
+        asc = activation(Use::Temporary, T_, Fs);
+      }
+      for (Id id : {dasc, da, dg, a}) mem_.free(id);
+      if (overlap()) {
+        dh_kept.push_back(dh);
+        dh_kept.push_back(asc);
+      } else {
+        mem_.free(dh);
+        mem_.free(asc);
+      }
     }
     if (tp_ > 1) mem_.spike(Use::Gather, Tc * S * 4);  // reduce_scatter_chunks of the gammas' gradients
     const Id dxs_region = reduce_rows(Use::Temporary);  // gather_input_backward (in place without SP)

@@ -34,7 +34,8 @@ struct TraceShape {
   // receives as many rows as it sends). The dispatch buffers are sized at the worst case anyway.
   double expert_rows_factor = 1.0;
   // Full-layer recompute (model/recompute.h): a recomputed group keeps only its input until its
-  // backward, which first runs the group's forward again.
+  // backward, which first runs the group's forward again. Selective: the modules' tensors are dropped after
+  // the forward and made again in the backward.
   RecomputeOptions recompute;
   // --tp-comm-overlap (with sequence parallelism; docs/decisions/tp-comm-overlap.md): the collectives it
   // starts early allocate their results earlier, and what they read lives until their wait.
@@ -76,6 +77,7 @@ class StageTrace {
   Id reduce_rows(Use use);
   Id residual_conv(Layer& saved, Id x);
   Id residual_conv_backward(const std::string& conv);
+  Id norm_again();
   Id decoder_forward(int64_t layer, Layer& saved, Id h_in);
   Id decoder_backward(int64_t layer, Id dh);
   Id attention_forward(int64_t layer, Layer& saved);
@@ -96,6 +98,9 @@ class StageTrace {
   Id i32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
   bool cuda() const { return shape_.device == Device::CUDA; }
   bool overlap() const { return shape_.tp_comm_overlap; }
+  // --recompute-granularity selective (model/recompute.h): the modules.
+  bool moe_act_again() const { return shape_.recompute.selective() && shape_.recompute.moe_act; }
+  bool norms_again() const { return shape_.recompute.selective() && shape_.recompute.layernorm; }
 
   const InklingConfig& c_;
   TraceShape shape_;

@@ -178,8 +178,11 @@ const std::vector<FlagSpec> kFlags = {
     {"recompute-granularity", P, S, nullptr, "activation recompute: full | selective"},
     {"recompute-method", P, S, nullptr, "activation recompute: uniform | block"},
     {"recompute-num-layers", P, I, nullptr, "activation recompute: layers per group"},
+    {"recompute-modules", P, LI, nullptr, "activation recompute, selective: moe_act | layernorm"},
     {"recompute-activations", P, SW, "false", "selective recompute",
-        instead("selective recompute is not built: --recompute-granularity full")},
+        instead("Megatron's --recompute-activations recomputes its default module core_attn, which quill's attention "
+                "does not need (it keeps no [T, T] tensor): give --recompute-granularity selective --recompute-modules "
+                "moe_act layernorm")},
     {"optimizer-cpu-offload", P, SW, "false", "optimizer state on the CPU"},
     {"optimizer-offload-fraction", P, F, "1.0", "share of the optimizer state on the CPU"},
     {"overlap-cpu-optimizer-d2h-h2d", P, SW, "false", "overlapped optimizer copies"},

@@ -195,8 +195,13 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   // Activation recompute: the recipe's layout.recompute, what the run did. The seed's flags ask for it while
   // its layout says none (its Megatron tooling ignored the flags for Inkling): the layout wins, with a note.
   if (l.recompute) {
-    plan.train.recompute =
-        parse_recompute(l.recompute->granularity, l.recompute->method.value_or(""), l.recompute->num_layers.value_or(1));
+    // The recipe's layout names no modules (its schema has granularity, method and layer count): selective
+    // takes them from the run's --recompute-modules.
+    std::vector<std::string> modules;
+    if (l.recompute->granularity == "selective")
+      if (const ParsedFlag* f = check.flags.find("recompute-modules")) modules = f->values;
+    plan.train.recompute = parse_recompute(l.recompute->granularity, l.recompute->method.value_or(""),
+                                           l.recompute->num_layers.value_or(1), modules);
     plan.notes.push_back("activation recompute: " + plan.train.recompute.describe() + " (layout.recompute)");
   } else if (const std::string g = flag_value(check.flags, "recompute-granularity"); !g.empty() && g != "none") {
     plan.notes.push_back(fmt::format("the run's flags ask --recompute-granularity {} but layout.recompute is none: quill "

@@ -60,6 +60,14 @@ TEST(PlanCli, PredictsTheMeasuredCpuPeakOfEveryRank) {
        "--pp 2 --pp-layers 2,4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 3", 2, {0, 1}},
       {"configs/tiny.json", "--tp 2 --sp --recompute-granularity full --recompute-method block --recompute-num-layers 2", 2,
        {0, 0}},
+      // Selective recompute: the modules' tensors dropped after the forward, made again in the backward (the
+      // norms again, the gathered inputs gathered again, the SwiGLU outputs again).
+      {"configs/tiny.json", "--recompute-granularity selective --recompute-modules moe_act layernorm", 1, {0}},
+      {"configs/tiny.json", "--tp 2 --sp --tp-comm-overlap --recompute-granularity selective --recompute-modules moe_act "
+       "layernorm", 2, {0, 0}},
+      {"configs/tiny.json", "--tp 2 --recompute-granularity selective --recompute-modules layernorm", 2, {0, 0}},
+      {"tests/fixtures/configs/tiny6.json",
+       "--pp 2 --pp-layers 2,4 --recompute-granularity selective --recompute-modules moe_act", 2, {0, 1}},
       // --tp-comm-overlap: started collectives' results allocated earlier, their inputs kept to their waits.
       {"configs/tiny.json", "--tp 2 --sp --tp-comm-overlap", 2, {0, 0}},
       {"configs/tiny.json", "--tp 2 --sp --pp 2 --tp-comm-overlap", 4, {0, 0, 1, 1}},

@@ -1,4 +1,5 @@
-// Full-layer activation recompute (--recompute-granularity full, model/recompute.h) changes no bit:
+// Activation recompute (--recompute-granularity full, and selective with --recompute-modules moe_act
+// layernorm; model/recompute.h) changes no bit:
 // every step's loss, gradient norm and expert counts, and the fp32 weights after 3 steps, equal the same
 // run without it, at one rank and under PP2, TP2 with SP, and EP2 x DP2 (the recomputed forward repeats
 // the layers' collectives: the tensor-parallel gathers and halos, the expert exchange), with both of
@@ -30,6 +31,8 @@ void expect_runs(const std::string& cmd) {
   ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
 }
 
+const std::string kSelective = "--recompute-granularity selective --recompute-modules moe_act layernorm";
+
 struct Case {
   std::string config, layout, recompute;
   int ranks;
@@ -48,6 +51,14 @@ TEST(Recompute, ChangesNoBitAtOneRankAndUnderEveryLayout) {
       {tiny6, "--pp 2 --pp-layers 3,3", "--recompute-granularity full --recompute-method block --recompute-num-layers 2", 2},
       {tp4, "--tp 2 --sp", uniform1, 2},
       {tp4, "--dp 2 --ep 2", "--recompute-granularity full --recompute-method block --recompute-num-layers 3", 2},
+      // Selective: the experts' SwiGLU outputs and the norms' outputs (with the inputs gathered from them) made
+      // again in each layer's backward; under TP with and without SP (the gathers again), the ring gathers of
+      // --tp-comm-overlap, EP (the restored inputs of the exchange's block) and PP.
+      {tiny, "", kSelective, 1},
+      {tp4, "--tp 2 --sp --tp-comm-overlap --moe-shared-expert-overlap", kSelective, 2},
+      {tp4, "--tp 2", "--recompute-granularity selective --recompute-modules layernorm", 2},
+      {tp4, "--dp 2 --ep 2 --delay-wgrad-compute", kSelective, 2},
+      {tiny6, "--pp 2 --pp-layers 2,4", "--recompute-granularity selective --recompute-modules moe_act", 2},
   };
   int index = 0;
   for (const Case& c : cases) {
@@ -63,8 +74,10 @@ TEST(Recompute, ChangesNoBitAtOneRankAndUnderEveryLayout) {
     // It did recompute: the summary says so, and the activations kept between the passes shrank.
     const nlohmann::json a = read_json(plain + "/summary.json"), b = read_json(recomputed + "/summary.json");
     EXPECT_EQ(a["recompute"], "none");
-    EXPECT_EQ(b["recompute"].get<std::string>().rfind("full ", 0), 0u) << b["recompute"];
-    if (c.recompute == uniform1) EXPECT_LT(b["peak_device_bytes_per_rank"][0].get<int64_t>(), a["peak_device_bytes_per_rank"][0].get<int64_t>());
+    const bool selective = c.recompute.find("selective") != std::string::npos;
+    EXPECT_EQ(b["recompute"].get<std::string>().rfind(selective ? "selective " : "full ", 0), 0u) << b["recompute"];
+    if (c.recompute == uniform1 || selective)
+      EXPECT_LT(b["peak_device_bytes_per_rank"][0].get<int64_t>(), a["peak_device_bytes_per_rank"][0].get<int64_t>());
   }
 }
 
@@ -74,7 +87,14 @@ TEST(Recompute, FlagsItCannotTakeAreNamed) {
   const std::string train = kQuill + " train --config " + kSrc + "/configs/tiny.json --rows " + rows + " --steps 1 --global-batch 1 --quiet --out " +
                             quill::test::fresh_temp_dir("recompute", "bad");
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"--recompute-granularity selective", "--recompute-granularity selective: quill recomputes whole layers only"},
+      {"--recompute-granularity selective", "--recompute-granularity selective recomputes Megatron's default module "
+                                            "core_attn, which quill has no use for"},
+      {"--recompute-granularity selective --recompute-modules core_attn", "--recompute-modules core_attn: quill's "
+                                                                           "attention keeps no [T, T] tensor"},
+      {"--recompute-granularity selective --recompute-modules moe_act mlp", "--recompute-modules mlp: not built in quill"},
+      {"--recompute-modules moe_act", "--recompute-modules moe_act needs --recompute-granularity selective"},
+      {"--recompute-granularity selective --recompute-modules moe_act --recompute-method block",
+       "--recompute-method block needs --recompute-granularity full (selective keeps every layer)"},
       {"--recompute-granularity partial", "--recompute-granularity: 'partial' is not full or selective"},
       {"--recompute-granularity full --recompute-method every", "--recompute-method: 'every' is not uniform or block"},
       {"--recompute-granularity full --recompute-num-layers 0", "--recompute-num-layers 0: give 1 or more layers"},
