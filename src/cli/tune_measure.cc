@@ -55,8 +55,9 @@ std::string slug(const tune::Candidate& c) {
   const LayoutSpec& l = c.layout;
   const std::string split = l.pp_layers.empty() ? "" : fmt::format("_{}", fmt::join(l.pp_layers, "-"));
   const RecomputeOptions& r = c.recompute;
+  // "-rb4" (block 4), "-rs" (selective)
   const std::string recompute =
-      r.active() ? fmt::format("-r{}{}", tune::recompute_method_name(r)[0], r.num_layers) : "";  // "-rb4"
+      r.selective() ? "-rs" : r.active() ? fmt::format("-r{}{}", tune::recompute_method_name(r)[0], r.num_layers) : "";
   return fmt::format("tp{}{}-pp{}{}-ep{}-dp{}-off{:.1f}{}{}", l.tp, l.sequence_parallel && l.tp > 1 ? "sp" : "", l.pp,
                      split, l.ep, l.dp, c.optimizer.effective_fraction(),
                      c.optimizer.exp_avg == DType::BF16 || c.optimizer.exp_avg_sq == DType::BF16 ? "-bf16" : "",

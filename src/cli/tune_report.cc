@@ -42,12 +42,13 @@ std::string optimizer_text(const OptimizerMemory& m) {
 }
 
 std::string recompute_text(const RecomputeOptions& r) {
+  if (r.selective()) return "selective";
   return r.active() ? fmt::format("{} {}", tune::recompute_method_name(r), r.num_layers) : "none";
 }
 
 std::string memory_settings_text(const tune::Candidate& c) {
   const std::string o = optimizer_text(c.optimizer);
-  return c.recompute.active() ? o + ", recompute " + recompute_text(c.recompute) : o;
+  return c.recompute.active() || c.recompute.selective() ? o + ", recompute " + recompute_text(c.recompute) : o;
 }
 
 std::string compute_source_text(const tune::RankedLayout& r) {

@@ -173,6 +173,22 @@ RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int ran
       recompute_s += x.dense / (rates.dense_gemm_tflops * 1e12) + x.grouped / (grouped_tflops * 1e12) +
                      x.attention_fwd_s + memory_s / 3 / layers;
     }
+  // Selective recompute (model/recompute.h): elementwise passes made again in each layer's backward, at the
+  // device AdamW's streaming rate (the nearest measured elementwise kernel): layernorm reads the residual rows
+  // and writes the norm's output twice per layer, and a MoE layer converts its chunk to fp32 again; moe_act reads
+  // the gate/up output and writes the SwiGLU output (routed rows T/tp x top_k; each shared expert over all T
+  // rows, with its gamma-scaled copy read and written too). The gathers it adds are in the modelled ledger.
+  if (recompute.selective()) {
+    const double a = w.device == Device::CPU ? 4 : 2, Tseq = sp ? Tc : T;
+    const double F = static_cast<double>(c.moe_intermediate_size), Fs = F / tp;
+    const double R = Tc * static_cast<double>(c.num_experts_per_tok), S = static_cast<double>(c.n_shared_experts);
+    double bytes = 0;
+    for (int64_t i = first; i < end; ++i) {
+      if (recompute.layernorm) bytes += 2 * 2 * Tseq * D * a + (c.is_moe(i) ? Tc * D * (a + 4) : 0);
+      if (recompute.moe_act && c.is_moe(i)) bytes += R * 3 * F * a + S * T * 5 * Fs * a;
+    }
+    recompute_s += bytes / (rates.adamw_gbps * 1e9);
+  }
   out.backward_s += recompute_s;
   out.flops_per_micro_batch = 3 * (dense + grouped + head) + attn_flops;
   const double md = static_cast<double>(m);
@@ -180,7 +196,8 @@ RankCompute rank_compute(const InklingConfig& c, const LayoutSpec& spec, int ran
                {"expert GEMMs", 3 * grouped_s * md},
                {"attention", (attn_s_fwd + attn_s_bwd) * md},
                {"memory-bound ops", memory_s * md}};
-  if (recompute_s > 0) out.parts.push_back({"recompute (forward again)", recompute_s * md});
+  if (recompute_s > 0)
+    out.parts.push_back({recompute.selective() ? "recompute (selective)" : "recompute (forward again)", recompute_s * md});
   if (last) out.parts.push_back({"LM head and loss", (3 * head_s + loss_s) * md});
 
   // The optimizer step on the rank's shards (optim/adamw.cc): the device update of the part kept on the

@@ -31,6 +31,10 @@ std::string label_of(const LayoutSpec& s) {
 
 // The summary's words for the candidate's recompute.
 std::string recompute_prose(const RecomputeOptions& r) {
+  if (r.selective())
+    return fmt::format("selective recompute of {}", r.moe_act && r.layernorm ? "the experts' activations and the norms"
+                                                    : r.moe_act                ? "the experts' activations"
+                                                                               : "the norms");
   if (!r.active()) return "no recompute";
   if (r.method == RecomputeOptions::Method::Block)
     return fmt::format("full recompute of the first {} layer{} of each stage (block)", r.num_layers,
@@ -87,6 +91,7 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
   l.rows_per_microbatch = 1;
   if (opt.effective_fraction() > 0) l.offload = Offload{opt.offload_fraction, opt.overlap_d2h_h2d};
   if (recompute.active()) l.recompute = Recompute{"full", recompute_method_name(recompute), recompute.num_layers};
+  if (recompute.selective()) l.recompute = Recompute{"selective", std::nullopt, std::nullopt};  // modules: the flags
   l.dispatcher = "alltoall";
   const bool bf16_moments = opt.exp_avg == DType::BF16 || opt.exp_avg_sq == DType::BF16;
   l.summary = fmt::format(
@@ -106,7 +111,8 @@ Recipe tuned_recipe(const RankedLayout& chosen, const EmitRequest& q) {
     flags += fmt::format(" --decoder-first-pipeline-num-layers {} --decoder-last-pipeline-num-layers {}",
                          *l.layer_split->first, *l.layer_split->last);
   flags += fmt::format(" \\\n    --expert-model-parallel-size {} --expert-tensor-parallel-size 1 --use-distributed-optimizer", s.ep);
-  if (recompute.active()) flags += fmt::format(" \\\n    {}", fmt::join(recompute_flags(recompute), " "));
+  if (recompute.active() || recompute.selective())
+    flags += fmt::format(" \\\n    {}", fmt::join(recompute_flags(recompute), " "));
   if (l.offload)
     flags += fmt::format(" \\\n    --optimizer-cpu-offload --optimizer-offload-fraction {}{}", opt.offload_fraction,
                          opt.overlap_d2h_h2d ? " --overlap-cpu-optimizer-d2h-h2d" : "");

@@ -45,6 +45,14 @@ OptimizerMemory optimizer_at(double fraction, bool bf16_moments) {
   return m;
 }
 
+// --recompute-granularity selective --recompute-modules moe_act layernorm: what quill builds of Megatron's modules.
+RecomputeOptions selective_recompute() {
+  RecomputeOptions o;
+  o.granularity = RecomputeOptions::Granularity::Selective;
+  o.moe_act = o.layernorm = true;
+  return o;
+}
+
 RecomputeOptions block_recompute(int64_t layers) {
   RecomputeOptions o;
   o.granularity = RecomputeOptions::Granularity::Full;
@@ -108,6 +116,12 @@ const char* recompute_method_name(const RecomputeOptions& r) {
 }
 
 std::vector<std::string> recompute_flags(const RecomputeOptions& r) {
+  if (r.selective()) {
+    std::vector<std::string> f = {"--recompute-granularity", "selective", "--recompute-modules"};
+    if (r.moe_act) f.push_back("moe_act");
+    if (r.layernorm) f.push_back("layernorm");
+    return f;
+  }
   if (!r.active()) return {};
   return {"--recompute-granularity", "full", "--recompute-method", recompute_method_name(r), "--recompute-num-layers",
           std::to_string(r.num_layers)};
@@ -151,10 +165,12 @@ SearchResult search_layouts(const SearchRequest& q) {
       "the distributed optimizer always (quill shards the optimizer state over data-parallel ranks)",
       "per layout and moment dtype, only the smallest offload fraction (steps of 0.1) that fits: more offload only "
       "adds host work and copies",
-      "recompute only where it replaces offload: per layout and moment dtype that needs offload to fit, also the "
-      "smallest --recompute-granularity full --recompute-method block --recompute-num-layers N that fits without "
-      "offload (each recomputed layer costs one more forward per micro-batch: the fewest that fit; uniform "
-      "recomputes every layer; recompute with offload is not searched)",
+      "recompute only where it replaces offload: per layout and moment dtype that needs offload to fit, also "
+      "--recompute-granularity selective --recompute-modules moe_act layernorm when it fits without offload (elementwise "
+      "passes and, under sequence parallelism, a gather per attention and MLP again in the backward), else the smallest "
+      "--recompute-granularity full --recompute-method block --recompute-num-layers N that does (each recomputed layer "
+      "costs one more forward per micro-batch: the fewest that fit; uniform recomputes every layer; recompute with "
+      "offload is not searched)",
       "main gradients fp32 (quill refuses --main-grads-dtype bf16)",
       fmt::format("pipeline splits: the even one, and Megatron's uneven (first, last) splits whose first and last stages "
                   "are within {} layers of the middle stages",
@@ -255,6 +271,14 @@ SearchResult search_layouts(const SearchRequest& q) {
                     fmt::format("out of host memory at startup with {} moments at the smallest offload that fits "
                                 "the device", moments));
               if (fit == 0) continue;  // fits without offload: recompute would only add forwards
+              // Selective first: it repeats no GEMM, so where it fits no block recompute is cheaper.
+              plan::MemoryPlan selective = plan_at(0.0, bf16, selective_recompute());
+              if (selective.largest().device_total() <= q.device_memory) {
+                admit(optimizer_at(0.0, bf16), selective_recompute(), selective,
+                      fmt::format("out of host memory at startup with {} moments and recompute without offload",
+                                  moments));
+                continue;
+              }
               const auto block = smallest_fitting_block(
                   [&](const RecomputeOptions& o) { return plan_at(0.0, bf16, o); }, most, q.device_memory);
               if (block)

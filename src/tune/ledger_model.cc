@@ -73,6 +73,7 @@ struct RankView {
   int64_t micro_batches = 0;   // per step, this data-parallel rank's rows
   int act = 4;                 // activation element bytes
   std::vector<bool> recomputed;  // per stage layer: its forward runs twice (recompute)
+  bool norms_again = false;      // --recompute-modules layernorm: the norms' outputs made again in the backward
   // How many times each stage layer's forward runs per micro-batch: 2 when recomputed, else 1.
   int64_t forwards(int64_t layer) const { return recomputed[static_cast<size_t>(layer - first)] ? 2 : 1; }
 };
@@ -96,6 +97,7 @@ RankView view_of(const InklingConfig& c, const LayoutSpec& spec, int rank, const
   v.recomputed.assign(static_cast<size_t>(v.end - v.first), false);
   for (const auto& [b, e] : recompute_groups(w.recompute, v.end - v.first))
     for (int64_t i = b; i < e; ++i) v.recomputed[static_cast<size_t>(i)] = true;
+  v.norms_again = w.recompute.selective() && w.recompute.layernorm;
   return v;
 }
 
@@ -164,6 +166,13 @@ void layer_collectives(const InklingConfig& c, const RankView& v, int64_t T, Row
         rows.all_gather(P, "tp", tp, moe_fwd * m, gammas);
         rows.reduce_scatter(P, "tp", tp, moe * m, gammas);
       }
+    }
+    // --recompute-modules layernorm under SP: each layer's backward gathers the attention's input and its MLP's
+    // (a dense MLP, or the shared experts) again (DecoderLayer::backward).
+    if (sp && v.norms_again) {
+      int64_t again = 0;
+      for (int64_t i = v.first; i < v.end; ++i) again += 1 + (!c.is_moe(i) || c.n_shared_experts > 0 ? 1 : 0);
+      rows.all_gather(P, "tp", tp, again * m, TD);
     }
     // The halos of the two residual convolutions, forward and backward: K-1 rows of every rank.
     if (sp && c.conv_kernel_size > 1)

@@ -118,19 +118,23 @@ bool same_geometry(const Candidate& a, const Candidate& b) {
          a.optimizer.exp_avg == b.optimizer.exp_avg;
 }
 
-// Recompute in place of offload: every recompute candidate is block N without offload, for a layout and
-// moment dtype that needs offload otherwise (its offload candidate is beside it); the seed's layout with bf16
-// moments has one, at the smallest N the plan fits (N - 1 does not). Plans are re-checked for the seed and
-// a few others (each plan takes a while).
+// Recompute in place of offload: every recompute candidate is without offload, for a layout and moment dtype
+// that needs offload otherwise (its offload candidate is beside it): selective (moe_act layernorm) where it fits,
+// else block N at the smallest N the plan fits (N - 1 does not). The seed's layout with bf16 moments fits with
+// selective. Plans are re-checked for the seed and a few others (each plan takes a while).
 void expect_recompute_replaces_offload(const SearchRequest& q, const SearchResult& r) {
   std::vector<const Candidate*> recomputed;
+  RecomputeOptions selective;
+  selective.granularity = RecomputeOptions::Granularity::Selective;
+  selective.moe_act = selective.layernorm = true;
   for (const Candidate& c : r.fitting) {
-    if (!c.recompute.active()) continue;
+    if (!c.recompute.active() && !c.recompute.selective()) continue;
     recomputed.push_back(&c);
-    EXPECT_EQ(c.recompute.method, RecomputeOptions::Method::Block) << c.layout.describe();
+    if (c.recompute.active()) EXPECT_EQ(c.recompute.method, RecomputeOptions::Method::Block) << c.layout.describe();
+    else EXPECT_TRUE(c.recompute.moe_act && c.recompute.layernorm) << c.layout.describe();
     EXPECT_EQ(c.optimizer.effective_fraction(), 0) << c.layout.describe();
     const auto offload = std::find_if(r.fitting.begin(), r.fitting.end(), [&](const Candidate& o) {
-      return same_geometry(o, c) && !o.recompute.active();
+      return same_geometry(o, c) && !o.recompute.active() && !o.recompute.selective();
     });
     ASSERT_NE(offload, r.fitting.end()) << c.layout.describe();
     EXPECT_GT(offload->optimizer.effective_fraction(), 0)
@@ -142,16 +146,23 @@ void expect_recompute_replaces_offload(const SearchRequest& q, const SearchResul
            c->layout.dp == 2 && c->layout.pp_layers == std::vector<int64_t>{12, 10, 10, 10} &&
            c->optimizer.exp_avg == DType::BF16;
   });
-  ASSERT_NE(seed, recomputed.end()) << "the seed's layout with bf16 moments fits with block recompute and no offload";
+  ASSERT_NE(seed, recomputed.end()) << "the seed's layout with bf16 moments fits with recompute and no offload";
+  EXPECT_TRUE((*seed)->recompute.selective()) << (*seed)->recompute.describe();
+  // One block candidate at least (where selective does not fit), and a spread of the others.
   std::vector<const Candidate*> checked = {*seed};
-  for (size_t i = 0; i < recomputed.size() && checked.size() < 4; i += std::max<size_t>(1, recomputed.size() / 3))
-    if (recomputed[i] != *seed) checked.push_back(recomputed[i]);
+  const auto block = std::find_if(recomputed.begin(), recomputed.end(), [](const Candidate* c) { return c->recompute.active(); });
+  ASSERT_NE(block, recomputed.end()) << "layouts where selective does not fit get block recompute";
+  checked.push_back(*block);
+  for (size_t i = 0; i < recomputed.size() && checked.size() < 5; i += std::max<size_t>(1, recomputed.size() / 3))
+    if (std::find(checked.begin(), checked.end(), recomputed[i]) == checked.end()) checked.push_back(recomputed[i]);
   for (const Candidate* c : checked) {
     SCOPED_TRACE(c->layout.describe() + " " + c->optimizer.describe() + " recompute " + c->recompute.describe());
     const plan::MemoryPlan fits = plan_of(q, *c, c->recompute);
     EXPECT_EQ(fits.largest().device_total(), c->peak_device_bytes());
     EXPECT_LE(c->peak_device_bytes(), q.device_memory);
     EXPECT_GT(plan_of(q, *c, RecomputeOptions{}).largest().device_total(), q.device_memory) << "needs recompute";
+    if (!c->recompute.active()) continue;
+    EXPECT_GT(plan_of(q, *c, selective).largest().device_total(), q.device_memory) << "selective does not fit";
     if (c->recompute.num_layers > 1) {
       RecomputeOptions fewer = c->recompute;
       --fewer.num_layers;
@@ -162,12 +173,13 @@ void expect_recompute_replaces_offload(const SearchRequest& q, const SearchResul
               recomputed.size(), (*seed)->recompute.describe().c_str(),
               static_cast<double>((*seed)->peak_device_bytes()) / (1 << 30));
   EXPECT_TRUE(std::any_of(r.pruning.begin(), r.pruning.end(), [](const std::string& p) {
-    return p.find("--recompute-method block") != std::string::npos;
+    return p.find("--recompute-modules moe_act layernorm") != std::string::npos &&
+           p.find("--recompute-method block") != std::string::npos;
   }));
 }
 
 // Inkling-Small on the seed's 32 H200: the seed's layout is among the candidates, with the smallest fitting
-// offload the plan gives, and with block recompute in place of offload; each candidate's figures are the
+// offload the plan gives, and with recompute (selective, else block) in place of offload; each candidate's figures are the
 // plan's for its flags.
 TEST(LayoutSearch, InklingSmallOnThirtyTwoH200sHasTheSeedLayout) {
   SearchRequest q;

@@ -168,6 +168,16 @@ TEST_F(LedgerModel, RecomputedLayersRepeatTheirForwardCollectives) {
     for (int rank : c.ranks) check(c, rank);
 }
 
+// Selective recompute's layernorm gathers the attention's and the MLP's inputs again in each layer's backward
+// under sequence parallelism (nothing more without it); moe_act adds no collective.
+TEST_F(LedgerModel, SelectiveRecomputeGathersTheNormsOutputsAgain) {
+  const std::string both = " --recompute-granularity selective --recompute-modules moe_act layernorm";
+  for (const Case& c :
+       {Case{kTiny, "--tp 2 --sp" + both, spec(2, true, 1, 1, 1), {0}, parse_recompute("selective", "", 1, {"moe_act", "layernorm"})},
+        Case{kTiny, "--tp 2" + both, spec(2, false, 1, 1, 1), {1}, parse_recompute("selective", "", 1, {"moe_act", "layernorm"})}})
+    for (int rank : c.ranks) check(c, rank);
+}
+
 TEST_F(LedgerModel, SeedShapedLayoutsEqualTheSimulatedRanks) {
   check(Case{kSeedShape, "--tp 2 --sp --pp 2 --ep 2 --dp 2", spec(2, true, 2, 2, 2), {}}, 7);
   // The seed's own layout on 32 ranks: the first, a middle and the last stage.
