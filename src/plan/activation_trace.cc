@@ -255,6 +255,13 @@ StageTrace::Id StageTrace::norm_again() {
 
 StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
   const std::string p = layer_prefix(l);
+  // --tp-comm-overlap: the attention's input made again and its gather started first (its input kept to the wait).
+  const bool early = norms_again() && overlap() && sp_;
+  Id a_early = MemoryTrace::kNone, x_again = MemoryTrace::kNone;
+  if (early) {
+    a_early = norm_again();
+    x_again = gather_input(Use::Temporary);
+  }
   const Id dmlp = residual_conv_backward(p + "mlp_sconv.weight");
   std::vector<Id> again;  // --recompute-modules layernorm: the MLP's inputs made again, for its backward
   if (norms_again()) {
@@ -267,8 +274,9 @@ StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
   const Id dh_mid = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "mlp_norm.weight", D_));
   const Id dattn = residual_conv_backward(p + "attn_sconv.weight");
-  Id x_again = MemoryTrace::kNone;  // the attention's input made again (all T rows under SP)
-  if (norms_again()) {
+  if (early) {
+    mem_.free(a_early);
+  } else if (norms_again()) {  // the attention's input made again (all T rows under SP)
     const Id a = norm_again();
     x_again = gather_input(Use::Temporary);
     if (x_again == MemoryTrace::kNone) x_again = a;
