@@ -84,6 +84,8 @@ TEST(SeedLayout, ThirtyTwoCpuRanksEqualOneRank) {
     EXPECT_NE(recipe.find(text), std::string::npos) << text << "\n" << recipe;
 }
 
+// Every overlap flag, and selective recompute (moe_act layernorm: the layout's recompute, the modules from the
+// run's flags), on the seed's 32 ranks: the bits of the run without them.
 TEST(SeedLayout, OverlapFlagsGiveTheFlagsOffBitsOnThirtyTwoRanks) {
   const std::string rows = seed_rows("rows-overlap");
   std::map<std::string, std::string> outs;
@@ -91,10 +93,15 @@ TEST(SeedLayout, OverlapFlagsGiveTheFlagsOffBitsOnThirtyTwoRanks) {
     const std::string name = flags.empty() ? "off" : "on";
     const std::string recipe = quill::test::fresh_temp_dir("seed", "recipe-" + name + ".yaml");
     {
+      std::vector<std::pair<std::string, std::string>> edits = {
+          {"--use-distributed-optimizer \\", "--use-distributed-optimizer --ddp-bucket-size 20000" + flags + " \\"}};
+      if (!flags.empty()) {
+        edits.push_back({"  recompute: null", "  recompute:\n    granularity: selective"});
+        edits.push_back({"--recompute-granularity full \\\n    --recompute-method uniform \\\n    --recompute-num-layers 1",
+                         "--recompute-granularity selective --recompute-modules moe_act layernorm"});
+      }
       std::ofstream out(recipe);
-      out << quill::test::edited_text(kSrc + "/tests/fixtures/recipes/seed.yaml",
-                                      {{"--use-distributed-optimizer \\",
-                                        "--use-distributed-optimizer --ddp-bucket-size 20000" + flags + " \\"}});
+      out << quill::test::edited_text(kSrc + "/tests/fixtures/recipes/seed.yaml", edits);
     }
     outs[name] = quill::test::fresh_temp_dir("seed", "overlap-" + name);
     std::string output;
@@ -104,6 +111,7 @@ TEST(SeedLayout, OverlapFlagsGiveTheFlagsOffBitsOnThirtyTwoRanks) {
     EXPECT_EQ(summary.at("overlap_param_gather"), !flags.empty()) << summary.dump();
     EXPECT_EQ(summary.at("tp_comm_overlap"), !flags.empty()) << summary.dump();
     EXPECT_EQ(summary.at("delay_wgrad_compute"), !flags.empty()) << summary.dump();
+    EXPECT_EQ(summary.at("recompute"), flags.empty() ? "none" : "selective moe_act layernorm") << summary.dump();
     EXPECT_GE(summary.at("ddp_buckets").get<int64_t>(), 3) << "rank 0's buckets: " << summary.dump();
   }
   quill::test::expect_runs_bit_identical(outs["off"], outs["on"], 2);
