@@ -52,13 +52,19 @@ TEST(Fp8Params, CudaRefusesMatricesWhoseDimensionsAreNotMultiplesOf16NamingTheTe
             std::string::npos) << what;
 }
 
+// An FP8 matrix `name` with a random fp32 compute copy of `shape`.
+Param fp8_matrix(const std::string& name, const Shape& shape, uint64_t seed) {
+  Param p;
+  p.name = name;
+  p.fp8 = true;
+  p.compute = test::random_tensor(shape, DType::F32, seed);
+  p.shape = p.compute.shape();
+  return p;
+}
+
 TEST(Fp8Params, QuantizedCopyMadeOncePerCompute) {
   const DeviceContext ctx = DeviceContext::cpu();
-  Param p;
-  p.name = "model.llm.layers.0.attn.wq_du.weight";
-  p.fp8 = true;
-  p.compute = test::random_tensor({130, 200}, DType::F32, 1);
-  p.shape = p.compute.shape();
+  Param p = fp8_matrix("model.llm.layers.0.attn.wq_du.weight", {130, 200}, 1);
   const ops::Fp8Tensor& first = fp8_weight(ctx, p);
   const void* codes = first.codes.data();
   const uint8_t code0 = first.codes.data_as<uint8_t>()[0];
@@ -74,11 +80,7 @@ TEST(Fp8Params, QuantizedCopyMadeOncePerCompute) {
 // weights change, and a stale one without its bf16 copy is refused by name rather than made from nothing.
 TEST(Fp8Params, AReleasedBf16CopyServesItsFp8CopyUntilTheWeightsChange) {
   const DeviceContext ctx = DeviceContext::cpu();
-  Param p;
-  p.name = "model.llm.layers.0.mlp.w2_md.weight";
-  p.fp8 = true;
-  p.compute = test::random_tensor({64, 48}, DType::F32, 2);
-  p.shape = p.compute.shape();
+  Param p = fp8_matrix("model.llm.layers.0.mlp.w2_md.weight", {64, 48}, 2);
   const void* codes = fp8_weight(ctx, p).codes.data();
   p.compute = Tensor();  // released
   EXPECT_EQ(fp8_weight(ctx, p).codes.data(), codes);
