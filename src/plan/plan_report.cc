@@ -286,6 +286,16 @@ FitVerdict check_fit(const MemoryPlan& plan, int64_t device_memory) {
     else if (const std::optional<int64_t> all = replanned(r))
       fixes.push_back(fmt::format("even --optimizer-offload-fraction 1{} leaves {}", moments, format_bytes(*all)));
   }
+  if (!q.recompute.active() && !q.recompute.selective()) {
+    // Selective recompute first: it repeats no GEMM.
+    PlanRequest r = q;
+    r.recompute.granularity = RecomputeOptions::Granularity::Selective;
+    r.recompute.moe_act = r.recompute.layernorm = true;
+    if (const std::optional<int64_t> total = replanned(r); total && *total <= device_memory)
+      fixes.push_back(fmt::format("--recompute-granularity selective --recompute-modules moe_act layernorm: fits ({}; the "
+                                  "experts' activations and the norms' outputs made again in each layer's backward)",
+                                  format_bytes(*total)));
+  }
   if (!q.recompute.active()) {
     // Recompute: the fewest layers per stage (block) that fit, each one more forward per micro-batch.
     int64_t most = 0;

@@ -170,6 +170,17 @@ bool wait_for_latest(const std::string& save, int64_t iteration) {
   return false;
 }
 
+// Polls until `save` holds a directory whose name starts with `prefix` (false after a minute).
+bool wait_for_entry(const std::string& save, const std::string& prefix) {
+  for (int i = 0; i < 6000; ++i) {
+    std::error_code ec;
+    for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(save, ec))
+      if (e.path().filename().string().starts_with(prefix)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 // Many steps; background saves that take a second and a half each (the writer sleeps first), so that
 // iteration 4's is in flight when iteration 2 has just become the latest.
 std::string slow_async(const std::string& out) {
@@ -180,6 +191,8 @@ TEST(CheckpointHistoryRuns, AKillDuringAnAsyncSaveLeavesThePreviousCheckpointToR
   const std::string out = temp("kill");
   Background run(slow_async(out), out + ".log");
   ASSERT_TRUE(wait_for_latest(out + "/ck", 2));
+  // Iteration 4's snapshot made its temporary directory at the step boundary; its writer now sleeps 1.5 s.
+  ASSERT_TRUE(wait_for_entry(out + "/ck", "iter_0000004.tmp-"));
   ::kill(run.pid(), SIGKILL);
   EXPECT_EQ(run.finish().status, 128 + SIGKILL);
   EXPECT_EQ(quill::latest_iteration(out + "/ck"), 2);

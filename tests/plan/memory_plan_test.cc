@@ -277,3 +277,31 @@ TEST(MemoryPlan, TheSeedsOffloadedFirstRankFitsTheHostItRanOn) {
   EXPECT_TRUE(quill::plan::check_host_fit(plan, {0}, int64_t{125} << 30).fits);
   EXPECT_EQ(plan.stages[0].host_startup_peak(), plan.stages[0].host_optimizer);  // the pinned state is the larger
 }
+
+// The seed's layout with bf16 moments and no offload does not fit an H200; the refusal names selective
+// recompute first (it repeats no GEMM), at the bytes its own plan gives, then the fewest block-recomputed layers.
+TEST(MemoryPlan, TheSeedsRefusalWithoutOffloadNamesSelectiveRecomputeFirst) {
+  PlanRequest q;
+  q.config =
+      quill::load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/tests/fixtures/configs/inkling-small-hf.json");
+  q.row_tokens = 8192;
+  q.global_batch = 128;
+  q.layout.tp = 4;
+  q.layout.sequence_parallel = true;
+  q.layout.pp = 4;
+  q.layout.pp_layers = {12, 10, 10, 10};
+  q.layout.ep = 8;
+  q.layout.dp = 2;
+  q.optimizer.exp_avg = q.optimizer.exp_avg_sq = quill::DType::BF16;
+  const quill::plan::FitVerdict v = quill::plan::check_fit(quill::plan::plan_memory(q), quill::plan::kH200MemoryBytes);
+  ASSERT_FALSE(v.fits);
+  PlanRequest selective = q;
+  selective.recompute = quill::parse_recompute("selective", "", 1, {"moe_act", "layernorm"});
+  const MemoryPlan fits = quill::plan::plan_memory(selective);
+  EXPECT_TRUE(quill::plan::check_fit(fits, quill::plan::kH200MemoryBytes).fits);
+  const std::string line = "--recompute-granularity selective --recompute-modules moe_act layernorm: fits (" +
+                           quill::plan::format_bytes(fits.largest().device_total());
+  const size_t at = v.message.find(line), block = v.message.find("--recompute-method block");
+  EXPECT_NE(at, std::string::npos) << line << " in:\n" << v.message;
+  EXPECT_LT(at, block) << v.message;
+}
