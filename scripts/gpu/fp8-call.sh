@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (issue 43): the FP8 GEMMs on the GPU (src/ops/cuda/fp8_gemm.cc, fp8_quantize.cu).
-#   1. tests   cuda_tests Fp8Cuda.* (against the CPU reference, quantisation bit for bit) and the bf16/fp32 GEMM
+#   1. tests   cuda_tests Fp8Cuda.*, CudaFp8TransientCompute.* (against the CPU reference, quantisation bit for bit) and the bf16/fp32 GEMM
 #              tests (the cuBLASLt core they share, lt_matmul.cc); stop there if one fails
 #   2. ceiling bench/slice/ceilings.py: bf16 and FP8 (e4m3, per-tensor scales) 8192^3 GEMMs, the copy
 #   3. slice   the slice's release-format init and rows (as bench/slice/run.sh makes them), then for bf16 and FP8:
@@ -33,7 +33,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "memory flags (both arms): ${MEM_FLAGS:-none}"
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout 200 "$B/bin/cuda_tests" --gtest_filter='Fp8Cuda.*:LinearCuda.*:GroupedLinearCuda.*' > "$OUT/cuda_tests.log" 2>&1
+  timeout 200 "$B/bin/cuda_tests" --gtest_filter='Fp8Cuda.*:CudaFp8TransientCompute.*:LinearCuda.*:GroupedLinearCuda.*' > "$OUT/cuda_tests.log" 2>&1
   rc=$?
   echo "cuda_tests rc $rc"
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]|SKIPPED \]|fp8|Failure|Expected|Which is|error" "$OUT/cuda_tests.log" | head -60
