@@ -199,7 +199,9 @@ TEST(Overlap, TpCommOverlapEqualsOffBitForBit) {
 TEST(Overlap, DelayWgradComputeEqualsOffBitForBit) {
   const std::vector<OverlapLayout> layouts = {
       {"dp2-ep2", "--dp 2 --ep 2", 2},
-      {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap", 2},
+      // With selective recompute: the backward's norms and gathers made again take turns too.
+      {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap --recompute-granularity "
+                        "selective --recompute-modules moe_act layernorm", 2},
       {"pp2-dp2-ep2", "--pp 2 --dp 2 --ep 2 --pp-layers 2,2", 4},
   };
   for (const OverlapLayout& layout : layouts)
@@ -219,7 +221,9 @@ TEST(Overlap, CombinedOneFOneBEqualsOffBitForBit) {
   const std::vector<OverlapLayout> layouts = {
       {"dp2-ep2", "--dp 2 --ep 2", 2},
       {"dp2-ep2-all", "--dp 2 --ep 2 --moe-shared-expert-overlap --delay-wgrad-compute" + kBuckets + kBoth, 2},
-      {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap", 2},
+      // With selective recompute: the backward's norms and gathers made again take turns too.
+      {"tp2sp-ep2-all", "--tp 2 --sp --ep 2 --tp-comm-overlap --moe-shared-expert-overlap --recompute-granularity "
+                        "selective --recompute-modules moe_act layernorm", 2},
       {"dp2-ep2-fp8", "--dp 2 --ep 2 --fp8-format e4m3 --fp8-recipe blockwise", 2},
       {"dp4-ep4-recompute", "--dp 4 --ep 4 --recompute-granularity full --recompute-method uniform --recompute-num-layers 2", 4},
   };
