@@ -3,7 +3,8 @@
 # (metrics.jsonl / summary.json peak_gpu_bytes: the most bytes live at once during a step) on one H200:
 #   - the slice (configs/slice.json, 8,192-token rows), 1 and 8 rows per step (one process);
 #   - PP2 of configs/slice6-e8.json, 4,096-token rows, 4 micro-batches, two processes sharing the GPU
-#     (each rank's own allocator: summary.json peak_device_bytes_per_rank against its stage's plan).
+#     (each rank's own allocator: summary.json peak_device_bytes_per_rank against its stage's plan);
+#   - the slice at 8 rows with FP8, and with selective recompute (moe_act layernorm).
 # Also the plan's device total (allocator peak + workspace + context + slack + NCCL, modelled) against
 # cudaMemGetInfo's used bytes at the end of the run. Prints the table; writes $OUT/plan-check.txt and
 # $OUT/plan-check.json. The issue's bar: predicted peak within 10% of the measured one.
@@ -37,13 +38,16 @@ run_case() {  # NAME RANKS CONFIG ROWS GLOBAL_BATCH LAYOUT...
 run_case slice-gb1 1 configs/slice.json $W/rows8192 1
 run_case slice-gb8 1 configs/slice.json $W/rows8192 8
 run_case slice6-pp2 2 configs/slice6-e8.json $W/rows4096 4 --pp 2 --pp-layers 3,3
+# The memory paths of 2026-12-06: FP8 (the bf16 copies only in the optimizer phase) and selective recompute.
+run_case slice-gb8-fp8 1 configs/slice.json $W/rows8192 8 --fp8-format e4m3 --fp8-recipe blockwise
+run_case slice-gb8-sel 1 configs/slice.json $W/rows8192 8 --recompute-granularity selective --recompute-modules moe_act layernorm
 python3 - "$W" "$OUT/plan-check.json" <<'PY'
 import json, sys
 w, out = sys.argv[1], sys.argv[2]
 gib = lambda b: b / 2**30
 rows, worst = [], 0.0
 print(f"{'case':<12} {'rank':>4} {'stage':>5} {'predicted GiB':>14} {'measured GiB':>13} {'diff':>8}   {'plan total':>10} {'device used':>11}")
-for name in ("slice-gb1", "slice-gb8", "slice6-pp2"):
+for name in ("slice-gb1", "slice-gb8", "slice6-pp2", "slice-gb8-fp8", "slice-gb8-sel"):
     try:
         plan = json.load(open(f"{w}/{name}.plan.json"))
         summ = json.load(open(f"{w}/{name}/summary.json"))
