@@ -257,30 +257,10 @@ TEST(MemoryPlan, AStartupNeedingMoreThanNinetyPercentOfTheNodesHostMemoryIsRefus
   EXPECT_EQ(nodes[0].message, v.message);
 }
 
-// The seed's first-stage rank alone, as the simulated-rank projection ran it on one H200 (125 GiB host).
-TEST(MemoryPlan, TheSeedsOffloadedFirstRankFitsTheHostItRanOn) {
-  const quill::InklingConfig c =
-      quill::load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/tests/fixtures/configs/inkling-small-hf.json");
-  PlanRequest q;
-  q.config = c;
-  q.row_tokens = 8192;
-  q.global_batch = 128;
-  q.layout.tp = 4;
-  q.layout.sequence_parallel = true;
-  q.layout.pp = 4;
-  q.layout.pp_layers = {12, 10, 10, 10};
-  q.layout.ep = 8;
-  q.layout.dp = 2;
-  q.optimizer.cpu_offload = true;
-  q.optimizer.offload_fraction = 0.7;
-  const MemoryPlan plan = quill::plan::plan_memory(q);
-  EXPECT_TRUE(quill::plan::check_host_fit(plan, {0}, int64_t{125} << 30).fits);
-  EXPECT_EQ(plan.stages[0].host_startup_peak(), plan.stages[0].host_optimizer);  // the pinned state is the larger
-}
+namespace {
 
-// The seed's layout with bf16 moments and no offload does not fit an H200; the refusal names selective
-// recompute first (it repeats no GEMM), at the bytes its own plan gives, then the fewest block-recomputed layers.
-TEST(MemoryPlan, TheSeedsRefusalWithoutOffloadNamesSelectiveRecomputeFirst) {
+// Inkling-Small in the seed's layout (TP4 SP PP4 12/10/10/10 EP8 DP2), 8,192-token rows, 128 rows per step.
+PlanRequest seed_request() {
   PlanRequest q;
   q.config =
       quill::load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/tests/fixtures/configs/inkling-small-hf.json");
@@ -292,6 +272,25 @@ TEST(MemoryPlan, TheSeedsRefusalWithoutOffloadNamesSelectiveRecomputeFirst) {
   q.layout.pp_layers = {12, 10, 10, 10};
   q.layout.ep = 8;
   q.layout.dp = 2;
+  return q;
+}
+
+}  // namespace
+
+// The seed's first-stage rank alone, as the simulated-rank projection ran it on one H200 (125 GiB host).
+TEST(MemoryPlan, TheSeedsOffloadedFirstRankFitsTheHostItRanOn) {
+  PlanRequest q = seed_request();
+  q.optimizer.cpu_offload = true;
+  q.optimizer.offload_fraction = 0.7;
+  const MemoryPlan plan = quill::plan::plan_memory(q);
+  EXPECT_TRUE(quill::plan::check_host_fit(plan, {0}, int64_t{125} << 30).fits);
+  EXPECT_EQ(plan.stages[0].host_startup_peak(), plan.stages[0].host_optimizer);  // the pinned state is the larger
+}
+
+// The seed's layout with bf16 moments and no offload does not fit an H200; the refusal names selective
+// recompute first (it repeats no GEMM), at the bytes its own plan gives, then the fewest block-recomputed layers.
+TEST(MemoryPlan, TheSeedsRefusalWithoutOffloadNamesSelectiveRecomputeFirst) {
+  PlanRequest q = seed_request();
   q.optimizer.exp_avg = q.optimizer.exp_avg_sq = quill::DType::BF16;
   const quill::plan::FitVerdict v = quill::plan::check_fit(quill::plan::plan_memory(q), quill::plan::kH200MemoryBytes);
   ASSERT_FALSE(v.fits);
