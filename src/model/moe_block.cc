@@ -118,10 +118,11 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
 }
 
 void MoeBlock::restore_inputs(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
+  s.x_region = x_region;
   s.x_TD = tp_.chunk_of_region(x_region);
   s.x32_TD = new_tensor(ctx, s.x_TD.shape(), DType::F32);
   ops::convert(ctx, s.x_TD, s.x32_TD);
-  if (S_ > 0) s.xs_TD = tp_.gather_input(ctx, x_region);
+  if (S_ > 0 && !tp_.comm_overlap) s.xs_TD = tp_.gather_input(ctx, x_region);  // else started by the backward
 }
 
 PendingTp MoeBlock::shared_forward(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const {
@@ -169,8 +170,10 @@ PendingTp MoeBlock::shared_forward_down(const DeviceContext& ctx, Saved& s) cons
 
 Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region) const {
   // --tp-comm-overlap: the shared experts' output gradient is gathered beside the routed path's start.
-  PendingTp dys;
+  PendingTp dys, xs_again;
   if (S_ > 0 && tp_.comm_overlap) dys = tp_.start_reduce_output_backward(ctx, dy_region);
+  // Selective layernorm recompute: the shared experts' input gathered again, beside the routed path.
+  if (S_ > 0 && tp_.comm_overlap && recompute_inputs_) xs_again = tp_.start_gather_input(ctx, s.x_region);
   const Tensor dy_TD = tp_.region_of_chunk_backward(dy_region);
   const int64_t T = dy_TD.dim(0), D = dy_TD.dim(1), P = T * k_;
   Tensor dx_TD = new_activation(ctx, {T, D});
@@ -187,7 +190,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   if (ep_.active()) {
     PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, dyp_PD, ep_.comm);
     ep_.yield_turn();
-    if (overlap_shared()) dxs = shared_backward(ctx, s, dy_region, dys, dweights_TW);
+    if (overlap_shared()) dxs = shared_backward(ctx, s, dy_region, dys, xs_again, dweights_TW);
     dyr_RD = finish_dispatch_tokens(ctx, s.dispatch, pending);
   }
   const int64_t R = dyr_RD.dim(0);
@@ -229,7 +232,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   }
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 
-  if (S_ > 0 && !dxs.out.defined()) dxs = shared_backward(ctx, s, dy_region, dys, dweights_TW);
+  if (S_ > 0 && !dxs.out.defined()) dxs = shared_backward(ctx, s, dy_region, dys, xs_again, dweights_TW);
 
   // Router.
   Tensor dlogits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
@@ -251,7 +254,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
 // reads) run beside the input gradient's reduce-scatter; the gammas' small reduce-scatter is a blocking call
 // before it (after a started one on the same stream it would wait for it).
 PendingTp MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, PendingTp& dys,
-                                    Tensor& dweights_TW) const {
+                                    PendingTp& xs_again, Tensor& dweights_TW) const {
   const int64_t D = s.x_TD.dim(1);
   const bool overlap = tp_.comm_overlap;
   const Tensor dys_TD = overlap ? TensorParallel::finish(dys) : tp_.reduce_output_backward(ctx, dy_region);
@@ -292,10 +295,11 @@ PendingTp MoeBlock::shared_backward(const DeviceContext& ctx, const Saved& s, co
     return dxs;
   }
   dxs = tp_.start_gather_input_backward(ctx, dxs_TD);
+  const Tensor xs_TD = xs_again.out.defined() ? TensorParallel::finish(xs_again) : s.xs_TD;
   for (int64_t e = 0; e < S_; ++e) {
     param_backward_weight(ctx, dys_TD, asc_TF[static_cast<size_t>(e)], *sw2_, expert_matrix(sw2_grad.grad, e),
                           sw2_grad.accumulate);
-    param_backward_weight(ctx, dh_T2F[static_cast<size_t>(e)], s.xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e),
+    param_backward_weight(ctx, dh_T2F[static_cast<size_t>(e)], xs_TD, *sw13_, expert_matrix(sw13_grad.grad, e),
                           sw13_grad.accumulate);
   }
   return dxs;

@@ -47,6 +47,9 @@ class MoeBlock {
     Tensor xr_RD, hr_R2F, ar_RF, local_counts_L;
     DispatchPlan dispatch;
     Tensor xs_TD;  // all T positions (the shared experts' input)
+    // --recompute-modules layernorm: the block's input made again (restore_inputs); under --tp-comm-overlap the
+    // backward gathers xs_TD from it, started at its top and waited for at the shared experts' weight gradients.
+    Tensor x_region;
     std::vector<Tensor> hs_T2F, as_TF, gamma_T1, asc_TF;  // per shared expert, all T positions
   };
   // replay_topk_Tk, when defined, fixes the expert choice (routing replay); the forward's own
@@ -70,8 +73,9 @@ class MoeBlock {
   PendingTp shared_forward(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const;
   void shared_forward_up(const DeviceContext& ctx, const Tensor& x_region, PendingTp& xs, Saved& s) const;
   PendingTp shared_forward_down(const DeviceContext& ctx, Saved& s) const;
+  // xs_again: the shared experts' input, gathered again in flight (selective layernorm recompute), else empty.
   PendingTp shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, PendingTp& dys,
-                            Tensor& dweights_TW) const;
+                            PendingTp& xs_again, Tensor& dweights_TW) const;
   // With --moe-shared-expert-overlap under expert parallelism: the shared experts run while the
   // routed rows' exchanges are in flight (forward: up beside the dispatch, down beside the combine; backward:
   // beside the output gradients' exchange).

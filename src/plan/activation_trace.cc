@@ -267,7 +267,8 @@ StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
   if (norms_again()) {
     const Id m = norm_again();
     again = {m, c_.is_moe(l) ? f32(Use::Temporary, T_ / tp_ * D_) : gather_input(Use::Temporary)};  // x32 | x
-    if (c_.is_moe(l) && c_.n_shared_experts > 0) again.push_back(gather_input(Use::Temporary));  // xs
+    // xs (under --tp-comm-overlap with SP the MoE backward gathers it itself, started at its top)
+    if (c_.is_moe(l) && c_.n_shared_experts > 0 && !(overlap() && sp_)) again.push_back(gather_input(Use::Temporary));
   }
   const Id dm = c_.is_moe(l) ? moe_backward(l) : dense_backward(l);
   for (Id id : again) mem_.free(id);
@@ -509,6 +510,8 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
   std::vector<Id> locals;
   // --tp-comm-overlap: the shared experts' output gradient gathered first, beside the routed path.
   const Id dys_early = S > 0 && overlap() ? gather_input(Use::Gather) : MemoryTrace::kNone;
+  // Selective layernorm recompute under the overlap: the shared experts' input gathered again beside the routed path.
+  const Id xs_again = S > 0 && overlap() && sp_ && norms_again() ? gather_input(Use::Temporary) : MemoryTrace::kNone;
   const Id dx = activation(Use::Temporary, Tc, D_);
   locals.push_back(f32(Use::Temporary, Tc * (k + S)));  // dweights
   locals.push_back(activation(Use::Temporary, P, D_));  // dyp
@@ -564,7 +567,7 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
       if (overlap()) locals.push_back(dxs);
       else mem_.free(dxs);
     }
-    for (Id id : {dys, dgamma, g13, g2}) mem_.free(id);
+    for (Id id : {dys, dgamma, g13, g2, xs_again}) mem_.free(id);
   }
   // Router.
   locals.push_back(f32(Use::Temporary, Tc * (E + S)));  // dlogits
