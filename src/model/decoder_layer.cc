@@ -99,7 +99,7 @@ Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Te
       dm = moe_->backward(ctx, moe, dmlp);
     } else {
       DenseMlp::Saved dense = s.dense;
-      dense.x_TD = tp_.gather_input(ctx, m);
+      dense_->restore_input(ctx, m, dense);
       dm = dense_->backward(ctx, dense, dmlp);
     }
   }

@@ -18,8 +18,13 @@ class DenseMlp {
 
   struct Saved {
     Tensor x_TD, h_T2F, a_TF, o_TD;  // x_TD: all T rows; o_TD: the reduced output (sequence region)
+    // --recompute-modules layernorm: the input made again (restore_input); under --tp-comm-overlap the backward
+    // gathers x_TD from it, beside its first GEMMs.
+    Tensor x_region;
   };
   Tensor forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& saved) const;
+  // --recompute-modules layernorm: the input the forward dropped, from `x_region` (the norm's output again).
+  void restore_input(const DeviceContext& ctx, const Tensor& x_region, Saved& saved) const;
   Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD) const;
 
  private:

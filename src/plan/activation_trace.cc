@@ -266,9 +266,11 @@ StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
   std::vector<Id> again;  // --recompute-modules layernorm: the MLP's inputs made again, for its backward
   if (norms_again()) {
     const Id m = norm_again();
-    again = {m, c_.is_moe(l) ? f32(Use::Temporary, T_ / tp_ * D_) : gather_input(Use::Temporary)};  // x32 | x
-    // xs (under --tp-comm-overlap with SP the MoE backward gathers it itself, started at its top)
-    if (c_.is_moe(l) && c_.n_shared_experts > 0 && !(overlap() && sp_)) again.push_back(gather_input(Use::Temporary));
+    // The MoE block's fp32 chunk, then its shared experts' input or the dense MLP's input gathered again (under
+    // --tp-comm-overlap with SP the block's backward gathers that itself, started early).
+    again = {m};
+    if (c_.is_moe(l)) again.push_back(f32(Use::Temporary, T_ / tp_ * D_));
+    if ((!c_.is_moe(l) || c_.n_shared_experts > 0) && !(overlap() && sp_)) again.push_back(gather_input(Use::Temporary));
   }
   const Id dm = c_.is_moe(l) ? moe_backward(l) : dense_backward(l);
   for (Id id : again) mem_.free(id);
@@ -396,6 +398,8 @@ StageTrace::Id StageTrace::dense_backward(int64_t l) {
   const Id do_region = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "global_scale", 1));
   const Id do_all = gather_input(Use::Gather);  // reduce_output_backward
+  // Selective layernorm recompute under the overlap: the input gathered again, started here.
+  const Id x_again = norms_again() && overlap() && sp_ ? gather_input(Use::Temporary) : MemoryTrace::kNone;
   const Id da = activation(Use::Temporary, T_, F);
   mem_.free(grad_scratch(p + "w2_md.weight", D_ * F));
   const Id dh = activation(Use::Temporary, T_, 2 * F);
@@ -409,7 +413,7 @@ StageTrace::Id StageTrace::dense_backward(int64_t l) {
     dx = activation(Use::Temporary, T_, D_);
     reduced = reduce_rows(Use::Temporary);  // gather_input_backward
   }
-  for (Id id : {do_region, do_all, da, dh}) mem_.free(id);
+  for (Id id : {do_region, do_all, da, dh, x_again}) mem_.free(id);
   if (reduced == MemoryTrace::kNone) return dx;
   mem_.free(dx);
   return reduced;
