@@ -14,12 +14,8 @@
 # CASES picks the cases. Dry run of the command lines on the CPU: Q=build/quill DEVICE=cpu CONFIG=configs/tiny.json
 #   ROW_TOKENS=64 bash scripts/gpu/overlap-bits.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-B=$PWD/build/gpu-bundle
-[ -d "$B/lib" ] && export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-Q=${Q:-$B/bin/quill}
-DEVICE=${DEVICE:-cuda}
+# shellcheck source=scripts/gpu/bundle-env.sh
+source "$(dirname "$0")/bundle-env.sh"
 CONFIG=${CONFIG:-configs/slice6-e8.json}
 ROW_TOKENS=${ROW_TOKENS:-4096}
 CASES=${CASES:-"tp2sp-overlap tp2sp-select ep2-overlap"}

@@ -24,12 +24,8 @@
 # Dry run on the CPU (the command lines, not the figures): Q=build/quill DEVICE=cpu CONFIG=configs/seed-shape \
 #   ROW_TOKENS=32 GLOBAL_BATCH=16 STEPS=2 OUT=/tmp/seed-dry bash scripts/gpu/seed-projection.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-B=$PWD/build/gpu-bundle
-[ -d "$B/lib" ] && export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-Q=${Q:-$B/bin/quill}
-DEVICE=${DEVICE:-cuda}
+# shellcheck source=scripts/gpu/bundle-env.sh
+source "$(dirname "$0")/bundle-env.sh"
 CONFIG=${CONFIG:-tests/fixtures/configs/inkling-small-hf.json}
 ROW_TOKENS=${ROW_TOKENS:-8192}
 GLOBAL_BATCH=${GLOBAL_BATCH:-128}

@@ -21,12 +21,8 @@
 #   TUNE_FLAGS="--gpu cpu --device-memory 5MiB --row-tokens 32 --global-batch 16 --compute-rates RATES.json" \
 #   OUT=/tmp/tm-dry bash scripts/gpu/tune-measure.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-B=$PWD/build/gpu-bundle
-[ -d "$B/lib" ] && export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-export NCCL_NVLS_ENABLE=0
-Q=${Q:-$B/bin/quill}
-DEVICE=${DEVICE:-cuda}
+# shellcheck source=scripts/gpu/bundle-env.sh
+source "$(dirname "$0")/bundle-env.sh"
 CONFIG=${CONFIG:-tests/fixtures/configs/inkling-small-hf.json}
 TUNE_FLAGS=${TUNE_FLAGS:---gpu h200}
 K=${K:-2}
