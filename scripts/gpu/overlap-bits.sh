@@ -3,7 +3,7 @@
 # Two ranks share the one GPU (MPI-staged, --comm auto) on configs/slice6-e8.json (the slice's dimensions, 6
 # layers, 8 experts), 4,096-token rows, 2 rows per step, 3 steps; each case runs without and with its flags, and
 # every step's loss and gradient norm and the final checkpoint's shards (their sha256, from state.json) must be
-# the same bits:
+# the same bits (and first, in one process, CudaDeterminism.RecomputeGivesTheSameBits):
 #   tp2sp-overlap   --tp 2 --sp, with --tp-comm-overlap (the rings' GEMMs of T/tp rows may pick other cuBLASLt
 #                   algorithms than one GEMM of T rows: this is the check the CPU cannot make)
 #   tp2sp-select    --tp 2 --sp, with --recompute-granularity selective --recompute-modules moe_act layernorm
@@ -25,6 +25,10 @@ mkdir -p "$OUT" "$W"
 {
 [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null); $(date -u +%FT%TZ)"
+# One process first: recompute (selective and full) against none, bit for bit (tests/cuda/determinism_test.cc).
+if [ "$DEVICE" = cuda ] && [ -x "$B/bin/cuda_tests" ]; then
+  timeout 200 "$B/bin/cuda_tests" --gtest_filter='CudaDeterminism.RecomputeGivesTheSameBits' 2>&1 | grep -E "OK|FAILED|Failure|Expected" | head -8
+fi
 "$Q" data synth --overwrite --conversations 3000 --row-tokens "$ROW_TOKENS" --max-rows 16 --out "$W/rows" > /dev/null
 for c in $CASES; do
   case $c in

@@ -16,6 +16,7 @@
 
 #include "cuda/harness.h"
 #include "model/inkling_model.h"
+#include "model/recompute.h"
 #include "ops/cuda/cuda_context.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
@@ -33,13 +34,15 @@ struct RunBits {
   std::vector<std::pair<std::string, std::vector<float>>> first_grads;
 };
 
-RunBits train_three_steps(const DeviceContext& ctx) {
+RunBits train_three_steps(const DeviceContext& ctx, const RecomputeOptions& recompute = {}) {
   const InklingConfig config =
       load_inkling_config(std::string(QUILL_FIXTURES) + "/configs/determinism.json");
   ParamTable params = ParamTable::for_config(config);
   params.init_random(11, 0.02);
   place_params(params, ctx);
-  InklingModel model(config, params, ctx);
+  ModelOptions options;
+  options.recompute = recompute;
+  InklingModel model(config, params, ctx, options);
   AdamWConfig adam;
   adam.weight_decay = 0.01;
   AdamW optimizer(params, adam, ctx);
@@ -103,6 +106,16 @@ void expect_same_bits(const RunBits& a, const RunBits& b) {
 TEST(CudaDeterminism, TheSameTrainingTwiceGivesTheSameBits) {
   QUILL_REQUIRE_GPU();
   expect_same_bits(train_three_steps(test::gpu_ctx()), train_three_steps(test::gpu_ctx()));
+}
+
+// Recompute changes no bit on the GPU either (the CPU's bit-identity tests: tests/cli/recompute_test.cc): the
+// selective modules (the SwiGLU outputs, the norms' outputs and the router's fp32 input made again by the same
+// kernels) and a full layer recomputed.
+TEST(CudaDeterminism, RecomputeGivesTheSameBits) {
+  QUILL_REQUIRE_GPU();
+  const RunBits plain = train_three_steps(test::gpu_ctx());
+  expect_same_bits(plain, train_three_steps(test::gpu_ctx(), parse_recompute("selective", "", 1, {"moe_act", "layernorm"})));
+  expect_same_bits(plain, train_three_steps(test::gpu_ctx(), parse_recompute("full", "uniform", 1)));
 }
 
 // No result depends on memory that nothing wrote (issue 24's "uninitialised workspaces"): every device
