@@ -166,11 +166,11 @@ SearchResult search_layouts(const SearchRequest& q) {
       "per layout and moment dtype, only the smallest offload fraction (steps of 0.1) that fits: more offload only "
       "adds host work and copies",
       "recompute only where it replaces offload: per layout and moment dtype that needs offload to fit, also "
-      "--recompute-granularity selective --recompute-modules moe_act layernorm when it fits without offload (elementwise "
-      "passes and, under sequence parallelism, a gather per attention and MLP again in the backward), else the smallest "
-      "--recompute-granularity full --recompute-method block --recompute-num-layers N that does (each recomputed layer "
-      "costs one more forward per micro-batch: the fewest that fit; uniform recomputes every layer; recompute with "
-      "offload is not searched)",
+      "--recompute-granularity selective --recompute-modules moe_act layernorm with the smallest offload that fits "
+      "beside it, if smaller (elementwise passes and, under sequence parallelism, a gather per attention and MLP again "
+      "in the backward), and where selective does not fit without offload the smallest --recompute-granularity full "
+      "--recompute-method block --recompute-num-layers N that does (each recomputed layer costs one more forward per "
+      "micro-batch: the fewest that fit; uniform recomputes every layer; block recompute with offload is not searched)",
       "main gradients fp32 (quill refuses --main-grads-dtype bf16)",
       fmt::format("pipeline splits: the even one, and Megatron's uneven (first, last) splits whose first and last stages "
                   "are within {} layers of the middle stages",
@@ -271,14 +271,24 @@ SearchResult search_layouts(const SearchRequest& q) {
                     fmt::format("out of host memory at startup with {} moments at the smallest offload that fits "
                                 "the device", moments));
               if (fit == 0) continue;  // fits without offload: recompute would only add forwards
-              // Selective first: it repeats no GEMM, so where it fits no block recompute is cheaper.
-              plan::MemoryPlan selective = plan_at(0.0, bf16, selective_recompute());
-              if (selective.largest().device_total() <= q.device_memory) {
-                admit(optimizer_at(0.0, bf16), selective_recompute(), selective,
-                      fmt::format("out of host memory at startup with {} moments and recompute without offload",
-                                  moments));
-                continue;
+              // Selective first: it repeats no GEMM, so where it fits without offload no block recompute is
+              // cheaper; where it does not, with the smallest offload that fits beside it (below `fit`'s).
+              size_t sa = 0, sfit = fit;
+              plan::MemoryPlan selective;
+              while (sa < sfit) {
+                const size_t mid = (sa + sfit) / 2;
+                plan::MemoryPlan m = plan_at(kFractions[mid], bf16, selective_recompute());
+                if (m.largest().device_total() <= q.device_memory) {
+                  selective = std::move(m);
+                  sfit = mid;
+                } else {
+                  sa = mid + 1;
+                }
               }
+              if (sfit < fit)
+                admit(optimizer_at(kFractions[sfit], bf16), selective_recompute(), selective,
+                      fmt::format("out of host memory at startup with {} moments and selective recompute", moments));
+              if (sfit == 0) continue;
               const auto block = smallest_fitting_block(
                   [&](const RecomputeOptions& o) { return plan_at(0.0, bf16, o); }, most, q.device_memory);
               if (block)
