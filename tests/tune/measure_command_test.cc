@@ -278,41 +278,52 @@ TEST_F(TuneMeasure, AFailedRunIsReportedAndTheRestStillRank) {
   EXPECT_TRUE(t.at("measured").at("ranked").empty());
 }
 
-// A recompute candidate (block N without offload, in place of offload in 2 MiB) is measured with its recompute:
-// its children run quill train with Megatron's recompute flags, its run directories say so in their names, and
-// the runs' allocator peaks are the plan's for those flags.
+// Recompute candidates (in place of offload in 2 MiB: selective, alone or beside a smaller offload, and block N
+// without offload) are measured with their recompute: their children run quill train with Megatron's recompute
+// flags, their run directories say so in their names, and the runs' allocator peaks are the plan's for those flags.
 TEST_F(TuneMeasure, ARecomputeCandidateRunsWithItsRecomputeFlags) {
   const nlohmann::json modelled = tune_json("");
   const nlohmann::json& ranked = modelled.at("ranked");
-  const auto it =
-      std::find_if(ranked.begin(), ranked.end(), [](const nlohmann::json& r) { return r.at("recompute") != "none"; });
-  ASSERT_NE(it, ranked.end()) << "no recompute candidate in 2 MiB:\n" << modelled.dump(1);
-  const int place = it->at("rank");
-  const std::string recompute = it->at("recompute");  // "full block N"
-  ASSERT_EQ(recompute.rfind("full block ", 0), 0u) << recompute;
-  const std::string n = recompute.substr(11);
-  EXPECT_EQ(it->at("offload_fraction"), 0);
-  const nlohmann::json j =
-      tune_json(fmt::format("--measure {} --measure-only {} --measure-dir {}/runs-r", place, place, *dir_));
-  const nlohmann::json& m = j.at("measured");
-  ASSERT_EQ(m.at("candidates").size(), static_cast<size_t>(place));
-  const nlohmann::json& c = m.at("candidates")[static_cast<size_t>(place - 1)];
-  EXPECT_EQ(c.at("recompute"), recompute);
-  EXPECT_EQ(c.at("status"), "measured") << c.dump(1);
-  for (const nlohmann::json& run : c.at("runs")) {
-    SCOPED_TRACE("stage " + std::to_string(run.at("stage").get<int>()));
-    const std::vector<std::string> argv = run.at("argv");
-    const std::vector<std::string> flags = {"--recompute-granularity", "full", "--recompute-method", "block",
-                                            "--recompute-num-layers", n};
-    EXPECT_NE(std::search(argv.begin(), argv.end(), flags.begin(), flags.end()), argv.end()) << run.at("argv").dump();
-    EXPECT_EQ(std::find(argv.begin(), argv.end(), "--optimizer-cpu-offload"), argv.end());
-    EXPECT_NE(run.at("dir").get<std::string>().find("-off0.0"), std::string::npos) << run.at("dir");
-    EXPECT_NE(run.at("dir").get<std::string>().find("-rb" + n + "-"), std::string::npos) << run.at("dir");
-    EXPECT_EQ(run.at("status"), "measured");
-    EXPECT_EQ(run.at("measured").at("peak_device_bytes"), run.at("modelled").at("plan_allocator_peak_bytes"));
+  int kinds = 0;
+  for (const std::string kind : {"selective ", "full block "}) {
+    const auto it = std::find_if(ranked.begin(), ranked.end(), [&](const nlohmann::json& r) {
+      return r.at("recompute").get<std::string>().rfind(kind, 0) == 0;
+    });
+    if (it == ranked.end()) continue;
+    ++kinds;
+    const int place = it->at("rank");
+    const std::string recompute = it->at("recompute");  // "selective moe_act layernorm" or "full block N"
+    SCOPED_TRACE(recompute);
+    const bool selective = kind == "selective ";
+    const std::string n = selective ? "" : recompute.substr(11);
+    const double offload = it->at("offload_fraction");
+    if (!selective) EXPECT_EQ(offload, 0);
+    const nlohmann::json j = tune_json(fmt::format("--measure {} --measure-only {} --measure-dir {}/runs-r{}", place,
+                                                   place, *dir_, kinds));
+    const nlohmann::json& m = j.at("measured");
+    ASSERT_EQ(m.at("candidates").size(), static_cast<size_t>(place));
+    const nlohmann::json& c = m.at("candidates")[static_cast<size_t>(place - 1)];
+    EXPECT_EQ(c.at("recompute"), recompute);
+    EXPECT_EQ(c.at("status"), "measured") << c.dump(1);
+    for (const nlohmann::json& run : c.at("runs")) {
+      SCOPED_TRACE("stage " + std::to_string(run.at("stage").get<int>()));
+      const std::vector<std::string> argv = run.at("argv");
+      const std::vector<std::string> flags =
+          selective ? std::vector<std::string>{"--recompute-granularity", "selective", "--recompute-modules", "moe_act",
+                                               "layernorm"}
+                    : std::vector<std::string>{"--recompute-granularity", "full", "--recompute-method", "block",
+                                               "--recompute-num-layers", n};
+      EXPECT_NE(std::search(argv.begin(), argv.end(), flags.begin(), flags.end()), argv.end()) << run.at("argv").dump();
+      EXPECT_EQ(std::find(argv.begin(), argv.end(), "--optimizer-cpu-offload") == argv.end(), offload == 0);
+      EXPECT_NE(run.at("dir").get<std::string>().find(selective ? "-rs" : "-rb" + n + "-"), std::string::npos)
+          << run.at("dir");
+      EXPECT_EQ(run.at("status"), "measured");
+      EXPECT_EQ(run.at("measured").at("peak_device_bytes"), run.at("modelled").at("plan_allocator_peak_bytes"));
+    }
+    ASSERT_EQ(m.at("ranked").size(), 1u);
+    EXPECT_EQ(m.at("ranked")[0].at("recompute"), recompute);
   }
-  ASSERT_EQ(m.at("ranked").size(), 1u);
-  EXPECT_EQ(m.at("ranked")[0].at("recompute"), recompute);
+  EXPECT_GE(kinds, 1) << "no recompute candidate in 2 MiB:\n" << modelled.dump(1);
 }
 
 }  // namespace
