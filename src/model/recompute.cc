@@ -44,22 +44,25 @@ void parse_modules(RecomputeOptions& r, const std::vector<std::string>& modules)
 RecomputeOptions parse_recompute(const std::string& granularity, const std::string& method, int64_t num_layers,
                                  const std::vector<std::string>& modules) {
   RecomputeOptions r;
+  const bool none = granularity.empty() || granularity == "none";
+  QUILL_CHECK(none || granularity == "full" || granularity == "selective",
+              "--recompute-granularity: '{}' is not full or selective", granularity);
   if (granularity != "selective")
     QUILL_CHECK(modules.empty(), "--recompute-modules {} needs --recompute-granularity selective",
                 fmt::join(modules, " "));
-  if (granularity.empty() || granularity == "none") {
-    QUILL_CHECK(method.empty(), "--recompute-method {} needs --recompute-granularity full", method);
-    return r;
+  if (none || granularity == "selective") {
+    // Megatron: "recompute method is not yet supported for selective recomputing granularity". The layer count
+    // (default 1) belongs to full granularity too.
+    const char* why = none ? "" : " (selective keeps every layer)";
+    QUILL_CHECK(method.empty(), "--recompute-method {} needs --recompute-granularity full{}", method, why);
+    QUILL_CHECK(num_layers == 1, "--recompute-num-layers {} needs --recompute-granularity full{}", num_layers, why);
   }
+  if (none) return r;
   if (granularity == "selective") {
-    // Megatron: "recompute method is not yet supported for selective recomputing granularity".
-    QUILL_CHECK(method.empty(), "--recompute-method {} needs --recompute-granularity full (selective keeps every layer)",
-                method);
     r.granularity = RecomputeOptions::Granularity::Selective;
     parse_modules(r, modules);
     return r;
   }
-  QUILL_CHECK(granularity == "full", "--recompute-granularity: '{}' is not full or selective", granularity);
   r.granularity = RecomputeOptions::Granularity::Full;
   QUILL_CHECK(method.empty() || method == "uniform" || method == "block",
               "--recompute-method: '{}' is not uniform or block", method);

@@ -51,6 +51,12 @@ TEST(Recompute, BadWordsAreNamed) {
                      "--recompute-modules moe_act needs --recompute-granularity selective");
   test::expect_error([] { parse_recompute("selective", "uniform", 1, {"moe_act"}); },
                      "--recompute-method uniform needs --recompute-granularity full");
+  test::expect_error([] { parse_recompute("selective", "", 3, {"moe_act"}); },
+                     "--recompute-num-layers 3 needs --recompute-granularity full (selective keeps every layer)");
+  test::expect_error([] { parse_recompute("", "", 2); }, "--recompute-num-layers 2 needs --recompute-granularity full");
+  // A misspelt granularity is named as such, before what it would have allowed.
+  test::expect_error([] { parse_recompute("Selective", "", 1, {"moe_act"}); },
+                     "--recompute-granularity: 'Selective' is not full or selective");
   test::expect_error([] { parse_recompute("selective", "", 1); }, "--recompute-granularity selective");
   test::expect_error([] { parse_recompute("full", "blocks", 1); }, "--recompute-method: 'blocks'");
   test::expect_error([] { parse_recompute("full", "uniform", -2); }, "--recompute-num-layers -2");
