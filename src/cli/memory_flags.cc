@@ -50,6 +50,7 @@ plan::PlanRequest plan_request_for(const TrainOptions& o, const InklingConfig& c
   q.recompute = o.recompute;
   q.tp_comm_overlap = o.tp_comm_overlap;
   q.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
+  q.moe_combine_chunks = o.moe_combine_chunks;
   return q;
 }
 

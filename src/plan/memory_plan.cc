@@ -212,6 +212,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     shape.expert_rows_factor = req.expert_rows_factor;
     shape.recompute = req.recompute;
     shape.tp_comm_overlap = req.tp_comm_overlap;
+    shape.moe_combine_chunks = req.moe_combine_chunks;
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);

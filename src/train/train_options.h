@@ -121,6 +121,10 @@ struct TrainOptions {
   // the forward of micro-batch i+1 interleaved with the backward of i at their token exchanges; one stage
   // (--pp 1) under expert parallelism; the same bits.
   bool overlap_moe_ep_comm = false;
+  // --moe-combine-chunks N (quill's own): under expert parallelism the forward's token combine in N exchanges,
+  // one per group of local experts, each started as soon as its experts' GEMMs are done (parallel/
+  // expert_dispatch.h: ChunkedCombine); the same bits. 1: one exchange after all the experts.
+  int moe_combine_chunks = 1;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;
