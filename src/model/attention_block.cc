@@ -80,8 +80,11 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region,
   ops::attention_forward(ctx, s.qn_TX.reshape({T, H_, d_}), s.kn_TY.reshape({T, G_, d_}), s.v1_TY.reshape({T, G_, d_}),
                          s.r_TZ.reshape({T, H_, R_}), table_->compute, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT);
 
+  // --tp-comm-overlap: the output's reduce-scatter in two pieces, the first beside the second's projection.
+  auto project_out = [&](const Tensor& dst, int64_t b, int64_t e) { param_forward(ctx, s.o_TX.rows(b, e), *wo_, dst); };
+  if (tp_.comm_overlap) return tp_.reduce_output_pipelined(ctx, T, x_TD.dim(1), ctx.activation, project_out);
   Tensor out_TD = new_activation(ctx, {T, x_TD.dim(1)});
-  param_forward(ctx, s.o_TX, *wo_, out_TD);
+  project_out(out_TD, 0, T);
   return tp_.reduce_output(ctx, out_TD);
 }
 

@@ -146,6 +146,32 @@ Tensor TensorParallel::gather_input_pipelined(const DeviceContext& ctx, const Te
   return full;
 }
 
+Tensor TensorParallel::reduce_output_pipelined(const DeviceContext& ctx, int64_t T, int64_t C, DType dtype,
+                                               const std::function<void(const Tensor&, int64_t, int64_t)>& produce) const {
+  if (!sequence_parallel || interleave) {  // (a combined step hands the turn over during the whole reduction)
+    Tensor full = Tensor::empty({T, C}, dtype, *ctx.allocator);
+    produce(full, 0, T);
+    return reduce_output(ctx, full);
+  }
+  QUILL_CHECK(T % size == 0, "tensor parallelism: {} rows do not split over --tensor-model-parallel-size {}", T, size);
+  const int64_t Tc = T / size;
+  const int64_t half[2] = {Tc / 2, Tc - Tc / 2};  // rows of each piece in every rank's chunk
+  Tensor out = Tensor::empty({Tc, C}, dtype, *ctx.allocator);
+  PendingTp pieces[2];
+  for (int j = 0; j < 2; ++j) {
+    const int64_t m = half[j], first = j == 0 ? 0 : half[0];
+    PendingTp& p = pieces[j];
+    p.in = Tensor::empty({size * m, C}, dtype, *ctx.allocator);
+    p.out = out.rows(first, first + m);
+    for (int d = 0; d < size; ++d) produce(p.in.rows(d * m, (d + 1) * m), d * Tc + first, d * Tc + first + m);
+    if (m == 0) continue;  // (a chunk of one row: its second piece is all of it)
+    ops::collective(ctx, "tp.reduce_scatter", p.in,
+                    [&] { p.handle = comm->start_reduce_scatter(p.in, p.out, ReduceOp::Sum); });
+  }
+  for (PendingTp& p : pieces) finish(p);
+  return out;
+}
+
 Tensor TensorParallel::finish(PendingTp& p) {
   if (p.handle) p.handle->wait();
   Tensor out = p.out;

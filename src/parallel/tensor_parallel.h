@@ -84,6 +84,14 @@ struct TensorParallel {
   // first the rank's own chunk. Without sequence parallelism: gather_input, then on_chunk over all rows.
   Tensor gather_input_pipelined(const DeviceContext& ctx, const Tensor& x_region,
                                 const std::function<void(const Tensor&, int64_t, int64_t)>& on_chunk) const;
+  // reduce_output with its producer pipelined (--tp-comm-overlap, sequence parallelism): the partial output
+  // [T, C] is made in two pieces, piece j holding the j-th half of every rank's chunk of rows; produce(dst,
+  // begin, end) writes rows [begin, end) of the partial output into dst ([end - begin, C], `dtype`). Piece 0's
+  // reduce-scatter travels while piece 1 is made. Each row is summed by the same reduce-scatter over the same
+  // ranks as in reduce_output, into the same place: the same bits. Without sequence parallelism: produce over
+  // all rows, then reduce_output.
+  Tensor reduce_output_pipelined(const DeviceContext& ctx, int64_t T, int64_t C, DType dtype,
+                                 const std::function<void(const Tensor&, int64_t, int64_t)>& produce) const;
 
   Tensor chunk_of_region(const Tensor& x_region) const;
   Tensor chunk_of_region_backward(const DeviceContext& ctx, const Tensor& dx_chunk) const;

@@ -316,7 +316,19 @@ StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
     mem_.free(rb);
     mem_.free(tau);
   }
-  // o_proj (row-parallel): a partial [T, D], reduced into the sequence region.
+  // o_proj (row-parallel): a partial [T, D], reduced into the sequence region; under --tp-comm-overlap
+  // (TensorParallel::reduce_output_pipelined) the result first, then the partial in two pieces (half of every
+  // rank's chunk each), freed with the reduction.
+  if (overlap() && sp_) {
+    const Id reduced = reduce_rows(Use::Temporary);
+    const int64_t half = Tseq_ / 2;
+    const Id first = activation(Use::Temporary, tp_ * half, D_);
+    const Id second = activation(Use::Temporary, tp_ * (Tseq_ - half), D_);
+    mem_.free(first);
+    mem_.free(second);
+    if (norms_again()) mem_.free(x);
+    return reduced;
+  }
   const Id out = activation(Use::Temporary, T_, D_);
   const Id reduced = reduce_rows(Use::Temporary);
   if (norms_again()) mem_.free(x);  // dropped by the layer after the forward (kNone without SP: the norm's output)

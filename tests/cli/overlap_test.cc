@@ -174,12 +174,14 @@ std::string expect_flag_moves_no_bit(const OverlapLayout& layout, const std::str
 }
 
 // --tp-comm-overlap starts the sequence-parallel reduce-scatters and all-gathers that a GEMM can hide
-// (the attention's and the dense MLP's input gradients, the shared experts' four) and waits for them
-// later: alone, with the shared experts inside the token exchange, under expert and pipeline
+// (the attention's and the dense MLP's input gradients, the shared experts' four, the attention's output in
+// two pieces) and waits for them later: alone, at four ranks, with the shared experts inside the token exchange, under expert and pipeline
 // parallelism, and with every other overlap, the same bits as with none.
 TEST(Overlap, TpCommOverlapEqualsOffBitForBit) {
   const std::vector<OverlapLayout> layouts = {
       {"tp2sp", "--tp 2 --sp", 2},
+      // Four ranks: the reduce-scatters' sums of more than two terms, whose order would show a changed collective.
+      {"tp4sp", "--tp 4 --sp", 4},
       {"tp2sp-ep2-shared", "--tp 2 --sp --ep 2 --moe-shared-expert-overlap", 2},
       {"tp2sp-dp2-ep2", "--tp 2 --sp --dp 2 --ep 2 --moe-shared-expert-overlap" + kBuckets + kBoth, 4},
       {"tp2sp-pp2", "--tp 2 --sp --pp 2 --pp-layers 2,2", 4},
