@@ -256,6 +256,10 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   cmd->add_flag("--delay-wgrad-compute", o.delay_wgrad_compute,
                 "under expert parallelism, compute the routed experts' weight gradients while the backward's input "
                 "gradients are exchanged back (Megatron's flag; docs/decisions/delay-wgrad.md); the same bits");
+  cmd->add_option("--moe-grouped-gemm-streams", o.grouped_gemm_streams,
+                  "GPU: the routed experts' grouped forward and input-gradient GEMMs over N streams, expert e on "
+                  "stream e mod N, so that experts of a few hundred rows fill the GPU together (quill's own; "
+                  "docs/decisions/grouped-gemm-streams.md); the same bits [1]");
   cmd->add_option("--moe-combine-chunks", o.moe_combine_chunks,
                   "under expert parallelism, return the forward's expert outputs in N exchanges, one per group of "
                   "local experts, each started as soon as its experts are done, beside the next group's GEMMs (quill's "

@@ -225,7 +225,8 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     sp.activations_per_micro_batch = one_micro_batch(c, shape, sp.first_layer, sp.end_layer);
 
     if (req.device == Device::CUDA) {
-      sp.gemm_workspace = kCublasWorkspaceBytes;
+      // --moe-grouped-gemm-streams: each further stream has a cuBLASLt workspace of its own.
+      sp.gemm_workspace = kCublasWorkspaceBytes * req.grouped_gemm_streams;
       sp.cuda_context = kCudaContextBytes;
       sp.allocator_slack = scaled(kAllocatorSlack, sp.dynamic_peak());
       sp.comm_buffers = nccl_communicators(grid, sp.world_rank) * kNcclBytesPerCommunicator;

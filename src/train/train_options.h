@@ -134,6 +134,9 @@ struct TrainOptions {
   // --attention-dq-order arrival (GPU only): the attention backward adds into dQ in arrival order, not
   // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
   bool attention_dq_arrival_order = false;
+  // --moe-grouped-gemm-streams N (CUDA; CudaBackendOptions::grouped_gemm_streams): the routed experts' grouped
+  // forward and input-gradient GEMMs over N streams; the same bits. 1: one stream.
+  int grouped_gemm_streams = 1;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -333,6 +333,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.delay_wgrad_compute = o.delay_wgrad_compute;
   result.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
   result.moe_combine_chunks = o.moe_combine_chunks;
+  result.grouped_gemm_streams = o.grouped_gemm_streams;
   result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
     note(o, lead, "nothing to do: --stop-after 0; nothing was written");
