@@ -45,6 +45,9 @@ for c in $CASES; do
       --lr 1e-4 --device "$DEVICE" --overwrite --quiet $layout $extra --out "$W/$c-$arm" --save "$W/$c-$arm/ck" \
       < /dev/null > "$W/$c-$arm.log" 2>&1
     echo "$c $arm: rc $?"; grep -E "error" "$W/$c-$arm.log" | head -3
+    # The shards' sha256 stay in state.json; the shards go (a slice6-e8 checkpoint with its optimizer state is
+    # tens of GB: two filled the 64 GiB disk on 2026-12-06).
+    find "$W/$c-$arm/ck" -name '*.safetensors' -delete 2>/dev/null
   done
   python3 - "$W/$c-off" "$W/$c-on" "$c" <<'PY'
 import glob, json, os, sys

@@ -20,6 +20,7 @@
 #include "ops/cuda/cuda_context.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
+#include "ops/fp8_options.h"
 #include "optim/adamw.h"
 #include "util/random_row.h"
 
@@ -34,7 +35,7 @@ struct RunBits {
   std::vector<std::pair<std::string, std::vector<float>>> first_grads;
 };
 
-RunBits train_three_steps(const DeviceContext& ctx, const RecomputeOptions& recompute = {}) {
+RunBits train_three_steps(const DeviceContext& ctx, const RecomputeOptions& recompute = {}, bool fp8 = false) {
   const InklingConfig config =
       load_inkling_config(std::string(QUILL_FIXTURES) + "/configs/determinism.json");
   ParamTable params = ParamTable::for_config(config);
@@ -42,6 +43,7 @@ RunBits train_three_steps(const DeviceContext& ctx, const RecomputeOptions& reco
   place_params(params, ctx);
   ModelOptions options;
   options.recompute = recompute;
+  if (fp8) options.fp8 = ops::parse_fp8_options("e4m3", "blockwise");
   InklingModel model(config, params, ctx, options);
   AdamWConfig adam;
   adam.weight_decay = 0.01;
@@ -126,6 +128,16 @@ TEST(CudaDeterminism, PoisonedAllocationsGiveTheSameBits) {
   QUILL_REQUIRE_GPU();
   const CudaBackend zeros(0, CudaBackendOptions{0x00}), nans(0, CudaBackendOptions{0xff});
   const RunBits a = train_three_steps(zeros.context()), b = train_three_steps(nans.context());
+  for (double loss : a.losses) EXPECT_TRUE(std::isfinite(loss));
+  expect_same_bits(a, b);
+}
+
+// FP8 GEMMs (--fp8-recipe blockwise) read only what their quantisation wrote: the weights' padded factor rows and
+// the activations' tiles, every allocation poisoned with 0x00 in one run and 0xff in the other, the same bits.
+TEST(CudaDeterminism, Fp8PoisonedAllocationsGiveTheSameBits) {
+  QUILL_REQUIRE_GPU();
+  const CudaBackend zeros(0, CudaBackendOptions{0x00}), nans(0, CudaBackendOptions{0xff});
+  const RunBits a = train_three_steps(zeros.context(), {}, true), b = train_three_steps(nans.context(), {}, true);
   for (double loss : a.losses) EXPECT_TRUE(std::isfinite(loss));
   expect_same_bits(a, b);
 }

@@ -4,6 +4,7 @@
 // 128 x 1 or 128 x 128), partial at the matrix's far edges, and its scale_inv lands at
 // [tile row, tile column] of a [ceil(R/br), ceil(C/bc)] array.
 #include "ops/fp8.h"
+#include "ops/convert.h"
 #include "ops/op_table.h"
 
 #include <algorithm>
@@ -141,6 +142,11 @@ Fp8Tensor fp8_empty(const DeviceContext& ctx, const Shape& shape, Fp8Tiling tili
     std::swap(t[t.size() - 1], t[t.size() - 2]);
     q.codes_t = Tensor::empty(t, DType::U8, *ctx.allocator);
     q.scale_inv_t = Tensor::empty(fp8_scale_shape(shape, tiling, ctx.device, true), DType::F32, *ctx.allocator);
+    // The factor rows are padded to 4 floats for cuBLASLt, and the quantisation writes only the blocks' own: the
+    // padding zeroed once, so that a copy's bytes depend on the weight alone (two copies of one weight compare
+    // equal; a poisoned allocation changes nothing), first measured unequal on an H100 (2026-12-06).
+    ops::zero(ctx, q.scale_inv);
+    ops::zero(ctx, q.scale_inv_t);
   }
   return q;
 }
