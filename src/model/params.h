@@ -136,6 +136,12 @@ class ParamTable {
   void compute_changed() {
     for (Param& p : params_) ++p.compute_version;
   }
+  // An optimizer step rewrote the trainable parameters' compute copies; a frozen one's is what it was (and on a
+  // GPU a frozen FP8 matrix's bf16 copy is gone once quantised: its FP8 copy must stay current).
+  void trainable_compute_changed() {
+    for (Param& p : params_)
+      if (p.trainable) ++p.compute_version;
+  }
 
   // Freezes every parameter whose name matches one of the patterns (a '*' matches any run of characters).
   void freeze(const std::vector<std::string>& patterns);

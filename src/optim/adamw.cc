@@ -221,7 +221,7 @@ void AdamW::update(double lr, double norm) {
   // The all-gathers (and the next step's ops) read the copies up.
   if (offloaded_) ops::wait_transfers(ctx_, /*host=*/false);
   overlap_.gather_params();  // with --overlap-param-gather: owed, waited on before each bucket's first use
-  params_.compute_changed();
+  params_.trainable_compute_changed();
   release_transient_compute(params_, ctx_);  // their FP8 copies made from them (gathered above)
 }
 

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "model/config.h"
+#include "model/param_placement.h"
+#include "ops/convert.h"
+#include "optim/adamw.h"
 #include "util/test_util.h"
 
 namespace quill {
@@ -88,6 +91,33 @@ TEST(Fp8Params, AReleasedBf16CopyServesItsFp8CopyUntilTheWeightsChange) {
   const std::string what = test::error_of([&] { fp8_weight(ctx, p); });
   EXPECT_NE(what.find("model.llm.layers.0.mlp.w2_md.weight: its FP8 copy is older than its weights"), std::string::npos)
       << what;
+}
+
+// An optimizer step makes the trainable matrices' FP8 copies stale and leaves a frozen one's current: on a GPU a
+// frozen FP8 matrix's bf16 copy is released once quantised, so a stale mark would leave it with nothing to
+// remake its copy from (found on an H100 by CudaFp8TransientCompute, 2026-12-06).
+TEST(Fp8Params, AnOptimizerStepStalesTheTrainableCopiesOnly) {
+  const DeviceContext ctx = DeviceContext::cpu();
+  ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
+  table.init_random(3);
+  table.freeze({"model.llm.layers.1.attn.wo_ud.weight"});
+  mark_fp8_params(table, Device::CPU);
+  place_params(table, ctx);
+  for (const Param& p : table.params())
+    if (p.fp8) fp8_weight(ctx, p);
+  AdamW optimizer(table, AdamWConfig{}, ctx);
+  for (Param& p : table.params())
+    if (p.trainable) ops::transfer(ctx, test::random_tensor(p.shape, DType::F32, 9), p.grad);
+  optimizer.update(1e-3, 1.0);
+  int stale = 0;
+  for (const Param& p : table.params()) {
+    if (!p.fp8) continue;
+    EXPECT_EQ(p.fp8_version == p.compute_version, !p.trainable) << p.name;
+    stale += p.fp8_version != p.compute_version;
+  }
+  EXPECT_GT(stale, 10);
+  EXPECT_EQ(table.at("model.llm.layers.1.attn.wo_ud.weight").fp8_version,
+            table.at("model.llm.layers.1.attn.wo_ud.weight").compute_version);
 }
 
 }  // namespace
