@@ -92,24 +92,6 @@ int main(int argc, char** argv) {
           [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2, false); });
   measure("backward weight gate/up (first write)", f13,
           [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-  // --moe-grouped-gemm-streams: the forward and input-gradient ops with the experts over 2 and 4 streams (a backend
-  // of their own, the same operands), against the one-stream figures above.
-  for (int streams : {2, 4}) {
-    CudaBackendOptions options;
-    options.grouped_gemm_streams = streams;
-    const CudaBackend lanes(0, options);
-    const DeviceContext lctx = lanes.context();
-    const cudaStream_t lstream = stream_of(lctx);
-    auto lane_measure = [&](const std::string& name, double flops, const std::function<void()>& call) {
-      report(name.c_str(), median_ms(lstream, call, 7, 1), flops, host_issue_ms(lstream, call));
-    };
-    const std::string s = " [" + std::to_string(streams) + " streams]";
-    lane_measure("forward gate/up" + s, f13, [&] { ops::grouped_linear_forward(lctx, x, w13, counts_host, y13); });
-    lane_measure("forward down" + s, f2, [&] { ops::grouped_linear_forward(lctx, h, w2, counts_host, y2); });
-    lane_measure("backward input down" + s, f2, [&] { ops::grouped_linear_backward_input(lctx, dy, w2, counts_host, dh); });
-    lane_measure("backward input gate/up" + s, f13,
-                 [&] { ops::grouped_linear_backward_input(lctx, dg, w13, counts_host, dx); });
-  }
   // Each expert alone, backward input of the down projection (the slowest grouped op in the gb1 profile).
   std::printf("per expert, backward input down: rows ms TFLOP/s\n");
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {

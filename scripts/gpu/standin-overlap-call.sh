@@ -5,9 +5,8 @@
 #   plain     the loopback alone (the collectives cost nothing: the figure the projection starts from)
 #   timed     every collective also takes its modelled time on a stand-in (overlaps off)
 #   overlap   timed, with every overlap quill has: --overlap-grad-reduce --overlap-param-gather (data
-#             parallelism), --tp-comm-overlap (sequence parallelism), --moe-shared-expert-overlap,
-#             --delay-wgrad-compute and --moe-combine-chunks 2 (the token exchanges)
-#   overlap1  the same without --moe-combine-chunks (the forward combine in one exchange)
+#             parallelism), --tp-comm-overlap (sequence parallelism), --moe-shared-expert-overlap and
+#             --delay-wgrad-compute (the token exchanges)
 # Each: 16 rows per step (8 micro-batches), 3 steps, step 0 warm-up, step 1 measured, step 2 profiled (the
 # collectives table says how much of each group's time ran under compute); then `quill project` of each arm's
 # stages at the seed's 128 rows per step (the timed arms: the step as measured beside the none-overlapped one,
@@ -65,11 +64,8 @@ for arm in $ARMS; do
     timed) run_arm timed --simulate-comm-time ;;
     # shellcheck disable=SC2086
     overlap) run_arm overlap --simulate-comm-time ${OVERLAP_FLAGS:---overlap-grad-reduce --overlap-param-gather \
-               --tp-comm-overlap --moe-shared-expert-overlap --delay-wgrad-compute --moe-combine-chunks 2} ;;
-    # shellcheck disable=SC2086
-    overlap1) run_arm overlap1 --simulate-comm-time --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap \
-                --moe-shared-expert-overlap --delay-wgrad-compute ;;
-    *) echo "unknown arm $arm (plain, timed, overlap, overlap1)" ;;
+               --tp-comm-overlap --moe-shared-expert-overlap --delay-wgrad-compute} ;;
+    *) echo "unknown arm $arm (plain, timed, overlap)" ;;
   esac
 done
 date -u +%T

@@ -64,12 +64,6 @@ void add_plan_command(CLI::App& app, Runner& run) {
   static bool overlap_moe_ep_comm = false;
   cmd->add_flag("--overlap-moe-expert-parallel-comm", overlap_moe_ep_comm,
                 "plan the combined 1F1B step's two micro-batches in flight (expert parallelism, --pp 1)");
-  static int grouped_gemm_streams = 1;
-  cmd->add_option("--moe-grouped-gemm-streams", grouped_gemm_streams,
-                  "plan a cuBLASLt workspace for each of the grouped GEMMs' streams (quill train's flag) [1]");
-  static int moe_combine_chunks = 1;
-  cmd->add_option("--moe-combine-chunks", moe_combine_chunks,
-                  "plan the chunked combine's receive buffer (expert parallelism; quill train's flag) [1]");
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
   add_fp8_flags(cmd, fp8);
@@ -133,8 +127,6 @@ void add_plan_command(CLI::App& app, Runner& run) {
       q.recompute = recompute.resolve();
       q.tp_comm_overlap = tp_comm_overlap;
       q.overlap_moe_ep_comm = overlap_moe_ep_comm;
-      q.moe_combine_chunks = moe_combine_chunks;
-      q.grouped_gemm_streams = grouped_gemm_streams;
       // The plan counts FP8 copies for either device: the CUDA plan is what the CUDA kernels will need.
       q.fp8 = ops::parse_fp8_options(fp8.format, fp8.recipe).enabled();
       int64_t memory_bytes = parse_device_memory(device_memory);

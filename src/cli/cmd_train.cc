@@ -256,14 +256,6 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   cmd->add_flag("--delay-wgrad-compute", o.delay_wgrad_compute,
                 "under expert parallelism, compute the routed experts' weight gradients while the backward's input "
                 "gradients are exchanged back (Megatron's flag; docs/decisions/delay-wgrad.md); the same bits");
-  cmd->add_option("--moe-grouped-gemm-streams", o.grouped_gemm_streams,
-                  "GPU: the routed experts' grouped forward and input-gradient GEMMs over N streams, expert e on "
-                  "stream e mod N, so that experts of a few hundred rows fill the GPU together (quill's own; "
-                  "docs/decisions/grouped-gemm-streams.md); the same bits [1]");
-  cmd->add_option("--moe-combine-chunks", o.moe_combine_chunks,
-                  "under expert parallelism, return the forward's expert outputs in N exchanges, one per group of "
-                  "local experts, each started as soon as its experts are done, beside the next group's GEMMs (quill's "
-                  "own; docs/decisions/chunked-combine.md); the same bits [1: one exchange]");
   cmd->add_flag("--overlap-moe-expert-parallel-comm", o.overlap_moe_ep_comm,
                 "under expert parallelism without a pipeline (--pp 1): the combined 1F1B step, each micro-batch's "
                 "forward interleaved with the previous one's backward so that each one's token exchanges run under "
@@ -385,16 +377,6 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       if (o.overlap_moe_ep_comm && layout.ep == 1)
         note("--overlap-moe-expert-parallel-comm has no effect without expert parallelism (--ep 1): there is no "
              "token exchange to overlap");
-      if (o.moe_combine_chunks != 1) {  // (at most the local experts: checked with the model's config, run_training)
-        QUILL_CHECK(o.moe_combine_chunks >= 1, "--moe-combine-chunks {}: give 1 (one exchange) or more",
-                    o.moe_combine_chunks);
-        QUILL_CHECK(!o.overlap_moe_ep_comm, "--moe-combine-chunks {} with --overlap-moe-expert-parallel-comm: the "
-                    "combined 1F1B already runs the whole combine beside the other micro-batch; give one of them",
-                    o.moe_combine_chunks);
-        if (layout.ep == 1)
-          note("--moe-combine-chunks has no effect without expert parallelism (--ep 1): there is no token exchange to "
-               "overlap");
-      }
       if (o.moe_shared_expert_overlap && layout.ep == 1)
         note("--moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): there is no token "
              "exchange to overlap");

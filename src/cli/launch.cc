@@ -47,7 +47,6 @@ namespace {
 CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   CudaBackendOptions options;
   options.attention_dq_arrival_order = o.attention_dq_arrival_order;
-  options.grouped_gemm_streams = o.grouped_gemm_streams;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -134,11 +133,6 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
   QUILL_CHECK(!o.attention_dq_arrival_order || device == "cuda",
               "--attention-dq-order arrival: the CPU backend's sums have one order; this choice is for --device cuda");
-  QUILL_CHECK(o.grouped_gemm_streams == 1 || device == "cuda",
-              "--moe-grouped-gemm-streams {}: the CPU backend has no streams; this choice is for --device cuda",
-              o.grouped_gemm_streams);
-  QUILL_CHECK(o.grouped_gemm_streams >= 1 && o.grouped_gemm_streams <= 8,
-              "--moe-grouped-gemm-streams {}: give 1 (one stream) to 8", o.grouped_gemm_streams);
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;

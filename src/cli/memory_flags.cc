@@ -50,8 +50,6 @@ plan::PlanRequest plan_request_for(const TrainOptions& o, const InklingConfig& c
   q.recompute = o.recompute;
   q.tp_comm_overlap = o.tp_comm_overlap;
   q.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
-  q.moe_combine_chunks = o.moe_combine_chunks;
-  q.grouped_gemm_streams = o.grouped_gemm_streams;
   return q;
 }
 

@@ -88,30 +88,20 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   s.ar_RF = new_activation(ctx, {R, F_});
   {  // The local experts' outputs, then back to the rows' own ranks.
     Tensor yr_RD = new_activation(ctx, {R, D});
-    if (ep_.active() && ep_.combine_chunks > 1) {
-      // --moe-combine-chunks: each group of local experts' rows start home while the next group computes; the
-      // shared experts' down projections beside the last group's exchange.
-      ChunkedCombine back(ctx, s.dispatch, ep_.combine_chunks, ep_.comm);
-      for (int c = 0; c < back.chunks(); ++c) {
-        const int64_t r0 = back.first_row(c), r1 = back.first_row(c + 1);
-        if (r1 > r0) experts_forward(ctx, s, back.first_expert(c), back.first_expert(c + 1), r0, r1, yr_RD);
-        back.start(c, yr_RD);
-      }
-      if (recompute_act_) s.ar_RF = Tensor();  // made again from hr_R2F in the backward
+    if (R > 0) {  // a rank may receive no rows at all
+      param_grouped_forward(ctx, s.xr_RD, *w13_, s.local_counts_L, s.hr_R2F);
+      ops::swiglu_forward(ctx, s.hr_R2F, s.ar_RF);
+      param_grouped_forward(ctx, s.ar_RF, *w2_, s.local_counts_L, yr_RD);
+    }
+    if (recompute_act_) s.ar_RF = Tensor();  // made again from hr_R2F in the backward
+    if (ep_.active() && (ep_.interleave || overlap_shared())) {
+      // Beside the combine: the other pass of a combined step, and the shared experts' down projections.
+      PendingDispatch back = start_combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm);
+      ep_.yield_turn();
       if (overlap_shared()) shared_y = shared_forward_down(ctx, s);
-      s.yp_PD = back.finish();
+      s.yp_PD = finish_combine_tokens(ctx, s.dispatch, back);
     } else {
-      if (R > 0) experts_forward(ctx, s, 0, s.local_counts_L.dim(0), 0, R, yr_RD);  // a rank may receive no rows
-      if (recompute_act_) s.ar_RF = Tensor();
-      if (ep_.active() && (ep_.interleave || overlap_shared())) {
-        // Beside the combine: the other pass of a combined step, and the shared experts' down projections.
-        PendingDispatch back = start_combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm);
-        ep_.yield_turn();
-        if (overlap_shared()) shared_y = shared_forward_down(ctx, s);
-        s.yp_PD = finish_combine_tokens(ctx, s.dispatch, back);
-      } else {
-        s.yp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm) : yr_RD;
-      }
+      s.yp_PD = ep_.active() ? combine_tokens(ctx, s.dispatch, yr_RD, ep_.comm) : yr_RD;
     }
   }
   Tensor y_TD = new_activation(ctx, {T, D});
@@ -125,14 +115,6 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   ops::add_inplace(ctx, y_region, TensorParallel::finish(shared_y));
   if (recompute_inputs_) s.x_TD = s.xs_TD = Tensor();
   return y_region;
-}
-
-void MoeBlock::experts_forward(const DeviceContext& ctx, Saved& s, int64_t e0, int64_t e1, int64_t r0, int64_t r1,
-                               const Tensor& yr_RD) const {
-  const Tensor counts = s.local_counts_L.rows(e0, e1);
-  param_grouped_forward(ctx, s.xr_RD.rows(r0, r1), *w13_, counts, s.hr_R2F.rows(r0, r1), e0, e1);
-  ops::swiglu_forward(ctx, s.hr_R2F.rows(r0, r1), s.ar_RF.rows(r0, r1));
-  param_grouped_forward(ctx, s.ar_RF.rows(r0, r1), *w2_, counts, yr_RD.rows(r0, r1), e0, e1);
 }
 
 void MoeBlock::restore_inputs(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {

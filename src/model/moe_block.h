@@ -76,10 +76,6 @@ class MoeBlock {
   // xs_again: the shared experts' input, gathered again in flight (selective layernorm recompute), else empty.
   PendingTp shared_backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, PendingTp& dys,
                             PendingTp& xs_again, Tensor& dweights_TW) const;
-  // The routed GEMMs of local experts [e0, e1), whose rows are [r0, r1) of the received rows: W13, SwiGLU, W2
-  // into yr_RD's rows (each expert's GEMMs alone, so a group of them gives the bits all of them give).
-  void experts_forward(const DeviceContext& ctx, Saved& s, int64_t e0, int64_t e1, int64_t r0, int64_t r1,
-                       const Tensor& yr_RD) const;
   // With --moe-shared-expert-overlap under expert parallelism: the shared experts run while the
   // routed rows' exchanges are in flight (forward: up beside the dispatch, down beside the combine; backward:
   // beside the output gradients' exchange).

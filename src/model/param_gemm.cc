@@ -38,15 +38,9 @@ void param_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const 
 }
 
 void param_grouped_forward(const DeviceContext& ctx, const Tensor& x_PK, const Param& w, const Tensor& counts_E,
-                           const Tensor& y_PM, int64_t first_expert, int64_t end_expert) {
-  const int64_t E = w.shape[0];  // (an FP8 parameter's bf16 copy may be released: read the shape, not it)
-  const int64_t e0 = first_expert, e1 = end_expert < 0 ? E : end_expert;
-  const bool whole = e0 == 0 && e1 == E;
-  if (w.fp8) {
-    const ops::Fp8Tensor& q = fp8_weight(ctx, w);
-    return ops::fp8_grouped_linear_forward(ctx, x_PK, whole ? q : ops::fp8_matrices(q, e0, e1), counts_E, y_PM);
-  }
-  ops::grouped_linear_forward(ctx, x_PK, whole ? w.compute : w.compute.rows(e0, e1), counts_E, y_PM);
+                           const Tensor& y_PM) {
+  if (w.fp8) return ops::fp8_grouped_linear_forward(ctx, x_PK, fp8_weight(ctx, w), counts_E, y_PM);
+  ops::grouped_linear_forward(ctx, x_PK, w.compute, counts_E, y_PM);
 }
 
 void param_grouped_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Param& w, const Tensor& counts_E,

@@ -20,10 +20,8 @@ void param_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const P
 void param_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Param& w,
                            const Tensor& dw_MK, bool accumulate);
 
-// [first_expert, end_expert) of the stacked parameter (end_expert -1: to the last); counts_E has one count per
-// expert of that range.
 void param_grouped_forward(const DeviceContext& ctx, const Tensor& x_PK, const Param& w, const Tensor& counts_E,
-                           const Tensor& y_PM, int64_t first_expert = 0, int64_t end_expert = -1);
+                           const Tensor& y_PM);
 void param_grouped_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Param& w, const Tensor& counts_E,
                                   const Tensor& dx_PK);
 void param_grouped_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,

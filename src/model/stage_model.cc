@@ -59,9 +59,6 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
   ExpertParallel layer_ep = ep;
   layer_ep.overlap_shared_experts = options.shared_expert_overlap;
   layer_ep.delay_wgrad = options.delay_wgrad_compute;
-  layer_ep.combine_chunks = options.moe_combine_chunks;
-  QUILL_CHECK(options.moe_combine_chunks == 1 || !options.overlap_moe_ep_comm || !ep.active(),
-              "--moe-combine-chunks with --overlap-moe-expert-parallel-comm: give one of them");
   if (options.overlap_moe_ep_comm && ep.active()) {
     baton_ = std::make_shared<PassBaton>();
     layer_ep.interleave = baton_.get();

@@ -48,8 +48,6 @@ struct ModelOptions {
   // micro-batch interleaved with the backward of another at their token exchanges (pass_baton(); under
   // expert parallelism only: without it there is no exchange to hide).
   bool overlap_moe_ep_comm = false;
-  // --moe-combine-chunks (parallel/expert_dispatch.h: ExpertParallel::combine_chunks).
-  int moe_combine_chunks = 1;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h).
   RecomputeOptions recompute;
   // --fp8-format e4m3 --fp8-recipe blockwise: the linear layers of attention, MLP and experts in FP8

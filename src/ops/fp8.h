@@ -66,8 +66,6 @@ Shape fp8_grouped_scale_shape(const Shape& shape, const Tensor& counts_E);
 Fp8Tensor fp8_empty(const DeviceContext& ctx, const Shape& shape, Fp8Tiling tiling);
 // Matrix e of a quantised kBlocks128 stack [E, M, K], as its own [M, K] quantised tensor (views).
 Fp8Tensor fp8_matrix(const Fp8Tensor& stack, int64_t e);
-// Matrices [e0, e1) of a quantised kBlocks128 stack, as a stack of e1 - e0 (views).
-Fp8Tensor fp8_matrices(const Fp8Tensor& stack, int64_t e0, int64_t e1);
 
 // out = the quantisation of x (2-D; kBlocks128 also 3-D stacks). out's buffers are allocated by the caller
 // (fp8_empty) with the tiling it names. CPU: x F32. CUDA: kBlocks128, x BF16 or F32.

@@ -95,8 +95,6 @@ DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>&
   } else {
     recv = send;
   }
-  for (int q = 0; q < p.ep; ++q)
-    p.send_counts.emplace_back(counts_E.begin() + q * p.local_experts, counts_E.begin() + (q + 1) * p.local_experts);
   p.local_counts.assign(static_cast<size_t>(p.local_experts), 0);
   for (int s = 0; s < p.ep; ++s) {
     const int64_t* c = recv.data_as<int64_t>() + s * p.local_experts;
@@ -183,107 +181,6 @@ Tensor finish_combine_tokens(const DeviceContext& ctx, const DispatchPlan& p, Pe
                    ? pending.got
                    : Tensor::empty({0, pending.got.dim(1)}, pending.got.dtype(), *ctx.allocator);
   pending = PendingDispatch{};
-  return out;
-}
-
-namespace {
-
-// A host I32 index on ctx's device.
-Tensor device_index(const DeviceContext& ctx, const std::vector<int32_t>& rows) {
-  Tensor host = Tensor::empty({static_cast<int64_t>(rows.size())}, DType::I32);
-  std::copy(rows.begin(), rows.end(), host.data_as<int32_t>());
-  if (ctx.device == Device::CPU) return host;
-  Tensor index = Tensor::empty(host.shape(), DType::I32, *ctx.allocator);
-  ops::transfer(ctx, host, index);
-  return index;
-}
-
-int32_t row32(int64_t row) { return static_cast<int32_t>(row); }
-
-}  // namespace
-
-ChunkedCombine::ChunkedCombine(const DeviceContext& ctx, const DispatchPlan& plan, int chunks, Comm* ep)
-    : ctx_(ctx), plan_(plan), ep_(ep), chunks_(chunks) {
-  const int64_t El = plan.local_experts;
-  QUILL_CHECK(chunks >= 1 && chunks <= El, "--moe-combine-chunks {}: must be between 1 and the {} routed experts each "
-              "expert-parallel rank holds", chunks, El);
-  for (int c = 0; c <= chunks; ++c) first_expert_.push_back(c * (El / chunks) + std::min<int64_t>(c, El % chunks));
-  if (plan.ep == 1) return;
-  const int ep_size = plan.ep;
-  // The experts' output rows in dispatch_tokens' (local expert, source) order start at by_expert[e][s].
-  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(El), std::vector<int64_t>(ep_size));
-  int64_t at = 0;
-  for (int64_t e = 0; e < El; ++e)
-    for (int s = 0; s < ep_size; ++s) by_expert[e][s] = at, at += plan.recv_counts[s][e];
-  // This rank's own rows in expert order (dispatch_tokens' input) start at home[q][e] (peer q's expert e).
-  std::vector<std::vector<int64_t>> home(static_cast<size_t>(ep_size), std::vector<int64_t>(El));
-  at = 0;
-  for (int q = 0; q < ep_size; ++q)
-    for (int64_t e = 0; e < El; ++e) home[q][e] = at, at += plan.send_counts[q][e];
-  const int64_t P = at;
-  std::vector<int32_t> send_order, home_order(static_cast<size_t>(P));
-  int64_t got_at = 0;
-  for (int c = 0; c < chunks; ++c) {
-    const int64_t e0 = first_expert_[c], e1 = first_expert_[c + 1];
-    first_row_.push_back(e0 < El ? by_expert[e0][0] : plan.received_rows());
-    send_at_.push_back(static_cast<int64_t>(send_order.size()));
-    got_at_.push_back(got_at);
-    std::vector<int64_t> send(ep_size, 0), recv(ep_size, 0);
-    for (int s = 0; s < ep_size; ++s)  // to each source rank: its rows of these experts, expert by expert
-      for (int64_t e = e0; e < e1; ++e)
-        for (int64_t r = 0; r < plan.recv_counts[s][e]; ++r, ++send[s]) send_order.push_back(row32(by_expert[e][s] + r));
-    for (int q = 0; q < ep_size; ++q)  // from each peer: this rank's rows of its experts e0..e1, in that order
-      for (int64_t e = e0; e < e1; ++e)
-        for (int64_t r = 0; r < plan.send_counts[q][e]; ++r, ++recv[q]) home_order[home[q][e] + r] = row32(got_at++);
-    send_rows_.push_back(send);
-    recv_rows_.push_back(recv);
-  }
-  first_row_.push_back(plan.received_rows());
-  if (!send_order.empty()) send_order_ = device_index(ctx, send_order);
-  if (P > 0) home_order_ = device_index(ctx, home_order);
-  pending_.resize(static_cast<size_t>(chunks));
-}
-
-int64_t ChunkedCombine::first_expert(int c) const { return first_expert_.at(static_cast<size_t>(c)); }
-int64_t ChunkedCombine::first_row(int c) const {
-  return plan_.ep == 1 ? (c == 0 ? 0 : plan_.received_rows()) : first_row_.at(static_cast<size_t>(c));
-}
-
-void ChunkedCombine::start(int c, const Tensor& y) {
-  y_ = y;
-  if (plan_.ep == 1) return;
-  const int64_t R = plan_.received_rows(), D = y.dim(1);
-  QUILL_CHECK(y.ndim() == 2 && y.dim(0) == R, "combine_tokens: rows {} but the plan received {}", y.describe(), R);
-  if (!got_.defined())
-    got_ = Tensor::empty({std::max<int64_t>(std::accumulate(plan_.send_rows.begin(), plan_.send_rows.end(), int64_t{0}), 1), D},
-                         y.dtype(), *ctx_.allocator);
-  const size_t i = static_cast<size_t>(c);
-  const std::vector<int64_t>& send = send_rows_[i];
-  const std::vector<int64_t>& recv = recv_rows_[i];
-  const int64_t n_send = std::accumulate(send.begin(), send.end(), int64_t{0});
-  const int64_t n_recv = std::accumulate(recv.begin(), recv.end(), int64_t{0});
-  PendingDispatch& p = pending_[i];
-  // An all-to-all-v needs buffers of at least one row, also where a chunk moves none.
-  p.sent = Tensor::empty({std::max<int64_t>(n_send, 1), D}, y.dtype(), *ctx_.allocator);
-  if (n_send > 0) ops::gather_rows(ctx_, y, send_order_.rows(send_at_[i], send_at_[i] + n_send), p.sent.rows(0, n_send));
-  p.got = n_recv > 0 ? got_.rows(got_at_[i], got_at_[i] + n_recv)
-                     : Tensor::empty({1, D}, y.dtype(), *ctx_.allocator);
-  ops::collective(ctx_, "ep.combine", p.sent.rows(0, n_send), [&] {
-    p.handle = ep_->start_all_to_all(p.sent, times(send, D), p.got, times(recv, D));
-  });
-}
-
-Tensor ChunkedCombine::finish() {
-  if (plan_.ep == 1) return y_;
-  for (PendingDispatch& p : pending_) {
-    QUILL_CHECK(p.handle != nullptr, "ChunkedCombine::finish: a chunk was not started");
-    p.handle->wait();
-  }
-  pending_.clear();
-  const int64_t P = home_order_.defined() ? home_order_.dim(0) : 0, D = got_.dim(1);
-  Tensor out = Tensor::empty({P, D}, got_.dtype(), *ctx_.allocator);
-  if (P > 0) ops::gather_rows(ctx_, got_.rows(0, P), home_order_, out);
-  got_ = Tensor();
   return out;
 }
 

@@ -35,10 +35,6 @@ struct ExpertParallel {
   // --delay-wgrad-compute: in the backward the routed experts' weight gradients run after the input
   // gradients' return exchange has started, beside it; the same results bit for bit.
   bool delay_wgrad = false;
-  // --moe-combine-chunks N (quill's own; N >= 2): the forward's combine in N exchanges, one per group of local
-  // experts, each started as soon as its experts' GEMMs are done, beside the next group's (combine_chunks
-  // below); the same bits. 1: one exchange after all the GEMMs.
-  int combine_chunks = 1;
   // --overlap-moe-expert-parallel-comm: the combined step's turn-taking (base/pass_baton.h). The MoE block
   // yields the turn to the other pass right after starting each token exchange, so that the exchange
   // travels while the other micro-batch computes; outside a combined step a yield does nothing.
@@ -53,7 +49,6 @@ struct DispatchPlan {
   int64_t experts = 0, local_experts = 0;
   std::vector<int64_t> send_rows;                // per destination rank
   std::vector<int64_t> recv_rows;                // per source rank
-  std::vector<std::vector<int64_t>> send_counts;  // [destination rank][its local expert] rows sent
   std::vector<std::vector<int64_t>> recv_counts;  // [source rank][local expert] rows received
   std::vector<int64_t> local_counts;             // per local expert, over every source: the GEMM groups
   // The regrouping's row indexes (ops::gather_rows), I32 [R] on the context's device, made once per
@@ -82,37 +77,5 @@ Tensor combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const 
 // combine_tokens in two halves: regrouped and the all-to-all-v started, then waited for.
 PendingDispatch start_combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& y_RD, Comm* ep);
 Tensor finish_combine_tokens(const DeviceContext& ctx, const DispatchPlan& plan, PendingDispatch& pending);
-
-// combine_tokens in chunks of local experts (--moe-combine-chunks): chunk c holds local experts
-// [first_expert(c), first_expert(c + 1)), the same split on every rank (El / chunks each, the first El % chunks
-// one more), whose rows are the consecutive rows [first_row(c), first_row(c + 1)) of the experts' output in
-// dispatch_tokens' order. start(c, y) regroups chunk c's rows by source and starts their exchange (its rows
-// of y final, the rest unread); finish waits for every chunk and puts the rows back in this rank's expert
-// order (one ops::gather_rows from the chunks' receive buffers): combine_tokens' result bit for bit, since
-// an exchange only moves rows. Every rank starts every chunk, in chunk order. ep == 1: finish returns y.
-class ChunkedCombine {
- public:
-  ChunkedCombine(const DeviceContext& ctx, const DispatchPlan& plan, int chunks, Comm* ep);
-  int chunks() const { return chunks_; }
-  int64_t first_expert(int c) const;
-  int64_t first_row(int c) const;
-  void start(int c, const Tensor& y_RD);
-  Tensor finish();
-
- private:
-  const DeviceContext& ctx_;
-  const DispatchPlan& plan_;
-  Comm* ep_;
-  int chunks_;
-  std::vector<int64_t> first_expert_, first_row_;
-  // Chunk c's rows to send per source rank and to receive per peer, where its send rows start in
-  // send_order and its received rows in `got_`.
-  std::vector<std::vector<int64_t>> send_rows_, recv_rows_;
-  std::vector<int64_t> send_at_, got_at_;
-  Tensor send_order_, home_order_;  // I32 [R], [P] on the device (the regroupings' indexes)
-  Tensor got_;                      // [P, D]: the chunks' received rows, chunk after chunk
-  std::vector<PendingDispatch> pending_;
-  Tensor y_;                        // the experts' output (for its dtype and width)
-};
 
 }  // namespace quill

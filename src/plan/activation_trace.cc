@@ -473,11 +473,8 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
     if (moe_act_again()) mem_.free(ap);
   } else {  // combine_tokens: the experts' output rows (a worst-case buffer) back to their senders
     const Id ye = activation(Use::Dispatch, R_worst, D_);
-    // --moe-combine-chunks: the chunks arrive in a receive buffer of their own, regrouped into the saved rows.
-    const Id got = shape_.moe_combine_chunks > 1 ? activation(Use::Dispatch, P, D_) : MemoryTrace::kNone;
     if (moe_act_again()) mem_.free(ap);
     s.saved.push_back(activation(Use::Saved, P, D_));
-    if (got != MemoryTrace::kNone) mem_.free(got);
     mem_.free(ye);
   }
   const Id y = activation(Use::Temporary, Tc, D_);

@@ -40,9 +40,6 @@ struct TraceShape {
   // --tp-comm-overlap (with sequence parallelism; docs/decisions/tp-comm-overlap.md): the collectives it
   // starts early allocate their results earlier, and what they read lives until their wait.
   bool tp_comm_overlap = false;
-  // --moe-combine-chunks (expert parallelism): the forward's combine receives the chunks into a buffer of its
-  // own, regrouped into the saved rows at the end (parallel/expert_dispatch.h: ChunkedCombine).
-  int moe_combine_chunks = 1;
 };
 
 class StageTrace {

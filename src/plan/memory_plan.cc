@@ -212,7 +212,6 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     shape.expert_rows_factor = req.expert_rows_factor;
     shape.recompute = req.recompute;
     shape.tp_comm_overlap = req.tp_comm_overlap;
-    shape.moe_combine_chunks = req.moe_combine_chunks;
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);
@@ -225,8 +224,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     sp.activations_per_micro_batch = one_micro_batch(c, shape, sp.first_layer, sp.end_layer);
 
     if (req.device == Device::CUDA) {
-      // --moe-grouped-gemm-streams: each further stream has a cuBLASLt workspace of its own.
-      sp.gemm_workspace = kCublasWorkspaceBytes * req.grouped_gemm_streams;
+      sp.gemm_workspace = kCublasWorkspaceBytes;
       sp.cuda_context = kCudaContextBytes;
       sp.allocator_slack = scaled(kAllocatorSlack, sp.dynamic_peak());
       sp.comm_buffers = nccl_communicators(grid, sp.world_rank) * kNcclBytesPerCommunicator;

@@ -39,8 +39,6 @@ struct PlanRequest {
   // --overlap-moe-expert-parallel-comm (expert parallelism, one stage): the combined 1F1B keeps two
   // micro-batches' activations (pipeline_schedule.h: combined_one_f_one_b).
   bool overlap_moe_ep_comm = false;
-  int moe_combine_chunks = 1;  // --moe-combine-chunks: the chunks' receive buffer beside the combined rows
-  int grouped_gemm_streams = 1;  // --moe-grouped-gemm-streams: a cuBLASLt workspace per stream (CUDA)
   // --ddp-bucket-size (elements; -1: the default): the buckets' padding and each one's offloaded head. The
   // overlap flags allocate nothing (docs/decisions/overlap-grad-param.md).
   int64_t ddp_bucket_size = -1;

@@ -65,7 +65,6 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--tp-comm-overlap", o.tp_comm_overlap ? "on" : "off"},
       {"--delay-wgrad-compute", o.delay_wgrad_compute ? "on" : "off"},
       {"--overlap-moe-expert-parallel-comm", o.overlap_moe_ep_comm ? "on" : "off"},
-      {"--moe-combine-chunks", std::to_string(o.moe_combine_chunks)},
       {"--recompute-granularity/--recompute-modules", o.recompute.describe()},
       {"--fp8-recipe", o.fp8.describe()},
       {"--load", o.resume_dir.empty() ? "none" : "a checkpoint"},

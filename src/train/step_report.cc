@@ -96,8 +96,6 @@ std::string summary_json(const TrainResult& r) {
   j["moe_shared_expert_overlap"] = r.moe_shared_expert_overlap;
   j["delay_wgrad_compute"] = r.delay_wgrad_compute;
   j["overlap_moe_expert_parallel_comm"] = r.overlap_moe_ep_comm;
-  j["moe_combine_chunks"] = r.moe_combine_chunks;
-  j["moe_grouped_gemm_streams"] = r.grouped_gemm_streams;
   j["ddp_bucket_size"] = r.ddp.bucket_size;
   j["ddp_buckets"] = r.ddp_buckets;
   j["active_params"] = r.active_params;

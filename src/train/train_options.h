@@ -121,10 +121,6 @@ struct TrainOptions {
   // the forward of micro-batch i+1 interleaved with the backward of i at their token exchanges; one stage
   // (--pp 1) under expert parallelism; the same bits.
   bool overlap_moe_ep_comm = false;
-  // --moe-combine-chunks N (quill's own): under expert parallelism the forward's token combine in N exchanges,
-  // one per group of local experts, each started as soon as its experts' GEMMs are done (parallel/
-  // expert_dispatch.h: ChunkedCombine); the same bits. 1: one exchange after all the experts.
-  int moe_combine_chunks = 1;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h):
   // the same results bit for bit, less activation memory, one more forward of the recomputed layers.
   RecomputeOptions recompute;
@@ -134,9 +130,6 @@ struct TrainOptions {
   // --attention-dq-order arrival (GPU only): the attention backward adds into dQ in arrival order, not
   // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
   bool attention_dq_arrival_order = false;
-  // --moe-grouped-gemm-streams N (CUDA; CudaBackendOptions::grouped_gemm_streams): the routed experts' grouped
-  // forward and input-gradient GEMMs over N streams; the same bits. 1: one stream.
-  int grouped_gemm_streams = 1;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -332,8 +332,6 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.moe_shared_expert_overlap = o.moe_shared_expert_overlap;
   result.delay_wgrad_compute = o.delay_wgrad_compute;
   result.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
-  result.moe_combine_chunks = o.moe_combine_chunks;
-  result.grouped_gemm_streams = o.grouped_gemm_streams;
   result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
     note(o, lead, "nothing to do: --stop-after 0; nothing was written");
@@ -348,11 +346,6 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   const DeviceContext ctx = probe ? probe->context() : device_ctx;
 
   const InklingConfig config = resolve_config(o);
-  const int64_t local_experts = config.n_routed_experts / layout.spec().ep;
-  QUILL_CHECK(o.moe_combine_chunks >= 1 && (o.moe_combine_chunks == 1 || o.moe_combine_chunks <= local_experts),
-              "--moe-combine-chunks {}: give 1 to {}, the routed experts each expert-parallel rank holds ({} experts over "
-              "--expert-model-parallel-size {})", o.moe_combine_chunks, local_experts, config.n_routed_experts,
-              layout.spec().ep);
   if (!o.init_dir.empty()) check_no_unknown_text_tensors(o.init_dir, config);
   RowsReader rows = RowsReader::open(o.rows_dir);
   check_rows_fit(rows, config, o.verify_rows);
@@ -407,7 +400,6 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.tp_comm_overlap = o.tp_comm_overlap;
   model_options.delay_wgrad_compute = o.delay_wgrad_compute;
   model_options.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
-  model_options.moe_combine_chunks = o.moe_combine_chunks;
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;
   // FP8 matrices marked before placement: on a GPU their bf16 copies are transient (model/transient_compute.h).

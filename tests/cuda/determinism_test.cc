@@ -142,19 +142,5 @@ TEST(CudaDeterminism, Fp8PoisonedAllocationsGiveTheSameBits) {
   expect_same_bits(a, b);
 }
 
-// --moe-grouped-gemm-streams: the experts' grouped GEMMs over 2 and 4 streams give the bits of one stream (each
-// expert's GEMM is the one the single stream runs, on a workspace of its own lane), and run twice, the same.
-TEST(CudaDeterminism, GroupedGemmStreamsGiveTheOneStreamBits) {
-  QUILL_REQUIRE_GPU();
-  const RunBits plain = train_three_steps(test::gpu_ctx());
-  for (int streams : {2, 4}) {
-    SCOPED_TRACE(streams);
-    CudaBackendOptions options;
-    options.grouped_gemm_streams = streams;
-    const CudaBackend lanes(0, options);
-    expect_same_bits(plain, train_three_steps(lanes.context()));
-  }
-}
-
 }  // namespace
 }  // namespace quill

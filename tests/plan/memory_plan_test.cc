@@ -13,7 +13,6 @@
 #include "model/param_placement.h"
 #include "model/params.h"
 #include "optim/adamw.h"
-#include "plan/activation_trace.h"
 #include "plan/memory_plan.h"
 #include "plan/plan_report.h"
 #include "tensor/tracking_allocator.h"
@@ -132,30 +131,6 @@ TEST(MemoryPlan, CombinedOneFOneBKeepsTwoMicroBatchesAndNeedsOneStage) {
   const std::string what = quill::test::error_of([&] { quill::plan::plan_memory(q); });
   EXPECT_NE(what.find("--overlap-moe-expert-parallel-comm needs --pipeline-model-parallel-size 1 (got 2)"),
             std::string::npos) << what;
-}
-
-// --moe-combine-chunks: the chunks' receive buffer ([P, D], P = the rank's rows times top-k) lives beside the
-// combined rows while they are regrouped. Without shared experts (whose saved tensors come later and outgrow
-// it) the routed outputs on their way home are the MoE layer's forward peak, which grows by that buffer, no more.
-TEST(MemoryPlan, ChunkedCombineAddsItsReceiveBufferToTheMoeForward) {
-  quill::InklingConfig c = quill::load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/tests/fixtures/configs/tiny6.json");
-  c.n_shared_experts = 0;
-  ASSERT_TRUE(c.is_moe(1)) << "tiny6's layer 1 must be a MoE layer";
-  const int64_t T = 256;
-  auto forward_peak = [&](int chunks) {
-    quill::plan::TraceShape shape;
-    shape.row_tokens = T;
-    shape.ep = 2;
-    shape.moe_combine_chunks = chunks;
-    quill::plan::MemoryTrace mem;
-    quill::plan::StageTrace stage(c, shape, 1, 2, mem);
-    quill::plan::StageTrace::Activations act;
-    stage.forward(act, mem.alloc(Use::Pipeline, T * c.hidden_size * 4));
-    return mem.peak();
-  };
-  const int64_t P = T * c.num_experts_per_tok;
-  EXPECT_EQ(forward_peak(2) - forward_peak(1), P * c.hidden_size * 4);  // fp32 activations on the CPU
-  EXPECT_EQ(forward_peak(4), forward_peak(2));
 }
 
 TEST(MemoryPlan, ShardsTheOptimizerStateOverDataParallelRanksAndOffloadsAFraction) {

@@ -165,19 +165,6 @@ Fp8Tensor fp8_matrix(const Fp8Tensor& stack, int64_t e) {
   return m;
 }
 
-Fp8Tensor fp8_matrices(const Fp8Tensor& stack, int64_t e0, int64_t e1) {
-  QUILL_CHECK(stack.tiling == Fp8Tiling::kBlocks128 && stack.codes.ndim() == 3 && 0 <= e0 && e0 <= e1 &&
-                  e1 <= stack.codes.dim(0),
-              "fp8_matrices: matrices [{}, {}) of a quantised stack of shape {}", e0, e1,
-              stack.codes.defined() ? shape_str(stack.codes.shape()) : std::string("(undefined)"));
-  Fp8Tensor m = stack;
-  m.codes = stack.codes.rows(e0, e1);
-  m.scale_inv = stack.scale_inv.rows(e0, e1);
-  if (stack.codes_t.defined()) m.codes_t = stack.codes_t.rows(e0, e1);
-  if (stack.scale_inv_t.defined()) m.scale_inv_t = stack.scale_inv_t.rows(e0, e1);
-  return m;
-}
-
 void fp8_quantize(const DeviceContext& ctx, const Tensor& x, const Fp8Tensor& out) {
   if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::fp8_quantize, "fp8_quantize")(ctx, x, out);
   const char* op = "fp8_quantize";

@@ -107,37 +107,12 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   QUILL_CHECK(resources_->cublaslt.cublasLtCreate(&resources_->lt) == CUBLAS_STATUS_SUCCESS,
               "cublasLtCreate failed on device {}", device);
   QUILL_CUDA_CHECK(cudaMalloc(&resources_->workspace, resources_->workspace_bytes));
-  QUILL_CHECK(options.grouped_gemm_streams >= 1 && options.grouped_gemm_streams <= 8,
-              "--moe-grouped-gemm-streams {}: give 1 (one stream) to 8", options.grouped_gemm_streams);
-  if (options.grouped_gemm_streams > 1) {
-    QUILL_CUDA_CHECK(cudaEventCreateWithFlags(&resources_->lanes_fork, cudaEventDisableTiming));
-    for (int i = 1; i < options.grouped_gemm_streams; ++i) {
-      auto lane = std::make_unique<CudaResources>();
-      lane->device = device;
-      lane->cublaslt = resources_->cublaslt;
-      lane->lt = resources_->lt;  // a cuBLASLt handle serves any stream; the workspace must not be shared
-      lane->comm_timeline = resources_->comm_timeline;
-      QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking));
-      QUILL_CUDA_CHECK(cudaMalloc(&lane->workspace, lane->workspace_bytes));
-      cudaEvent_t join = nullptr;
-      QUILL_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-      resources_->lanes_join.push_back(join);
-      resources_->gemm_lanes.push_back(std::move(lane));
-    }
-  }
 }
 
 CudaBackend::~CudaBackend() {
   for (cudaStream_t st : {resources_->comm_stream, resources_->copy_stream})
     if (st) cudaStreamSynchronize(st);
   if (resources_->stream) cudaStreamSynchronize(resources_->stream);  // pending frees and kernels finish first
-  for (auto& lane : resources_->gemm_lanes) {
-    cudaStreamSynchronize(lane->stream);
-    cudaFree(lane->workspace);
-    cudaStreamDestroy(lane->stream);
-  }
-  for (cudaEvent_t e : resources_->lanes_join) cudaEventDestroy(e);
-  if (resources_->lanes_fork) cudaEventDestroy(resources_->lanes_fork);
   if (resources_->workspace) cudaFree(resources_->workspace);
   if (resources_->lt) resources_->cublaslt.cublasLtDestroy(resources_->lt);
   for (cudaStream_t st : {resources_->comm_stream, resources_->copy_stream})

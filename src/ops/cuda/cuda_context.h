@@ -28,10 +28,6 @@ struct CudaBackendOptions {
   // bit-reproducible, a few percent faster; only to measure the noise floor of float-sum order when two runs
   // are compared (--attention-dq-order arrival; docs/determinism.md).
   bool attention_dq_arrival_order = false;
-  // The grouped GEMMs' experts over this many streams (--moe-grouped-gemm-streams; 1: one stream), expert e
-  // on stream e mod N, each with its own cuBLASLt workspace: a rank's experts at a few hundred rows each fill
-  // only part of the GPU one at a time. The same bits (each expert's GEMM is the one a single stream runs).
-  int grouped_gemm_streams = 1;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

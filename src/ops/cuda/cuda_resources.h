@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <memory>
-#include <vector>
 
 #include "base/comm_timeline.h"
 #include "base/error.h"
@@ -37,12 +36,6 @@ struct CudaResources {
   bool attention_dq_arrival_order = false;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
-  // CudaBackendOptions::grouped_gemm_streams - 1 more streams for the grouped GEMMs' experts (gemm.cu:
-  // ExpertLanes), each as a copy of these resources with its own stream and cuBLASLt workspace; `lanes_fork`
-  // and `lanes_join` order them against `stream`. Empty: every expert on `stream`.
-  std::vector<std::unique_ptr<CudaResources>> gemm_lanes;
-  cudaEvent_t lanes_fork = nullptr;
-  std::vector<cudaEvent_t> lanes_join;
 };
 
 inline cudaStream_t stream_of(const DeviceContext& ctx) { return ctx.cuda->stream; }

@@ -19,7 +19,6 @@
 // Preconditions: contiguous tensors on the context's device; outputs do not alias inputs; any pointer
 // alignment (each call is one cuBLASLt matmul of lt_matmul.h).
 #include "ops/cuda/cuda_resources.h"
-#include "ops/cuda/gemm_plan_cache.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_matmul.h"
 #include "ops/cuda/tensor_checks.h"
@@ -165,48 +164,6 @@ bool linear_backward_weight_candidate(const DeviceContext& ctx, const Tensor& dy
 // ---------------------------------------------------------------------------------------------
 // Grouped linear: one cuBLASLt GEMM per expert with rows (the per-expert counts are on the host).
 
-namespace {
-
-// The experts' GEMMs over the context's GEMM lanes (CudaBackendOptions::grouped_gemm_streams): expert e on
-// lane e mod n, lane 0 the context's own stream. The other lanes start after everything queued on the stream
-// so far (the fork event), and join() makes the stream wait for each. Each GEMM is the one a single stream
-// would run: the algorithm from the one plan cache, a cuBLASLt workspace of its own lane. Without lanes (or
-// one expert) everything stays on the stream.
-class ExpertLanes {
- public:
-  ExpertLanes(const DeviceContext& ctx, int64_t experts) : ctx_(ctx) {
-    CudaResources& res = *ctx.cuda;
-    if (experts < 2 || res.gemm_lanes.empty()) return;
-    if (!res.gemm_plans) res.gemm_plans = std::make_shared<GemmPlanCache>();
-    QUILL_CUDA_CHECK(cudaEventRecord(res.lanes_fork, res.stream));
-    for (auto& lane : res.gemm_lanes) {
-      lane->gemm_plans = res.gemm_plans;
-      QUILL_CUDA_CHECK(cudaStreamWaitEvent(lane->stream, res.lanes_fork, 0));
-      DeviceContext c = ctx;
-      c.cuda = lane.get();
-      lanes_.push_back(c);
-    }
-  }
-  const DeviceContext& of(int64_t expert) const {
-    const int64_t n = static_cast<int64_t>(lanes_.size()) + 1;
-    return expert % n == 0 ? ctx_ : lanes_[static_cast<size_t>(expert % n - 1)];
-  }
-  void join() {
-    CudaResources& res = *ctx_.cuda;
-    for (size_t i = 0; i < lanes_.size(); ++i) {
-      QUILL_CUDA_CHECK(cudaEventRecord(res.lanes_join[i], lanes_[i].cuda->stream));
-      QUILL_CUDA_CHECK(cudaStreamWaitEvent(res.stream, res.lanes_join[i], 0));
-    }
-    lanes_.clear();
-  }
-
- private:
-  const DeviceContext& ctx_;
-  std::vector<DeviceContext> lanes_;
-};
-
-}  // namespace
-
 void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Tensor& w_EMK, const Tensor& counts_E,
                             const Tensor& y_PM) {
   const char* op = "grouped_linear_forward";
@@ -223,13 +180,11 @@ void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const 
   require_cuda(op, "w_EMK", w_EMK);
   require_cuda(op, "y_PM", y_PM);
   const size_t xs = dtype_size(x_PK.dtype()), ys = dtype_size(y_PM.dtype());
-  ExpertLanes lanes(ctx, E);
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {
     if (counts[e] == 0) continue;
-    gemm_forward(lanes.of(e), op, x_PK.dtype(), y_PM.dtype(), byte_ptr(x_PK) + row * K * xs,
-                 byte_ptr(w_EMK) + e * M * K * xs, byte_ptr_mut(y_PM) + row * M * ys, counts[e], K, M);
+    gemm_forward(ctx, op, x_PK.dtype(), y_PM.dtype(), byte_ptr(x_PK) + row * K * xs, byte_ptr(w_EMK) + e * M * K * xs,
+                 byte_ptr_mut(y_PM) + row * M * ys, counts[e], K, M);
   }
-  lanes.join();
 }
 
 void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& w_EMK,
@@ -248,14 +203,12 @@ void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM
   require_cuda(op, "w_EMK", w_EMK);
   require_cuda(op, "dx_PK", dx_PK);
   const size_t xs = dtype_size(dy_PM.dtype()), dxs = dtype_size(dx_PK.dtype());
-  ExpertLanes lanes(ctx, E);
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {
     if (counts[e] == 0) continue;
-    gemm_backward_input(lanes.of(e), op, dy_PM.dtype(), dx_PK.dtype(), byte_ptr(dy_PM) + row * M * xs,
+    gemm_backward_input(ctx, op, dy_PM.dtype(), dx_PK.dtype(), byte_ptr(dy_PM) + row * M * xs,
                         byte_ptr(w_EMK) + e * M * K * xs, byte_ptr_mut(dx_PK) + row * K * dxs, counts[e], K, M,
                         /*accumulate=*/false);
   }
-  lanes.join();
 }
 
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
