@@ -42,8 +42,8 @@ for c in $CASES; do
   esac
   for arm in off on; do
     extra=""; [ $arm = on ] && extra=$flags
-    # shellcheck disable=SC2086
     save=(); [ "${SAVE:-0}" = 1 ] && save=(--save "$W/$c-$arm/ck")
+    # shellcheck disable=SC2086
     timeout 250 "${MPI[@]}" "$Q" train --config "$CONFIG" --rows "$W/rows" --seed 1 --steps "${STEPS:-4}" --global-batch 2 \
       --lr 1e-4 --device "$DEVICE" --overwrite --quiet $layout $extra --out "$W/$c-$arm" "${save[@]}" \
       < /dev/null > "$W/$c-$arm.log" 2>&1
