@@ -170,8 +170,8 @@ std::string expect_flag_moves_no_bit(const OverlapLayout& layout, const std::str
 
 // --tp-comm-overlap starts the sequence-parallel reduce-scatters and all-gathers that a GEMM can hide
 // (the attention's and the dense MLP's input gradients, the shared experts' four, the attention's output in
-// two pieces) and waits for them later: alone, at four ranks, with the shared experts inside the token exchange, under expert and pipeline
-// parallelism, and with every other overlap, the same bits as with none.
+// two pieces) and waits for them later: alone, at four ranks, with the shared experts inside the token
+// exchange, under expert and pipeline parallelism, and with every other overlap, the same bits as with none.
 TEST(Overlap, TpCommOverlapEqualsOffBitForBit) {
   const std::vector<OverlapLayout> layouts = {
       {"tp2sp", "--tp 2 --sp", 2},
