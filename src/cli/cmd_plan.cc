@@ -64,6 +64,15 @@ void add_plan_command(CLI::App& app, Runner& run) {
   static bool overlap_moe_ep_comm = false;
   cmd->add_flag("--overlap-moe-expert-parallel-comm", overlap_moe_ep_comm,
                 "plan the combined 1F1B step's two micro-batches in flight (expert parallelism, --pp 1)");
+  // --moe-expert-wgrad-micro-batches 2 holds a micro-batch's routed rows per MoE layer until the next backward, and
+  // merges the two; with --delay-wgrad-compute under expert parallelism the merge runs beside the return exchange.
+  static int expert_wgrad_micro_batches = 1;
+  cmd->add_option("--moe-expert-wgrad-micro-batches", expert_wgrad_micro_batches,
+                  "plan the held routed rows of --moe-expert-wgrad-micro-batches 2 (quill train's flag)")
+      ->check(CLI::IsMember({1, 2}));
+  static bool delay_wgrad_compute = false;
+  cmd->add_flag("--delay-wgrad-compute", delay_wgrad_compute,
+                "plan the late weight gradients beside the backward's return exchange (expert parallelism)");
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
   add_fp8_flags(cmd, fp8);
@@ -127,6 +136,8 @@ void add_plan_command(CLI::App& app, Runner& run) {
       q.recompute = recompute.resolve();
       q.tp_comm_overlap = tp_comm_overlap;
       q.overlap_moe_ep_comm = overlap_moe_ep_comm;
+      q.expert_wgrad_micro_batches = expert_wgrad_micro_batches;
+      q.delay_wgrad_compute = delay_wgrad_compute;
       // The plan counts FP8 copies for either device: the CUDA plan is what the CUDA kernels will need.
       q.fp8 = ops::parse_fp8_options(fp8.format, fp8.recipe).enabled();
       int64_t memory_bytes = parse_device_memory(device_memory);

@@ -256,6 +256,11 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   cmd->add_flag("--delay-wgrad-compute", o.delay_wgrad_compute,
                 "under expert parallelism, compute the routed experts' weight gradients while the backward's input "
                 "gradients are exchanged back (Megatron's flag; docs/decisions/delay-wgrad.md); the same bits");
+  cmd->add_option("--moe-expert-wgrad-micro-batches", o.moe_expert_wgrad_micro_batches,
+                  "1 or 2: with 2, the routed experts' weight gradients of two consecutive micro-batches in one grouped "
+                  "GEMM per matrix (half the passes over their fp32 gradients; one micro-batch's expert rows held per "
+                  "MoE layer; fp32 sums in another order: docs/decisions/expert-wgrad-pairs.md)")
+      ->check(CLI::IsMember({1, 2}));
   cmd->add_flag("--overlap-moe-expert-parallel-comm", o.overlap_moe_ep_comm,
                 "under expert parallelism without a pipeline (--pp 1): the combined 1F1B step, each micro-batch's "
                 "forward interleaved with the previous one's backward so that each one's token exchanges run under "

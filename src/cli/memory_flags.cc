@@ -50,6 +50,8 @@ plan::PlanRequest plan_request_for(const TrainOptions& o, const InklingConfig& c
   q.recompute = o.recompute;
   q.tp_comm_overlap = o.tp_comm_overlap;
   q.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
+  q.delay_wgrad_compute = o.delay_wgrad_compute;
+  q.expert_wgrad_micro_batches = o.moe_expert_wgrad_micro_batches;
   return q;
 }
 

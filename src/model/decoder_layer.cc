@@ -79,7 +79,8 @@ Tensor DecoderLayer::forward(const DeviceContext& ctx, const Tensor& h_TD, Saved
   return h_out;
 }
 
-Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dh_TD) const {
+Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dh_TD,
+                              ExpertWgradTurn expert_wgrad) const {
   const Shape shape = dh_TD.shape();
   // --recompute-modules layernorm with --tp-comm-overlap: the attention's input is made again first and its
   // all-gather started, so that it travels beside the MLP branch's backward.
@@ -90,13 +91,13 @@ Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Te
   const Tensor dmlp = residual_conv_backward(ctx, s.mlp_out, *mlp_conv_, dh_TD);
   Tensor dm;
   if (!recompute_norms_) {
-    dm = moe_ ? moe_->backward(ctx, s.moe, dmlp) : dense_->backward(ctx, s.dense, dmlp);
+    dm = moe_ ? moe_->backward(ctx, s.moe, dmlp, expert_wgrad) : dense_->backward(ctx, s.dense, dmlp);
   } else {  // the MLP's inputs again from h_mid, alive for its backward only
     const Tensor m = norm_again(ctx, s.h_mid, *mlp_norm_);
     if (moe_) {
       MoeBlock::Saved moe = s.moe;
       moe_->restore_inputs(ctx, m, moe);
-      dm = moe_->backward(ctx, moe, dmlp);
+      dm = moe_->backward(ctx, moe, dmlp, expert_wgrad);
     } else {
       DenseMlp::Saved dense = s.dense;
       dense_->restore_input(ctx, m, dense);

@@ -30,7 +30,9 @@ class DecoderLayer {
     MoeBlock::Saved moe;
   };
   Tensor forward(const DeviceContext& ctx, const Tensor& h_TD, Saved& saved, const Tensor& replay_topk = {}) const;
-  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dh_TD) const;
+  // expert_wgrad: the MoE block's turn for its routed weight gradients (model/expert_wgrad_pairs.h).
+  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dh_TD,
+                  ExpertWgradTurn expert_wgrad = ExpertWgradTurn::Write) const;
 
   bool is_moe() const { return moe_.has_value(); }
 

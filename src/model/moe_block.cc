@@ -16,7 +16,7 @@ namespace quill {
 
 MoeBlock::MoeBlock(const InklingConfig& c, int64_t layer, ParamTable& params, const TensorParallel& tp,
                    const ExpertParallel& ep, const RecomputeOptions& recompute)
-    : E_(c.n_routed_experts), S_(c.n_shared_experts), k_(c.num_experts_per_tok), F_(c.moe_intermediate_size),
+    : layer_(layer), E_(c.n_routed_experts), S_(c.n_shared_experts), k_(c.num_experts_per_tok), F_(c.moe_intermediate_size),
       Fs_(c.moe_intermediate_size), tp_(tp), ep_(ep), recompute_act_(recompute.selective() && recompute.moe_act),
       recompute_inputs_(recompute.selective() && recompute.layernorm) {
   router_.n_routed = E_;
@@ -168,7 +168,8 @@ PendingTp MoeBlock::shared_forward_down(const DeviceContext& ctx, Saved& s) cons
   return y;
 }
 
-Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region) const {
+Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dy_region, ExpertWgradTurn turn) const {
+  if (turn != ExpertWgradTurn::WriteWithHeld) held_rows_.expect_none(layer_);
   // --tp-comm-overlap: the shared experts' output gradient is gathered beside the routed path's start.
   PendingTp dys, xs_again;
   if (S_ > 0 && tp_.comm_overlap) dys = tp_.start_reduce_output_backward(ctx, dy_region);
@@ -200,6 +201,9 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   // The return exchange is started and then waited for when something runs beside it: the delayed weight
   // gradients, or the other pass of a combined step.
   const bool started_return = ep_.active() && (ep_.delay_wgrad || ep_.interleave);
+  // A micro-batch that holds its rows or writes them with the held ones (--moe-expert-wgrad-micro-batches 2) does
+  // its weight gradients after the input gradients, as --delay-wgrad-compute does (beside the exchange with it).
+  const bool late_wgrad = delay || turn != ExpertWgradTurn::Write;
   // --recompute-modules moe_act: the SwiGLU output again, from the gate/up output kept.
   Tensor ar_RF = s.ar_RF;
   if (recompute_act_) {
@@ -208,27 +212,33 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   }
   Tensor dar_RF = new_activation(ctx, {R, F_});
   if (R > 0) {
-    if (!delay) write_grouped_weight_grad(ctx, dyr_RD, ar_RF, s.local_counts_L, *w2_);
+    if (!late_wgrad) write_grouped_weight_grad(ctx, dyr_RD, ar_RF, s.local_counts_L, *w2_);
     param_grouped_backward_input(ctx, dyr_RD, *w2_, s.local_counts_L, dar_RF);
   }
   Tensor dhr_R2F = new_activation(ctx, {R, 2 * F_});
   if (R > 0) {
     ops::swiglu_backward(ctx, s.hr_R2F, dar_RF, dhr_R2F);
-    if (!delay) write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
+    if (!late_wgrad) write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
   }
   Tensor dxr_RD = new_activation(ctx, {R, D});
   if (R > 0) param_grouped_backward_input(ctx, dhr_R2F, *w13_, s.local_counts_L, dxr_RD);
+  // The routed weight gradients after the input gradients: this micro-batch's rows alone, held for the next, or
+  // merged with the held ones (model/expert_wgrad_pairs.h).
+  auto late_weight_grads = [&] {
+    const ExpertRows own{dyr_RD, ar_RF, dhr_R2F, s.xr_RD, s.local_counts_L};
+    if (turn == ExpertWgradTurn::Hold) return held_rows_.hold(own);
+    write_expert_weight_grads(ctx, turn == ExpertWgradTurn::WriteWithHeld ? held_rows_.merge_with(ctx, own) : own,
+                              *w2_, *w13_);
+  };
   Tensor dxp_PD = dxr_RD;
   if (started_return) {
     PendingDispatch back = start_combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
     ep_.yield_turn();
-    if (R > 0 && delay) {
-      write_grouped_weight_grad(ctx, dyr_RD, ar_RF, s.local_counts_L, *w2_);
-      write_grouped_weight_grad(ctx, dhr_R2F, s.xr_RD, s.local_counts_L, *w13_);
-    }
+    if (late_wgrad) late_weight_grads();
     dxp_PD = finish_combine_tokens(ctx, s.dispatch, back);
-  } else if (ep_.active()) {
-    dxp_PD = combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
+  } else {
+    if (late_wgrad) late_weight_grads();
+    if (ep_.active()) dxp_PD = combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
   }
   ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/expert_wgrad_pairs.h"
 #include "model/params.h"
 #include "model/recompute.h"
 #include "ops/device_context.h"
@@ -55,7 +56,10 @@ class MoeBlock {
   // replay_topk_Tk, when defined, fixes the expert choice (routing replay); the forward's own
   // choice is in saved.topk_Tk either way.
   Tensor forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& saved, const Tensor& replay_topk_Tk = {}) const;
-  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD) const;
+  // `turn`: what this micro-batch does with the routed experts' weight gradients (model/expert_wgrad_pairs.h;
+  // --moe-expert-wgrad-micro-batches 2 holds one micro-batch's rows for the next).
+  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dy_TD,
+                  ExpertWgradTurn turn = ExpertWgradTurn::Write) const;
   // --recompute-modules layernorm: the inputs the forward dropped, made again from its input `x_region` (the
   // norm's output, recomputed by the layer): the chunk, its fp32 copy and (shared experts) all T rows.
   void restore_inputs(const DeviceContext& ctx, const Tensor& x_region, Saved& saved) const;
@@ -81,12 +85,15 @@ class MoeBlock {
   // beside the output gradients' exchange).
   bool overlap_shared() const { return ep_.active() && ep_.overlap_shared_experts && S_ > 0; }
 
-  int64_t E_, S_, k_, F_, Fs_;
+  int64_t layer_, E_, S_, k_, F_, Fs_;
   TensorParallel tp_;
   ExpertParallel ep_;
   bool recompute_act_, recompute_inputs_;
   ops::RouterParams router_;
   Param *gate_, *bias_, *scale_, *w13_, *w2_, *sw13_, *sw2_;
+  // The routed rows a micro-batch holds for the next one's weight gradients (ExpertWgradTurn::Hold). Mutable as
+  // Param::grad_unset is: gradient-accumulation state that the const backward records.
+  mutable HeldExpertRows held_rows_;
 };
 
 }  // namespace quill

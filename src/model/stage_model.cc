@@ -223,7 +223,7 @@ Tensor StageModel::backward(Activations& act, const Tensor& dh_out, PassHooks* h
     const auto [group_begin, group_end] = group_of_layer_[i];
     if (group_begin >= 0 && static_cast<size_t>(group_end) == i + 1)
       recompute_group(act, static_cast<size_t>(group_begin), static_cast<size_t>(group_end));
-    dh = layers_[i].backward(ctx_, act.layers[i], dh);
+    dh = layers_[i].backward(ctx_, act.layers[i], dh, act.expert_wgrad);
     act.layers[i] = DecoderLayer::Saved{};  // release the layer's activations as soon as they are used
     // Layer 0 of the first stage shares its layer number with the embedding, whose backward follows.
     const int64_t layer = first_layer_ + static_cast<int64_t>(i);

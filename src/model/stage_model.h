@@ -48,6 +48,9 @@ struct ModelOptions {
   // micro-batch interleaved with the backward of another at their token exchanges (pass_baton(); under
   // expert parallelism only: without it there is no exchange to hide).
   bool overlap_moe_ep_comm = false;
+  // --moe-expert-wgrad-micro-batches (1 or 2): micro-batches whose routed experts' weight gradients share one
+  // grouped GEMM (model/expert_wgrad_pairs.h).
+  int expert_wgrad_micro_batches = 1;
   // Megatron's --recompute-granularity full --recompute-method --recompute-num-layers (model/recompute.h).
   RecomputeOptions recompute;
   // --fp8-format e4m3 --fp8-recipe blockwise: the linear layers of attention, MLP and experts in FP8
@@ -93,6 +96,8 @@ class StageModel {
     Tensor h_out, rstd_final, dhn;      // last stage: the final norm's input and statistics, dL/d(normed h)
     RowResult result;
     bool backward = false;              // the head's gradient was computed (last stage)
+    // Set before the backward: what it does with the routed experts' weight gradients (expert_wgrad_turn).
+    ExpertWgradTurn expert_wgrad = ExpertWgradTurn::Write;
   };
 
   // The stage's forward of one micro-batch. h_in: [T, D] from the previous stage (ignored on the
@@ -108,6 +113,11 @@ class StageModel {
   // `hooks` (optional) hear after each layer's parameter gradients are written.
   Tensor backward(Activations& act, const Tensor& dh_out, PassHooks* hooks = nullptr) const;
 
+  // The routed weight gradients' turn of the k-th of a step's n backwards on this stage (model/expert_wgrad_pairs.h,
+  // by ModelOptions::expert_wgrad_micro_batches).
+  ExpertWgradTurn expert_wgrad_turn(int64_t k, int64_t n) const {
+    return quill::expert_wgrad_turn(k, n, options_.expert_wgrad_micro_batches);
+  }
   bool first_stage() const { return first_layer_ == 0; }
   bool last_stage() const { return end_layer_ == config_.num_layers; }
   int64_t first_layer() const { return first_layer_; }

@@ -8,6 +8,11 @@
 // Every index in [0, R): the CPU reference checks and names the first bad entry; the CUDA kernel
 // does not (a check would cost a synchronisation per call), and its one caller builds the index
 // from a dispatch plan on the host, where the range is checked.
+//
+// gather_rows_from_pair: the same over two sources seen as one, a's R rows then b's:
+// dst_ND[i] = index[i] < R ? a_RD[index[i]] : b_SD[index[i] - R]. a and b have the same width and dtype;
+// either may have no rows. It merges two micro-batches' expert-ordered rows into one expert order in one
+// pass (model/expert_wgrad_pairs.h), without first copying the two sources side by side.
 #pragma once
 
 #include "ops/device_context.h"
@@ -15,5 +20,7 @@
 namespace quill::ops {
 
 void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& index_N, const Tensor& dst_ND);
+void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,
+                           const Tensor& dst_ND);
 
 }  // namespace quill::ops

@@ -36,6 +36,8 @@ StageTrace::StageTrace(const InklingConfig& config, const TraceShape& shape, int
   group_of_layer_.assign(static_cast<size_t>(end_ - first_), {-1, -1});
   for (const auto& [b, e] : recompute_groups(shape.recompute, end_ - first_))
     for (int64_t i = b; i < e; ++i) group_of_layer_[static_cast<size_t>(i)] = {b, e};
+  held_.resize(static_cast<size_t>(end_ - first_));
+  held_rows_.assign(static_cast<size_t>(end_ - first_), 0);
 }
 
 bool StageTrace::frozen(const std::string& name) const {
@@ -158,11 +160,11 @@ StageTrace::Id StageTrace::backward(Activations& act, Id dh_out) {
   for (int64_t l = end_; l-- > first_;) {
     const auto [group_begin, group_end] = group_of_layer_[static_cast<size_t>(l - first_)];
     if (group_begin >= 0 && group_end == l + 1 - first_) recompute_group(act, group_begin, group_end);
-    const Id next = decoder_backward(l, dh);
+    Layer& saved = act.layers[static_cast<size_t>(l - first_)];
+    const Id next = decoder_backward(l, saved, dh, act.expert_wgrad);
     if (own) mem_.free(dh);
     dh = next;
     own = true;
-    Layer& saved = act.layers[static_cast<size_t>(l - first_)];
     for (Id id : saved.saved) mem_.free(id);
     saved.saved.clear();
   }
@@ -253,7 +255,7 @@ StageTrace::Id StageTrace::norm_again() {
   return y;
 }
 
-StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
+StageTrace::Id StageTrace::decoder_backward(int64_t l, Layer& saved, Id, ExpertWgradTurn turn) {
   const std::string p = layer_prefix(l);
   // --tp-comm-overlap: the attention's input made again and its gather started first (its input kept to the wait).
   const bool early = norms_again() && overlap() && sp_;
@@ -272,7 +274,7 @@ StageTrace::Id StageTrace::decoder_backward(int64_t l, Id) {
     if (c_.is_moe(l)) again.push_back(f32(Use::Temporary, T_ / tp_ * D_));
     if ((!c_.is_moe(l) || c_.n_shared_experts > 0) && !(overlap() && sp_)) again.push_back(gather_input(Use::Temporary));
   }
-  const Id dm = c_.is_moe(l) ? moe_backward(l) : dense_backward(l);
+  const Id dm = c_.is_moe(l) ? moe_backward(l, saved, turn) : dense_backward(l);
   for (Id id : again) mem_.free(id);
   const Id dh_mid = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "mlp_norm.weight", D_));
@@ -459,14 +461,17 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);  // moe_plumbing.cu checked_inverse
   if (ep == 1) {
     s.saved.push_back(xp);
+    s.expert_x = xp;
   } else {  // dispatch_tokens: the all-to-all's receive buffer, then the rows regrouped by local expert
     const Id recv = activation(Use::Dispatch, R_worst, D_);
-    s.saved.push_back(activation(Use::Saved, R, D_));
+    s.expert_x = activation(Use::Saved, R, D_);
+    s.saved.push_back(s.expert_x);
     mem_.free(recv);
     mem_.free(xp);
   }
   s.saved.push_back(activation(Use::Saved, R, 2 * Fe));  // hp
   const Id ap = activation(Use::Saved, R, Fe);
+  s.expert_a = moe_act_again() ? MemoryTrace::kNone : ap;
   if (!moe_act_again()) s.saved.push_back(ap);
   if (ep == 1) {
     s.saved.push_back(activation(Use::Saved, P, D_));    // yp
@@ -514,7 +519,7 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   return out;
 }
 
-StageTrace::Id StageTrace::moe_backward(int64_t l) {
+StageTrace::Id StageTrace::moe_backward(int64_t l, Layer& s, ExpertWgradTurn turn) {
   const std::string p = layer_prefix(l) + "mlp.";
   const int64_t E = c_.n_routed_experts, S = c_.n_shared_experts, k = c_.num_experts_per_tok;
   const int64_t Fe = c_.moe_intermediate_size / shape_.etp, Fs = c_.moe_intermediate_size / tp_;
@@ -530,22 +535,43 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
   const Id xs_again = S > 0 && overlap() && sp_ && norms_again() ? gather_input(Use::Temporary) : MemoryTrace::kNone;
   const Id dx = activation(Use::Temporary, Tc, D_);
   locals.push_back(f32(Use::Temporary, Tc * (k + S)));  // dweights
-  locals.push_back(activation(Use::Temporary, P, D_));  // dyp
+  Id dyr = activation(Use::Temporary, P, D_);           // dyp (the experts' output gradient at one rank)
+  locals.push_back(dyr);
   locals.push_back(f32(Use::Temporary, Tc * k));        // dwr
   if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
   if (ep > 1) {  // the output gradient rows to the experts (dispatch_tokens, worst-case receive buffer)
     const Id recv = activation(Use::Dispatch, R_worst, D_);
-    locals.push_back(activation(Use::Temporary, R, D_));
+    dyr = activation(Use::Temporary, R, D_);
+    locals.push_back(dyr);
     mem_.free(recv);
   }
-  if (moe_act_again()) locals.push_back(activation(Use::Temporary, R, Fe));  // ap again
+  Id ap = s.expert_a;
+  if (moe_act_again()) {  // ap again
+    ap = activation(Use::Temporary, R, Fe);
+    locals.push_back(ap);
+  }
   locals.push_back(activation(Use::Temporary, R, Fe));  // dap
   mem_.free(grad_scratch(p + "experts.w2_weight", El * D_ * Fe));
-  locals.push_back(activation(Use::Temporary, R, 2 * Fe));  // dhp
+  const Id dhp = activation(Use::Temporary, R, 2 * Fe);
+  locals.push_back(dhp);
   mem_.free(grad_scratch(p + "experts.w13_weight", El * 2 * Fe * D_));
   locals.push_back(activation(Use::Temporary, R, D_));  // dxp
+  // The late weight gradients (model/expert_wgrad_pairs.h): a held micro-batch's rows outlive the block (out of
+  // locals and the layer's saved list, into held_); a merge allocates beside the return exchange's buffer when
+  // they run beside it.
+  auto late_weight_grads = [&] {
+    if (turn == ExpertWgradTurn::Hold) {
+      for (Id id : {dyr, ap, dhp}) std::erase(locals, id);
+      for (Id id : {s.expert_x, s.expert_a})
+        if (id != MemoryTrace::kNone) std::erase(s.saved, id);
+    }
+    expert_weight_grads(l, turn, {dyr, ap, dhp, s.expert_x}, R);
+  };
+  const bool beside = ep > 1 && shape_.wgrad_beside_return_exchange;
+  if (!beside) late_weight_grads();
   if (ep > 1) {  // back to the senders (combine_tokens)
     const Id recv = activation(Use::Dispatch, R_worst, D_);
+    if (beside) late_weight_grads();
     locals.push_back(activation(Use::Temporary, P, D_));
     mem_.free(recv);
   }
@@ -597,6 +623,27 @@ StageTrace::Id StageTrace::moe_backward(int64_t l) {
   if (dx_region == MemoryTrace::kNone) return dx;
   mem_.free(dx);
   return dx_region;
+}
+
+void StageTrace::expert_weight_grads(int64_t l, ExpertWgradTurn turn, const std::vector<Id>& own, int64_t R) {
+  const size_t i = static_cast<size_t>(l - first_);
+  if (turn == ExpertWgradTurn::Hold) {
+    held_[i] = own;
+    held_rows_[i] = R;
+    return;
+  }
+  if (turn != ExpertWgradTurn::WriteWithHeld) return;  // this micro-batch's own rows: no allocation
+  const int64_t N = held_rows_[i] + R, Fe = c_.moe_intermediate_size / shape_.etp;
+  // HeldExpertRows::merge_with: the merged order's index (on the device; a host tensor on the CPU), the four
+  // merged tensors, the held rows released; the merged ones after the two GEMMs.
+  const Id index = cuda() ? i32(Use::Temporary, N) : MemoryTrace::kNone;
+  const std::vector<Id> merged = {activation(Use::Temporary, N, D_), activation(Use::Temporary, N, Fe),
+                                  activation(Use::Temporary, N, 2 * Fe), activation(Use::Temporary, N, D_)};
+  mem_.free(index);
+  for (Id id : held_[i]) mem_.free(id);
+  held_[i].clear();
+  held_rows_[i] = 0;
+  for (Id id : merged) mem_.free(id);
 }
 
 }  // namespace quill::plan

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/expert_wgrad_turn.h"
 #include "model/recompute.h"
 #include "plan/memory_trace.h"
 #include "tensor/dtype.h"
@@ -40,6 +41,12 @@ struct TraceShape {
   // --tp-comm-overlap (with sequence parallelism; docs/decisions/tp-comm-overlap.md): the collectives it
   // starts early allocate their results earlier, and what they read lives until their wait.
   bool tp_comm_overlap = false;
+  // --moe-expert-wgrad-micro-batches (model/expert_wgrad_pairs.h): with 2, a micro-batch's routed rows held
+  // until the next backward, and both merged for the weight gradients.
+  int expert_wgrad_micro_batches = 1;
+  // The MoE backward's return exchange is started and the late weight gradients run beside it (expert
+  // parallelism with --delay-wgrad-compute or the combined 1F1B): their merged rows live beside its buffer.
+  bool wgrad_beside_return_exchange = false;
 };
 
 class StageTrace {
@@ -51,12 +58,16 @@ class StageTrace {
   // What one micro-batch's forward keeps until its backward (StageModel::Activations).
   struct Layer {
     std::vector<Id> saved;  // released after the layer's backward (its input among them)
+    // MoE layers: the routed rows' input and SwiGLU output among `saved` (kNone when not kept), which a
+    // micro-batch holding its rows (ExpertWgradTurn::Hold) keeps past the layer's backward.
+    Id expert_x = MemoryTrace::kNone, expert_a = MemoryTrace::kNone;
   };
   struct Activations {
     std::vector<Layer> layers;
     std::vector<Id> kept;   // released with the micro-batch: ids, embedding rows and statistics, the
                             // received input, the final norm's statistics
     Id h_out = MemoryTrace::kNone, dhn = MemoryTrace::kNone;  // last stage: released by its backward
+    ExpertWgradTurn expert_wgrad = ExpertWgradTurn::Write;      // set before the backward, as the executor does
   };
   // h_in: the received input (kNone on the first stage). Returns the stage's output, to send (kNone on
   // the last stage, whose head runs its backward inside the forward, as the model does).
@@ -79,13 +90,16 @@ class StageTrace {
   Id residual_conv_backward(const std::string& conv);
   Id norm_again();
   Id decoder_forward(int64_t layer, Layer& saved, Id h_in);
-  Id decoder_backward(int64_t layer, Id dh);
+  Id decoder_backward(int64_t layer, Layer& saved, Id dh, ExpertWgradTurn turn);
   Id attention_forward(int64_t layer, Layer& saved);
   Id attention_backward(int64_t layer);
   Id dense_forward(int64_t layer, Layer& saved);
   Id dense_backward(int64_t layer);
   Id moe_forward(int64_t layer, Layer& saved);
-  Id moe_backward(int64_t layer);
+  Id moe_backward(int64_t layer, Layer& saved, ExpertWgradTurn turn);
+  // The late routed weight gradients of moe_backward by `turn`: own = this micro-batch's four row tensors
+  // (output gradient, SwiGLU output, gate/up gradient, input), R its rows.
+  void expert_weight_grads(int64_t layer, ExpertWgradTurn turn, const std::vector<Id>& own, int64_t R);
   void head_forward(Activations& act, Id h);
   // StageModel::recompute_group: the group's forward again, from its input, before its backward.
   void recompute_group(Activations& act, int64_t begin, int64_t end);
@@ -111,6 +125,9 @@ class StageTrace {
   int64_t tp_;
   bool sp_;
   std::vector<std::pair<int64_t, int64_t>> group_of_layer_;  // per stage layer: its recomputed group, or {-1, -1}
+  // Per stage layer: the rows a micro-batch holds for the next one's weight gradients (ExpertWgradTurn::Hold).
+  std::vector<std::vector<Id>> held_;
+  std::vector<int64_t> held_rows_;
 };
 
 }  // namespace quill::plan

@@ -37,22 +37,28 @@ int64_t scaled(double fraction, int64_t bytes) { return std::llround(fraction * 
 // after the send; a fused send and receive holds both. `combined`: the combined 1F1B of one stage (F0, then
 // F(m+1) with B(m)), traced as the forward before the backward: the two passes' saved activations at once;
 // the temporaries of the pass that yielded mid-layer (its exchange buffers) are not traced beside the other's.
-void replay_step(StageTrace& st, MemoryTrace& mem, int pp, int s, int M, bool combined) {
+void replay_step(StageTrace& st, MemoryTrace& mem, int pp, int s, int M, bool combined, int wgrad_per_gemm) {
   std::vector<StageTrace::Activations> acts(static_cast<size_t>(M));
+  // Every stage runs its M backwards in micro-batch order: the m-th's turn for the routed weight gradients, set
+  // before its backward (as the executor sets it).
+  auto backward = [&](size_t m, MemoryTrace::Id dh) {
+    acts[m].expert_wgrad = expert_wgrad_turn(static_cast<int64_t>(m), M, wgrad_per_gemm);
+    return st.backward(acts[m], dh);
+  };
   if (pp == 1 && combined) {
     st.forward(acts[0], MemoryTrace::kNone);
     for (size_t m = 0; m < acts.size(); ++m) {
       if (m + 1 < acts.size()) st.forward(acts[m + 1], MemoryTrace::kNone);
-      st.backward(acts[m], MemoryTrace::kNone);
+      backward(m, MemoryTrace::kNone);
       st.release(acts[m]);
     }
     return;
   }
   if (pp == 1) {
-    for (auto& a : acts) {
-      st.forward(a, MemoryTrace::kNone);
-      st.backward(a, MemoryTrace::kNone);
-      st.release(a);
+    for (size_t m = 0; m < acts.size(); ++m) {
+      st.forward(acts[m], MemoryTrace::kNone);
+      backward(m, MemoryTrace::kNone);
+      st.release(acts[m]);
     }
     return;
   }
@@ -85,7 +91,7 @@ void replay_step(StageTrace& st, MemoryTrace& mem, int pp, int s, int M, bool co
       out[m] = st.forward(acts[m], in[m]);
       in[m] = MemoryTrace::kNone;  // now the micro-batch's (act.h_in)
     } else {
-      din[m] = st.backward(acts[m], dout[m]);
+      din[m] = backward(m, dout[m]);
       if (din[m] != MemoryTrace::kNone) mem.retag(din[m], Use::Pipeline);
       st.release(acts[m]);
       mem.free(dout[m]);
@@ -212,10 +218,12 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     shape.expert_rows_factor = req.expert_rows_factor;
     shape.recompute = req.recompute;
     shape.tp_comm_overlap = req.tp_comm_overlap;
+    shape.expert_wgrad_micro_batches = req.expert_wgrad_micro_batches;
+    shape.wgrad_beside_return_exchange = spec.ep > 1 && (req.delay_wgrad_compute || combined);
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);
-      replay_step(st, mem, spec.pp, s, M, combined);
+      replay_step(st, mem, spec.pp, s, M, combined, req.expert_wgrad_micro_batches);
     }
     mem.expect_empty(fmt::format("stage {}", s));
     sp.at_peak = mem.at_peak();

@@ -39,6 +39,12 @@ struct PlanRequest {
   // --overlap-moe-expert-parallel-comm (expert parallelism, one stage): the combined 1F1B keeps two
   // micro-batches' activations (pipeline_schedule.h: combined_one_f_one_b).
   bool overlap_moe_ep_comm = false;
+  // --delay-wgrad-compute: with expert parallelism the late weight gradients (and a pair's merged rows) run
+  // beside the backward's return exchange.
+  bool delay_wgrad_compute = false;
+  // --moe-expert-wgrad-micro-batches (model/expert_wgrad_pairs.h): 2 holds a micro-batch's routed rows per MoE
+  // layer until the next backward.
+  int expert_wgrad_micro_batches = 1;
   // --ddp-bucket-size (elements; -1: the default): the buckets' padding and each one's offloaded head. The
   // overlap flags allocate nothing (docs/decisions/overlap-grad-param.md).
   int64_t ddp_bucket_size = -1;

@@ -28,6 +28,9 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
   PipelineStepResult result;
   const std::vector<PipeAction>& row = schedule.actions[static_cast<size_t>(s)];
   const size_t last_backward = last_backward_action(schedule, s);  // the hooks' backward
+  // The backwards in the order this stage runs them: the k-th's turn for the routed weight gradients.
+  int64_t backwards = 0, backwards_run = 0;
+  for (const PipeAction& a : row) backwards += a.is_pass && a.step.pass == PipePass::Backward ? 1 : 0;
   for (size_t ai = 0; ai < row.size(); ++ai) {
     const PipeAction& a = row[ai];
     if (!a.is_pass) {
@@ -51,6 +54,7 @@ PipelineStepResult run_pipeline_step(const StageModel& stage, const PipeSchedule
     }
     const size_t m = static_cast<size_t>(a.step.micro);
     auto backward = [&](size_t b, size_t at) {
+      acts[b].expert_wgrad = stage.expert_wgrad_turn(backwards_run++, backwards);
       din[b] = stage.backward(acts[b], dout[b], at == last_backward ? hooks : nullptr);
       acts[b] = StageModel::Activations{};
       dout[b] = Tensor();

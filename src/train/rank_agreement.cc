@@ -64,6 +64,7 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--moe-shared-expert-overlap", o.moe_shared_expert_overlap ? "on" : "off"},
       {"--tp-comm-overlap", o.tp_comm_overlap ? "on" : "off"},
       {"--delay-wgrad-compute", o.delay_wgrad_compute ? "on" : "off"},
+      {"--moe-expert-wgrad-micro-batches", std::to_string(o.moe_expert_wgrad_micro_batches)},
       {"--overlap-moe-expert-parallel-comm", o.overlap_moe_ep_comm ? "on" : "off"},
       {"--recompute-granularity/--recompute-modules", o.recompute.describe()},
       {"--fp8-recipe", o.fp8.describe()},

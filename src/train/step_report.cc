@@ -95,6 +95,7 @@ std::string summary_json(const TrainResult& r) {
   j["tp_comm_overlap"] = r.tp_comm_overlap;
   j["moe_shared_expert_overlap"] = r.moe_shared_expert_overlap;
   j["delay_wgrad_compute"] = r.delay_wgrad_compute;
+  j["moe_expert_wgrad_micro_batches"] = r.moe_expert_wgrad_micro_batches;
   j["overlap_moe_expert_parallel_comm"] = r.overlap_moe_ep_comm;
   j["ddp_bucket_size"] = r.ddp.bucket_size;
   j["ddp_buckets"] = r.ddp_buckets;

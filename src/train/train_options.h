@@ -117,6 +117,10 @@ struct TrainOptions {
   // Megatron's --delay-wgrad-compute: under expert parallelism the routed experts' weight gradients run
   // beside the backward's return exchange (parallel/expert_dispatch.h); the same bits.
   bool delay_wgrad_compute = false;
+  // --moe-expert-wgrad-micro-batches (1 or 2): with 2, the routed experts' weight gradients of two consecutive
+  // micro-batches in one grouped GEMM per matrix (model/expert_wgrad_pairs.h); a numerics option (fp32 sums in
+  // another order), one micro-batch's expert rows held per MoE layer.
+  int moe_expert_wgrad_micro_batches = 1;
   // Megatron's --overlap-moe-expert-parallel-comm: the combined 1F1B step (docs/decisions/combined-1f1b.md),
   // the forward of micro-batch i+1 interleaved with the backward of i at their token exchanges; one stage
   // (--pp 1) under expert parallelism; the same bits.

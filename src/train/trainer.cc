@@ -331,6 +331,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.tp_comm_overlap = o.tp_comm_overlap;
   result.moe_shared_expert_overlap = o.moe_shared_expert_overlap;
   result.delay_wgrad_compute = o.delay_wgrad_compute;
+  result.moe_expert_wgrad_micro_batches = o.moe_expert_wgrad_micro_batches;
   result.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
   result.ddp.bucket_size = o.adam.ddp.bucket_elements(dp_size);
   if (o.stop_after == 0) {
@@ -399,6 +400,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.shared_expert_overlap = o.moe_shared_expert_overlap;
   model_options.tp_comm_overlap = o.tp_comm_overlap;
   model_options.delay_wgrad_compute = o.delay_wgrad_compute;
+  model_options.expert_wgrad_micro_batches = o.moe_expert_wgrad_micro_batches;
   model_options.overlap_moe_ep_comm = o.overlap_moe_ep_comm;
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;

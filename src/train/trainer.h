@@ -69,6 +69,7 @@ struct TrainResult {
   DdpConfig ddp;  // the overlap flags, and the bucket size in elements as used (the default resolved)
   bool tp_comm_overlap = false, moe_shared_expert_overlap = false, delay_wgrad_compute = false;  // as run
   bool overlap_moe_ep_comm = false;
+  int moe_expert_wgrad_micro_batches = 1;  // TrainOptions::moe_expert_wgrad_micro_batches
   int64_t ddp_buckets = 0;  // this rank's gradient buckets
   // A run stopped early by a signal (TrainOptions::stop_signal): its number (0: it ran to its end), the
   // step the next run starts at, and the checkpoint written for it ("" when none: no --save, or no step

@@ -71,6 +71,12 @@ TEST(PlanCli, PredictsTheMeasuredCpuPeakOfEveryRank) {
       // --tp-comm-overlap: started collectives' results allocated earlier, their inputs kept to their waits.
       {"configs/tiny.json", "--tp 2 --sp --tp-comm-overlap", 2, {0, 0}},
       {"configs/tiny.json", "--tp 2 --sp --pp 2 --tp-comm-overlap", 4, {0, 0, 1, 1}},
+      // --moe-expert-wgrad-micro-batches 2: a micro-batch's routed rows held until the next backward (across the
+      // pipeline's forwards in between), then merged with the next one's.
+      {"configs/tiny.json", "--moe-expert-wgrad-micro-batches 2", 1, {0}},
+      {"tests/fixtures/configs/tiny6.json", "--pp 2 --pp-layers 2,4 --moe-expert-wgrad-micro-batches 2", 2, {0, 1}},
+      {"configs/tiny.json", "--tp 2 --sp --tp-comm-overlap --moe-expert-wgrad-micro-batches 2 --recompute-granularity "
+       "selective --recompute-modules moe_act layernorm", 2, {0, 0}},
   };
   int index = 0;
   for (const Case& c : cases) {

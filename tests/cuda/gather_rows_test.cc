@@ -108,6 +108,40 @@ TEST(CudaGatherRows, SeedRankRegroupSize) {
   check_case(DType::BF16, 12288, 4096, 12288, false, 0, 11);
 }
 
+// gather_rows_from_pair: a's R rows and b's S rows seen as one source; `offset` misaligns the views.
+void check_pair_case(DType dtype, int64_t R, int64_t S, int64_t D, int64_t offset, uint32_t seed) {
+  SCOPED_TRACE(std::string("pair ") + dtype_name(dtype) + " R=" + std::to_string(R) + " S=" + std::to_string(S) +
+               " D=" + std::to_string(D) + (offset ? " offset view" : ""));
+  const Tensor a = random_bytes({R, D}, dtype, seed), b = random_bytes({S, D}, dtype, seed + 1);
+  const Tensor index = index_tensor(random_index(R + S, R + S, false, seed + 2));  // a permutation of both
+  Tensor want = Tensor::empty({R + S, D}, dtype);
+  ops::gather_rows_from_pair(kCpu, a, b, index, want);
+
+  Placed da = place_bytes(a, offset), db = place_bytes(b, 0);
+  Tensor dindex = test::to_device(index, DType::I32);
+  Placed dout = place_bytes(random_bytes({R + S, D}, dtype, seed + 3), offset);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ops::gather_rows_from_pair(gpu_ctx(), da.view, db.view, dindex, dout.view);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  Tensor got = Tensor::empty({R + S, D}, dtype);
+  ASSERT_EQ(cudaMemcpy(got.data(), dout.view.data(), got.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.nbytes()), 0) << "rows differ from the CPU's";
+  EXPECT_TRUE(da.buffer->guards_intact());
+  EXPECT_TRUE(db.buffer->guards_intact());
+  EXPECT_TRUE(dout.buffer->guards_intact()) << "wrote outside dst";
+}
+
+TEST(CudaGatherRows, FromPairMatchesCpuBitForBit) {
+  QUILL_REQUIRE_GPU();
+  for (int64_t offset : {0, 1}) {
+    check_pair_case(DType::BF16, 40, 56, 4096, offset, 21);  // two micro-batches' expert rows
+    check_pair_case(DType::F32, 9, 0, 100, offset, 22);      // an empty second source
+    check_pair_case(DType::BF16, 0, 13, 6, offset, 23);      // an empty first source, 4-byte units
+    check_pair_case(DType::U8, 7, 5, 5, offset, 24);         // 1-byte units
+  }
+  check_pair_case(DType::BF16, 12288, 12288, 2048, 0, 25);   // a seed rank's pair of micro-batches
+}
+
 TEST(CudaGatherRows, EmptyAndErrors) {
   QUILL_REQUIRE_GPU();
   const DeviceContext ctx = gpu_ctx();

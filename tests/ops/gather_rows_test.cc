@@ -1,5 +1,5 @@
-// CPU gather_rows (ops/cpu/gather_rows.cc): rows copied by index, any dtype; bad indexes and shapes
-// named in the error.
+// CPU gather_rows and gather_rows_from_pair (ops/cpu/gather_rows.cc): rows copied by index, any dtype; bad
+// indexes and shapes named in the error.
 #include "ops/gather_rows.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +56,40 @@ TEST(GatherRows, ErrorsNameTheProblem) {
                      "gather_rows: dst is");
   Tensor i64 = Tensor::zeros({1}, DType::I64);
   test::expect_error([&] { ops::gather_rows(kCpu, src, i64, Tensor::zeros({1, 4}, DType::F32)); }, "index has dtype I64");
+}
+
+TEST(GatherRowsFromPair, IndexesPastTheFirstSourceReadTheSecond) {
+  Tensor a = Tensor::empty({2, 2}, DType::F32), b = Tensor::empty({3, 2}, DType::F32);
+  for (int64_t i = 0; i < 4; ++i) a.data_as<float>()[i] = static_cast<float>(i);         // rows 0, 1
+  for (int64_t i = 0; i < 6; ++i) b.data_as<float>()[i] = static_cast<float>(100 + i);   // rows 2, 3, 4
+  Tensor dst = Tensor::zeros({5, 2}, DType::F32);
+  ops::gather_rows_from_pair(kCpu, a, b, index_tensor({2, 0, 4, 1, 3}), dst);
+  const std::vector<float> want = {100, 101, 0, 1, 104, 105, 2, 3, 102, 103};
+  EXPECT_EQ(std::vector<float>(dst.data_as<float>(), dst.data_as<float>() + 10), want);
+}
+
+TEST(GatherRowsFromPair, EitherSourceMayBeEmpty) {
+  Tensor none = Tensor::empty({0, 2}, DType::F32), b = Tensor::empty({1, 2}, DType::F32);
+  b.data_as<float>()[0] = 7;
+  b.data_as<float>()[1] = 8;
+  Tensor dst = Tensor::zeros({2, 2}, DType::F32);
+  ops::gather_rows_from_pair(kCpu, none, b, index_tensor({0, 0}), dst);
+  EXPECT_EQ(std::vector<float>(dst.data_as<float>(), dst.data_as<float>() + 4), (std::vector<float>{7, 8, 7, 8}));
+  Tensor back = Tensor::zeros({1, 2}, DType::F32);
+  ops::gather_rows_from_pair(kCpu, b, none, index_tensor({0}), back);
+  EXPECT_EQ(back.data_as<float>()[1], 8);
+}
+
+TEST(GatherRowsFromPair, ErrorsNameTheProblem) {
+  Tensor a = Tensor::zeros({2, 4}, DType::F32), b = Tensor::zeros({1, 4}, DType::F32);
+  test::expect_error([&] { ops::gather_rows_from_pair(kCpu, a, b, index_tensor({3}), Tensor::zeros({1, 4}, DType::F32)); },
+                     "gather_rows_from_pair: index[0] is 3, outside the 2 + 1 rows of a and b");
+  test::expect_error(
+      [&] { ops::gather_rows_from_pair(kCpu, a, Tensor::zeros({1, 3}, DType::F32), index_tensor({0}),
+                                       Tensor::zeros({1, 4}, DType::F32)); },
+      "gather_rows_from_pair: b is F32[1, 3] cpu, expected [*, 4] F32 like a");
+  test::expect_error([&] { ops::gather_rows_from_pair(kCpu, a, b, index_tensor({0}), Tensor::zeros({2, 4}, DType::F32)); },
+                     "gather_rows_from_pair: dst is F32[2, 4] cpu, expected [1, 4] F32");
 }
 
 }  // namespace

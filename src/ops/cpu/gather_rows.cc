@@ -1,7 +1,10 @@
-// CPU reference of gather_rows (ops/gather_rows.h): a memcpy per row, every index checked.
+// CPU reference of gather_rows and gather_rows_from_pair (ops/gather_rows.h): a memcpy per row, every index
+// checked.
 #include "ops/gather_rows.h"
 
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "ops/dispatch.h"
 #include "ops/op_table.h"
@@ -33,6 +36,39 @@ void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& i
   char* dst = static_cast<char*>(dst_ND.data());
   if (row_bytes == 0) return;
   for (int64_t i = 0; i < N; ++i) std::memcpy(dst + i * row_bytes, src + index[i] * row_bytes, row_bytes);
+}
+
+void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,
+                           const Tensor& dst_ND) {
+  if (ctx.device == Device::CUDA)
+    return cuda_op(ctx, &OpTable::gather_rows_from_pair, "gather_rows_from_pair")(ctx, a_RD, b_SD, index_N, dst_ND);
+  const char* op = "gather_rows_from_pair";
+  require_cpu(op, ctx);
+  for (const auto& [name, t] : {std::pair{"a", &a_RD}, std::pair{"b", &b_SD}})
+    QUILL_CHECK(t->defined() && t->ndim() == 2, "{}: {} must be 2-D, got {}", op, name,
+                t->defined() ? t->describe() : std::string("(undefined)"));
+  QUILL_CHECK(b_SD.dim(1) == a_RD.dim(1) && b_SD.dtype() == a_RD.dtype(), "{}: b is {}, expected [*, {}] {} like a",
+              op, b_SD.describe(), a_RD.dim(1), dtype_name(a_RD.dtype()));
+  QUILL_CHECK(index_N.defined() && index_N.ndim() == 1, "{}: index must be 1-D [N], got {}", op,
+              index_N.defined() ? index_N.describe() : std::string("(undefined)"));
+  require_dtype(op, "index", index_N, DType::I32);
+  const int64_t R = a_RD.dim(0), S = b_SD.dim(0), N = index_N.dim(0);
+  QUILL_CHECK(dst_ND.defined() && dst_ND.shape() == Shape({N, a_RD.dim(1)}) && dst_ND.dtype() == a_RD.dtype(),
+              "{}: dst is {}, expected [{}, {}] {}", op, dst_ND.defined() ? dst_ND.describe() : "(undefined)", N,
+              a_RD.dim(1), dtype_name(a_RD.dtype()));
+  const int32_t* index = index_N.data_as<int32_t>();
+  for (int64_t i = 0; i < N; ++i)
+    QUILL_CHECK(index[i] >= 0 && index[i] < R + S, "{}: index[{}] is {}, outside the {} + {} rows of a and b", op, i,
+                index[i], R, S);
+  const size_t row_bytes = static_cast<size_t>(a_RD.dim(1)) * dtype_size(a_RD.dtype());
+  if (row_bytes == 0) return;
+  const char* a = static_cast<const char*>(a_RD.data());
+  const char* b = static_cast<const char*>(b_SD.data());
+  char* dst = static_cast<char*>(dst_ND.data());
+  for (int64_t i = 0; i < N; ++i) {
+    const char* from = index[i] < R ? a + index[i] * row_bytes : b + (index[i] - R) * row_bytes;
+    std::memcpy(dst + i * row_bytes, from, row_bytes);
+  }
 }
 
 }  // namespace quill::ops

@@ -5,6 +5,7 @@
 // the result is the same bits on every run. Bandwidth-bound: a seed rank's regroup moves ~12,000
 // rows of 8 KiB (~200 MB both ways) in one launch where it took 256 cudaMemcpyAsync calls.
 // Indexes are not range-checked here (see the header); a grid of N blocks, N < 2^31.
+// gather_rows_from_pair is the same kernel with the row's source chosen per block: a below R, else b.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -27,12 +28,39 @@ __global__ void gather_rows_kernel(const Unit* src, const int32_t* index, int64_
 }
 
 template <typename Unit>
+__global__ void gather_rows_from_pair_kernel(const Unit* a, int64_t R, const Unit* b, const int32_t* index,
+                                             int64_t units_per_row, Unit* dst) {
+  const int64_t i = blockIdx.x, r = index[i];
+  const Unit* from = r < R ? a + r * units_per_row : b + (r - R) * units_per_row;
+  Unit* to = dst + i * units_per_row;
+  for (int64_t u = threadIdx.x; u < units_per_row; u += blockDim.x) to[u] = from[u];
+}
+
+int threads_for(int64_t units) { return static_cast<int>(std::min<int64_t>(kThreads, ((units + 31) / 32) * 32)); }
+
+template <typename Unit>
 void launch(const Tensor& src, const Tensor& index, const Tensor& dst, size_t row_bytes, cudaStream_t stream) {
   const int64_t N = index.dim(0), units = static_cast<int64_t>(row_bytes / sizeof(Unit));
-  const int threads = static_cast<int>(std::min<int64_t>(kThreads, ((units + 31) / 32) * 32));
-  gather_rows_kernel<Unit><<<static_cast<unsigned>(N), threads, 0, stream>>>(
+  gather_rows_kernel<Unit><<<static_cast<unsigned>(N), threads_for(units), 0, stream>>>(
       static_cast<const Unit*>(src.data()), index.data_as<int32_t>(), units, static_cast<Unit*>(dst.data()));
   QUILL_CUDA_CHECK_LAUNCH("gather_rows_kernel");
+}
+
+template <typename Unit>
+void launch_pair(const Tensor& a, const Tensor& b, const Tensor& index, const Tensor& dst, size_t row_bytes,
+                 cudaStream_t stream) {
+  const int64_t N = index.dim(0), units = static_cast<int64_t>(row_bytes / sizeof(Unit));
+  gather_rows_from_pair_kernel<Unit><<<static_cast<unsigned>(N), threads_for(units), 0, stream>>>(
+      static_cast<const Unit*>(a.data()), a.dim(0), static_cast<const Unit*>(b.data()), index.data_as<int32_t>(),
+      units, static_cast<Unit*>(dst.data()));
+  QUILL_CUDA_CHECK_LAUNCH("gather_rows_from_pair_kernel");
+}
+
+// The widest unit that divides the row's bytes and every base address.
+size_t unit_bytes(size_t row_bytes, uintptr_t addresses) {
+  for (size_t unit : {16, 8, 4, 2})
+    if (row_bytes % unit == 0 && addresses % unit == 0) return unit;
+  return 1;
 }
 
 void require_on_device(const char* op, const char* name, const Tensor& t) {
@@ -58,13 +86,44 @@ void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& i
   const size_t row_bytes = static_cast<size_t>(src_RD.dim(1)) * dtype_size(src_RD.dtype());
   if (N == 0 || row_bytes == 0) return;
   const uintptr_t addresses = reinterpret_cast<uintptr_t>(src_RD.data()) | reinterpret_cast<uintptr_t>(dst_ND.data());
-  const auto fits = [&](size_t unit) { return row_bytes % unit == 0 && addresses % unit == 0; };
   cudaStream_t stream = stream_of(ctx);
-  if (fits(16)) launch<uint4>(src_RD, index_N, dst_ND, row_bytes, stream);
-  else if (fits(8)) launch<uint2>(src_RD, index_N, dst_ND, row_bytes, stream);
-  else if (fits(4)) launch<uint32_t>(src_RD, index_N, dst_ND, row_bytes, stream);
-  else if (fits(2)) launch<uint16_t>(src_RD, index_N, dst_ND, row_bytes, stream);
-  else launch<uint8_t>(src_RD, index_N, dst_ND, row_bytes, stream);
+  switch (unit_bytes(row_bytes, addresses)) {
+    case 16: return launch<uint4>(src_RD, index_N, dst_ND, row_bytes, stream);
+    case 8: return launch<uint2>(src_RD, index_N, dst_ND, row_bytes, stream);
+    case 4: return launch<uint32_t>(src_RD, index_N, dst_ND, row_bytes, stream);
+    case 2: return launch<uint16_t>(src_RD, index_N, dst_ND, row_bytes, stream);
+    default: return launch<uint8_t>(src_RD, index_N, dst_ND, row_bytes, stream);
+  }
+}
+
+void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,
+                           const Tensor& dst_ND) {
+  const char* op = "gather_rows_from_pair";
+  require_on_device(op, "a", a_RD);
+  require_on_device(op, "b", b_SD);
+  require_on_device(op, "index", index_N);
+  require_on_device(op, "dst", dst_ND);
+  QUILL_CHECK(a_RD.ndim() == 2, "{}: a must be 2-D [R, D], got {}", op, a_RD.describe());
+  QUILL_CHECK(b_SD.ndim() == 2 && b_SD.dim(1) == a_RD.dim(1) && b_SD.dtype() == a_RD.dtype(),
+              "{}: b is {}, expected [*, {}] {} like a", op, b_SD.describe(), a_RD.dim(1), dtype_name(a_RD.dtype()));
+  QUILL_CHECK(index_N.ndim() == 1, "{}: index must be 1-D [N], got {}", op, index_N.describe());
+  ops_detail::require_dtype(op, "index", index_N, DType::I32);
+  const int64_t N = index_N.dim(0);
+  QUILL_CHECK(dst_ND.shape() == Shape({N, a_RD.dim(1)}) && dst_ND.dtype() == a_RD.dtype(),
+              "{}: dst is {}, expected [{}, {}] {}", op, dst_ND.describe(), N, a_RD.dim(1), dtype_name(a_RD.dtype()));
+  QUILL_CHECK(N < (int64_t{1} << 31), "{}: {} rows exceed one launch's grid", op, N);
+  const size_t row_bytes = static_cast<size_t>(a_RD.dim(1)) * dtype_size(a_RD.dtype());
+  if (N == 0 || row_bytes == 0) return;
+  const uintptr_t addresses = reinterpret_cast<uintptr_t>(a_RD.data()) | reinterpret_cast<uintptr_t>(b_SD.data()) |
+                              reinterpret_cast<uintptr_t>(dst_ND.data());
+  cudaStream_t stream = stream_of(ctx);
+  switch (unit_bytes(row_bytes, addresses)) {
+    case 16: return launch_pair<uint4>(a_RD, b_SD, index_N, dst_ND, row_bytes, stream);
+    case 8: return launch_pair<uint2>(a_RD, b_SD, index_N, dst_ND, row_bytes, stream);
+    case 4: return launch_pair<uint32_t>(a_RD, b_SD, index_N, dst_ND, row_bytes, stream);
+    case 2: return launch_pair<uint16_t>(a_RD, b_SD, index_N, dst_ND, row_bytes, stream);
+    default: return launch_pair<uint8_t>(a_RD, b_SD, index_N, dst_ND, row_bytes, stream);
+  }
 }
 
 }  // namespace quill::cuda
