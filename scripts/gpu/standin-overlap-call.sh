@@ -31,19 +31,7 @@ run_arm() {  # arm name, then the extra quill train flags
   TRAIN_EXTRA="$*" Q=${Q:-$B/bin/quill} OUT=$R/$arm GLOBAL_BATCH=16 STEPS=3 WARMUP=1 PROFILE_STEP=${PROFILE_STEP-2} CASE_TIMEOUT=${CASE_TIMEOUT:-150} \
     bash scripts/gpu/seed-projection.sh $CASES 2>&1 | grep -E "^rank|train rc|error|refused"
   for c in $CASES; do
-    python3 - "$R/$arm/$c" <<'PY'
-import json, sys
-d = sys.argv[1]
-try:
-    s = json.load(open(f"{d}/summary.json"))
-except OSError:
-    sys.exit(0)
-steps = {p["step"]: p for p in s["per_step"]}
-m = steps.get(1)
-if m:
-    print(f"  {d.split('/')[-1]}: step 1 {m['step_time_s']*1e3:.1f} ms, passes {m['passes_time_s']*1e3:.1f} ms; "
-          f"simulated_comm_time {s.get('simulated_comm_time')}")
-PY
+    python3 scripts/gpu/run_steps.py "$R/$arm/$c" --keys simulated_comm_time
     grep -A14 -E "^collectives on their" "$R/$arm/$c/op_profile_step2.txt" 2>/dev/null | head -16
   done
   dirs=()
@@ -62,9 +50,10 @@ for arm in $ARMS; do
   case $arm in
     plain) run_arm plain ;;
     timed) run_arm timed --simulate-comm-time ;;
-    # shellcheck disable=SC2086
-    overlap) run_arm overlap --simulate-comm-time ${OVERLAP_FLAGS:---overlap-grad-reduce --overlap-param-gather \
-               --tp-comm-overlap --moe-shared-expert-overlap --delay-wgrad-compute} ;;
+    overlap)
+      # shellcheck disable=SC2086
+      run_arm overlap --simulate-comm-time ${OVERLAP_FLAGS:---overlap-grad-reduce --overlap-param-gather \
+        --tp-comm-overlap --moe-shared-expert-overlap --delay-wgrad-compute} ;;
     *) echo "unknown arm $arm (plain, timed, overlap)" ;;
   esac
 done

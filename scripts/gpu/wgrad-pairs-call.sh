@@ -37,17 +37,7 @@ for arm in $ARMS; do
   TRAIN_EXTRA="$extra" Q=${Q:-$B/bin/quill} OUT=$R/$i-$arm GLOBAL_BATCH=16 STEPS=4 WARMUP=1 PROFILE_STEP=$profile \
     CASE_TIMEOUT=${CASE_TIMEOUT:-170} bash scripts/gpu/seed-projection.sh $CASES 2>&1 | grep -E "^rank|train rc|error|refused|^fits"
   for c in $CASES; do
-    python3 - "$R/$i-$arm/$c" <<'PY'
-import json, sys
-d = sys.argv[1]
-try:
-    s = json.load(open(f"{d}/summary.json"))
-except OSError:
-    sys.exit(0)
-print(f"  {d.split('/')[-2]}: steps " + ", ".join(f"{p['step']}: passes {p['passes_time_s'] * 1e3:.1f} ms"
-                                                for p in s["per_step"]) +
-      f"; moe_expert_wgrad_micro_batches {s.get('moe_expert_wgrad_micro_batches')}")
-PY
+    python3 scripts/gpu/run_steps.py "$R/$i-$arm/$c" --keys moe_expert_wgrad_micro_batches
     f=$R/$i-$arm/$c/op_profile_step3.txt
     [ -f "$f" ] && sed -n '/^by op:/,$p' "$f" | grep -E "^op |^grouped_linear_backward_weight|^gather_rows_from_pair|^grouped_linear_(forward|backward_input)"
   done

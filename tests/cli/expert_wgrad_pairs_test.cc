@@ -23,22 +23,8 @@ const std::string kPairs = " --moe-expert-wgrad-micro-batches 2";
 
 std::string scratch(const std::string& name) { return quill::test::fresh_temp_dir("wgrad-pairs", name); }
 
-void expect_runs(const std::string& cmd) {
-  const quill::test::CommandResult r = quill::test::run_command("timeout -k 5 120 " + cmd);
-  ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
-}
-
-std::string rows_dir() {
-  static const std::string rows = [] {
-    const std::string d = scratch("rows");
-    expect_runs(kQuill + " data synth --conversations 300 --row-tokens 32 --max-rows 64 --out " + d);
-    return d;
-  }();
-  return rows;
-}
-
 std::string train_flags(int global_batch) {
-  return " train --config " + kConfig + " --rows " + rows_dir() + " --seed 5 --steps 3 --global-batch " +
+  return " train --config " + kConfig + " --rows " + quill::test::small_rows_once("wgrad-pairs") + " --seed 5 --steps 3 --global-batch " +
          std::to_string(global_batch) + " --lr 1e-2 --weight-decay 0.1 --quiet";
 }
 
@@ -51,8 +37,8 @@ std::map<std::string, quill::Tensor> weights_of(const std::string& out) {
 // One run into a fresh OUT with its checkpoint; returns OUT.
 std::string train(const std::string& name, int ranks, const std::string& flags, int global_batch = 8) {
   const std::string out = scratch(name);
-  expect_runs(quill::test::mpirun_command(ranks) + kQuill + train_flags(global_batch) + flags + " --out " + out +
-              " --save " + out + "/checkpoint");
+  quill::test::run_checked("timeout -k 5 120 " + quill::test::mpirun_command(ranks) + kQuill + train_flags(global_batch) +
+                           flags + " --out " + out + " --save " + out + "/checkpoint");
   return out;
 }
 

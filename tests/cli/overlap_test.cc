@@ -36,14 +36,7 @@ void expect_runs(const std::string& cmd) {
   ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
 }
 
-std::string rows_dir() {
-  static const std::string rows = [] {
-    const std::string d = scratch("rows");
-    expect_runs(kQuill + " data synth --conversations 300 --row-tokens 32 --max-rows 64 --out " + d);
-    return d;
-  }();
-  return rows;
-}
+std::string rows_dir() { return quill::test::small_rows_once("overlap"); }
 
 std::string train_flags(int steps) {
   return " train --config " + kConfig + " --rows " + rows_dir() + " --seed 5 --steps " + std::to_string(steps) +

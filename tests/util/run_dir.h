@@ -33,6 +33,20 @@ inline std::string fresh_temp_dir(const std::string& prefix, const std::string& 
   return d.string();
 }
 
+// The small synthetic rows most CLI tests train on (`quill data synth`: 300 conversations, 32-token rows, at most
+// 64 rows), made once per test binary and `prefix`; a failed synth fails the test.
+inline std::string small_rows_once(const std::string& prefix) {
+  static std::map<std::string, std::string> made;
+  auto [it, fresh] = made.try_emplace(prefix);
+  if (fresh) {
+    it->second = fresh_temp_dir(prefix, "rows");
+    const CommandResult r = run_command(std::string(QUILL_BINARY) +
+                                        " data synth --conversations 300 --row-tokens 32 --max-rows 64 --out " + it->second);
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
+  return it->second;
+}
+
 // A JSON file (summary.json, collectives.json, ...) parsed; a missing file fails the test, naming it.
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
