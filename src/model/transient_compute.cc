@@ -1,7 +1,5 @@
 #include "model/transient_compute.h"
 
-#include <algorithm>
-
 #include "model/fp8_params.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
@@ -16,14 +14,18 @@ void hold_transient_compute(ParamTable& table, const DeviceContext& ctx) {
   for (ParamBucket& b : table.buckets()) {
     if (!b.compute_transient || b.compute.defined()) continue;
     b.compute = Tensor::empty({b.numel}, b.compute_dtype, *ctx.allocator);
-    int64_t end = 0;
     for (size_t i : b.members) {
       Param& p = table.params()[i];
       p.compute = b.compute.view_flat(p.bucket_offset, p.shape);
-      end = std::max(end, p.bucket_offset + shape_numel(p.shape));
     }
-    // The padding goes through the all-gather like the rest; zero, as placement leaves it.
-    if (end < b.numel) ops::zero(ctx, b.compute.view_flat(end, {b.numel - end}));
+    // All of it zeroed, not only the padding (which goes through the all-gather and stays zero, as placement
+    // leaves it): the update writes this rank's shard and the all-gather the peers' blocks, except under
+    // --simulate-rank, whose loopback gather leaves the peers' blocks as they are (docs/simulate-rank.md). In a
+    // fresh buffer that is whatever the allocator's memory held, and the FP8 copies made from it were NaN at the
+    // second step (the seed's stages on an H200, 2026-12-06). Zeros compute as zeros there (the simulated loss
+    // means nothing; the timings do not depend on the values); in a real run the gather overwrites them. The copy
+    // stream's writes of the offloaded shard are ordered after this (ops::transfer_async).
+    ops::zero(ctx, b.compute);
   }
 }
 
