@@ -1,4 +1,5 @@
 // `quill train`: train a model on rows, one process, CPU reference backend.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
@@ -382,6 +383,10 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       if (o.overlap_moe_ep_comm && layout.ep == 1)
         note("--overlap-moe-expert-parallel-comm has no effect without expert parallelism (--ep 1): there is no "
              "token exchange to overlap");
+      if (o.moe_expert_wgrad_micro_batches == 2 && o.global_batch / std::max(1, layout.dp) < 2)
+        note(fmt::format("--moe-expert-wgrad-micro-batches 2 has no effect with one micro-batch per step on each "
+                         "pipeline (--global-batch {} over {} data-parallel ranks): there is no second micro-batch to "
+                         "pair with", o.global_batch, layout.dp));
       if (o.moe_shared_expert_overlap && layout.ep == 1)
         note("--moe-shared-expert-overlap has no effect without expert parallelism (--ep 1): there is no token "
              "exchange to overlap");

@@ -106,6 +106,16 @@ TEST(ExpertWgradPairs, RecomputeChangesNoBit) {
   }
 }
 
+// One micro-batch per step on each pipeline: nothing to pair, said before the run (which then runs as without it).
+TEST(ExpertWgradPairs, SaysWhenThereIsNoSecondMicroBatch) {
+  const std::string out = scratch("single");
+  const quill::test::CommandResult r = quill::test::run_command(
+      "timeout -k 5 120 " + quill::test::mpirun_command(2) + kQuill + train_flags(2) + kPairs + " --dp 2 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--moe-expert-wgrad-micro-batches 2 has no effect with one micro-batch per step on each "
+                          "pipeline (--global-batch 2 over 2 data-parallel ranks)"), std::string::npos) << r.output;
+}
+
 TEST(ExpertWgradPairs, RefusesOtherCounts) {
   const quill::test::CommandResult r = quill::test::run_command(kQuill + train_flags(8) + " --moe-expert-wgrad-micro-batches 3 --out " + scratch("three"));
   EXPECT_NE(r.status, 0);

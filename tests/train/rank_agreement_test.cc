@@ -54,6 +54,11 @@ TEST(RankAgreement, FieldsCoverConfigRowsSeedAndTheNumerics) {
   TrainOptions other = o;
   other.lr.max_lr *= 1.0000001;
   EXPECT_NE(value(agreement_fields(other, config, rows), "--lr"), value(base, "--lr"));
+  // Ranks pairing the experts' weight gradients differently would sum their gradients in other orders.
+  other = o;
+  other.moe_expert_wgrad_micro_batches = 2;
+  EXPECT_NE(value(agreement_fields(other, config, rows), "--moe-expert-wgrad-micro-batches"),
+            value(base, "--moe-expert-wgrad-micro-batches"));
   InklingConfig theta = config;
   theta.rms_norm_eps *= 2;
   EXPECT_NE(value(agreement_fields(o, theta, rows), "config"), value(base, "config"));
