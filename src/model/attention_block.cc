@@ -88,8 +88,10 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region,
   return tp_.reduce_output(ctx, out_TD);
 }
 
-Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dout_region) const {
+Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dout_region,
+                                Tensor x_region_again) const {
   const int64_t T = s.o_TX.dim(0);
+  const int64_t D = x_region_again.defined() ? x_region_again.dim(1) : s.x_TD.dim(1);
   Tensor dout_TD, do_TX;
   if (tp_.comm_overlap) {
     // --tp-comm-overlap: the output gradient's all-gather (reduce_output_backward) as a ring, wo's input
@@ -105,6 +107,12 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
     do_TX = new_activation(ctx, {T, H_ * d_});
     write_weight_grad(ctx, dout_TD, s.o_TX, *wo_);
     param_backward_input(ctx, dout_TD, *wo_, do_TX);
+  }
+  // The input made again: its gather starts behind the output gradient's (x_region_again's comment).
+  PendingTp x_gather;
+  if (x_region_again.defined()) {
+    x_gather = tp_.start_gather_input(ctx, x_region_again);
+    x_region_again = Tensor();  // held by x_gather until its wait
   }
 
   Tensor dqn = new_activation(ctx, {T, H_ * d_}), dkn = new_activation(ctx, {T, G_ * d_});
@@ -124,7 +132,7 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   ops::short_conv_backward(ctx, s.k0_TY, conv_weight(k_conv_->compute), dk1, dk0, conv_weight(grad_target(ctx, *k_conv_)));
   ops::short_conv_backward(ctx, s.v0_TY, conv_weight(v_conv_->compute), dv1, dv0, conv_weight(grad_target(ctx, *v_conv_)));
 
-  Tensor dx_TD = new_activation(ctx, s.x_TD.shape());
+  Tensor dx_TD = new_activation(ctx, {T, D});
   param_backward_input(ctx, dq, *wq_, dx_TD);
   param_backward_input(ctx, dk0, *wk_, dx_TD, /*accumulate=*/true);
   param_backward_input(ctx, dv0, *wv_, dx_TD, true);
@@ -133,10 +141,11 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   // gradients, which do not read it.
   PendingTp dx;
   if (tp_.comm_overlap) dx = tp_.start_gather_input_backward(ctx, dx_TD);
-  write_weight_grad(ctx, dq, s.x_TD, *wq_);
-  write_weight_grad(ctx, dk0, s.x_TD, *wk_);
-  write_weight_grad(ctx, dv0, s.x_TD, *wv_);
-  write_weight_grad(ctx, dr, s.x_TD, *wr_);
+  const Tensor x_TD = x_gather.out.defined() ? TensorParallel::finish(x_gather) : s.x_TD;
+  write_weight_grad(ctx, dq, x_TD, *wq_);
+  write_weight_grad(ctx, dk0, x_TD, *wk_);
+  write_weight_grad(ctx, dv0, x_TD, *wv_);
+  write_weight_grad(ctx, dr, x_TD, *wr_);
   return tp_.comm_overlap ? TensorParallel::finish(dx) : tp_.gather_input_backward(ctx, dx_TD);
 }
 

@@ -27,7 +27,13 @@ class AttentionBlock {
   };
   Tensor forward(const DeviceContext& ctx, const Tensor& x_TD, Saved& saved) const;
   // x_TD: the sequence region's rows. Returns dx (overwritten); accumulates parameter gradients.
-  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dout_TD) const;
+  // x_region_again: with --recompute-modules layernorm under --tp-comm-overlap, the normed input's sequence
+  // region made again (saved.x_TD was dropped). The block gathers it itself, started after its output
+  // gradient's gather: the group's collectives share one stream and complete in the order they start, so the
+  // gather needed last (by the projections' weight gradients) goes behind the one needed first and travels
+  // beside the attention core's backward (docs/decisions/tp-comm-overlap.md).
+  Tensor backward(const DeviceContext& ctx, const Saved& saved, const Tensor& dout_TD,
+                  Tensor x_region_again = Tensor()) const;
 
  private:
   int64_t H_, G_, d_, R_;

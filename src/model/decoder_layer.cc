@@ -82,11 +82,6 @@ Tensor DecoderLayer::forward(const DeviceContext& ctx, const Tensor& h_TD, Saved
 Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Tensor& dh_TD,
                               ExpertWgradTurn expert_wgrad) const {
   const Shape shape = dh_TD.shape();
-  // --recompute-modules layernorm with --tp-comm-overlap: the attention's input is made again first and its
-  // all-gather started, so that it travels beside the MLP branch's backward.
-  const bool early_gather = recompute_norms_ && tp_.comm_overlap;
-  PendingTp attn_x;
-  if (early_gather) attn_x = tp_.start_gather_input(ctx, norm_again(ctx, s.h_in, *attn_norm_));
   // MLP branch: dh_mid = dh + d(mlp_norm input).
   const Tensor dmlp = residual_conv_backward(ctx, s.mlp_out, *mlp_conv_, dh_TD);
   Tensor dm;
@@ -115,8 +110,12 @@ Tensor DecoderLayer::backward(const DeviceContext& ctx, const Saved& s, const Te
     da = attn_.backward(ctx, s.attn, dattn);
   } else {  // the attention's input again from h_in (all T rows under sequence parallelism)
     AttentionBlock::Saved attn = s.attn;
-    attn.x_TD = early_gather ? TensorParallel::finish(attn_x) : tp_.gather_input(ctx, norm_again(ctx, s.h_in, *attn_norm_));
-    da = attn_.backward(ctx, attn, dattn);
+    if (tp_.comm_overlap) {  // gathered by the block, behind its output gradient's gather
+      da = attn_.backward(ctx, attn, dattn, norm_again(ctx, s.h_in, *attn_norm_));
+    } else {
+      attn.x_TD = tp_.gather_input(ctx, norm_again(ctx, s.h_in, *attn_norm_));
+      da = attn_.backward(ctx, attn, dattn);
+    }
   }
   Tensor dh_in = new_activation(ctx, shape);
   ops::rmsnorm_backward(ctx, s.h_in, attn_norm_->compute, s.rstd_a, da, dh_in, grad_target(ctx, *attn_norm_));

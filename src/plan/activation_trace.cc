@@ -257,13 +257,9 @@ StageTrace::Id StageTrace::norm_again() {
 
 StageTrace::Id StageTrace::decoder_backward(int64_t l, Layer& saved, Id, ExpertWgradTurn turn) {
   const std::string p = layer_prefix(l);
-  // --tp-comm-overlap: the attention's input made again and its gather started first (its input kept to the wait).
-  const bool early = norms_again() && overlap() && sp_;
-  Id a_early = MemoryTrace::kNone, x_again = MemoryTrace::kNone;
-  if (early) {
-    a_early = norm_again();
-    x_again = gather_input(Use::Temporary);
-  }
+  // --tp-comm-overlap: the attention's input made again is gathered by the attention's backward.
+  const bool block_gathers = norms_again() && overlap() && sp_;
+  Id x_region = MemoryTrace::kNone, x_again = MemoryTrace::kNone;
   const Id dmlp = residual_conv_backward(p + "mlp_sconv.weight");
   std::vector<Id> again;  // --recompute-modules layernorm: the MLP's inputs made again, for its backward
   if (norms_again()) {
@@ -279,15 +275,15 @@ StageTrace::Id StageTrace::decoder_backward(int64_t l, Layer& saved, Id, ExpertW
   const Id dh_mid = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "mlp_norm.weight", D_));
   const Id dattn = residual_conv_backward(p + "attn_sconv.weight");
-  if (early) {
-    mem_.free(a_early);
+  if (block_gathers) {
+    x_region = norm_again();
   } else if (norms_again()) {  // the attention's input made again (all T rows under SP)
     const Id a = norm_again();
     x_again = gather_input(Use::Temporary);
     if (x_again == MemoryTrace::kNone) x_again = a;
     else mem_.free(a);
   }
-  const Id da = attention_backward(l);
+  const Id da = attention_backward(l, x_region);
   mem_.free(x_again);
   const Id dh_in = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(p + "attn_norm.weight", D_));
@@ -339,13 +335,15 @@ StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
   return reduced;
 }
 
-StageTrace::Id StageTrace::attention_backward(int64_t l) {
+StageTrace::Id StageTrace::attention_backward(int64_t l, Id x_region) {
   const std::string p = layer_prefix(l) + "attn.";
   const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
   const int64_t E = c_.extent(l), K = c_.conv_kernel_size;
   const Id dout = gather_input(Use::Gather);  // reduce_output_backward
   const Id do_TX = activation(Use::Temporary, T_, H * d);
   mem_.free(grad_scratch(p + "wo_ud.weight", D_ * H * d));
+  // The input made again (x_region): its gather started here, behind dout's; the region kept to the wait.
+  const Id x_again = x_region != MemoryTrace::kNone ? gather_input(Use::Temporary) : MemoryTrace::kNone;
   const Id dqn = activation(Use::Temporary, T_, H * d), dkn = activation(Use::Temporary, T_, G * d);
   const Id dv1 = activation(Use::Temporary, T_, G * d), dr = activation(Use::Temporary, T_, H * R);
   {
@@ -374,12 +372,13 @@ StageTrace::Id StageTrace::attention_backward(int64_t l) {
   const Id dx = activation(Use::Temporary, T_, D_);
   // --tp-comm-overlap: the reduce-scatter (its result) started before the weight gradients.
   const Id started = overlap() ? reduce_rows(Use::Temporary) : MemoryTrace::kNone;
+  mem_.free(x_region);  // the gather's wait
   mem_.free(grad_scratch(p + "wq_du.weight", H * d * D_));
   mem_.free(grad_scratch(p + "wk_dv.weight", G * d * D_));
   mem_.free(grad_scratch(p + "wv_dv.weight", G * d * D_));
   mem_.free(grad_scratch(p + "wr_du.weight", H * R * D_));
   const Id reduced = overlap() ? started : reduce_rows(Use::Temporary);  // gather_input_backward
-  for (Id id : {dout, do_TX, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0}) mem_.free(id);
+  for (Id id : {dout, do_TX, x_again, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0}) mem_.free(id);
   if (reduced == MemoryTrace::kNone) return dx;
   mem_.free(dx);
   return reduced;

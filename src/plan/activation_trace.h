@@ -92,7 +92,7 @@ class StageTrace {
   Id decoder_forward(int64_t layer, Layer& saved, Id h_in);
   Id decoder_backward(int64_t layer, Layer& saved, Id dh, ExpertWgradTurn turn);
   Id attention_forward(int64_t layer, Layer& saved);
-  Id attention_backward(int64_t layer);
+  Id attention_backward(int64_t layer, Id x_region_again);  // x_region_again: kNone, or gathered inside
   Id dense_forward(int64_t layer, Layer& saved);
   Id dense_backward(int64_t layer);
   Id moe_forward(int64_t layer, Layer& saved);
