@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -92,6 +93,48 @@ int main(int argc, char** argv) {
           [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2, false); });
   measure("backward weight gate/up (first write)", f13,
           [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
+  // The forward and input-gradient GEMMs by quill's wgmma kernel (CudaBackendOptions::grouped_gemm_wgmma, one
+  // launch for every expert), timed on its backend's own stream, and its outputs against cuBLASLt's (relative L2).
+  {
+    CudaBackendOptions wg_options;
+    wg_options.grouped_gemm_wgmma = true;
+    CudaBackend wg_backend(0, wg_options);
+    const DeviceContext wg = wg_backend.context();
+    const cudaStream_t wg_stream = stream_of(wg);
+    auto wg_measure = [&](const char* name, double flops, const std::function<void()>& call) {
+      report(name, median_ms(wg_stream, call, 7, 1), flops, host_issue_ms(wg_stream, call));
+    };
+    wg_measure("forward gate/up (wgmma)", f13, [&] { ops::grouped_linear_forward(wg, x, w13, counts_host, y13); });
+    wg_measure("forward down (wgmma)", f2, [&] { ops::grouped_linear_forward(wg, h, w2, counts_host, y2); });
+    wg_measure("backward input down (wgmma)", f2, [&] { ops::grouped_linear_backward_input(wg, dy, w2, counts_host, dh); });
+    wg_measure("backward input gate/up (wgmma)", f13,
+               [&] { ops::grouped_linear_backward_input(wg, dg, w13, counts_host, dx); });
+    auto agreement = [&](const char* name, const Shape& shape, const std::function<void(const DeviceContext&, Tensor&)>& op) {
+      Tensor a = Tensor::empty(shape, DType::BF16, *ctx.allocator), b = Tensor::empty(shape, DType::BF16, *ctx.allocator);
+      op(ctx, a);
+      cudaDeviceSynchronize();
+      op(wg, b);
+      cudaDeviceSynchronize();
+      std::vector<uint16_t> ha(a.numel()), hb(b.numel());
+      cudaMemcpy(ha.data(), a.data(), ha.size() * 2, cudaMemcpyDeviceToHost);
+      cudaMemcpy(hb.data(), b.data(), hb.size() * 2, cudaMemcpyDeviceToHost);
+      auto f = [](uint16_t v) {
+        const uint32_t bits = static_cast<uint32_t>(v) << 16;
+        float out;
+        std::memcpy(&out, &bits, 4);
+        return static_cast<double>(out);
+      };
+      double num = 0, den = 0;
+      for (size_t i = 0; i < ha.size(); ++i) num += (f(hb[i]) - f(ha[i])) * (f(hb[i]) - f(ha[i])), den += f(ha[i]) * f(ha[i]);
+      std::printf("%s, wgmma against cuBLASLt: relative L2 %.3g\n", name, den > 0 ? std::sqrt(num / den) : 0.0);
+    };
+    agreement("forward gate/up", {P, 2 * F}, [&](const DeviceContext& c, Tensor& out) {
+      ops::grouped_linear_forward(c, x, w13, counts_host, out);
+    });
+    agreement("backward input gate/up", {P, D}, [&](const DeviceContext& c, Tensor& out) {
+      ops::grouped_linear_backward_input(c, dg, w13, counts_host, out);
+    });
+  }
   // Each expert alone, backward input of the down projection (the slowest grouped op in the gb1 profile).
   std::printf("per expert, backward input down: rows ms TFLOP/s\n");
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {

@@ -134,6 +134,9 @@ struct TrainOptions {
   // --attention-dq-order arrival (GPU only): the attention backward adds into dQ in arrival order, not
   // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
   bool attention_dq_arrival_order = false;
+  // --grouped-gemm-kernel wgmma (GPU only, experimental): the routed experts' forward and input-gradient GEMMs by
+  // quill's wgmma kernel instead of one cuBLASLt GEMM per expert (CudaBackendOptions::grouped_gemm_wgmma).
+  bool grouped_gemm_wgmma = false;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -28,6 +28,10 @@ struct CudaBackendOptions {
   // bit-reproducible, a few percent faster; only to measure the noise floor of float-sum order when two runs
   // are compared (--attention-dq-order arrival; docs/determinism.md).
   bool attention_dq_arrival_order = false;
+  // The routed experts' forward and input-gradient GEMMs (grouped_linear_forward, _backward_input): cuBLASLt, one
+  // GEMM per expert (the default), or quill's wgmma kernel, one launch for every expert (grouped_gemm_wg.h;
+  // --grouped-gemm-kernel, docs/decisions/grouped-gemm-wgmma.md). Experimental until measured.
+  bool grouped_gemm_wgmma = false;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

@@ -34,6 +34,8 @@ struct CudaResources {
   std::shared_ptr<cuda::GemmPlanCache> gemm_plans;  // created by the first GEMM (gemm.cu)
   // CudaBackendOptions::attention_dq_arrival_order (read by the attention backward).
   bool attention_dq_arrival_order = false;
+  // CudaBackendOptions::grouped_gemm_wgmma (read by grouped_linear_forward and _backward_input).
+  bool grouped_gemm_wgmma = false;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };

@@ -1,0 +1,249 @@
+// One persistent launch for the routed experts' forward or input-gradient GEMM (grouped_gemm_wg.h says why).
+//
+// A CTA (one per multiprocessor) is two consumer warpgroups and one producer warp (288 threads). It walks the
+// tiles t = blockIdx.x, blockIdx.x + gridDim.x, ... of every expert: a tile is 128 rows of expert e (from its
+// first row, in steps of 128) by 256 output columns. The tiles of one expert are numbered column block by column
+// block, the row tiles of a column block adjacent, so the CTAs that run at the same time share each 256-column
+// block of the expert's weights in L2 (a seed expert's gate/up matrix is 32 MiB; read once from memory per expert
+// instead of once per row tile).
+// - Producer (lane 0 of warp 8): for each of its tiles and each 64-wide slice of the contraction, waits for a free
+//   stage (kStages deep, across tile boundaries), then loads a's 128 x 64 slice (two 64 x 64 boxes) and B's 256 x
+//   64 slice (four boxes) by TMA, 128-byte swizzle, completion counted in bytes on the stage's full barrier. Rows
+//   past the expert's last belong to the next expert (or are TMA's zeros past the tensor's end): their products
+//   are computed and never stored.
+// - Consumer warpgroup w owns rows 64 w .. 64 w + 63 of the tile: per stage four wgmma m64n256k16 (A K-major;
+//   B K-major in the forward, MN-major in the input gradient), committed as one group; after waiting for the
+//   previous group it releases that group's stage (one arrival per warp on the stage's empty barrier). The
+//   epilogue rounds the fp32 accumulators to bf16 and stores the expert's rows of the tile.
+// Descriptors and swizzle: attention_wg_layout.h (CPU-tested); the mbarrier, TMA and wgmma blocks:
+// attention_wg.cuh.
+#include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/attention_wg.cuh"
+#include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_gemm_wg.h"
+#include "ops/cuda/tma_matrix_map.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+namespace quill::cuda::grouped_gemm {
+namespace {
+
+using namespace attn_wg;  // the mbarrier, TMA and wgmma building blocks and the descriptors
+
+constexpr int kStages = 4;
+constexpr int kConsumerThreads = 256;
+constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+constexpr int kABoxes = static_cast<int>(kTileRows) / 64, kBBoxes = static_cast<int>(kTileCols) / 64;
+constexpr int kStageABytes = kABoxes * kBoxBytes;                  // 16 KiB
+constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;       // 48 KiB
+constexpr int kSmemBarriers = kStages * kStageBytes;
+constexpr int kSmemBytes = kSmemBarriers + 16 * kStages + 1024;   // full and empty barriers, alignment slack
+constexpr int kKSteps = static_cast<int>(kTileK) / 16;            // wgmma k16 steps per stage
+static_assert(kTileK == kHalfCols, "grouped_gemm: a stage is one 128-byte box wide");
+static_assert(kSmemBytes <= kSmemLimit, "grouped_gemm: shared memory over the sm_90 limit");
+static_assert(kStageBytes % 1024 == 0, "grouped_gemm: every swizzled box must start on a 1024-byte boundary");
+
+struct Params {
+  CUtensorMap a_map;  // a [P, C] as 64 x 64 boxes
+  CUtensorMap w_map;  // forward: w [E N, C]; input gradient: w [E C, N]; 64 x 64 boxes
+  __nv_bfloat16* y;   // [P, N]
+  int N, C, E, k_tiles, n_tiles, total;
+  int row_offset[kMaxExperts + 1];   // expert e's rows: [row_offset[e], row_offset[e + 1])
+  int tile_offset[kMaxExperts + 1];  // expert e's tiles: [tile_offset[e], tile_offset[e + 1])
+};
+
+// d (64 x 256, fp32) = (scale_d ? d : 0) + A (64 x 16, shared memory, K-major) . B (16 x 256, shared memory;
+// K-major: 256 rows of 128 bytes, or with kTransB MN-major: 16 rows of four 64-column blocks LBO apart).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], uint64_t a_desc, uint64_t b_desc, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, %131;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(kTransB));
+}
+
+struct Tile {
+  int e, row0, rows, m0, n0;
+};
+
+__device__ __forceinline__ Tile tile_at(const Params& p, int t) {
+  int lo = 0, hi = p.E - 1;  // the expert whose tiles hold t: tile_offset[e] <= t < tile_offset[e + 1]
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.tile_offset[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  Tile x;
+  x.e = lo;
+  x.row0 = p.row_offset[lo];
+  x.rows = p.row_offset[lo + 1] - x.row0;
+  const int row_tiles = (x.rows + static_cast<int>(kTileRows) - 1) / static_cast<int>(kTileRows);
+  const int local = t - p.tile_offset[lo];
+  x.m0 = (local % row_tiles) * static_cast<int>(kTileRows);
+  x.n0 = (local / row_tiles) * static_cast<int>(kTileCols);
+  return x;
+}
+
+template <int kTransB>
+__device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
+  mbar_arrive_expect_tx(bar, kStageBytes);
+  const int k0 = kt * static_cast<int>(kTileK);
+#pragma unroll
+  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, &p.a_map, bar, k0, x.row0 + x.m0 + 64 * j, 0);
+#pragma unroll
+  for (int j = 0; j < kBBoxes; ++j) {
+    const uint32_t dst = smem + kStageABytes + j * kBoxBytes;
+    if (kTransB)  // rows = the contraction (w[e] is [C, N]): box j is columns n0 + 64 j of rows k0 ..
+      tma_load_3d(dst, &p.w_map, bar, x.n0 + 64 * j, x.e * p.C + k0, 0);
+    else          // rows = output columns (w[e] is [N, C]): box j is rows n0 + 64 j of columns k0 ..
+      tma_load_3d(dst, &p.w_map, bar, k0, x.e * p.N + x.n0 + 64 * j, 0);
+  }
+}
+
+template <int kTransB>
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Params p) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  auto full = [&](int s) { return base + kSmemBarriers + 8 * s; };
+  auto empty = [&](int s) { return base + kSmemBarriers + 8 * (kStages + s); };
+  auto stage = [&](int s) { return base + s * kStageBytes; };
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), kConsumerThreads / 32);  // one arrival per consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warp == kConsumerThreads / 32) {  // the producer warp
+    if (lane == 0) {
+      tma_prefetch_descriptor(&p.a_map);
+      tma_prefetch_descriptor(&p.w_map);
+      int it = 0;
+      for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
+        const Tile x = tile_at(p, t);
+        for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+          const int s = it % kStages;
+          mbar_wait(empty(s), ((it / kStages) & 1) ^ 1, 100 + s);  // a fresh barrier passes parity 1 at once
+          load_stage<kTransB>(p, stage(s), full(s), x, kt);
+        }
+      }
+    }
+    return;
+  }
+
+  const int w = warp / 4, g = lane >> 2, cq = lane & 3;
+  int it = 0;
+  for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
+    const Tile x = tile_at(p, t);
+    float acc[128];
+    for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+      const int s = it % kStages;
+      mbar_wait(full(s), (it / kStages) & 1, s);
+      const uint64_t da = k_major_desc(stage(s) + w * kBoxBytes);
+      const uint64_t db = kTransB ? mn_major_desc(stage(s) + kStageABytes) : k_major_desc(stage(s) + kStageABytes);
+      fence_regs(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kKSteps; ++kk) {
+        // K-major: 16 bf16 of the contraction are 32 bytes along the row; MN-major: 16 rows of 128 bytes.
+        const uint64_t b_step = kTransB ? ((kk * 16 * kRowBytes) >> 4) : ((kk * 32) >> 4);
+        wgmma_m64n256k16_ss<kTransB>(acc, da + ((kk * 32) >> 4), db + b_step, (kt > 0 || kk > 0) ? 1 : 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous stage's products are done: release it
+      fence_regs(acc);
+      if (kt > 0 && lane == 0) mbar_arrive(empty((it + kStages - 1) % kStages));
+    }
+    wgmma_wait<0>();
+    fence_regs(acc);
+    if (lane == 0) mbar_arrive(empty((it + kStages - 1) % kStages));
+    // Accumulator 4 j + 2 sel (+1) is row 64 w + 16 (warp % 4) + g + 8 sel of the tile, columns 8 j + 2 cq (+1).
+#pragma unroll
+    for (int sel = 0; sel < 2; ++sel) {
+      const int r = x.m0 + 64 * w + 16 * (warp % 4) + g + 8 * sel;
+      if (r >= x.rows) continue;
+      uint32_t* out = reinterpret_cast<uint32_t*>(p.y + static_cast<size_t>(x.row0 + r) * p.N + x.n0 + 2 * cq);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) out[4 * j] = pack_bf16(acc[4 * j + 2 * sel], acc[4 * j + 2 * sel + 1]);
+    }
+  }
+}
+
+bool sm90() {
+  int dev = 0, major = 0, minor = 0;
+  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0;
+}
+
+template <int kTransB>
+void run(const char* op, const DeviceContext& ctx, const void* a, const void* w, const int64_t* counts, int64_t E,
+         int64_t P, int64_t N, int64_t C, void* y) {
+  const std::string why = unsupported_reason(E, N, C, a, w, y);
+  QUILL_CHECK(why.empty(), "{} (wgmma): {}", op, why);
+  QUILL_CHECK(P < (int64_t{1} << 31) && E * std::max(N, C) < (int64_t{1} << 31),
+              "{} (wgmma): {} rows, {} x {} x {} weights are beyond the kernel's 32-bit indexing", op, P, E, N, C);
+  Params p{};
+  p.a_map = attn_wg::bf16_matrix_map("a_PC", a, std::max<int64_t>(P, 1), C);
+  p.w_map = kTransB ? attn_wg::bf16_matrix_map("w_ECN", w, E * C, N) : attn_wg::bf16_matrix_map("w_ENC", w, E * N, C);
+  p.y = static_cast<__nv_bfloat16*>(y);
+  p.N = static_cast<int>(N), p.C = static_cast<int>(C), p.E = static_cast<int>(E);
+  p.k_tiles = static_cast<int>(C / kTileK), p.n_tiles = static_cast<int>(N / kTileCols);
+  int64_t row = 0, tiles = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    p.row_offset[e] = static_cast<int>(row);
+    p.tile_offset[e] = static_cast<int>(tiles);
+    row += counts[e];
+    tiles += (counts[e] + kTileRows - 1) / kTileRows * p.n_tiles;
+  }
+  p.row_offset[E] = static_cast<int>(row);
+  p.tile_offset[E] = static_cast<int>(tiles);
+  QUILL_CHECK(row == P, "{} (wgmma): the counts sum to {}, not the {} rows", op, row, P);
+  if (tiles == 0) return;
+  p.total = static_cast<int>(tiles);
+  attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_kernel<kTransB>), kSmemBytes);
+  int dev = 0, sms = 0;
+  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+  grouped_gemm_kernel<kTransB><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  QUILL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+std::string unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a, const void* w, const void* y) {
+  if (!sm90()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
+  if (N % kTileCols != 0) return fmt::format("{} output columns are not a multiple of the kernel's {}", N, kTileCols);
+  if (C % kTileK != 0) return fmt::format("a contraction of {} is not a multiple of the kernel's {}", C, kTileK);
+  if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
+  for (const void* ptr : {a, w, y})
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "an operand is not 16-byte aligned (TMA)";
+  return "";
+}
+
+void forward(const DeviceContext& ctx, const void* a_PC, const void* w_ENC, const int64_t* counts, int64_t E,
+             int64_t P, int64_t N, int64_t C, void* y_PN) {
+  run<0>("grouped_linear_forward", ctx, a_PC, w_ENC, counts, E, P, N, C, y_PN);
+}
+
+void backward_input(const DeviceContext& ctx, const void* a_PC, const void* w_ECN, const int64_t* counts, int64_t E,
+                    int64_t P, int64_t N, int64_t C, void* y_PN) {
+  run<1>("grouped_linear_backward_input", ctx, a_PC, w_ECN, counts, E, P, N, C, y_PN);
+}
+
+}  // namespace quill::cuda::grouped_gemm

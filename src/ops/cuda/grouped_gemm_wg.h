@@ -1,0 +1,38 @@
+// The routed experts' forward and input-gradient GEMMs as one persistent Hopper kernel (grouped_gemm_wg.cu),
+// instead of one cuBLASLt GEMM per expert: y[rows of e] = a[rows of e] . B_e for every expert e in one launch.
+//
+// Why: a seed rank holds 32 experts of ~384 rows each per micro-batch. One expert's GEMM has a 384 x 4,096 output,
+// 48 tiles of 128 x 256 for 132 multiprocessors, so cuBLASLt's per-expert calls leave SMs idle and end each call
+// with a partial wave (55-61% of the bf16 ceiling in the seed's profiles, against 75-95% for the dense GEMMs of the
+// same width). One launch over the tiles of every expert keeps every SM busy until the op's last wave
+// (docs/decisions/grouped-gemm-wgmma.md). Selected by CudaBackendOptions::grouped_gemm_wgmma
+// (--grouped-gemm-kernel wgmma); shapes the kernel does not take go to cuBLASLt.
+//
+//   forward:        y_PN[rows of e] = a_PC[rows of e] . w_ENC[e]^T   (grouped_linear_forward: a = x, w [E, M, K])
+//   backward_input: y_PN[rows of e] = a_PC[rows of e] . w_ECN[e]     (grouped_linear_backward_input: a = dy,
+//                                                                     w [E, M, K] with C = M, N = K)
+// bf16 operands and output, fp32 accumulation in the kernel's fixed order (the same bits every run).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ops/device_context.h"
+
+namespace quill::cuda::grouped_gemm {
+
+constexpr int64_t kMaxExperts = 256;  // the kernel's parameter block holds two [E + 1] offset tables
+constexpr int64_t kTileRows = 128;    // rows of a, two consumer warpgroups of 64
+constexpr int64_t kTileCols = 256;    // output columns (wgmma n256)
+constexpr int64_t kTileK = 64;        // contraction per pipeline stage (one 128-byte swizzled box)
+
+// Why the kernel cannot run this problem here ("" if it can): not an sm_90 device, N not a multiple of
+// kTileCols, C not a multiple of kTileK, more than kMaxExperts experts, an operand not 16-byte aligned.
+std::string unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a, const void* w, const void* y);
+
+void forward(const DeviceContext& ctx, const void* a_PC, const void* w_ENC, const int64_t* counts, int64_t E,
+             int64_t P, int64_t N, int64_t C, void* y_PN);
+void backward_input(const DeviceContext& ctx, const void* a_PC, const void* w_ECN, const int64_t* counts, int64_t E,
+                    int64_t P, int64_t N, int64_t C, void* y_PN);
+
+}  // namespace quill::cuda::grouped_gemm

@@ -1,0 +1,157 @@
+// The routed experts' forward and input-gradient GEMMs by the wgmma kernel (src/ops/cuda/grouped_gemm_wg.cu,
+// behind CudaBackendOptions::grouped_gemm_wgmma) against the CPU reference and against cuBLASLt's per-expert
+// GEMMs: experts with no rows, with fewer rows than a tile, with row counts that are not multiples of the
+// 128-row tile (a tile's last rows belong to the next expert, or lie past the tensor's end, and must not be
+// stored), the same bits twice, nothing written outside the output, and shapes the kernel does not take served
+// by cuBLASLt. Inputs are rounded to bf16 so that the reference sees the GPU's operands; the outputs are bf16
+// (tolerance 1e-2 relative L2, as gemm_test.cc).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/harness.h"
+#include "ops/cuda/cuda_context.h"
+#include "ops/cuda/grouped_gemm_wg.h"
+#include "ops/moe.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using test::poisoned_output;
+using test::round_bf16;
+using test::to_device;
+using test::to_host;
+
+const DeviceContext kCpu = DeviceContext::cpu();
+constexpr double kTolBf16 = 1e-2;
+
+CudaBackend& wgmma_gpu() {
+  CudaBackendOptions options;
+  options.grouped_gemm_wgmma = true;
+  static CudaBackend backend(0, options);
+  return backend;
+}
+
+bool kernel_runs_here() { return cuda::grouped_gemm::unsupported_reason(1, 256, 64, nullptr, nullptr, nullptr).empty(); }
+
+void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+
+Tensor counts_tensor(const std::vector<int64_t>& counts) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(counts.size())}, DType::I64);
+  for (size_t e = 0; e < counts.size(); ++e) t.data_as<int64_t>()[e] = counts[e];
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.numel() * dtype_size(a.dtype())) == 0;
+}
+
+std::string describe(const std::vector<int64_t>& counts, int64_t M, int64_t K) {
+  std::string tag = "grouped wgmma E=" + std::to_string(counts.size()) + " w [" + std::to_string(M) + ", " +
+                    std::to_string(K) + "] counts {";
+  for (int64_t c : counts) tag += " " + std::to_string(c);
+  return tag + " }";
+}
+
+// One problem, w [E, M, K]: the wgmma backend's forward y [P, M] and input gradient dx [P, K] against the CPU's,
+// twice (the same bits), into poisoned outputs with guards.
+void check_grouped(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_t seed) {
+  const int64_t E = static_cast<int64_t>(counts.size());
+  int64_t P = 0;
+  for (int64_t c : counts) P += c;
+  const std::string tag = describe(counts, M, K);
+  SCOPED_TRACE(tag);
+  const Tensor counts_E = counts_tensor(counts);
+  const Tensor x = round_bf16(test::random_tensor({P, K}, DType::F32, seed));
+  const Tensor w = round_bf16(test::random_tensor({E, M, K}, DType::F32, seed + 1));
+  const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, seed + 2));
+  Tensor y_ref = Tensor::empty({P, M}, DType::F32), dx_ref = Tensor::empty({P, K}, DType::F32);
+  ops::grouped_linear_forward(kCpu, x, w, counts_E, y_ref);
+  ops::grouped_linear_backward_input(kCpu, dy, w, counts_E, dx_ref);
+
+  const DeviceContext ctx = wgmma_gpu().context();
+  const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::BF16), dyd = to_device(dy, DType::BF16);
+  Tensor ys[2], dxs[2];
+  for (int run = 0; run < 2; ++run) {
+    auto y = poisoned_output({P, M}, DType::BF16);
+    auto dx = poisoned_output({P, K}, DType::BF16);
+    inputs_ready();
+    ops::grouped_linear_forward(ctx, xd, wd, counts_E, y->tensor());
+    ops::grouped_linear_backward_input(ctx, dyd, wd, counts_E, dx->tensor());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (P > 0) {
+      const double e_y = test::expect_close(tag + " y", test::to_host_f32(y->tensor()), y_ref, kTolBf16);
+      const double e_dx = test::expect_close(tag + " dx", test::to_host_f32(dx->tensor()), dx_ref, kTolBf16);
+      if (run == 0) std::printf("  %-70s rel L2 y %.3g, dx %.3g\n", tag.c_str(), e_y, e_dx);
+    }
+    EXPECT_TRUE(y->guards_intact()) << "grouped_linear_forward wrote outside y";
+    EXPECT_TRUE(dx->guards_intact()) << "grouped_linear_backward_input wrote outside dx";
+    ys[run] = to_host(y->tensor());
+    dxs[run] = to_host(dx->tensor());
+  }
+  EXPECT_TRUE(same_bits(ys[0], ys[1])) << "two forward runs differ";
+  EXPECT_TRUE(same_bits(dxs[0], dxs[1])) << "two input-gradient runs differ";
+}
+
+TEST(GroupedGemmWgmma, MatchesTheCpuOnEveryRowCount) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  // Row counts around the 128-row tile and the 64-row warpgroup half, empty experts first, in the middle and last;
+  // the last expert's partial tile runs past the tensor's end (TMA's zeros).
+  check_grouped({0, 100, 128, 1, 0, 200, 127, 129, 64, 65, 0}, 256, 512, 11);
+  check_grouped({384, 384, 384}, 512, 256, 21);   // whole tiles; 4 and 8 contraction stages
+  check_grouped({5}, 256, 256, 31);                // one expert, fewer rows than a warpgroup's half
+  check_grouped({0, 0}, 256, 256, 41);             // no rows at all: nothing to launch
+  check_grouped({300, 0, 517, 211, 7}, 768, 1024, 51);  // several column blocks per expert, long contraction
+}
+
+TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  // 8 experts of a seed rank's ~384 rows, the gate/up projection (w [E, 4096, 4096] is 256 MiB; 2,048 x 4,096 here
+  // keeps the test short): the kernel against cuBLASLt (the default backend), forward and input gradient.
+  const std::vector<int64_t> counts = {384, 401, 350, 0, 512, 384, 129, 383};
+  const int64_t E = 8, M = 2048, K = 4096;
+  int64_t P = 0;
+  for (int64_t c : counts) P += c;
+  const Tensor counts_E = counts_tensor(counts);
+  const Tensor xd = to_device(round_bf16(test::random_tensor({P, K}, DType::F32, 61)), DType::BF16);
+  const Tensor wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, 62)), DType::BF16);
+  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 63)), DType::BF16);
+  auto y_wg = poisoned_output({P, M}, DType::BF16), y_lt = poisoned_output({P, M}, DType::BF16);
+  auto dx_wg = poisoned_output({P, K}, DType::BF16), dx_lt = poisoned_output({P, K}, DType::BF16);
+  inputs_ready();
+  ops::grouped_linear_forward(wgmma_gpu().context(), xd, wd, counts_E, y_wg->tensor());
+  ops::grouped_linear_backward_input(wgmma_gpu().context(), dyd, wd, counts_E, dx_wg->tensor());
+  ops::grouped_linear_forward(test::gpu_ctx(), xd, wd, counts_E, y_lt->tensor());
+  ops::grouped_linear_backward_input(test::gpu_ctx(), dyd, wd, counts_E, dx_lt->tensor());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const double e_y = test::expect_close("y, wgmma against cuBLASLt", test::to_host_f32(y_wg->tensor()),
+                                        test::to_host_f32(y_lt->tensor()), kTolBf16);
+  const double e_dx = test::expect_close("dx, wgmma against cuBLASLt", test::to_host_f32(dx_wg->tensor()),
+                                         test::to_host_f32(dx_lt->tensor()), kTolBf16);
+  std::printf("  seed-shaped, wgmma against cuBLASLt: rel L2 y %.3g, dx %.3g\n", e_y, e_dx);
+  EXPECT_TRUE(y_wg->guards_intact());
+  EXPECT_TRUE(dx_wg->guards_intact());
+}
+
+TEST(GroupedGemmWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
+  QUILL_REQUIRE_GPU();
+  using cuda::grouped_gemm::unsupported_reason;
+  EXPECT_NE(unsupported_reason(3, 300, 64, nullptr, nullptr, nullptr), "");  // columns off the tile
+  EXPECT_NE(unsupported_reason(3, 256, 100, nullptr, nullptr, nullptr), "");  // contraction off the stage
+  EXPECT_NE(unsupported_reason(cuda::grouped_gemm::kMaxExperts + 1, 256, 64, nullptr, nullptr, nullptr), "");
+  const char* odd = reinterpret_cast<const char*>(0) + 8;
+  EXPECT_NE(unsupported_reason(3, 256, 64, odd, nullptr, nullptr), "");  // not 16-byte aligned
+  // Widths off the tile: the option's backend still gives the CPU's results (through cuBLASLt).
+  check_grouped({13, 0, 29}, 70, 37, 71);
+  check_grouped({13, 0, 29}, 256, 64, 81);  // the forward on the tile, the input gradient off it
+}
+
+}  // namespace
+}  // namespace quill
