@@ -6,6 +6,7 @@
 // block, the row tiles of a column block adjacent, so the CTAs that run at the same time share each 256-column
 // block of the expert's weights in L2 (a seed expert's gate/up matrix is 32 MiB; read once from memory per expert
 // instead of once per row tile).
+// (The schedule's arithmetic: grouped_gemm_schedule.h.)
 // - Producer (lane 0 of warp 8): for each of its tiles and each 64-wide slice of the contraction, waits for a free
 //   stage (kStages deep, across tile boundaries), then loads a's 128 x 64 slice (two 64 x 64 boxes) and B's 256 x
 //   64 slice (four boxes) by TMA, 128-byte swizzle, completion counted in bytes on the stage's full barrier. Rows
@@ -20,6 +21,7 @@
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_gemm_schedule.h"
 #include "ops/cuda/grouped_gemm_wg.h"
 #include "ops/cuda/tma_matrix_map.h"
 
@@ -71,26 +73,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], uint64_t a_
       : "l"(a_desc), "l"(b_desc), "r"(scale_d), "n"(kTransB));
 }
 
-struct Tile {
-  int e, row0, rows, m0, n0;
-};
-
-__device__ __forceinline__ Tile tile_at(const Params& p, int t) {
-  int lo = 0, hi = p.E - 1;  // the expert whose tiles hold t: tile_offset[e] <= t < tile_offset[e + 1]
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (p.tile_offset[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  Tile x;
-  x.e = lo;
-  x.row0 = p.row_offset[lo];
-  x.rows = p.row_offset[lo + 1] - x.row0;
-  const int row_tiles = (x.rows + static_cast<int>(kTileRows) - 1) / static_cast<int>(kTileRows);
-  const int local = t - p.tile_offset[lo];
-  x.m0 = (local % row_tiles) * static_cast<int>(kTileRows);
-  x.n0 = (local / row_tiles) * static_cast<int>(kTileCols);
-  return x;
+__device__ __forceinline__ Tile tile_of(const Params& p, int t) {
+  return tile_at(p.row_offset, p.tile_offset, p.E, static_cast<int>(kTileRows), static_cast<int>(kTileCols), t);
 }
 
 template <int kTransB>
@@ -133,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
       tma_prefetch_descriptor(&p.w_map);
       int it = 0;
       for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
-        const Tile x = tile_at(p, t);
+        const Tile x = tile_of(p, t);
         for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
           const int s = it % kStages;
           mbar_wait(empty(s), ((it / kStages) & 1) ^ 1, 100 + s);  // a fresh barrier passes parity 1 at once
@@ -147,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   const int w = warp / 4, g = lane >> 2, cq = lane & 3;
   int it = 0;
   for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
-    const Tile x = tile_at(p, t);
+    const Tile x = tile_of(p, t);
     float acc[128];
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
@@ -203,15 +187,8 @@ void run(const char* op, const DeviceContext& ctx, const void* a, const void* w,
   p.y = static_cast<__nv_bfloat16*>(y);
   p.N = static_cast<int>(N), p.C = static_cast<int>(C), p.E = static_cast<int>(E);
   p.k_tiles = static_cast<int>(C / kTileK), p.n_tiles = static_cast<int>(N / kTileCols);
-  int64_t row = 0, tiles = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    p.row_offset[e] = static_cast<int>(row);
-    p.tile_offset[e] = static_cast<int>(tiles);
-    row += counts[e];
-    tiles += (counts[e] + kTileRows - 1) / kTileRows * p.n_tiles;
-  }
-  p.row_offset[E] = static_cast<int>(row);
-  p.tile_offset[E] = static_cast<int>(tiles);
+  const int64_t tiles = fill_schedule(counts, E, p.n_tiles, static_cast<int>(kTileRows), p.row_offset, p.tile_offset);
+  const int64_t row = p.row_offset[E];
   QUILL_CHECK(row == P, "{} (wgmma): the counts sum to {}, not the {} rows", op, row, P);
   if (tiles == 0) return;
   p.total = static_cast<int>(tiles);
