@@ -18,6 +18,7 @@
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
+#include "ops/fp8.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
 #include "tensor/tensor.h"
@@ -128,6 +129,27 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < ha.size(); ++i) num += (f(hb[i]) - f(ha[i])) * (f(hb[i]) - f(ha[i])), den += f(ha[i]) * f(ha[i]);
       std::printf("%s, wgmma against cuBLASLt: relative L2 %.3g\n", name, den > 0 ? std::sqrt(num / den) : 0.0);
     };
+    // FP8 (--fp8-format e4m3 --fp8-recipe blockwise): the weights quantised once per backend, the activations inside
+    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel.
+    for (const DeviceContext* c : {&ctx, &wg}) {
+      const bool by_wgmma = c == &wg;
+      const ops::Fp8Tensor q13 = ops::fp8_empty(*c, {E, 2 * F, D}, ops::Fp8Tiling::kBlocks128);
+      const ops::Fp8Tensor q2 = ops::fp8_empty(*c, {E, D, F}, ops::Fp8Tiling::kBlocks128);
+      ops::fp8_quantize(*c, w13, q13);
+      ops::fp8_quantize(*c, w2, q2);
+      const cudaStream_t s = stream_of(*c);
+      auto m = [&](const char* name, double flops, const std::function<void()>& call) {
+        report(name, median_ms(s, call, 7, 1), flops, host_issue_ms(s, call));
+      };
+      m(by_wgmma ? "fp8 forward gate/up (wgmma)" : "fp8 forward gate/up (cuBLASLt)", f13,
+        [&] { ops::fp8_grouped_linear_forward(*c, x, q13, counts_host, y13); });
+      m(by_wgmma ? "fp8 forward down (wgmma)" : "fp8 forward down (cuBLASLt)", f2,
+        [&] { ops::fp8_grouped_linear_forward(*c, h, q2, counts_host, y2); });
+      m(by_wgmma ? "fp8 backward input down (wgmma)" : "fp8 backward input down (cuBLASLt)", f2,
+        [&] { ops::fp8_grouped_linear_backward_input(*c, dy, q2, counts_host, dh); });
+      m(by_wgmma ? "fp8 backward input gate/up (wgmma)" : "fp8 backward input gate/up (cuBLASLt)", f13,
+        [&] { ops::fp8_grouped_linear_backward_input(*c, dg, q13, counts_host, dx); });
+    }
     agreement("forward gate/up", {P, 2 * F}, [&](const DeviceContext& c, Tensor& out) {
       ops::grouped_linear_forward(c, x, w13, counts_host, out);
     });

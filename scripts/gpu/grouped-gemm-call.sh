@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
-timeout 300 "$B/bin/cuda_tests" --gtest_filter='GroupedGemmWgmma.*:GroupedLinearCuda.*' > "$OUT/cuda_tests.log" 2>&1
+timeout 300 "$B/bin/cuda_tests" --gtest_filter='GroupedGemmWgmma.*:GroupedLinearCuda.*:Fp8Cuda.*' > "$OUT/cuda_tests.log" 2>&1
 echo "cuda_tests rc $?"
 grep -E "^\[  (FAILED|PASSED)|rel L2|Failure|error" "$OUT/cuda_tests.log" | head -40
 echo "=== grouped_bench, a seed rank: 32 experts x 384 rows"

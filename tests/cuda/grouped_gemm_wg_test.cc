@@ -3,7 +3,8 @@
 // GEMMs: experts with no rows, with fewer rows than a tile, with row counts that are not multiples of the
 // 128-row tile (a tile's last rows belong to the next expert, or lie past the tensor's end, and must not be
 // stored), the same bits twice, nothing written outside the output, and shapes the kernel does not take served
-// by cuBLASLt. Inputs are rounded to bf16 so that the reference sees the GPU's operands; the outputs are bf16
+// by cuBLASLt; the FP8 kernel (grouped_gemm_fp8_wg.cu) the same way against the CPU's FP8 reference (the same
+// quantised values and factors, products in fp32) and against cuBLASLt's block-scaled GEMMs. Inputs are rounded to bf16 so that the reference sees the GPU's operands; the outputs are bf16
 // (tolerance 1e-2 relative L2, as gemm_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "cuda/harness.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/grouped_gemm_wg.h"
+#include "ops/fp8.h"
 #include "ops/moe.h"
 #include "util/test_util.h"
 
@@ -140,6 +142,65 @@ TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
   EXPECT_TRUE(dx_wg->guards_intact());
 }
 
+// The FP8 grouped forward and input gradient, w [E, M, K] quantised in 128 x 128 blocks, the activations 1 x 128 by
+// the ops: against the CPU (bf16 outputs, 1e-2 as fp8_test.cc), twice the same bits, and against cuBLASLt.
+void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_t seed) {
+  const int64_t E = static_cast<int64_t>(counts.size());
+  int64_t P = 0;
+  for (int64_t c : counts) P += c;
+  const std::string tag = "fp8 " + describe(counts, M, K);
+  SCOPED_TRACE(tag);
+  const Tensor counts_E = counts_tensor(counts);
+  const Tensor x = round_bf16(test::random_tensor({P, K}, DType::F32, seed));
+  const Tensor w = round_bf16(test::random_tensor({E, M, K}, DType::F32, seed + 1));
+  const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, seed + 2));
+  ops::Fp8Tensor wq = ops::fp8_empty(kCpu, {E, M, K}, ops::Fp8Tiling::kBlocks128);
+  ops::fp8_quantize(kCpu, w, wq);
+  Tensor y_ref = Tensor::empty({P, M}, DType::F32), dx_ref = Tensor::empty({P, K}, DType::F32);
+  ops::fp8_grouped_linear_forward(kCpu, x, wq, counts_E, y_ref);
+  ops::fp8_grouped_linear_backward_input(kCpu, dy, wq, counts_E, dx_ref);
+
+  const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::BF16), dyd = to_device(dy, DType::BF16);
+  Tensor got[2][2];  // [run][y, dx]
+  Tensor y_wgmma;     // run 0's y as F32
+  for (int run = 0; run < 3; ++run) {  // runs 0, 1: the wgmma kernel; run 2: cuBLASLt
+    const DeviceContext ctx = run < 2 ? wgmma_gpu().context() : test::gpu_ctx();
+    const ops::Fp8Tensor wdq = ops::fp8_empty(ctx, {E, M, K}, ops::Fp8Tiling::kBlocks128);
+    auto y = poisoned_output({P, M}, DType::BF16);
+    auto dx = poisoned_output({P, K}, DType::BF16);
+    inputs_ready();
+    ops::fp8_quantize(ctx, wd, wdq);
+    ops::fp8_grouped_linear_forward(ctx, xd, wdq, counts_E, y->tensor());
+    ops::fp8_grouped_linear_backward_input(ctx, dyd, wdq, counts_E, dx->tensor());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(y->guards_intact()) << "fp8_grouped_linear_forward wrote outside y";
+    EXPECT_TRUE(dx->guards_intact()) << "fp8_grouped_linear_backward_input wrote outside dx";
+    if (run < 2) {
+      const double e_y = test::expect_close(tag + " y", test::to_host_f32(y->tensor()), y_ref, kTolBf16);
+      const double e_dx = test::expect_close(tag + " dx", test::to_host_f32(dx->tensor()), dx_ref, kTolBf16);
+      if (run == 0) std::printf("  %-70s rel L2 y %.3g, dx %.3g\n", tag.c_str(), e_y, e_dx);
+      if (run == 0) y_wgmma = test::to_host_f32(y->tensor());
+      got[run][0] = to_host(y->tensor());
+      got[run][1] = to_host(dx->tensor());
+    } else {
+      const double e_y = test::expect_close(tag + " y against cuBLASLt", test::to_host_f32(y->tensor()), y_wgmma,
+                                            kTolBf16);
+      std::printf("  %-70s against cuBLASLt: rel L2 y %.3g\n", tag.c_str(), e_y);
+    }
+  }
+  EXPECT_TRUE(same_bits(got[0][0], got[1][0])) << "two forward runs differ";
+  EXPECT_TRUE(same_bits(got[0][1], got[1][1])) << "two input-gradient runs differ";
+}
+
+TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  // Experts of 0, 1, 5, 16 (one padded block of rows), 130, 300 rows; the rows' padding to 16 and the next expert's
+  // rows inside a tile must not be stored.
+  check_fp8({5, 0, 130, 16, 300, 1, 128, 0}, 384, 256, 91);
+  check_fp8({384, 384}, 256, 512, 95);
+}
+
 TEST(GroupedGemmWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   QUILL_REQUIRE_GPU();
   using cuda::grouped_gemm::unsupported_reason;
@@ -148,6 +209,8 @@ TEST(GroupedGemmWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   EXPECT_NE(unsupported_reason(cuda::grouped_gemm::kMaxExperts + 1, 256, 64, nullptr, nullptr, nullptr), "");
   const char* odd = reinterpret_cast<const char*>(0) + 8;
   EXPECT_NE(unsupported_reason(3, 256, 64, odd, nullptr, nullptr), "");  // not 16-byte aligned
+  EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 144, 128, nullptr, nullptr, nullptr), "");
+  EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 272, nullptr, nullptr, nullptr), "");
   // Widths off the tile: the option's backend still gives the CPU's results (through cuBLASLt).
   check_grouped({13, 0, 29}, 70, 37, 71);
   check_grouped({13, 0, 29}, 256, 64, 81);  // the forward on the tile, the input gradient off it

@@ -77,6 +77,13 @@ CUtensorMap bf16_matrix_map(const char* what, const void* base, int64_t rows, in
   return encode<3>(what, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, dims, strides, box);
 }
 
+CUtensorMap u8_matrix_map(const char* what, const void* base, int64_t rows, int64_t cols) {
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows), 1};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows * cols)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(kRowBytes), static_cast<cuuint32_t>(kWgRows), 1};
+  return encode<3>(what, CU_TENSOR_MAP_DATA_TYPE_UINT8, base, dims, strides, box);
+}
+
 CUtensorMap f32_blocks_map(const char* what, const void* base, int64_t E, int64_t M, int64_t N) {
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(N), static_cast<cuuint64_t>(M), static_cast<cuuint64_t>(E)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(N * 4), static_cast<cuuint64_t>(M * N * 4)};

@@ -13,6 +13,7 @@
 //   backward weight  dw^T (K x M) = (x^T codes as k x K)^T (dy^T codes as k x M)       both token-major
 // Every weight dimension must be a multiple of 16 (the FP8 leading-dimension rule); the row counts are free.
 #include "ops/cuda/fp8_quantize.h"
+#include "ops/cuda/grouped_gemm_wg.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_matmul.h"
 #include "ops/dispatch.h"
@@ -220,7 +221,19 @@ void grouped_rowwise(const DeviceContext& ctx, const char* op, RowGemm which, co
   const int64_t P = fwd ? check_rows(op, "x_PK", act, w.K, "y_PM", out, w.M)
                         : check_rows(op, "dy_PM", act, w.M, "dx_PK", out, w.K);
   const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
-  rowwise(ctx, op, which, act, w, true, fp8q::groups_of(op, counts, w.E), out, false);
+  const RowGroups g = fp8q::groups_of(op, counts, w.E);
+  // CudaBackendOptions::grouped_gemm_wgmma: one launch for every expert where the kernel takes the problem (a bf16
+  // output, widths on its 128 x 128 blocks: grouped_gemm_wg.h), else one cuBLASLt GEMM per expert (rowwise).
+  const int64_t k = fwd ? w.K : w.M, m = fwd ? w.M : w.K;  // contraction, output width
+  const uint8_t* w_codes = fwd ? w.codes : w.codes_t;
+  if (ctx.cuda->grouped_gemm_wgmma && out.dtype() == DType::BF16 &&
+      grouped_gemm::fp8_unsupported_reason(w.E, m, k, nullptr, w_codes, out.data()).empty()) {
+    const Quantised q = rows128(ctx, act, g);
+    grouped_gemm::fp8_forward(ctx, q.codes.data_as<uint8_t>(), q.scale.data_as<float>(), g, w_codes,
+                              fwd ? w.scale : w.scale_t, m, k, out.data());
+    return;
+  }
+  rowwise(ctx, op, which, act, w, true, g, out, false);
 }
 
 }  // namespace

@@ -166,14 +166,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   }
 }
 
-bool sm90() {
-  int dev = 0, major = 0, minor = 0;
-  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  return major == 9 && minor == 0;
-}
-
 template <int kTransB>
 void run(const char* op, const DeviceContext& ctx, const void* a, const void* w, const int64_t* counts, int64_t E,
          int64_t P, int64_t N, int64_t C, void* y) {
@@ -203,8 +195,16 @@ void run(const char* op, const DeviceContext& ctx, const void* a, const void* w,
 
 }  // namespace
 
+bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0;
+}
+
 std::string unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a, const void* w, const void* y) {
-  if (!sm90()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
+  if (!device_is_sm90()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
   if (N % kTileCols != 0) return fmt::format("{} output columns are not a multiple of the kernel's {}", N, kTileCols);
   if (C % kTileK != 0) return fmt::format("a contraction of {} is not a multiple of the kernel's {}", C, kTileK);
   if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/cuda/fp8_quantize.h"
 #include "ops/device_context.h"
 
 namespace quill::cuda::grouped_gemm {
@@ -26,6 +27,9 @@ constexpr int64_t kTileRows = 128;    // rows of a, two consumer warpgroups of 6
 constexpr int64_t kTileCols = 256;    // output columns (wgmma n256)
 constexpr int64_t kTileK = 64;        // contraction per pipeline stage (one 128-byte swizzled box)
 
+// Whether the current device is sm_90 (Hopper: wgmma, TMA), which both kernels need.
+bool device_is_sm90();
+
 // Why the kernel cannot run this problem here ("" if it can): not an sm_90 device, N not a multiple of
 // kTileCols, C not a multiple of kTileK, more than kMaxExperts experts, an operand not 16-byte aligned.
 std::string unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a, const void* w, const void* y);
@@ -34,5 +38,19 @@ void forward(const DeviceContext& ctx, const void* a_PC, const void* w_ENC, cons
              int64_t P, int64_t N, int64_t C, void* y_PN);
 void backward_input(const DeviceContext& ctx, const void* a_PC, const void* w_ECN, const int64_t* counts, int64_t E,
                     int64_t P, int64_t N, int64_t C, void* y_PN);
+
+// FP8 (E4M3, blockwise scaling; ops/fp8.h), grouped_gemm_fp8_wg.cu: y_PN[rows of group g] = Q_rows(a)[rows of g] .
+// Q_blocks(w[g])^T for every group g = expert in one launch, instead of one cuBLASLt block-scaled GEMM per expert.
+// a: the activation quantised by fp8q::quantize_rows into the padded row space of `groups` (codes [Np, C], the
+// rows128 factors); w: codes [E, N, C] (the forward's w codes, or the input gradient's codes_t) with their 128 x 128
+// blocks' factors [E, N/128, roundup(C/128, 4)]; y: bf16 [source rows, N], written at each group's source rows. Each
+// 128-wide slice of the contraction is multiplied on the tensor cores into a fresh fp32 product and added to the
+// fp32 accumulator times its row's and block's factors (the promotion of DeepSeek's blockwise recipe).
+constexpr int64_t kFp8TileCols = 128;  // output columns per tile (one weight block)
+constexpr int64_t kFp8TileK = 128;     // contraction per stage (one scale block)
+std::string fp8_unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a_codes, const void* w_codes,
+                                   const void* y);
+void fp8_forward(const DeviceContext& ctx, const uint8_t* a_codes, const float* a_scale, const fp8q::RowGroups& groups,
+                 const uint8_t* w_codes, const float* w_scale, int64_t N, int64_t C, void* y);
 
 }  // namespace quill::cuda::grouped_gemm
