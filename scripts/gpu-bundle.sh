@@ -5,6 +5,9 @@
 # [BINARIES...] names which test binaries to take (default: the GPU ones); binaries are stripped
 # so the bundle fits the device tool's 64 MiB.
 # On the GPU machine: export LD_LIBRARY_PATH=$PWD/OUT_DIR/lib:$LD_LIBRARY_PATH
+# The device tool's 64 MiB counts the tracked tree too (33 MB on 2026-12-06, mostly bench/results), and a bundle with
+# quill, cuda_tests and grouped_bench is 33 MB: OUT_DIR.tgz (written beside the folder, about 13 MB) travels
+# instead: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/...").
 set -euo pipefail
 build=$1
 out=$2
@@ -23,8 +26,9 @@ for b in "$out"/bin/*; do
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl*|librt*|libz.so*|libudev*) ;;  # the system's own
-    libcu*|libnccl*|libcudnn*|libnvidia*|libmpi*|libopen-*|libpmix*|libhwloc*|libevent*|libucp*|libucs*) ;;  # there already
+    libcu*|libnccl*|libnvidia*|libmpi*|libopen-*|libpmix*|libhwloc*|libevent*|libucp*|libucs*) ;;  # there already
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
-du -sh "$out"
+tar -czf "$out.tgz.part" -C "$(dirname "$out")" "$(basename "$out")" && mv "$out.tgz.part" "$out.tgz"
+du -sh "$out" "$out.tgz"
