@@ -63,7 +63,9 @@ int main(int argc, char** argv) {
   const int64_t E = static_cast<int64_t>(counts.size()), D = 4096, F = 2048;
   int64_t P = 0;
   for (int64_t c : counts) P += c;
-  CudaBackend backend(0);
+  CudaBackendOptions lt_options;  // the arms without a kernel name: cuBLASLt, one GEMM per expert
+  lt_options.grouped_gemm_kernel = GroupedGemmKernel::kCublasLt;
+  CudaBackend backend(0, lt_options);
   const DeviceContext ctx = backend.context();
   const cudaStream_t stream = stream_of(ctx);
   Tensor counts_host = Tensor::empty({E}, DType::I64);
@@ -94,11 +96,11 @@ int main(int argc, char** argv) {
           [&] { ops::grouped_linear_backward_weight(ctx, dy, h, counts_host, dw2, false); });
   measure("backward weight gate/up (first write)", f13,
           [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-  // The forward and input-gradient GEMMs by quill's wgmma kernel (CudaBackendOptions::grouped_gemm_wgmma, one
+  // The forward and input-gradient GEMMs by quill's wgmma kernel (CudaBackendOptions::grouped_gemm_kernel, one
   // launch for every expert), timed on its backend's own stream, and its outputs against cuBLASLt's (relative L2).
   {
     CudaBackendOptions wg_options;
-    wg_options.grouped_gemm_wgmma = true;
+    wg_options.grouped_gemm_kernel = GroupedGemmKernel::kWgmma;
     CudaBackend wg_backend(0, wg_options);
     const DeviceContext wg = wg_backend.context();
     const cudaStream_t wg_stream = stream_of(wg);

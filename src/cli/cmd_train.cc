@@ -271,11 +271,12 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   add_recompute_flags(cmd, recompute);
   static Fp8Flags fp8;
   add_fp8_flags(cmd, fp8);
-  static std::string grouped_gemm_kernel = "cublaslt";
+  static std::string grouped_gemm_kernel = "auto";
   cmd->add_option("--grouped-gemm-kernel", grouped_gemm_kernel,
-                  "the routed experts' forward and input-gradient GEMMs: cublaslt (default: one GEMM per expert) or "
-                  "wgmma (GPU only, experimental: one launch for all experts, docs/decisions/grouped-gemm-wgmma.md)")
-      ->check(CLI::IsMember({"cublaslt", "wgmma"}));
+                  "the routed experts' forward and input-gradient GEMMs on the GPU: auto (default: by each call's rows "
+                  "per expert, as measured), cublaslt (one GEMM per expert) or wgmma (one launch for all experts); "
+                  "docs/decisions/grouped-gemm-wgmma.md")
+      ->check(CLI::IsMember({"auto", "cublaslt", "wgmma"}));
   static std::string dq_order = "fixed";
   cmd->add_option("--attention-dq-order", dq_order,
                   "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "
@@ -374,7 +375,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       o.recompute = recompute.resolve();
       o.fp8 = fp8.resolve();
       o.attention_dq_arrival_order = dq_order == "arrival";
-      o.grouped_gemm_wgmma = grouped_gemm_kernel == "wgmma";
+      parse_grouped_gemm_kernel(grouped_gemm_kernel, o.grouped_gemm_kernel);  // (checked by IsMember above)
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
                   "of steps", o.moe_idle_expert_warning_steps);
       // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take

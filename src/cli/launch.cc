@@ -47,7 +47,7 @@ namespace {
 CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   CudaBackendOptions options;
   options.attention_dq_arrival_order = o.attention_dq_arrival_order;
-  options.grouped_gemm_wgmma = o.grouped_gemm_wgmma;
+  options.grouped_gemm_kernel = o.grouped_gemm_kernel;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -132,8 +132,9 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
                               const MemoryCheck& check, bool count_collectives, const plan::CommModelParams& standin_model) {
   TrainOptions o = options;
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
-  QUILL_CHECK(!o.grouped_gemm_wgmma || device == "cuda",
-              "--grouped-gemm-kernel wgmma: a GPU kernel; the CPU backend has one grouped GEMM (give --device cuda)");
+  QUILL_CHECK(o.grouped_gemm_kernel == GroupedGemmKernel::kAuto || device == "cuda",
+              "--grouped-gemm-kernel {}: a GPU kernel choice; the CPU backend has one grouped GEMM (give --device cuda)",
+              grouped_gemm_kernel_name(o.grouped_gemm_kernel));
   QUILL_CHECK(!o.attention_dq_arrival_order || device == "cuda",
               "--attention-dq-order arrival: the CPU backend's sums have one order; this choice is for --device cuda");
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/grouped_gemm_kernel.h"
 #include "comm/step_mark.h"
 #include "io/hf_export.h"
 #include "model/recompute.h"
@@ -134,9 +135,9 @@ struct TrainOptions {
   // --attention-dq-order arrival (GPU only): the attention backward adds into dQ in arrival order, not
   // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
   bool attention_dq_arrival_order = false;
-  // --grouped-gemm-kernel wgmma (GPU only, experimental): the routed experts' forward and input-gradient GEMMs by
-  // quill's wgmma kernel instead of one cuBLASLt GEMM per expert (CudaBackendOptions::grouped_gemm_wgmma).
-  bool grouped_gemm_wgmma = false;
+  // --grouped-gemm-kernel: the routed experts' forward and input-gradient GEMMs on the GPU by cuBLASLt, by quill's
+  // wgmma kernel, or auto (by each call's shape, as measured); CudaBackendOptions::grouped_gemm_kernel.
+  GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -1,5 +1,5 @@
 // The routed experts' forward and input-gradient GEMMs by the wgmma kernel (src/ops/cuda/grouped_gemm_wg.cu,
-// behind CudaBackendOptions::grouped_gemm_wgmma) against the CPU reference and against cuBLASLt's per-expert
+// behind CudaBackendOptions::grouped_gemm_kernel) against the CPU reference and against cuBLASLt's per-expert
 // GEMMs: experts with no rows, with fewer rows than a tile, with row counts that are not multiples of the
 // 128-row tile (a tile's last rows belong to the next expert, or lie past the tensor's end, and must not be
 // stored), the same bits twice, nothing written outside the output, and shapes the kernel does not take served
@@ -32,10 +32,17 @@ using test::to_host;
 const DeviceContext kCpu = DeviceContext::cpu();
 constexpr double kTolBf16 = 1e-2;
 
-CudaBackend& wgmma_gpu() {
+CudaBackendOptions options_with(GroupedGemmKernel kernel) {
   CudaBackendOptions options;
-  options.grouped_gemm_wgmma = true;
-  static CudaBackend backend(0, options);
+  options.grouped_gemm_kernel = kernel;
+  return options;
+}
+CudaBackend& wgmma_gpu() {
+  static CudaBackend backend(0, options_with(GroupedGemmKernel::kWgmma));
+  return backend;
+}
+CudaBackend& cublaslt_gpu() {
+  static CudaBackend backend(0, options_with(GroupedGemmKernel::kCublasLt));
   return backend;
 }
 
@@ -130,8 +137,8 @@ TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
   inputs_ready();
   ops::grouped_linear_forward(wgmma_gpu().context(), xd, wd, counts_E, y_wg->tensor());
   ops::grouped_linear_backward_input(wgmma_gpu().context(), dyd, wd, counts_E, dx_wg->tensor());
-  ops::grouped_linear_forward(test::gpu_ctx(), xd, wd, counts_E, y_lt->tensor());
-  ops::grouped_linear_backward_input(test::gpu_ctx(), dyd, wd, counts_E, dx_lt->tensor());
+  ops::grouped_linear_forward(cublaslt_gpu().context(), xd, wd, counts_E, y_lt->tensor());
+  ops::grouped_linear_backward_input(cublaslt_gpu().context(), dyd, wd, counts_E, dx_lt->tensor());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const double e_y = test::expect_close("y, wgmma against cuBLASLt", test::to_host_f32(y_wg->tensor()),
                                         test::to_host_f32(y_lt->tensor()), kTolBf16);
@@ -164,7 +171,7 @@ void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_
   Tensor got[2][2];  // [run][y, dx]
   Tensor y_wgmma;     // run 0's y as F32
   for (int run = 0; run < 3; ++run) {  // runs 0, 1: the wgmma kernel; run 2: cuBLASLt
-    const DeviceContext ctx = run < 2 ? wgmma_gpu().context() : test::gpu_ctx();
+    const DeviceContext ctx = run < 2 ? wgmma_gpu().context() : cublaslt_gpu().context();
     const ops::Fp8Tensor wdq = ops::fp8_empty(ctx, {E, M, K}, ops::Fp8Tiling::kBlocks128);
     auto y = poisoned_output({P, M}, DType::BF16);
     auto dx = poisoned_output({P, K}, DType::BF16);

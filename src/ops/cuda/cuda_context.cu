@@ -98,7 +98,7 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
               options.poison_byte);
   resources_->device = device;
   resources_->attention_dq_arrival_order = options.attention_dq_arrival_order;
-  resources_->grouped_gemm_wgmma = options.grouped_gemm_wgmma;
+  resources_->grouped_gemm_kernel = options.grouped_gemm_kernel;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->stream, cudaStreamNonBlocking));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->comm_stream, cudaStreamNonBlocking));

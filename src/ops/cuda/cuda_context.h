@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/device_context.h"
+#include "ops/grouped_gemm_kernel.h"
 
 namespace quill {
 
@@ -28,10 +29,10 @@ struct CudaBackendOptions {
   // bit-reproducible, a few percent faster; only to measure the noise floor of float-sum order when two runs
   // are compared (--attention-dq-order arrival; docs/determinism.md).
   bool attention_dq_arrival_order = false;
-  // The routed experts' forward and input-gradient GEMMs (grouped_linear_forward, _backward_input): cuBLASLt, one
-  // GEMM per expert (the default), or quill's wgmma kernel, one launch for every expert (grouped_gemm_wg.h;
-  // --grouped-gemm-kernel, docs/decisions/grouped-gemm-wgmma.md). Experimental until measured.
-  bool grouped_gemm_wgmma = false;
+  // The routed experts' forward and input-gradient GEMMs (grouped_linear_forward, _backward_input and their FP8
+  // forms): cuBLASLt, one GEMM per expert, quill's wgmma kernel, one launch for every expert (grouped_gemm_wg.h), or
+  // auto (the default), each call by its shape as measured (--grouped-gemm-kernel; docs/decisions/grouped-gemm-wgmma.md).
+  GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "ops/cuda/cublaslt_library.h"
 #include "ops/device_context.h"
+#include "ops/grouped_gemm_kernel.h"
 
 namespace quill {
 
@@ -34,8 +35,8 @@ struct CudaResources {
   std::shared_ptr<cuda::GemmPlanCache> gemm_plans;  // created by the first GEMM (gemm.cu)
   // CudaBackendOptions::attention_dq_arrival_order (read by the attention backward).
   bool attention_dq_arrival_order = false;
-  // CudaBackendOptions::grouped_gemm_wgmma (read by grouped_linear_forward and _backward_input).
-  bool grouped_gemm_wgmma = false;
+  // CudaBackendOptions::grouped_gemm_kernel (read by the grouped GEMMs, bf16 and FP8: grouped_gemm_wg.h).
+  GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };

@@ -222,11 +222,11 @@ void grouped_rowwise(const DeviceContext& ctx, const char* op, RowGemm which, co
                         : check_rows(op, "dy_PM", act, w.M, "dx_PK", out, w.K);
   const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
   const RowGroups g = fp8q::groups_of(op, counts, w.E);
-  // CudaBackendOptions::grouped_gemm_wgmma: one launch for every expert where the kernel takes the problem (a bf16
-  // output, widths on its 128 x 128 blocks: grouped_gemm_wg.h), else one cuBLASLt GEMM per expert (rowwise).
+  // CudaBackendOptions::grouped_gemm_kernel: one launch for every expert where the choice and the shape take the
+  // kernel (a bf16 output, widths on its 128 x 128 blocks: grouped_gemm_wg.h), else one cuBLASLt GEMM per expert.
   const int64_t k = fwd ? w.K : w.M, m = fwd ? w.M : w.K;  // contraction, output width
   const uint8_t* w_codes = fwd ? w.codes : w.codes_t;
-  if (ctx.cuda->grouped_gemm_wgmma && out.dtype() == DType::BF16 &&
+  if (grouped_gemm::by_wgmma(ctx.cuda->grouped_gemm_kernel, true, P, w.E) && out.dtype() == DType::BF16 &&
       grouped_gemm::fp8_unsupported_reason(w.E, m, k, nullptr, w_codes, out.data()).empty()) {
     const Quantised q = rows128(ctx, act, g);
     grouped_gemm::fp8_forward(ctx, q.codes.data_as<uint8_t>(), q.scale.data_as<float>(), g, w_codes,

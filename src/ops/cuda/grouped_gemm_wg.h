@@ -5,8 +5,8 @@
 // 48 tiles of 128 x 256 for 132 multiprocessors, so cuBLASLt's per-expert calls leave SMs idle and end each call
 // with a partial wave (55-61% of the bf16 ceiling in the seed's profiles, against 75-95% for the dense GEMMs of the
 // same width). One launch over the tiles of every expert keeps every SM busy until the op's last wave
-// (docs/decisions/grouped-gemm-wgmma.md). Selected by CudaBackendOptions::grouped_gemm_wgmma
-// (--grouped-gemm-kernel wgmma); shapes the kernel does not take go to cuBLASLt.
+// (docs/decisions/grouped-gemm-wgmma.md). Chosen by CudaBackendOptions::grouped_gemm_kernel (--grouped-gemm-kernel;
+// auto: by_wgmma below); shapes the kernel does not take go to cuBLASLt.
 //
 //   forward:        y_PN[rows of e] = a_PC[rows of e] . w_ENC[e]^T   (grouped_linear_forward: a = x, w [E, M, K])
 //   backward_input: y_PN[rows of e] = a_PC[rows of e] . w_ECN[e]     (grouped_linear_backward_input: a = dy,
@@ -19,6 +19,7 @@
 
 #include "ops/cuda/fp8_quantize.h"
 #include "ops/device_context.h"
+#include "ops/grouped_gemm_kernel.h"
 
 namespace quill::cuda::grouped_gemm {
 
@@ -26,6 +27,18 @@ constexpr int64_t kMaxExperts = 256;  // the kernel's parameter block holds two 
 constexpr int64_t kTileRows = 128;    // rows of a, two consumer warpgroups of 64
 constexpr int64_t kTileCols = 256;    // output columns (wgmma n256)
 constexpr int64_t kTileK = 64;        // contraction per pipeline stage (one 128-byte swizzled box)
+
+// --grouped-gemm-kernel auto, measured (bench/results/2026-12-06-h100-grouped-gemm-wgmma/, grouped_bench on an H100):
+// bf16 at a seed rank's 384 rows per expert the kernel took 0.60 / 0.33 / 0.31 / 0.60 ms for the four ops against
+// cuBLASLt's 0.79 / 0.48 / 0.49 / 0.78; at the slice's ~1,536 rows cuBLASLt's were shorter (2.34 / 1.31 / 1.26 /
+// 2.35 against 2.53 / 1.43 / 1.33 / 2.77). FP8 the kernel was shorter at both sizes. So auto takes the kernel for
+// FP8, and for bf16 up to kAutoMeanRows rows per expert (between the two measured sizes, not measured itself).
+constexpr int64_t kAutoMeanRows = 1024;
+// Whether a grouped GEMM of P rows over E experts runs on the kernel under `choice` (the shape checks come after).
+inline bool by_wgmma(GroupedGemmKernel choice, bool fp8, int64_t P, int64_t E) {
+  if (choice != GroupedGemmKernel::kAuto) return choice == GroupedGemmKernel::kWgmma;
+  return fp8 || P <= kAutoMeanRows * E;
+}
 
 // Whether the current device is sm_90 (Hopper: wgmma, TMA), which both kernels need.
 bool device_is_sm90();
