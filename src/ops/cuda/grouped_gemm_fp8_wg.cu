@@ -14,7 +14,9 @@
 // epilogue rounds to bf16 and stores the expert's real rows at their source rows (no padded output, no copy back).
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
+#include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_gemm_pipeline.cuh"
 #include "ops/cuda/grouped_gemm_schedule.h"
 #include "ops/cuda/grouped_gemm_wg.h"
 #include "ops/cuda/tma_matrix_map.h"
@@ -90,18 +92,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  auto full = [&](int s) { return base + kSmemBarriers + 8 * s; };
-  auto empty = [&](int s) { return base + kSmemBarriers + 8 * (kStages + s); };
+  const StageBarriers bars{base + kSmemBarriers, kStages};
   auto codes = [&](int s) { return base + s * kCodeBytes; };
   auto scales = [&](int s) { return base + kSmemScales + s * kScaleBytes; };
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), kConsumerThreads / 32);  // one arrival per consumer warp
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) bars.init(kConsumerThreads / 32);
   __syncthreads();
 
   if (warp == kConsumerThreads / 32) {  // the producer warp
@@ -116,15 +111,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
         const float* srow = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e] + x.m0;
         for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
           const int s = it % kStages;
-          mbar_wait(empty(s), ((it / kStages) & 1) ^ 1, 100 + s);  // a fresh barrier passes parity 1 at once
-          mbar_arrive_expect_tx(full(s), kCodeBytes + sbytes);
+          bars.wait_free(it);
+          const uint32_t full = bars.full(s);
+          mbar_arrive_expect_tx(full, kCodeBytes + sbytes);
           const int k0 = kt * static_cast<int>(kFp8TileK);
 #pragma unroll
           for (int j = 0; j < kBoxes; ++j) {
-            tma_load_3d(codes(s) + j * kBoxBytes, &p.a_map, full(s), k0, p.dst[x.e] + x.m0 + 64 * j, 0);
-            tma_load_3d(codes(s) + (kBoxes + j) * kBoxBytes, &p.w_map, full(s), k0, x.e * p.N + x.n0 + 64 * j, 0);
+            tma_load_3d(codes(s) + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j, 0);
+            tma_load_3d(codes(s) + (kBoxes + j) * kBoxBytes, &p.w_map, full, k0, x.e * p.N + x.n0 + 64 * j, 0);
           }
-          bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full(s));
+          bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
         }
       }
     }
@@ -143,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
       const float wf = __ldg(wsc + kt);
-      mbar_wait(full(s), (it / kStages) & 1, s);
+      bars.wait_full(it);
       const uint64_t da = k_major_desc(codes(s) + w * kBoxBytes);
       const uint64_t db = k_major_desc(codes(s) + kBoxes * kBoxBytes);
       fence_regs(prod);
@@ -157,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
       const float f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;  // (rows past the copied factors: never stored)
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty(s));
+      if (lane == 0) mbar_arrive(bars.empty(s));
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         acc[4 * j] = fmaf(prod[4 * j], f0, acc[4 * j]);
@@ -182,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
 
 std::string fp8_unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a_codes, const void* w_codes,
                                    const void* y) {
-  if (!device_is_sm90()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
+  if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
   if (N % kFp8TileCols != 0)
     return fmt::format("{} output columns are not a multiple of the kernel's {}", N, kFp8TileCols);
   if (C % kFp8TileK != 0) return fmt::format("a contraction of {} is not a multiple of the kernel's {}", C, kFp8TileK);
@@ -219,10 +215,7 @@ void fp8_forward(const DeviceContext& ctx, const uint8_t* a_codes, const float* 
   if (tiles == 0) return;
   p.total = static_cast<int>(tiles);
   attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel), kSmemBytes);
-  int dev = 0, sms = 0;
-  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+  const unsigned grid = persistent_ctas(tiles);
   grouped_gemm_fp8_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }

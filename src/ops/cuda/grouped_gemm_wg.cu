@@ -20,7 +20,9 @@
 // attention_wg.cuh.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
+#include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_gemm_pipeline.cuh"
 #include "ops/cuda/grouped_gemm_schedule.h"
 #include "ops/cuda/grouped_gemm_wg.h"
 #include "ops/cuda/tma_matrix_map.h"
@@ -98,17 +100,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  auto full = [&](int s) { return base + kSmemBarriers + 8 * s; };
-  auto empty = [&](int s) { return base + kSmemBarriers + 8 * (kStages + s); };
+  const StageBarriers bars{base + kSmemBarriers, kStages};
   auto stage = [&](int s) { return base + s * kStageBytes; };
-
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), kConsumerThreads / 32);  // one arrival per consumer warp
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) bars.init(kConsumerThreads / 32);
   __syncthreads();
 
   if (warp == kConsumerThreads / 32) {  // the producer warp
@@ -119,9 +113,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
       for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
         const Tile x = tile_of(p, t);
         for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
-          const int s = it % kStages;
-          mbar_wait(empty(s), ((it / kStages) & 1) ^ 1, 100 + s);  // a fresh barrier passes parity 1 at once
-          load_stage<kTransB>(p, stage(s), full(s), x, kt);
+          bars.wait_free(it);
+          load_stage<kTransB>(p, stage(it % kStages), bars.full(it % kStages), x, kt);
         }
       }
     }
@@ -135,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
     float acc[128];
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
-      mbar_wait(full(s), (it / kStages) & 1, s);
+      bars.wait_full(it);
       const uint64_t da = k_major_desc(stage(s) + w * kBoxBytes);
       const uint64_t db = kTransB ? mn_major_desc(stage(s) + kStageABytes) : k_major_desc(stage(s) + kStageABytes);
       fence_regs(acc);
@@ -149,11 +142,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
       wgmma_commit();
       wgmma_wait<1>();  // the previous stage's products are done: release it
       fence_regs(acc);
-      if (kt > 0 && lane == 0) mbar_arrive(empty((it + kStages - 1) % kStages));
+      if (kt > 0 && lane == 0) mbar_arrive(bars.empty((it + kStages - 1) % kStages));
     }
     wgmma_wait<0>();
     fence_regs(acc);
-    if (lane == 0) mbar_arrive(empty((it + kStages - 1) % kStages));
+    if (lane == 0) mbar_arrive(bars.empty((it + kStages - 1) % kStages));
     // Accumulator 4 j + 2 sel (+1) is row 64 w + 16 (warp % 4) + g + 8 sel of the tile, columns 8 j + 2 cq (+1).
 #pragma unroll
     for (int sel = 0; sel < 2; ++sel) {
@@ -185,26 +178,22 @@ void run(const char* op, const DeviceContext& ctx, const void* a, const void* w,
   if (tiles == 0) return;
   p.total = static_cast<int>(tiles);
   attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_kernel<kTransB>), kSmemBytes);
-  int dev = 0, sms = 0;
-  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+  const unsigned grid = persistent_ctas(tiles);
   grouped_gemm_kernel<kTransB><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
-bool device_is_sm90() {
-  int dev = 0, major = 0, minor = 0;
+unsigned persistent_ctas(int64_t tiles) {
+  int dev = 0, sms = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  return major == 9 && minor == 0;
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return static_cast<unsigned>(std::min<int64_t>(tiles, sms));
 }
 
 std::string unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a, const void* w, const void* y) {
-  if (!device_is_sm90()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
+  if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
   if (N % kTileCols != 0) return fmt::format("{} output columns are not a multiple of the kernel's {}", N, kTileCols);
   if (C % kTileK != 0) return fmt::format("a contraction of {} is not a multiple of the kernel's {}", C, kTileK);
   if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
