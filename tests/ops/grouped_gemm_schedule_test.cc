@@ -1,7 +1,9 @@
 // The tile schedule of the grouped wgmma GEMM (src/ops/cuda/grouped_gemm_schedule.h) without a GPU: every output
 // element of every expert is covered by exactly one tile, no tile reaches outside its expert's rows, the row tiles of
-// one column block are adjacent (the L2 sharing the kernel relies on), and experts without rows have no tiles.
+// one column block are adjacent (the L2 sharing the kernel relies on), and experts without rows have no tiles. And
+// --grouped-gemm-kernel's routing (grouped_gemm::by_wgmma): the rule the measurement chose.
 #include "ops/cuda/grouped_gemm_schedule.h"
+#include "ops/cuda/grouped_gemm_wg.h"
 
 #include <gtest/gtest.h>
 
@@ -60,6 +62,27 @@ TEST(GroupedGemmSchedule, NoRowsNoTiles) {
   std::vector<int> row_offset(3), tile_offset(3);
   EXPECT_EQ(fill_schedule(counts.data(), 2, 4, 128, row_offset.data(), tile_offset.data()), 0);
   EXPECT_EQ(row_offset[2], 0);
+}
+
+TEST(GroupedGemmRouting, AutoTakesTheKernelForFp8AndForSmallGroupsAsMeasured) {
+  using quill::GroupedGemmKernel;
+  // auto: bf16 up to kAutoMeanRows rows per expert on average (a seed rank's 384: the kernel; the slice's ~1,536:
+  // cuBLASLt), FP8 at any size.
+  EXPECT_TRUE(by_wgmma(GroupedGemmKernel::kAuto, false, 32 * 384, 32));
+  EXPECT_TRUE(by_wgmma(GroupedGemmKernel::kAuto, false, 32 * kAutoMeanRows, 32));
+  EXPECT_FALSE(by_wgmma(GroupedGemmKernel::kAuto, false, 32 * kAutoMeanRows + 1, 32));
+  EXPECT_FALSE(by_wgmma(GroupedGemmKernel::kAuto, false, 32 * 1536, 32));
+  EXPECT_TRUE(by_wgmma(GroupedGemmKernel::kAuto, true, 32 * 1536, 32));
+  // A forced choice wins either way.
+  for (bool fp8 : {false, true}) {
+    EXPECT_TRUE(by_wgmma(GroupedGemmKernel::kWgmma, fp8, 32 * 4096, 32));
+    EXPECT_FALSE(by_wgmma(GroupedGemmKernel::kCublasLt, fp8, 32 * 16, 32));
+  }
+  GroupedGemmKernel k = GroupedGemmKernel::kAuto;
+  EXPECT_TRUE(quill::parse_grouped_gemm_kernel("wgmma", k));
+  EXPECT_EQ(k, GroupedGemmKernel::kWgmma);
+  EXPECT_FALSE(quill::parse_grouped_gemm_kernel("cutlass", k));
+  EXPECT_STREQ(quill::grouped_gemm_kernel_name(GroupedGemmKernel::kAuto), "auto");
 }
 
 }  // namespace
