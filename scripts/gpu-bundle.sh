@@ -30,5 +30,6 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
+git rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"  # what the device scripts print
 tar -czf "$out.tgz.part" -C "$(dirname "$out")" "$(basename "$out")" && mv "$out.tgz.part" "$out.tgz"
 du -sh "$out" "$out.tgz"

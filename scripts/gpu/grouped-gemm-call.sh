@@ -3,8 +3,8 @@
 # input-gradient GEMMs by quill's wgmma kernel (--grouped-gemm-kernel wgmma) against cuBLASLt's per-expert GEMMs.
 # First the kernel's tests and the grouped op tests (cuda_tests), then grouped_bench on a seed rank's counts (32
 # experts x 384 rows) and on the slice's (one measured step), each op by both paths, and their agreement.
-#   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
-#   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/grouped-gemm-call.sh")
+#   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
+#   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/grouped-gemm-call.sh")
 # Back: $OUT/grouped-gemm.txt (the call's log) and $OUT/cuda_tests.log.
 set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh

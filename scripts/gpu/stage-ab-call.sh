@@ -4,8 +4,8 @@
 # the order ARMS gives (A B B A by default: drift between arms shows) on one warm machine; the first two arms profile
 # step 3 (left out of their medians), so the ops the option changes are timed per op. First an optional gtest filter
 # of cuda_tests.
-#   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
-#   device: run(needs_h200=true, carry=["build/gpu-bundle"], command="ON='--grouped-gemm-kernel wgmma' KEYS=grouped_gemm_kernel OPS='grouped_linear_(forward|backward_input)' bash scripts/gpu/stage-ab-call.sh")
+#   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill
+#   device: run(needs_h200=true, carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && ON='--grouped-gemm-kernel wgmma' KEYS=grouped_gemm_kernel OPS='grouped_linear_(forward|backward_input)' bash scripts/gpu/stage-ab-call.sh")
 # Environment [defaults]: ON (the "on" arm's flags; required); CASES [first-bf16s: stage 0, bf16 moments, no
 #   offload, selective recompute]; ARMS ["off on on off"]; BASE_EXTRA [none]: flags for every arm; TESTS [none]: a
 #   gtest filter run first; KEYS: summary.json keys printed per arm; OPS: a regex of the profile's "by op" rows to

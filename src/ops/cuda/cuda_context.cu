@@ -1,5 +1,6 @@
 // CUDA resources and the device allocator. Every CUDA call is checked; a failure names the call.
 #include "base/parallel_memory.h"
+#include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/memory_stats.h"
@@ -100,6 +101,10 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   resources_->attention_dq_arrival_order = options.attention_dq_arrival_order;
   resources_->grouped_gemm_kernel = options.grouped_gemm_kernel;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
+  // A forced kernel that cannot run here would fall back call by call without a word: refuse it once, up front.
+  QUILL_CHECK(options.grouped_gemm_kernel != GroupedGemmKernel::kWgmma || cuda::attn_wg::device_supported(),
+              "--grouped-gemm-kernel wgmma: device {} is not a compute capability 9.0 GPU (the kernel needs sm_90a's "
+              "wgmma and TMA); give auto or cublaslt", device);
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->stream, cudaStreamNonBlocking));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->comm_stream, cudaStreamNonBlocking));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->copy_stream, cudaStreamNonBlocking));

@@ -182,7 +182,8 @@ void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const 
   require_cuda(op, "y_PM", y_PM);
   // CudaBackendOptions::grouped_gemm_kernel: one launch for every expert where the choice and the shape take the
   // kernel (bf16 in and out, widths on its tile: grouped_gemm_wg.h), else one cuBLASLt GEMM per expert as below.
-  if (grouped_gemm::by_wgmma(ctx.cuda->grouped_gemm_kernel, false, P, E) && x_PK.dtype() == DType::BF16 && y_PM.dtype() == DType::BF16 &&
+  if (grouped_gemm::by_wgmma(ctx.cuda->grouped_gemm_kernel, false, P, E) && x_PK.dtype() == DType::BF16 &&
+      y_PM.dtype() == DType::BF16 &&
       grouped_gemm::unsupported_reason(E, M, K, x_PK.data(), w_EMK.data(), y_PM.data()).empty()) {
     grouped_gemm::forward(ctx, x_PK.data(), w_EMK.data(), counts, E, P, M, K, byte_ptr_mut(y_PM));
     return;
@@ -211,7 +212,8 @@ void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM
   require_cuda(op, "w_EMK", w_EMK);
   require_cuda(op, "dx_PK", dx_PK);
   // CudaBackendOptions::grouped_gemm_kernel, as in the forward: dx [P, K] = dy [P, M] . w[e] [M, K].
-  if (grouped_gemm::by_wgmma(ctx.cuda->grouped_gemm_kernel, false, P, E) && dy_PM.dtype() == DType::BF16 && dx_PK.dtype() == DType::BF16 &&
+  if (grouped_gemm::by_wgmma(ctx.cuda->grouped_gemm_kernel, false, P, E) && dy_PM.dtype() == DType::BF16 &&
+      dx_PK.dtype() == DType::BF16 &&
       grouped_gemm::unsupported_reason(E, K, M, dy_PM.data(), w_EMK.data(), dx_PK.data()).empty()) {
     grouped_gemm::backward_input(ctx, dy_PM.data(), w_EMK.data(), counts, E, P, K, M, byte_ptr_mut(dx_PK));
     return;
