@@ -10,6 +10,7 @@
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
+#include "ops/router.h"
 #include "ops/swiglu.h"
 
 namespace quill {
@@ -45,11 +46,9 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   const Tensor x_TD = tp_.chunk_of_region(x_region);
   const int64_t T = x_TD.dim(0), D = x_TD.dim(1), P = T * k_;
   s.x_TD = x_TD;
-  s.x32_TD = new_tensor(ctx, {T, D}, DType::F32);
-  ops::convert(ctx, x_TD, s.x32_TD);
+  // The router in fp32 from the activation itself (docs/decisions/router-gemm-bf16x3.md).
   s.logits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
-  ops::linear_forward(ctx, s.x32_TD, gate_->compute, s.logits_TX);
-  if (recompute_inputs_) s.x32_TD = Tensor();  // made again for the router's weight gradient (restore_inputs)
+  ops::router_gate_forward(ctx, x_TD, gate_->compute, s.logits_TX);
   s.topk_Tk = new_tensor(ctx, {T, k_}, DType::I32);
   s.weights_TW = new_tensor(ctx, {T, k_ + S_}, DType::F32);
   if (replay_topk_Tk.defined()) {
@@ -120,8 +119,6 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
 void MoeBlock::restore_inputs(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
   s.x_region = x_region;
   s.x_TD = tp_.chunk_of_region(x_region);
-  s.x32_TD = new_tensor(ctx, s.x_TD.shape(), DType::F32);
-  ops::convert(ctx, s.x_TD, s.x32_TD);
   if (S_ > 0 && !tp_.comm_overlap) s.xs_TD = tp_.gather_input(ctx, x_region);  // else started by the backward
 }
 
@@ -248,10 +245,10 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dlogits_TX = new_tensor(ctx, {T, E_ + S_}, DType::F32);
   ops::router_backward(ctx, s.logits_TX, s.topk_Tk, s.weights_TW, scale_->compute, router_, dweights_TW, dlogits_TX,
                        grad_target(ctx, *scale_));
-  write_weight_grad(ctx, dlogits_TX, s.x32_TD, *gate_);
-  Tensor dx32_TD = new_tensor(ctx, {T, D}, DType::F32), dxr_TD = new_activation(ctx, {T, D});
-  ops::linear_backward_input(ctx, dlogits_TX, gate_->compute, dx32_TD);
-  ops::convert(ctx, dx32_TD, dxr_TD);
+  const GradWrite gate_grad = grad_write(ctx, *gate_);
+  ops::router_gate_backward_weight(ctx, dlogits_TX, s.x_TD, gate_grad.grad, gate_grad.accumulate);
+  Tensor dxr_TD = new_activation(ctx, {T, D});
+  ops::router_gate_backward_input(ctx, dlogits_TX, gate_->compute, dxr_TD);
   ops::add_inplace(ctx, dx_TD, dxr_TD);
   Tensor dx_region = tp_.chunk_of_region_backward(ctx, dx_TD);
   if (dxs.out.defined()) ops::add_inplace(ctx, dx_region, TensorParallel::finish(dxs));

@@ -35,14 +35,14 @@ namespace quill {
 class MoeBlock {
  public:
   // recompute: --recompute-modules moe_act (the SwiGLU outputs made again in the backward) and layernorm (the
-  // block's input, its fp32 copy and its gathered copy dropped after the forward: restore_inputs).
+  // block's input and its gathered copy dropped after the forward: restore_inputs).
   MoeBlock(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {},
            const ExpertParallel& ep = {}, const RecomputeOptions& recompute = {});
 
   struct Saved {
     // The rank's chunk: its input, the router's values, its routed rows' combined outputs (yp_PD).
     // counts_E: the rank's own rows per expert, all E (what metrics report, summed over ranks).
-    Tensor x_TD, x32_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, yp_PD;
+    Tensor x_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, yp_PD;
     // The local experts' rows (from every rank of the expert-parallel group; with one rank the
     // rank's own rows), their group sizes (host I64 [El]) and the exchange's plan.
     Tensor xr_RD, hr_R2F, ar_RF, local_counts_L;

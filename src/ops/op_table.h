@@ -72,6 +72,9 @@ struct OpTable {
   decltype(&ops::router_forward) router_forward = nullptr;
   decltype(&ops::router_forward_replay) router_forward_replay = nullptr;
   decltype(&ops::router_backward) router_backward = nullptr;
+  decltype(&ops::router_gate_forward) router_gate_forward = nullptr;
+  decltype(&ops::router_gate_backward_input) router_gate_backward_input = nullptr;
+  decltype(&ops::router_gate_backward_weight) router_gate_backward_weight = nullptr;
   decltype(&ops::short_conv_forward) short_conv_forward = nullptr;
   decltype(&ops::short_conv_backward) short_conv_backward = nullptr;
   decltype(&ops::swiglu_forward) swiglu_forward = nullptr;

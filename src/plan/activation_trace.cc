@@ -264,10 +264,9 @@ StageTrace::Id StageTrace::decoder_backward(int64_t l, Layer& saved, Id, ExpertW
   std::vector<Id> again;  // --recompute-modules layernorm: the MLP's inputs made again, for its backward
   if (norms_again()) {
     const Id m = norm_again();
-    // The MoE block's fp32 chunk, then its shared experts' input or the dense MLP's input gathered again (under
-    // --tp-comm-overlap with SP the block's backward gathers that itself, started early).
+    // The shared experts' input or the dense MLP's input gathered again (under --tp-comm-overlap with SP the
+    // block's backward gathers that itself, started early).
     again = {m};
-    if (c_.is_moe(l)) again.push_back(f32(Use::Temporary, T_ / tp_ * D_));
     if ((!c_.is_moe(l) || c_.n_shared_experts > 0) && !(overlap() && sp_)) again.push_back(gather_input(Use::Temporary));
   }
   const Id dm = c_.is_moe(l) ? moe_backward(l, saved, turn) : dense_backward(l);
@@ -448,10 +447,9 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   // --tp-comm-overlap: the shared experts' input gathered first, beside the router.
   const Id xs_early = S > 0 && overlap() ? gather_input(Use::Saved) : MemoryTrace::kNone;
   if (xs_early != MemoryTrace::kNone && !norms_again()) s.saved.push_back(xs_early);
-  const Id x32 = f32(Use::Saved, Tc * D_);
-  if (!norms_again()) s.saved.push_back(x32);
-  s.saved.push_back(f32(Use::Saved, Tc * (E + S)));   // logits
-  if (norms_again()) mem_.free(x32);                  // made again for the router's weight gradient
+  const Id logits = f32(Use::Saved, Tc * (E + S));
+  router_gate_workspace(Tc);                          // ops::router_gate_forward, on the GPU
+  s.saved.push_back(logits);
   s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
   s.saved.push_back(f32(Use::Saved, Tc * (k + S)));   // weights
   s.saved.push_back(f32(Use::Saved, Tc * k));         // wr
@@ -613,9 +611,11 @@ StageTrace::Id StageTrace::moe_backward(int64_t l, Layer& s, ExpertWgradTurn tur
   // Router.
   locals.push_back(f32(Use::Temporary, Tc * (E + S)));  // dlogits
   mem_.free(grad_scratch(p + "gate.global_scale", 1));
-  mem_.free(grad_scratch(p + "gate.weight", (E + S) * D_));
-  locals.push_back(f32(Use::Temporary, Tc * D_));         // dx32
+  const Id gate_grad = grad_scratch(p + "gate.weight", (E + S) * D_);
+  router_gate_workspace(Tc);  // the weight gradient's
+  mem_.free(gate_grad);
   locals.push_back(activation(Use::Temporary, Tc, D_));  // dxr
+  router_gate_workspace(Tc);  // the input gradient's
   // chunk_of_region_backward: without SP the chunks' gradients are gathered into all T rows.
   const Id dx_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
   for (Id id : locals) mem_.free(id);

@@ -98,6 +98,9 @@ void rmsnorm_backward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor
 // ops/router.h
 void router_forward(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& bias_E, const Tensor& global_scale, const RouterParams& params, const Tensor& topk_idx_Nk, const Tensor& weights_NW);
 void router_forward_replay(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& global_scale, const RouterParams& params, const Tensor& topk_idx_Nk, const Tensor& weights_NW);
+void router_gate_forward(const DeviceContext& ctx, const Tensor& x_TD, const Tensor& w_XD, const Tensor& logits_TX);
+void router_gate_backward_input(const DeviceContext& ctx, const Tensor& dlogits_TX, const Tensor& w_XD, const Tensor& dx_TD);
+void router_gate_backward_weight(const DeviceContext& ctx, const Tensor& dlogits_TX, const Tensor& x_TD, const Tensor& dw_XD, bool accumulate);
 void router_backward(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& topk_idx_Nk, const Tensor& weights_NW, const Tensor& global_scale, const RouterParams& params, const Tensor& dweights_NW, const Tensor& dlogits_NX, const Tensor& dglobal_scale);
 // ops/short_conv.h
 void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC);

@@ -70,6 +70,9 @@ OpTable make_table() {
   t.router_forward = &cuda::router_forward;
   t.router_forward_replay = &cuda::router_forward_replay;
   t.router_backward = &cuda::router_backward;
+  t.router_gate_forward = &cuda::router_gate_forward;
+  t.router_gate_backward_input = &cuda::router_gate_backward_input;
+  t.router_gate_backward_weight = &cuda::router_gate_backward_weight;
   t.moe_route_plan = &cuda::moe_route_plan;
   t.moe_permute = &cuda::moe_permute;
   t.moe_permute_backward = &cuda::moe_permute_backward;

@@ -74,6 +74,20 @@ OpCost op_cost(OpTag<OpId::linear_backward_weight>, const Tensor& dy_NM, const T
   return matmul(dy_NM.dim(0), dw_MK.dim(0), dw_MK.dim(1), tb(dy_NM) + tb(x_NK) + tb(dw_MK) * (accumulate ? 2 : 1));
 }
 
+// The router's gate GEMMs (ops/router.h): the fp32 GEMM's FLOPs whichever way --router-gemm runs them.
+OpCost op_cost(OpTag<OpId::router_gate_forward>, const Tensor& x_TD, const Tensor& w_XD, const Tensor& logits_TX) {
+  return matmul(x_TD.dim(0), w_XD.dim(0), x_TD.dim(1), tb(x_TD) + tb(w_XD) + tb(logits_TX));
+}
+OpCost op_cost(OpTag<OpId::router_gate_backward_input>, const Tensor& dlogits_TX, const Tensor& w_XD,
+               const Tensor& dx_TD) {
+  return matmul(dlogits_TX.dim(0), w_XD.dim(0), w_XD.dim(1), tb(dlogits_TX) + tb(w_XD) + tb(dx_TD));
+}
+OpCost op_cost(OpTag<OpId::router_gate_backward_weight>, const Tensor& dlogits_TX, const Tensor& x_TD,
+               const Tensor& dw_XD, bool accumulate) {
+  return matmul(dlogits_TX.dim(0), dw_XD.dim(0), dw_XD.dim(1),
+                tb(dlogits_TX) + tb(x_TD) + tb(dw_XD) * (accumulate ? 2 : 1));
+}
+
 // Rows the grouped GEMM really multiplies: the sum of the host counts, else every row.
 double grouped_rows(const Tensor& rows_P, const Tensor& counts_E) {
   if (counts_E.defined() && counts_E.device() == Device::CPU && counts_E.dtype() == DType::I64) {

@@ -46,7 +46,8 @@ namespace quill {
   X(linear_backward_weight) X(moe_route_plan) X(moe_permute) X(moe_permute_backward) X(moe_unpermute)   \
   X(moe_unpermute_backward) X(grouped_linear_forward) X(grouped_linear_backward_input)                  \
   X(grouped_linear_backward_weight) X(rmsnorm_forward) X(rmsnorm_backward) X(router_forward)            \
-  X(router_forward_replay) X(router_backward) X(short_conv_forward) X(short_conv_backward)              \
+  X(router_forward_replay) X(router_backward) X(router_gate_forward) X(router_gate_backward_input)          \
+  X(router_gate_backward_weight) X(short_conv_forward) X(short_conv_backward)              \
   X(swiglu_forward) X(swiglu_backward) X(embedding_forward_shard) X(embedding_backward_shard)          \
   X(cross_entropy_shard_stats) X(cross_entropy_shard_backward) X(collective) X(fp8_quantize)             \
   X(fp8_quantize_grouped) X(fp8_dequantize) X(fp8_linear_forward) X(fp8_linear_backward_input)          \

@@ -1,0 +1,138 @@
+// The router's gate GEMMs on the GPU (src/ops/cuda/router_gate.cu) both ways --router-gemm takes (fp32 cuBLASLt,
+// and bf16x3: the operands split into three exact bf16 parts, the products on the tensor cores) against the CPU
+// reference computed in double: forward logits, the input gradient (fp32 and bf16), the weight gradient written
+// and added. Both ways must be fp32-accurate: within 1e-5 relative L2 of double (bf16 operands would be ~2e-3),
+// bf16x3 no further from it than twice the fp32 GEMMs are (a split that dropped its low part would be ~4e-6 where
+// fp32's sums are ~1e-7); nothing written outside the outputs, the same bits twice.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cuda/harness.h"
+#include "ops/convert.h"
+#include "ops/cuda/cuda_context.h"
+#include "ops/router.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using test::poisoned_output;
+using test::round_bf16;
+using test::to_device;
+using test::to_host;
+
+const DeviceContext kCpu = DeviceContext::cpu();
+constexpr double kTolFp32 = 1e-5;
+constexpr double kTolBf16Output = 4e-3;
+
+CudaBackend& gpu_with(RouterGemm g) {
+  static CudaBackend fp32(0, CudaBackendOptions{.router_gemm = RouterGemm::kFp32});
+  static CudaBackend bf16x3(0, CudaBackendOptions{.router_gemm = RouterGemm::kBf16x3});
+  return g == RouterGemm::kFp32 ? fp32 : bf16x3;
+}
+
+Tensor as_f64(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), DType::F64);
+  ops::convert(kCpu, t, out);
+  return out;
+}
+Tensor as_f32(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), DType::F32);
+  ops::convert(kCpu, t, out);
+  return out;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.numel() * dtype_size(a.dtype())) == 0;
+}
+
+struct Errors {
+  double logits = 0, dx = 0, dw = 0, dw_added = 0;
+};
+
+// One problem: x [T, D] (bf16 values, as the model's activations), w [X, D] and dlogits [T, X] fp32 with a wide
+// spread of magnitudes (rows scaled by 1e-3 .. 1e3), dw0 the gradient added to.
+Errors check_gate(RouterGemm g, int64_t T, int64_t D, int64_t X, uint64_t seed) {
+  const std::string tag = std::string("router gate ") + router_gemm_name(g) + " T=" + std::to_string(T) +
+                          " D=" + std::to_string(D) + " X=" + std::to_string(X);
+  SCOPED_TRACE(tag);
+  const Tensor x = round_bf16(test::random_tensor({T, D}, DType::F32, seed));
+  Tensor w = test::random_tensor({X, D}, DType::F32, seed + 1, 0.02);
+  Tensor dl = test::random_tensor({T, X}, DType::F32, seed + 2);
+  const float scales[] = {1e-3f, 1.f, 1e3f, 0.37f};
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < X; ++i) dl.data_as<float>()[t * X + i] *= scales[(t + i) % 4];
+  const Tensor dw0 = test::random_tensor({X, D}, DType::F32, seed + 3);
+
+  // The reference, in double.
+  Tensor logits_ref = Tensor::empty({T, X}, DType::F64), dx_ref = Tensor::empty({T, D}, DType::F64);
+  Tensor dw_ref = Tensor::empty({X, D}, DType::F64), dw_acc_ref = as_f64(dw0);
+  ops::router_gate_forward(kCpu, as_f64(x), as_f64(w), logits_ref);
+  ops::router_gate_backward_input(kCpu, as_f64(dl), as_f64(w), dx_ref);
+  ops::router_gate_backward_weight(kCpu, as_f64(dl), as_f64(x), dw_ref, false);
+  ops::router_gate_backward_weight(kCpu, as_f64(dl), as_f64(x), dw_acc_ref, true);
+
+  const DeviceContext ctx = gpu_with(g).context();
+  const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::F32), dld = to_device(dl, DType::F32);
+  Errors e;
+  Tensor first[4];
+  for (int run = 0; run < 2; ++run) {
+    auto logits = poisoned_output({T, X}, DType::F32);
+    auto dx32 = poisoned_output({T, D}, DType::F32);
+    auto dx16 = poisoned_output({T, D}, DType::BF16);
+    auto dw = poisoned_output({X, D}, DType::F32);
+    const Tensor dw_acc = to_device(dw0, DType::F32);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    ops::router_gate_forward(ctx, xd, wd, logits->tensor());
+    ops::router_gate_backward_input(ctx, dld, wd, dx32->tensor());
+    ops::router_gate_backward_input(ctx, dld, wd, dx16->tensor());
+    ops::router_gate_backward_weight(ctx, dld, xd, dw->tensor(), false);
+    ops::router_gate_backward_weight(ctx, dld, xd, dw_acc, true);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (run == 0) {
+      e.logits = test::expect_device_close(tag + " logits", logits->tensor(), as_f32(logits_ref), kTolFp32);
+      e.dx = test::expect_device_close(tag + " dx fp32", dx32->tensor(), as_f32(dx_ref), kTolFp32);
+      test::expect_device_close(tag + " dx bf16", dx16->tensor(), as_f32(dx_ref), kTolBf16Output);
+      e.dw = test::expect_device_close(tag + " dw written", dw->tensor(), as_f32(dw_ref), kTolFp32);
+      e.dw_added = test::expect_device_close(tag + " dw added", dw_acc, as_f32(dw_acc_ref), kTolFp32);
+    }
+    EXPECT_TRUE(logits->guards_intact()) << "router_gate_forward wrote outside the logits";
+    EXPECT_TRUE(dx32->guards_intact() && dx16->guards_intact()) << "router_gate_backward_input wrote outside dx";
+    EXPECT_TRUE(dw->guards_intact()) << "router_gate_backward_weight wrote outside dw";
+    const Tensor results[4] = {to_host(logits->tensor()), to_host(dx32->tensor()), to_host(dx16->tensor()),
+                               to_host(dw_acc)};
+    for (int i = 0; i < 4; ++i) {
+      if (run == 0) first[i] = results[i];
+      else EXPECT_TRUE(same_bits(first[i], results[i])) << "two runs differ in result " << i;
+    }
+  }
+  return e;
+}
+
+// bf16x3's error against double within twice fp32's (or 1e-7, for sums fp32 gets almost exact).
+void expect_as_accurate(const char* what, double bf16x3, double fp32) {
+  EXPECT_LE(bf16x3, std::max(2 * fp32, 1e-7)) << what << ": bf16x3 " << bf16x3 << " against fp32 " << fp32;
+}
+
+void compare_ways(int64_t T, int64_t D, int64_t X, uint64_t seed) {
+  const Errors a = check_gate(RouterGemm::kFp32, T, D, X, seed), b = check_gate(RouterGemm::kBf16x3, T, D, X, seed);
+  expect_as_accurate("logits", b.logits, a.logits);
+  expect_as_accurate("dx", b.dx, a.dx);
+  expect_as_accurate("dw written", b.dw, a.dw);
+  expect_as_accurate("dw added", b.dw_added, a.dw_added);
+}
+
+TEST(RouterGateCuda, BothWaysMatchTheReference) {
+  QUILL_REQUIRE_GPU();
+  compare_ways(300, 512, 258, 7);    // X not a multiple of 8: padded parts
+  compare_ways(5, 64, 3, 17);        // smaller than every tile
+  compare_ways(2048, 4096, 258, 27);  // a seed rank: 2,048 positions, 256 + 2 logits
+}
+
+}  // namespace
+}  // namespace quill
