@@ -46,6 +46,18 @@ bool StageTrace::frozen(const std::string& name) const {
   return false;
 }
 
+void StageTrace::router_gate_workspace(int64_t Tc, GateOp op) {
+  if (!cuda()) return;
+  // fp32: the widened input or the input gradient in fp32. bf16x3 (forward, weight gradient): the fp32 operand's
+  // three parts (rows padded to 8) and one fp32 output per 512-long chunk of the contraction.
+  const int64_t Xp = (c_.n_routed_experts + c_.n_shared_experts + 7) / 8 * 8, chunk = 512;
+  const int64_t fp32 = Tc * D_ * 4;
+  int64_t parts = 0;
+  if (op == GateOp::kForward) parts = 3 * Xp * D_ * 2 + (D_ + chunk - 1) / chunk * Tc * 3 * Xp * 4;
+  if (op == GateOp::kBackwardWeight) parts = Tc * 3 * Xp * 2 + (Tc + chunk - 1) / chunk * 3 * Xp * D_ * 4;
+  mem_.spike(Use::Temporary, std::max(fp32, parts));
+}
+
 StageTrace::Id StageTrace::grad_scratch(const std::string& name, int64_t elements) {
   // layer_util.h grad_target / grad_write: a frozen parameter's gradient is a scratch fp32 tensor.
   return frozen(name) ? f32(Use::Temporary, elements) : MemoryTrace::kNone;
@@ -448,7 +460,7 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   const Id xs_early = S > 0 && overlap() ? gather_input(Use::Saved) : MemoryTrace::kNone;
   if (xs_early != MemoryTrace::kNone && !norms_again()) s.saved.push_back(xs_early);
   const Id logits = f32(Use::Saved, Tc * (E + S));
-  router_gate_workspace(Tc);                          // ops::router_gate_forward, on the GPU
+  router_gate_workspace(Tc, GateOp::kForward);
   s.saved.push_back(logits);
   s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
   s.saved.push_back(f32(Use::Saved, Tc * (k + S)));   // weights
@@ -612,10 +624,10 @@ StageTrace::Id StageTrace::moe_backward(int64_t l, Layer& s, ExpertWgradTurn tur
   locals.push_back(f32(Use::Temporary, Tc * (E + S)));  // dlogits
   mem_.free(grad_scratch(p + "gate.global_scale", 1));
   const Id gate_grad = grad_scratch(p + "gate.weight", (E + S) * D_);
-  router_gate_workspace(Tc);  // the weight gradient's
+  router_gate_workspace(Tc, GateOp::kBackwardWeight);
   mem_.free(gate_grad);
   locals.push_back(activation(Use::Temporary, Tc, D_));  // dxr
-  router_gate_workspace(Tc);  // the input gradient's
+  router_gate_workspace(Tc, GateOp::kBackwardInput);
   // chunk_of_region_backward: without SP the chunks' gradients are gathered into all T rows.
   const Id dx_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
   for (Id id : locals) mem_.free(id);

@@ -104,11 +104,10 @@ class StageTrace {
   // StageModel::recompute_group: the group's forward again, from its input, before its backward.
   void recompute_group(Activations& act, int64_t begin, int64_t end);
 
-  // ops::router_gate_*'s transient workspace on the GPU (src/ops/cuda/router_gate.cu): the fp32 path's widened
-  // [Tc, D] bounds bf16x3's parts; none on the CPU, whose activations are fp32 already.
-  void router_gate_workspace(int64_t Tc) {
-    if (cuda()) mem_.spike(Use::Temporary, Tc * D_ * 4);
-  }
+  // ops::router_gate_*'s transient workspace on the GPU (src/ops/cuda/router_gate.cu), the larger of --router-gemm's
+  // two ways; none on the CPU, whose activations are fp32 already.
+  enum class GateOp { kForward, kBackwardWeight, kBackwardInput };
+  void router_gate_workspace(int64_t Tc, GateOp op);
   // A gradient the op writes for a frozen parameter: a scratch tensor while the call runs.
   Id grad_scratch(const std::string& name, int64_t elements);
   bool frozen(const std::string& name) const;

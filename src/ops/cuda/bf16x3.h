@@ -60,13 +60,4 @@ QUILL_B3_HD inline uint16_t part_bits(float v, int p) {
   return bf16_bits(p == 0 ? s.hi : p == 1 ? s.mid : s.lo);
 }
 
-// Which parts meet in the products of a split operand pair. An fp32 product a*b is
-// sum over (i, j) of a_i b_j; the terms with i + j <= 2 are kept (a_1 b_2, a_2 b_1 and a_2 b_2 are below
-// 2^-24 of a_0 b_0: fp32's own rounding), so dx = dlogits * w runs as one GEMM over six part pairs.
-// A one-sided split (the other operand already bf16) uses the first three pairs' left parts 0, 1, 2.
-inline constexpr int kPairs = 6;
-inline constexpr int kLeftPart[kPairs] = {0, 0, 1, 0, 1, 2};
-inline constexpr int kRightPart[kPairs] = {0, 1, 0, 2, 1, 0};
-inline constexpr int kOneSided[3] = {0, 1, 2};
-
 }  // namespace quill::bf16x3

@@ -2,26 +2,32 @@
 // --router-gemm says (ops/router_gemm.h, docs/decisions/router-gemm-bf16x3.md):
 //
 //   fp32    x widened to fp32 when it is bf16, then cuBLASLt's fp32 GEMMs (gemm.cu), as the CPU reference.
-//   bf16x3  each fp32 operand split into three bf16 parts that sum to it exactly (bf16x3.h); one bf16
-//           cuBLASLt GEMM over all the part pairs at once, fp32 accumulation:
-//     forward          y3 [T, 3Xp] = x [T, D] . Ws^T, Ws [3Xp, D] the gate's parts stacked by rows (hi, mid,
-//                      lo, each padded to Xp rows with zeros); logits[t, i] = (lo + mid) + hi of y3's blocks.
-//                      x is bf16 already: its products with the parts are exact.
-//     backward weight  S [3Xp, D] = Ds^T . x, Ds [T, 3Xp] dlogits' parts side by side; dw (+)= (lo + mid) + hi.
-//     backward input   dx [T, D] = D6 [T, 6Xp] . W6 [6Xp, D]: the six part pairs of bf16x3::kLeftPart and
-//                      kRightPart laid side by side along the contraction, so one GEMM sums them all.
+//   bf16x3  the forward and the weight gradient with their fp32 operand split into three bf16 parts that sum to it
+//           exactly (bf16x3.h); x is bf16 already, so every product is exact in fp32. bf16 cuBLASLt GEMMs over
+//           the parts at once (stacked as one operand), each over a contraction of at most kChunk, and the parts'
+//           and chunks' results added here in fp32 (round to nearest):
+//     forward          y3[k] [T, 3Xp] = x[:, chunk k] . Ws[:, chunk k]^T, Ws [3Xp, D] the gate's parts stacked by
+//                      rows (hi, mid, lo, each padded to Xp rows with zeros);
+//                      logits = (sum_k lo_k + sum_k mid_k) + sum_k hi_k.
+//     backward weight  s[k] [3Xp, D] = Ds[rows of chunk k]^T . x[rows of chunk k], Ds [T, 3Xp] dlogits' parts
+//                      side by side; dw (+)= the same sum of s's blocks.
+//     backward input   the fp32 GEMM: its contraction is X = 258, and as parts both operands split would make six
+//                      pairs, whose accumulation needs chunks with [T, D] fp32 outputs costing more than the product.
+//   Why the chunks: the tensor cores' fp32 accumulation loses bits that CUDA-core fp32 keeps, and the loss grows with
+//   the contraction (measured against double: 4.7e-7 relative at 512, fp32's own; 4.4e-6 at 4,096).
 //
 // Shapes: x_TD [T, D] BF16 or F32, w_XD F32 [X, D], logits_TX / dlogits_TX F32 [T, X], dx_TD [T, D] BF16 or
 // F32 (overwritten, rounded once from fp32), dw_XD F32 [X, D] (added to when accumulate, else overwritten).
 // Xp = X rounded up to 8 (16-byte rows for cuBLASLt). Workspace (transient, from the context's allocator): at a
-// seed rank (T 2,048, D 4,096, X 258) 13 MB forward, 16 MB backward weight, 20 MB backward input, below the fp32
-// path's widened x (32 MB).
+// seed rank (T 2,048, D 4,096, X 258: 8 chunks of D, 4 of T) the forward's parts 6.5 MB and outputs 52 MB, the
+// weight gradient's parts 3.2 MB and outputs 52 MB; the fp32 path's widened x or dx 32 MB.
 #include <algorithm>
 #include <cstdint>
 
 #include "ops/cuda/bf16x3.h"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/lt_matmul.h"
 #include "ops/cuda/tensor_checks.h"
 #include "ops/dispatch.h"
 
@@ -33,55 +39,49 @@ using ops_detail::require_shape;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;
+// The longest contraction one bf16x3 GEMM accumulates on the tensor cores: measured, their fp32 accumulation's error
+// grows about linearly with it (4.7e-7 relative at 512, fp32's own; 4.4e-6 at 4,096), so longer ones run as chunks of
+// this whose results are added on the CUDA cores.
+constexpr int64_t kChunk = 512;
 
 int blocks_for(int64_t items) {
   return static_cast<int>(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }
 
-// Which part each block of a split operand holds, block b at rows (or columns) [b * padded, b * padded + n).
-struct PartBlocks {
-  int count = 0;
-  int part[bf16x3::kPairs] = {};
-};
-
-PartBlocks one_sided() { return {3, {0, 1, 2}}; }
-PartBlocks pairs_left() {
-  PartBlocks b{bf16x3::kPairs, {}};
-  for (int i = 0; i < bf16x3::kPairs; ++i) b.part[i] = bf16x3::kLeftPart[i];
-  return b;
-}
-PartBlocks pairs_right() {
-  PartBlocks b{bf16x3::kPairs, {}};
-  for (int i = 0; i < bf16x3::kPairs; ++i) b.part[i] = bf16x3::kRightPart[i];
-  return b;
-}
-
-// src [R, C] fp32 -> dst bf16 bits, the blocks stacked by rows ([count * Rp, C]) or side by side by columns
-// ([R, count * Cp]); padding rows or columns are zero.
+// src [R, C] fp32 -> dst bf16 bits: block p = part p (0 hi, 1 mid, 2 lo), the blocks stacked by rows
+// ([3 Rp, C]) or side by side by columns ([R, 3 Cp]); padding rows or columns are zero.
 __global__ void split_kernel(const float* src, int64_t R, int64_t C, uint16_t* dst, int64_t dst_rows,
-                             int64_t dst_cols, int64_t padded, bool by_rows, PartBlocks blocks) {
+                             int64_t dst_cols, int64_t padded, bool by_rows) {
   const int64_t n = dst_rows * dst_cols;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int64_t row = i / dst_cols, col = i % dst_cols;
     const int64_t b = (by_rows ? row : col) / padded;
     const int64_t r = by_rows ? row - b * padded : row, c = by_rows ? col : col - b * padded;
-    dst[i] = (r < R && c < C) ? bf16x3::part_bits(src[r * C + c], blocks.part[b]) : uint16_t{0};
+    dst[i] = (r < R && c < C) ? bf16x3::part_bits(src[r * C + c], static_cast<int>(b)) : uint16_t{0};
   }
 }
 
-// out [R, C] (+)= (lo + mid) + hi, the three fp32 blocks of src stacked by rows ([3Rp, C]) or by columns
-// ([R, 3Cp]).
-__global__ void sum_parts_kernel(const float* src, int64_t R, int64_t C, int64_t padded, bool by_rows, float* out,
-                                 bool accumulate) {
+// out [R, C] (+)= (lo + mid) + hi, each part the sum over the contraction's chunks k (in k order) of
+// src[k * chunk_stride + p * part_stride + r * row_stride + c], p = 0 hi, 1 mid, 2 lo. Every sum in fp32 on the CUDA
+// cores, rounded to nearest: the chunks bound the tensor cores' accumulation (see the file's header).
+struct PartSums {
+  int64_t row_stride, part_stride, chunk_stride;
+  int chunks;
+};
+__global__ void sum_parts_kernel(const float* src, int64_t R, int64_t C, PartSums g, float* out, bool accumulate) {
   const int64_t n = R * C;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t r = i / C, c = i % C;
-    const int64_t block = by_rows ? padded * C : padded;  // the distance between one part's element and the next's
-    const float* s = src + (by_rows ? r * C + c : r * 3 * padded + c);
-    const float sum = (s[2 * block] + s[block]) + s[0];
-    out[i] = accumulate ? out[i] + sum : sum;
+    const float* s = src + (i / C) * g.row_stride + i % C;
+    float part[3];
+    for (int p = 0; p < 3; ++p) {
+      float sum = s[p * g.part_stride];
+      for (int k = 1; k < g.chunks; ++k) sum += s[k * g.chunk_stride + p * g.part_stride];
+      part[p] = sum;
+    }
+    const float total = (part[2] + part[1]) + part[0];
+    out[i] = accumulate ? out[i] + total : total;
   }
 }
 
@@ -91,24 +91,26 @@ Tensor scratch(const DeviceContext& ctx, Shape shape, DType dtype) {
   return Tensor::empty(std::move(shape), dtype, *ctx.allocator);
 }
 
-// The split of an fp32 [R, C] matrix into `blocks` (bf16, by rows or by columns, padded to 8).
-Tensor split(const DeviceContext& ctx, const Tensor& src, bool by_rows, const PartBlocks& blocks) {
+// The split of an fp32 [R, C] matrix into its three parts (bf16, by rows or by columns, padded to 8).
+Tensor split(const DeviceContext& ctx, const Tensor& src, bool by_rows) {
   const int64_t R = src.dim(0), C = src.dim(1);
   const int64_t padded = padded8(by_rows ? R : C);
-  const int64_t rows = by_rows ? blocks.count * padded : R, cols = by_rows ? C : blocks.count * padded;
+  const int64_t rows = by_rows ? 3 * padded : R, cols = by_rows ? C : 3 * padded;
   Tensor dst = scratch(ctx, {rows, cols}, DType::BF16);
   split_kernel<<<blocks_for(rows * cols), kThreads, 0, stream_of(ctx)>>>(
-      src.data_as<float>(), R, C, static_cast<uint16_t*>(dst.data()), rows, cols, padded, by_rows, blocks);
+      src.data_as<float>(), R, C, static_cast<uint16_t*>(dst.data()), rows, cols, padded, by_rows);
   QUILL_CUDA_CHECK_LAUNCH("split_kernel");
   return dst;
 }
 
-void sum_parts(const DeviceContext& ctx, const Tensor& src, bool by_rows, const Tensor& out, bool accumulate) {
+void sum_parts(const DeviceContext& ctx, const Tensor& src, const PartSums& g, const Tensor& out, bool accumulate) {
   const int64_t R = out.dim(0), C = out.dim(1);
-  sum_parts_kernel<<<blocks_for(R * C), kThreads, 0, stream_of(ctx)>>>(
-      src.data_as<float>(), R, C, padded8(by_rows ? R : C), by_rows, static_cast<float*>(out.data()), accumulate);
+  sum_parts_kernel<<<blocks_for(R * C), kThreads, 0, stream_of(ctx)>>>(src.data_as<float>(), R, C, g,
+                                                                       static_cast<float*>(out.data()), accumulate);
   QUILL_CUDA_CHECK_LAUNCH("sum_parts_kernel");
 }
+
+int chunks_of(int64_t n) { return static_cast<int>(std::max<int64_t>(1, (n + kChunk - 1) / kChunk)); }
 
 Tensor widened(const DeviceContext& ctx, const Tensor& x) {
   if (x.dtype() == DType::F32) return x;
@@ -143,10 +145,20 @@ void router_gate_forward(const DeviceContext& ctx, const Tensor& x_TD, const Ten
   check_f32(op, "w", w_XD, {X, D});
   check_f32(op, "logits", logits_TX, {T, X});
   if (!by_parts(ctx) || x_TD.dtype() == DType::F32) return linear_forward(ctx, widened(ctx, x_TD), w_XD, logits_TX);
-  const Tensor ws = split(ctx, w_XD, true, one_sided());
-  Tensor y3 = scratch(ctx, {T, ws.dim(0)}, DType::F32);
-  linear_forward(ctx, x_TD, ws, y3);
-  sum_parts(ctx, y3, false, logits_TX, false);
+  // Chunk k: y3[k] [T, 3Xp] = x[:, k0:k1] . ws[:, k0:k1]^T, both operands strided views (ld D).
+  const Tensor ws = split(ctx, w_XD, true);
+  const int64_t M = ws.dim(0), Xp = M / 3;
+  const int chunks = chunks_of(D);
+  Tensor y3 = scratch(ctx, {chunks, T, M}, DType::F32);
+  const auto* xb = static_cast<const __nv_bfloat16*>(x_TD.data());
+  const auto* wb = static_cast<const __nv_bfloat16*>(ws.data());
+  for (int k = 0; k < chunks; ++k) {
+    const int64_t k0 = k * kChunk, kc = std::min(kChunk, D - k0);
+    matmul(ctx, op, CUBLAS_OP_T, Operand{wb + k0, CUDA_R_16BF, uint64_t(kc), uint64_t(M), D}, CUBLAS_OP_N,
+           Operand{xb + k0, CUDA_R_16BF, uint64_t(kc), uint64_t(T), D}, y3.data_as<float>() + k * T * M, CUDA_R_32F,
+           uint64_t(M), uint64_t(T), uint64_t(kc), 0.0f, Vary::kN);
+  }
+  sum_parts(ctx, y3, PartSums{M, Xp, T * M, chunks}, logits_TX, false);
 }
 
 void router_gate_backward_input(const DeviceContext& ctx, const Tensor& dlogits_TX, const Tensor& w_XD,
@@ -158,15 +170,12 @@ void router_gate_backward_input(const DeviceContext& ctx, const Tensor& dlogits_
   check_f32(op, "dlogits", dlogits_TX, {T, X});
   check_f32(op, "w", w_XD, {X, D});
   check_activation(op, "dx", dx_TD, {T, D});
-  if (!by_parts(ctx)) {
-    if (dx_TD.dtype() == DType::F32) return linear_backward_input(ctx, dlogits_TX, w_XD, dx_TD, false);
-    Tensor dx32 = scratch(ctx, {T, D}, DType::F32);
-    linear_backward_input(ctx, dlogits_TX, w_XD, dx32, false);
-    return convert(ctx, dx32, dx_TD);
-  }
-  const Tensor d6 = split(ctx, dlogits_TX, false, pairs_left());
-  const Tensor w6 = split(ctx, w_XD, true, pairs_right());
-  linear_backward_input(ctx, d6, w6, dx_TD, false);
+  // Both ways: the fp32 GEMM (a contraction of only X = 258; as bf16x3 its six part pairs would need chunks whose
+  // fp32 outputs [T, D] cost more than the product: docs/decisions/router-gemm-bf16x3.md).
+  if (dx_TD.dtype() == DType::F32) return linear_backward_input(ctx, dlogits_TX, w_XD, dx_TD, false);
+  Tensor dx32 = scratch(ctx, {T, D}, DType::F32);
+  linear_backward_input(ctx, dlogits_TX, w_XD, dx32, false);
+  convert(ctx, dx32, dx_TD);
 }
 
 void router_gate_backward_weight(const DeviceContext& ctx, const Tensor& dlogits_TX, const Tensor& x_TD,
@@ -180,10 +189,21 @@ void router_gate_backward_weight(const DeviceContext& ctx, const Tensor& dlogits
   check_f32(op, "dw", dw_XD, {X, D});
   if (!by_parts(ctx) || x_TD.dtype() == DType::F32)
     return linear_backward_weight(ctx, dlogits_TX, widened(ctx, x_TD), dw_XD, accumulate);
-  const Tensor d3 = split(ctx, dlogits_TX, false, one_sided());
-  Tensor s = scratch(ctx, {d3.dim(1), D}, DType::F32);
-  linear_backward_weight(ctx, d3, x_TD, s, false);
-  sum_parts(ctx, s, true, dw_XD, accumulate);
+  // Chunk k of the positions: s[k] [3Xp, D] = d3[t0:t1]^T . x[t0:t1] (row blocks: contiguous).
+  const Tensor d3 = split(ctx, dlogits_TX, false);
+  const int64_t M = d3.dim(1), Xp = M / 3;
+  const int chunks = chunks_of(T);
+  Tensor s = scratch(ctx, {chunks, M, D}, DType::F32);
+  const auto* xb = static_cast<const __nv_bfloat16*>(x_TD.data());
+  const auto* db = static_cast<const __nv_bfloat16*>(d3.data());
+  for (int k = 0; k < chunks; ++k) {
+    const int64_t t0 = k * kChunk, tc = std::min(kChunk, T - t0);
+    // dw^T (D x M) = (x^T as D x tc) (d3^T as M x tc)^T, as gemm.cu's weight gradient.
+    matmul(ctx, op, CUBLAS_OP_N, Operand{xb + t0 * D, CUDA_R_16BF, uint64_t(D), uint64_t(tc), D}, CUBLAS_OP_T,
+           Operand{db + t0 * M, CUDA_R_16BF, uint64_t(M), uint64_t(tc), M}, s.data_as<float>() + k * M * D, CUDA_R_32F,
+           uint64_t(D), uint64_t(M), uint64_t(tc), 0.0f, Vary::kK);
+  }
+  sum_parts(ctx, s, PartSums{D, Xp * D, M * D, chunks}, dw_XD, accumulate);
 }
 
 }  // namespace quill::cuda
