@@ -277,11 +277,6 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "per expert, as measured), cublaslt (one GEMM per expert) or wgmma (one launch for all experts); "
                   "docs/decisions/grouped-gemm-wgmma.md")
       ->check(CLI::IsMember({"auto", "cublaslt", "wgmma"}));
-  static std::string router_gemm = "fp32";
-  cmd->add_option("--router-gemm", router_gemm,
-                  "the router's fp32 gate GEMMs on the GPU: fp32 (default: cuBLASLt on the CUDA cores) or bf16x3 (each "
-                  "fp32 operand as three exact bf16 parts on the tensor cores); docs/decisions/router-gemm-bf16x3.md")
-      ->check(CLI::IsMember({"fp32", "bf16x3"}));
   static std::string dq_order = "fixed";
   cmd->add_option("--attention-dq-order", dq_order,
                   "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "
@@ -381,7 +376,6 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       o.fp8 = fp8.resolve();
       o.attention_dq_arrival_order = dq_order == "arrival";
       parse_grouped_gemm_kernel(grouped_gemm_kernel, o.grouped_gemm_kernel);  // (checked by IsMember above)
-      parse_router_gemm(router_gemm, o.router_gemm);                          // (the same)
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
                   "of steps", o.moe_idle_expert_warning_steps);
       // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take

@@ -48,7 +48,6 @@ CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   CudaBackendOptions options;
   options.attention_dq_arrival_order = o.attention_dq_arrival_order;
   options.grouped_gemm_kernel = o.grouped_gemm_kernel;
-  options.router_gemm = o.router_gemm;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -136,9 +135,6 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   QUILL_CHECK(o.grouped_gemm_kernel == GroupedGemmKernel::kAuto || device == "cuda",
               "--grouped-gemm-kernel {}: a GPU kernel choice; the CPU backend has one grouped GEMM (give --device cuda)",
               grouped_gemm_kernel_name(o.grouped_gemm_kernel));
-  QUILL_CHECK(o.router_gemm == RouterGemm::kFp32 || device == "cuda",
-              "--router-gemm {}: a GPU choice; the CPU backend's router GEMMs are fp32 (give --device cuda)",
-              router_gemm_name(o.router_gemm));
   QUILL_CHECK(!o.attention_dq_arrival_order || device == "cuda",
               "--attention-dq-order arrival: the CPU backend's sums have one order; this choice is for --device cuda");
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",

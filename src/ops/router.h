@@ -35,8 +35,8 @@ void router_backward(const DeviceContext& ctx, const Tensor& logits_NX, const Te
 // weight's arithmetic whatever the activation's dtype (docs/decisions/router-gemm-bf16x3.md).
 // x_TD [T, D] an activation (F32, or BF16 widened exactly), w_XD [X, D], logits_TX [T, X] in w's dtype.
 // Backward: dx_TD [T, D] = dlogits w, overwritten, rounded once to dx's dtype (an activation's); dw_XD [X, D]
-// += dlogits^T x, or overwritten when !accumulate. On the GPU the products run as --router-gemm says
-// (ops/router_gemm.h); the CPU computes them as the linear ops of ops/linear.h.
+// += dlogits^T x, or overwritten when !accumulate. The GPU runs a bf16 x's products as exact bf16 parts on the
+// tensor cores (src/ops/cuda/router_gate.cu); the CPU computes them as the linear ops of ops/linear.h.
 void router_gate_forward(const DeviceContext& ctx, const Tensor& x_TD, const Tensor& w_XD, const Tensor& logits_TX);
 void router_gate_backward_input(const DeviceContext& ctx, const Tensor& dlogits_TX, const Tensor& w_XD,
                                 const Tensor& dx_TD);

@@ -48,14 +48,13 @@ bool StageTrace::frozen(const std::string& name) const {
 
 void StageTrace::router_gate_workspace(int64_t Tc, GateOp op) {
   if (!cuda()) return;
-  // fp32: the widened input or the input gradient in fp32. bf16x3 (forward, weight gradient): the fp32 operand's
-  // three parts (rows padded to 8) and one fp32 output per 512-long chunk of the contraction.
+  // The forward and the weight gradient: the fp32 operand's three bf16 parts (rows padded to 8) and one fp32 output
+  // per 512-long chunk of the contraction; the input gradient: the fp32 GEMM's output before its rounding to bf16.
   const int64_t Xp = (c_.n_routed_experts + c_.n_shared_experts + 7) / 8 * 8, chunk = 512;
-  const int64_t fp32 = Tc * D_ * 4;
-  int64_t parts = 0;
-  if (op == GateOp::kForward) parts = 3 * Xp * D_ * 2 + (D_ + chunk - 1) / chunk * Tc * 3 * Xp * 4;
-  if (op == GateOp::kBackwardWeight) parts = Tc * 3 * Xp * 2 + (Tc + chunk - 1) / chunk * 3 * Xp * D_ * 4;
-  mem_.spike(Use::Temporary, std::max(fp32, parts));
+  int64_t bytes = Tc * D_ * 4;
+  if (op == GateOp::kForward) bytes = 3 * Xp * D_ * 2 + (D_ + chunk - 1) / chunk * Tc * 3 * Xp * 4;
+  if (op == GateOp::kBackwardWeight) bytes = Tc * 3 * Xp * 2 + (Tc + chunk - 1) / chunk * 3 * Xp * D_ * 4;
+  mem_.spike(Use::Temporary, bytes);
 }
 
 StageTrace::Id StageTrace::grad_scratch(const std::string& name, int64_t elements) {

@@ -104,8 +104,8 @@ class StageTrace {
   // StageModel::recompute_group: the group's forward again, from its input, before its backward.
   void recompute_group(Activations& act, int64_t begin, int64_t end);
 
-  // ops::router_gate_*'s transient workspace on the GPU (src/ops/cuda/router_gate.cu), the larger of --router-gemm's
-  // two ways; none on the CPU, whose activations are fp32 already.
+  // ops::router_gate_*'s transient workspace on the GPU (src/ops/cuda/router_gate.cu); none on the CPU, whose
+  // activations are fp32 already.
   enum class GateOp { kForward, kBackwardWeight, kBackwardInput };
   void router_gate_workspace(int64_t Tc, GateOp op);
   // A gradient the op writes for a frozen parameter: a scratch tensor while the call runs.

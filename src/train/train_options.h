@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "ops/grouped_gemm_kernel.h"
-#include "ops/router_gemm.h"
 #include "comm/step_mark.h"
 #include "io/hf_export.h"
 #include "model/recompute.h"
@@ -139,9 +138,6 @@ struct TrainOptions {
   // --grouped-gemm-kernel: the routed experts' forward and input-gradient GEMMs on the GPU by cuBLASLt, by quill's
   // wgmma kernel, or auto (by each call's shape, as measured); CudaBackendOptions::grouped_gemm_kernel.
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // --router-gemm: the router's fp32 gate GEMMs on the GPU as cuBLASLt fp32 GEMMs or as bf16x3 tensor-core products;
-  // CudaBackendOptions::router_gemm.
-  RouterGemm router_gemm = RouterGemm::kFp32;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -1,10 +1,11 @@
-// The router's gate GEMMs on the GPU (src/ops/cuda/router_gate.cu) both ways --router-gemm takes (fp32 cuBLASLt,
-// and bf16x3: the fp32 operand split into three exact bf16 parts, the products on the tensor cores over chunks of
-// the contraction) against the CPU reference computed in double: forward logits, the input gradient (fp32 and bf16),
-// the weight gradient written and added; nothing written outside the outputs, the same bits twice. Both ways within
-// 1e-6 relative L2 of double (fp32's GEMMs measured at most 4.7e-7 on these shapes; the tensor cores' accumulation
-// over one 4,096-long contraction 4.4e-6, which bf16x3's chunks exist to prevent: bench/results/2026-12-06-h100-
-// router-gemm/, docs/decisions/router-gemm-bf16x3.md); bf16 operands would be ~2e-3.
+// The router's gate GEMMs on the GPU (src/ops/cuda/router_gate.cu: a bf16 activation's forward and weight gradient as
+// exact bf16 parts of the fp32 operand on the tensor cores, over chunks of the contraction; the input gradient and an
+// fp32 activation's GEMMs in cuBLASLt fp32) against the CPU reference computed in double: forward logits, the input
+// gradient (fp32 and bf16), the weight gradient written and added; nothing written outside the outputs, the same
+// bits twice. Within 1e-6 relative L2 of double, fp32's class: cuBLASLt's fp32 GEMMs measured at most 4.7e-7 on these
+// shapes, the parts 6.5e-7, and the parts over one unchunked 4,096-long contraction 4.4e-6 (the tensor cores' fp32
+// accumulation: bench/results/2026-12-06-h100-router-gemm/, 2026-12-06-h100-router-chunks-overlap/,
+// docs/decisions/router-gemm-bf16x3.md); bf16 operands would be ~2e-3.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +15,6 @@
 
 #include "cuda/harness.h"
 #include "ops/convert.h"
-#include "ops/cuda/cuda_context.h"
 #include "ops/router.h"
 #include "util/test_util.h"
 
@@ -29,12 +29,6 @@ using test::to_host;
 const DeviceContext kCpu = DeviceContext::cpu();
 constexpr double kTol = 1e-6;
 constexpr double kTolBf16Output = 4e-3;
-
-CudaBackend& gpu_with(RouterGemm g) {
-  static CudaBackend fp32(0, CudaBackendOptions{.router_gemm = RouterGemm::kFp32});
-  static CudaBackend bf16x3(0, CudaBackendOptions{.router_gemm = RouterGemm::kBf16x3});
-  return g == RouterGemm::kFp32 ? fp32 : bf16x3;
-}
 
 Tensor as_f64(const Tensor& t) {
   Tensor out = Tensor::empty(t.shape(), DType::F64);
@@ -53,8 +47,8 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 // One problem: x [T, D] (bf16 values, as the model's activations), w [X, D] and dlogits [T, X] fp32 with a wide
 // spread of magnitudes (rows scaled by 1e-3 .. 1e3), dw0 the gradient added to.
-void check_gate(RouterGemm g, int64_t T, int64_t D, int64_t X, uint64_t seed) {
-  const std::string tag = std::string("router gate ") + router_gemm_name(g) + " T=" + std::to_string(T) +
+void check_gate(DType x_dtype, int64_t T, int64_t D, int64_t X, uint64_t seed) {
+  const std::string tag = std::string("router gate x ") + dtype_name(x_dtype) + " T=" + std::to_string(T) +
                           " D=" + std::to_string(D) + " X=" + std::to_string(X);
   SCOPED_TRACE(tag);
   const Tensor x = round_bf16(test::random_tensor({T, D}, DType::F32, seed));
@@ -73,8 +67,8 @@ void check_gate(RouterGemm g, int64_t T, int64_t D, int64_t X, uint64_t seed) {
   ops::router_gate_backward_weight(kCpu, as_f64(dl), as_f64(x), dw_ref, false);
   ops::router_gate_backward_weight(kCpu, as_f64(dl), as_f64(x), dw_acc_ref, true);
 
-  const DeviceContext ctx = gpu_with(g).context();
-  const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::F32), dld = to_device(dl, DType::F32);
+  const DeviceContext ctx = test::gpu_ctx();
+  const Tensor xd = to_device(x, x_dtype), wd = to_device(w, DType::F32), dld = to_device(dl, DType::F32);
   Tensor first[4];
   for (int run = 0; run < 2; ++run) {
     auto logits = poisoned_output({T, X}, DType::F32);
@@ -108,17 +102,14 @@ void check_gate(RouterGemm g, int64_t T, int64_t D, int64_t X, uint64_t seed) {
   }
 }
 
-void both_ways(int64_t T, int64_t D, int64_t X, uint64_t seed) {
-  check_gate(RouterGemm::kFp32, T, D, X, seed);
-  check_gate(RouterGemm::kBf16x3, T, D, X, seed);
-}
-
-TEST(RouterGateCuda, BothWaysMatchTheReference) {
+TEST(RouterGateCuda, MatchesTheReference) {
   QUILL_REQUIRE_GPU();
-  both_ways(300, 512, 258, 7);    // X not a multiple of 8: padded parts
-  both_ways(5, 64, 3, 17);        // smaller than every tile
-  both_ways(700, 1000, 258, 37);   // contractions cut into chunks of 512 and a shorter last one
-  both_ways(2048, 4096, 258, 27);  // a seed rank: 2,048 positions, 256 + 2 logits
+  for (DType x : {DType::BF16, DType::F32}) {
+    check_gate(x, 300, 512, 258, 7);    // X not a multiple of 8: padded parts
+    check_gate(x, 5, 64, 3, 17);        // smaller than every tile
+    check_gate(x, 700, 1000, 258, 37);  // contractions cut into chunks of 512 and a shorter last one
+    check_gate(x, 2048, 4096, 258, 27);  // a seed rank: 2,048 positions, 256 + 2 logits
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The router's gate GEMMs on the CPU (src/ops/cpu/router_gate.cc: the linear ops in the gate's dtype, other
-// activations widened first) and the exact bf16 split the GPU's --router-gemm bf16x3 runs on
+// activations widened first) and the exact bf16 split the GPU's gate GEMMs run on
 // (src/ops/cuda/bf16x3.h): three bf16 parts that sum to the fp32 value exactly.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // An fp32 value as the exact sum of three bf16 values, for fp32 GEMMs run as bf16 tensor-core products
-// (--router-gemm bf16x3, ops/router_gemm.h). Host and device code, so the CPU tests check the split the
+// (the router's gate: src/ops/cuda/router_gate.cu). Host and device code, so the CPU tests check the split the
 // kernels use.
 //
 // Math: hi = rn(v), mid = rn(v - hi), lo = rn(v - hi - mid) with rn the round to nearest even bf16. Each

@@ -7,7 +7,6 @@
 
 #include "ops/device_context.h"
 #include "ops/grouped_gemm_kernel.h"
-#include "ops/router_gemm.h"
 
 namespace quill {
 
@@ -34,9 +33,6 @@ struct CudaBackendOptions {
   // forms): cuBLASLt, one GEMM per expert, quill's wgmma kernel, one launch for every expert (grouped_gemm_wg.h), or
   // auto (the default), each call by its shape as measured (--grouped-gemm-kernel; docs/decisions/grouped-gemm-wgmma.md).
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // The router's gate GEMMs: fp32 cuBLASLt GEMMs, or bf16x3, their fp32 operands split into three exact bf16 parts
-  // on the tensor cores (--router-gemm; docs/decisions/router-gemm-bf16x3.md).
-  RouterGemm router_gemm = RouterGemm::kFp32;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

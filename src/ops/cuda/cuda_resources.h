@@ -13,7 +13,6 @@
 #include "ops/cuda/cublaslt_library.h"
 #include "ops/device_context.h"
 #include "ops/grouped_gemm_kernel.h"
-#include "ops/router_gemm.h"
 
 namespace quill {
 
@@ -38,8 +37,6 @@ struct CudaResources {
   bool attention_dq_arrival_order = false;
   // CudaBackendOptions::grouped_gemm_kernel (read by the grouped GEMMs, bf16 and FP8: grouped_gemm_wg.h).
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // CudaBackendOptions::router_gemm (read by the router's gate GEMMs: router_gate.cu).
-  RouterGemm router_gemm = RouterGemm::kFp32;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };

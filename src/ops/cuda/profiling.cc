@@ -74,7 +74,7 @@ OpCost op_cost(OpTag<OpId::linear_backward_weight>, const Tensor& dy_NM, const T
   return matmul(dy_NM.dim(0), dw_MK.dim(0), dw_MK.dim(1), tb(dy_NM) + tb(x_NK) + tb(dw_MK) * (accumulate ? 2 : 1));
 }
 
-// The router's gate GEMMs (ops/router.h): the fp32 GEMM's FLOPs whichever way --router-gemm runs them.
+// The router's gate GEMMs (ops/router.h): the fp32 GEMM's FLOPs (the bf16 parts' products are 3x that).
 OpCost op_cost(OpTag<OpId::router_gate_forward>, const Tensor& x_TD, const Tensor& w_XD, const Tensor& logits_TX) {
   return matmul(x_TD.dim(0), w_XD.dim(0), x_TD.dim(1), tb(x_TD) + tb(w_XD) + tb(logits_TX));
 }

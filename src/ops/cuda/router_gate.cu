@@ -1,18 +1,18 @@
-// The router's gate GEMMs on the GPU (ops/router.h: router_gate_*), in fp32 arithmetic either way
-// --router-gemm says (ops/router_gemm.h, docs/decisions/router-gemm-bf16x3.md):
+// The router's gate GEMMs on the GPU (ops/router.h: router_gate_*), in fp32 arithmetic (docs/decisions/
+// router-gemm-bf16x3.md):
 //
-//   fp32    x widened to fp32 when it is bf16, then cuBLASLt's fp32 GEMMs (gemm.cu), as the CPU reference.
-//   bf16x3  the forward and the weight gradient with their fp32 operand split into three bf16 parts that sum to it
-//           exactly (bf16x3.h); x is bf16 already, so every product is exact in fp32. bf16 cuBLASLt GEMMs over
-//           the parts at once (stacked as one operand), each over a contraction of at most kChunk, and the parts'
-//           and chunks' results added here in fp32 (round to nearest):
+//   forward and weight gradient, x bf16: the fp32 operand split into three bf16 parts that sum to it exactly
+//           (bf16x3.h); x is bf16, so every product of parts is exact in fp32. bf16 cuBLASLt GEMMs over the parts at
+//           once (stacked as one operand), each over a contraction of at most kChunk, and the parts' and chunks'
+//           results added here in fp32 (round to nearest):
 //     forward          y3[k] [T, 3Xp] = x[:, chunk k] . Ws[:, chunk k]^T, Ws [3Xp, D] the gate's parts stacked by
 //                      rows (hi, mid, lo, each padded to Xp rows with zeros);
 //                      logits = (sum_k lo_k + sum_k mid_k) + sum_k hi_k.
 //     backward weight  s[k] [3Xp, D] = Ds[rows of chunk k]^T . x[rows of chunk k], Ds [T, 3Xp] dlogits' parts
 //                      side by side; dw (+)= the same sum of s's blocks.
-//     backward input   the fp32 GEMM: its contraction is X = 258, and as parts both operands split would make six
-//                      pairs, whose accumulation needs chunks with [T, D] fp32 outputs costing more than the product.
+//   input gradient, and any fp32 x: cuBLASLt's fp32 GEMMs (gemm.cu). The input gradient's contraction is X = 258;
+//           as parts both of its operands would split, six part pairs whose accumulation needs chunks with [T, D]
+//           fp32 outputs costing more than the product.
 //   Why the chunks: the tensor cores' fp32 accumulation loses bits that CUDA-core fp32 keeps, and the loss grows with
 //   the contraction (measured against double: 4.7e-7 relative at 512, fp32's own; 4.4e-6 at 4,096).
 //
@@ -20,7 +20,7 @@
 // F32 (overwritten, rounded once from fp32), dw_XD F32 [X, D] (added to when accumulate, else overwritten).
 // Xp = X rounded up to 8 (16-byte rows for cuBLASLt). Workspace (transient, from the context's allocator): at a
 // seed rank (T 2,048, D 4,096, X 258: 8 chunks of D, 4 of T) the forward's parts 6.5 MB and outputs 52 MB, the
-// weight gradient's parts 3.2 MB and outputs 52 MB; the fp32 path's widened x or dx 32 MB.
+// weight gradient's parts 3.2 MB and outputs 52 MB, the input gradient's fp32 output 32 MB.
 #include <algorithm>
 #include <cstdint>
 
@@ -112,15 +112,6 @@ void sum_parts(const DeviceContext& ctx, const Tensor& src, const PartSums& g, c
 
 int chunks_of(int64_t n) { return static_cast<int>(std::max<int64_t>(1, (n + kChunk - 1) / kChunk)); }
 
-Tensor widened(const DeviceContext& ctx, const Tensor& x) {
-  if (x.dtype() == DType::F32) return x;
-  Tensor x32 = scratch(ctx, x.shape(), DType::F32);
-  convert(ctx, x, x32);
-  return x32;
-}
-
-bool by_parts(const DeviceContext& ctx) { return ctx.cuda->router_gemm == RouterGemm::kBf16x3; }
-
 void check_activation(const char* op, const char* name, const Tensor& t, const Shape& shape) {
   require_cuda(op, name, t);
   require_shape(op, name, t, shape);
@@ -144,7 +135,7 @@ void router_gate_forward(const DeviceContext& ctx, const Tensor& x_TD, const Ten
   check_activation(op, "x", x_TD, {T, D});
   check_f32(op, "w", w_XD, {X, D});
   check_f32(op, "logits", logits_TX, {T, X});
-  if (!by_parts(ctx) || x_TD.dtype() == DType::F32) return linear_forward(ctx, widened(ctx, x_TD), w_XD, logits_TX);
+  if (x_TD.dtype() == DType::F32) return linear_forward(ctx, x_TD, w_XD, logits_TX);
   // Chunk k: y3[k] [T, 3Xp] = x[:, k0:k1] . ws[:, k0:k1]^T, both operands strided views (ld D).
   const Tensor ws = split(ctx, w_XD, true);
   const int64_t M = ws.dim(0), Xp = M / 3;
@@ -170,8 +161,6 @@ void router_gate_backward_input(const DeviceContext& ctx, const Tensor& dlogits_
   check_f32(op, "dlogits", dlogits_TX, {T, X});
   check_f32(op, "w", w_XD, {X, D});
   check_activation(op, "dx", dx_TD, {T, D});
-  // Both ways: the fp32 GEMM (a contraction of only X = 258; as bf16x3 its six part pairs would need chunks whose
-  // fp32 outputs [T, D] cost more than the product: docs/decisions/router-gemm-bf16x3.md).
   if (dx_TD.dtype() == DType::F32) return linear_backward_input(ctx, dlogits_TX, w_XD, dx_TD, false);
   Tensor dx32 = scratch(ctx, {T, D}, DType::F32);
   linear_backward_input(ctx, dlogits_TX, w_XD, dx32, false);
@@ -187,8 +176,7 @@ void router_gate_backward_weight(const DeviceContext& ctx, const Tensor& dlogits
   check_f32(op, "dlogits", dlogits_TX, {T, X});
   check_activation(op, "x", x_TD, {T, D});
   check_f32(op, "dw", dw_XD, {X, D});
-  if (!by_parts(ctx) || x_TD.dtype() == DType::F32)
-    return linear_backward_weight(ctx, dlogits_TX, widened(ctx, x_TD), dw_XD, accumulate);
+  if (x_TD.dtype() == DType::F32) return linear_backward_weight(ctx, dlogits_TX, x_TD, dw_XD, accumulate);
   // Chunk k of the positions: s[k] [3Xp, D] = d3[t0:t1]^T . x[t0:t1] (row blocks: contiguous).
   const Tensor d3 = split(ctx, dlogits_TX, false);
   const int64_t M = d3.dim(1), Xp = M / 3;
