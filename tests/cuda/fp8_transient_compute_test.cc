@@ -62,8 +62,11 @@ void expect_same_fp8_copies(const ParamTable& transient, const ParamTable& resid
     EXPECT_TRUE(same_bytes(ca.scale_inv_t, cb.scale_inv_t)) << when << ": " << a.name << " transposed scales";
   }
   EXPECT_GT(compared, 10) << when;
-  for (const ParamBucket& bucket : transient.buckets())
-    if (bucket.compute_transient) EXPECT_FALSE(bucket.compute.defined()) << when << ": a transient bucket is held";
+  for (const ParamBucket& bucket : transient.buckets()) {
+    if (bucket.compute_transient) {
+      EXPECT_FALSE(bucket.compute.defined()) << when << ": a transient bucket is held";
+    }
+  }
 }
 
 TEST(CudaFp8TransientCompute, SameFp8CopiesAsResidentBf16CopiesThroughStepsAndARefresh) {
