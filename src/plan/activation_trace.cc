@@ -46,15 +46,8 @@ bool StageTrace::frozen(const std::string& name) const {
   return false;
 }
 
-void StageTrace::router_gate_workspace(int64_t Tc, GateOp op) {
-  if (!cuda()) return;
-  // The forward and the weight gradient: the fp32 operand's three bf16 parts (rows padded to 8) and one fp32 output
-  // per 512-long chunk of the contraction; the input gradient: the fp32 GEMM's output before its rounding to bf16.
-  const int64_t Xp = (c_.n_routed_experts + c_.n_shared_experts + 7) / 8 * 8, chunk = 512;
-  int64_t bytes = Tc * D_ * 4;
-  if (op == GateOp::kForward) bytes = 3 * Xp * D_ * 2 + (D_ + chunk - 1) / chunk * Tc * 3 * Xp * 4;
-  if (op == GateOp::kBackwardWeight) bytes = Tc * 3 * Xp * 2 + (Tc + chunk - 1) / chunk * 3 * Xp * D_ * 4;
-  mem_.spike(Use::Temporary, bytes);
+void StageTrace::router_gate_workspace(int64_t Tc, router_gate::Op op) {
+  if (cuda()) mem_.spike(Use::Temporary, router_gate::workspace_bytes(op, Tc, D_, c_.n_routed_experts + c_.n_shared_experts));
 }
 
 StageTrace::Id StageTrace::grad_scratch(const std::string& name, int64_t elements) {
@@ -459,7 +452,7 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   const Id xs_early = S > 0 && overlap() ? gather_input(Use::Saved) : MemoryTrace::kNone;
   if (xs_early != MemoryTrace::kNone && !norms_again()) s.saved.push_back(xs_early);
   const Id logits = f32(Use::Saved, Tc * (E + S));
-  router_gate_workspace(Tc, GateOp::kForward);
+  router_gate_workspace(Tc, router_gate::Op::kForward);
   s.saved.push_back(logits);
   s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
   s.saved.push_back(f32(Use::Saved, Tc * (k + S)));   // weights
@@ -623,10 +616,10 @@ StageTrace::Id StageTrace::moe_backward(int64_t l, Layer& s, ExpertWgradTurn tur
   locals.push_back(f32(Use::Temporary, Tc * (E + S)));  // dlogits
   mem_.free(grad_scratch(p + "gate.global_scale", 1));
   const Id gate_grad = grad_scratch(p + "gate.weight", (E + S) * D_);
-  router_gate_workspace(Tc, GateOp::kBackwardWeight);
+  router_gate_workspace(Tc, router_gate::Op::kBackwardWeight);
   mem_.free(gate_grad);
   locals.push_back(activation(Use::Temporary, Tc, D_));  // dxr
-  router_gate_workspace(Tc, GateOp::kBackwardInput);
+  router_gate_workspace(Tc, router_gate::Op::kBackwardInput);
   // chunk_of_region_backward: without SP the chunks' gradients are gathered into all T rows.
   const Id dx_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
   for (Id id : locals) mem_.free(id);

@@ -20,6 +20,7 @@
 #include "model/config.h"
 #include "model/expert_wgrad_turn.h"
 #include "model/recompute.h"
+#include "ops/router_gate_layout.h"
 #include "plan/memory_trace.h"
 #include "tensor/dtype.h"
 
@@ -104,10 +105,9 @@ class StageTrace {
   // StageModel::recompute_group: the group's forward again, from its input, before its backward.
   void recompute_group(Activations& act, int64_t begin, int64_t end);
 
-  // ops::router_gate_*'s transient workspace on the GPU (src/ops/cuda/router_gate.cu); none on the CPU, whose
+  // ops::router_gate_*'s transient workspace on the GPU (ops/router_gate_layout.h); none on the CPU, whose
   // activations are fp32 already.
-  enum class GateOp { kForward, kBackwardWeight, kBackwardInput };
-  void router_gate_workspace(int64_t Tc, GateOp op);
+  void router_gate_workspace(int64_t Tc, router_gate::Op op);
   // A gradient the op writes for a frozen parameter: a scratch tensor while the call runs.
   Id grad_scratch(const std::string& name, int64_t elements);
   bool frozen(const std::string& name) const;

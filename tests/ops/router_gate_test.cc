@@ -13,6 +13,7 @@
 #include "ops/cuda/bf16x3.h"
 #include "ops/linear.h"
 #include "ops/router.h"
+#include "ops/router_gate_layout.h"
 #include "tensor/dtype.h"
 #include "util/test_util.h"
 
@@ -58,6 +59,21 @@ TEST(Bf16x3Split, TiesAndSpecialValues) {
   EXPECT_EQ(pinf.mid, 0.0f);
   EXPECT_EQ(pinf.lo, 0.0f);
   EXPECT_TRUE(std::isnan(bf16x3::split(std::numeric_limits<float>::quiet_NaN()).hi));
+}
+
+TEST(RouterGateLayout, ChunksPaddingAndWorkspaceAtASeedRank) {
+  using namespace router_gate;
+  EXPECT_EQ(chunks(0), 1);
+  EXPECT_EQ(chunks(512), 1);
+  EXPECT_EQ(chunks(513), 2);
+  EXPECT_EQ(chunks(4096), 8);
+  EXPECT_EQ(padded(258), 264);
+  EXPECT_EQ(padded(3), 8);
+  // T 2,048 positions, D 4,096, 256 + 2 logits: parts [792, 4,096] bf16 and 8 outputs [2,048, 792] fp32; parts
+  // [2,048, 792] bf16 and 4 outputs [792, 4,096] fp32; the input gradient's fp32 [2,048, 4,096].
+  EXPECT_EQ(workspace_bytes(Op::kForward, 2048, 4096, 258), 792 * 4096 * 2 + 8 * 2048 * 792 * 4);
+  EXPECT_EQ(workspace_bytes(Op::kBackwardWeight, 2048, 4096, 258), 2048 * 792 * 2 + 4 * 792 * 4096 * 4);
+  EXPECT_EQ(workspace_bytes(Op::kBackwardInput, 2048, 4096, 258), 2048 * 4096 * 4);
 }
 
 TEST(RouterGate, IsTheLinearOpsInTheGatesDtype) {

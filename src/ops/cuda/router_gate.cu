@@ -13,14 +13,12 @@
 //   input gradient, and any fp32 x: cuBLASLt's fp32 GEMMs (gemm.cu). The input gradient's contraction is X = 258;
 //           as parts both of its operands would split, six part pairs whose accumulation needs chunks with [T, D]
 //           fp32 outputs costing more than the product.
-//   Why the chunks: the tensor cores' fp32 accumulation loses bits that CUDA-core fp32 keeps, and the loss grows with
-//   the contraction (measured against double: 4.7e-7 relative at 512, fp32's own; 4.4e-6 at 4,096).
+//   Why the chunks, the parts' padding (Xp) and each op's transient bytes: ops/router_gate_layout.h, shared with the
+//   memory plan (at a seed rank: T 2,048, D 4,096, X 258, 8 chunks of D and 4 of T, 58 MB forward, 55 MB weight
+//   gradient, 32 MB input gradient, from the context's allocator).
 //
 // Shapes: x_TD [T, D] BF16 or F32, w_XD F32 [X, D], logits_TX / dlogits_TX F32 [T, X], dx_TD [T, D] BF16 or
 // F32 (overwritten, rounded once from fp32), dw_XD F32 [X, D] (added to when accumulate, else overwritten).
-// Xp = X rounded up to 8 (16-byte rows for cuBLASLt). Workspace (transient, from the context's allocator): at a
-// seed rank (T 2,048, D 4,096, X 258: 8 chunks of D, 4 of T) the forward's parts 6.5 MB and outputs 52 MB, the
-// weight gradient's parts 3.2 MB and outputs 52 MB, the input gradient's fp32 output 32 MB.
 #include <algorithm>
 #include <cstdint>
 
@@ -30,6 +28,7 @@
 #include "ops/cuda/lt_matmul.h"
 #include "ops/cuda/tensor_checks.h"
 #include "ops/dispatch.h"
+#include "ops/router_gate_layout.h"
 
 namespace quill::cuda {
 namespace {
@@ -39,10 +38,7 @@ using ops_detail::require_shape;
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;
-// The longest contraction one bf16x3 GEMM accumulates on the tensor cores: measured, their fp32 accumulation's error
-// grows about linearly with it (4.7e-7 relative at 512, fp32's own; 4.4e-6 at 4,096), so longer ones run as chunks of
-// this whose results are added on the CUDA cores.
-constexpr int64_t kChunk = 512;
+using router_gate::kChunk;
 
 int blocks_for(int64_t items) {
   return static_cast<int>(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks));
@@ -85,8 +81,6 @@ __global__ void sum_parts_kernel(const float* src, int64_t R, int64_t C, PartSum
   }
 }
 
-int64_t padded8(int64_t n) { return (n + 7) / 8 * 8; }
-
 Tensor scratch(const DeviceContext& ctx, Shape shape, DType dtype) {
   return Tensor::empty(std::move(shape), dtype, *ctx.allocator);
 }
@@ -94,7 +88,7 @@ Tensor scratch(const DeviceContext& ctx, Shape shape, DType dtype) {
 // The split of an fp32 [R, C] matrix into its three parts (bf16, by rows or by columns, padded to 8).
 Tensor split(const DeviceContext& ctx, const Tensor& src, bool by_rows) {
   const int64_t R = src.dim(0), C = src.dim(1);
-  const int64_t padded = padded8(by_rows ? R : C);
+  const int64_t padded = router_gate::padded(by_rows ? R : C);
   const int64_t rows = by_rows ? 3 * padded : R, cols = by_rows ? C : 3 * padded;
   Tensor dst = scratch(ctx, {rows, cols}, DType::BF16);
   split_kernel<<<blocks_for(rows * cols), kThreads, 0, stream_of(ctx)>>>(
@@ -109,8 +103,6 @@ void sum_parts(const DeviceContext& ctx, const Tensor& src, const PartSums& g, c
                                                                        static_cast<float*>(out.data()), accumulate);
   QUILL_CUDA_CHECK_LAUNCH("sum_parts_kernel");
 }
-
-int chunks_of(int64_t n) { return static_cast<int>(std::max<int64_t>(1, (n + kChunk - 1) / kChunk)); }
 
 void check_activation(const char* op, const char* name, const Tensor& t, const Shape& shape) {
   require_cuda(op, name, t);
@@ -139,7 +131,7 @@ void router_gate_forward(const DeviceContext& ctx, const Tensor& x_TD, const Ten
   // Chunk k: y3[k] [T, 3Xp] = x[:, k0:k1] . ws[:, k0:k1]^T, both operands strided views (ld D).
   const Tensor ws = split(ctx, w_XD, true);
   const int64_t M = ws.dim(0), Xp = M / 3;
-  const int chunks = chunks_of(D);
+  const int chunks = static_cast<int>(router_gate::chunks(D));
   Tensor y3 = scratch(ctx, {chunks, T, M}, DType::F32);
   const auto* xb = static_cast<const __nv_bfloat16*>(x_TD.data());
   const auto* wb = static_cast<const __nv_bfloat16*>(ws.data());
@@ -180,7 +172,7 @@ void router_gate_backward_weight(const DeviceContext& ctx, const Tensor& dlogits
   // Chunk k of the positions: s[k] [3Xp, D] = d3[t0:t1]^T . x[t0:t1] (row blocks: contiguous).
   const Tensor d3 = split(ctx, dlogits_TX, false);
   const int64_t M = d3.dim(1), Xp = M / 3;
-  const int chunks = chunks_of(T);
+  const int chunks = static_cast<int>(router_gate::chunks(T));
   Tensor s = scratch(ctx, {chunks, M, D}, DType::F32);
   const auto* xb = static_cast<const __nv_bfloat16*>(x_TD.data());
   const auto* db = static_cast<const __nv_bfloat16*>(d3.data());
