@@ -158,6 +158,38 @@ int main(int argc, char** argv) {
     agreement("backward input gate/up", {P, D}, [&](const DeviceContext& c, Tensor& out) {
       ops::grouped_linear_backward_input(c, dg, w13, counts_host, out);
     });
+  // The same two weight gradients by quill's wgmma kernel (CudaBackendOptions::grouped_wgrad_wgmma), accumulating
+  // (the 2nd-8th micro-batch of a step) and writing (the 1st), and its dw against cuBLASLt's (relative L2).
+  {
+    CudaBackendOptions wg_options;
+    wg_options.grouped_wgrad_wgmma = true;
+    CudaBackend wg_backend(0, wg_options);
+    const DeviceContext wg = wg_backend.context();
+    const cudaStream_t wg_stream = stream_of(wg);
+    // Timed on the wgmma backend's own stream (its calls do not order against the default backend's).
+    auto wg_measure = [&](const char* name, double flops, const std::function<void()>& call) {
+      report(name, median_ms(wg_stream, call, 7, 1), flops, host_issue_ms(wg_stream, call));
+    };
+    wg_measure("backward weight down (wgmma)", f2, [&] { ops::grouped_linear_backward_weight(wg, dy, h, counts_host, dw2); });
+    wg_measure("backward weight gate/up (wgmma)", f13,
+               [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13); });
+    wg_measure("backward weight down (wgmma, first write)", f2,
+               [&] { ops::grouped_linear_backward_weight(wg, dy, h, counts_host, dw2, false); });
+    wg_measure("backward weight gate/up (wgmma, first write)", f13,
+               [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13, false); });
+    measure("backward weight gate/up (cuBLASLt, first write)", f13,
+            [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
+    // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
+    Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
+    ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false);
+    ops::grouped_linear_backward_weight(wg, dg, x, counts_host, a, false);
+    cudaDeviceSynchronize();
+    std::vector<float> ha(a.numel()), hb(dw13.numel());
+    cudaMemcpy(ha.data(), a.data(), ha.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hb.data(), dw13.data(), hb.size() * 4, cudaMemcpyDeviceToHost);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ha.size(); ++i) num += double(ha[i] - hb[i]) * (ha[i] - hb[i]), den += double(hb[i]) * hb[i];
+    std::printf("gate/up dw, wgmma against cuBLASLt: relative L2 %.3g\n", den > 0 ? std::sqrt(num / den) : 0.0);
   }
   // Each expert alone, backward input of the down projection (the slowest grouped op in the gb1 profile).
   std::printf("per expert, backward input down: rows ms TFLOP/s\n");

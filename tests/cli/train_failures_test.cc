@@ -206,7 +206,8 @@ TEST(TrainFailures, GpuOnlyKernelChoicesAreRefusedOnTheCpu) {
   // The typed kernel options of the CUDA backend name the flag on the CPU, before anything is written.
   for (const auto& [flag, said] : std::vector<std::pair<std::string, std::string>>{
            {"--attention-dq-order arrival", "--attention-dq-order arrival: the CPU backend's sums have one order"},
-           {"--grouped-gemm-kernel wgmma", "--grouped-gemm-kernel wgmma: a GPU kernel"}}) {
+           {"--grouped-gemm-kernel wgmma", "--grouped-gemm-kernel wgmma: a GPU kernel"},
+           {"--grouped-wgrad-kernel wgmma", "--grouped-wgrad-kernel wgmma: a GPU kernel"}}) {
     const std::string out = temp("gpu-only");
     const CommandResult r = quill(train_flags(2) + " " + flag + " --out " + out);
     EXPECT_EQ(r.status, 1) << flag;

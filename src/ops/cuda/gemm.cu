@@ -20,6 +20,7 @@
 // alignment (each call is one cuBLASLt matmul of lt_matmul.h).
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/grouped_gemm_wg.h"
+#include "ops/cuda/grouped_wgrad_wg.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/lt_matmul.h"
 #include "ops/cuda/tensor_checks.h"
@@ -242,6 +243,13 @@ void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_P
   require_cuda(op, "dy_PM", dy_PM);
   require_cuda(op, "x_PK", x_PK);
   require_cuda(op, "dw_EMK", dw_EMK);
+  // CudaBackendOptions::grouped_wgrad_wgmma: one launch for every expert where the kernel takes the shape
+  // (bf16, dw's width a multiple of its tile: grouped_wgrad_wg.h), else cuBLASLt as below.
+  if (ctx.cuda->grouped_wgrad_wgmma && dy_PM.dtype() == DType::BF16 &&
+      grouped_wgrad::unsupported_reason(E, M, K, dy_PM.data(), x_PK.data()).empty()) {
+    grouped_wgrad::backward_weight(ctx, dy_PM.data(), x_PK.data(), counts, E, P, M, K, dw_EMK.data_as<float>(), accumulate);
+    return;
+  }
   const size_t xs = dtype_size(dy_PM.dtype());
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {
     if (counts[e] == 0 && accumulate) continue;  // (an empty sum with beta 0 zeroes dw[e]: matmul's k == 0 case)

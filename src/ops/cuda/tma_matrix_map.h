@@ -1,4 +1,4 @@
-// TMA tensor maps of the Hopper kernels that read and write whole rows (attention_wg_tma.cu). bf16_matrix_map: a
+// TMA tensor maps of the Hopper kernels that read and write whole rows (grouped_wgrad_wg.cu). bf16_matrix_map: a
 // row-major bf16 matrix [rows, cols] as boxes of 64 rows x 64 columns (128 bytes), 128-byte swizzle, zero fill out
 // of bounds, addressed as a 3-D map (cols, rows, 1) so that the kernels' tma_load_3d serves it.
 // Defined with the attention's maps (attention_wg_tma.cu: the one place cuTensorMapEncodeTiled is called).

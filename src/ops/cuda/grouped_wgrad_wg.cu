@@ -1,0 +1,313 @@
+// The routed experts' weight gradient as one persistent Hopper kernel (grouped_wgrad_wg.h says why):
+// dw[e][m, n] (+)= sum over the rows r of expert e of dy[r, m] * x[r, n].
+//
+// Each CTA (two consumer warpgroups, 256 threads, one per multiprocessor) walks the tiles t = blockIdx.x,
+// blockIdx.x + gridDim.x, ... of every expert (tile = expert e, 128 rows m of dw, 256 columns n). A tile's
+// product runs over its expert's rows 64 at a time: thread 0 loads each 64-row stage by TMA (dy's 128 columns
+// as two 64 x 64 boxes, x's 256 columns as four, 128-byte swizzle; the wgmma operands are both MN-major, rows =
+// the contraction), two stages deep, and keeps loading across tile boundaries, so the next tile's first rows
+// arrive while this tile's accumulators drain. Warpgroup w multiplies its 64 rows of m by all 256 columns
+// (wgmma m64n256k16, 128 fp32 accumulators per thread). An expert's last stage may hold rows of the next
+// expert (TMA reads past the expert; only past the tensor's end does it fill zeros): those rows are zeroed in
+// shared memory before the product.
+//
+// The fp32 gradient tile (128 KiB) goes through one staging tile in shared memory (eight swizzled 128 x 32 fp32
+// boxes). When accumulating, thread 0 starts the TMA load of the tile's old gradient into the staging as the
+// tile begins (as soon as the previous tile's store has read it), so the load runs under the tile's product;
+// each thread then adds its accumulators to the staged values in place, and thread 0 hands the staging to the
+// TMA unit as a bulk tensor store. A first write stores the accumulators alone. Why not the TMA's bulk
+// reduction (add) into the gradient, the previous form: measured on an H100 it ran the read-modify-write at
+// ~1.9 TB/s, no faster than cuBLASLt's epilogue (docs/decisions/grouped-wgrad.md); a load and a store are
+// the copy's two streams.
+#include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/attention_dq.cuh"
+#include "ops/cuda/attention_wg.cuh"
+#include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_wgrad_wg.h"
+#include "ops/cuda/tma_matrix_map.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+namespace quill::cuda::grouped_wgrad {
+namespace {
+
+using namespace attn_wg;  // the mbarrier, TMA and wgmma building blocks and the descriptors
+using attn_dq::bulk_commit;  // the bulk-async groups and the proxy fence of the attention dQ reductions
+using attn_dq::bulk_wait_all;
+using attn_dq::bulk_wait_read;
+using attn_dq::fence_proxy_async_smem;
+
+constexpr int kStages = 2;
+constexpr int kThreads = 256;
+constexpr int kABoxes = kTileM / 64, kBBoxes = kTileN / 64;
+constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB
+constexpr int kSmemStaging = kStages * kStageBytes;
+constexpr int kStagingBoxBytes = static_cast<int>(kTileM) * kRowBytes;  // 128 rows x 32 fp32
+constexpr int kStagingBoxes = static_cast<int>(kTileN) / 32;
+constexpr int kSmemBarriers = kSmemStaging + kStagingBoxes * kStagingBoxBytes;
+constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment slack
+static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad: shared memory over the sm_90 limit");
+static_assert(kStageBytes % 1024 == 0, "grouped_wgrad: every swizzled box must start on a 1024-byte boundary");
+
+struct Params {
+  CUtensorMap dy_map, x_map;  // dy [P, M], x [P, N] as 64 x 64 boxes
+  CUtensorMap dw_map;         // dw [E, M, N] as 128 x 32 fp32 boxes
+  float* dw;                  // [E, M, N]
+  int M, N, E, tiles_m, tiles_n, accumulate;
+  int offset[kMaxExperts + 1];  // expert e's rows: [offset[e], offset[e + 1])
+};
+
+// d (64 x 256, fp32) = (scale_d ? d : 0) + A (64 x 16) . B (16 x 256), both from shared memory and MN-major
+// (rows = the contraction, 128 bytes of M or N each; B's four 64-column blocks LBO apart).
+__device__ __forceinline__ void wgmma_m64n256k16_ss_tt(float (&d)[128], uint64_t a_desc, uint64_t b_desc, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+
+// The staging box b (columns 32 b ..) of the tile to dw (n0 + 32 b, m0) of expert e.
+__device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32_t src, int n, int m, int e) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(n), "r"(m), "r"(e)
+               : "memory");
+}
+
+__device__ __forceinline__ float2 ld_shared_v2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_shared_v2(uint32_t addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+
+struct Tile {
+  int e, m0, n0, row0, rows;
+};
+
+__device__ __forceinline__ Tile tile_at(const Params& p, int t) {
+  const int per_expert = p.tiles_m * p.tiles_n;
+  Tile x;
+  x.e = t / per_expert;
+  const int r = t % per_expert;
+  x.m0 = (r / p.tiles_n) * static_cast<int>(kTileM);
+  x.n0 = (r % p.tiles_n) * static_cast<int>(kTileN);
+  x.row0 = p.offset[x.e];
+  x.rows = p.offset[x.e + 1] - x.row0;
+  return x;
+}
+
+// The producer's position: this CTA's tile t and its stage kt; t >= total when every load is issued.
+struct Cursor {
+  int t, kt;
+};
+
+__device__ __forceinline__ int stage_count(int rows) { return (rows + static_cast<int>(kTileRows) - 1) / static_cast<int>(kTileRows); }
+
+// Moves c to the next stage of this CTA's tiles that has rows (tiles of experts without rows load nothing).
+__device__ __forceinline__ void advance(const Params& p, int total, Cursor& c) {
+  ++c.kt;
+  while (c.t < total && c.kt >= stage_count(tile_at(p, c.t).rows)) {
+    c.t += gridDim.x;
+    c.kt = 0;
+  }
+}
+
+__device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
+  mbar_arrive_expect_tx(bar, kStageBytes);
+  const int row = x.row0 + kt * static_cast<int>(kTileRows);
+#pragma unroll
+  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, &p.dy_map, bar, x.m0 + 64 * j, row, 0);
+#pragma unroll
+  for (int j = 0; j < kBBoxes; ++j)
+    tma_load_3d(smem + (kABoxes + j) * kBoxBytes, &p.x_map, bar, x.n0 + 64 * j, row, 0);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid_constant__ Params p) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const int tid = threadIdx.x, w = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int g = lane >> 2, cq = lane & 3;
+  const int total = p.E * p.tiles_m * p.tiles_n;
+  auto full = [&](int s) { return base + kSmemBarriers + 8 * s; };
+  auto stage = [&](int s) { return base + s * kStageBytes; };
+  const uint32_t staging = base + kSmemStaging;
+  const uint32_t staged = full(kStages);  // the staging's load of the old gradient (accumulating)
+
+  Cursor producer{static_cast<int>(blockIdx.x), -1};
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(full(s), 1);
+    mbar_init(staged, 1);
+    mbar_init_fence();
+    tma_prefetch_descriptor(&p.dy_map);
+    tma_prefetch_descriptor(&p.x_map);
+    tma_prefetch_descriptor(&p.dw_map);
+    advance(p, total, producer);
+    for (int s = 0; s < kStages && producer.t < total; ++s) {
+      load_stage(p, stage(s), full(s), tile_at(p, producer.t), producer.kt);
+      advance(p, total, producer);
+    }
+  }
+  __syncthreads();
+
+  int staged_tiles = 0;  // tiles whose old gradient this CTA staged: the staging barrier's phase parity
+  int consumed = 0;  // stages consumed by this CTA: stage consumed % kStages, phase parity (consumed / kStages) & 1
+  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    const Tile x = tile_at(p, t);
+    float* out = p.dw + (static_cast<size_t>(x.e) * p.M + x.m0 + 64 * w + 16 * warp + g) * p.N + x.n0 + 2 * cq;
+    if (x.rows == 0) {
+      // An expert without rows: its gradient is left as it is when accumulating, zeroed by a first write.
+      if (!p.accumulate)
+#pragma unroll 4
+        for (int j = 0; j < 32; ++j) {
+          *reinterpret_cast<float2*>(out + 8 * j) = make_float2(0.f, 0.f);
+          *reinterpret_cast<float2*>(out + 8 * p.N + 8 * j) = make_float2(0.f, 0.f);
+        }
+      continue;
+    }
+    // The old gradient into the staging under this tile's product, once the previous tile's store has read it.
+    if (p.accumulate && tid == 0) {
+      bulk_wait_read();
+      mbar_arrive_expect_tx(staged, kStagingBoxes * kStagingBoxBytes);
+#pragma unroll
+      for (int b = 0; b < kStagingBoxes; ++b)
+        tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged, x.n0 + 32 * b, x.m0, x.e);
+    }
+    float acc[128];
+    const int stages = stage_count(x.rows);
+    for (int kt = 0; kt < stages; ++kt, ++consumed) {
+      const int s = consumed % kStages;
+      mbar_wait(full(s), (consumed / kStages) & 1, s);
+      const int valid = x.rows - kt * static_cast<int>(kTileRows);
+      if (valid < kTileRows) {
+        // Rows valid .. 63 of every box belong to the next expert (or are TMA's zeros): zero them. A swizzled
+        // box keeps each row's 128 bytes together (the swizzle permutes 16-byte chunks inside a row).
+        const int chunks_per_box = (static_cast<int>(kTileRows) - valid) * 8;
+        for (int i = tid; i < chunks_per_box * (kABoxes + kBBoxes); i += kThreads) {
+          const int box = i / chunks_per_box, c = i % chunks_per_box;
+          const uint32_t addr = stage(s) + box * kBoxBytes + (valid + c / 8) * kRowBytes + (c % 8) * 16;
+          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
+        }
+        fence_proxy_async_smem();  // the generic proxy's zeros, before the async proxy's wgmma reads them
+        __syncthreads();
+      }
+      const uint64_t da = mn_major_desc(stage(s) + w * kBoxBytes);
+      const uint64_t db = mn_major_desc(stage(s) + kABoxes * kBoxBytes);
+      fence_regs(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n256k16_ss_tt(acc, da + ((kk * 16 * kRowBytes) >> 4), db + ((kk * 16 * kRowBytes) >> 4),
+                               (kt > 0 || kk > 0) ? 1 : 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(acc);
+      __syncthreads();  // both warpgroups are past stage s: it can be loaded again
+      if (tid == 0 && producer.t < total) {
+        load_stage(p, stage(s), full(s), tile_at(p, producer.t), producer.kt);
+        advance(p, total, producer);
+      }
+    }
+    if (p.accumulate) {
+      mbar_wait(staged, staged_tiles & 1, kStages);  // the old gradient is in the staging
+      ++staged_tiles;
+    } else {
+      if (tid == 0) bulk_wait_read();  // the previous tile's store has read the staging
+      __syncthreads();
+    }
+    // Accumulator pair (4j + 2 sel, +1) is row r = 64 w + 16 warp + g + 8 sel, columns 8 j + 2 cq, +1: staging box
+    // j / 4, bytes (8 j + 2 cq) % 32 * 4 of row r, 128-byte swizzled as the TMA reads and writes it. Accumulating,
+    // each element gets one addition, fl(dw + sum), as cuBLASLt's beta-1 epilogue computes it.
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+#pragma unroll
+      for (int sel = 0; sel < 2; ++sel) {
+        const uint32_t r = 64 * w + 16 * warp + g + 8 * sel;
+        const uint32_t byte = ((8 * j + 2 * cq) % 32) * 4;
+        const uint32_t addr = staging + (j / 4) * kStagingBoxBytes + swizzle128(r, byte);
+        float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
+        if (p.accumulate) {
+          const float2 old = ld_shared_v2(addr);
+          a = old.x + a, b = old.y + b;
+        }
+        st_shared_v2(addr, a, b);
+      }
+    }
+    fence_proxy_async_smem();  // the generic proxy's writes, before the TMA unit reads them
+    __syncthreads();
+    if (tid == 0) {
+#pragma unroll
+      for (int b = 0; b < kStagingBoxes; ++b)
+        bulk_tensor_store(&p.dw_map, staging + b * kStagingBoxBytes, x.n0 + 32 * b, x.m0, x.e);
+      bulk_commit();
+    }
+  }
+  if (tid == 0) bulk_wait_all();  // the last stores have left shared memory before the CTA ends
+}
+
+bool sm90() {
+  int dev = 0, major = 0, minor = 0;
+  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0;
+}
+
+}  // namespace
+
+std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x) {
+  if (!sm90()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
+  if (M % kTileM != 0 || N % kTileN != 0)
+    return fmt::format("dw's [{}, {}] is not a multiple of the kernel's {} x {} tile", M, N, kTileM, kTileN);
+  if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
+  if (reinterpret_cast<uintptr_t>(dy) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    return "an operand is not 16-byte aligned (TMA)";
+  return "";
+}
+
+void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate) {
+  const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN);
+  QUILL_CHECK(why.empty(), "grouped_linear_backward_weight (wgmma): {}", why);
+  QUILL_CHECK(P < (int64_t{1} << 31) && M * N < (int64_t{1} << 31), "grouped_linear_backward_weight (wgmma): [{}, {}] x {} "
+              "rows is beyond the kernel's 32-bit indexing", M, N, P);
+  if (E == 0) return;
+  Params p{};
+  p.dy_map = attn_wg::bf16_matrix_map("dy_PM", dy_PM, std::max<int64_t>(P, 1), M);
+  p.x_map = attn_wg::bf16_matrix_map("x_PN", x_PN, std::max<int64_t>(P, 1), N);
+  p.dw_map = attn_wg::f32_blocks_map("dw_EMN", dw_EMN, E, M, N);
+  p.dw = dw_EMN;
+  p.M = static_cast<int>(M), p.N = static_cast<int>(N), p.E = static_cast<int>(E);
+  p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / kTileN);
+  p.accumulate = accumulate ? 1 : 0;
+  int64_t row = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    p.offset[e] = static_cast<int>(row);
+    row += counts[e];
+  }
+  p.offset[E] = static_cast<int>(row);
+  QUILL_CHECK(row == P, "grouped_linear_backward_weight (wgmma): the counts sum to {}, not the {} rows", row, P);
+  attn::set_smem("grouped_linear_backward_weight (wgmma)", reinterpret_cast<const void*>(grouped_wgrad_kernel),
+                 kSmemBytes);
+  int dev = 0, sms = 0;
+  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t tiles = E * p.tiles_m * p.tiles_n;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+  grouped_wgrad_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  QUILL_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace quill::cuda::grouped_wgrad

@@ -1,0 +1,31 @@
+// The routed experts' weight gradient as one Hopper kernel (grouped_wgrad_wg.cu), behind
+// CudaBackendOptions::grouped_wgrad_wgmma: dw[e] (+)= dy[rows of e]^T . x[rows of e] for every expert e in one
+// launch. Why: at a seed rank's ~384 rows per expert, cuBLASLt's GEMM that adds into the fp32 gradient (beta 1)
+// runs at ~185 TFLOP/s on an H200 against ~290 writing it (beta 0): reading and writing the [M, N] fp32 block
+// around a 384-deep product is the cost, and cuBLASLt's epilogue does it with the tensor cores idle. This kernel
+// loads each tile's old gradient by TMA while the tile's product runs, adds in registers and stores the tile by
+// TMA while the next product runs (grouped_wgrad_wg.cu). Each element gets one addition per call, so the result
+// is fl(dw + sum) as cuBLASLt's beta-1 epilogue computes it, and the same bits every run (the sum's own order is
+// the kernel's fixed one).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/device_context.h"
+
+namespace quill::cuda::grouped_wgrad {
+
+// The kernel's tile: 128 rows of dw (two warpgroups of 64) by 256 columns, 64 rows of the contraction per stage.
+constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
+constexpr int64_t kMaxExperts = 512;
+
+// Why the kernel cannot take a call ("" when it can): not an sm_90 device, a width not a multiple of its tile,
+// too many experts, or an operand not 16-byte aligned (TMA).
+std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x);
+
+// dw_EMN [E, M, N] fp32 (+)= per expert e: dy_PM[rows e]^T . x_PN[rows e], rows e = [off_e, off_e + counts[e]),
+// dy_PM [P, M] and x_PN [P, N] bf16, counts on the host. accumulate false: dw[e] written (zero when e has no row).
+void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate);
+
+}  // namespace quill::cuda::grouped_wgrad

@@ -1,0 +1,148 @@
+// The routed experts' weight gradient by the wgmma kernel (src/ops/cuda/grouped_wgrad_wg.cu, behind
+// CudaBackendOptions::grouped_wgrad_wgmma) against the CPU reference and against cuBLASLt's per-expert GEMMs:
+// experts with no rows, with fewer rows than a stage, with row counts that are not multiples of 64 (an
+// expert's last stage holds the next expert's rows, which must not count), the first write (dw poisoned with
+// NaN) and the accumulation onto a nonzero dw, the same bits twice, nothing written outside dw, and a shape
+// the kernel does not take served by cuBLASLt. Inputs are rounded to bf16 so that the reference sees the
+// GPU's operands; dw is fp32 (tolerance 1e-5 relative L2, as gemm_test.cc).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/harness.h"
+#include "ops/cuda/cuda_context.h"
+#include "ops/cuda/grouped_wgrad_wg.h"
+#include "ops/moe.h"
+#include "util/test_util.h"
+
+namespace quill {
+namespace {
+
+using test::poisoned_output;
+using test::round_bf16;
+using test::to_device;
+using test::to_guarded_device;
+using test::to_host;
+
+const DeviceContext kCpu = DeviceContext::cpu();
+constexpr double kTolF32 = 1e-5;
+
+CudaBackend& wgmma_gpu() {
+  CudaBackendOptions options;
+  options.grouped_wgrad_wgmma = true;
+  static CudaBackend backend(0, options);
+  return backend;
+}
+
+bool kernel_runs_here() {
+  return cuda::grouped_wgrad::unsupported_reason(1, 128, 256, nullptr, nullptr).empty();
+}
+
+void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
+
+Tensor counts_tensor(const std::vector<int64_t>& counts) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(counts.size())}, DType::I64);
+  for (size_t e = 0; e < counts.size(); ++e) t.data_as<int64_t>()[e] = counts[e];
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.numel() * dtype_size(a.dtype())) == 0;
+}
+
+// One problem: the wgmma backend's dw against the CPU's, accumulating onto dw0 and as a first write, twice.
+void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint64_t seed) {
+  const int64_t E = static_cast<int64_t>(counts.size());
+  int64_t P = 0;
+  for (int64_t c : counts) P += c;
+  std::string tag = "grouped wgrad E=" + std::to_string(E) + " M=" + std::to_string(M) + " N=" + std::to_string(N) + " {";
+  for (int64_t c : counts) tag += " " + std::to_string(c);
+  tag += " }";
+  SCOPED_TRACE(tag);
+  const Tensor counts_E = counts_tensor(counts);
+  const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, seed));
+  const Tensor x = round_bf16(test::random_tensor({P, N}, DType::F32, seed + 1));
+  const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, seed + 2);
+  Tensor acc_ref = dw0.clone(), first_ref = Tensor::zeros({E, M, N}, DType::F32);
+  ops::grouped_linear_backward_weight(kCpu, dy, x, counts_E, acc_ref, /*accumulate=*/true);
+  ops::grouped_linear_backward_weight(kCpu, dy, x, counts_E, first_ref, /*accumulate=*/false);
+
+  const DeviceContext ctx = wgmma_gpu().context();
+  const Tensor dyd = to_device(dy, DType::BF16), xd = to_device(x, DType::BF16);
+  Tensor runs[2];
+  for (int run = 0; run < 2; ++run) {
+    auto acc = to_guarded_device(dw0, DType::F32);
+    auto first = poisoned_output({E, M, N}, DType::F32);
+    inputs_ready();
+    ops::grouped_linear_backward_weight(ctx, dyd, xd, counts_E, acc->tensor(), true);
+    ops::grouped_linear_backward_weight(ctx, dyd, xd, counts_E, first->tensor(), false);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const double e_acc = test::expect_close(tag + " dw (+=)", test::to_host_f32(acc->tensor()), acc_ref, kTolF32);
+    const double e_first = test::expect_close(tag + " dw (first write)", test::to_host_f32(first->tensor()), first_ref,
+                                              kTolF32);
+    if (run == 0) std::printf("  %-70s rel L2 += %.3g, first write %.3g\n", tag.c_str(), e_acc, e_first);
+    EXPECT_TRUE(acc->guards_intact()) << "wrote outside dw";
+    EXPECT_TRUE(first->guards_intact()) << "wrote outside dw";
+    // An expert without rows keeps its dw bit for bit when accumulating, and is zero after a first write.
+    const Tensor got = to_host(acc->tensor()), got_first = to_host(first->tensor());
+    for (int64_t e = 0; e < E; ++e) {
+      if (counts[e] != 0) continue;
+      EXPECT_EQ(std::memcmp(got.data_as<float>() + e * M * N, dw0.data_as<float>() + e * M * N, M * N * 4), 0)
+          << "dw of expert " << e << " (no rows) changed";
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(got_first.data_as<float>()[e * M * N + i], 0.f) << "expert " << e << " element " << i;
+    }
+    runs[run] = got;
+  }
+  EXPECT_TRUE(same_bits(runs[0], runs[1])) << "two runs differ";
+}
+
+TEST(GroupedWgradWgmma, MatchesTheCpuOnEveryRowCount) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  // Row counts around the 64-row stage, empty experts first, in the middle and last.
+  check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 512, 11);
+  check_wgrad({384, 384, 384, 384}, 128, 256, 21);
+  check_wgrad({5}, 384, 768, 31);
+  check_wgrad({0, 0}, 128, 256, 41);  // no rows at all
+}
+
+TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  // 8 experts of a seed rank's ~384 rows, width 1,024 x 2,048: the kernel against cuBLASLt (the default backend).
+  const std::vector<int64_t> counts = {384, 401, 350, 0, 512, 384, 129, 383};
+  const int64_t E = 8, M = 1024, N = 2048;
+  int64_t P = 0;
+  for (int64_t c : counts) P += c;
+  const Tensor counts_E = counts_tensor(counts);
+  const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, 51));
+  const Tensor x = round_bf16(test::random_tensor({P, N}, DType::F32, 52));
+  const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 53);
+  auto a = to_guarded_device(dw0, DType::F32), b = to_guarded_device(dw0, DType::F32);
+  const Tensor dyd = to_device(dy, DType::BF16), xd = to_device(x, DType::BF16);
+  inputs_ready();
+  ops::grouped_linear_backward_weight(wgmma_gpu().context(), dyd, xd, counts_E, a->tensor(), true);
+  ops::grouped_linear_backward_weight(test::gpu_ctx(), dyd, xd, counts_E, b->tensor(), true);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const double err = test::expect_close("wgmma against cuBLASLt", test::to_host_f32(a->tensor()),
+                                        test::to_host_f32(b->tensor()), kTolF32);
+  std::printf("  seed-shaped dw, wgmma against cuBLASLt: rel L2 %.3g\n", err);
+  EXPECT_TRUE(a->guards_intact());
+}
+
+TEST(GroupedWgradWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
+  QUILL_REQUIRE_GPU();
+  EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 100, 256, nullptr, nullptr), "");
+  EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 128, 300, nullptr, nullptr), "");
+  EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(cuda::grouped_wgrad::kMaxExperts + 1, 128, 256, nullptr, nullptr), "");
+  // Widths off the tile: the option's backend still gives the CPU's dw (through cuBLASLt).
+  check_wgrad({13, 0, 29}, 70, 37, 61);
+}
+
+}  // namespace
+}  // namespace quill
