@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
     agreement("backward input gate/up", {P, D}, [&](const DeviceContext& c, Tensor& out) {
       ops::grouped_linear_backward_input(c, dg, w13, counts_host, out);
     });
+  }
   // The same two weight gradients by quill's wgmma kernel (CudaBackendOptions::grouped_wgrad_wgmma), accumulating
   // (the 2nd-8th micro-batch of a step) and writing (the 1st), and its dw against cuBLASLt's (relative L2).
   {
