@@ -2,8 +2,8 @@
 # One device call (issue 40): the experts' weight gradient by quill's wgmma kernel (--grouped-wgrad-kernel wgmma,
 # src/ops/cuda/grouped_wgrad_wg.cu: the old fp32 gradient loaded by TMA under the product, added in registers,
 # stored by TMA) against cuBLASLt's GEMM per expert. First the quick checks and the kernel's tests against the CPU
-# and cuBLASLt (stop there if one fails), then grouped_bench at a seed rank's 32 experts x 384 rows and at the
-# slice's counts (both kernels, accumulating and writing), then a seed stage A B B A (stage-ab-call.sh).
+# and cuBLASLt (stop there if one fails), then grouped_bench at a seed rank's 32 experts x 384 and 768 rows and at
+# the slice's counts (both kernels, accumulating and writing), then a seed stage A B B A (stage-ab-call.sh).
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/grouped-wgrad-call.sh")
 # The stage: on an H200 (> 100 GB) first-bf16s (stage 0, bf16 moments, no offload, selective recompute); on an
@@ -26,6 +26,9 @@ date -u +%T
 read -ra counts <<< "$(printf '384 %.0s' $(seq 32))"
 timeout 120 "$B/bin/grouped_bench" "${counts[@]}" > "$OUT/grouped-bench-384.txt" 2>&1
 grep -E "^(backward weight|gate)" "$OUT/grouped-bench-384.txt"
+read -ra counts <<< "$(printf '768 %.0s' $(seq 32))"
+timeout 120 "$B/bin/grouped_bench" "${counts[@]}" > "$OUT/grouped-bench-768.txt" 2>&1
+echo "-- 32 x 768 rows (two micro-batches' rows: --moe-expert-wgrad-micro-batches 2)"; grep -E "^(backward weight|gate)" "$OUT/grouped-bench-768.txt"
 timeout 120 "$B/bin/grouped_bench" > "$OUT/grouped-bench-slice.txt" 2>&1
 echo "-- slice counts"; grep -E "^(backward weight|gate)" "$OUT/grouped-bench-slice.txt"
 date -u +%T

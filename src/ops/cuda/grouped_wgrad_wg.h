@@ -15,8 +15,9 @@
 
 namespace quill::cuda::grouped_wgrad {
 
-// The kernel's tile: 128 rows of dw (two warpgroups of 64) by 256 columns, 64 rows of the contraction per stage.
-constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
+// The kernel's tile: 128 rows of dw (two warpgroups of 64) by 256 columns, 32 rows of the contraction per stage
+// (four stages in flight beside the 128 KiB gradient staging: grouped_wgrad_wg.cu).
+constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 32;
 constexpr int64_t kMaxExperts = 512;
 
 // Why the kernel cannot take a call ("" when it can): not an sm_90 device, a width not a multiple of its tile,
