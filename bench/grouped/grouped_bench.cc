@@ -159,11 +159,11 @@ int main(int argc, char** argv) {
       ops::grouped_linear_backward_input(c, dg, w13, counts_host, out);
     });
   }
-  // The same two weight gradients by quill's wgmma kernel (CudaBackendOptions::grouped_wgrad_wgmma), accumulating
+  // The same two weight gradients by quill's wgmma kernel (CudaBackendOptions::grouped_wgrad_kernel), accumulating
   // (the 2nd-8th micro-batch of a step) and writing (the 1st), and its dw against cuBLASLt's (relative L2).
   {
     CudaBackendOptions wg_options;
-    wg_options.grouped_wgrad_wgmma = true;
+    wg_options.grouped_wgrad_kernel = GroupedGemmKernel::kWgmma;
     CudaBackend wg_backend(0, wg_options);
     const DeviceContext wg = wg_backend.context();
     const cudaStream_t wg_stream = stream_of(wg);

@@ -7,7 +7,8 @@
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/grouped-wgrad-call.sh")
 # The stage: on an H200 (> 100 GB) first-bf16s (stage 0, bf16 moments, no offload, selective recompute); on an
-# 80 GB H100 last-bf16h with the MoE activation recomputed (what fits). SEED=0 stops after grouped_bench.
+# 80 GB H100 last-bf16h with the MoE activation recomputed (what fits); the "on" arm --grouped-wgrad-kernel $WGRAD_ON
+# [auto]. SEED=0 stops after grouped_bench.
 # Back: $OUT/grouped-wgrad.txt (the call's log), cuda_tests.log, grouped-bench-*.txt, $OUT/wgrad-ab.{txt,tar.gz}.
 set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh
@@ -39,7 +40,7 @@ if [ "${mib:-0}" -gt 100000 ]; then
 else
   stage=(CASES=last-bf16h DEVICE_MEMORY=140GiB "BASE_EXTRA=--recompute-granularity selective --recompute-modules moe_act")
 fi
-env "${stage[@]}" NAME=wgrad-ab ON='--grouped-wgrad-kernel wgmma' KEYS=grouped_wgrad_kernel \
+env "${stage[@]}" NAME=wgrad-ab ON="--grouped-wgrad-kernel ${WGRAD_ON:-auto}" KEYS=grouped_wgrad_kernel \
   OPS='grouped_linear_backward_weight' CASE_TIMEOUT="${CASE_TIMEOUT:-110}" bash "$(dirname "$0")/stage-ab-call.sh" 2>&1 | tail -30
 date -u +%T
 } 2>&1 | tee "$OUT/grouped-wgrad.txt"

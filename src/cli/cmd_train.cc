@@ -284,9 +284,9 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       ->check(CLI::IsMember({"fixed", "arrival"}));
   static std::string wgrad_kernel = "cublaslt";
   cmd->add_option("--grouped-wgrad-kernel", wgrad_kernel,
-                  "the routed experts' weight gradient: cublaslt (default: one GEMM per expert) or wgmma (GPU only, "
-                  "experimental: one launch for all experts, docs/decisions/grouped-wgrad.md)")
-      ->check(CLI::IsMember({"cublaslt", "wgmma"}));
+                  "the routed experts' weight gradient on the GPU: cublaslt (default: one GEMM per expert), wgmma (one "
+                  "launch for all experts) or auto (by each call's shape, as measured; docs/decisions/grouped-wgrad.md)")
+      ->check(CLI::IsMember({"auto", "cublaslt", "wgmma"}));
   cmd->add_option("--moe-idle-expert-warning-steps", o.moe_idle_expert_warning_steps,
                   "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)");
   cmd->add_option("--replay-routing", o.replay_routing_file,
@@ -381,7 +381,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       o.fp8 = fp8.resolve();
       o.attention_dq_arrival_order = dq_order == "arrival";
       parse_grouped_gemm_kernel(grouped_gemm_kernel, o.grouped_gemm_kernel);  // (checked by IsMember above)
-      o.grouped_wgrad_wgmma = wgrad_kernel == "wgmma";
+      parse_grouped_gemm_kernel(wgrad_kernel, o.grouped_wgrad_kernel);  // (checked by IsMember above)
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
                   "of steps", o.moe_idle_expert_warning_steps);
       // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take

@@ -48,7 +48,7 @@ CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   CudaBackendOptions options;
   options.attention_dq_arrival_order = o.attention_dq_arrival_order;
   options.grouped_gemm_kernel = o.grouped_gemm_kernel;
-  options.grouped_wgrad_wgmma = o.grouped_wgrad_wgmma;
+  options.grouped_wgrad_kernel = o.grouped_wgrad_kernel;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -138,8 +138,9 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
               grouped_gemm_kernel_name(o.grouped_gemm_kernel));
   QUILL_CHECK(!o.attention_dq_arrival_order || device == "cuda",
               "--attention-dq-order arrival: the CPU backend's sums have one order; this choice is for --device cuda");
-  QUILL_CHECK(!o.grouped_wgrad_wgmma || device == "cuda",
-              "--grouped-wgrad-kernel wgmma: a GPU kernel; the CPU backend has one weight gradient (give --device cuda)");
+  QUILL_CHECK(o.grouped_wgrad_kernel == GroupedGemmKernel::kCublasLt || device == "cuda",
+              "--grouped-wgrad-kernel {}: a GPU kernel choice; the CPU backend has one weight gradient (give --device cuda)",
+              grouped_gemm_kernel_name(o.grouped_wgrad_kernel));
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;

@@ -138,9 +138,9 @@ struct TrainOptions {
   // --grouped-gemm-kernel: the routed experts' forward and input-gradient GEMMs on the GPU by cuBLASLt, by quill's
   // wgmma kernel, or auto (by each call's shape, as measured); CudaBackendOptions::grouped_gemm_kernel.
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // --grouped-wgrad-kernel wgmma (GPU only, experimental): the routed experts' weight gradient by quill's wgmma
-  // kernel instead of one cuBLASLt GEMM per expert (CudaBackendOptions::grouped_wgrad_wgmma).
-  bool grouped_wgrad_wgmma = false;
+  // --grouped-wgrad-kernel: the routed experts' weight gradient on the GPU by cuBLASLt, by quill's wgmma kernel, or
+  // auto (by each call's shape, as measured); CudaBackendOptions::grouped_wgrad_kernel (cuBLASLt by default).
+  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -328,7 +328,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.fp8 = o.fp8.describe();
   result.attention_dq_order = o.attention_dq_arrival_order ? "arrival" : "fixed";
   result.grouped_gemm_kernel = grouped_gemm_kernel_name(o.grouped_gemm_kernel);
-  result.grouped_wgrad_kernel = o.grouped_wgrad_wgmma ? "wgmma" : "cublaslt";
+  result.grouped_wgrad_kernel = grouped_gemm_kernel_name(o.grouped_wgrad_kernel);
   result.ddp = o.adam.ddp;
   result.tp_comm_overlap = o.tp_comm_overlap;
   result.moe_shared_expert_overlap = o.moe_shared_expert_overlap;

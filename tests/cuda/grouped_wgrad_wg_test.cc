@@ -1,5 +1,5 @@
 // The routed experts' weight gradient by the wgmma kernel (src/ops/cuda/grouped_wgrad_wg.cu, behind
-// CudaBackendOptions::grouped_wgrad_wgmma) against the CPU reference and against cuBLASLt's per-expert GEMMs:
+// CudaBackendOptions::grouped_wgrad_kernel wgmma) against the CPU reference and against cuBLASLt's per-expert GEMMs:
 // experts with no rows, with fewer rows than a stage, with row counts that are not multiples of 64 (an
 // expert's last stage holds the next expert's rows, which must not count), the first write (dw poisoned with
 // NaN) and the accumulation onto a nonzero dw, the same bits twice, nothing written outside dw, and a shape
@@ -33,7 +33,7 @@ constexpr double kTolF32 = 1e-5;
 
 CudaBackend& wgmma_gpu() {
   CudaBackendOptions options;
-  options.grouped_wgrad_wgmma = true;
+  options.grouped_wgrad_kernel = GroupedGemmKernel::kWgmma;
   static CudaBackend backend(0, options);
   return backend;
 }

@@ -33,11 +33,11 @@ struct CudaBackendOptions {
   // forms): cuBLASLt, one GEMM per expert, quill's wgmma kernel, one launch for every expert (grouped_gemm_wg.h), or
   // auto (the default), each call by its shape as measured (--grouped-gemm-kernel; docs/decisions/grouped-gemm-wgmma.md).
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // The routed experts' weight gradient (grouped_linear_backward_weight): cuBLASLt, one GEMM per expert
-  // (the default), or quill's wgmma kernel, one launch for every expert, the old fp32 gradient loaded under the
-  // product and the new one stored by TMA (grouped_wgrad_wg.cu; --grouped-wgrad-kernel,
-  // docs/decisions/grouped-wgrad.md). Experimental until measured.
-  bool grouped_wgrad_wgmma = false;
+  // The routed experts' weight gradient (grouped_linear_backward_weight): cuBLASLt, one GEMM per expert, quill's
+  // wgmma kernel, one launch for every expert, the old fp32 gradient loaded under the product and the new one
+  // stored by TMA (grouped_wgrad_wg.h), or auto, each call by its shape as measured (--grouped-wgrad-kernel;
+  // docs/decisions/grouped-wgrad.md). cuBLASLt by default until the kernel's present form has run its tests on a GPU.
+  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

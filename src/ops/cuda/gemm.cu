@@ -243,9 +243,9 @@ void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_P
   require_cuda(op, "dy_PM", dy_PM);
   require_cuda(op, "x_PK", x_PK);
   require_cuda(op, "dw_EMK", dw_EMK);
-  // CudaBackendOptions::grouped_wgrad_wgmma: one launch for every expert where the kernel takes the shape
-  // (bf16, dw's width a multiple of its tile: grouped_wgrad_wg.h), else cuBLASLt as below.
-  if (ctx.cuda->grouped_wgrad_wgmma && dy_PM.dtype() == DType::BF16 &&
+  // CudaBackendOptions::grouped_wgrad_kernel: one launch for every expert where the choice (auto: by the shape, as
+  // measured) and the kernel take it (bf16, dw's width a multiple of its tile: grouped_wgrad_wg.h), else cuBLASLt.
+  if (grouped_wgrad::by_wgmma(ctx.cuda->grouped_wgrad_kernel, accumulate, P, E) && dy_PM.dtype() == DType::BF16 &&
       grouped_wgrad::unsupported_reason(E, M, K, dy_PM.data(), x_PK.data()).empty()) {
     grouped_wgrad::backward_weight(ctx, dy_PM.data(), x_PK.data(), counts, E, P, M, K, dw_EMK.data_as<float>(), accumulate);
     return;

@@ -1,5 +1,5 @@
 // The routed experts' weight gradient as one Hopper kernel (grouped_wgrad_wg.cu), behind
-// CudaBackendOptions::grouped_wgrad_wgmma: dw[e] (+)= dy[rows of e]^T . x[rows of e] for every expert e in one
+// CudaBackendOptions::grouped_wgrad_kernel: dw[e] (+)= dy[rows of e]^T . x[rows of e] for every expert e in one
 // launch. Why: at a seed rank's ~384 rows per expert, cuBLASLt's GEMM that adds into the fp32 gradient (beta 1)
 // runs at ~185 TFLOP/s on an H200 against ~290 writing it (beta 0): reading and writing the [M, N] fp32 block
 // around a 384-deep product is the cost, and cuBLASLt's epilogue does it with the tensor cores idle. This kernel
@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ops/device_context.h"
+#include "ops/grouped_gemm_kernel.h"
 
 namespace quill::cuda::grouped_wgrad {
 
@@ -19,6 +21,18 @@ namespace quill::cuda::grouped_wgrad {
 // (four stages in flight beside the 128 KiB gradient staging: grouped_wgrad_wg.cu).
 constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 32;
 constexpr int64_t kMaxExperts = 512;
+
+// --grouped-wgrad-kernel auto, measured (bench/results/2026-12-06-h100-grouped-wgrad-staged/, grouped_bench on an
+// H100, the kernel's second form): at a seed rank's 384 rows per expert, accumulating, the kernel took 1.89 / 0.94 ms
+// (gate/up, down) against cuBLASLt's 2.31 / 1.25; writing (a step's first micro-batch) 1.43 / 0.74 against 1.18 /
+// 0.66; at the slice's ~1,536 rows cuBLASLt was shorter both ways. So auto takes the kernel when accumulating, up to
+// kAutoMeanRows rows per expert on average (between the measured sizes, not measured itself).
+constexpr int64_t kAutoMeanRows = 512;
+// Whether a weight gradient of P rows over E experts runs on the kernel under `choice` (the shape checks come after).
+inline bool by_wgmma(GroupedGemmKernel choice, bool accumulate, int64_t P, int64_t E) {
+  if (choice != GroupedGemmKernel::kAuto) return choice == GroupedGemmKernel::kWgmma;
+  return accumulate && P <= kAutoMeanRows * E;
+}
 
 // Why the kernel cannot take a call ("" when it can): not an sm_90 device, a width not a multiple of its tile,
 // too many experts, or an operand not 16-byte aligned (TMA).
