@@ -70,10 +70,10 @@ CUtensorMap band_map(const void* band, int64_t T, int64_t H, int64_t E) {
   return encode<4>("the bias band", CU_TENSOR_MAP_DATA_TYPE_FLOAT32, band, dims, strides, box);
 }
 
-CUtensorMap bf16_matrix_map(const char* what, const void* base, int64_t rows, int64_t cols, int box_rows) {
+CUtensorMap bf16_matrix_map(const char* what, const void* base, int64_t rows, int64_t cols) {
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows), 1};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols * 2), static_cast<cuuint64_t>(rows * cols * 2)};
-  const cuuint32_t box[3] = {static_cast<cuuint32_t>(kHalfCols), static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(kHalfCols), static_cast<cuuint32_t>(kWgRows), 1};
   return encode<3>(what, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, dims, strides, box);
 }
 

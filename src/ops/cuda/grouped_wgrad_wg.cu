@@ -3,13 +3,10 @@
 //
 // Each CTA (two consumer warpgroups, 256 threads, one per multiprocessor) walks the tiles t = blockIdx.x,
 // blockIdx.x + gridDim.x, ... of every expert (tile = expert e, 128 rows m of dw, 256 columns n). A tile's
-// product runs over its expert's rows 32 at a time: thread 0 loads each 32-row stage by TMA (dy's 128 columns
-// as two 32 x 64 boxes, x's 256 columns as four, 128-byte swizzle; the wgmma operands are both MN-major, rows =
-// the contraction), four stages deep, and keeps loading across tile boundaries, so the next tile's first rows
-// arrive while this tile's accumulators drain. A stage is handed back one stage late (wgmma.wait_group 1), so
-// the tensor cores run on while the CTA synchronises and thread 0 reloads it. (The first form had two 64-row
-// stages, each waited for in full: measured, its product ran ~3x slower than the tensor cores, bound by the
-// operands' L2 latency.) Warpgroup w multiplies its 64 rows of m by all 256 columns
+// product runs over its expert's rows 64 at a time: thread 0 loads each 64-row stage by TMA (dy's 128 columns
+// as two 64 x 64 boxes, x's 256 columns as four, 128-byte swizzle; the wgmma operands are both MN-major, rows =
+// the contraction), two stages deep, and keeps loading across tile boundaries, so the next tile's first rows
+// arrive while this tile's accumulators drain. Warpgroup w multiplies its 64 rows of m by all 256 columns
 // (wgmma m64n256k16, 128 fp32 accumulators per thread). An expert's last stage may hold rows of the next
 // expert (TMA reads past the expert; only past the tensor's end does it fill zeros): those rows are zeroed in
 // shared memory before the product.
@@ -43,11 +40,10 @@ using attn_dq::bulk_wait_all;
 using attn_dq::bulk_wait_read;
 using attn_dq::fence_proxy_async_smem;
 
-constexpr int kStages = 4;
+constexpr int kStages = 2;
 constexpr int kThreads = 256;
 constexpr int kABoxes = kTileM / 64, kBBoxes = kTileN / 64;
-constexpr int kOperandBoxBytes = static_cast<int>(kTileRows) * kRowBytes;  // 32 rows x 64 bf16: 4 KiB
-constexpr int kStageBytes = (kABoxes + kBBoxes) * kOperandBoxBytes;       // 24 KiB
+constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB
 constexpr int kSmemStaging = kStages * kStageBytes;
 constexpr int kStagingBoxBytes = static_cast<int>(kTileM) * kRowBytes;  // 128 rows x 32 fp32
 constexpr int kStagingBoxes = static_cast<int>(kTileN) / 32;
@@ -57,7 +53,7 @@ static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad: shared memory over the s
 static_assert(kStageBytes % 1024 == 0, "grouped_wgrad: every swizzled box must start on a 1024-byte boundary");
 
 struct Params {
-  CUtensorMap dy_map, x_map;  // dy [P, M], x [P, N] as 32 x 64 boxes
+  CUtensorMap dy_map, x_map;  // dy [P, M], x [P, N] as 64 x 64 boxes
   CUtensorMap dw_map;         // dw [E, M, N] as 128 x 32 fp32 boxes
   float* dw;                  // [E, M, N]
   int M, N, E, tiles_m, tiles_n, accumulate;
@@ -133,10 +129,10 @@ __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint3
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int row = x.row0 + kt * static_cast<int>(kTileRows);
 #pragma unroll
-  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kOperandBoxBytes, &p.dy_map, bar, x.m0 + 64 * j, row, 0);
+  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, &p.dy_map, bar, x.m0 + 64 * j, row, 0);
 #pragma unroll
   for (int j = 0; j < kBBoxes; ++j)
-    tma_load_3d(smem + (kABoxes + j) * kOperandBoxBytes, &p.x_map, bar, x.n0 + 64 * j, row, 0);
+    tma_load_3d(smem + (kABoxes + j) * kBoxBytes, &p.x_map, bar, x.n0 + 64 * j, row, 0);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid_constant__ Params p) {
@@ -191,49 +187,38 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     }
     float acc[128];
     const int stages = stage_count(x.rows);
-    int held = -1;  // the stage whose products may still run (handed back after the next stage's are issued)
     for (int kt = 0; kt < stages; ++kt, ++consumed) {
       const int s = consumed % kStages;
       mbar_wait(full(s), (consumed / kStages) & 1, s);
       const int valid = x.rows - kt * static_cast<int>(kTileRows);
       if (valid < kTileRows) {
-        // Rows valid .. 31 of every box belong to the next expert (or are TMA's zeros): zero them. A swizzled
+        // Rows valid .. 63 of every box belong to the next expert (or are TMA's zeros): zero them. A swizzled
         // box keeps each row's 128 bytes together (the swizzle permutes 16-byte chunks inside a row).
         const int chunks_per_box = (static_cast<int>(kTileRows) - valid) * 8;
         for (int i = tid; i < chunks_per_box * (kABoxes + kBBoxes); i += kThreads) {
           const int box = i / chunks_per_box, c = i % chunks_per_box;
-          const uint32_t addr = stage(s) + box * kOperandBoxBytes + (valid + c / 8) * kRowBytes + (c % 8) * 16;
+          const uint32_t addr = stage(s) + box * kBoxBytes + (valid + c / 8) * kRowBytes + (c % 8) * 16;
           asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
         }
         fence_proxy_async_smem();  // the generic proxy's zeros, before the async proxy's wgmma reads them
         __syncthreads();
       }
-      const uint64_t da = mn_major_desc(stage(s) + w * kOperandBoxBytes, kOperandBoxBytes);
-      const uint64_t db = mn_major_desc(stage(s) + kABoxes * kOperandBoxBytes, kOperandBoxBytes);
+      const uint64_t da = mn_major_desc(stage(s) + w * kBoxBytes);
+      const uint64_t db = mn_major_desc(stage(s) + kABoxes * kBoxBytes);
       fence_regs(acc);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < static_cast<int>(kTileRows) / 16; ++kk)
+      for (int kk = 0; kk < 4; ++kk)
         wgmma_m64n256k16_ss_tt(acc, da + ((kk * 16 * kRowBytes) >> 4), db + ((kk * 16 * kRowBytes) >> 4),
                                (kt > 0 || kk > 0) ? 1 : 0);
       wgmma_commit();
-      wgmma_wait<1>();  // the previous stage's products are done; this stage's run on
+      wgmma_wait<0>();
       fence_regs(acc);
-      if (held >= 0) {
-        __syncthreads();  // both warpgroups are past stage `held`: it can be loaded again
-        if (tid == 0 && producer.t < total) {
-          load_stage(p, stage(held), full(held), tile_at(p, producer.t), producer.kt);
-          advance(p, total, producer);
-        }
+      __syncthreads();  // both warpgroups are past stage s: it can be loaded again
+      if (tid == 0 && producer.t < total) {
+        load_stage(p, stage(s), full(s), tile_at(p, producer.t), producer.kt);
+        advance(p, total, producer);
       }
-      held = s;
-    }
-    wgmma_wait<0>();
-    fence_regs(acc);
-    __syncthreads();  // the tile's last stage is free
-    if (tid == 0 && producer.t < total) {
-      load_stage(p, stage(held), full(held), tile_at(p, producer.t), producer.kt);
-      advance(p, total, producer);
     }
     if (p.accumulate) {
       mbar_wait(staged, staged_tiles & 1, kStages);  // the old gradient is in the staging
@@ -300,8 +285,8 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
               "rows is beyond the kernel's 32-bit indexing", M, N, P);
   if (E == 0) return;
   Params p{};
-  p.dy_map = attn_wg::bf16_matrix_map("dy_PM", dy_PM, std::max<int64_t>(P, 1), M, static_cast<int>(kTileRows));
-  p.x_map = attn_wg::bf16_matrix_map("x_PN", x_PN, std::max<int64_t>(P, 1), N, static_cast<int>(kTileRows));
+  p.dy_map = attn_wg::bf16_matrix_map("dy_PM", dy_PM, std::max<int64_t>(P, 1), M);
+  p.x_map = attn_wg::bf16_matrix_map("x_PN", x_PN, std::max<int64_t>(P, 1), N);
   p.dw_map = attn_wg::f32_blocks_map("dw_EMN", dw_EMN, E, M, N);
   p.dw = dw_EMN;
   p.M = static_cast<int>(M), p.N = static_cast<int>(N), p.E = static_cast<int>(E);

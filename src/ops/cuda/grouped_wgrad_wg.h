@@ -17,9 +17,8 @@
 
 namespace quill::cuda::grouped_wgrad {
 
-// The kernel's tile: 128 rows of dw (two warpgroups of 64) by 256 columns, 32 rows of the contraction per stage
-// (four stages in flight beside the 128 KiB gradient staging: grouped_wgrad_wg.cu).
-constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 32;
+// The kernel's tile: 128 rows of dw (two warpgroups of 64) by 256 columns, 64 rows of the contraction per stage.
+constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
 constexpr int64_t kMaxExperts = 512;
 
 // --grouped-wgrad-kernel auto, measured (bench/results/2026-12-06-h100-grouped-wgrad-staged/, grouped_bench on an
