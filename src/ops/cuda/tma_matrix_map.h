@@ -15,7 +15,7 @@ CUtensorMap bf16_matrix_map(const char* what, const void* base, int64_t rows, in
 // and addressing (cols a multiple of 16).
 CUtensorMap u8_matrix_map(const char* what, const void* base, int64_t rows, int64_t cols);
 // An fp32 [E, M, N] tensor (E row-major matrices) as boxes of 128 rows x 32 columns (128 bytes) of one matrix,
-// 128-byte swizzle: the destination of the weight gradient's bulk stores and reductions.
+// 128-byte swizzle: the weight gradient's tiles, loaded and stored in bulk (grouped_wgrad_wg.cu).
 CUtensorMap f32_blocks_map(const char* what, const void* base, int64_t E, int64_t M, int64_t N);
 
 }  // namespace quill::cuda::attn_wg
