@@ -126,15 +126,12 @@ TEST_P(CudaAttentionWgBackwardTest, MatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(CudaAttentionWgBackward, CudaAttentionWgBackwardTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
-
 // Two runs give the same bits (issue 24): the dQ additions of the key tiles go in a fixed order.
 TEST(CudaAttentionWgBackward, SameBitsEveryRun) {
   QUILL_REQUIRE_SM90();
   const Problem pr = make_problem({"global_T2048", 2048, 8, 2, 16, 1024, 0, true, 300.0}, 3000);
   const Grads a = gpu_grads(pr, true), b = gpu_grads(pr, true);
+  using test::same_bits;
   EXPECT_TRUE(same_bits(a.dq, b.dq) && same_bits(a.dk, b.dk) && same_bits(a.dv, b.dv) && same_bits(a.dr, b.dr) &&
               same_bits(a.dtable, b.dtable))
       << "two runs of the wgmma backward differ";

@@ -50,16 +50,6 @@ bool kernel_runs_here() { return cuda::grouped_gemm::unsupported_reason(1, 256, 
 
 void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 
-Tensor counts_tensor(const std::vector<int64_t>& counts) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(counts.size())}, DType::I64);
-  for (size_t e = 0; e < counts.size(); ++e) t.data_as<int64_t>()[e] = counts[e];
-  return t;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.numel() * dtype_size(a.dtype())) == 0;
-}
-
 std::string describe(const std::vector<int64_t>& counts, int64_t M, int64_t K) {
   std::string tag = "grouped wgmma E=" + std::to_string(counts.size()) + " w [" + std::to_string(M) + ", " +
                     std::to_string(K) + "] counts {";
@@ -75,7 +65,7 @@ void check_grouped(const std::vector<int64_t>& counts, int64_t M, int64_t K, uin
   for (int64_t c : counts) P += c;
   const std::string tag = describe(counts, M, K);
   SCOPED_TRACE(tag);
-  const Tensor counts_E = counts_tensor(counts);
+  const Tensor counts_E = test::host_counts(counts);
   const Tensor x = round_bf16(test::random_tensor({P, K}, DType::F32, seed));
   const Tensor w = round_bf16(test::random_tensor({E, M, K}, DType::F32, seed + 1));
   const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, seed + 2));
@@ -103,8 +93,8 @@ void check_grouped(const std::vector<int64_t>& counts, int64_t M, int64_t K, uin
     ys[run] = to_host(y->tensor());
     dxs[run] = to_host(dx->tensor());
   }
-  EXPECT_TRUE(same_bits(ys[0], ys[1])) << "two forward runs differ";
-  EXPECT_TRUE(same_bits(dxs[0], dxs[1])) << "two input-gradient runs differ";
+  EXPECT_TRUE(test::same_bits(ys[0], ys[1])) << "two forward runs differ";
+  EXPECT_TRUE(test::same_bits(dxs[0], dxs[1])) << "two input-gradient runs differ";
 }
 
 TEST(GroupedGemmWgmma, MatchesTheCpuOnEveryRowCount) {
@@ -128,7 +118,7 @@ TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
   const int64_t E = 8, M = 2048, K = 4096;
   int64_t P = 0;
   for (int64_t c : counts) P += c;
-  const Tensor counts_E = counts_tensor(counts);
+  const Tensor counts_E = test::host_counts(counts);
   const Tensor xd = to_device(round_bf16(test::random_tensor({P, K}, DType::F32, 61)), DType::BF16);
   const Tensor wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, 62)), DType::BF16);
   const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 63)), DType::BF16);
@@ -157,7 +147,7 @@ void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_
   for (int64_t c : counts) P += c;
   const std::string tag = "fp8 " + describe(counts, M, K);
   SCOPED_TRACE(tag);
-  const Tensor counts_E = counts_tensor(counts);
+  const Tensor counts_E = test::host_counts(counts);
   const Tensor x = round_bf16(test::random_tensor({P, K}, DType::F32, seed));
   const Tensor w = round_bf16(test::random_tensor({E, M, K}, DType::F32, seed + 1));
   const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, seed + 2));
@@ -195,8 +185,8 @@ void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_
       std::printf("  %-70s against cuBLASLt: rel L2 y %.3g\n", tag.c_str(), e_y);
     }
   }
-  EXPECT_TRUE(same_bits(got[0][0], got[1][0])) << "two forward runs differ";
-  EXPECT_TRUE(same_bits(got[0][1], got[1][1])) << "two input-gradient runs differ";
+  EXPECT_TRUE(test::same_bits(got[0][0], got[1][0])) << "two forward runs differ";
+  EXPECT_TRUE(test::same_bits(got[0][1], got[1][1])) << "two input-gradient runs differ";
 }
 
 TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {

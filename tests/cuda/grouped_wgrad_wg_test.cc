@@ -44,16 +44,6 @@ bool kernel_runs_here() {
 
 void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 
-Tensor counts_tensor(const std::vector<int64_t>& counts) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(counts.size())}, DType::I64);
-  for (size_t e = 0; e < counts.size(); ++e) t.data_as<int64_t>()[e] = counts[e];
-  return t;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.numel() * dtype_size(a.dtype())) == 0;
-}
-
 // One problem: the wgmma backend's dw against the CPU's, accumulating onto dw0 and as a first write, twice.
 void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint64_t seed) {
   const int64_t E = static_cast<int64_t>(counts.size());
@@ -63,7 +53,7 @@ void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint6
   for (int64_t c : counts) tag += " " + std::to_string(c);
   tag += " }";
   SCOPED_TRACE(tag);
-  const Tensor counts_E = counts_tensor(counts);
+  const Tensor counts_E = test::host_counts(counts);
   const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, seed));
   const Tensor x = round_bf16(test::random_tensor({P, N}, DType::F32, seed + 1));
   const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, seed + 2);
@@ -98,7 +88,7 @@ void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint6
     }
     runs[run] = got;
   }
-  EXPECT_TRUE(same_bits(runs[0], runs[1])) << "two runs differ";
+  EXPECT_TRUE(test::same_bits(runs[0], runs[1])) << "two runs differ";
 }
 
 TEST(GroupedWgradWgmma, MatchesTheCpuOnEveryRowCount) {
@@ -119,7 +109,7 @@ TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
   const int64_t E = 8, M = 1024, N = 2048;
   int64_t P = 0;
   for (int64_t c : counts) P += c;
-  const Tensor counts_E = counts_tensor(counts);
+  const Tensor counts_E = test::host_counts(counts);
   const Tensor dy = round_bf16(test::random_tensor({P, M}, DType::F32, 51));
   const Tensor x = round_bf16(test::random_tensor({P, N}, DType::F32, 52));
   const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 53);

@@ -115,4 +115,14 @@ double expect_device_close(const std::string& what, const Tensor& device, const 
   return err;
 }
 
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+Tensor host_counts(const std::vector<int64_t>& counts) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(counts.size())}, DType::I64);
+  for (size_t e = 0; e < counts.size(); ++e) t.data_as<int64_t>()[e] = counts[e];
+  return t;
+}
+
 }  // namespace quill::test

@@ -56,6 +56,10 @@ Tensor to_host(const Tensor& device);
 
 // Rounds a host fp32 tensor through bf16 (so the CPU reference sees exactly the GPU's inputs).
 Tensor round_bf16(const Tensor& host_f32);
+// Two host tensors of one dtype hold the same bytes (the same-bits checks of the determinism guarantee).
+bool same_bits(const Tensor& a, const Tensor& b);
+// A host I64 [E] tensor of per-expert row counts (the grouped ops' counts_E).
+Tensor host_counts(const std::vector<int64_t>& counts);
 
 // Relative L2 error of got against ref (both host fp32); NaN or Inf anywhere fails. Adds a gtest
 // failure naming `what` when above tol, and returns the error.

@@ -41,10 +41,6 @@ Tensor as_f32(const Tensor& t) {
   return out;
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.numel() * dtype_size(a.dtype())) == 0;
-}
-
 // One problem: x [T, D] (bf16 values, as the model's activations), w [X, D] and dlogits [T, X] fp32 with a wide
 // spread of magnitudes (rows scaled by 1e-3 .. 1e3), dw0 the gradient added to.
 void check_gate(DType x_dtype, int64_t T, int64_t D, int64_t X, uint64_t seed) {
@@ -97,7 +93,7 @@ void check_gate(DType x_dtype, int64_t T, int64_t D, int64_t X, uint64_t seed) {
                                to_host(dw_acc)};
     for (int i = 0; i < 4; ++i) {
       if (run == 0) first[i] = results[i];
-      else EXPECT_TRUE(same_bits(first[i], results[i])) << "two runs differ in result " << i;
+      else EXPECT_TRUE(test::same_bits(first[i], results[i])) << "two runs differ in result " << i;
     }
   }
 }
