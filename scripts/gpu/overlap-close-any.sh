@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 41's closing measurement on whichever one-GPU machine comes (no H200 could be had for three sessions):
 # first the quick GPU checks of the ops changed since the last run (the router's gate GEMMs, the ordered sums,
-# the router, determinism), then
+# the router, determinism, the grouped kernels: GroupedWgradWgmma.* is what --grouped-wgrad-kernel auto waits for
+# before it becomes the default), then
 #   on an H200 (> 100 GB): scripts/gpu/overlap-close-call.sh, the issue's own setting (*-bf16o);
 #   on an 80 GB H100: the seed's three stage kinds in the setting that fits every stage there (*-bf16ru: bf16
 #   moments, offload 0.7, every layer recomputed), timed stand-ins, overlaps off and on, `quill project` of each.
@@ -14,7 +15,7 @@ mkdir -p "$O"
 source scripts/gpu/bundle-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/gpu.txt"
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
-timeout 150 "$B/bin/cuda_tests" --gtest_filter='RouterGateCuda.*:CudaOrderedSum.*:*CudaRouter*:CudaDeterminism.TheSameTrainingTwiceGivesTheSameBits' \
+timeout 150 "$B/bin/cuda_tests" --gtest_filter='RouterGateCuda.*:CudaOrderedSum.*:*CudaRouter*:CudaDeterminism.TheSameTrainingTwiceGivesTheSameBits:GroupedWgradWgmma.*:GroupedGemmWgmma.*' \
   > "$O/quick.txt" 2>&1
 grep -E '^\[  (PASSED|FAILED) |tests ran|FAILED  \]' "$O/quick.txt" | tail -8
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
