@@ -6,7 +6,8 @@
 // product runs over its expert's rows 64 at a time: thread 0 loads each 64-row stage by TMA (dy's 128 columns
 // as two 64 x 64 boxes, x's 256 columns as four, 128-byte swizzle; the wgmma operands are both MN-major, rows =
 // the contraction), two stages deep, and keeps loading across tile boundaries, so the next tile's first rows
-// arrive while this tile's accumulators drain. Warpgroup w multiplies its 64 rows of m by all 256 columns
+// arrive while this tile's accumulators drain (four 32-row stages, each handed back a stage late, measured slower:
+// docs/decisions/grouped-wgrad.md). Warpgroup w multiplies its 64 rows of m by all 256 columns
 // (wgmma m64n256k16, 128 fp32 accumulators per thread). An expert's last stage may hold rows of the next
 // expert (TMA reads past the expert; only past the tensor's end does it fill zeros): those rows are zeroed in
 // shared memory before the product.
