@@ -11,6 +11,7 @@
 #   gtest filter run first; KEYS: summary.json keys printed per arm; OPS: a regex of the profile's "by op" rows to
 #   print; NAME [stage-ab]: the names of what comes back. On an 80 GB H100: CASES=last-bf16h DEVICE_MEMORY=140GiB
 #   BASE_EXTRA="--recompute-granularity selective --recompute-modules moe_act".
+# The log ends with each later arm's losses and gradient norms against the first arm's (scripts/gpu/same_numbers.py).
 # Back: $OUT/$NAME.txt (the call's log) and $OUT/$NAME.tar.gz (each arm's summary, metrics, profile).
 set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh
@@ -47,6 +48,10 @@ for arm in $ARMS; do
     f=$R/$i-$arm/$c/op_profile_step3.txt
     [ -f "$f" ] && [ -n "${OPS:-}" ] && sed -n '/^by op:/,$p' "$f" | grep -E "^op |^(${OPS})"
   done
+done
+# Whether the arms computed the same numbers (a performance path must; a numerics option says how far it moves them).
+for c in $CASES; do
+  python3 scripts/gpu/same_numbers.py "$R"/*-*/"$c"
 done
 tar -czf "$OUT/$NAME.tar.gz" -C "$R" . 2>/dev/null
 } 2>&1 | tee "$OUT/$NAME.txt"
