@@ -25,6 +25,7 @@
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_wgrad_schedule.h"
 #include "ops/cuda/grouped_wgrad_wg.h"
 #include "ops/cuda/tma_matrix_map.h"
 
@@ -80,38 +81,6 @@ __device__ __forceinline__ void st_shared_v2(uint32_t addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }
 
-struct Tile {
-  int e, m0, n0, row0, rows;
-};
-
-__device__ __forceinline__ Tile tile_at(const Params& p, int t) {
-  const int per_expert = p.tiles_m * p.tiles_n;
-  Tile x;
-  x.e = t / per_expert;
-  const int r = t % per_expert;
-  x.m0 = (r / p.tiles_n) * static_cast<int>(kTileM);
-  x.n0 = (r % p.tiles_n) * static_cast<int>(kTileN);
-  x.row0 = p.offset[x.e];
-  x.rows = p.offset[x.e + 1] - x.row0;
-  return x;
-}
-
-// The producer's position: this CTA's tile t and its stage kt; t >= total when every load is issued.
-struct Cursor {
-  int t, kt;
-};
-
-__device__ __forceinline__ int stage_count(int rows) { return (rows + static_cast<int>(kTileRows) - 1) / static_cast<int>(kTileRows); }
-
-// Moves c to the next stage of this CTA's tiles that has rows (tiles of experts without rows load nothing).
-__device__ __forceinline__ void advance(const Params& p, int total, Cursor& c) {
-  ++c.kt;
-  while (c.t < total && c.kt >= stage_count(tile_at(p, c.t).rows)) {
-    c.t += gridDim.x;
-    c.kt = 0;
-  }
-}
-
 __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int row = x.row0 + kt * static_cast<int>(kTileRows);
@@ -141,10 +110,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     tma_prefetch_descriptor(&p.dy_map);
     tma_prefetch_descriptor(&p.x_map);
     tma_prefetch_descriptor(&p.dw_map);
-    advance(p, total, producer);
+    advance(p, total, static_cast<int>(gridDim.x), producer);
     for (int s = 0; s < kStages && producer.t < total; ++s) {
       load_stage(p, stage(s), full(s), tile_at(p, producer.t), producer.kt);
-      advance(p, total, producer);
+      advance(p, total, static_cast<int>(gridDim.x), producer);
     }
   }
   __syncthreads();
@@ -204,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
       __syncthreads();  // both warpgroups are past stage s: it can be loaded again
       if (tid == 0 && producer.t < total) {
         load_stage(p, stage(s), full(s), tile_at(p, producer.t), producer.kt);
-        advance(p, total, producer);
+        advance(p, total, static_cast<int>(gridDim.x), producer);
       }
     }
     if (p.accumulate) {

@@ -1,0 +1,62 @@
+// The tile walk of the experts' weight-gradient kernel (grouped_wgrad_wg.cu), as arithmetic that needs no GPU, so
+// that the CPU tests check it (tests/ops/grouped_wgrad_schedule_test.cc).
+//
+// Tile t is expert t / (tiles_m tiles_n)'s block of kTileM gradient rows by kTileN columns; its product runs over
+// the expert's rows kTileRows at a time (stage_count stages; none for an expert without rows). CTA b walks the
+// tiles b, b + grid, ... The consumers take the stages of those tiles in that order; thread 0, the producer, loads
+// them in the same order, kStages ahead (its Cursor, moved by advance), so the two must name the same (tile, stage)
+// at every step: the test walks both.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/cuda/grouped_wgrad_wg.h"
+
+#if defined(__CUDACC__)
+#define QUILL_GW_HD __host__ __device__ __forceinline__
+#else
+#define QUILL_GW_HD inline
+#endif
+
+namespace quill::cuda::grouped_wgrad {
+
+struct Tile {
+  int e, m0, n0, row0, rows;
+};
+
+// Grid: anything with offset[e] .. offset[e + 1] as expert e's rows and tiles_m, tiles_n as dw's rows / kTileM and
+// columns / kTileN (the kernel's parameter block; a host struct in the tests).
+template <class Grid>
+QUILL_GW_HD Tile tile_at(const Grid& g, int t) {
+  const int per_expert = g.tiles_m * g.tiles_n;
+  Tile x;
+  x.e = t / per_expert;
+  const int r = t % per_expert;
+  x.m0 = (r / g.tiles_n) * static_cast<int>(kTileM);
+  x.n0 = (r % g.tiles_n) * static_cast<int>(kTileN);
+  x.row0 = g.offset[x.e];
+  x.rows = g.offset[x.e + 1] - x.row0;
+  return x;
+}
+
+QUILL_GW_HD int stage_count(int rows) {
+  return (rows + static_cast<int>(kTileRows) - 1) / static_cast<int>(kTileRows);
+}
+
+// The producer's position: this CTA's tile t and its stage kt; t >= total when every load is issued.
+struct Cursor {
+  int t, kt;
+};
+
+// Moves c to this CTA's next stage (grid: the CTAs' count, the walk's stride); tiles of experts without rows have
+// none. A cursor starts at {blockIdx, -1}: the first advance finds the CTA's first stage.
+template <class Grid>
+QUILL_GW_HD void advance(const Grid& g, int total, int grid, Cursor& c) {
+  ++c.kt;
+  while (c.t < total && c.kt >= stage_count(tile_at(g, c.t).rows)) {
+    c.t += grid;
+    c.kt = 0;
+  }
+}
+
+}  // namespace quill::cuda::grouped_wgrad

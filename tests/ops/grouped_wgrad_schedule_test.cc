@@ -1,0 +1,87 @@
+// The tile walk of the experts' weight-gradient kernel (src/ops/cuda/grouped_wgrad_schedule.h) without a GPU: the
+// producer's cursor names the same (tile, stage) as the consumers at every step of every CTA (else the kernel would
+// multiply one stage's rows as another's), every tile of every expert with rows is walked by exactly one CTA, its
+// stages cover the expert's rows exactly once, and the tiles of one expert cover its gradient exactly once.
+#include "ops/cuda/grouped_wgrad_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace quill::cuda::grouped_wgrad {
+namespace {
+
+struct HostGrid {
+  const int* offset;
+  int tiles_m, tiles_n;
+};
+
+void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int grid) {
+  SCOPED_TRACE("experts " + std::to_string(counts.size()) + ", tiles " + std::to_string(tiles_m) + " x " +
+               std::to_string(tiles_n) + ", grid " + std::to_string(grid));
+  const int E = static_cast<int>(counts.size());
+  std::vector<int> offset(E + 1, 0);
+  for (int e = 0; e < E; ++e) offset[e + 1] = offset[e] + counts[e];
+  const HostGrid g{offset.data(), tiles_m, tiles_n};
+  const int total = E * tiles_m * tiles_n;
+  std::set<int> walked;
+  std::vector<std::set<std::pair<int, int>>> blocks(E);  // (m0, n0) per expert
+  for (int b = 0; b < grid; ++b) {
+    // The consumers' order (the kernel's tile loop).
+    std::vector<std::pair<int, int>> consumed;
+    for (int t = b; t < total; t += grid) {
+      const Tile x = tile_at(g, t);
+      ASSERT_LT(x.e, E);
+      EXPECT_TRUE(blocks[x.e].insert({x.m0, x.n0}).second) << "tile " << t << " repeats a block of expert " << x.e;
+      EXPECT_EQ(x.row0, offset[x.e]);
+      EXPECT_EQ(x.rows, counts[x.e]);
+      if (x.rows == 0) continue;
+      EXPECT_TRUE(walked.insert(t).second) << "tile " << t << " walked twice";
+      int covered = 0;
+      for (int kt = 0; kt < stage_count(x.rows); ++kt) {
+        consumed.push_back({t, kt});
+        const int first = kt * static_cast<int>(kTileRows);
+        EXPECT_EQ(first, covered);
+        covered = std::min(x.rows, first + static_cast<int>(kTileRows));
+      }
+      EXPECT_EQ(covered, x.rows) << "the stages of tile " << t << " do not cover its expert's rows";
+    }
+    // The producer's order (its cursor from {b, -1}).
+    std::vector<std::pair<int, int>> loaded;
+    Cursor c{b, -1};
+    for (advance(g, total, grid, c); c.t < total; advance(g, total, grid, c)) loaded.push_back({c.t, c.kt});
+    EXPECT_EQ(loaded, consumed) << "CTA " << b << ": the producer's loads and the consumers' stages differ";
+  }
+  for (int e = 0; e < E; ++e) {
+    EXPECT_EQ(static_cast<int>(blocks[e].size()), tiles_m * tiles_n) << "expert " << e;
+    for (const auto& [m0, n0] : blocks[e]) {
+      EXPECT_EQ(m0 % kTileM, 0);
+      EXPECT_LT(m0, tiles_m * kTileM);
+      EXPECT_EQ(n0 % kTileN, 0);
+      EXPECT_LT(n0, tiles_n * kTileN);
+    }
+  }
+  int with_rows = 0;
+  for (int e = 0; e < E; ++e) with_rows += counts[e] > 0 ? tiles_m * tiles_n : 0;
+  EXPECT_EQ(static_cast<int>(walked.size()), with_rows);
+}
+
+TEST(GroupedWgradSchedule, TheProducerLoadsWhatTheConsumersTakeAndEveryTileOnce) {
+  // Empty experts first, between and last; row counts around the stage; a seed rank's 32 x ~384 on 132 CTAs.
+  check_walk({0, 100, 64, 1, 0, 200, 63, 65, 0}, 2, 2, 3);
+  check_walk({384, 384, 384, 384}, 1, 1, 4);
+  check_walk({5}, 3, 3, 132);
+  check_walk({0, 0}, 1, 1, 2);
+  check_walk({0, 0, 7}, 2, 1, 1);
+  std::vector<int> seed(32);
+  for (int e = 0; e < 32; ++e) seed[e] = 364 + (e * 37) % 41;  // 364 .. 404 rows
+  seed[5] = 1, seed[9] = 0;                                     // a nearly idle and an idle expert
+  check_walk(seed, 32, 16, 132);  // gate/up: 4,096 x 4,096 per expert
+  check_walk(seed, 32, 8, 132);   // down: 4,096 x 2,048
+}
+
+}  // namespace
+}  // namespace quill::cuda::grouped_wgrad
