@@ -1,7 +1,9 @@
 // The tile walk of the experts' weight-gradient kernel (src/ops/cuda/grouped_wgrad_schedule.h) without a GPU: the
 // producer's cursor names the same (tile, stage) as the consumers at every step of every CTA (else the kernel would
 // multiply one stage's rows as another's), every tile of every expert with rows is walked by exactly one CTA, its
-// stages cover the expert's rows exactly once, and the tiles of one expert cover its gradient exactly once.
+// stages cover the expert's rows exactly once, and the tiles of one expert cover its gradient exactly once. And the
+// staging layout: the accumulators of the 256 threads fill the 128 KiB staging exactly once, each float where TMA's
+// 128-byte swizzle keeps its tile element (derived here from the swizzle's definition, not from swizzle128).
 #include "ops/cuda/grouped_wgrad_schedule.h"
 
 #include <gtest/gtest.h>
@@ -81,6 +83,31 @@ TEST(GroupedWgradSchedule, TheProducerLoadsWhatTheConsumersTakeAndEveryTileOnce)
   seed[5] = 1, seed[9] = 0;                                     // a nearly idle and an idle expert
   check_walk(seed, 32, 16, 132);  // gate/up: 4,096 x 4,096 per expert
   check_walk(seed, 32, 8, 132);   // down: 4,096 x 2,048
+}
+
+TEST(GroupedWgradSchedule, TheAccumulatorsFillTheStagingOnceWhereTheTmaKeepsEachElement) {
+  constexpr int kBytes = kStagingBoxes * kStagingBoxBytes;
+  ASSERT_EQ(kBytes, 128 * 256 * 4);
+  std::vector<int> hits(kBytes / 4, 0);
+  for (int w = 0; w < 2; ++w)
+    for (int warp = 0; warp < 4; ++warp)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int j = 0; j < 32; ++j)
+          for (int sel = 0; sel < 2; ++sel) {
+            const int g = lane / 4, cq = lane % 4;
+            const uint32_t at = staging_byte(w, warp, g, cq, j, sel);
+            ASSERT_EQ(at % 8, 0u) << "a pair is one 8-byte shared-memory access";
+            for (int k = 0; k < 2; ++k) {
+              // wgmma's accumulator layout: row 16 warp + g + 8 sel of the warpgroup's 64, column 8 j + 2 cq + k.
+              const int row = 64 * w + 16 * warp + g + 8 * sel, col = 8 * j + 2 * cq + k;
+              // TMA SWIZZLE_128B in box col / 32: row-major 128-byte rows, the 16-byte chunk index XOR (row mod 8).
+              const int in_row = (col % 32) * 4;
+              const int want = (col / 32) * (128 * 128) + row * 128 + (((in_row / 16) ^ (row % 8)) * 16) + in_row % 16;
+              ASSERT_EQ(static_cast<int>(at) + 4 * k, want) << "row " << row << " column " << col;
+              ++hits[(at + 4 * k) / 4];
+            }
+          }
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "staging float " << i;
 }
 
 }  // namespace

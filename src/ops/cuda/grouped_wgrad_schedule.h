@@ -1,5 +1,5 @@
-// The tile walk of the experts' weight-gradient kernel (grouped_wgrad_wg.cu), as arithmetic that needs no GPU, so
-// that the CPU tests check it (tests/ops/grouped_wgrad_schedule_test.cc).
+// The tile walk and the staging layout of the experts' weight-gradient kernel (grouped_wgrad_wg.cu), as arithmetic
+// that needs no GPU, so that the CPU tests check it (tests/ops/grouped_wgrad_schedule_test.cc).
 //
 // Tile t is expert t / (tiles_m tiles_n)'s block of kTileM gradient rows by kTileN columns; its product runs over
 // the expert's rows kTileRows at a time (stage_count stages; none for an expert without rows). CTA b walks the
@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "ops/cuda/attention_wg_layout.h"
 #include "ops/cuda/grouped_wgrad_wg.h"
 
 #if defined(__CUDACC__)
@@ -57,6 +58,20 @@ QUILL_GW_HD void advance(const Grid& g, int total, int grid, Cursor& c) {
     c.t += grid;
     c.kt = 0;
   }
+}
+
+// The staging tile: the tile's fp32 gradient as eight boxes of 128 rows x 32 columns (128 bytes), each swizzled
+// as TMA's SWIZZLE_128B lays it out, box b holding columns 32 b .. 32 b + 31 (what the TMA loads and stores).
+constexpr int kStagingBoxBytes = static_cast<int>(kTileM) * attn_wg::kRowBytes;  // 16 KiB
+constexpr int kStagingBoxes = static_cast<int>(kTileN) / 32;
+
+// The staging byte of accumulator pair (4 j + 2 sel, +1) of thread (warpgroup w, warp, lane 4 g + cq): wgmma's
+// m64nNk16 accumulator layout puts it at the tile's row 64 w + 16 warp + g + 8 sel, columns 8 j + 2 cq and + 1
+// (the second float 4 bytes on).
+QUILL_GW_HD uint32_t staging_byte(int w, int warp, int g, int cq, int j, int sel) {
+  const uint32_t r = 64 * w + 16 * warp + g + 8 * sel;
+  const uint32_t byte = ((8 * j + 2 * cq) % 32) * 4;
+  return (j / 4) * kStagingBoxBytes + attn_wg::swizzle128(r, byte);
 }
 
 }  // namespace quill::cuda::grouped_wgrad

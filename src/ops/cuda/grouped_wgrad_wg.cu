@@ -48,8 +48,6 @@ constexpr int kThreads = 256;
 constexpr int kABoxes = kTileM / 64, kBBoxes = kTileN / 64;
 constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB
 constexpr int kSmemStaging = kStages * kStageBytes;
-constexpr int kStagingBoxBytes = static_cast<int>(kTileM) * kRowBytes;  // 128 rows x 32 fp32
-constexpr int kStagingBoxes = static_cast<int>(kTileN) / 32;
 constexpr int kSmemBarriers = kSmemStaging + kStagingBoxes * kStagingBoxBytes;
 constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment slack
 static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad: shared memory over the sm_90 limit");
@@ -183,16 +181,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
       if (tid == 0) bulk_wait_read();  // the previous tile's store has read the staging
       __syncthreads();
     }
-    // Accumulator pair (4j + 2 sel, +1) is row r = 64 w + 16 warp + g + 8 sel, columns 8 j + 2 cq, +1: staging box
-    // j / 4, bytes (8 j + 2 cq) % 32 * 4 of row r, 128-byte swizzled as the TMA reads and writes it. Accumulating,
-    // each element gets one addition, fl(dw + sum), as cuBLASLt's beta-1 epilogue computes it.
+    // Each accumulator pair to its place in the staging (staging_byte, grouped_wgrad_schedule.h). Accumulating, each
+    // element gets one addition, fl(dw + sum), as cuBLASLt's beta-1 epilogue computes it.
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
 #pragma unroll
       for (int sel = 0; sel < 2; ++sel) {
-        const uint32_t r = 64 * w + 16 * warp + g + 8 * sel;
-        const uint32_t byte = ((8 * j + 2 * cq) % 32) * 4;
-        const uint32_t addr = staging + (j / 4) * kStagingBoxBytes + swizzle128(r, byte);
+        const uint32_t addr = staging + staging_byte(w, warp, g, cq, j, sel);
         float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
         if (p.accumulate) {
           const float2 old = ld_shared_v2(addr);
