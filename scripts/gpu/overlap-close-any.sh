@@ -4,11 +4,12 @@
 # the router, determinism, the grouped kernels: GroupedWgradWgmma.* is what --grouped-wgrad-kernel auto waits for
 # before it becomes the default), then
 #   on an H200 (> 100 GB): scripts/gpu/overlap-close-call.sh, the issue's own setting (*-bf16o);
-#   on an 80 GB H100: the seed's three stage kinds in the setting that fits every stage there (*-bf16ru: bf16
-#   moments, offload 0.7, every layer recomputed), timed stand-ins, overlaps off and on, `quill project` of each.
+#   on an 80 GB H100 (where the three stage kinds ran on 2026-12-06 with every layer recomputed:
+#   bench/results/2026-12-06-h100-overlap-three-stages): scripts/gpu/grouped-wgrad-call.sh, the weight-gradient
+#   kernel's tests, grouped_bench and --grouped-wgrad-kernel auto A B B A on the last stage.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/overlap-close-any.sh")
-# Back: $OUT/quick.txt, then overlap-close-call.sh's files or $OUT/standin-overlap.{txt,tar.gz}.
+# Back: $OUT/quick.txt, then overlap-close-call.sh's files (H200) or $OUT/wgrad/ (H100).
 set -uo pipefail
 O=${OUT:-/tmp/out}
 mkdir -p "$O"
@@ -22,7 +23,8 @@ mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -
 if [ "${mib:-0}" -gt 100000 ]; then
   OUT=$O timeout 440 bash scripts/gpu/overlap-close-call.sh
 else
-  OUT=$O CASES='first-bf16ru middle-bf16ru last-bf16ru' ARMS='timed overlap' CASE_TIMEOUT=110 \
-    timeout 430 bash scripts/gpu/standin-overlap-call.sh | grep -E "^===|rank|train rc|hidden|tokens/s|MFU|error|refused" | tail -40
+  # The three stage kinds' H100 run is in bench/results/2026-12-06-h100-overlap-three-stages; instead, what
+  # --grouped-wgrad-kernel auto needs before it becomes the default: its A B B A on the last stage.
+  OUT=$O/wgrad timeout 430 bash scripts/gpu/grouped-wgrad-call.sh | tail -40
 fi
 date -u +%T
