@@ -58,11 +58,6 @@ struct Smem {
   }
 };
 
-__device__ __forceinline__ float2 ld_shared_f2(uint32_t addr) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-  return v;
-}
 
 // The loads, each after its stage's previous contents were released: Q once, then per key tile K, the
 // bias tiles of both consumers (when the tile has distances below E) and V. One thread of the producer

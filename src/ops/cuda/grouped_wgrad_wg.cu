@@ -69,16 +69,6 @@ __device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32
                : "memory");
 }
 
-__device__ __forceinline__ float2 ld_shared_v2(uint32_t addr) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void st_shared_v2(uint32_t addr, float a, float b) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
-}
-
 __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int row = x.row0 + kt * static_cast<int>(kTileRows);
@@ -190,10 +180,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         const uint32_t addr = staging + staging_byte(w, warp, g, cq, j, sel);
         float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
         if (p.accumulate) {
-          const float2 old = ld_shared_v2(addr);
+          const float2 old = ld_shared_f2(addr);
           a = old.x + a, b = old.y + b;
         }
-        st_shared_v2(addr, a, b);
+        st_shared_f2(addr, a, b);
       }
     }
     fence_proxy_async_smem();  // the generic proxy's writes, before the TMA unit reads them
