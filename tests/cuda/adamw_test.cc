@@ -20,14 +20,11 @@
 namespace quill {
 namespace {
 
+using test::inputs_ready;
 using test::GuardedDevice;
 using test::gpu_ctx;
 
 const DeviceContext kCpu = DeviceContext::cpu();
-
-// The harness writes inputs with cudaMemcpy/cudaMemset on the legacy stream, which does not order
-// against the backend's non-blocking stream: wait for them before an op runs.
-void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "inputs did not reach the GPU"; }
 
 // A guarded device copy of host fp32 `t`, starting `offset` elements into its buffer.
 struct Placed {

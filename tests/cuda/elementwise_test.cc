@@ -25,16 +25,13 @@
 namespace quill {
 namespace {
 
+using test::inputs_ready;
 using test::GuardedDevice;
 using test::gpu_ctx;
 using test::to_device;
 using test::to_host;
 
 const DeviceContext kCpu = DeviceContext::cpu();
-
-// The harness writes inputs with cudaMemcpy/cudaMemset on the legacy stream, which does not order
-// against the backend's non-blocking stream: wait for them before an op runs.
-void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "inputs did not reach the GPU"; }
 
 // The CPU reference runs in F32 for BF16 and F32 GPU tensors, in F64 for F64.
 DType cpu_dtype(DType d) { return d == DType::F64 ? DType::F64 : DType::F32; }

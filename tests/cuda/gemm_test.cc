@@ -26,6 +26,7 @@
 namespace quill {
 namespace {
 
+using test::inputs_ready;
 using test::gpu_ctx;
 using test::poisoned_output;
 using test::round_bf16;
@@ -36,10 +37,6 @@ using test::to_host_f32;
 
 const DeviceContext kCpu = DeviceContext::cpu();
 constexpr double kTolBf16 = 1e-2, kTolF32 = 1e-5;
-
-// The harness writes inputs with cudaMemcpy/cudaMemset on the legacy stream, which does not order
-// against the backend's non-blocking stream: wait for them before an op runs.
-void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "inputs did not reach the GPU"; }
 
 std::string dims(int64_t N, int64_t K, int64_t M) {
   return "N=" + std::to_string(N) + " K=" + std::to_string(K) + " M=" + std::to_string(M);

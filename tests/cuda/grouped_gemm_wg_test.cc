@@ -24,6 +24,7 @@
 namespace quill {
 namespace {
 
+using test::inputs_ready;
 using test::poisoned_output;
 using test::round_bf16;
 using test::to_device;
@@ -47,8 +48,6 @@ CudaBackend& cublaslt_gpu() {
 }
 
 bool kernel_runs_here() { return cuda::grouped_gemm::unsupported_reason(1, 256, 64, nullptr, nullptr, nullptr).empty(); }
-
-void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 
 std::string describe(const std::vector<int64_t>& counts, int64_t M, int64_t K) {
   std::string tag = "grouped wgmma E=" + std::to_string(counts.size()) + " w [" + std::to_string(M) + ", " +

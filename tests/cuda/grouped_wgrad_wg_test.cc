@@ -22,6 +22,7 @@
 namespace quill {
 namespace {
 
+using test::inputs_ready;
 using test::poisoned_output;
 using test::round_bf16;
 using test::to_device;
@@ -41,8 +42,6 @@ CudaBackend& wgmma_gpu() {
 bool kernel_runs_here() {
   return cuda::grouped_wgrad::unsupported_reason(1, 128, 256, nullptr, nullptr).empty();
 }
-
-void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
 
 // One problem: the wgmma backend's dw against the CPU's, accumulating onto dw0 and as a first write, twice.
 void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint64_t seed) {

@@ -115,6 +115,8 @@ double expect_device_close(const std::string& what, const Tensor& device, const 
   return err;
 }
 
+void inputs_ready() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "inputs did not reach the GPU"; }
+
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }

@@ -56,6 +56,9 @@ Tensor to_host(const Tensor& device);
 
 // Rounds a host fp32 tensor through bf16 (so the CPU reference sees exactly the GPU's inputs).
 Tensor round_bf16(const Tensor& host_f32);
+// The harness writes inputs with cudaMemcpy/cudaMemset on the legacy stream, which does not order against the
+// backend's non-blocking stream: a test waits for them (a gtest failure if the copies failed) before an op runs.
+void inputs_ready();
 // Two host tensors of one dtype hold the same bytes (the same-bits checks of the determinism guarantee).
 bool same_bits(const Tensor& a, const Tensor& b);
 // A host I64 [E] tensor of per-expert row counts (the grouped ops' counts_E).
