@@ -3,13 +3,15 @@
 // experts with no rows, with fewer rows than a stage, with row counts that are not multiples of 64 (an
 // expert's last stage holds the next expert's rows, which must not count), the first write (dw poisoned with
 // NaN) and the accumulation onto a nonzero dw, the same bits twice, nothing written outside dw, and a shape
-// the kernel does not take served by cuBLASLt. Inputs are rounded to bf16 so that the reference sees the
-// GPU's operands; dw is fp32 (tolerance 1e-5 relative L2, as gemm_test.cc).
+// the kernel does not take served by cuBLASLt. Both of the kernel's forms (grouped_wgrad_wg.h: 256- and 128-wide
+// tiles), the default through the op, the other by a direct call. Inputs are rounded to bf16 so that the reference
+// sees the GPU's operands; dw is fp32 (tolerance 1e-5 relative L2, as gemm_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,8 +45,29 @@ bool kernel_runs_here() {
   return cuda::grouped_wgrad::unsupported_reason(1, 128, 256, nullptr, nullptr).empty();
 }
 
-// One problem: the wgmma backend's dw against the CPU's, accumulating onto dw0 and as a first write, twice.
-void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint64_t seed) {
+using cuda::grouped_wgrad::Form;
+
+// dw (+)= dy^T x per expert on the GPU: through the op (the wgmma backend's default form, or cuBLASLt for shapes
+// the kernel does not take), or the kernel's `form` called directly.
+using WgradRun = std::function<void(const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw, bool)>;
+
+WgradRun through_the_op() {
+  return [](const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw, bool accumulate) {
+    ops::grouped_linear_backward_weight(wgmma_gpu().context(), dy, x, counts, dw, accumulate);
+  };
+}
+
+WgradRun by_form(Form form) {
+  return [form](const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw, bool accumulate) {
+    cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dy.data(), x.data(), counts.data_as<int64_t>(),
+                                         counts.dim(0), dy.dim(0), dy.dim(1), x.dim(1), dw.data_as<float>(), accumulate,
+                                         form);
+  };
+}
+
+// One problem: the GPU's dw (by `run`) against the CPU's, accumulating onto dw0 and as a first write, twice.
+void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint64_t seed,
+                 const WgradRun& run_gpu = through_the_op()) {
   const int64_t E = static_cast<int64_t>(counts.size());
   int64_t P = 0;
   for (int64_t c : counts) P += c;
@@ -60,15 +83,14 @@ void check_wgrad(const std::vector<int64_t>& counts, int64_t M, int64_t N, uint6
   ops::grouped_linear_backward_weight(kCpu, dy, x, counts_E, acc_ref, /*accumulate=*/true);
   ops::grouped_linear_backward_weight(kCpu, dy, x, counts_E, first_ref, /*accumulate=*/false);
 
-  const DeviceContext ctx = wgmma_gpu().context();
   const Tensor dyd = to_device(dy, DType::BF16), xd = to_device(x, DType::BF16);
   Tensor runs[2];
   for (int run = 0; run < 2; ++run) {
     auto acc = to_guarded_device(dw0, DType::F32);
     auto first = poisoned_output({E, M, N}, DType::F32);
     inputs_ready();
-    ops::grouped_linear_backward_weight(ctx, dyd, xd, counts_E, acc->tensor(), true);
-    ops::grouped_linear_backward_weight(ctx, dyd, xd, counts_E, first->tensor(), false);
+    run_gpu(dyd, xd, counts_E, acc->tensor(), true);
+    run_gpu(dyd, xd, counts_E, first->tensor(), false);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const double e_acc = test::expect_close(tag + " dw (+=)", test::to_host_f32(acc->tensor()), acc_ref, kTolF32);
     const double e_first = test::expect_close(tag + " dw (first write)", test::to_host_f32(first->tensor()), first_ref,
@@ -100,6 +122,18 @@ TEST(GroupedWgradWgmma, MatchesTheCpuOnEveryRowCount) {
   check_wgrad({0, 0}, 128, 256, 41);  // no rows at all
 }
 
+TEST(GroupedWgradWgmma, The128WideFormMatchesTheCpuOnEveryRowCount) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  const WgradRun run = by_form(Form::kN128);
+  check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 384, 11, run);  // 384: three 128-wide tiles
+  check_wgrad({384, 384, 384, 384}, 128, 128, 21, run);
+  check_wgrad({5}, 384, 768, 31, run);
+  check_wgrad({0, 0}, 128, 128, 41, run);
+  // More tiles than a CTA per multiprocessor, and stages that wrap the five-deep ring many times.
+  check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);
+}
+
 TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
   QUILL_REQUIRE_GPU();
   if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
@@ -115,19 +149,28 @@ TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
   auto a = to_guarded_device(dw0, DType::F32), b = to_guarded_device(dw0, DType::F32);
   const Tensor dyd = to_device(dy, DType::BF16), xd = to_device(x, DType::BF16);
   inputs_ready();
+  auto c = to_guarded_device(dw0, DType::F32);
   ops::grouped_linear_backward_weight(wgmma_gpu().context(), dyd, xd, counts_E, a->tensor(), true);
   ops::grouped_linear_backward_weight(test::gpu_ctx(), dyd, xd, counts_E, b->tensor(), true);
+  by_form(Form::kN128)(dyd, xd, counts_E, c->tensor(), true);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const double err = test::expect_close("wgmma against cuBLASLt", test::to_host_f32(a->tensor()),
                                         test::to_host_f32(b->tensor()), kTolF32);
-  std::printf("  seed-shaped dw, wgmma against cuBLASLt: rel L2 %.3g\n", err);
+  const double err128 = test::expect_close("wgmma (128 wide) against cuBLASLt", test::to_host_f32(c->tensor()),
+                                           test::to_host_f32(b->tensor()), kTolF32);
+  std::printf("  seed-shaped dw, wgmma against cuBLASLt: rel L2 %.3g (256 wide), %.3g (128 wide)\n", err, err128);
   EXPECT_TRUE(a->guards_intact());
+  EXPECT_TRUE(c->guards_intact());
 }
 
 TEST(GroupedWgradWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   QUILL_REQUIRE_GPU();
   EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 100, 256, nullptr, nullptr), "");
   EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 128, 300, nullptr, nullptr), "");
+  EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 128, 200, nullptr, nullptr, Form::kN128), "");
+  if (kernel_runs_here()) {
+    EXPECT_EQ(cuda::grouped_wgrad::unsupported_reason(3, 128, 384, nullptr, nullptr, Form::kN128), "");
+  }
   EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(cuda::grouped_wgrad::kMaxExperts + 1, 128, 256, nullptr, nullptr), "");
   // Widths off the tile: the option's backend still gives the CPU's dw (through cuBLASLt).
   check_wgrad({13, 0, 29}, 70, 37, 61);

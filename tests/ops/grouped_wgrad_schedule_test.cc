@@ -2,14 +2,16 @@
 // producer's cursor names the same (tile, stage) as the consumers at every step of every CTA (else the kernel would
 // multiply one stage's rows as another's), every tile of every expert with rows is walked by exactly one CTA, its
 // stages cover the expert's rows exactly once, and the tiles of one expert cover its gradient exactly once. And the
-// staging layout: the accumulators of the 256 threads fill the 128 KiB staging exactly once, each float where TMA's
-// 128-byte swizzle keeps its tile element (derived here from the swizzle's definition, not from swizzle128).
+// staging layout: the accumulators of the 256 threads fill the staging (128 KiB at 256 columns, 64 KiB at 128)
+// exactly once, each float where TMA's 128-byte swizzle keeps its tile element (derived here from the swizzle's
+// definition, not from swizzle128). Both of the kernel's forms (tile widths 256 and 128).
 #include "ops/cuda/grouped_wgrad_schedule.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,9 +23,10 @@ struct HostGrid {
   int tiles_m, tiles_n;
 };
 
+template <int kN>
 void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int grid) {
-  SCOPED_TRACE("experts " + std::to_string(counts.size()) + ", tiles " + std::to_string(tiles_m) + " x " +
-               std::to_string(tiles_n) + ", grid " + std::to_string(grid));
+  SCOPED_TRACE("width " + std::to_string(kN) + ", experts " + std::to_string(counts.size()) + ", tiles " +
+               std::to_string(tiles_m) + " x " + std::to_string(tiles_n) + ", grid " + std::to_string(grid));
   const int E = static_cast<int>(counts.size());
   std::vector<int> offset(E + 1, 0);
   for (int e = 0; e < E; ++e) offset[e + 1] = offset[e] + counts[e];
@@ -35,7 +38,7 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
     // The consumers' order (the kernel's tile loop).
     std::vector<std::pair<int, int>> consumed;
     for (int t = b; t < total; t += grid) {
-      const Tile x = tile_at(g, t);
+      const Tile x = tile_at<kN>(g, t);
       ASSERT_LT(x.e, E);
       EXPECT_TRUE(blocks[x.e].insert({x.m0, x.n0}).second) << "tile " << t << " repeats a block of expert " << x.e;
       EXPECT_EQ(x.row0, offset[x.e]);
@@ -54,7 +57,7 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
     // The producer's order (its cursor from {b, -1}).
     std::vector<std::pair<int, int>> loaded;
     Cursor c{b, -1};
-    for (advance(g, total, grid, c); c.t < total; advance(g, total, grid, c)) loaded.push_back({c.t, c.kt});
+    for (advance<kN>(g, total, grid, c); c.t < total; advance<kN>(g, total, grid, c)) loaded.push_back({c.t, c.kt});
     EXPECT_EQ(loaded, consumed) << "CTA " << b << ": the producer's loads and the consumers' stages differ";
   }
   for (int e = 0; e < E; ++e) {
@@ -62,8 +65,8 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
     for (const auto& [m0, n0] : blocks[e]) {
       EXPECT_EQ(m0 % kTileM, 0);
       EXPECT_LT(m0, tiles_m * kTileM);
-      EXPECT_EQ(n0 % kTileN, 0);
-      EXPECT_LT(n0, tiles_n * kTileN);
+      EXPECT_EQ(n0 % kN, 0);
+      EXPECT_LT(n0, tiles_n * kN);
     }
   }
   int with_rows = 0;
@@ -71,28 +74,36 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
   EXPECT_EQ(static_cast<int>(walked.size()), with_rows);
 }
 
-TEST(GroupedWgradSchedule, TheProducerLoadsWhatTheConsumersTakeAndEveryTileOnce) {
+template <int kN>
+void check_walks() {
   // Empty experts first, between and last; row counts around the stage; a seed rank's 32 x ~384 on 132 CTAs.
-  check_walk({0, 100, 64, 1, 0, 200, 63, 65, 0}, 2, 2, 3);
-  check_walk({384, 384, 384, 384}, 1, 1, 4);
-  check_walk({5}, 3, 3, 132);
-  check_walk({0, 0}, 1, 1, 2);
-  check_walk({0, 0, 7}, 2, 1, 1);
+  check_walk<kN>({0, 100, 64, 1, 0, 200, 63, 65, 0}, 2, 2, 3);
+  check_walk<kN>({384, 384, 384, 384}, 1, 1, 4);
+  check_walk<kN>({5}, 3, 3, 132);
+  check_walk<kN>({0, 0}, 1, 1, 2);
+  check_walk<kN>({0, 0, 7}, 2, 1, 1);
   std::vector<int> seed(32);
   for (int e = 0; e < 32; ++e) seed[e] = 364 + (e * 37) % 41;  // 364 .. 404 rows
   seed[5] = 1, seed[9] = 0;                                     // a nearly idle and an idle expert
-  check_walk(seed, 32, 16, 132);  // gate/up: 4,096 x 4,096 per expert
-  check_walk(seed, 32, 8, 132);   // down: 4,096 x 2,048
+  check_walk<kN>(seed, 32, 4096 / kN, 132);                     // gate/up: 4,096 x 4,096 per expert
+  check_walk<kN>(seed, 32, 2048 / kN, 132);                     // down: 4,096 x 2,048
 }
 
-TEST(GroupedWgradSchedule, TheAccumulatorsFillTheStagingOnceWhereTheTmaKeepsEachElement) {
-  constexpr int kBytes = kStagingBoxes * kStagingBoxBytes;
-  ASSERT_EQ(kBytes, 128 * 256 * 4);
+TEST(GroupedWgradSchedule, TheProducerLoadsWhatTheConsumersTakeAndEveryTileOnce) {
+  check_walks<static_cast<int>(tile_n(Form::kN256))>();
+  check_walks<static_cast<int>(tile_n(Form::kN128))>();
+}
+
+template <int kN>
+void check_staging() {
+  SCOPED_TRACE("width " + std::to_string(kN));
+  const int kBytes = staging_boxes(kN) * kStagingBoxBytes;
+  ASSERT_EQ(kBytes, 128 * kN * 4);
   std::vector<int> hits(kBytes / 4, 0);
   for (int w = 0; w < 2; ++w)
     for (int warp = 0; warp < 4; ++warp)
       for (int lane = 0; lane < 32; ++lane)
-        for (int j = 0; j < 32; ++j)
+        for (int j = 0; j < kN / 8; ++j)
           for (int sel = 0; sel < 2; ++sel) {
             const int g = lane / 4, cq = lane % 4;
             const uint32_t at = staging_byte(w, warp, g, cq, j, sel);
@@ -104,10 +115,16 @@ TEST(GroupedWgradSchedule, TheAccumulatorsFillTheStagingOnceWhereTheTmaKeepsEach
               const int in_row = (col % 32) * 4;
               const int want = (col / 32) * (128 * 128) + row * 128 + (((in_row / 16) ^ (row % 8)) * 16) + in_row % 16;
               ASSERT_EQ(static_cast<int>(at) + 4 * k, want) << "row " << row << " column " << col;
+              ASSERT_LT(static_cast<int>(at) + 4 * k, kBytes);
               ++hits[(at + 4 * k) / 4];
             }
           }
   for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "staging float " << i;
+}
+
+TEST(GroupedWgradSchedule, TheAccumulatorsFillTheStagingOnceWhereTheTmaKeepsEachElement) {
+  check_staging<static_cast<int>(tile_n(Form::kN256))>();
+  check_staging<static_cast<int>(tile_n(Form::kN128))>();
 }
 
 }  // namespace

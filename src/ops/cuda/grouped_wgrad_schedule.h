@@ -1,7 +1,8 @@
 // The tile walk and the staging layout of the experts' weight-gradient kernel (grouped_wgrad_wg.cu), as arithmetic
 // that needs no GPU, so that the CPU tests check it (tests/ops/grouped_wgrad_schedule_test.cc).
 //
-// Tile t is expert t / (tiles_m tiles_n)'s block of kTileM gradient rows by kTileN columns; its product runs over
+// Tile t is expert t / (tiles_m tiles_n)'s block of kTileM gradient rows by kN columns (the form's tile_n); its
+// product runs over
 // the expert's rows kTileRows at a time (stage_count stages; none for an expert without rows). CTA b walks the
 // tiles b, b + grid, ... The consumers take the stages of those tiles in that order; thread 0, the producer, loads
 // them in the same order, kStages ahead (its Cursor, moved by advance), so the two must name the same (tile, stage)
@@ -26,15 +27,15 @@ struct Tile {
 };
 
 // Grid: anything with offset[e] .. offset[e + 1] as expert e's rows and tiles_m, tiles_n as dw's rows / kTileM and
-// columns / kTileN (the kernel's parameter block; a host struct in the tests).
-template <class Grid>
+// columns / kN (the kernel's parameter block; a host struct in the tests).
+template <int kN = static_cast<int>(kTileN), class Grid>
 QUILL_GW_HD Tile tile_at(const Grid& g, int t) {
   const int per_expert = g.tiles_m * g.tiles_n;
   Tile x;
   x.e = t / per_expert;
   const int r = t % per_expert;
   x.m0 = (r / g.tiles_n) * static_cast<int>(kTileM);
-  x.n0 = (r % g.tiles_n) * static_cast<int>(kTileN);
+  x.n0 = (r % g.tiles_n) * kN;
   x.row0 = g.offset[x.e];
   x.rows = g.offset[x.e + 1] - x.row0;
   return x;
@@ -51,19 +52,19 @@ struct Cursor {
 
 // Moves c to this CTA's next stage (grid: the CTAs' count, the walk's stride); tiles of experts without rows have
 // none. A cursor starts at {blockIdx, -1}: the first advance finds the CTA's first stage.
-template <class Grid>
+template <int kN = static_cast<int>(kTileN), class Grid>
 QUILL_GW_HD void advance(const Grid& g, int total, int grid, Cursor& c) {
   ++c.kt;
-  while (c.t < total && c.kt >= stage_count(tile_at(g, c.t).rows)) {
+  while (c.t < total && c.kt >= stage_count(tile_at<kN>(g, c.t).rows)) {
     c.t += grid;
     c.kt = 0;
   }
 }
 
-// The staging tile: the tile's fp32 gradient as eight boxes of 128 rows x 32 columns (128 bytes), each swizzled
+// The staging tile: the tile's fp32 gradient as kN / 32 boxes of 128 rows x 32 columns (128 bytes), each swizzled
 // as TMA's SWIZZLE_128B lays it out, box b holding columns 32 b .. 32 b + 31 (what the TMA loads and stores).
 constexpr int kStagingBoxBytes = static_cast<int>(kTileM) * attn_wg::kRowBytes;  // 16 KiB
-constexpr int kStagingBoxes = static_cast<int>(kTileN) / 32;
+QUILL_GW_HD constexpr int staging_boxes(int kN) { return kN / 32; }
 
 // The staging byte of accumulator pair (4 j + 2 sel, +1) of thread (warpgroup w, warp, lane 4 g + cq): wgmma's
 // m64nNk16 accumulator layout puts it at the tile's row 64 w + 16 warp + g + 8 sel, columns 8 j + 2 cq and + 1

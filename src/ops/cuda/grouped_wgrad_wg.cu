@@ -2,18 +2,19 @@
 // dw[e][m, n] (+)= sum over the rows r of expert e of dy[r, m] * x[r, n].
 //
 // Each CTA (two consumer warpgroups, 256 threads, one per multiprocessor) walks the tiles t = blockIdx.x,
-// blockIdx.x + gridDim.x, ... of every expert (tile = expert e, 128 rows m of dw, 256 columns n). A tile's
-// product runs over its expert's rows 64 at a time: thread 0 loads each 64-row stage by TMA (dy's 128 columns
-// as two 64 x 64 boxes, x's 256 columns as four, 128-byte swizzle; the wgmma operands are both MN-major, rows =
-// the contraction), two stages deep, and keeps loading across tile boundaries, so the next tile's first rows
+// blockIdx.x + gridDim.x, ... of every expert (tile = expert e, 128 rows m of dw, kN columns n: 256 or 128, the
+// form of grouped_wgrad_wg.h). A tile's product runs over its expert's rows 64 at a time: thread 0 loads each
+// 64-row stage by TMA (dy's 128 columns as two 64 x 64 boxes, x's kN columns as kN / 64, 128-byte swizzle; the
+// wgmma operands are both MN-major, rows = the contraction), as many stages deep as shared memory holds beside the
+// staging (2 at 256 columns, 5 at 128), and keeps loading across tile boundaries, so the next tile's first rows
 // arrive while this tile's accumulators drain (four 32-row stages, each handed back a stage late, measured slower:
-// docs/decisions/grouped-wgrad.md). Warpgroup w multiplies its 64 rows of m by all 256 columns
-// (wgmma m64n256k16, 128 fp32 accumulators per thread). An expert's last stage may hold rows of the next
+// docs/decisions/grouped-wgrad.md). Warpgroup w multiplies its 64 rows of m by all kN columns
+// (wgmma m64nNk16, kN / 2 fp32 accumulators per thread). An expert's last stage may hold rows of the next
 // expert (TMA reads past the expert; only past the tensor's end does it fill zeros): those rows are zeroed in
 // shared memory before the product.
 //
-// The fp32 gradient tile (128 KiB) goes through one staging tile in shared memory (eight swizzled 128 x 32 fp32
-// boxes). When accumulating, thread 0 starts the TMA load of the tile's old gradient into the staging as the
+// The fp32 gradient tile (128 or 64 KiB) goes through one staging tile in shared memory (kN / 32 swizzled 128 x 32
+// fp32 boxes). When accumulating, thread 0 starts the TMA load of the tile's old gradient into the staging as the
 // tile begins (as soon as the previous tile's store has read it), so the load runs under the tile's product;
 // each thread then adds its accumulators to the staged values in place, and thread 0 hands the staging to the
 // TMA unit as a bulk tensor store. A first write stores the accumulators alone. Why not the TMA's bulk
@@ -43,15 +44,26 @@ using attn_dq::bulk_wait_all;
 using attn_dq::bulk_wait_read;
 using attn_dq::fence_proxy_async_smem;
 
-constexpr int kStages = 2;
 constexpr int kThreads = 256;
-constexpr int kABoxes = kTileM / 64, kBBoxes = kTileN / 64;
-constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB
-constexpr int kSmemStaging = kStages * kStageBytes;
-constexpr int kSmemBarriers = kSmemStaging + kStagingBoxes * kStagingBoxBytes;
-constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment slack
-static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad: shared memory over the sm_90 limit");
-static_assert(kStageBytes % 1024 == 0, "grouped_wgrad: every swizzled box must start on a 1024-byte boundary");
+constexpr int kABoxes = kTileM / 64;
+
+// A form's shared memory (grouped_wgrad_wg.h): kStages operand stages of dy's 128 columns and x's kN, then the
+// fp32 staging of the tile's gradient, then the barriers. As many stages as fit beside the staging.
+template <Form kForm>
+struct Shape {
+  static constexpr int kN = static_cast<int>(tile_n(kForm));
+  static constexpr int kBBoxes = kN / 64;
+  static constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB at 256 columns, 32 KiB at 128
+  static constexpr int kStagingBoxes = staging_boxes(kN);
+  static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;
+  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 2 at 256 columns, 5 at 128
+  static constexpr int kSmemStaging = kStages * kStageBytes;
+  static constexpr int kSmemBarriers = kSmemStaging + kStagingBytes;
+  static constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment
+  static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad: shared memory over the sm_90 limit");
+  static_assert(kStageBytes % 1024 == 0, "grouped_wgrad: every swizzled box must start on a 1024-byte boundary");
+  static_assert(kStages >= 2, "grouped_wgrad: fewer than two operand stages");
+};
 
 struct Params {
   CUtensorMap dy_map, x_map;  // dy [P, M], x [P, N] as 64 x 64 boxes
@@ -69,25 +81,42 @@ __device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32
                : "memory");
 }
 
+template <Form kForm>
 __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
-  mbar_arrive_expect_tx(bar, kStageBytes);
+  using S = Shape<kForm>;
+  mbar_arrive_expect_tx(bar, S::kStageBytes);
   const int row = x.row0 + kt * static_cast<int>(kTileRows);
 #pragma unroll
   for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, &p.dy_map, bar, x.m0 + 64 * j, row, 0);
 #pragma unroll
-  for (int j = 0; j < kBBoxes; ++j)
+  for (int j = 0; j < S::kBBoxes; ++j)
     tma_load_3d(smem + (kABoxes + j) * kBoxBytes, &p.x_map, bar, x.n0 + 64 * j, row, 0);
 }
 
+// Warpgroup w's 64 rows of the tile by all kN columns, over one 64-row stage (four k16 steps).
+template <Form kForm>
+__device__ __forceinline__ void multiply_stage(float (&acc)[Shape<kForm>::kN / 2], uint64_t da, uint64_t db, int kt) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t step = (kk * 16 * kRowBytes) >> 4;
+    const int scale_d = (kt > 0 || kk > 0) ? 1 : 0;
+    if constexpr (kForm == Form::kN256) wgmma_m64n256k16_ss<1, 1>(acc, da + step, db + step, scale_d);
+    else wgmma_m64n128k16_ss<1, 1>(acc, da + step, db + step, scale_d);
+  }
+}
+
+template <Form kForm>
 __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid_constant__ Params p) {
+  using S = Shape<kForm>;
+  constexpr int kN = S::kN, kStages = S::kStages;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, w = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane >> 2, cq = lane & 3;
   const int total = p.E * p.tiles_m * p.tiles_n;
-  auto full = [&](int s) { return base + kSmemBarriers + 8 * s; };
-  auto stage = [&](int s) { return base + s * kStageBytes; };
-  const uint32_t staging = base + kSmemStaging;
+  auto full = [&](int s) { return base + S::kSmemBarriers + 8 * s; };
+  auto stage = [&](int s) { return base + s * S::kStageBytes; };
+  const uint32_t staging = base + S::kSmemStaging;
   const uint32_t staged = full(kStages);  // the staging's load of the old gradient (accumulating)
 
   Cursor producer{static_cast<int>(blockIdx.x), -1};
@@ -98,10 +127,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     tma_prefetch_descriptor(&p.dy_map);
     tma_prefetch_descriptor(&p.x_map);
     tma_prefetch_descriptor(&p.dw_map);
-    advance(p, total, static_cast<int>(gridDim.x), producer);
+    advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     for (int s = 0; s < kStages && producer.t < total; ++s) {
-      load_stage(p, stage(s), full(s), tile_at(p, producer.t), producer.kt);
-      advance(p, total, static_cast<int>(gridDim.x), producer);
+      load_stage<kForm>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
+      advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     }
   }
   __syncthreads();
@@ -109,13 +138,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
   int staged_tiles = 0;  // tiles whose old gradient this CTA staged: the staging barrier's phase parity
   int consumed = 0;  // stages consumed by this CTA: stage consumed % kStages, phase parity (consumed / kStages) & 1
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
-    const Tile x = tile_at(p, t);
+    const Tile x = tile_at<kN>(p, t);
     float* out = p.dw + (static_cast<size_t>(x.e) * p.M + x.m0 + 64 * w + 16 * warp + g) * p.N + x.n0 + 2 * cq;
     if (x.rows == 0) {
       // An expert without rows: its gradient is left as it is when accumulating, zeroed by a first write.
       if (!p.accumulate)
 #pragma unroll 4
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < kN / 8; ++j) {
           *reinterpret_cast<float2*>(out + 8 * j) = make_float2(0.f, 0.f);
           *reinterpret_cast<float2*>(out + 8 * p.N + 8 * j) = make_float2(0.f, 0.f);
         }
@@ -124,12 +153,12 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     // The old gradient into the staging under this tile's product, once the previous tile's store has read it.
     if (p.accumulate && tid == 0) {
       bulk_wait_read();
-      mbar_arrive_expect_tx(staged, kStagingBoxes * kStagingBoxBytes);
+      mbar_arrive_expect_tx(staged, S::kStagingBytes);
 #pragma unroll
-      for (int b = 0; b < kStagingBoxes; ++b)
+      for (int b = 0; b < S::kStagingBoxes; ++b)
         tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged, x.n0 + 32 * b, x.m0, x.e);
     }
-    float acc[128];
+    float acc[kN / 2];
     const int stages = stage_count(x.rows);
     for (int kt = 0; kt < stages; ++kt, ++consumed) {
       const int s = consumed % kStages;
@@ -139,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         // Rows valid .. 63 of every box belong to the next expert (or are TMA's zeros): zero them. A swizzled
         // box keeps each row's 128 bytes together (the swizzle permutes 16-byte chunks inside a row).
         const int chunks_per_box = (static_cast<int>(kTileRows) - valid) * 8;
-        for (int i = tid; i < chunks_per_box * (kABoxes + kBBoxes); i += kThreads) {
+        for (int i = tid; i < chunks_per_box * (kABoxes + S::kBBoxes); i += kThreads) {
           const int box = i / chunks_per_box, c = i % chunks_per_box;
           const uint32_t addr = stage(s) + box * kBoxBytes + (valid + c / 8) * kRowBytes + (c % 8) * 16;
           asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
@@ -147,21 +176,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         fence_proxy_async_smem();  // the generic proxy's zeros, before the async proxy's wgmma reads them
         __syncthreads();
       }
-      const uint64_t da = mn_major_desc(stage(s) + w * kBoxBytes);
-      const uint64_t db = mn_major_desc(stage(s) + kABoxes * kBoxBytes);
       fence_regs(acc);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n256k16_ss<1, 1>(acc, da + ((kk * 16 * kRowBytes) >> 4), db + ((kk * 16 * kRowBytes) >> 4),
-                               (kt > 0 || kk > 0) ? 1 : 0);
+      multiply_stage<kForm>(acc, mn_major_desc(stage(s) + w * kBoxBytes), mn_major_desc(stage(s) + kABoxes * kBoxBytes),
+                            kt);
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(acc);
       __syncthreads();  // both warpgroups are past stage s: it can be loaded again
       if (tid == 0 && producer.t < total) {
-        load_stage(p, stage(s), full(s), tile_at(p, producer.t), producer.kt);
-        advance(p, total, static_cast<int>(gridDim.x), producer);
+        load_stage<kForm>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
+        advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
       }
     }
     if (p.accumulate) {
@@ -174,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     // Each accumulator pair to its place in the staging (staging_byte, grouped_wgrad_schedule.h). Accumulating, each
     // element gets one addition, fl(dw + sum), as cuBLASLt's beta-1 epilogue computes it.
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
+    for (int j = 0; j < kN / 8; ++j) {
 #pragma unroll
       for (int sel = 0; sel < 2; ++sel) {
         const uint32_t addr = staging + staging_byte(w, warp, g, cq, j, sel);
@@ -190,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     __syncthreads();
     if (tid == 0) {
 #pragma unroll
-      for (int b = 0; b < kStagingBoxes; ++b)
+      for (int b = 0; b < S::kStagingBoxes; ++b)
         bulk_tensor_store(&p.dw_map, staging + b * kStagingBoxBytes, x.n0 + 32 * b, x.m0, x.e);
       bulk_commit();
     }
@@ -200,10 +225,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
 
 }  // namespace
 
-std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x) {
+std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x, Form form) {
   if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
-  if (M % kTileM != 0 || N % kTileN != 0)
-    return fmt::format("dw's [{}, {}] is not a multiple of the kernel's {} x {} tile", M, N, kTileM, kTileN);
+  if (M % kTileM != 0 || N % tile_n(form) != 0)
+    return fmt::format("dw's [{}, {}] is not a multiple of the kernel's {} x {} tile", M, N, kTileM, tile_n(form));
   if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
   if (reinterpret_cast<uintptr_t>(dy) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
     return "an operand is not 16-byte aligned (TMA)";
@@ -211,8 +236,8 @@ std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, 
 }
 
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
-                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate) {
-  const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN);
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, Form form) {
+  const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN, form);
   QUILL_CHECK(why.empty(), "grouped_linear_backward_weight (wgmma): {}", why);
   QUILL_CHECK(P < (int64_t{1} << 31) && M * N < (int64_t{1} << 31), "grouped_linear_backward_weight (wgmma): [{}, {}] x {} "
               "rows is beyond the kernel's 32-bit indexing", M, N, P);
@@ -223,7 +248,7 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.dw_map = attn_wg::f32_blocks_map("dw_EMN", dw_EMN, E, M, N);
   p.dw = dw_EMN;
   p.M = static_cast<int>(M), p.N = static_cast<int>(N), p.E = static_cast<int>(E);
-  p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / kTileN);
+  p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / tile_n(form));
   p.accumulate = accumulate ? 1 : 0;
   int64_t row = 0;
   for (int64_t e = 0; e < E; ++e) {
@@ -232,14 +257,17 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   }
   p.offset[E] = static_cast<int>(row);
   QUILL_CHECK(row == P, "grouped_linear_backward_weight (wgmma): the counts sum to {}, not the {} rows", row, P);
-  attn::set_smem("grouped_linear_backward_weight (wgmma)", reinterpret_cast<const void*>(grouped_wgrad_kernel),
-                 kSmemBytes);
+  const void* kernel = form == Form::kN256 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
+                                           : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>);
+  const int smem = form == Form::kN256 ? Shape<Form::kN256>::kSmemBytes : Shape<Form::kN128>::kSmemBytes;
+  attn::set_smem("grouped_linear_backward_weight (wgmma)", kernel, smem);
   int dev = 0, sms = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));
   QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t tiles = E * p.tiles_m * p.tiles_n;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
-  grouped_wgrad_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  if (form == Form::kN256) grouped_wgrad_kernel<Form::kN256><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
+  else grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 

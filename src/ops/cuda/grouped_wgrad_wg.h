@@ -17,8 +17,17 @@
 
 namespace quill::cuda::grouped_wgrad {
 
-// The kernel's tile: 128 rows of dw (two warpgroups of 64) by 256 columns, 64 rows of the contraction per stage.
-constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
+// The kernel's tile: 128 rows of dw (two warpgroups of 64) by tile_n(form) columns, 64 rows of the contraction per
+// stage. Two forms, measured against each other (docs/decisions/grouped-wgrad.md; the loser is deleted then):
+//   kN256  128 x 256 tiles, two 48 KiB operand stages beside a 128 KiB fp32 staging (the second form, measured at
+//          ~1.9 us per stage, one stage in flight while the other computes: the L2's latency, not its bandwidth);
+//   kN128  128 x 128 tiles, five 32 KiB stages beside a 64 KiB staging: the same shared memory keeps four stages
+//          (128 KiB) in flight instead of one (48 KiB), for 4/3 of the operand bytes read from L2.
+enum class Form { kN256, kN128 };
+constexpr int64_t kTileM = 128, kTileRows = 64;
+constexpr int64_t tile_n(Form form) { return form == Form::kN256 ? 256 : 128; }
+constexpr Form kDefaultForm = Form::kN256;
+constexpr int64_t kTileN = tile_n(kDefaultForm);
 constexpr int64_t kMaxExperts = 512;
 
 // --grouped-wgrad-kernel auto, measured (bench/results/2026-12-06-h100-grouped-wgrad-staged/, grouped_bench on an
@@ -35,11 +44,12 @@ inline bool by_wgmma(GroupedGemmKernel choice, bool accumulate, int64_t P, int64
 
 // Why the kernel cannot take a call ("" when it can): not an sm_90 device, a width not a multiple of its tile,
 // too many experts, or an operand not 16-byte aligned (TMA).
-std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x);
+std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x,
+                               Form form = kDefaultForm);
 
 // dw_EMN [E, M, N] fp32 (+)= per expert e: dy_PM[rows e]^T . x_PN[rows e], rows e = [off_e, off_e + counts[e]),
 // dy_PM [P, M] and x_PN [P, N] bf16, counts on the host. accumulate false: dw[e] written (zero when e has no row).
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
-                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate);
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, Form form = kDefaultForm);
 
 }  // namespace quill::cuda::grouped_wgrad
