@@ -22,14 +22,14 @@ inline int64_t padded(int64_t X) { return (X + 7) / 8 * 8; }
 enum class Op { kForward, kBackwardInput, kBackwardWeight };
 
 // The device bytes one op allocates for its duration with a bf16 activation x [T, D] and the gate [X, D]:
-//   forward          the gate's parts (bf16 [3 Xp, D]) and one fp32 output [T, 3 Xp] per chunk of D
-//   backward weight  dlogits' parts (bf16 [T, 3 Xp]) and one fp32 output [3 Xp, D] per chunk of T
+//   forward          the gate's parts (bf16 [3 Xp, D]) and the fp32 output [T, 3 Xp] the chunks add into
+//   backward weight  dlogits' parts (bf16 [T, 3 Xp]) and the fp32 output [3 Xp, D] the chunks add into
 //   backward input   the fp32 GEMM's output [T, D] before its rounding to bf16
 inline int64_t workspace_bytes(Op op, int64_t T, int64_t D, int64_t X) {
   const int64_t M = 3 * padded(X);
   switch (op) {
-    case Op::kForward: return M * D * 2 + chunks(D) * T * M * 4;
-    case Op::kBackwardWeight: return T * M * 2 + chunks(T) * M * D * 4;
+    case Op::kForward: return M * D * 2 + T * M * 4;
+    case Op::kBackwardWeight: return T * M * 2 + M * D * 4;
     case Op::kBackwardInput: break;
   }
   return T * D * 4;

@@ -69,10 +69,11 @@ TEST(RouterGateLayout, ChunksPaddingAndWorkspaceAtASeedRank) {
   EXPECT_EQ(chunks(4096), 8);
   EXPECT_EQ(padded(258), 264);
   EXPECT_EQ(padded(3), 8);
-  // T 2,048 positions, D 4,096, 256 + 2 logits: parts [792, 4,096] bf16 and 8 outputs [2,048, 792] fp32; parts
-  // [2,048, 792] bf16 and 4 outputs [792, 4,096] fp32; the input gradient's fp32 [2,048, 4,096].
-  EXPECT_EQ(workspace_bytes(Op::kForward, 2048, 4096, 258), 792 * 4096 * 2 + 8 * 2048 * 792 * 4);
-  EXPECT_EQ(workspace_bytes(Op::kBackwardWeight, 2048, 4096, 258), 2048 * 792 * 2 + 4 * 792 * 4096 * 4);
+  // T 2,048 positions, D 4,096, 256 + 2 logits: parts [792, 4,096] bf16 and the output [2,048, 792] fp32 the 8
+  // chunks add into; parts [2,048, 792] bf16 and the output [792, 4,096] fp32 the 4 chunks add into; the input
+  // gradient's fp32 [2,048, 4,096].
+  EXPECT_EQ(workspace_bytes(Op::kForward, 2048, 4096, 258), 792 * 4096 * 2 + 2048 * 792 * 4);
+  EXPECT_EQ(workspace_bytes(Op::kBackwardWeight, 2048, 4096, 258), 2048 * 792 * 2 + 792 * 4096 * 4);
   EXPECT_EQ(workspace_bytes(Op::kBackwardInput, 2048, 4096, 258), 2048 * 4096 * 4);
 }
 

@@ -3,18 +3,21 @@
 //
 //   forward and weight gradient, x bf16: the fp32 operand split into three bf16 parts that sum to it exactly
 //           (bf16x3.h); x is bf16, so every product of parts is exact in fp32. bf16 cuBLASLt GEMMs over the parts at
-//           once (stacked as one operand), each over a contraction of at most kChunk, and the parts' and chunks'
-//           results added here in fp32 (round to nearest):
-//     forward          y3[k] [T, 3Xp] = x[:, chunk k] . Ws[:, chunk k]^T, Ws [3Xp, D] the gate's parts stacked by
-//                      rows (hi, mid, lo, each padded to Xp rows with zeros);
-//                      logits = (sum_k lo_k + sum_k mid_k) + sum_k hi_k.
-//     backward weight  s[k] [3Xp, D] = Ds[rows of chunk k]^T . x[rows of chunk k], Ds [T, 3Xp] dlogits' parts
-//                      side by side; dw (+)= the same sum of s's blocks.
+//           once (stacked as one operand), each over a contraction of at most kChunk; chunk k's GEMM adds its fp32
+//           result into the previous chunks' (beta 1: fl(sum + chunk), in chunk order), and the parts' sums are
+//           added here in fp32 (round to nearest):
+//     forward          y3 [T, 3Xp] = sum over k of x[:, chunk k] . Ws[:, chunk k]^T, Ws [3Xp, D] the gate's parts
+//                      stacked by rows (hi, mid, lo, each padded to Xp rows with zeros);
+//                      logits = (lo + mid) + hi of y3's blocks.
+//     backward weight  s [3Xp, D] = sum over k of Ds[rows of chunk k]^T . x[rows of chunk k], Ds [T, 3Xp] dlogits'
+//                      parts side by side; dw (+)= the same sum of s's blocks.
+//           (Until 2026-12-06 each chunk wrote its own fp32 block and one kernel summed them in the same order: the
+//           same sums, with a [chunks, T, 3Xp] or [chunks, 3Xp, D] round trip through memory.)
 //   input gradient, and any fp32 x: cuBLASLt's fp32 GEMMs (gemm.cu). The input gradient's contraction is X = 258;
 //           as parts both of its operands would split, six part pairs whose accumulation needs chunks with [T, D]
 //           fp32 outputs costing more than the product.
 //   Why the chunks, the parts' padding (Xp) and each op's transient bytes: ops/router_gate_layout.h, shared with the
-//   memory plan (at a seed rank: T 2,048, D 4,096, X 258, 8 chunks of D and 4 of T, 58 MB forward, 55 MB weight
+//   memory plan (at a seed rank: T 2,048, D 4,096, X 258, 8 chunks of D and 4 of T, 13 MB forward, 16 MB weight
 //   gradient, 32 MB input gradient, from the context's allocator).
 //
 // Shapes: x_TD [T, D] BF16 or F32, w_XD F32 [X, D], logits_TX / dlogits_TX F32 [T, X], dx_TD [T, D] BF16 or
@@ -58,25 +61,17 @@ __global__ void split_kernel(const float* src, int64_t R, int64_t C, uint16_t* d
   }
 }
 
-// out [R, C] (+)= (lo + mid) + hi, each part the sum over the contraction's chunks k (in k order) of
-// src[k * chunk_stride + p * part_stride + r * row_stride + c], p = 0 hi, 1 mid, 2 lo. Every sum in fp32 on the CUDA
-// cores, rounded to nearest: the chunks bound the tensor cores' accumulation (see the file's header).
+// out [R, C] (+)= (lo + mid) + hi, part p (0 hi, 1 mid, 2 lo) at src[p * part_stride + r * row_stride + c], each
+// already summed over the contraction's chunks by the GEMMs. In fp32 on the CUDA cores, rounded to nearest.
 struct PartSums {
-  int64_t row_stride, part_stride, chunk_stride;
-  int chunks;
+  int64_t row_stride, part_stride;
 };
 __global__ void sum_parts_kernel(const float* src, int64_t R, int64_t C, PartSums g, float* out, bool accumulate) {
   const int64_t n = R * C;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const float* s = src + (i / C) * g.row_stride + i % C;
-    float part[3];
-    for (int p = 0; p < 3; ++p) {
-      float sum = s[p * g.part_stride];
-      for (int k = 1; k < g.chunks; ++k) sum += s[k * g.chunk_stride + p * g.part_stride];
-      part[p] = sum;
-    }
-    const float total = (part[2] + part[1]) + part[0];
+    const float total = (s[2 * g.part_stride] + s[g.part_stride]) + s[0];
     out[i] = accumulate ? out[i] + total : total;
   }
 }
@@ -128,20 +123,20 @@ void router_gate_forward(const DeviceContext& ctx, const Tensor& x_TD, const Ten
   check_f32(op, "w", w_XD, {X, D});
   check_f32(op, "logits", logits_TX, {T, X});
   if (x_TD.dtype() == DType::F32) return linear_forward(ctx, x_TD, w_XD, logits_TX);
-  // Chunk k: y3[k] [T, 3Xp] = x[:, k0:k1] . ws[:, k0:k1]^T, both operands strided views (ld D).
+  // Chunk k: y3 [T, 3Xp] (+)= x[:, k0:k1] . ws[:, k0:k1]^T, both operands strided views (ld D).
   const Tensor ws = split(ctx, w_XD, true);
   const int64_t M = ws.dim(0), Xp = M / 3;
   const int chunks = static_cast<int>(router_gate::chunks(D));
-  Tensor y3 = scratch(ctx, {chunks, T, M}, DType::F32);
+  Tensor y3 = scratch(ctx, {T, M}, DType::F32);
   const auto* xb = static_cast<const __nv_bfloat16*>(x_TD.data());
   const auto* wb = static_cast<const __nv_bfloat16*>(ws.data());
   for (int k = 0; k < chunks; ++k) {
     const int64_t k0 = k * kChunk, kc = std::min(kChunk, D - k0);
     matmul(ctx, op, CUBLAS_OP_T, Operand{wb + k0, CUDA_R_16BF, uint64_t(kc), uint64_t(M), D}, CUBLAS_OP_N,
-           Operand{xb + k0, CUDA_R_16BF, uint64_t(kc), uint64_t(T), D}, y3.data_as<float>() + k * T * M, CUDA_R_32F,
-           uint64_t(M), uint64_t(T), uint64_t(kc), 0.0f, Vary::kN);
+           Operand{xb + k0, CUDA_R_16BF, uint64_t(kc), uint64_t(T), D}, y3.data(), CUDA_R_32F, uint64_t(M),
+           uint64_t(T), uint64_t(kc), k > 0 ? 1.0f : 0.0f, Vary::kN);
   }
-  sum_parts(ctx, y3, PartSums{M, Xp, T * M, chunks}, logits_TX, false);
+  sum_parts(ctx, y3, PartSums{M, Xp}, logits_TX, false);
 }
 
 void router_gate_backward_input(const DeviceContext& ctx, const Tensor& dlogits_TX, const Tensor& w_XD,
@@ -169,21 +164,21 @@ void router_gate_backward_weight(const DeviceContext& ctx, const Tensor& dlogits
   check_activation(op, "x", x_TD, {T, D});
   check_f32(op, "dw", dw_XD, {X, D});
   if (x_TD.dtype() == DType::F32) return linear_backward_weight(ctx, dlogits_TX, x_TD, dw_XD, accumulate);
-  // Chunk k of the positions: s[k] [3Xp, D] = d3[t0:t1]^T . x[t0:t1] (row blocks: contiguous).
+  // Chunk k of the positions: s [3Xp, D] (+)= d3[t0:t1]^T . x[t0:t1] (row blocks: contiguous).
   const Tensor d3 = split(ctx, dlogits_TX, false);
   const int64_t M = d3.dim(1), Xp = M / 3;
   const int chunks = static_cast<int>(router_gate::chunks(T));
-  Tensor s = scratch(ctx, {chunks, M, D}, DType::F32);
+  Tensor s = scratch(ctx, {M, D}, DType::F32);
   const auto* xb = static_cast<const __nv_bfloat16*>(x_TD.data());
   const auto* db = static_cast<const __nv_bfloat16*>(d3.data());
   for (int k = 0; k < chunks; ++k) {
     const int64_t t0 = k * kChunk, tc = std::min(kChunk, T - t0);
     // dw^T (D x M) = (x^T as D x tc) (d3^T as M x tc)^T, as gemm.cu's weight gradient.
     matmul(ctx, op, CUBLAS_OP_N, Operand{xb + t0 * D, CUDA_R_16BF, uint64_t(D), uint64_t(tc), D}, CUBLAS_OP_T,
-           Operand{db + t0 * M, CUDA_R_16BF, uint64_t(M), uint64_t(tc), M}, s.data_as<float>() + k * M * D, CUDA_R_32F,
-           uint64_t(D), uint64_t(M), uint64_t(tc), 0.0f, Vary::kK);
+           Operand{db + t0 * M, CUDA_R_16BF, uint64_t(M), uint64_t(tc), M}, s.data(), CUDA_R_32F, uint64_t(D),
+           uint64_t(M), uint64_t(tc), k > 0 ? 1.0f : 0.0f, Vary::kK);
   }
-  sum_parts(ctx, s, PartSums{D, Xp * D, M * D, chunks}, dw_XD, accumulate);
+  sum_parts(ctx, s, PartSums{D, Xp * D}, dw_XD, accumulate);
 }
 
 }  // namespace quill::cuda
