@@ -353,7 +353,7 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
   if (attn_tc::takes(p)) {
     if (attn_wg::takes(p))  // global layers on sm_90 (measured, attention_wg.h)
       return attn_wg::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
-                               dv_TGd, dr_THR, dtable_RE, false);
+                               dv_TGd, dr_THR, dtable_RE, attn_wg::Options{});
     return attn_tc::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
                              dv_TGd, dr_THR, dtable_RE);
   }

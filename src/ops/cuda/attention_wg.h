@@ -14,8 +14,13 @@
 
 namespace quill::cuda::attn_wg {
 
+// How the backward spreads a kv head's query heads over CTAs (ops/attention_head_split.h says why): by the
+// grid's balance (the rule there; what ops::attention_backward runs), or forced either way (tests, benchmarks).
+enum class HeadSplit { kByBalance, kPerKvHead, kPerQueryHead };
+
 struct Options {
   bool sync_check = false;  // synchronise after the kernel and name it in the error (tests, self-checks)
+  HeadSplit head_split = HeadSplit::kByBalance;  // the backward only
 };
 
 // True when the current device can run this path (compute capability 9.0).
@@ -37,7 +42,7 @@ void attention_backward_mma_sync(const DeviceContext& ctx, const Tensor& q_THd, 
                                  const Tensor& dv_TGd, const Tensor& dr_THR, const Tensor& dtable_RE);
 
 // The Hopper backward (attention_wg_backward.cu): ops::attention_backward's arguments and outputs, head dim
-// 128 only. Options: only sync_check applies.
+// 128 only.
 void attention_backward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,
                               const Tensor& r_THR, const Tensor& table_RE, const ops::AttentionParams& params,
                               const Tensor& out_THd, const Tensor& lse_HT, const Tensor& dout_THd, const Tensor& dq_THd,

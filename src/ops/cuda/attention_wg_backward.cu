@@ -8,8 +8,10 @@
 //
 // CTA: one (128-key tile, kv head), 256 threads: warpgroups 0 and 1 own 64 keys each (keys as the M
 // rows of every product, so dK and dV accumulate in registers); thread 0 also issues every TMA, one step
-// ahead (why no producer warp: attention_wg_bwd_layout.h). Per step (query head h, 64 queries from t0),
-// warpgroup w:
+// ahead (why no producer warp: attention_wg_bwd_layout.h). With too few such CTAs to balance the causal
+// grid (ops/attention_head_split.h), one (128-key tile, query head) instead: dK and dV of that head alone,
+// stored as fp32 partials and summed over the group's heads by sum_head_partials_kernel. Per step (query head
+// h, 64 queries from t0), warpgroup w:
 //   S^T  = K_w Q^T              8 x wgmma.m64n64k16, both from shared memory (K-major)
 //   dP^T = V_w dO^T             8 x wgmma.m64n64k16, both from shared memory (K-major)
 //   P^T  = exp2(c_qk S^T + c_b bias - lse log2 e), masked; the bias staged from the bias rows (cp.async)
@@ -21,6 +23,8 @@
 //   dQ staged in shared memory, added by one bulk reduction after the key tiles below this one
 // The two warpgroups' products interleave on the tensor cores; within one, S^T and dP^T are issued
 // together, and the softmax of S^T runs while dP^T is computed.
+#include <algorithm>
+
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_tc.cuh"
 #include "ops/cuda/attention_tc.h"
@@ -28,6 +32,7 @@
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/attention_wg_bwd_layout.h"
 #include "ops/cuda/attention_wg_internal.h"
+#include "ops/attention_head_split.h"
 
 namespace quill::cuda::attn_wg {
 namespace {
@@ -50,8 +55,11 @@ struct BwdArgs {
   float* drb;        // [T, H, E] or null
   __nv_bfloat16* dk;
   __nv_bfloat16* dv;
+  float* dk_part;  // per query head (one query head per CTA): [T, H, 128] fp32 dK and dV, else null
+  float* dv_part;
   int unordered;  // additions in arrival order (attn_tc::arrival_order_dq: a noise floor, not reproducible)
 };
+static_assert(kKeys == attention_head_split::kKeysPerCta, "attention_head_split.h counts the backward's CTAs");
 
 struct Smem {
   uint32_t base;
@@ -96,14 +104,19 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 // (inner). Every key tile walks the query tiles in the same order, so a CTA reaches each (head, query tile)
 // one step after the key tile below it, which adds into that dQ block first: the ordered additions wait
 // about one step.
+// With one query head per CTA (x = the query head) the inner loop has one head; else x is the kv head.
 struct Schedule {
-  int s0, kvh, heads_per_kv, n_qt, n_steps;
-  __device__ Schedule(const WgProblem& p, int kt, int kvh_) : s0(kt * kKeys), kvh(kvh_), heads_per_kv(p.H / p.G) {
+  int s0, kvh, head0, heads, n_qt, n_steps;
+  __device__ Schedule(const WgProblem& p, int kt, int x, bool per_query_head) : s0(kt * kKeys) {
+    const int heads_per_kv = p.H / p.G;
+    heads = per_query_head ? 1 : heads_per_kv;
+    head0 = per_query_head ? x : x * heads_per_kv;
+    kvh = head0 / heads_per_kv;
     n_qt = query_tile_count(s0, p.T, p.window);
-    n_steps = n_qt * heads_per_kv;
+    n_steps = n_qt * heads;
   }
-  __device__ int head(int it) const { return kvh * heads_per_kv + it % heads_per_kv; }
-  __device__ int t0(int it) const { return first_query(s0) + (n_qt - 1 - it / heads_per_kv) * kQueries; }
+  __device__ int head(int it) const { return head0 + it % heads; }
+  __device__ int t0(int it) const { return first_query(s0) + (n_qt - 1 - it / heads) * kQueries; }
 };
 
 // The loads, issued by thread 0: K and V once; per step Q and dO into stage it % kStages (after both
@@ -391,6 +404,22 @@ struct Consumer {
     if (tid == 0 && pending != nullptr) release_turn(pending);
 
     // dk = scale * dK, dv = dV, bf16. Element i: key row 16 warp + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 c + (i % 2).
+    // One query head per CTA: dK and dV of head0 as fp32 partials, summed and scaled by sum_head_partials_kernel.
+    if (a.dk_part != nullptr) {
+#pragma unroll
+      for (int sel = 0; sel < 2; ++sel) {
+        const int sk = sw + 16 * warp + g + 8 * sel;
+        if (sk >= a.p.T) continue;
+        const int64_t at = (static_cast<int64_t>(sk) * a.p.H + sc.head0) * kD + 2 * c;
+#pragma unroll
+        for (int q = 0; q < 16; ++q) {
+          const int i = 4 * q + 2 * sel;
+          *reinterpret_cast<float2*>(a.dk_part + at + 8 * q) = make_float2(dk[i], dk[i + 1]);
+          *reinterpret_cast<float2*>(a.dv_part + at + 8 * q) = make_float2(dv[i], dv[i + 1]);
+        }
+      }
+      return;
+    }
 #pragma unroll
     for (int sel = 0; sel < 2; ++sel) {
       const int sk = sw + 16 * warp + g + 8 * sel;
@@ -411,9 +440,9 @@ struct Consumer {
 __global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel(const __grid_constant__ BwdArgs a) {
   extern __shared__ unsigned char smem_raw[];
   const Smem sm{(smem_u32(smem_raw) + 1023u) & ~1023u};
-  // Lowest key tile first (the CTAs with the most steps); kv heads fastest. The ordered dQ additions go
-  // lowest key tile first too, so a CTA only ever waits for CTAs launched before it.
-  const Schedule sc(a.p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x));
+  // Lowest key tile first (the CTAs with the most steps); kv heads (or query heads) fastest. The ordered dQ
+  // additions go lowest key tile first too, so a CTA only ever waits for CTAs launched before it.
+  const Schedule sc(a.p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x), a.dk_part != nullptr);
   const Loader load{sm, a, sc};
   if (threadIdx.x == 0) {
     mbar_init(sm.kv_full(), 1);
@@ -434,12 +463,39 @@ __global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel
   cons.run();
 }
 
+// dk[t, g] = scale * sum over the group's query heads h (ascending) of dk_part[t, h], dv likewise without the
+// scale; fp32 sums, one bf16 rounding. Thread i: four head dims of one (t, g).
+__global__ void sum_head_partials_kernel(const float* __restrict__ dk_part, const float* __restrict__ dv_part,
+                                         int64_t TG, int heads_per_kv, float scale, __nv_bfloat16* __restrict__ dk,
+                                         __nv_bfloat16* __restrict__ dv) {
+  const int64_t n = TG * (kD / 4);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t tg = i / (kD / 4), col = 4 * (i % (kD / 4));
+    const int64_t from = tg * heads_per_kv * kD + col;  // (t, g) -> query heads g hpk .. in [T, H, 128]
+    float4 sk = *reinterpret_cast<const float4*>(dk_part + from);
+    float4 sv = *reinterpret_cast<const float4*>(dv_part + from);
+    for (int h = 1; h < heads_per_kv; ++h) {
+      const float4 k4 = *reinterpret_cast<const float4*>(dk_part + from + h * kD);
+      const float4 v4 = *reinterpret_cast<const float4*>(dv_part + from + h * kD);
+      sk.x += k4.x, sk.y += k4.y, sk.z += k4.z, sk.w += k4.w;
+      sv.x += v4.x, sv.y += v4.y, sv.z += v4.z, sv.w += v4.w;
+    }
+    __nv_bfloat162* k_out = reinterpret_cast<__nv_bfloat162*>(dk + tg * kD + col);
+    __nv_bfloat162* v_out = reinterpret_cast<__nv_bfloat162*>(dv + tg * kD + col);
+    k_out[0] = __floats2bfloat162_rn(scale * sk.x, scale * sk.y);
+    k_out[1] = __floats2bfloat162_rn(scale * sk.z, scale * sk.w);
+    v_out[0] = __floats2bfloat162_rn(sv.x, sv.y);
+    v_out[1] = __floats2bfloat162_rn(sv.z, sv.w);
+  }
+}
+
 }  // namespace
 
 void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
               const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& lse_HT, const Tensor& D_HT,
               const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd, const Tensor& dv_TGd,
-              const Tensor& dr_THR, const Tensor& dtable_RE, bool sync_check) {
+              const Tensor& dr_THR, const Tensor& dtable_RE, const Options& options) {
   const char* op = "attention_backward_wgmma";
   QUILL_CHECK(p.d == kD, "{}: head dim {} is not supported (this path is for head dim {} only)", op, p.d, kD);
   QUILL_CHECK(device_supported(), "{}: needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)", op);
@@ -480,15 +536,32 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   a.dk = dk_TGd.data_as<__nv_bfloat16>();
   a.dv = dv_TGd.data_as<__nv_bfloat16>();
   a.unordered = attn_tc::arrival_order_dq(ctx) ? 1 : 0;
+  const bool split = options.head_split == HeadSplit::kByBalance
+                         ? attention_head_split::per_query_head(p.T, p.H, p.G)
+                         : options.head_split == HeadSplit::kPerQueryHead && p.H > p.G;
+  Tensor dk_part, dv_part;
+  if (split) {
+    dk_part = Tensor::empty({p.T, p.H, kD}, DType::F32, *ctx.allocator);
+    dv_part = Tensor::empty({p.T, p.H, kD}, DType::F32, *ctx.allocator);
+    a.dk_part = dk_part.data_as<float>();
+    a.dv_part = dv_part.data_as<float>();
+  }
 
   const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel);
   attn::set_smem(op, kernel, bwd::kSmemBytes);
-  const dim3 grid(static_cast<unsigned>(p.G), static_cast<unsigned>((p.T + kKeys - 1) / kKeys));
+  const dim3 grid(static_cast<unsigned>(split ? p.H : p.G), static_cast<unsigned>((p.T + kKeys - 1) / kKeys));
   attention_wg_backward_kernel<<<grid, bwd::kThreads, bwd::kSmemBytes, stream>>>(a);
   QUILL_CUDA_CHECK_LAUNCH("attention_wg_backward_kernel");
-  if (sync_check) {
+  if (options.sync_check) {
     const cudaError_t err = cudaStreamSynchronize(stream);
     QUILL_CHECK(err == cudaSuccess, "{}: the kernel failed: {}", op, cudaGetErrorString(err));
+  }
+  if (split) {
+    const int64_t TG = p.T * p.G, threads = 256, items = TG * (kD / 4);
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((items + threads - 1) / threads, 8192));
+    sum_head_partials_kernel<<<blocks, threads, 0, stream>>>(a.dk_part, a.dv_part, TG, static_cast<int>(p.H / p.G),
+                                                             p.scale, a.dk, a.dv);
+    QUILL_CUDA_CHECK_LAUNCH("sum_head_partials_kernel");
   }
   attn_tc::finish_dq(ctx, p, dq_acc, dq_THd);
   if (a.p.has_bias) attn_tc::bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE);
@@ -504,7 +577,7 @@ void attention_backward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, con
   if (p.T == 0 || p.H == 0) return;
   const Tensor D = attn::output_gradient_dots(ctx, p, dout_THd, out_THd);
   backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd, dv_TGd, dr_THR, dtable_RE,
-           options.sync_check);
+           options);
 }
 
 }  // namespace quill::cuda::attn_wg

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "ops/cuda/attention_common.cuh"
+#include "ops/cuda/attention_wg.h"
 #include "ops/cuda/attention_wg_layout.h"
 
 namespace quill::cuda::attn_wg {
@@ -46,11 +47,11 @@ CUtensorMap band_map(const void* band, int64_t T, int64_t H, int64_t E);
 
 
 // The wgmma backward (attention_wg_backward.cu) after attention_backward's checks, with D = dout . out
-// ([H, T] fp32); the same outputs as attn_tc::backward. sync_check: synchronise and name the kernel in the
-// error.
+// ([H, T] fp32); the same outputs as attn_tc::backward. options: sync_check (synchronise and name the kernel in
+// the error) and head_split.
 void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
               const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& lse_HT, const Tensor& D_HT,
               const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd, const Tensor& dv_TGd,
-              const Tensor& dr_THR, const Tensor& dtable_RE, bool sync_check);
+              const Tensor& dr_THR, const Tensor& dtable_RE, const Options& options);
 
 }  // namespace quill::cuda::attn_wg
