@@ -5,7 +5,7 @@
 # before it becomes the default), then
 #   on an H200 (> 100 GB): scripts/gpu/overlap-close-call.sh, the issue's own setting (*-bf16o);
 #   on an 80 GB H100 (where the three stage kinds ran on 2026-12-06 with every layer recomputed:
-#   bench/results/2026-12-06-h100-overlap-three-stages): scripts/gpu/grouped-wgrad-call.sh, the weight-gradient
+#   bench/results/2026-12-06-h100-overlap-three-stages): scripts/gpu/seed-ops-call.sh, the weight-gradient
 #   kernel's tests, grouped_bench and --grouped-wgrad-kernel auto A B B A on the last stage.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/overlap-close-any.sh")
@@ -25,6 +25,6 @@ if [ "${mib:-0}" -gt 100000 ]; then
 else
   # The three stage kinds' H100 run is in bench/results/2026-12-06-h100-overlap-three-stages; instead, what
   # --grouped-wgrad-kernel auto needs before it becomes the default: its A B B A on the last stage.
-  OUT=$O/wgrad timeout 430 bash scripts/gpu/grouped-wgrad-call.sh | tail -40
+  OUT=$O/wgrad timeout 430 bash scripts/gpu/seed-ops-call.sh | tail -40
 fi
 date -u +%T
