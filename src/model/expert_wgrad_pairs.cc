@@ -4,7 +4,10 @@
 
 #include "base/error.h"
 #include "model/layer_util.h"
+#include "model/param_gemm.h"
+#include "ops/convert.h"
 #include "ops/gather_rows.h"
+#include "ops/moe.h"
 
 namespace quill {
 
@@ -29,52 +32,45 @@ void HeldExpertRows::expect_none(int64_t layer) const {
 
 namespace {
 
-// The merged order's row indexes into [held rows; this micro-batch's rows]: expert e's held rows, then its own.
-Tensor merge_index(const DeviceContext& ctx, const Tensor& held_L, const Tensor& own_L) {
-  const int64_t E = held_L.dim(0);
-  QUILL_CHECK(own_L.dim(0) == E, "expert weight gradients: {} local experts held, {} now", E, own_L.dim(0));
-  const int64_t* held = held_L.data_as<int64_t>();
-  const int64_t* own = own_L.data_as<int64_t>();
-  int64_t Rh = 0, N = 0;
-  for (int64_t e = 0; e < E; ++e) Rh += held[e], N += held[e] + own[e];
-  QUILL_CHECK(N < (int64_t{1} << 31), "expert weight gradients: {} rows exceed the I32 row index", N);
-  Tensor host = Tensor::empty({N}, DType::I32);
-  int32_t* index = host.data_as<int32_t>();
-  int64_t at = 0, from_held = 0, from_own = Rh;
-  for (int64_t e = 0; e < E; ++e) {
-    for (int64_t r = 0; r < held[e]; ++r) index[at++] = static_cast<int32_t>(from_held++);
-    for (int64_t r = 0; r < own[e]; ++r) index[at++] = static_cast<int32_t>(from_own++);
+// dw(p) (+)= the GEMM over held's rows and own's together (the write rule of grad_write). FP8 matrices merge the
+// rows here (their GEMMs read one quantised operand); bf16 ones leave it to the op (in place on the GPU's kernel).
+void write_pair_weight_grad(const DeviceContext& ctx, const Tensor& dy_held, const Tensor& x_held,
+                            const Tensor& counts_held, const Tensor& dy_own, const Tensor& x_own,
+                            const Tensor& counts_own, const Param& p) {
+  const GradWrite w = grad_write(ctx, p);
+  if (!p.fp8)
+    return ops::grouped_linear_backward_weight_pair(ctx, dy_held, x_held, counts_held, dy_own, x_own, counts_own,
+                                                    w.grad, w.accumulate);
+  const Tensor host_index = ops::expert_merge_index(counts_held, counts_own);
+  const int64_t N = host_index.dim(0), E = counts_own.dim(0);
+  Tensor index = host_index;
+  if (ctx.device != Device::CPU) {
+    index = new_tensor(ctx, {N}, DType::I32);
+    ops::transfer(ctx, host_index, index);
   }
-  if (ctx.device == Device::CPU) return host;
-  Tensor on_device = new_tensor(ctx, {N}, DType::I32);
-  ops::transfer(ctx, host, on_device);
-  return on_device;
-}
-
-Tensor merged(const DeviceContext& ctx, const Tensor& held, const Tensor& own, const Tensor& index) {
-  Tensor out = new_activation(ctx, {index.dim(0), own.dim(1)});
-  ops::gather_rows_from_pair(ctx, held, own, index, out);
-  return out;
+  auto merged = [&](const Tensor& held, const Tensor& own) {
+    Tensor out = new_activation(ctx, {N, own.dim(1)});
+    ops::gather_rows_from_pair(ctx, held, own, index, out);
+    return out;
+  };
+  const Tensor dy = merged(dy_held, dy_own), x = merged(x_held, x_own);
+  Tensor counts = Tensor::empty({E}, DType::I64);
+  for (int64_t e = 0; e < E; ++e)
+    counts.data_as<int64_t>()[e] = counts_held.data_as<int64_t>()[e] + counts_own.data_as<int64_t>()[e];
+  param_grouped_backward_weight(ctx, dy, x, counts, p, w.grad, w.accumulate);
 }
 
 }  // namespace
 
-ExpertRows HeldExpertRows::merge_with(const DeviceContext& ctx, const ExpertRows& rows) {
+void HeldExpertRows::write_with(const DeviceContext& ctx, const ExpertRows& rows, const Param& w2, const Param& w13) {
   QUILL_CHECK(holding(), "expert weight gradients: no rows held for this micro-batch's pair");
-  ExpertRows out;
-  {
-    const Tensor index = merge_index(ctx, held_.counts_L, rows.counts_L);
-    out.dy2_RD = merged(ctx, held_.dy2_RD, rows.dy2_RD, index);
-    out.a_RF = merged(ctx, held_.a_RF, rows.a_RF, index);
-    out.dh13_R2F = merged(ctx, held_.dh13_R2F, rows.dh13_R2F, index);
-    out.x_RD = merged(ctx, held_.x_RD, rows.x_RD, index);
-  }
-  const int64_t E = rows.counts_L.dim(0);
-  out.counts_L = Tensor::empty({E}, DType::I64);
-  for (int64_t e = 0; e < E; ++e)
-    out.counts_L.data_as<int64_t>()[e] = held_.counts_L.data_as<int64_t>()[e] + rows.counts_L.data_as<int64_t>()[e];
+  const ExpertRows held = held_;
   held_ = ExpertRows{};
-  return out;
+  QUILL_CHECK(held.counts_L.dim(0) == rows.counts_L.dim(0), "expert weight gradients: {} local experts held, {} now",
+              held.counts_L.dim(0), rows.counts_L.dim(0));
+  if (held.x_RD.dim(0) + rows.x_RD.dim(0) == 0) return;  // no rows: no write (settle_grads zeroes unwritten ones)
+  write_pair_weight_grad(ctx, held.dy2_RD, held.a_RF, held.counts_L, rows.dy2_RD, rows.a_RF, rows.counts_L, w2);
+  write_pair_weight_grad(ctx, held.dh13_R2F, held.x_RD, held.counts_L, rows.dh13_R2F, rows.x_RD, rows.counts_L, w13);
 }
 
 void write_expert_weight_grads(const DeviceContext& ctx, const ExpertRows& rows, const Param& w2, const Param& w13) {

@@ -5,8 +5,10 @@
 // Why: at a seed rank's ~384 rows per expert the weight gradient is bound by the read-modify-write of the fp32
 // gradient (64 MiB per expert and matrix), not by its product; summing two micro-batches' rows in the
 // contraction halves those passes. The cost: one micro-batch's rows (its expert inputs, SwiGLU outputs and the
-// two output gradients, ~350 MB per layer on a seed rank) are held from its backward until the next one's,
-// and one pass that merges the two into one expert order (ops::gather_rows_from_pair).
+// two output gradients, ~350 MB per layer on a seed rank) are held from its backward until the next one's.
+// ops::grouped_linear_backward_weight_pair sums both in one GEMM per matrix: quill's CUDA kernel reads the two
+// in place; the CPU, cuBLASLt and FP8 merge them into one expert order first (ops::gather_rows_from_pair), one
+// matrix's rows at a time.
 //
 // Numerics: the same products, summed in another order (each expert's gradient gets the fp32 sum of both
 // micro-batches' rows from the GEMM, then one addition into the gradient), so the option is a numerics one:
@@ -35,9 +37,10 @@ class HeldExpertRows {
  public:
   // Hold: keeps `rows` (references, no copy). Fails if rows are already held (a turn was skipped).
   void hold(const ExpertRows& rows);
-  // WriteWithHeld: the held rows and `rows` merged per local expert (expert e: the held micro-batch's rows,
-  // then this one's), and the held rows released. Fails if nothing is held.
-  ExpertRows merge_with(const DeviceContext& ctx, const ExpertRows& rows);
+  // WriteWithHeld: W2's and W13's gradients over the held rows and `rows` together, one sum per expert (expert
+  // e: the held micro-batch's rows, then this one's), by the parameters' write rule; the held rows released.
+  // Fails if nothing is held.
+  void write_with(const DeviceContext& ctx, const ExpertRows& rows, const Param& w2, const Param& w13);
   bool holding() const { return !held_.empty(); }
   // Write: checks that nothing is held (rows held and never written would be a lost gradient).
   void expect_none(int64_t layer) const;

@@ -220,12 +220,12 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
   Tensor dxr_RD = new_activation(ctx, {R, D});
   if (R > 0) param_grouped_backward_input(ctx, dhr_R2F, *w13_, s.local_counts_L, dxr_RD);
   // The routed weight gradients after the input gradients: this micro-batch's rows alone, held for the next, or
-  // merged with the held ones (model/expert_wgrad_pairs.h).
+  // summed with the held ones in one GEMM per matrix (model/expert_wgrad_pairs.h).
   auto late_weight_grads = [&] {
     const ExpertRows own{dyr_RD, ar_RF, dhr_R2F, s.xr_RD, s.local_counts_L};
     if (turn == ExpertWgradTurn::Hold) return held_rows_.hold(own);
-    write_expert_weight_grads(ctx, turn == ExpertWgradTurn::WriteWithHeld ? held_rows_.merge_with(ctx, own) : own,
-                              *w2_, *w13_);
+    if (turn == ExpertWgradTurn::WriteWithHeld) return held_rows_.write_with(ctx, own, *w2_, *w13_);
+    write_expert_weight_grads(ctx, own, *w2_, *w13_);
   };
   Tensor dxp_PD = dxr_RD;
   if (started_return) {

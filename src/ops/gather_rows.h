@@ -20,6 +20,9 @@
 namespace quill::ops {
 
 void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& index_N, const Tensor& dst_ND);
+// The index that merges two expert-ordered sources (counts_a_E, counts_b_E: host I64 rows per expert) into one
+// expert order, expert e's rows of a then of b, as gather_rows_from_pair reads it: host I32 [Pa + Pb].
+Tensor expert_merge_index(const Tensor& counts_a_E, const Tensor& counts_b_E);
 void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,
                            const Tensor& dst_ND);
 

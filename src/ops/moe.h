@@ -36,5 +36,21 @@ void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM
 // (or is zeroed).
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
                                     const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate = true);
+// The same over two sources of rows (two micro-batches': --moe-expert-wgrad-micro-batches 2,
+// model/expert_wgrad_pairs.h), one sum per expert: dw[e] (+)= [dy_a rows of e; dy_b rows of e]^T [x_a rows of e;
+// x_b rows of e], the GEMM of the rows merged into one expert order (a's rows of each expert first). The CPU, and
+// the CUDA backend where its kernel does not take the call, merge the rows (ops::gather_rows_from_pair, by
+// expert_merge_index) and run grouped_linear_backward_weight; the CUDA kernel (CudaBackendOptions::
+// grouped_wgrad_kernel, chosen as for the one-source op) reads both sources in place.
+void grouped_linear_backward_weight_pair(const DeviceContext& ctx, const Tensor& dy_a_PM, const Tensor& x_a_PK,
+                                         const Tensor& counts_a_E, const Tensor& dy_b_PM, const Tensor& x_b_PK,
+                                         const Tensor& counts_b_E, const Tensor& dw_EMK, bool accumulate);
 
 }  // namespace quill::ops
+
+namespace quill::ops_detail {
+// grouped_linear_backward_weight_pair by merging the rows first: the CPU's path and the CUDA backend's fallback.
+void merged_backward_weight_pair(const DeviceContext& ctx, const Tensor& dy_a_PM, const Tensor& x_a_PK,
+                                 const Tensor& counts_a_E, const Tensor& dy_b_PM, const Tensor& x_b_PK,
+                                 const Tensor& counts_b_E, const Tensor& dw_EMK, bool accumulate);
+}  // namespace quill::ops_detail

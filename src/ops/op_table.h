@@ -67,6 +67,7 @@ struct OpTable {
   decltype(&ops::grouped_linear_forward) grouped_linear_forward = nullptr;
   decltype(&ops::grouped_linear_backward_input) grouped_linear_backward_input = nullptr;
   decltype(&ops::grouped_linear_backward_weight) grouped_linear_backward_weight = nullptr;
+  decltype(&ops::grouped_linear_backward_weight_pair) grouped_linear_backward_weight_pair = nullptr;
   decltype(&ops::rmsnorm_forward) rmsnorm_forward = nullptr;
   decltype(&ops::rmsnorm_backward) rmsnorm_backward = nullptr;
   decltype(&ops::router_forward) router_forward = nullptr;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -641,16 +642,19 @@ void StageTrace::expert_weight_grads(int64_t l, ExpertWgradTurn turn, const std:
   }
   if (turn != ExpertWgradTurn::WriteWithHeld) return;  // this micro-batch's own rows: no allocation
   const int64_t N = held_rows_[i] + R, Fe = c_.moe_intermediate_size / shape_.etp;
-  // HeldExpertRows::merge_with: the merged order's index (on the device; a host tensor on the CPU), the four
-  // merged tensors, the held rows released; the merged ones after the two GEMMs.
-  const Id index = cuda() ? i32(Use::Temporary, N) : MemoryTrace::kNone;
-  const std::vector<Id> merged = {activation(Use::Temporary, N, D_), activation(Use::Temporary, N, Fe),
-                                  activation(Use::Temporary, N, 2 * Fe), activation(Use::Temporary, N, D_)};
-  mem_.free(index);
+  // HeldExpertRows::write_with, W2's GEMM then W13's, each over both micro-batches' rows: merged first
+  // (ops_detail::merged_backward_weight_pair, or write_pair_weight_grad for FP8): the merged order's index (on the
+  // device; a host tensor on the CPU) and the matrix's two merged tensors, freed after its GEMM; then the held rows
+  // released. Where the GPU's kernel reads both in place (--grouped-wgrad-kernel wgmma, or auto at its row counts)
+  // nothing is merged: the plan counts the merge all the same (up to ~0.4 GB high on a seed rank's stage).
+  for (const auto& [dy_width, x_width] : {std::pair{D_, Fe}, std::pair{2 * Fe, D_}}) {
+    const Id index = cuda() ? i32(Use::Temporary, N) : MemoryTrace::kNone;
+    const Id dy = activation(Use::Temporary, N, dy_width), x = activation(Use::Temporary, N, x_width);
+    for (Id id : {index, dy, x}) mem_.free(id);
+  }
   for (Id id : held_[i]) mem_.free(id);
   held_[i].clear();
   held_rows_[i] = 0;
-  for (Id id : merged) mem_.free(id);
 }
 
 }  // namespace quill::plan

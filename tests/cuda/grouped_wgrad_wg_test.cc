@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/harness.h"
@@ -132,6 +133,58 @@ TEST(GroupedWgradWgmma, The128WideFormMatchesTheCpuOnEveryRowCount) {
   check_wgrad({0, 0}, 128, 128, 41, run);
   // More tiles than a CTA per multiprocessor, and stages that wrap the five-deep ring many times.
   check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);
+}
+
+// Two sources (two micro-batches' rows, --moe-expert-wgrad-micro-batches 2): the kernel reading both in place (each
+// form, and through the pair op on the wgmma backend), and the default backend's merge then cuBLASLt, against the
+// CPU's merged rows' GEMM; accumulating and writing, partial stages in both sources, experts empty in one or both.
+TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  const std::vector<int64_t> a_counts = {0, 100, 64, 1, 0, 200, 63, 65, 0}, b_counts = {5, 0, 64, 0, 0, 130, 1, 63, 0};
+  const int64_t E = 9, M = 256, N = 512;
+  int64_t Pa = 0, Pb = 0;
+  for (int64_t c : a_counts) Pa += c;
+  for (int64_t c : b_counts) Pb += c;
+  const Tensor ca = test::host_counts(a_counts), cb = test::host_counts(b_counts);
+  const Tensor dy_a = round_bf16(test::random_tensor({Pa, M}, DType::F32, 81));
+  const Tensor x_a = round_bf16(test::random_tensor({Pa, N}, DType::F32, 82));
+  const Tensor dy_b = round_bf16(test::random_tensor({Pb, M}, DType::F32, 83));
+  const Tensor x_b = round_bf16(test::random_tensor({Pb, N}, DType::F32, 84));
+  const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 85);
+  const Tensor dya = to_device(dy_a, DType::BF16), xa = to_device(x_a, DType::BF16);
+  const Tensor dyb = to_device(dy_b, DType::BF16), xb = to_device(x_b, DType::BF16);
+  using Run = std::function<void(const Tensor&, bool)>;
+  auto by_kernel = [&](Form form) -> Run {
+    return [&, form](const Tensor& dw, bool accumulate) {
+      const cuda::grouped_wgrad::Rows second{dyb.data(), xb.data(), cb.data_as<int64_t>(), Pb};
+      cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dya.data(), xa.data(), ca.data_as<int64_t>(), E, Pa, M,
+                                           N, dw.data_as<float>(), accumulate, form, &second);
+    };
+  };
+  auto by_op = [&](const DeviceContext& ctx) -> Run {
+    return [&, ctx](const Tensor& dw, bool accumulate) {
+      ops::grouped_linear_backward_weight_pair(ctx, dya, xa, ca, dyb, xb, cb, dw, accumulate);
+    };
+  };
+  const std::pair<const char*, Run> runs[] = {{"256 wide", by_kernel(Form::kN256)},
+                                              {"128 wide", by_kernel(Form::kN128)},
+                                              {"the op, wgmma backend", by_op(wgmma_gpu().context())},
+                                              {"the op, cuBLASLt after the merge", by_op(test::gpu_ctx())}};
+  for (bool accumulate : {true, false}) {
+    Tensor ref = dw0.clone();
+    ops::grouped_linear_backward_weight_pair(kCpu, dy_a, x_a, ca, dy_b, x_b, cb, ref, accumulate);
+    for (const auto& [name, run] : runs) {
+      const std::string what = std::string("two sources, ") + name + (accumulate ? ", accumulating" : ", writing");
+      auto dw = accumulate ? to_guarded_device(dw0, DType::F32) : poisoned_output({E, M, N}, DType::F32);
+      inputs_ready();
+      run(dw->tensor(), accumulate);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      const double err = test::expect_close(what, test::to_host_f32(dw->tensor()), ref, kTolF32);
+      std::printf("  %-60s rel L2 %.3g\n", what.c_str(), err);
+      EXPECT_TRUE(dw->guards_intact()) << what << ": wrote outside dw";
+    }
+  }
 }
 
 TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {

@@ -1,10 +1,14 @@
 // expert_wgrad_turn (model/expert_wgrad_turn.h): which backward holds its routed rows and which writes them with
-// the held ones, for --moe-expert-wgrad-micro-batches 1 and 2; and HeldExpertRows' checks of a skipped turn.
+// the held ones, for --moe-expert-wgrad-micro-batches 1 and 2; HeldExpertRows' checks of a skipped turn; and the
+// pair's GEMM (ops::grouped_linear_backward_weight_pair): the merged order and the CPU's sums.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "model/expert_wgrad_pairs.h"
+#include "ops/gather_rows.h"
+#include "ops/moe.h"
 #include "util/test_util.h"
 
 namespace quill {
@@ -44,24 +48,47 @@ ExpertRows rows_with(const std::vector<int64_t>& counts, int64_t D, float base) 
   return r;
 }
 
-// Expert e of the merge: the held micro-batch's rows of e, then this one's; counts summed.
+// Expert e of the merge: the held micro-batch's rows of e, then this one's.
 TEST(HeldExpertRows, MergesTheHeldRowsBeforeTheOwnPerExpert) {
-  HeldExpertRows held;
-  held.hold(rows_with({2, 0, 1}, 2, 100));  // rows 100, 101 | - | 102
-  EXPECT_TRUE(held.holding());
-  const ExpertRows m = held.merge_with(DeviceContext::cpu(), rows_with({1, 2, 0}, 2, 200));  // 200 | 201, 202 | -
-  EXPECT_FALSE(held.holding());
+  const ExpertRows held = rows_with({2, 0, 1}, 2, 100), own = rows_with({1, 2, 0}, 2, 200);  // 100 101 | - | 102
+  const Tensor index = ops::expert_merge_index(held.counts_L, own.counts_L);                  // 200 | 201 202 | -
+  ASSERT_EQ(index.dim(0), 6);
+  EXPECT_EQ((std::vector<int32_t>(index.data_as<int32_t>(), index.data_as<int32_t>() + 6)),
+            (std::vector<int32_t>{0, 1, 3, 4, 5, 2}));
+  Tensor m = Tensor::empty({6, 2}, DType::F32);
+  ops::gather_rows_from_pair(DeviceContext::cpu(), held.x_RD, own.x_RD, index, m);
   const std::vector<float> want_rows = {100, 101, 200, 201, 202, 102};
-  ASSERT_EQ(m.x_RD.dim(0), 6);
-  for (const Tensor* t : {&m.dy2_RD, &m.a_RF, &m.dh13_R2F, &m.x_RD})
-    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(t->data_as<float>()[2 * i + 1], want_rows[static_cast<size_t>(i)]) << i;
-  EXPECT_EQ((std::vector<int64_t>(m.counts_L.data_as<int64_t>(), m.counts_L.data_as<int64_t>() + 3)),
-            (std::vector<int64_t>{3, 2, 1}));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(m.data_as<float>()[2 * i + 1], want_rows[static_cast<size_t>(i)]) << i;
+  test::expect_error([&] { ops::expert_merge_index(held.counts_L, rows_with({1, 2}, 2, 0).counts_L); },
+                     "3 experts in a, 2 in b");
+}
+
+// The pair's GEMM on the CPU is the one-source GEMM over the merged rows, bit for bit, accumulating and writing.
+TEST(HeldExpertRows, ThePairsGemmIsTheMergedRowsGemm) {
+  auto host_counts = [](const std::vector<int64_t>& c) { return rows_with(c, 1, 0).counts_L; };
+  const Tensor ca = host_counts({3, 0, 5, 1}), cb = host_counts({2, 4, 0, 1});
+  const Tensor dy_a = test::random_tensor({9, 6}, DType::F32, 1), x_a = test::random_tensor({9, 5}, DType::F32, 2);
+  const Tensor dy_b = test::random_tensor({7, 6}, DType::F32, 3), x_b = test::random_tensor({7, 5}, DType::F32, 4);
+  const Tensor index = ops::expert_merge_index(ca, cb);
+  Tensor dy = Tensor::empty({16, 6}, DType::F32), x = Tensor::empty({16, 5}, DType::F32);
+  const DeviceContext cpu = DeviceContext::cpu();
+  ops::gather_rows_from_pair(cpu, dy_a, dy_b, index, dy);
+  ops::gather_rows_from_pair(cpu, x_a, x_b, index, x);
+  const Tensor counts = host_counts({5, 4, 5, 2});
+  for (bool accumulate : {false, true}) {
+    const Tensor dw0 = test::random_tensor({4, 6, 5}, DType::F32, 5);
+    Tensor want = dw0.clone(), got = dw0.clone();
+    ops::grouped_linear_backward_weight(cpu, dy, x, counts, want, accumulate);
+    ops::grouped_linear_backward_weight_pair(cpu, dy_a, x_a, ca, dy_b, x_b, cb, got, accumulate);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(want.nbytes())), 0)
+        << (accumulate ? "accumulating" : "writing");
+  }
 }
 
 TEST(HeldExpertRows, ASkippedTurnIsAnError) {
   HeldExpertRows held;
-  test::expect_error([&] { held.merge_with(DeviceContext::cpu(), rows_with({1}, 1, 0)); }, "no rows held");
+  const Param w2, w13;
+  test::expect_error([&] { held.write_with(DeviceContext::cpu(), rows_with({1}, 1, 0), w2, w13); }, "no rows held");
   held.hold(rows_with({1}, 1, 0));
   test::expect_error([&] { held.hold(rows_with({1}, 1, 0)); }, "held twice");
   test::expect_error([&] { held.expect_none(7); }, "expert weight gradients of layer 7: rows held");

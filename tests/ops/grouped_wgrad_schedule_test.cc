@@ -20,17 +20,24 @@ namespace {
 
 struct HostGrid {
   const int* offset;
+  bool two_sources;
+  const int* offset_b;
   int tiles_m, tiles_n;
 };
 
+// counts_b: the second source's rows per expert (empty: one source).
 template <int kN>
-void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int grid) {
+void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int grid,
+                const std::vector<int>& counts_b = {}) {
   SCOPED_TRACE("width " + std::to_string(kN) + ", experts " + std::to_string(counts.size()) + ", tiles " +
-               std::to_string(tiles_m) + " x " + std::to_string(tiles_n) + ", grid " + std::to_string(grid));
+               std::to_string(tiles_m) + " x " + std::to_string(tiles_n) + ", grid " + std::to_string(grid) +
+               (counts_b.empty() ? ", one source" : ", two sources"));
   const int E = static_cast<int>(counts.size());
-  std::vector<int> offset(E + 1, 0);
+  std::vector<int> offset(E + 1, 0), offset_b(E + 1, 0);
   for (int e = 0; e < E; ++e) offset[e + 1] = offset[e] + counts[e];
-  const HostGrid g{offset.data(), tiles_m, tiles_n};
+  for (int e = 0; e < E && !counts_b.empty(); ++e) offset_b[e + 1] = offset_b[e] + counts_b[e];
+  const HostGrid g{offset.data(), !counts_b.empty(), offset_b.data(), tiles_m, tiles_n};
+  auto rows_b = [&](int e) { return counts_b.empty() ? 0 : counts_b[e]; };
   const int total = E * tiles_m * tiles_n;
   std::set<int> walked;
   std::vector<std::set<std::pair<int, int>>> blocks(E);  // (m0, n0) per expert
@@ -43,16 +50,29 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
       EXPECT_TRUE(blocks[x.e].insert({x.m0, x.n0}).second) << "tile " << t << " repeats a block of expert " << x.e;
       EXPECT_EQ(x.row0, offset[x.e]);
       EXPECT_EQ(x.rows, counts[x.e]);
-      if (x.rows == 0) continue;
-      EXPECT_TRUE(walked.insert(t).second) << "tile " << t << " walked twice";
-      int covered = 0;
-      for (int kt = 0; kt < stage_count(x.rows); ++kt) {
-        consumed.push_back({t, kt});
-        const int first = kt * static_cast<int>(kTileRows);
-        EXPECT_EQ(first, covered);
-        covered = std::min(x.rows, first + static_cast<int>(kTileRows));
+      EXPECT_EQ(x.rows_b, rows_b(x.e));
+      if (!counts_b.empty()) EXPECT_EQ(x.row0_b, offset_b[x.e]);
+      if (x.rows + x.rows_b == 0) {
+        EXPECT_EQ(stage_count(x), 0);
+        continue;
       }
-      EXPECT_EQ(covered, x.rows) << "the stages of tile " << t << " do not cover its expert's rows";
+      EXPECT_TRUE(walked.insert(t).second) << "tile " << t << " walked twice";
+      // The stages read the first source's rows of the expert, then the second's, each row once, in order.
+      int covered[2] = {0, 0};
+      const int total_rows[2] = {x.rows, x.rows_b}, first_row[2] = {x.row0, x.row0_b};
+      for (int kt = 0; kt < stage_count(x); ++kt) {
+        consumed.push_back({t, kt});
+        const StageRows r = stage_rows(x, kt);
+        ASSERT_TRUE(r.source == 0 || r.source == 1);
+        if (r.source == 1) EXPECT_EQ(covered[0], x.rows) << "a second-source stage before the first source's end";
+        EXPECT_EQ(r.row, first_row[r.source] + covered[r.source]);
+        EXPECT_GT(r.valid, 0);
+        EXPECT_LE(r.valid, static_cast<int>(kTileRows));
+        covered[r.source] += r.valid;
+        if (r.valid < kTileRows) EXPECT_EQ(covered[r.source], total_rows[r.source]) << "a partial stage not last";
+      }
+      EXPECT_EQ(covered[0], x.rows) << "the stages of tile " << t << " do not cover its expert's rows";
+      EXPECT_EQ(covered[1], x.rows_b) << "the stages of tile " << t << " do not cover its expert's second rows";
     }
     // The producer's order (its cursor from {b, -1}).
     std::vector<std::pair<int, int>> loaded;
@@ -70,7 +90,7 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
     }
   }
   int with_rows = 0;
-  for (int e = 0; e < E; ++e) with_rows += counts[e] > 0 ? tiles_m * tiles_n : 0;
+  for (int e = 0; e < E; ++e) with_rows += counts[e] + rows_b(e) > 0 ? tiles_m * tiles_n : 0;
   EXPECT_EQ(static_cast<int>(walked.size()), with_rows);
 }
 
@@ -87,6 +107,14 @@ void check_walks() {
   seed[5] = 1, seed[9] = 0;                                     // a nearly idle and an idle expert
   check_walk<kN>(seed, 32, 4096 / kN, 132);                     // gate/up: 4,096 x 4,096 per expert
   check_walk<kN>(seed, 32, 2048 / kN, 132);                     // down: 4,096 x 2,048
+  // Two sources (two micro-batches' rows): empty in either, both, partial stages in each.
+  check_walk<kN>({0, 100, 64, 1, 0, 200, 63, 65, 0}, 2, 2, 3, {5, 0, 64, 0, 0, 130, 1, 63, 0});
+  check_walk<kN>({0, 0}, 1, 1, 2, {0, 0});
+  check_walk<kN>({0, 7}, 1, 2, 1, {9, 0});
+  std::vector<int> seed_b(32);
+  for (int e = 0; e < 32; ++e) seed_b[e] = 350 + (e * 53) % 71;
+  seed_b[9] = 0;  // idle in both micro-batches
+  check_walk<kN>(seed, 32, 4096 / kN, 132, seed_b);
 }
 
 TEST(GroupedWgradSchedule, TheProducerLoadsWhatTheConsumersTakeAndEveryTileOnce) {

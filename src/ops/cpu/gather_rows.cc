@@ -38,6 +38,31 @@ void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& i
   for (int64_t i = 0; i < N; ++i) std::memcpy(dst + i * row_bytes, src + index[i] * row_bytes, row_bytes);
 }
 
+Tensor expert_merge_index(const Tensor& counts_a_E, const Tensor& counts_b_E) {
+  const char* op = "expert_merge_index";
+  for (const auto& [name, t] : {std::pair{"counts_a", &counts_a_E}, std::pair{"counts_b", &counts_b_E}})
+    QUILL_CHECK(t->defined() && t->ndim() == 1 && t->dtype() == DType::I64 && t->device() == Device::CPU,
+                "{}: {} must be host I64 [E], got {}", op, name, t->defined() ? t->describe() : std::string("(undefined)"));
+  const int64_t E = counts_a_E.dim(0);
+  QUILL_CHECK(counts_b_E.dim(0) == E, "{}: {} experts in a, {} in b", op, E, counts_b_E.dim(0));
+  const int64_t* a = counts_a_E.data_as<int64_t>();
+  const int64_t* b = counts_b_E.data_as<int64_t>();
+  int64_t Pa = 0, N = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    QUILL_CHECK(a[e] >= 0 && b[e] >= 0, "{}: expert {} has {} and {} rows", op, e, a[e], b[e]);
+    Pa += a[e], N += a[e] + b[e];
+  }
+  QUILL_CHECK(N < (int64_t{1} << 31), "{}: {} rows exceed the I32 row index", op, N);
+  Tensor index = Tensor::empty({N}, DType::I32);
+  int32_t* at = index.data_as<int32_t>();
+  int64_t from_a = 0, from_b = Pa;
+  for (int64_t e = 0; e < E; ++e) {
+    for (int64_t r = 0; r < a[e]; ++r) *at++ = static_cast<int32_t>(from_a++);
+    for (int64_t r = 0; r < b[e]; ++r) *at++ = static_cast<int32_t>(from_b++);
+  }
+  return index;
+}
+
 void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,
                            const Tensor& dst_ND) {
   if (ctx.device == Device::CUDA)

@@ -25,9 +25,11 @@
 #include "ops/cuda/lt_matmul.h"
 #include "ops/cuda/tensor_checks.h"
 #include "ops/dispatch.h"
+#include "ops/moe.h"
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace quill::cuda {
 namespace {
@@ -256,6 +258,42 @@ void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_P
     gemm_backward_weight(ctx, op, dy_PM.dtype(), byte_ptr(dy_PM) + row * M * xs, byte_ptr(x_PK) + row * K * xs,
                          byte_ptr_mut(dw_EMK) + e * M * K * sizeof(float), counts[e], K, M, accumulate);
   }
+}
+
+void grouped_linear_backward_weight_pair(const DeviceContext& ctx, const Tensor& dy_a_PM, const Tensor& x_a_PK,
+                                         const Tensor& counts_a_E, const Tensor& dy_b_PM, const Tensor& x_b_PK,
+                                         const Tensor& counts_b_E, const Tensor& dw_EMK, bool accumulate) {
+  const char* op = "grouped_linear_backward_weight_pair";
+  require_3d(op, "dw_EMK", dw_EMK);
+  require_2d(op, "dy_a_PM", "[P, M]", dy_a_PM);
+  require_2d(op, "dy_b_PM", "[P, M]", dy_b_PM);
+  const int64_t Pa = dy_a_PM.dim(0), Pb = dy_b_PM.dim(0), E = dw_EMK.dim(0), M = dw_EMK.dim(1), K = dw_EMK.dim(2);
+  require_shape(op, "dy_a_PM", dy_a_PM, {Pa, M});
+  require_shape(op, "x_a_PK", x_a_PK, {Pa, K});
+  require_shape(op, "dy_b_PM", dy_b_PM, {Pb, M});
+  require_shape(op, "x_b_PK", x_b_PK, {Pb, K});
+  const int64_t* counts_a = ops_detail::require_group_counts(op, counts_a_E, Pa, E);
+  const int64_t* counts_b = ops_detail::require_group_counts(op, counts_b_E, Pb, E);
+  for (const auto& [name, t] : {std::pair{"x_a_PK", &x_a_PK}, std::pair{"dy_b_PM", &dy_b_PM}, std::pair{"x_b_PK", &x_b_PK}})
+    require_dtype(op, name, *t, dy_a_PM.dtype());
+  require_dtype(op, "dw_EMK", dw_EMK, DType::F32);
+  // Both sources in place by the kernel where the one-source op would take the merged rows there (the same choice,
+  // on the merged row count), else the rows merged and the one-source op.
+  const grouped_wgrad::Rows second{dy_b_PM.data(), x_b_PK.data(), counts_b, Pb};
+  if (grouped_wgrad::by_wgmma(ctx.cuda->grouped_wgrad_kernel, accumulate, Pa + Pb, E) &&
+      dy_a_PM.dtype() == DType::BF16 &&
+      grouped_wgrad::unsupported_reason(E, M, K, dy_a_PM.data(), x_a_PK.data()).empty() &&
+      grouped_wgrad::unsupported_reason(E, M, K, second.dy, second.x).empty()) {
+    for (const auto& [name, t] : {std::pair{"dy_a_PM", &dy_a_PM}, std::pair{"x_a_PK", &x_a_PK},
+                                  std::pair{"dy_b_PM", &dy_b_PM}, std::pair{"x_b_PK", &x_b_PK},
+                                  std::pair{"dw_EMK", &dw_EMK}})
+      require_cuda(op, name, *t);
+    grouped_wgrad::backward_weight(ctx, dy_a_PM.data(), x_a_PK.data(), counts_a, E, Pa, M, K, dw_EMK.data_as<float>(),
+                                   accumulate, grouped_wgrad::kDefaultForm, &second);
+    return;
+  }
+  ops_detail::merged_backward_weight_pair(ctx, dy_a_PM, x_a_PK, counts_a_E, dy_b_PM, x_b_PK, counts_b_E, dw_EMK,
+                                          accumulate);
 }
 
 }  // namespace quill::cuda

@@ -2,8 +2,8 @@
 // that needs no GPU, so that the CPU tests check it (tests/ops/grouped_wgrad_schedule_test.cc).
 //
 // Tile t is expert t / (tiles_m tiles_n)'s block of kTileM gradient rows by kN columns (the form's tile_n); its
-// product runs over
-// the expert's rows kTileRows at a time (stage_count stages; none for an expert without rows). CTA b walks the
+// product runs over the expert's rows kTileRows at a time, of one source or of two one after the other
+// (stage_count stages; none for an expert without rows). CTA b walks the
 // tiles b, b + grid, ... The consumers take the stages of those tiles in that order; thread 0, the producer, loads
 // them in the same order, kStages ahead (its Cursor, moved by advance), so the two must name the same (tile, stage)
 // at every step: the test walks both.
@@ -22,12 +22,16 @@
 
 namespace quill::cuda::grouped_wgrad {
 
+// A tile and the rows its product runs over: expert e's rows of the first source (row0, rows) and, when the call
+// has two (two micro-batches' rows in one GEMM: --moe-expert-wgrad-micro-batches 2), then those of the second
+// (row0_b, rows_b). Each source's rows are staged kTileRows at a time, its last stage partial.
 struct Tile {
-  int e, m0, n0, row0, rows;
+  int e, m0, n0, row0, rows, row0_b, rows_b;
 };
 
-// Grid: anything with offset[e] .. offset[e + 1] as expert e's rows and tiles_m, tiles_n as dw's rows / kTileM and
-// columns / kN (the kernel's parameter block; a host struct in the tests).
+// Grid: anything with offset[e] .. offset[e + 1] as expert e's rows, two_sources and offset_b likewise for the second
+// source's, and tiles_m, tiles_n as dw's rows / kTileM and columns / kN (the kernel's parameter block; a host struct
+// in the tests).
 template <int kN = static_cast<int>(kTileN), class Grid>
 QUILL_GW_HD Tile tile_at(const Grid& g, int t) {
   const int per_expert = g.tiles_m * g.tiles_n;
@@ -38,11 +42,28 @@ QUILL_GW_HD Tile tile_at(const Grid& g, int t) {
   x.n0 = (r % g.tiles_n) * kN;
   x.row0 = g.offset[x.e];
   x.rows = g.offset[x.e + 1] - x.row0;
+  x.row0_b = g.two_sources ? g.offset_b[x.e] : 0;
+  x.rows_b = g.two_sources ? g.offset_b[x.e + 1] - x.row0_b : 0;
   return x;
 }
 
 QUILL_GW_HD int stage_count(int rows) {
   return (rows + static_cast<int>(kTileRows) - 1) / static_cast<int>(kTileRows);
+}
+
+// A tile's stages: the first source's, then the second's.
+QUILL_GW_HD int stage_count(const Tile& x) { return stage_count(x.rows) + stage_count(x.rows_b); }
+
+// What stage kt of tile x reads: the source (0 or 1), its first row there, and how many of its kTileRows rows are
+// the expert's (the rest, up to kTileRows, belong to the next expert or lie past the tensor: zeroed before use).
+struct StageRows {
+  int source, row, valid;
+};
+QUILL_GW_HD StageRows stage_rows(const Tile& x, int kt) {
+  const int first = stage_count(x.rows), rows = static_cast<int>(kTileRows);
+  if (kt < first) return {0, x.row0 + kt * rows, x.rows - kt * rows < rows ? x.rows - kt * rows : rows};
+  const int kb = kt - first;
+  return {1, x.row0_b + kb * rows, x.rows_b - kb * rows < rows ? x.rows_b - kb * rows : rows};
 }
 
 // The producer's position: this CTA's tile t and its stage kt; t >= total when every load is issued.
@@ -55,7 +76,7 @@ struct Cursor {
 template <int kN = static_cast<int>(kTileN), class Grid>
 QUILL_GW_HD void advance(const Grid& g, int total, int grid, Cursor& c) {
   ++c.kt;
-  while (c.t < total && c.kt >= stage_count(tile_at<kN>(g, c.t).rows)) {
+  while (c.t < total && c.kt >= stage_count(tile_at<kN>(g, c.t))) {
     c.t += grid;
     c.kt = 0;
   }

@@ -66,12 +66,15 @@ struct Shape {
 };
 
 struct Params {
-  CUtensorMap dy_map, x_map;  // dy [P, M], x [P, N] as 64 x 64 boxes
-  CUtensorMap dw_map;         // dw [E, M, N] as 128 x 32 fp32 boxes
-  float* dw;                  // [E, M, N]
-  int M, N, E, tiles_m, tiles_n, accumulate;
-  int offset[kMaxExperts + 1];  // expert e's rows: [offset[e], offset[e + 1])
+  CUtensorMap dy_map, x_map;      // dy [P, M], x [P, N] as 64 x 64 boxes
+  CUtensorMap dy_map_b, x_map_b;  // the second source's, when two_sources (else copies of the first's)
+  CUtensorMap dw_map;             // dw [E, M, N] as 128 x 32 fp32 boxes
+  float* dw;                      // [E, M, N]
+  int M, N, E, tiles_m, tiles_n, accumulate, two_sources;
+  int offset[kMaxExperts + 1];    // expert e's rows: [offset[e], offset[e + 1])
+  int offset_b[kMaxExperts + 1];  // ... of the second source
 };
+static_assert(sizeof(Params) <= 4096, "grouped_wgrad: the parameter block over the classic 4 KiB kernel limit");
 
 // The staging box b (columns 32 b ..) of the tile to dw (n0 + 32 b, m0) of expert e.
 __device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32_t src, int n, int m, int e) {
@@ -85,12 +88,13 @@ template <Form kForm>
 __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
   using S = Shape<kForm>;
   mbar_arrive_expect_tx(bar, S::kStageBytes);
-  const int row = x.row0 + kt * static_cast<int>(kTileRows);
+  const StageRows r = stage_rows(x, kt);
+  const CUtensorMap* dy = r.source == 0 ? &p.dy_map : &p.dy_map_b;
+  const CUtensorMap* in = r.source == 0 ? &p.x_map : &p.x_map_b;
 #pragma unroll
-  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, &p.dy_map, bar, x.m0 + 64 * j, row, 0);
+  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, dy, bar, x.m0 + 64 * j, r.row, 0);
 #pragma unroll
-  for (int j = 0; j < S::kBBoxes; ++j)
-    tma_load_3d(smem + (kABoxes + j) * kBoxBytes, &p.x_map, bar, x.n0 + 64 * j, row, 0);
+  for (int j = 0; j < S::kBBoxes; ++j) tma_load_3d(smem + (kABoxes + j) * kBoxBytes, in, bar, x.n0 + 64 * j, r.row, 0);
 }
 
 // Warpgroup w's 64 rows of the tile by all kN columns, over one 64-row stage (four k16 steps).
@@ -126,6 +130,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     mbar_init_fence();
     tma_prefetch_descriptor(&p.dy_map);
     tma_prefetch_descriptor(&p.x_map);
+    if (p.two_sources) {
+      tma_prefetch_descriptor(&p.dy_map_b);
+      tma_prefetch_descriptor(&p.x_map_b);
+    }
     tma_prefetch_descriptor(&p.dw_map);
     advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     for (int s = 0; s < kStages && producer.t < total; ++s) {
@@ -140,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
     const Tile x = tile_at<kN>(p, t);
     float* out = p.dw + (static_cast<size_t>(x.e) * p.M + x.m0 + 64 * w + 16 * warp + g) * p.N + x.n0 + 2 * cq;
-    if (x.rows == 0) {
+    if (x.rows + x.rows_b == 0) {
       // An expert without rows: its gradient is left as it is when accumulating, zeroed by a first write.
       if (!p.accumulate)
 #pragma unroll 4
@@ -159,11 +167,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged, x.n0 + 32 * b, x.m0, x.e);
     }
     float acc[kN / 2];
-    const int stages = stage_count(x.rows);
+    const int stages = stage_count(x);
     for (int kt = 0; kt < stages; ++kt, ++consumed) {
       const int s = consumed % kStages;
       mbar_wait(full(s), (consumed / kStages) & 1, s);
-      const int valid = x.rows - kt * static_cast<int>(kTileRows);
+      const int valid = stage_rows(x, kt).valid;
       if (valid < kTileRows) {
         // Rows valid .. 63 of every box belong to the next expert (or are TMA's zeros): zero them. A swizzled
         // box keeps each row's 128 bytes together (the swizzle permutes 16-byte chunks inside a row).
@@ -235,28 +243,49 @@ std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, 
   return "";
 }
 
+namespace {
+
+// offset[e] = the first row of expert e in a source of P rows (counts on the host), offset[E] = P.
+void fill_offsets(const int64_t* counts, int64_t E, int64_t P, int* offset) {
+  int64_t row = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    offset[e] = static_cast<int>(row);
+    row += counts[e];
+  }
+  offset[E] = static_cast<int>(row);
+  QUILL_CHECK(row == P, "grouped_linear_backward_weight (wgmma): the counts sum to {}, not the {} rows", row, P);
+}
+
+}  // namespace
+
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
-                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, Form form) {
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, Form form, const Rows* second) {
   const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN, form);
   QUILL_CHECK(why.empty(), "grouped_linear_backward_weight (wgmma): {}", why);
-  QUILL_CHECK(P < (int64_t{1} << 31) && M * N < (int64_t{1} << 31), "grouped_linear_backward_weight (wgmma): [{}, {}] x {} "
-              "rows is beyond the kernel's 32-bit indexing", M, N, P);
+  const int64_t P_b = second != nullptr ? second->P : 0;
+  if (second != nullptr) {
+    const std::string why_b = unsupported_reason(E, M, N, second->dy, second->x, form);
+    QUILL_CHECK(why_b.empty(), "grouped_linear_backward_weight (wgmma), second rows: {}", why_b);
+  }
+  QUILL_CHECK(std::max(P, P_b) < (int64_t{1} << 31) && M * N < (int64_t{1} << 31),
+              "grouped_linear_backward_weight (wgmma): [{}, {}] x {} rows is beyond the kernel's 32-bit indexing", M, N,
+              std::max(P, P_b));
   if (E == 0) return;
   Params p{};
   p.dy_map = attn_wg::bf16_matrix_map("dy_PM", dy_PM, std::max<int64_t>(P, 1), M);
   p.x_map = attn_wg::bf16_matrix_map("x_PN", x_PN, std::max<int64_t>(P, 1), N);
+  p.two_sources = second != nullptr ? 1 : 0;
+  p.dy_map_b = second != nullptr ? attn_wg::bf16_matrix_map("dy_PM (second)", second->dy, std::max<int64_t>(P_b, 1), M)
+                                 : p.dy_map;
+  p.x_map_b = second != nullptr ? attn_wg::bf16_matrix_map("x_PN (second)", second->x, std::max<int64_t>(P_b, 1), N)
+                                : p.x_map;
   p.dw_map = attn_wg::f32_blocks_map("dw_EMN", dw_EMN, E, M, N);
   p.dw = dw_EMN;
   p.M = static_cast<int>(M), p.N = static_cast<int>(N), p.E = static_cast<int>(E);
   p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / tile_n(form));
   p.accumulate = accumulate ? 1 : 0;
-  int64_t row = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    p.offset[e] = static_cast<int>(row);
-    row += counts[e];
-  }
-  p.offset[E] = static_cast<int>(row);
-  QUILL_CHECK(row == P, "grouped_linear_backward_weight (wgmma): the counts sum to {}, not the {} rows", row, P);
+  fill_offsets(counts, E, P, p.offset);
+  if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
   const void* kernel = form == Form::kN256 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
                                            : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>);
   const int smem = form == Form::kN256 ? Shape<Form::kN256>::kSmemBytes : Shape<Form::kN128>::kSmemBytes;

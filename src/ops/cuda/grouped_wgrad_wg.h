@@ -28,7 +28,7 @@ constexpr int64_t kTileM = 128, kTileRows = 64;
 constexpr int64_t tile_n(Form form) { return form == Form::kN256 ? 256 : 128; }
 constexpr Form kDefaultForm = Form::kN256;
 constexpr int64_t kTileN = tile_n(kDefaultForm);
-constexpr int64_t kMaxExperts = 512;
+constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
 
 // --grouped-wgrad-kernel auto, measured (bench/results/2026-12-06-h100-grouped-wgrad-staged/, grouped_bench on an
 // H100, the kernel's second form): at a seed rank's 384 rows per expert, accumulating, the kernel took 1.89 / 0.94 ms
@@ -47,9 +47,21 @@ inline bool by_wgmma(GroupedGemmKernel choice, bool accumulate, int64_t P, int64
 std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x,
                                Form form = kDefaultForm);
 
+// A second source of rows (another micro-batch's: --moe-expert-wgrad-micro-batches 2): dy [P, M], x [P, N] bf16,
+// expert e's rows at its counts' offsets (counts on the host, E of them).
+struct Rows {
+  const void* dy;
+  const void* x;
+  const int64_t* counts;
+  int64_t P;
+};
+
 // dw_EMN [E, M, N] fp32 (+)= per expert e: dy_PM[rows e]^T . x_PN[rows e], rows e = [off_e, off_e + counts[e]),
-// dy_PM [P, M] and x_PN [P, N] bf16, counts on the host. accumulate false: dw[e] written (zero when e has no row).
+// dy_PM [P, M] and x_PN [P, N] bf16, counts on the host; with `second`, expert e's rows there after its own in the
+// same sum (one product per element over both: the merged rows' GEMM without the merge). accumulate false: dw[e]
+// written (zero when e has no row).
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
-                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, Form form = kDefaultForm);
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, Form form = kDefaultForm,
+                     const Rows* second = nullptr);
 
 }  // namespace quill::cuda::grouped_wgrad

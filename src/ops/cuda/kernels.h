@@ -92,6 +92,9 @@ void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, con
 void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Tensor& w_EMK, const Tensor& counts_E, const Tensor& y_PM);
 void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& w_EMK, const Tensor& counts_E, const Tensor& dx_PK);
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK, const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate);
+void grouped_linear_backward_weight_pair(const DeviceContext& ctx, const Tensor& dy_a_PM, const Tensor& x_a_PK,
+                                         const Tensor& counts_a_E, const Tensor& dy_b_PM, const Tensor& x_b_PK,
+                                         const Tensor& counts_b_E, const Tensor& dw_EMK, bool accumulate);
 // ops/rmsnorm.h
 void rmsnorm_forward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& w_D, double eps, const Tensor& y_ND, const Tensor& rstd_N);
 void rmsnorm_backward(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& w_D, const Tensor& rstd_N, const Tensor& dy_ND, const Tensor& dx_ND, const Tensor& dw_D);

@@ -22,6 +22,7 @@ OpTable make_table() {
   t.grouped_linear_forward = &cuda::grouped_linear_forward;
   t.grouped_linear_backward_input = &cuda::grouped_linear_backward_input;
   t.grouped_linear_backward_weight = &cuda::grouped_linear_backward_weight;
+  t.grouped_linear_backward_weight_pair = &cuda::grouped_linear_backward_weight_pair;
   t.fp8_quantize = &cuda::fp8_quantize;
   t.fp8_dequantize = &cuda::fp8_dequantize;
   t.fp8_linear_forward = &cuda::fp8_linear_forward;

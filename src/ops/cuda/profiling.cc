@@ -116,6 +116,15 @@ OpCost op_cost(OpTag<OpId::grouped_linear_backward_weight>, const Tensor& dy_PM,
   return matmul(p, dw_EMK.dim(1), dw_EMK.dim(2), f * (tb(dy_PM) + tb(x_PK)) + tb(dw_EMK) * (accumulate ? 2 : 1));
 }
 
+OpCost op_cost(OpTag<OpId::grouped_linear_backward_weight_pair>, const Tensor& dy_a_PM, const Tensor& x_a_PK,
+               const Tensor& counts_a_E, const Tensor& dy_b_PM, const Tensor& x_b_PK, const Tensor& counts_b_E,
+               const Tensor& dw_EMK, bool accumulate) {
+  const double pa = grouped_rows(dy_a_PM, counts_a_E), pb = grouped_rows(dy_b_PM, counts_b_E);
+  const double fa = row_fraction(dy_a_PM, pa), fb = row_fraction(dy_b_PM, pb);
+  return matmul(pa + pb, dw_EMK.dim(1), dw_EMK.dim(2),
+                fa * (tb(dy_a_PM) + tb(x_a_PK)) + fb * (tb(dy_b_PM) + tb(x_b_PK)) + tb(dw_EMK) * (accumulate ? 2 : 1));
+}
+
 // The FP8 GEMMs: the same FLOPs; bytes of the bf16 operands and outputs (the weight's codes once).
 OpCost fp8(OpCost c) {
   c.kind = OpKind::Fp8Matmul;

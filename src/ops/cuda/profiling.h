@@ -45,7 +45,7 @@ namespace quill {
   X(embedding_forward) X(embedding_backward) X(linear_forward) X(linear_backward_input)                 \
   X(linear_backward_weight) X(moe_route_plan) X(moe_permute) X(moe_permute_backward) X(moe_unpermute)   \
   X(moe_unpermute_backward) X(grouped_linear_forward) X(grouped_linear_backward_input)                  \
-  X(grouped_linear_backward_weight) X(rmsnorm_forward) X(rmsnorm_backward) X(router_forward)            \
+  X(grouped_linear_backward_weight) X(grouped_linear_backward_weight_pair) X(rmsnorm_forward) X(rmsnorm_backward) X(router_forward)            \
   X(router_forward_replay) X(router_backward) X(router_gate_forward) X(router_gate_backward_input)          \
   X(router_gate_backward_weight) X(short_conv_forward) X(short_conv_backward)              \
   X(swiglu_forward) X(swiglu_backward) X(embedding_forward_shard) X(embedding_backward_shard)          \
