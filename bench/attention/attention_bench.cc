@@ -161,23 +161,6 @@ int run(int argc, char** argv) {
       std::printf("%-40s T=%lld  backward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: dq %.3g, dk %.3g, dv %.3g, "
                   "dr %.3g\n",
                   layer.name, static_cast<long long>(T), wg, 10.0 * n * d / wg / 1e9, e_q, e_k, e_v, e_r);
-      // Each way of spreading a kv head's query heads over CTAs, forced (the row above is the balance rule's
-      // choice: ops/attention_head_split.h).
-      for (const auto split : {cuda::attn_wg::HeadSplit::kPerKvHead, cuda::attn_wg::HeadSplit::kPerQueryHead}) {
-        if (split == cuda::attn_wg::HeadSplit::kPerQueryHead && H == G) continue;
-        options.head_split = split;
-        const double ms = median_ms(stream, [&] {
-          cuda::attn_wg::attention_backward_wgmma(ctx, q, k, v, r, table, p, out, lse, dout, dq_wg, dk_wg, dv_wg, dr_wg,
-                                                  dtable, options);
-        });
-        const double s_q = max_abs_diff(ctx, dq_wg, dq), s_k = max_abs_diff(ctx, dk_wg, dk), s_v = max_abs_diff(ctx, dv_wg, dv);
-        std::printf("%-40s T=%lld  backward wgmma %s %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: dq %.3g, dk %.3g, "
-                    "dv %.3g\n",
-                    layer.name, static_cast<long long>(T),
-                    split == cuda::attn_wg::HeadSplit::kPerKvHead ? "per kv head" : "per query head", ms,
-                    10.0 * n * d / ms / 1e9, s_q, s_k, s_v);
-      }
-      options.head_split = cuda::attn_wg::HeadSplit::kByBalance;
       std::fflush(stdout);
     }
   }

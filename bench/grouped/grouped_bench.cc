@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   for (int64_t c : counts) P += c;
   CudaBackendOptions lt_options;  // the arms without a kernel name: cuBLASLt, one GEMM per expert
   lt_options.grouped_gemm_kernel = GroupedGemmKernel::kCublasLt;
+  lt_options.grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
   CudaBackend backend(0, lt_options);
   const DeviceContext ctx = backend.context();
   const cudaStream_t stream = stream_of(ctx);

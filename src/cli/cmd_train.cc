@@ -282,10 +282,11 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "
                   "of float-sum order when two runs are compared)")
       ->check(CLI::IsMember({"fixed", "arrival"}));
-  static std::string wgrad_kernel = "cublaslt";
+  static std::string wgrad_kernel = "auto";
   cmd->add_option("--grouped-wgrad-kernel", wgrad_kernel,
-                  "the routed experts' weight gradient on the GPU: cublaslt (default: one GEMM per expert), wgmma (one "
-                  "launch for all experts) or auto (by each call's shape, as measured; docs/decisions/grouped-wgrad.md)")
+                  "the routed experts' weight gradient on the GPU: auto (default: by each call's shape, as measured; "
+                  "docs/decisions/grouped-wgrad.md), cublaslt (one GEMM per expert) or wgmma (one launch for all "
+                  "experts)")
       ->check(CLI::IsMember({"auto", "cublaslt", "wgmma"}));
   cmd->add_option("--moe-idle-expert-warning-steps", o.moe_idle_expert_warning_steps,
                   "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)");

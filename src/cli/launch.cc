@@ -138,7 +138,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
               grouped_gemm_kernel_name(o.grouped_gemm_kernel));
   QUILL_CHECK(!o.attention_dq_arrival_order || device == "cuda",
               "--attention-dq-order arrival: the CPU backend's sums have one order; this choice is for --device cuda");
-  QUILL_CHECK(o.grouped_wgrad_kernel == GroupedGemmKernel::kCublasLt || device == "cuda",
+  QUILL_CHECK(o.grouped_wgrad_kernel == GroupedGemmKernel::kAuto || device == "cuda",
               "--grouped-wgrad-kernel {}: a GPU kernel choice; the CPU backend has one weight gradient (give --device cuda)",
               grouped_gemm_kernel_name(o.grouped_wgrad_kernel));
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",

@@ -364,7 +364,7 @@ StageTrace::Id StageTrace::attention_backward(int64_t l, Id x_region) {
         const int64_t t_pad = (T_ + kAttentionTcRows - 1) / kAttentionTcRows * kAttentionTcRows;
         scratch.push_back(f32(Use::Attention, H * t_pad * d));  // dq_acc
         // A global layer's Hopper backward with too few CTAs per kv head: dK and dV partials per query head.
-        if (!c_.is_local(l) && attention_head_split::per_query_head(T_, H, G))
+        if (!c_.is_local(l) && attention_head_split::per_query_head(H, G))
           scratch.push_back(f32(Use::Attention, attention_head_split::partial_bytes(T_, H, d) / 4));
       }
       for (Id id : scratch) mem_.free(id);

@@ -139,8 +139,8 @@ struct TrainOptions {
   // wgmma kernel, or auto (by each call's shape, as measured); CudaBackendOptions::grouped_gemm_kernel.
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // --grouped-wgrad-kernel: the routed experts' weight gradient on the GPU by cuBLASLt, by quill's wgmma kernel, or
-  // auto (by each call's shape, as measured); CudaBackendOptions::grouped_wgrad_kernel (cuBLASLt by default).
-  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
+  // auto (by each call's shape, as measured; the default); CudaBackendOptions::grouped_wgrad_kernel.
+  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -2,9 +2,9 @@
 // attention_backward_wgmma) against the CPU reference on the head-dim-128 shapes of the attention tests
 // plus GQA ratios, partial key tiles (T not a multiple of 128), windows and E beyond T, with the same
 // tolerances as tests/cuda/attention_test.cc; against the mma.sync backward on the slice's shapes and a TP4
-// rank's; and bit for bit against itself (its dQ additions go in a fixed order). Both ways of spreading a kv
-// head's query heads over CTAs (HeadSplit: one CTA per kv head, or per query head with fp32 partials summed
-// after; ops/attention_head_split.h). Skips without an sm_90 GPU.
+// rank's; and bit for bit against itself (its dQ additions go in a fixed order). Grouped queries (H > G) take the
+// path of per-query-head fp32 partials summed after (ops/attention_head_split.h), H == G the direct one. Skips
+// without an sm_90 GPU.
 // Legend: T positions, H query heads, G kv heads, R bias rank, E bias extent.
 #include <gtest/gtest.h>
 
@@ -32,7 +32,6 @@ using test::to_device;
 using test::to_host_f32;
 
 using Case = test::WgCase;
-using cuda::attn_wg::HeadSplit;
 using test::params_of;
 constexpr int64_t kD = test::kWgHeadDim;
 
@@ -77,9 +76,9 @@ Grads cpu_grads(const Problem& pr) {
   return g;
 }
 
-// The wgmma backward (wgmma = true, its query heads spread by `split`) or the mma.sync backward on the GPU;
-// outputs poisoned and guarded, dtable accumulated into the prior (the increment is returned).
-Grads gpu_grads(const Problem& pr, bool wgmma, HeadSplit split = HeadSplit::kByBalance) {
+// The wgmma backward (wgmma = true) or the mma.sync backward on the GPU; outputs poisoned
+// and guarded, dtable accumulated into the prior (the increment is returned).
+Grads gpu_grads(const Problem& pr, bool wgmma) {
   const Case& c = pr.c;
   const test::AttentionOnGpu dev = test::upload(pr.in);
   const Tensor out_d = to_device(pr.out, DType::BF16), lse_d = to_device(pr.lse, DType::F32),
@@ -92,7 +91,6 @@ Grads gpu_grads(const Problem& pr, bool wgmma, HeadSplit split = HeadSplit::kByB
   if (wgmma) {
     cuda::attn_wg::Options options;
     options.sync_check = true;
-    options.head_split = split;
     cuda::attn_wg::attention_backward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out_d, lse_d,
                                             dout_d, dq->tensor(), dk->tensor(), dv->tensor(), dr->tensor(),
                                             dtable->tensor(), options);
@@ -124,10 +122,7 @@ class CudaAttentionWgBackwardTest : public ::testing::TestWithParam<Case> {};
 TEST_P(CudaAttentionWgBackwardTest, MatchesCpu) {
   QUILL_REQUIRE_SM90();
   const Problem pr = make_problem(GetParam(), 2000);
-  const Grads ref = cpu_grads(pr);
-  expect_grads_close(GetParam().name + " per kv head", gpu_grads(pr, true, HeadSplit::kPerKvHead), ref, 2e-2, 1e-3);
-  expect_grads_close(GetParam().name + " per query head", gpu_grads(pr, true, HeadSplit::kPerQueryHead), ref, 2e-2,
-                     1e-3);
+  expect_grads_close(GetParam().name, gpu_grads(pr, true), cpu_grads(pr), 2e-2, 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaAttentionWgBackward, CudaAttentionWgBackwardTest, ::testing::ValuesIn(cases()),
@@ -137,21 +132,18 @@ INSTANTIATE_TEST_SUITE_P(CudaAttentionWgBackward, CudaAttentionWgBackwardTest, :
 TEST(CudaAttentionWgBackward, SameBitsEveryRun) {
   QUILL_REQUIRE_SM90();
   const Problem pr = make_problem({"global_T2048", 2048, 8, 2, 16, 1024, 0, true, 300.0}, 3000);
-  for (HeadSplit split : {HeadSplit::kPerKvHead, HeadSplit::kPerQueryHead}) {
-    const Grads a = gpu_grads(pr, true, split), b = gpu_grads(pr, true, split);
-    using test::same_bits;
-    EXPECT_TRUE(same_bits(a.dq, b.dq) && same_bits(a.dk, b.dk) && same_bits(a.dv, b.dv) && same_bits(a.dr, b.dr) &&
-                same_bits(a.dtable, b.dtable))
-        << "two runs of the wgmma backward differ (" << (split == HeadSplit::kPerKvHead ? "per kv head" : "per query head")
-        << ")";
-  }
+  const Grads a = gpu_grads(pr, true), b = gpu_grads(pr, true);
+  using test::same_bits;
+  EXPECT_TRUE(same_bits(a.dq, b.dq) && same_bits(a.dk, b.dk) && same_bits(a.dv, b.dv) && same_bits(a.dr, b.dr) &&
+              same_bits(a.dtable, b.dtable))
+      << "two runs of the wgmma backward differ";
 }
 
 // The slice's layers (T = 8,192, 32 q / 8 kv heads, R = 16): against the mma.sync backward on the GPU
 // (the CPU reference would take minutes at this size).
 TEST(CudaAttentionWgBackward, MatchesTensorCoreBackwardOnSliceShapes) {
   QUILL_REQUIRE_SM90();
-  // The slice's two layers, and a TP4 rank's global layer (8 q / 2 kv heads: one query head per CTA by balance).
+  // The slice's two layers, and a TP4 rank's global layer (8 q / 2 kv heads).
   const Case layers[] = {{"local", 8192, 32, 8, 16, 512, 512, false},
                          {"global", 8192, 32, 8, 16, 1024, 0, true, 4096.0},
                          {"global_tp4_rank", 8192, 8, 2, 16, 1024, 0, true, 4096.0}};

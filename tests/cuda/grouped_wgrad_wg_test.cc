@@ -42,6 +42,14 @@ CudaBackend& wgmma_gpu() {
   return backend;
 }
 
+// cuBLASLt's GEMM per expert (the default backend's choice is auto, which takes the kernel at these shapes).
+CudaBackend& cublaslt_gpu() {
+  CudaBackendOptions options;
+  options.grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
+  static CudaBackend backend(0, options);
+  return backend;
+}
+
 bool kernel_runs_here() {
   return cuda::grouped_wgrad::unsupported_reason(1, 128, 256, nullptr, nullptr).empty();
 }
@@ -136,7 +144,7 @@ TEST(GroupedWgradWgmma, The128WideFormMatchesTheCpuOnEveryRowCount) {
 }
 
 // Two sources (two micro-batches' rows, --moe-expert-wgrad-micro-batches 2): the kernel reading both in place (each
-// form, and through the pair op on the wgmma backend), and the default backend's merge then cuBLASLt, against the
+// form, and through the pair op on the wgmma backend), and a cuBLASLt backend's merge then GEMMs, against the
 // CPU's merged rows' GEMM; accumulating and writing, partial stages in both sources, experts empty in one or both.
 TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
   QUILL_REQUIRE_GPU();
@@ -170,7 +178,7 @@ TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
   const std::pair<const char*, Run> runs[] = {{"256 wide", by_kernel(Form::kN256)},
                                               {"128 wide", by_kernel(Form::kN128)},
                                               {"the op, wgmma backend", by_op(wgmma_gpu().context())},
-                                              {"the op, cuBLASLt after the merge", by_op(test::gpu_ctx())}};
+                                              {"the op, cuBLASLt after the merge", by_op(cublaslt_gpu().context())}};
   for (bool accumulate : {true, false}) {
     Tensor ref = dw0.clone();
     ops::grouped_linear_backward_weight_pair(kCpu, dy_a, x_a, ca, dy_b, x_b, cb, ref, accumulate);
@@ -190,7 +198,7 @@ TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
 TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
   QUILL_REQUIRE_GPU();
   if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
-  // 8 experts of a seed rank's ~384 rows, width 1,024 x 2,048: the kernel against cuBLASLt (the default backend).
+  // 8 experts of a seed rank's ~384 rows, width 1,024 x 2,048: the kernel against cuBLASLt.
   const std::vector<int64_t> counts = {384, 401, 350, 0, 512, 384, 129, 383};
   const int64_t E = 8, M = 1024, N = 2048;
   int64_t P = 0;
@@ -204,7 +212,7 @@ TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
   inputs_ready();
   auto c = to_guarded_device(dw0, DType::F32);
   ops::grouped_linear_backward_weight(wgmma_gpu().context(), dyd, xd, counts_E, a->tensor(), true);
-  ops::grouped_linear_backward_weight(test::gpu_ctx(), dyd, xd, counts_E, b->tensor(), true);
+  ops::grouped_linear_backward_weight(cublaslt_gpu().context(), dyd, xd, counts_E, b->tensor(), true);
   by_form(Form::kN128)(dyd, xd, counts_E, c->tensor(), true);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const double err = test::expect_close("wgmma against cuBLASLt", test::to_host_f32(a->tensor()),

@@ -51,7 +51,9 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
       EXPECT_EQ(x.row0, offset[x.e]);
       EXPECT_EQ(x.rows, counts[x.e]);
       EXPECT_EQ(x.rows_b, rows_b(x.e));
-      if (!counts_b.empty()) EXPECT_EQ(x.row0_b, offset_b[x.e]);
+      if (!counts_b.empty()) {
+        EXPECT_EQ(x.row0_b, offset_b[x.e]);
+      }
       if (x.rows + x.rows_b == 0) {
         EXPECT_EQ(stage_count(x), 0);
         continue;
@@ -64,12 +66,16 @@ void check_walk(const std::vector<int>& counts, int tiles_m, int tiles_n, int gr
         consumed.push_back({t, kt});
         const StageRows r = stage_rows(x, kt);
         ASSERT_TRUE(r.source == 0 || r.source == 1);
-        if (r.source == 1) EXPECT_EQ(covered[0], x.rows) << "a second-source stage before the first source's end";
+        if (r.source == 1) {
+          EXPECT_EQ(covered[0], x.rows) << "a second-source stage before the first source's end";
+        }
         EXPECT_EQ(r.row, first_row[r.source] + covered[r.source]);
         EXPECT_GT(r.valid, 0);
         EXPECT_LE(r.valid, static_cast<int>(kTileRows));
         covered[r.source] += r.valid;
-        if (r.valid < kTileRows) EXPECT_EQ(covered[r.source], total_rows[r.source]) << "a partial stage not last";
+        if (r.valid < kTileRows) {
+          EXPECT_EQ(covered[r.source], total_rows[r.source]) << "a partial stage not last";
+        }
       }
       EXPECT_EQ(covered[0], x.rows) << "the stages of tile " << t << " do not cover its expert's rows";
       EXPECT_EQ(covered[1], x.rows_b) << "the stages of tile " << t << " do not cover its expert's second rows";

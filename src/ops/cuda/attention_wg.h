@@ -14,13 +14,8 @@
 
 namespace quill::cuda::attn_wg {
 
-// How the backward spreads a kv head's query heads over CTAs (ops/attention_head_split.h says why): by the
-// grid's balance (the rule there; what ops::attention_backward runs), or forced either way (tests, benchmarks).
-enum class HeadSplit { kByBalance, kPerKvHead, kPerQueryHead };
-
 struct Options {
   bool sync_check = false;  // synchronise after the kernel and name it in the error (tests, self-checks)
-  HeadSplit head_split = HeadSplit::kByBalance;  // the backward only
 };
 
 // True when the current device can run this path (compute capability 9.0).

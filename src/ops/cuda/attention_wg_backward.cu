@@ -6,12 +6,11 @@
 // drb [T, H, E] stored per allowed pair and reduced by attn_tc::bias_rows_backward. Tiles, shared memory
 // and schedule: attention_wg_bwd_layout.h; design: docs/decisions/attention-wgmma.md.
 //
-// CTA: one (128-key tile, kv head), 256 threads: warpgroups 0 and 1 own 64 keys each (keys as the M
+// CTA: one (128-key tile, query head), 256 threads: warpgroups 0 and 1 own 64 keys each (keys as the M
 // rows of every product, so dK and dV accumulate in registers); thread 0 also issues every TMA, one step
-// ahead (why no producer warp: attention_wg_bwd_layout.h). With too few such CTAs to balance the causal
-// grid (ops/attention_head_split.h), one (128-key tile, query head) instead: dK and dV of that head alone,
-// stored as fp32 partials and summed over the group's heads by sum_head_partials_kernel. Per step (query head
-// h, 64 queries from t0), warpgroup w:
+// ahead (why no producer warp: attention_wg_bwd_layout.h). Under grouped queries (H > G) the head's dK and dV
+// are fp32 partials, summed over the kv head's group by sum_head_partials_kernel (why one query head per CTA and
+// not one kv head: ops/attention_head_split.h). Per step (64 queries from t0), warpgroup w:
 //   S^T  = K_w Q^T              8 x wgmma.m64n64k16, both from shared memory (K-major)
 //   dP^T = V_w dO^T             8 x wgmma.m64n64k16, both from shared memory (K-major)
 //   P^T  = exp2(c_qk S^T + c_b bias - lse log2 e), masked; the bias staged from the bias rows (cp.async)
@@ -55,7 +54,7 @@ struct BwdArgs {
   float* drb;        // [T, H, E] or null
   __nv_bfloat16* dk;
   __nv_bfloat16* dv;
-  float* dk_part;  // per query head (one query head per CTA): [T, H, 128] fp32 dK and dV, else null
+  float* dk_part;  // H > G: [T, H, 128] fp32 dK and dV of each query head, summed after; else null
   float* dv_part;
   int unordered;  // additions in arrival order (attn_tc::arrival_order_dq: a noise floor, not reproducible)
 };
@@ -100,23 +99,17 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
-// The step order of a CTA: query tiles from the last down to the diagonal (outer), the group's query heads
-// (inner). Every key tile walks the query tiles in the same order, so a CTA reaches each (head, query tile)
-// one step after the key tile below it, which adds into that dQ block first: the ordered additions wait
-// about one step.
-// With one query head per CTA (x = the query head) the inner loop has one head; else x is the kv head.
+// The step order of a CTA (query head `head`): query tiles from the last down to the diagonal. Every key tile walks
+// the query tiles in the same order, so a CTA reaches each query tile one step after the key tile below it, which
+// adds into that dQ block first: the ordered additions wait about one step.
 struct Schedule {
-  int s0, kvh, head0, heads, n_qt, n_steps;
-  __device__ Schedule(const WgProblem& p, int kt, int x, bool per_query_head) : s0(kt * kKeys) {
-    const int heads_per_kv = p.H / p.G;
-    heads = per_query_head ? 1 : heads_per_kv;
-    head0 = per_query_head ? x : x * heads_per_kv;
-    kvh = head0 / heads_per_kv;
+  int s0, head, kvh, n_qt, n_steps;
+  __device__ Schedule(const WgProblem& p, int kt, int head_) : s0(kt * kKeys), head(head_) {
+    kvh = head / (p.H / p.G);
     n_qt = query_tile_count(s0, p.T, p.window);
-    n_steps = n_qt * heads;
+    n_steps = n_qt;
   }
-  __device__ int head(int it) const { return head0 + it % heads; }
-  __device__ int t0(int it) const { return first_query(s0) + (n_qt - 1 - it / heads) * kQueries; }
+  __device__ int t0(int it) const { return first_query(s0) + (n_qt - 1 - it) * kQueries; }
 };
 
 // The loads, issued by thread 0: K and V once; per step Q and dO into stage it % kStages (after both
@@ -138,7 +131,7 @@ struct Loader {
   }
   __device__ void queries(int it) const {
     if (it >= sc.n_steps) return;
-    const int h = sc.head(it), t0 = sc.t0(it), st = it % bwd::kStages;
+    const int h = sc.head, t0 = sc.t0(it), st = it % bwd::kStages;
     mbar_wait(sm.q_empty(st), ((it / bwd::kStages) & 1) ^ 1, 0);
     mbar_arrive_expect_tx(sm.q_full(st), 4 * kBoxBytes);
 #pragma unroll
@@ -175,7 +168,7 @@ struct Consumer {
   // next warpgroup barrier. Zero past T (those queries are masked).
   __device__ void load_rows(int it, int buf) const {
     if (tid >= kQueries || it >= sc.n_steps) return;
-    const int h = sc.head(it), t = sc.t0(it) + tid;
+    const int h = sc.head, t = sc.t0(it) + tid;
     const bool in = t < a.p.T;
     const int64_t ht = static_cast<int64_t>(h) * a.p.T + t;
     const float* src[3] = {a.lse + ht, a.D + ht, a.p.tau != nullptr ? a.p.tau + t : a.lse + ht};
@@ -207,7 +200,7 @@ struct Consumer {
   __device__ void load_bias(int it) const {
     if (!has_bias(it)) return;
     const attn_tc::TcProblem tp{a.p.T, a.p.H, a.p.G, a.p.E, a.p.window, a.p.scale, a.rb, a.p.tau};
-    attn_tc::load_bias_tile_async(bias_rows, tp, sc.head(it), sc.t0(it), sw, tid, 128);
+    attn_tc::load_bias_tile_async(bias_rows, tp, sc.head, sc.t0(it), sw, tid, 128);
     attn_tc::cp_async_commit();
   }
 
@@ -270,7 +263,7 @@ struct Consumer {
       // per step stops the compiler from hoisting ~50 loop-invariant addresses and descriptors into
       // registers for the whole loop (with them the consumer spilled; ptxas -v).
       asm volatile("" : "+r"(sm.base), "+r"(g), "+r"(c), "+r"(warp));
-      const int h = sc.head(it), t0 = sc.t0(it), st = it % bwd::kStages, buf = it & 1;
+      const int h = sc.head, t0 = sc.t0(it), st = it % bwd::kStages, buf = it & 1;
       if (loader) load.queries(it + 1);
       load_rows(it + 1, buf ^ 1);  // lands during this step's products
       const bool has_bias = this->has_bias(it);
@@ -404,13 +397,13 @@ struct Consumer {
     if (tid == 0 && pending != nullptr) release_turn(pending);
 
     // dk = scale * dK, dv = dV, bf16. Element i: key row 16 warp + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 c + (i % 2).
-    // One query head per CTA: dK and dV of head0 as fp32 partials, summed and scaled by sum_head_partials_kernel.
+    // Grouped queries: this head's dK and dV as fp32 partials, summed and scaled by sum_head_partials_kernel.
     if (a.dk_part != nullptr) {
 #pragma unroll
       for (int sel = 0; sel < 2; ++sel) {
         const int sk = sw + 16 * warp + g + 8 * sel;
         if (sk >= a.p.T) continue;
-        const int64_t at = (static_cast<int64_t>(sk) * a.p.H + sc.head0) * kD + 2 * c;
+        const int64_t at = (static_cast<int64_t>(sk) * a.p.H + sc.head) * kD + 2 * c;
 #pragma unroll
         for (int q = 0; q < 16; ++q) {
           const int i = 4 * q + 2 * sel;
@@ -440,9 +433,9 @@ struct Consumer {
 __global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel(const __grid_constant__ BwdArgs a) {
   extern __shared__ unsigned char smem_raw[];
   const Smem sm{(smem_u32(smem_raw) + 1023u) & ~1023u};
-  // Lowest key tile first (the CTAs with the most steps); kv heads (or query heads) fastest. The ordered dQ
-  // additions go lowest key tile first too, so a CTA only ever waits for CTAs launched before it.
-  const Schedule sc(a.p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x), a.dk_part != nullptr);
+  // Lowest key tile first (the CTAs with the most steps); query heads fastest. The ordered dQ additions go lowest
+  // key tile first too, so a CTA only ever waits for CTAs launched before it.
+  const Schedule sc(a.p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x));
   const Loader load{sm, a, sc};
   if (threadIdx.x == 0) {
     mbar_init(sm.kv_full(), 1);
@@ -536,9 +529,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   a.dk = dk_TGd.data_as<__nv_bfloat16>();
   a.dv = dv_TGd.data_as<__nv_bfloat16>();
   a.unordered = attn_tc::arrival_order_dq(ctx) ? 1 : 0;
-  const bool split = options.head_split == HeadSplit::kByBalance
-                         ? attention_head_split::per_query_head(p.T, p.H, p.G)
-                         : options.head_split == HeadSplit::kPerQueryHead && p.H > p.G;
+  const bool split = attention_head_split::per_query_head(p.H, p.G);
   Tensor dk_part, dv_part;
   if (split) {
     dk_part = Tensor::empty({p.T, p.H, kD}, DType::F32, *ctx.allocator);
@@ -549,7 +540,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
 
   const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel);
   attn::set_smem(op, kernel, bwd::kSmemBytes);
-  const dim3 grid(static_cast<unsigned>(split ? p.H : p.G), static_cast<unsigned>((p.T + kKeys - 1) / kKeys));
+  const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>((p.T + kKeys - 1) / kKeys));
   attention_wg_backward_kernel<<<grid, bwd::kThreads, bwd::kSmemBytes, stream>>>(a);
   QUILL_CUDA_CHECK_LAUNCH("attention_wg_backward_kernel");
   if (options.sync_check) {

@@ -47,8 +47,8 @@ CUtensorMap band_map(const void* band, int64_t T, int64_t H, int64_t E);
 
 
 // The wgmma backward (attention_wg_backward.cu) after attention_backward's checks, with D = dout . out
-// ([H, T] fp32); the same outputs as attn_tc::backward. options: sync_check (synchronise and name the kernel in
-// the error) and head_split.
+// ([H, T] fp32); the same outputs as attn_tc::backward. options.sync_check: synchronise and name the kernel in the
+// error.
 void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_THd, const Tensor& k_TGd,
               const Tensor& v_TGd, const Tensor& r_THR, const Tensor& table_RE, const Tensor& lse_HT, const Tensor& D_HT,
               const Tensor& dout_THd, const Tensor& dq_THd, const Tensor& dk_TGd, const Tensor& dv_TGd,

@@ -37,7 +37,7 @@ struct CudaBackendOptions {
   // wgmma kernel, one launch for every expert, the old fp32 gradient loaded under the product and the new one
   // stored by TMA (grouped_wgrad_wg.h), or auto, each call by its shape as measured (--grouped-wgrad-kernel;
   // docs/decisions/grouped-wgrad.md). cuBLASLt by default until the kernel's present form has run its tests on a GPU.
-  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
+  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

@@ -38,7 +38,7 @@ struct CudaResources {
   // CudaBackendOptions::grouped_gemm_kernel (read by the grouped GEMMs, bf16 and FP8: grouped_gemm_wg.h).
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // CudaBackendOptions::grouped_wgrad_kernel (read by grouped_linear_backward_weight: grouped_wgrad_wg.h).
-  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
+  GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };

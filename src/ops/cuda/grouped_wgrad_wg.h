@@ -18,11 +18,12 @@
 namespace quill::cuda::grouped_wgrad {
 
 // The kernel's tile: 128 rows of dw (two warpgroups of 64) by tile_n(form) columns, 64 rows of the contraction per
-// stage. Two forms, measured against each other (docs/decisions/grouped-wgrad.md; the loser is deleted then):
-//   kN256  128 x 256 tiles, two 48 KiB operand stages beside a 128 KiB fp32 staging (the second form, measured at
-//          ~1.9 us per stage, one stage in flight while the other computes: the L2's latency, not its bandwidth);
-//   kN128  128 x 128 tiles, five 32 KiB stages beside a 64 KiB staging: the same shared memory keeps four stages
-//          (128 KiB) in flight instead of one (48 KiB), for 4/3 of the operand bytes read from L2.
+// stage. Two forms of one template, each the faster in its range (measured on an H100,
+// bench/results/2026-12-06-h100-seed-ops/, 32 experts, ms gate/up and down):
+//   kN128  128 x 128 tiles, five 32 KiB operand stages beside a 64 KiB staging: accumulating at 384 rows per expert
+//          1.748 / 0.884 (kN256 1.893 / 0.949, cuBLASLt 2.310 / 1.243);
+//   kN256  128 x 256 tiles, two 48 KiB operand stages beside a 128 KiB staging: accumulating at 768 rows 2.739 /
+//          1.389 (kN128 2.956 / 1.409, cuBLASLt 2.744 / 1.473), and every first write (384 rows 1.410 against 1.524).
 enum class Form { kN256, kN128 };
 constexpr int64_t kTileM = 128, kTileRows = 64;
 constexpr int64_t tile_n(Form form) { return form == Form::kN256 ? 256 : 128; }
@@ -30,16 +31,25 @@ constexpr Form kDefaultForm = Form::kN256;
 constexpr int64_t kTileN = tile_n(kDefaultForm);
 constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
 
-// --grouped-wgrad-kernel auto, measured (bench/results/2026-12-06-h100-grouped-wgrad-staged/, grouped_bench on an
-// H100, the kernel's second form): at a seed rank's 384 rows per expert, accumulating, the kernel took 1.89 / 0.94 ms
-// (gate/up, down) against cuBLASLt's 2.31 / 1.25; writing (a step's first micro-batch) 1.43 / 0.74 against 1.18 /
-// 0.66; at the slice's ~1,536 rows cuBLASLt was shorter both ways. So auto takes the kernel when accumulating, up to
-// kAutoMeanRows rows per expert on average (between the measured sizes, not measured itself).
+// The form for a call of P rows over E experts: the 128-wide one when accumulating up to kForm128MeanRows rows per
+// expert on average (between the measured 384 and 768), else the 256-wide one.
+constexpr int64_t kForm128MeanRows = 512;
+inline Form form_for(bool accumulate, int64_t P, int64_t E) {
+  return accumulate && P <= kForm128MeanRows * E ? Form::kN128 : Form::kN256;
+}
+
+// --grouped-wgrad-kernel auto, measured (bench/results/2026-12-06-h100-grouped-wgrad-staged/ and
+// 2026-12-06-h100-seed-ops/, grouped_bench on an H100): accumulating, the kernel beats cuBLASLt at a seed rank's 384
+// rows per expert (above) and ties it at 768; writing (a step's first micro-batch) cuBLASLt is faster (1.18 against
+// 1.41 ms gate/up at 384 rows), and at the slice's ~1,536 rows both ways. So auto takes the kernel when accumulating
+// up to kAutoMeanRows rows per expert on average; over two sources (two micro-batches' rows, which cuBLASLt needs
+// merged first: a pass over both) up to kAutoMeanRowsTwoSources, where the tie at 768 leaves the merge saved.
 constexpr int64_t kAutoMeanRows = 512;
+constexpr int64_t kAutoMeanRowsTwoSources = 1024;
 // Whether a weight gradient of P rows over E experts runs on the kernel under `choice` (the shape checks come after).
-inline bool by_wgmma(GroupedGemmKernel choice, bool accumulate, int64_t P, int64_t E) {
+inline bool by_wgmma(GroupedGemmKernel choice, bool accumulate, int64_t P, int64_t E, bool two_sources = false) {
   if (choice != GroupedGemmKernel::kAuto) return choice == GroupedGemmKernel::kWgmma;
-  return accumulate && P <= kAutoMeanRows * E;
+  return accumulate && P <= (two_sources ? kAutoMeanRowsTwoSources : kAutoMeanRows) * E;
 }
 
 // Why the kernel cannot take a call ("" when it can): not an sm_90 device, a width not a multiple of its tile,
