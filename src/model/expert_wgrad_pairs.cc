@@ -5,7 +5,6 @@
 #include "base/error.h"
 #include "model/layer_util.h"
 #include "model/param_gemm.h"
-#include "ops/convert.h"
 #include "ops/gather_rows.h"
 #include "ops/moe.h"
 
@@ -41,23 +40,8 @@ void write_pair_weight_grad(const DeviceContext& ctx, const Tensor& dy_held, con
   if (!p.fp8)
     return ops::grouped_linear_backward_weight_pair(ctx, dy_held, x_held, counts_held, dy_own, x_own, counts_own,
                                                     w.grad, w.accumulate);
-  const Tensor host_index = ops::expert_merge_index(counts_held, counts_own);
-  const int64_t N = host_index.dim(0), E = counts_own.dim(0);
-  Tensor index = host_index;
-  if (ctx.device != Device::CPU) {
-    index = new_tensor(ctx, {N}, DType::I32);
-    ops::transfer(ctx, host_index, index);
-  }
-  auto merged = [&](const Tensor& held, const Tensor& own) {
-    Tensor out = new_activation(ctx, {N, own.dim(1)});
-    ops::gather_rows_from_pair(ctx, held, own, index, out);
-    return out;
-  };
-  const Tensor dy = merged(dy_held, dy_own), x = merged(x_held, x_own);
-  Tensor counts = Tensor::empty({E}, DType::I64);
-  for (int64_t e = 0; e < E; ++e)
-    counts.data_as<int64_t>()[e] = counts_held.data_as<int64_t>()[e] + counts_own.data_as<int64_t>()[e];
-  param_grouped_backward_weight(ctx, dy, x, counts, p, w.grad, w.accumulate);
+  const ops::MergedExpertRows m = ops::merge_expert_rows(ctx, dy_held, x_held, counts_held, dy_own, x_own, counts_own);
+  param_grouped_backward_weight(ctx, m.dy, m.x, m.counts, p, w.grad, w.accumulate);
 }
 
 }  // namespace

@@ -23,6 +23,15 @@ void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& i
 // The index that merges two expert-ordered sources (counts_a_E, counts_b_E: host I64 rows per expert) into one
 // expert order, expert e's rows of a then of b, as gather_rows_from_pair reads it: host I32 [Pa + Pb].
 Tensor expert_merge_index(const Tensor& counts_a_E, const Tensor& counts_b_E);
+// Two sources' expert-ordered rows (a GEMM's dy and x of each) merged into one expert order by expert_merge_index:
+// dy [Pa + Pb, M] and x [Pa + Pb, K] on ctx's device (the index moved there on a GPU), and the summed counts (host
+// I64 [E]). The merged rows' weight-gradient GEMM is the pair's (ops::grouped_linear_backward_weight_pair).
+struct MergedExpertRows {
+  Tensor dy, x, counts;
+};
+MergedExpertRows merge_expert_rows(const DeviceContext& ctx, const Tensor& dy_a, const Tensor& x_a,
+                                   const Tensor& counts_a_E, const Tensor& dy_b, const Tensor& x_b,
+                                   const Tensor& counts_b_E);
 void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,
                            const Tensor& dst_ND);
 

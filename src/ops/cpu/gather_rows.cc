@@ -1,11 +1,12 @@
 // CPU reference of gather_rows and gather_rows_from_pair (ops/gather_rows.h): a memcpy per row, every index
-// checked.
+// checked; and the two-source expert merge (expert_merge_index, merge_expert_rows) on any device.
 #include "ops/gather_rows.h"
 
 #include <cstring>
 #include <string>
 #include <utility>
 
+#include "ops/convert.h"
 #include "ops/dispatch.h"
 #include "ops/op_table.h"
 
@@ -61,6 +62,37 @@ Tensor expert_merge_index(const Tensor& counts_a_E, const Tensor& counts_b_E) {
     for (int64_t r = 0; r < b[e]; ++r) *at++ = static_cast<int32_t>(from_b++);
   }
   return index;
+}
+
+MergedExpertRows merge_expert_rows(const DeviceContext& ctx, const Tensor& dy_a, const Tensor& x_a,
+                                   const Tensor& counts_a_E, const Tensor& dy_b, const Tensor& x_b,
+                                   const Tensor& counts_b_E) {
+  const char* op = "merge_expert_rows";
+  for (const auto& [name, t] : {std::pair{"dy_a", &dy_a}, std::pair{"x_a", &x_a}, std::pair{"dy_b", &dy_b},
+                                std::pair{"x_b", &x_b}})
+    QUILL_CHECK(t->defined() && t->ndim() == 2, "{}: {} must be 2-D, got {}", op, name,
+                t->defined() ? t->describe() : std::string("(undefined)"));
+  const Tensor host_index = expert_merge_index(counts_a_E, counts_b_E);
+  const int64_t N = host_index.dim(0), E = counts_a_E.dim(0);
+  QUILL_CHECK(N == dy_a.dim(0) + dy_b.dim(0), "{}: the counts sum to {} rows, dy_a and dy_b hold {} + {}", op, N,
+              dy_a.dim(0), dy_b.dim(0));
+  Tensor index = host_index;
+  if (ctx.device != Device::CPU) {
+    index = Tensor::empty({N}, DType::I32, *ctx.allocator);
+    transfer(ctx, host_index, index);
+  }
+  auto merged = [&](const Tensor& a, const Tensor& b) {
+    Tensor out = Tensor::empty({N, a.dim(1)}, a.dtype(), *ctx.allocator);
+    gather_rows_from_pair(ctx, a, b, index, out);
+    return out;
+  };
+  MergedExpertRows m;
+  m.dy = merged(dy_a, dy_b);
+  m.x = merged(x_a, x_b);
+  m.counts = Tensor::empty({E}, DType::I64);
+  for (int64_t e = 0; e < E; ++e)
+    m.counts.data_as<int64_t>()[e] = counts_a_E.data_as<int64_t>()[e] + counts_b_E.data_as<int64_t>()[e];
+  return m;
 }
 
 void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,

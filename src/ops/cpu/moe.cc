@@ -22,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "ops/convert.h"
 #include "ops/dispatch.h"
 #include "ops/gather_rows.h"
 
@@ -379,30 +378,9 @@ namespace quill::ops_detail {
 void merged_backward_weight_pair(const DeviceContext& ctx, const Tensor& dy_a_PM, const Tensor& x_a_PK,
                                  const Tensor& counts_a_E, const Tensor& dy_b_PM, const Tensor& x_b_PK,
                                  const Tensor& counts_b_E, const Tensor& dw_EMK, bool accumulate) {
-  const char* op = "grouped_linear_backward_weight_pair";
-  for (const auto& [name, t] : {std::pair{"dy_a_PM", &dy_a_PM}, std::pair{"x_a_PK", &x_a_PK},
-                                std::pair{"dy_b_PM", &dy_b_PM}, std::pair{"x_b_PK", &x_b_PK}})
-    QUILL_CHECK(t->defined() && t->ndim() == 2, "{}: {} must be 2-D, got {}", op, name,
-                t->defined() ? t->describe() : std::string("(undefined)"));
-  const Tensor host_index = ops::expert_merge_index(counts_a_E, counts_b_E);
-  const int64_t N = host_index.dim(0), E = counts_a_E.dim(0);
-  QUILL_CHECK(N == dy_a_PM.dim(0) + dy_b_PM.dim(0), "{}: the counts sum to {} rows, dy_a and dy_b hold {} + {}", op, N,
-              dy_a_PM.dim(0), dy_b_PM.dim(0));
-  Tensor index = host_index;
-  if (ctx.device != Device::CPU) {
-    index = Tensor::empty({N}, DType::I32, *ctx.allocator);
-    ops::transfer(ctx, host_index, index);
-  }
-  auto merged = [&](const Tensor& a, const Tensor& b) {
-    Tensor out = Tensor::empty({N, a.dim(1)}, a.dtype(), *ctx.allocator);
-    ops::gather_rows_from_pair(ctx, a, b, index, out);
-    return out;
-  };
-  const Tensor dy = merged(dy_a_PM, dy_b_PM), x = merged(x_a_PK, x_b_PK);
-  Tensor counts = Tensor::empty({E}, DType::I64);
-  for (int64_t e = 0; e < E; ++e)
-    counts.data_as<int64_t>()[e] = counts_a_E.data_as<int64_t>()[e] + counts_b_E.data_as<int64_t>()[e];
-  ops::grouped_linear_backward_weight(ctx, dy, x, counts, dw_EMK, accumulate);
+  // The index (on a GPU), then the merged dy and x, live to the GEMM's end: what the memory plan replays.
+  const ops::MergedExpertRows m = ops::merge_expert_rows(ctx, dy_a_PM, x_a_PK, counts_a_E, dy_b_PM, x_b_PK, counts_b_E);
+  ops::grouped_linear_backward_weight(ctx, m.dy, m.x, m.counts, dw_EMK, accumulate);
 }
 
 }  // namespace quill::ops_detail
