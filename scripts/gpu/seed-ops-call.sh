@@ -7,12 +7,12 @@
 #      cuBLASLt (docs/decisions/grouped-wgrad.md: the loser is deleted);
 #   3. attention_bench at a TP4 rank's 8 q / 2 kv heads and the slice's 32 / 8: the backward per kv head and per
 #      query head (ops/attention_head_split.h);
-#   4. STAGE=1 (default): the seed's last stage, --grouped-wgrad-kernel auto against cublaslt (A B), the stage's
-#      per-op profile showing the router's and the attention's new times.
+#   4. STAGE=1 (default): the seed's last stage with --moe-expert-wgrad-micro-batches 2 off and on (A B): the pairs'
+#      weight gradients read in place by the kernel (no merge pass), the per-op profile of both arms.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill attention_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/seed-ops-call.sh")
 # Back: $OUT/seed-ops.txt (the call's log), cuda_tests.log, grouped-bench-{384,768}.txt, attention-bench-*.txt,
-# $OUT/wgrad-ab.{txt,tar.gz}.
+# $OUT/pairs.{txt,tar.gz}.
 set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh
 source "$(dirname "$0")/bundle-env.sh"
@@ -40,13 +40,10 @@ done
 date -u +%T
 [ "${STAGE:-1}" = 0 ] && exit 0
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-if [ "${mib:-0}" -gt 100000 ]; then
-  stage=(CASES=last-bf16s BASE_EXTRA=)
-else
-  stage=(CASES=last-bf16h DEVICE_MEMORY=140GiB "BASE_EXTRA=--recompute-granularity selective --recompute-modules moe_act")
-fi
-env "${stage[@]}" NAME=wgrad-ab ARMS="${ARMS:-on off}" ON="--grouped-wgrad-kernel auto" KEYS=grouped_wgrad_kernel \
-  OPS='grouped_linear_backward_weight|router_gate|attention_backward' CASE_TIMEOUT="${CASE_TIMEOUT:-110}" \
+# On an 80 GB card the pairs' held rows fit the last stage only with every layer recomputed (bf16ru).
+if [ "${mib:-0}" -gt 100000 ]; then case=last-bf16s; else case=last-bf16ru; fi
+CASES=$case NAME=pairs ARMS="${ARMS:-off on}" ON='--moe-expert-wgrad-micro-batches 2' KEYS=moe_expert_wgrad_micro_batches \
+  OPS='grouped_linear_backward_weight|gather_rows_from_pair|attention_backward' CASE_TIMEOUT="${CASE_TIMEOUT:-100}" \
   bash "$(dirname "$0")/stage-ab-call.sh" 2>&1 | tail -30
 date -u +%T
 } 2>&1 | tee "$OUT/seed-ops.txt"
