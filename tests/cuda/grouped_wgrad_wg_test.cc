@@ -35,18 +35,18 @@ using test::to_host;
 const DeviceContext kCpu = DeviceContext::cpu();
 constexpr double kTolF32 = 1e-5;
 
-CudaBackend& wgmma_gpu() {
+CudaBackendOptions options_with(GroupedGemmKernel kernel) {
   CudaBackendOptions options;
-  options.grouped_wgrad_kernel = GroupedGemmKernel::kWgmma;
-  static CudaBackend backend(0, options);
+  options.grouped_wgrad_kernel = kernel;
+  return options;
+}
+CudaBackend& wgmma_gpu() {
+  static CudaBackend backend(0, options_with(GroupedGemmKernel::kWgmma));
   return backend;
 }
-
 // cuBLASLt's GEMM per expert (the default backend's choice is auto, which takes the kernel at these shapes).
 CudaBackend& cublaslt_gpu() {
-  CudaBackendOptions options;
-  options.grouped_wgrad_kernel = GroupedGemmKernel::kCublasLt;
-  static CudaBackend backend(0, options);
+  static CudaBackend backend(0, options_with(GroupedGemmKernel::kCublasLt));
   return backend;
 }
 
