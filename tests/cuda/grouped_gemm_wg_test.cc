@@ -197,6 +197,74 @@ TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
   check_fp8({384, 384}, 256, 512, 95);
 }
 
+// Pairs of CTAs (CudaBackendOptions::grouped_gemm_cluster 2: two neighbouring column blocks per cluster, the rows'
+// slices multicast to both) compute every product the single CTAs do, in the same order: the same bits, bf16 and
+// FP8, forward and input gradient, nothing written outside the outputs. Widths with an odd number of column blocks
+// run single CTAs under the option (the same bits trivially).
+CudaBackend& pairs_gpu() {
+  static CudaBackend backend(0, [] {
+    CudaBackendOptions options = options_with(GroupedGemmKernel::kWgmma);
+    options.grouped_gemm_cluster = 2;
+    return options;
+  }());
+  return backend;
+}
+
+// y [P, M] and dx [P, K] of one backend, bf16 or FP8.
+std::vector<Tensor> grouped_outputs(const DeviceContext& ctx, const Tensor& counts_E, const Tensor& xd, const Tensor& wd,
+                                    const Tensor& dyd, bool fp8) {
+  const int64_t P = xd.dim(0), E = wd.dim(0), M = wd.dim(1), K = wd.dim(2);
+  auto y = poisoned_output({P, M}, DType::BF16);
+  auto dx = poisoned_output({P, K}, DType::BF16);
+  inputs_ready();
+  if (fp8) {
+    const ops::Fp8Tensor wdq = ops::fp8_empty(ctx, {E, M, K}, ops::Fp8Tiling::kBlocks128);
+    ops::fp8_quantize(ctx, wd, wdq);
+    ops::fp8_grouped_linear_forward(ctx, xd, wdq, counts_E, y->tensor());
+    ops::fp8_grouped_linear_backward_input(ctx, dyd, wdq, counts_E, dx->tensor());
+  } else {
+    ops::grouped_linear_forward(ctx, xd, wd, counts_E, y->tensor());
+    ops::grouped_linear_backward_input(ctx, dyd, wd, counts_E, dx->tensor());
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(y->guards_intact()) << "the forward wrote outside y";
+  EXPECT_TRUE(dx->guards_intact()) << "the input gradient wrote outside dx";
+  return {to_host(y->tensor()), to_host(dx->tensor())};
+}
+
+TEST(GroupedGemmWgmma, PairsOfCtasGiveTheSameBits) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  struct Case {
+    std::vector<int64_t> counts;
+    int64_t M, K;
+  };
+  // Empty experts first, in the middle and last; partial row tiles; 2 and 4 column blocks of 256 (bf16) and 4 and 8
+  // of 128 (FP8) per expert; the seed's 384 rows; 768 columns: 3 bf16 blocks (single CTAs), 6 FP8 blocks (pairs).
+  const std::vector<Case> cases = {{{0, 100, 128, 1, 0, 200, 127, 129, 0}, 512, 256},
+                                   {{384, 384, 384, 384}, 1024, 512},
+                                   {{300, 0, 517, 211, 7}, 768, 1024}};
+  uint64_t seed = 101;
+  for (const Case& c : cases) {
+    const int64_t E = static_cast<int64_t>(c.counts.size());
+    int64_t P = 0;
+    for (int64_t n : c.counts) P += n;
+    const std::string tag = describe(c.counts, c.M, c.K);
+    SCOPED_TRACE(tag);
+    const Tensor counts_E = test::host_counts(c.counts);
+    const Tensor xd = to_device(round_bf16(test::random_tensor({P, c.K}, DType::F32, seed)), DType::BF16);
+    const Tensor wd = to_device(round_bf16(test::random_tensor({E, c.M, c.K}, DType::F32, seed + 1)), DType::BF16);
+    const Tensor dyd = to_device(round_bf16(test::random_tensor({P, c.M}, DType::F32, seed + 2)), DType::BF16);
+    seed += 10;
+    for (bool fp8 : {false, true}) {
+      const std::vector<Tensor> one = grouped_outputs(wgmma_gpu().context(), counts_E, xd, wd, dyd, fp8);
+      const std::vector<Tensor> pair = grouped_outputs(pairs_gpu().context(), counts_E, xd, wd, dyd, fp8);
+      EXPECT_TRUE(test::same_bits(one[0], pair[0])) << (fp8 ? "FP8" : "bf16") << " forward: pairs differ";
+      EXPECT_TRUE(test::same_bits(one[1], pair[1])) << (fp8 ? "FP8" : "bf16") << " input gradient: pairs differ";
+    }
+  }
+}
+
 TEST(GroupedGemmWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   QUILL_REQUIRE_GPU();
   using cuda::grouped_gemm::unsupported_reason;
