@@ -30,7 +30,7 @@ else
   CASES=last-bf16ru NAME=pairs ARMS='off on' ON='--moe-expert-wgrad-micro-batches 2' KEYS=moe_expert_wgrad_micro_batches \
     OPS='grouped_linear_backward_weight|gather_rows_from_pair|attention_backward' CASE_TIMEOUT=110 OUT=$O/pairs \
     timeout 300 bash scripts/gpu/stage-ab-call.sh | tail -30
-  OUT=$O/ncu LAUNCHES=120 timeout 170 bash scripts/gpu/ncu-attention-seed.sh | tail -50
   OUT=$O/ncu timeout 100 bash scripts/gpu/ncu-grouped-seed.sh | tail -60
+  OUT=$O/ncu LAUNCHES=120 timeout 170 bash scripts/gpu/ncu-attention-seed.sh | tail -50
 fi
 date -u +%T
