@@ -277,10 +277,6 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "per expert, as measured), cublaslt (one GEMM per expert) or wgmma (one launch for all experts); "
                   "docs/decisions/grouped-gemm-wgmma.md")
       ->check(CLI::IsMember({"auto", "cublaslt", "wgmma"}));
-  cmd->add_option("--grouped-gemm-cluster", o.grouped_gemm_cluster,
-                  "CTAs per cluster of the wgmma kernel of --grouped-gemm-kernel: 1 (default) or 2 (pairs of CTAs "
-                  "share the rows' slices by TMA multicast; the same bits); an experiment until measured")
-      ->check(CLI::IsMember({1, 2}));
   static std::string dq_order = "fixed";
   cmd->add_option("--attention-dq-order", dq_order,
                   "fixed (default: the same bits every run) or arrival (GPU only, not reproducible: the noise floor "

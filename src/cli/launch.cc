@@ -49,7 +49,6 @@ CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   options.attention_dq_arrival_order = o.attention_dq_arrival_order;
   options.grouped_gemm_kernel = o.grouped_gemm_kernel;
   options.grouped_wgrad_kernel = o.grouped_wgrad_kernel;
-  options.grouped_gemm_cluster = o.grouped_gemm_cluster;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -142,9 +141,6 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   QUILL_CHECK(o.grouped_wgrad_kernel == GroupedGemmKernel::kAuto || device == "cuda",
               "--grouped-wgrad-kernel {}: a GPU kernel choice; the CPU backend has one weight gradient (give --device cuda)",
               grouped_gemm_kernel_name(o.grouped_wgrad_kernel));
-  QUILL_CHECK(o.grouped_gemm_cluster == 1 || device == "cuda",
-              "--grouped-gemm-cluster {}: a GPU kernel choice; the CPU backend has one grouped GEMM (give --device cuda)",
-              o.grouped_gemm_cluster);
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;

@@ -138,9 +138,6 @@ struct TrainOptions {
   // --grouped-gemm-kernel: the routed experts' forward and input-gradient GEMMs on the GPU by cuBLASLt, by quill's
   // wgmma kernel, or auto (by each call's shape, as measured); CudaBackendOptions::grouped_gemm_kernel.
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // --grouped-gemm-cluster: CTAs per cluster of that wgmma kernel, 1 or 2 (pairs multicasting the rows' slices to
-  // both); CudaBackendOptions::grouped_gemm_cluster. An experiment until measured; the same bits either way.
-  int grouped_gemm_cluster = 1;
   // --grouped-wgrad-kernel: the routed experts' weight gradient on the GPU by cuBLASLt, by quill's wgmma kernel, or
   // auto (by each call's shape, as measured; the default); CudaBackendOptions::grouped_wgrad_kernel.
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;

@@ -208,8 +208,7 @@ TEST(TrainFailures, GpuOnlyKernelChoicesAreRefusedOnTheCpu) {
            {"--attention-dq-order arrival", "--attention-dq-order arrival: the CPU backend's sums have one order"},
            {"--grouped-gemm-kernel wgmma", "--grouped-gemm-kernel wgmma: a GPU kernel"},
            {"--grouped-wgrad-kernel wgmma", "--grouped-wgrad-kernel wgmma: a GPU kernel"},
-           {"--grouped-wgrad-kernel cublaslt", "--grouped-wgrad-kernel cublaslt: a GPU kernel"},
-           {"--grouped-gemm-cluster 2", "--grouped-gemm-cluster 2: a GPU kernel"}}) {
+           {"--grouped-wgrad-kernel cublaslt", "--grouped-wgrad-kernel cublaslt: a GPU kernel"}}) {
     const std::string out = temp("gpu-only");
     const CommandResult r = quill(train_flags(2) + " " + flag + " --out " + out);
     EXPECT_EQ(r.status, 1) << flag;
