@@ -209,51 +209,6 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < ha.size(); ++i) num += double(ha[i] - hb[i]) * (ha[i] - hb[i]), den += double(hb[i]) * hb[i];
     std::printf("gate/up dw, wgmma 128 wide against cuBLASLt: relative L2 %.3g\n", den > 0 ? std::sqrt(num / den) : 0.0);
   }
-  // The forward and input-gradient kernels with pairs of CTAs (CudaBackendOptions::grouped_gemm_cluster 2: two
-  // neighbouring column blocks of the same rows per cluster, the rows' slices multicast to both), bf16 and FP8, and
-  // whether they give the single CTAs' bits (relative L2 against them: 0 expected).
-  {
-    CudaBackendOptions one_options, pair_options;
-    one_options.grouped_gemm_kernel = pair_options.grouped_gemm_kernel = GroupedGemmKernel::kWgmma;
-    pair_options.grouped_gemm_cluster = 2;
-    CudaBackend one_backend(0, one_options), pair_backend(0, pair_options);
-    const DeviceContext one = one_backend.context(), pair = pair_backend.context();
-    const cudaStream_t ps = stream_of(pair);
-    auto pm = [&](const char* name, double flops, const std::function<void()>& call) {
-      report(name, median_ms(ps, call, 7, 1), flops, host_issue_ms(ps, call));
-    };
-    pm("forward gate/up (wgmma pairs)", f13, [&] { ops::grouped_linear_forward(pair, x, w13, counts_host, y13); });
-    pm("forward down (wgmma pairs)", f2, [&] { ops::grouped_linear_forward(pair, h, w2, counts_host, y2); });
-    pm("backward input down (wgmma pairs)", f2, [&] { ops::grouped_linear_backward_input(pair, dy, w2, counts_host, dh); });
-    pm("backward input gate/up (wgmma pairs)", f13,
-       [&] { ops::grouped_linear_backward_input(pair, dg, w13, counts_host, dx); });
-    const ops::Fp8Tensor q13 = ops::fp8_empty(pair, {E, 2 * F, D}, ops::Fp8Tiling::kBlocks128);
-    const ops::Fp8Tensor q2 = ops::fp8_empty(pair, {E, D, F}, ops::Fp8Tiling::kBlocks128);
-    ops::fp8_quantize(pair, w13, q13);
-    ops::fp8_quantize(pair, w2, q2);
-    pm("fp8 forward gate/up (wgmma pairs)", f13, [&] { ops::fp8_grouped_linear_forward(pair, x, q13, counts_host, y13); });
-    pm("fp8 forward down (wgmma pairs)", f2, [&] { ops::fp8_grouped_linear_forward(pair, h, q2, counts_host, y2); });
-    pm("fp8 backward input down (wgmma pairs)", f2,
-       [&] { ops::fp8_grouped_linear_backward_input(pair, dy, q2, counts_host, dh); });
-    pm("fp8 backward input gate/up (wgmma pairs)", f13,
-       [&] { ops::fp8_grouped_linear_backward_input(pair, dg, q13, counts_host, dx); });
-    auto same = [&](const char* name, const std::function<void(const DeviceContext&, Tensor&)>& op) {
-      Tensor a = Tensor::empty({P, 2 * F}, DType::BF16, *ctx.allocator), b = Tensor::empty({P, 2 * F}, DType::BF16, *ctx.allocator);
-      op(one, a);
-      op(pair, b);
-      cudaDeviceSynchronize();
-      std::vector<uint16_t> ha(a.numel()), hb(b.numel());
-      cudaMemcpy(ha.data(), a.data(), ha.size() * 2, cudaMemcpyDeviceToHost);
-      cudaMemcpy(hb.data(), b.data(), hb.size() * 2, cudaMemcpyDeviceToHost);
-      size_t differ = 0;
-      for (size_t i = 0; i < ha.size(); ++i) differ += ha[i] != hb[i];
-      std::printf("%s, pairs against single CTAs: %zu of %zu values differ\n", name, differ, ha.size());
-    };
-    same("forward gate/up", [&](const DeviceContext& c, Tensor& out) { ops::grouped_linear_forward(c, x, w13, counts_host, out); });
-    same("fp8 forward gate/up", [&](const DeviceContext& c, Tensor& out) {
-      ops::fp8_grouped_linear_forward(c, x, q13, counts_host, out);
-    });
-  }
   // Each expert alone, backward input of the down projection (the slowest grouped op in the gb1 profile).
   std::printf("per expert, backward input down: rows ms TFLOP/s\n");
   for (int64_t e = 0, row = 0; e < E; row += counts[e], ++e) {

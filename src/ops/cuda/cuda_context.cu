@@ -101,9 +101,6 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   resources_->attention_dq_arrival_order = options.attention_dq_arrival_order;
   resources_->grouped_gemm_kernel = options.grouped_gemm_kernel;
   resources_->grouped_wgrad_kernel = options.grouped_wgrad_kernel;
-  QUILL_CHECK(options.grouped_gemm_cluster == 1 || options.grouped_gemm_cluster == 2,
-              "CudaBackendOptions::grouped_gemm_cluster must be 1 or 2, got {}", options.grouped_gemm_cluster);
-  resources_->grouped_gemm_cluster = options.grouped_gemm_cluster;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   // A forced kernel that cannot run here would fall back call by call without a word: refuse it once, up front.
   QUILL_CHECK(options.grouped_gemm_kernel != GroupedGemmKernel::kWgmma || cuda::attn_wg::device_supported(),

@@ -33,10 +33,6 @@ struct CudaBackendOptions {
   // forms): cuBLASLt, one GEMM per expert, quill's wgmma kernel, one launch for every expert (grouped_gemm_wg.h), or
   // auto (the default), each call by its shape as measured (--grouped-gemm-kernel; docs/decisions/grouped-gemm-wgmma.md).
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // CTAs per cluster of those wgmma kernels (grouped_gemm_pipeline.cuh, ClusterPair): 1, each CTA loads its own
-  // operands; 2, the two CTAs of a cluster compute neighbouring column blocks of the same rows and multicast the
-  // rows' slices to both. An experiment until measured (grouped_bench's arms); the loser is deleted.
-  int grouped_gemm_cluster = 1;
   // The routed experts' weight gradient (grouped_linear_backward_weight): cuBLASLt, one GEMM per expert, quill's
   // wgmma kernel, one launch for every expert, the old fp32 gradient loaded under the product and the new one
   // stored by TMA (grouped_wgrad_wg.h), or auto, each call by its shape as measured (--grouped-wgrad-kernel;

@@ -79,13 +79,8 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
-// Unit u of the schedule: a tile, or with pairs of CTAs the pair's 128 x 256 tile, of which CTA `rank` takes the
-// columns 128 rank ..
-template <int kCtas>
-__device__ __forceinline__ Tile tile_of(const Params& p, int u, uint32_t rank) {
-  Tile x = tile_at(p.src, p.tile_offset, p.E, kRows, kCtas * kCols, u);
-  x.n0 += static_cast<int>(rank) * kCols;
-  return x;
+__device__ __forceinline__ Tile tile_of(const Params& p, int t) {
+  return tile_at(p.src, p.tile_offset, p.E, kRows, kCols, t);
 }
 
 // The stage's row factors: min(128, padded rows - m0) of them (a multiple of 16: padded rows and m0 are).
@@ -93,26 +88,24 @@ __device__ __forceinline__ uint32_t scale_bytes(const Params& p, const Tile& x) 
   return static_cast<uint32_t>(min(kRows, p.dst[x.e + 1] - p.dst[x.e] - x.m0)) * 4u;
 }
 
-template <int kCtas>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const StageBarriers bars{base + kSmemBarriers, kStages};
-  const ClusterPair<kCtas> cluster = ClusterPair<kCtas>::here();
   auto codes = [&](int s) { return base + s * kCodeBytes; };
   auto scales = [&](int s) { return base + kSmemScales + s * kScaleBytes; };
 
-  if (tid == 0) bars.init(kCtas * kConsumerThreads / 32);
-  cluster.start();
+  if (tid == 0) bars.init(kConsumerThreads / 32);
+  __syncthreads();
 
   if (warp == kConsumerThreads / 32) {  // the producer warp
     if (lane == 0) {
       tma_prefetch_descriptor(&p.a_map);
       tma_prefetch_descriptor(&p.w_map);
       int it = 0;
-      for (int u = cluster.first; u < p.total; u += cluster.stride) {
-        const Tile x = tile_of<kCtas>(p, u, cluster.rank);
+      for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
+        const Tile x = tile_of(p, t);
         const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
         const uint32_t sbytes = scale_bytes(p, x);
         const float* srow = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e] + x.m0;
@@ -124,24 +117,21 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
           const int k0 = kt * static_cast<int>(kFp8TileK);
 #pragma unroll
           for (int j = 0; j < kBoxes; ++j) {
-            // A's box j: by this CTA, or with pairs by CTA j % 2 for both (the full barrier counts both halves).
-            if (kCtas == 1 || j % kCtas == static_cast<int>(cluster.rank))
-              cluster.load_shared_box(codes(s) + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j);
+            tma_load_3d(codes(s) + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j, 0);
             tma_load_3d(codes(s) + (kBoxes + j) * kBoxBytes, &p.w_map, full, k0, x.e * p.N + x.n0 + 64 * j, 0);
           }
           bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
         }
       }
     }
-    cluster.finish();
     return;
   }
 
   const int w = warp / 4, g = lane >> 2, cq = lane & 3;
   const int r0 = 64 * w + 16 * (warp % 4) + g;  // this thread's rows of the tile: r0 and r0 + 8
   int it = 0;
-  for (int u = cluster.first; u < p.total; u += cluster.stride) {
-    const Tile x = tile_of<kCtas>(p, u, cluster.rank);
+  for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
+    const Tile x = tile_of(p, t);
     const float* wsc = p.w_scale + (static_cast<size_t>(x.e) * p.n_tiles + x.n0 / kCols) * p.w_ld;
     float acc[64], prod[64];
 #pragma unroll
@@ -163,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
       const float f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;  // (rows past the copied factors: never stored)
       __syncwarp();
-      if (lane == 0) cluster.release(bars.empty(s));
+      if (lane == 0) mbar_arrive(bars.empty(s));
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         acc[4 * j] = fmaf(prod[4 * j], f0, acc[4 * j]);
@@ -182,7 +172,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       for (int j = 0; j < 16; ++j) out[4 * j] = pack_bf16(acc[4 * j + 2 * sel], acc[4 * j + 2 * sel + 1]);
     }
   }
-  cluster.finish();
 }
 
 }  // namespace
@@ -222,18 +211,13 @@ void fp8_forward(const DeviceContext& ctx, const uint8_t* a_codes, const float* 
     p.dst[e] = groups.dst[e];
   }
   p.dst[E] = groups.dst[E];
-  // Pairs of CTAs (CudaBackendOptions::grouped_gemm_cluster) take two neighbouring column blocks each: an even count.
-  const int ctas = ctx.cuda->grouped_gemm_cluster == 2 && p.n_tiles % 2 == 0 ? 2 : 1;
-  const int64_t units = fill_schedule(counts, E, p.n_tiles / ctas, kRows, p.src, p.tile_offset);
-  if (units == 0) return;
-  p.total = static_cast<int>(units);
-  if (ctas == 2) {
-    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<2>), kSmemBytes);
-    launch_persistent(op, grouped_gemm_fp8_kernel<2>, 2, kThreads, kSmemBytes, units, stream_of(ctx), p);
-  } else {
-    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<1>), kSmemBytes);
-    launch_persistent(op, grouped_gemm_fp8_kernel<1>, 1, kThreads, kSmemBytes, units, stream_of(ctx), p);
-  }
+  const int64_t tiles = fill_schedule(counts, E, p.n_tiles, kRows, p.src, p.tile_offset);
+  if (tiles == 0) return;
+  p.total = static_cast<int>(tiles);
+  attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel), kSmemBytes);
+  const unsigned grid = persistent_ctas(tiles);
+  grouped_gemm_fp8_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  QUILL_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace quill::cuda::grouped_gemm

@@ -59,25 +59,16 @@ struct Params {
   int tile_offset[kMaxExperts + 1];  // expert e's tiles: [tile_offset[e], tile_offset[e + 1])
 };
 
-// Unit u of the schedule: a tile, or with pairs of CTAs the pair's 128 x 512 tile, of which CTA `rank` takes the
-// columns 256 rank ..
-template <int kCtas>
-__device__ __forceinline__ Tile tile_of(const Params& p, int u, uint32_t rank) {
-  Tile x = tile_at(p.row_offset, p.tile_offset, p.E, static_cast<int>(kTileRows), kCtas * static_cast<int>(kTileCols), u);
-  x.n0 += static_cast<int>(rank) * static_cast<int>(kTileCols);
-  return x;
+__device__ __forceinline__ Tile tile_of(const Params& p, int t) {
+  return tile_at(p.row_offset, p.tile_offset, p.E, static_cast<int>(kTileRows), static_cast<int>(kTileCols), t);
 }
 
-template <int kTransB, int kCtas>
-__device__ __forceinline__ void load_stage(const Params& p, const ClusterPair<kCtas>& cluster, uint32_t smem,
-                                           uint32_t bar, const Tile& x, int kt) {
+template <int kTransB>
+__device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int k0 = kt * static_cast<int>(kTileK);
-  // A's box j: by this CTA, or with pairs by CTA j % 2 for both (the full barrier counts both halves).
 #pragma unroll
-  for (int j = 0; j < kABoxes; ++j)
-    if (kCtas == 1 || j % kCtas == static_cast<int>(cluster.rank))
-      cluster.load_shared_box(smem + j * kBoxBytes, &p.a_map, bar, k0, x.row0 + x.m0 + 64 * j);
+  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, &p.a_map, bar, k0, x.row0 + x.m0 + 64 * j, 0);
 #pragma unroll
   for (int j = 0; j < kBBoxes; ++j) {
     const uint32_t dst = smem + kStageABytes + j * kBoxBytes;
@@ -88,38 +79,36 @@ __device__ __forceinline__ void load_stage(const Params& p, const ClusterPair<kC
   }
 }
 
-template <int kTransB, int kCtas>
+template <int kTransB>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const StageBarriers bars{base + kSmemBarriers, kStages};
-  const ClusterPair<kCtas> cluster = ClusterPair<kCtas>::here();
   auto stage = [&](int s) { return base + s * kStageBytes; };
-  if (tid == 0) bars.init(kCtas * kConsumerThreads / 32);
-  cluster.start();
+  if (tid == 0) bars.init(kConsumerThreads / 32);
+  __syncthreads();
 
   if (warp == kConsumerThreads / 32) {  // the producer warp
     if (lane == 0) {
       tma_prefetch_descriptor(&p.a_map);
       tma_prefetch_descriptor(&p.w_map);
       int it = 0;
-      for (int u = cluster.first; u < p.total; u += cluster.stride) {
-        const Tile x = tile_of<kCtas>(p, u, cluster.rank);
+      for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
+        const Tile x = tile_of(p, t);
         for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
           bars.wait_free(it);
-          load_stage<kTransB>(p, cluster, stage(it % kStages), bars.full(it % kStages), x, kt);
+          load_stage<kTransB>(p, stage(it % kStages), bars.full(it % kStages), x, kt);
         }
       }
     }
-    cluster.finish();
     return;
   }
 
   const int w = warp / 4, g = lane >> 2, cq = lane & 3;
   int it = 0;
-  for (int u = cluster.first; u < p.total; u += cluster.stride) {
-    const Tile x = tile_of<kCtas>(p, u, cluster.rank);
+  for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
+    const Tile x = tile_of(p, t);
     float acc[128];
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
@@ -137,11 +126,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
       wgmma_commit();
       wgmma_wait<1>();  // the previous stage's products are done: release it
       fence_regs(acc);
-      if (kt > 0 && lane == 0) cluster.release(bars.empty((it + kStages - 1) % kStages));
+      if (kt > 0 && lane == 0) mbar_arrive(bars.empty((it + kStages - 1) % kStages));
     }
     wgmma_wait<0>();
     fence_regs(acc);
-    if (lane == 0) cluster.release(bars.empty((it + kStages - 1) % kStages));
+    if (lane == 0) mbar_arrive(bars.empty((it + kStages - 1) % kStages));
     // Accumulator 4 j + 2 sel (+1) is row 64 w + 16 (warp % 4) + g + 8 sel of the tile, columns 8 j + 2 cq (+1).
 #pragma unroll
     for (int sel = 0; sel < 2; ++sel) {
@@ -152,13 +141,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_kernel(const __grid_
       for (int j = 0; j < 32; ++j) out[4 * j] = pack_bf16(acc[4 * j + 2 * sel], acc[4 * j + 2 * sel + 1]);
     }
   }
-  cluster.finish();
-}
-
-template <int kTransB, int kCtas>
-void launch(const char* op, const DeviceContext& ctx, int64_t units, const Params& p) {
-  attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_kernel<kTransB, kCtas>), kSmemBytes);
-  launch_persistent(op, grouped_gemm_kernel<kTransB, kCtas>, kCtas, kThreads, kSmemBytes, units, stream_of(ctx), p);
 }
 
 template <int kTransB>
@@ -174,19 +156,25 @@ void run(const char* op, const DeviceContext& ctx, const void* a, const void* w,
   p.y = static_cast<__nv_bfloat16*>(y);
   p.N = static_cast<int>(N), p.C = static_cast<int>(C), p.E = static_cast<int>(E);
   p.k_tiles = static_cast<int>(C / kTileK), p.n_tiles = static_cast<int>(N / kTileCols);
-  // Pairs of CTAs (CudaBackendOptions::grouped_gemm_cluster) take two neighbouring column blocks each: an even count.
-  const int ctas = ctx.cuda->grouped_gemm_cluster == 2 && p.n_tiles % 2 == 0 ? 2 : 1;
-  const int64_t units =
-      fill_schedule(counts, E, p.n_tiles / ctas, static_cast<int>(kTileRows), p.row_offset, p.tile_offset);
+  const int64_t tiles = fill_schedule(counts, E, p.n_tiles, static_cast<int>(kTileRows), p.row_offset, p.tile_offset);
   const int64_t row = p.row_offset[E];
   QUILL_CHECK(row == P, "{} (wgmma): the counts sum to {}, not the {} rows", op, row, P);
-  if (units == 0) return;
-  p.total = static_cast<int>(units);
-  if (ctas == 2) launch<kTransB, 2>(op, ctx, units, p);
-  else launch<kTransB, 1>(op, ctx, units, p);
+  if (tiles == 0) return;
+  p.total = static_cast<int>(tiles);
+  attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_kernel<kTransB>), kSmemBytes);
+  const unsigned grid = persistent_ctas(tiles);
+  grouped_gemm_kernel<kTransB><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  QUILL_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
+
+unsigned persistent_ctas(int64_t tiles) {
+  int dev = 0, sms = 0;
+  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
+  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+}
 
 std::string unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a, const void* w, const void* y) {
   if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";

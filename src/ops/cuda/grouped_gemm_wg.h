@@ -40,6 +40,9 @@ inline bool by_wgmma(GroupedGemmKernel choice, bool fp8, int64_t P, int64_t E) {
   return fp8 || P <= kAutoMeanRows * E;
 }
 
+// The grid of a persistent launch over `tiles` tiles: one CTA per multiprocessor, fewer for fewer tiles.
+unsigned persistent_ctas(int64_t tiles);
+
 // Why the kernel cannot run this problem here ("" if it can): not an sm_90 device, N not a multiple of
 // kTileCols, C not a multiple of kTileK, more than kMaxExperts experts, an operand not 16-byte aligned.
 std::string unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a, const void* w, const void* y);
