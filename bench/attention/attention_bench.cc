@@ -117,6 +117,12 @@ int run(int argc, char** argv) {
     const double n = pairs(T, layer.window) * static_cast<double>(H);
     std::printf("%-40s T=%lld  forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n", layer.name,
                 static_cast<long long>(T), fwd, 4.0 * n * d / fwd / 1e9, bwd, 10.0 * n * d / bwd / 1e9);
+    // The table frozen (Miles's default; the model passes no dtable): the table's gradient GEMM left out.
+    const double frozen = median_ms(stream, [&] {
+      ops::attention_backward(ctx, q, k, v, r, table, p, out, lse, dout, dq, dk, dv, dr, Tensor());
+    });
+    std::printf("%-40s T=%lld  backward, table frozen %8.3f ms %7.1f TFLOP/s\n", layer.name, static_cast<long long>(T),
+                frozen, 10.0 * n * d / frozen / 1e9);
     if (!wgmma_rows || !cuda::attn_wg::device_supported()) continue;
     std::fflush(stdout);
     if (wgmma_forward_rows) {

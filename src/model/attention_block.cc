@@ -120,7 +120,8 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   ops::attention_backward(ctx, s.qn_TX.reshape({T, H_, d_}), s.kn_TY.reshape({T, G_, d_}), s.v1_TY.reshape({T, G_, d_}),
                           s.r_TZ.reshape({T, H_, R_}), table_->compute, attn_, s.o_TX.reshape({T, H_, d_}), s.lse_HT,
                           do_TX.reshape({T, H_, d_}), dqn.reshape({T, H_, d_}), dkn.reshape({T, G_, d_}),
-                          dv1.reshape({T, G_, d_}), dr.reshape({T, H_, R_}), grad_target(ctx, *table_));
+                          dv1.reshape({T, G_, d_}), dr.reshape({T, H_, R_}),
+                          table_->grad.defined() ? grad_target(ctx, *table_) : Tensor());  // frozen: not computed
 
   Tensor dq = new_activation(ctx, {T, H_ * d_}), dk1 = new_activation(ctx, {T, G_ * d_});
   ops::rmsnorm_backward(ctx, s.q_TX.reshape({T * H_, d_}), q_norm_->compute, s.rstd_q, dqn.reshape({T * H_, d_}),

@@ -12,7 +12,9 @@
 //   allowed(t, s)  = s <= t and (window == 0 or t - s < window)
 //   out[t, h]      = sum_s softmax_s(score over allowed s) * v[s, h/(H/G)]
 //
-// Backward: dq, dk, dv, dr overwritten; dtable accumulated.
+// Backward: dq, dk, dv, dr overwritten; dtable accumulated, or not computed when dtable_RE is undefined (the
+// table frozen, as Miles trains it: the GPU's dtable is a GEMM over every query's bias-row gradient, ~0.1 ms of a
+// local layer's backward at a seed rank).
 #pragma once
 
 #include "ops/device_context.h"

@@ -7,6 +7,7 @@
 // Legend: T positions, H query heads, G kv heads, d head dim, R bias rank, E bias extent.
 #include "ops/attention.h"
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -153,6 +154,43 @@ TEST_P(CudaAttentionTest, BackwardMatchesCpu) {
   expect_close(c.name + " dtable increment", increment, dtable_ref, 1e-3);
   for (auto* g : {dq.get(), dk.get(), dv.get(), dr.get(), dtable.get()})
     EXPECT_TRUE(g->guards_intact()) << c.name << ": a gradient was written outside its bounds";
+}
+
+// A frozen table (Miles's default: the model passes no dtable) leaves dq, dk, dv and dr the same bits as with the
+// table's gradient, on every path: the CUDA-core kernels (d 64), the tensor-core kernels (a local layer) and, on
+// sm_90, the wgmma kernels (a global layer).
+TEST(CudaAttention, AFrozenTableLeavesTheOtherGradientsAsTheyAre) {
+  QUILL_REQUIRE_GPU();
+  for (const Case& c : {Case{"d64_T300_window5_E7", 300, 4, 2, 64, 3, 7, 5},
+                        Case{"realistic_local_T1024", 1024, 8, 2, 128, 16, 512, 512},
+                        Case{"realistic_global_T1024_log_scaling", 1024, 8, 2, 128, 16, 1024, 0, true, 300.0}}) {
+    SCOPED_TRACE(c.name);
+    const AttentionParams p = params_of(c);
+    const Host in = make_inputs(c, 3000);
+    const OnGpu dev = upload(in);
+    const Tensor out = to_device(Tensor::zeros({c.T, c.H, c.d}, DType::F32), DType::BF16);
+    const Tensor lse = to_device(Tensor::zeros({c.H, c.T}, DType::F32), DType::F32);
+    const Tensor dout = to_device(round_bf16(random_tensor({c.T, c.H, c.d}, DType::F32, 3099)), DType::BF16);
+    test::inputs_ready();
+    ops::attention_forward(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse);
+    std::vector<Tensor> got[2];
+    for (int frozen = 0; frozen < 2; ++frozen) {
+      auto dq = poisoned_output({c.T, c.H, c.d}, DType::BF16);
+      auto dk = poisoned_output({c.T, c.G, c.d}, DType::BF16);
+      auto dv = poisoned_output({c.T, c.G, c.d}, DType::BF16);
+      auto dr = poisoned_output({c.T, c.H, c.R}, DType::BF16);
+      const Tensor dtable = frozen ? Tensor() : to_device(Tensor::zeros({c.R, c.E}, DType::F32), DType::F32);
+      test::inputs_ready();
+      ops::attention_backward(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, dout, dq->tensor(),
+                              dk->tensor(), dv->tensor(), dr->tensor(), dtable);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      for (auto* g : {dq.get(), dk.get(), dv.get(), dr.get()}) {
+        EXPECT_TRUE(g->guards_intact()) << "a gradient was written outside its bounds";
+        got[frozen].push_back(test::to_host(g->tensor()));
+      }
+    }
+    for (size_t i = 0; i < got[0].size(); ++i) EXPECT_TRUE(test::same_bits(got[0][i], got[1][i])) << "gradient " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(CudaAttention, CudaAttentionTest, ::testing::ValuesIn(cases()),

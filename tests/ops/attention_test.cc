@@ -309,6 +309,24 @@ TEST(AttentionTest, DtableAccumulates) {
   EXPECT_EQ(test::max_abs_diff(g.dr, fresh.dr), 0.0);
 }
 
+// A frozen table (Miles's default) passes no dtable: the other gradients are the same bits, and nothing is written
+// for the table.
+TEST(AttentionTest, NoDtableLeavesTheOtherGradientsAsTheyAre) {
+  Config c{"frozen", 11, 4, 2, 6, 3, 5, make_params(4)};
+  Inputs in = make_inputs(c, DType::F64, 710);
+  Tensor probe = random_tensor({c.T, c.H, c.d}, DType::F64, 711);
+  Outputs o = forward(c, in);
+  Grads with = backward(c, in, o, probe);
+  Grads without = backward(c, in, o, probe);
+  ops::attention_backward(DeviceContext::cpu(), in.q, in.k, in.v, in.r, in.table, c.params, o.out, o.lse, probe,
+                          without.dq, without.dk, without.dv, without.dr, Tensor());
+  // (max_abs_diff is exactly 0 only when every value is the same double)
+  EXPECT_EQ(test::max_abs_diff(with.dq, without.dq), 0.0);
+  EXPECT_EQ(test::max_abs_diff(with.dk, without.dk), 0.0);
+  EXPECT_EQ(test::max_abs_diff(with.dv, without.dv), 0.0);
+  EXPECT_EQ(test::max_abs_diff(with.dr, without.dr), 0.0);
+}
+
 TEST(AttentionTest, RejectsBadInputs) {
   const DeviceContext cpu = DeviceContext::cpu();
   Config c{"bad", 5, 4, 2, 6, 3, 4, make_params(0)};

@@ -18,7 +18,8 @@
 //   dv[s, g] += P * dout[t, h]
 //   dq[t, h] += tau * scale * dS * k[s, g],  dk[s, g] += tau * scale * dS * q[t, h]
 //   dr[t, h, i] += tau * dS * table[i, t - s],  dtable[i, t - s] += tau * dS * r[t, h, i]   (t - s < E)
-// dq, dk, dv, dr are overwritten; dtable is accumulated (the caller zeroes it once per step).
+// dq, dk, dv, dr are overwritten; dtable is accumulated (the caller zeroes it once per step), or left out when
+// the caller passes none (a frozen table).
 //
 // Only keys inside the window are visited, so a local layer costs O(T * window), a global one
 // O(T^2 / 2). Arithmetic runs in the element type; tau is computed in double and rounded once.
@@ -182,10 +183,9 @@ void backward_impl(const Dims& n, const AttentionParams& p, const T* q, const T*
           dk_s[c] += dqk * q_t[c];
         }
         if (dist < n.E) {
-          for (int64_t i = 0; i < n.R; ++i) {
-            dr_t[i] += dz * table[i * n.E + dist];
-            dtable[i * n.E + dist] += dz * r_t[i];
-          }
+          for (int64_t i = 0; i < n.R; ++i) dr_t[i] += dz * table[i * n.E + dist];
+          if (dtable != nullptr)
+            for (int64_t i = 0; i < n.R; ++i) dtable[i * n.E + dist] += dz * r_t[i];
         }
       }
     }
@@ -225,12 +225,12 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
   check_result(op, "dk_TGd", dk_TGd, {n.T, n.G, n.d}, dt);
   check_result(op, "dv_TGd", dv_TGd, {n.T, n.G, n.d}, dt);
   check_result(op, "dr_THR", dr_THR, {n.T, n.H, n.R}, dt);
-  check_result(op, "dtable_RE", dtable_RE, {n.R, n.E}, dt);
+  if (dtable_RE.defined()) check_result(op, "dtable_RE", dtable_RE, {n.R, n.E}, dt);
   ops_detail::dispatch_float(op, q_THd, [&]<typename T>() {
     backward_impl<T>(n, params, q_THd.data_as<T>(), k_TGd.data_as<T>(), v_TGd.data_as<T>(), r_THR.data_as<T>(),
                      table_RE.data_as<T>(), out_THd.data_as<T>(), lse_HT.data_as<T>(), dout_THd.data_as<T>(),
                      dq_THd.data_as<T>(), dk_TGd.data_as<T>(), dv_TGd.data_as<T>(), dr_THR.data_as<T>(),
-                     dtable_RE.data_as<T>());
+                     dtable_RE.defined() ? dtable_RE.data_as<T>() : nullptr);
   });
 }
 

@@ -322,7 +322,7 @@ Problem check_backward(const char* op, const Tensor& q_THd, const Tensor& k_TGd,
   require_device(op, "dk_TGd", dk_TGd, {p.T, p.G, p.d}, DType::BF16);
   require_device(op, "dv_TGd", dv_TGd, {p.T, p.G, p.d}, DType::BF16);
   require_device(op, "dr_THR", dr_THR, {p.T, p.H, p.R}, DType::BF16);
-  require_device(op, "dtable_RE", dtable_RE, {p.R, p.E}, DType::F32);
+  if (dtable_RE.defined()) require_device(op, "dtable_RE", dtable_RE, {p.R, p.E}, DType::F32);  // else not wanted
   return p;
 }
 

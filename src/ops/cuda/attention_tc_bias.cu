@@ -67,7 +67,8 @@ void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const 
   Tensor dr32 = Tensor::empty({n_rows, p.R}, DType::F32, *ctx.allocator);
   linear_forward(ctx, drb, table_RE, dr32);
   convert(ctx, dr32, dr_THR.reshape({n_rows, p.R}));
-  linear_backward_weight(ctx, r_rows_f32(ctx, p, r_THR), drb, dtable_RE, true);
+  // A frozen table's gradient is not wanted (ops/attention.h): no r rows in fp32, no GEMM over every query.
+  if (dtable_RE.defined()) linear_backward_weight(ctx, r_rows_f32(ctx, p, r_THR), drb, dtable_RE, true);
 }
 
 }  // namespace quill::cuda::attn_tc
