@@ -2,7 +2,8 @@
 // 4,096 outputs after the gate/up split of docs/decisions/gate-up-layout.md) on given per-expert
 // token counts: the grouped ops as the model calls them, and each expert's GEMM alone, so that a
 // slow group size shows up. Not a test: a kernel-iteration tool for the GPU machine.
-// Usage: grouped_bench COUNTS...   (32 non-negative integers; default: a measured step of the slice)
+// Usage: grouped_bench [--no-fp8] COUNTS...   (32 non-negative integers; default: a measured step of the slice;
+// --no-fp8 leaves the FP8 arms out, so that a new FP8 kernel that fails cannot cost the other arms their figures)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -57,10 +58,13 @@ int main(int argc, char** argv) {
   // Layer 1 of the slice, step 4 of the gb1 run of bench/results/2026-11-30-slice-v3.
   std::vector<int64_t> counts = {1529, 576, 1804, 1170, 3136, 803, 3053, 1352, 2043, 1168, 879, 758, 1062, 1647, 963, 1790,
                                  1221, 1480, 856, 1120, 979, 2369, 558, 2589, 911, 3062, 1302, 2941, 1825, 1972, 934, 1300};
-  if (argc > 1) {
-    counts.clear();
-    for (int i = 1; i < argc; ++i) counts.push_back(std::atoll(argv[i]));
+  bool fp8_arms = true;
+  std::vector<int64_t> given;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--no-fp8") fp8_arms = false;
+    else given.push_back(std::atoll(argv[i]));
   }
+  if (!given.empty()) counts = given;
   const int64_t E = static_cast<int64_t>(counts.size()), D = 4096, F = 2048;
   int64_t P = 0;
   for (int64_t c : counts) P += c;
@@ -136,6 +140,7 @@ int main(int argc, char** argv) {
     // FP8 (--fp8-format e4m3 --fp8-recipe blockwise): the weights quantised once per backend, the activations inside
     // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel.
     for (const DeviceContext* c : {&ctx, &wg}) {
+      if (!fp8_arms) break;
       const bool by_wgmma = c == &wg;
       const ops::Fp8Tensor q13 = ops::fp8_empty(*c, {E, 2 * F, D}, ops::Fp8Tiling::kBlocks128);
       const ops::Fp8Tensor q2 = ops::fp8_empty(*c, {E, D, F}, ops::Fp8Tiling::kBlocks128);
