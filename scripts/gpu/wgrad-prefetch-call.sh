@@ -10,8 +10,8 @@
 #   4. the seed's last stage (last-bf16h on 80 GB, last-bf16s on an H200), one arm, step 3 profiled: the attention
 #      backward without the table's gradient against the last measured (82.8 ms per step, 124.3 ms per micro-batch)
 #   5. the FP8 grouped kernel's tests (Fp8Cuda.*, GroupedGemmWgmma.Fp8*), apart so that a failure there costs the rest
-#      nothing; if they pass, grouped_bench's FP8 arms at 384 rows (SLICE_FP8=1: and at the slice's counts; the kernel's last
-#      figures, quill 36cc9ee: 0.565 / 0.319 / 0.351 / 0.569 ms and 2.192 / 1.317 / 1.441 / 2.332)
+#      nothing; if they pass, grouped_bench's FP8 arms at 384 rows (SLICE_FP8=1: also at the slice's counts); the
+#      kernel's last figures, quill 36cc9ee: 0.565 / 0.319 / 0.351 / 0.569 ms and 2.192 / 1.317 / 1.441 / 2.332
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill attention_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/wgrad-prefetch-call.sh")
 # Back: $OUT/wgrad-prefetch.txt (the call's log) and $OUT/wgrad-prefetch.tar.gz (every file: the device tool returns
