@@ -143,40 +143,6 @@ TEST(GroupedWgradWgmma, The128WideFormMatchesTheCpuOnEveryRowCount) {
   check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);
 }
 
-// The 128-wide form with two stagings (the next tile's old gradient loaded while this tile is added and stored,
-// Form::kN128Prefetch) against the CPU, and the same bits as the one-staging form: the same products in the same
-// order, only the loads' timing differs.
-TEST(GroupedWgradWgmma, ThePrefetchFormGivesThe128WideFormsBits) {
-  QUILL_REQUIRE_GPU();
-  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
-  const WgradRun run = by_form(Form::kN128Prefetch);
-  check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 384, 11, run);
-  check_wgrad({5}, 384, 768, 31, run);
-  check_wgrad({0, 0}, 128, 128, 41, run);
-  // More tiles than CTAs (each CTA several tiles, so both stagings in turn), experts without rows between them.
-  check_wgrad({700, 0, 333, 1, 64, 0, 0, 129}, 512, 1024, 71, run);
-  const std::vector<int64_t> counts = {384, 0, 384, 17, 384, 0, 500, 384};
-  const int64_t E = static_cast<int64_t>(counts.size()), M = 512, N = 1024;
-  int64_t P = 0;
-  for (int64_t c : counts) P += c;
-  const Tensor counts_E = test::host_counts(counts);
-  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 91)), DType::BF16);
-  const Tensor xd = to_device(round_bf16(test::random_tensor({P, N}, DType::F32, 92)), DType::BF16);
-  const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 93);
-  for (bool accumulate : {true, false}) {
-    Tensor got[2];
-    for (int f = 0; f < 2; ++f) {
-      auto dw = to_guarded_device(dw0, DType::F32);
-      inputs_ready();
-      by_form(f == 0 ? Form::kN128 : Form::kN128Prefetch)(dyd, xd, counts_E, dw->tensor(), accumulate);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_TRUE(dw->guards_intact());
-      got[f] = to_host(dw->tensor());
-    }
-    EXPECT_TRUE(test::same_bits(got[0], got[1])) << (accumulate ? "accumulating" : "writing") << ": the forms differ";
-  }
-}
-
 // Two sources (two micro-batches' rows, --moe-expert-wgrad-micro-batches 2): the kernel reading both in place (each
 // form, and through the pair op on the wgmma backend), and a cuBLASLt backend's merge then GEMMs, against the
 // CPU's merged rows' GEMM; accumulating and writing, partial stages in both sources, experts empty in one or both.
@@ -211,7 +177,6 @@ TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
   };
   const std::pair<const char*, Run> runs[] = {{"256 wide", by_kernel(Form::kN256)},
                                               {"128 wide", by_kernel(Form::kN128)},
-                                              {"128 wide, two stagings", by_kernel(Form::kN128Prefetch)},
                                               {"the op, wgmma backend", by_op(wgmma_gpu().context())},
                                               {"the op, cuBLASLt after the merge", by_op(cublaslt_gpu().context())}};
   for (bool accumulate : {true, false}) {

@@ -1,15 +1,17 @@
 // The routed experts' FP8 forward and input-gradient GEMMs (blockwise-scaled E4M3) as one persistent launch for
 // every expert (grouped_gemm_wg.h says what and why; the bf16 kernel, grouped_gemm_wg.cu, is the same pipeline).
 //
-// A CTA (one per multiprocessor) is two warpgroups (256 threads); it walks the tiles (128 rows of one expert x 128
-// output columns, one weight block wide) of every expert in the schedule of grouped_gemm_schedule.h. Per 128-wide
-// slice of the contraction (one scale block), thread 0 loads into a stage of a ring kStages deep (across tiles) by
-// TMA the activation codes, the weight codes and, by a bulk copy, the rows' factors of that slice, counted in bytes
-// on the stage's full barrier (load_slice), and refills each stage once both warpgroups have released it. Each
-// warpgroup multiplies its 64 rows by the 128 columns with four wgmma m64n128k32 (e4m3, both operands K-major from
-// shared memory) into a fresh fp32 product, and while the next slice's product runs on the tensor cores, scales this
-// one by its rows' and block's factors into its fp32 accumulator and releases the stage (two products in flight).
-// The epilogue rounds to bf16 and stores the expert's real rows at their source rows (no padded output, no copy back).
+// A CTA (one per multiprocessor) is two consumer warpgroups and one producer warp (288 threads); it walks the tiles
+// (128 rows of one expert x 128 output columns, one weight block wide) of every expert in the schedule of
+// grouped_gemm_schedule.h. Per 128-wide slice of the contraction (one scale block), lane 0 of the producer warp waits
+// for a free stage (kStages deep, across tiles) and loads into it by TMA the activation codes (128 rows x 128 bytes,
+// two 64-row boxes, 128-byte swizzle; rows from the expert's first padded row, so past its rows come its zero padding
+// or the next expert's rows, never stored), the weight codes (128 x 128 bytes, two boxes) and, by a bulk copy, the
+// 128 rows' factors of that slice (contiguous in the rows128 layout of fp8_quantize.h), all counted in bytes on the
+// stage's full barrier. Each consumer warpgroup multiplies its 64 rows by the 128 columns with four wgmma
+// m64n128k32 (e4m3, both operands K-major from shared memory) into a fresh fp32 product, waits for it, reads its two
+// rows' factors, releases the stage and adds product x row factor x block factor into its fp32 accumulator. The
+// epilogue rounds to bf16 and stores the expert's real rows at their source rows (no padded output, no copy back).
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
@@ -30,10 +32,8 @@ namespace {
 using namespace attn_wg;  // the mbarrier, TMA and wgmma building blocks and the descriptors
 
 constexpr int kStages = 6;
-// Two consumer warpgroups and no producer warp: thread 0 issues the loads between its own products. With a producer
-// warp the CTA has 9 warps, 3 on one multiprocessor quarter, and ptxas holds every thread to 168 registers (16,384 / 3;
-// setmaxnreg does not lift it: attention_wg_bwd_layout.h); two products in flight need ~230.
-constexpr int kThreads = 256;
+constexpr int kConsumerThreads = 256;
+constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
 constexpr int kRows = static_cast<int>(kTileRows);
 constexpr int kCols = static_cast<int>(kFp8TileCols);
 constexpr int kBoxes = kRows / 64;                               // A's and B's 64-row boxes of 128 bytes
@@ -88,67 +88,6 @@ __device__ __forceinline__ uint32_t scale_bytes(const Params& p, const Tile& x) 
   return static_cast<uint32_t>(min(kRows, p.dst[x.e + 1] - p.dst[x.e] - x.m0)) * 4u;
 }
 
-// The producer's next load: tile t's slice kt of the contraction.
-struct Cursor {
-  int t, kt;
-};
-__device__ __forceinline__ void advance(const Params& p, Cursor& c) {
-  if (++c.kt == p.k_tiles) c.kt = 0, c.t += static_cast<int>(gridDim.x);
-}
-
-// Thread 0: slice kt of tile t into one stage (its codes at `codes`, its rows' factors at `scales`), counted in bytes
-// on the stage's full barrier: A's codes (128 rows x 128 bytes, two 64-row boxes, 128-byte swizzle; rows from the
-// expert's first padded row, so past its rows come its zero padding or the next expert's rows, never stored), the
-// weight codes (128 x 128 bytes, two boxes) and, by a bulk copy, the 128 rows' factors of that slice (contiguous in
-// the rows128 layout of fp8_quantize.h).
-__device__ __forceinline__ void load_slice(const Params& p, uint32_t codes, uint32_t scales, uint32_t full, int t,
-                                           int kt) {
-  const Tile x = tile_of(p, t);
-  const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
-  const uint32_t sbytes = scale_bytes(p, x);
-  const float* srow = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e] + x.m0;
-  mbar_arrive_expect_tx(full, kCodeBytes + sbytes);
-  const int k0 = kt * static_cast<int>(kFp8TileK);
-#pragma unroll
-  for (int j = 0; j < kBoxes; ++j) {
-    tma_load_3d(codes + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j, 0);
-    tma_load_3d(codes + (kBoxes + j) * kBoxBytes, &p.w_map, full, k0, x.e * p.N + x.n0 + 64 * j, 0);
-  }
-  bulk_load(scales, srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
-}
-
-// The it-th load's slice multiplied into `prod` by warpgroup w (its 64 rows by the tile's 128 columns), committed as
-// one wgmma group: four m64n128k32 steps, 32 e4m3 of the contraction being 32 bytes along a row.
-__device__ __forceinline__ void issue_slice(float (&prod)[64], const StageBarriers& bars, uint32_t codes, int load,
-                                            int w) {
-  bars.wait_full(load);
-  const uint64_t da = k_major_desc(codes + w * kBoxBytes);
-  const uint64_t db = k_major_desc(codes + kBoxes * kBoxBytes);
-  fence_regs(prod);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_m64n128k32_e4m3(prod, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0 ? 1 : 0);
-  wgmma_commit();
-}
-
-// A finished slice's product, scaled by its rows' factors (`sf`, the stage's copy) and its weight block's factor wf,
-// added into the accumulator; the stage released (one arrival per warp) once its factors are read. This thread's
-// rows: r0 and r0 + 8 (rows past the copied factors are never stored).
-__device__ __forceinline__ void promote_slice(float (&acc)[64], float (&prod)[64], uint32_t empty_bar, const float* sf,
-                                              float wf, int r0, int lane) {
-  fence_regs(prod);
-  const float f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;
-  __syncwarp();
-  if (lane == 0) mbar_arrive(empty_bar);
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    acc[4 * j] = fmaf(prod[4 * j], f0, acc[4 * j]);
-    acc[4 * j + 1] = fmaf(prod[4 * j + 1], f0, acc[4 * j + 1]);
-    acc[4 * j + 2] = fmaf(prod[4 * j + 2], f1, acc[4 * j + 2]);
-    acc[4 * j + 3] = fmaf(prod[4 * j + 3], f1, acc[4 * j + 3]);
-  }
-}
-
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -156,28 +95,37 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   const StageBarriers bars{base + kSmemBarriers, kStages};
   auto codes = [&](int s) { return base + s * kCodeBytes; };
   auto scales = [&](int s) { return base + kSmemScales + s * kScaleBytes; };
-  auto factors = [&](int s) { return reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw))); };
 
-  // Thread 0 fills the ring (kStages loads deep, across tiles), then refills each stage once both warpgroups have
-  // released it (its empty barrier: one arrival per warp), right after its own promotion of that stage's slice.
-  Cursor producer{static_cast<int>(blockIdx.x), 0};
-  int loaded = 0;
-  if (tid == 0) {
-    bars.init(kThreads / 32);
-    tma_prefetch_descriptor(&p.a_map);
-    tma_prefetch_descriptor(&p.w_map);
-    for (; loaded < kStages && producer.t < p.total; ++loaded, advance(p, producer))
-      load_slice(p, codes(loaded), scales(loaded), bars.full(loaded), producer.t, producer.kt);
-  }
+  if (tid == 0) bars.init(kConsumerThreads / 32);
   __syncthreads();
-  auto refill = [&]() {
-    if (tid != 0 || producer.t >= p.total) return;
-    const int s = loaded % kStages;
-    bars.wait_free(loaded);
-    load_slice(p, codes(s), scales(s), bars.full(s), producer.t, producer.kt);
-    ++loaded;
-    advance(p, producer);
-  };
+
+  if (warp == kConsumerThreads / 32) {  // the producer warp
+    if (lane == 0) {
+      tma_prefetch_descriptor(&p.a_map);
+      tma_prefetch_descriptor(&p.w_map);
+      int it = 0;
+      for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
+        const Tile x = tile_of(p, t);
+        const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
+        const uint32_t sbytes = scale_bytes(p, x);
+        const float* srow = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e] + x.m0;
+        for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+          const int s = it % kStages;
+          bars.wait_free(it);
+          const uint32_t full = bars.full(s);
+          mbar_arrive_expect_tx(full, kCodeBytes + sbytes);
+          const int k0 = kt * static_cast<int>(kFp8TileK);
+#pragma unroll
+          for (int j = 0; j < kBoxes; ++j) {
+            tma_load_3d(codes(s) + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j, 0);
+            tma_load_3d(codes(s) + (kBoxes + j) * kBoxBytes, &p.w_map, full, k0, x.e * p.N + x.n0 + 64 * j, 0);
+          }
+          bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
+        }
+      }
+    }
+    return;
+  }
 
   const int w = warp / 4, g = lane >> 2, cq = lane & 3;
   const int r0 = 64 * w + 16 * (warp % 4) + g;  // this thread's rows of the tile: r0 and r0 + 8
@@ -185,36 +133,35 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
     const Tile x = tile_of(p, t);
     const float* wsc = p.w_scale + (static_cast<size_t>(x.e) * p.n_tiles + x.n0 / kCols) * p.w_ld;
-    // Two products in flight: slice kt + 1's wgmma runs on the tensor cores while slice kt's product is scaled into
-    // the accumulator (with one, each promotion waited for its own product and the warpgroup's tensor work stopped
-    // for every slice: Nsight Compute had the kernel at 50% of the SM's compute with neither L2 nor DRAM the bound,
-    // bench/results/2026-12-06-h100-cta-pairs-ncu/). The same products promoted in the same order: the same bits.
-    // The slices go in pairs (k_tiles is even: fp8_unsupported_reason), the last pair after the loop, so that no wgmma
-    // wait sits in a branch (ptxas serialises the wgmma pipeline when one does, C7518).
-    float acc[64], prod0[64], prod1[64];
+    float acc[64], prod[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-    issue_slice(prod0, bars, codes(it % kStages), it, w);
-    for (int kt = 0; kt + 2 < p.k_tiles; kt += 2, it += 2) {
-      issue_slice(prod1, bars, codes((it + 1) % kStages), it + 1, w);
-      wgmma_wait<1>();
-      promote_slice(acc, prod0, bars.empty(it % kStages), factors(it % kStages), __ldg(wsc + kt), r0, lane);
-      refill();
-      issue_slice(prod0, bars, codes((it + 2) % kStages), it + 2, w);
-      wgmma_wait<1>();
-      promote_slice(acc, prod1, bars.empty((it + 1) % kStages), factors((it + 1) % kStages), __ldg(wsc + kt + 1), r0,
-                    lane);
-      refill();
+    for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+      const int s = it % kStages;
+      const float wf = __ldg(wsc + kt);
+      bars.wait_full(it);
+      const uint64_t da = k_major_desc(codes(s) + w * kBoxBytes);
+      const uint64_t db = k_major_desc(codes(s) + kBoxes * kBoxBytes);
+      fence_regs(prod);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)  // 32 e4m3 of the contraction are 32 bytes along the row
+        wgmma_m64n128k32_e4m3(prod, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0 ? 1 : 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(prod);
+      const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
+      const float f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;  // (rows past the copied factors: never stored)
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bars.empty(s));
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        acc[4 * j] = fmaf(prod[4 * j], f0, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(prod[4 * j + 1], f0, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(prod[4 * j + 2], f1, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(prod[4 * j + 3], f1, acc[4 * j + 3]);
+      }
     }
-    issue_slice(prod1, bars, codes((it + 1) % kStages), it + 1, w);
-    wgmma_wait<1>();
-    promote_slice(acc, prod0, bars.empty(it % kStages), factors(it % kStages), __ldg(wsc + p.k_tiles - 2), r0, lane);
-    refill();
-    wgmma_wait<0>();
-    promote_slice(acc, prod1, bars.empty((it + 1) % kStages), factors((it + 1) % kStages), __ldg(wsc + p.k_tiles - 1),
-                  r0, lane);
-    refill();
-    it += 2;
     // Accumulator 4 j + 2 sel (+1) is row r0 + 8 sel of the tile, columns 8 j + 2 cq (+1).
 #pragma unroll
     for (int sel = 0; sel < 2; ++sel) {
@@ -234,8 +181,7 @@ std::string fp8_unsupported_reason(int64_t E, int64_t N, int64_t C, const void* 
   if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
   if (N % kFp8TileCols != 0)
     return fmt::format("{} output columns are not a multiple of the kernel's {}", N, kFp8TileCols);
-  if (C % (2 * kFp8TileK) != 0)  // its slices go in pairs (grouped_gemm_fp8_kernel)
-    return fmt::format("a contraction of {} is not a multiple of the kernel's {}", C, 2 * kFp8TileK);
+  if (C % kFp8TileK != 0) return fmt::format("a contraction of {} is not a multiple of the kernel's {}", C, kFp8TileK);
   if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
   for (const void* ptr : {a_codes, w_codes, y})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "an operand is not 16-byte aligned (TMA)";

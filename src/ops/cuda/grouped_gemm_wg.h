@@ -61,9 +61,6 @@ void backward_input(const DeviceContext& ctx, const void* a_PC, const void* w_EC
 // fp32 accumulator times its row's and block's factors (the promotion of DeepSeek's blockwise recipe).
 constexpr int64_t kFp8TileCols = 128;  // output columns per tile (one weight block)
 constexpr int64_t kFp8TileK = 128;     // contraction per stage (one scale block)
-// Why the FP8 kernel cannot run this problem ("" if it can): not sm_90, N not a multiple of kFp8TileCols, C not a
-// multiple of 2 kFp8TileK (the kernel keeps two slices' products in flight and takes the slices in pairs), more than
-// kMaxExperts groups, an operand not 16-byte aligned.
 std::string fp8_unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a_codes, const void* w_codes,
                                    const void* y);
 void fp8_forward(const DeviceContext& ctx, const uint8_t* a_codes, const float* a_scale, const fp8q::RowGroups& groups,

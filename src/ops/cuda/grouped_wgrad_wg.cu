@@ -44,11 +44,6 @@ using attn_dq::bulk_wait_all;
 using attn_dq::bulk_wait_read;
 using attn_dq::fence_proxy_async_smem;
 
-// Waits until every bulk store but the last committed one has read its shared memory.
-__device__ __forceinline__ void bulk_wait_read_all_but_last() {
-  asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
-}
-
 constexpr int kThreads = 256;
 constexpr int kABoxes = kTileM / 64;
 
@@ -61,12 +56,10 @@ struct Shape {
   static constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB at 256 columns, 32 KiB at 128
   static constexpr int kStagingBoxes = staging_boxes(kN);
   static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;
-  static constexpr int kStagings = stagings(kForm);
-  // 2 at 256 columns, 5 at 128, 3 at 128 with two stagings
-  static constexpr int kStages = (kSmemLimit - kStagings * kStagingBytes - 2048) / kStageBytes;
+  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 2 at 256 columns, 5 at 128
   static constexpr int kSmemStaging = kStages * kStageBytes;
-  static constexpr int kSmemBarriers = kSmemStaging + kStagings * kStagingBytes;
-  static constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + kStagings) + 1024;  // + the stagings' barriers
+  static constexpr int kSmemBarriers = kSmemStaging + kStagingBytes;
+  static constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment
   static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad: shared memory over the sm_90 limit");
   static_assert(kStageBytes % 1024 == 0, "grouped_wgrad: every swizzled box must start on a 1024-byte boundary");
   static_assert(kStages >= 2, "grouped_wgrad: fewer than two operand stages");
@@ -127,28 +120,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
   const int total = p.E * p.tiles_m * p.tiles_n;
   auto full = [&](int s) { return base + S::kSmemBarriers + 8 * s; };
   auto stage = [&](int s) { return base + s * S::kStageBytes; };
-  auto staging = [&](int b) { return base + S::kSmemStaging + b * S::kStagingBytes; };
-  auto staged = [&](int b) { return full(kStages + b); };  // staging b's load of an old gradient (accumulating)
-  // This CTA's next tile with rows from t on (total if none), and thread 0's load of tile y's old gradient into
-  // staging b, counted in bytes on its barrier.
-  auto next_with_rows = [&](int t) {
-    for (; t < total; t += static_cast<int>(gridDim.x)) {
-      const Tile y = tile_at<kN>(p, t);
-      if (y.rows + y.rows_b > 0) return t;
-    }
-    return total;
-  };
-  auto load_old = [&](const Tile& y, int b) {
-    mbar_arrive_expect_tx(staged(b), S::kStagingBytes);
-#pragma unroll
-    for (int box = 0; box < S::kStagingBoxes; ++box)
-      tma_load_3d(staging(b) + box * kStagingBoxBytes, &p.dw_map, staged(b), y.n0 + 32 * box, y.m0, y.e);
-  };
+  const uint32_t staging = base + S::kSmemStaging;
+  const uint32_t staged = full(kStages);  // the staging's load of the old gradient (accumulating)
 
   Cursor producer{static_cast<int>(blockIdx.x), -1};
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) mbar_init(full(s), 1);
-    for (int b = 0; b < S::kStagings; ++b) mbar_init(staged(b), 1);
+    mbar_init(staged, 1);
     mbar_init_fence();
     tma_prefetch_descriptor(&p.dy_map);
     tma_prefetch_descriptor(&p.x_map);
@@ -162,15 +140,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
       load_stage<kForm>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
       advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     }
-    // Two stagings: the first tile's old gradient now; each tile then loads the next one's.
-    if (S::kStagings == 2 && p.accumulate) {
-      const int first = next_with_rows(static_cast<int>(blockIdx.x));
-      if (first < total) load_old(tile_at<kN>(p, first), 0);
-    }
   }
   __syncthreads();
 
-  int done = 0;  // this CTA's tiles with rows so far: tile `done` goes through staging done % kStagings
+  int staged_tiles = 0;  // tiles whose old gradient this CTA staged: the staging barrier's phase parity
   int consumed = 0;  // stages consumed by this CTA: stage consumed % kStages, phase parity (consumed / kStages) & 1
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
     const Tile x = tile_at<kN>(p, t);
@@ -185,21 +158,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         }
       continue;
     }
-    const int b = done % S::kStagings;
-    // An old gradient under this tile's product, once the store that last read its staging has read it: with one
-    // staging this tile's (the previous tile's store), with two the next tile's into the other staging (the
-    // previous tile's store; this tile's own was loaded a tile ago).
+    // The old gradient into the staging under this tile's product, once the previous tile's store has read it.
     if (p.accumulate && tid == 0) {
-      if constexpr (S::kStagings == 2) {
-        const int next = next_with_rows(t + static_cast<int>(gridDim.x));
-        if (next < total) {
-          bulk_wait_read();
-          load_old(tile_at<kN>(p, next), b ^ 1);
-        }
-      } else {
-        bulk_wait_read();
-        load_old(x, 0);
-      }
+      bulk_wait_read();
+      mbar_arrive_expect_tx(staged, S::kStagingBytes);
+#pragma unroll
+      for (int b = 0; b < S::kStagingBoxes; ++b)
+        tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged, x.n0 + 32 * b, x.m0, x.e);
     }
     float acc[kN / 2];
     const int stages = stage_count(x);
@@ -233,13 +198,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
       }
     }
     if (p.accumulate) {
-      mbar_wait(staged(b), (done / S::kStagings) & 1, kStages + b);  // the old gradient is in staging b
+      mbar_wait(staged, staged_tiles & 1, kStages);  // the old gradient is in the staging
+      ++staged_tiles;
     } else {
-      // The store that last read staging b has read it: the previous tile's (one staging) or the one before it.
-      if (tid == 0) {
-        if constexpr (S::kStagings == 2) bulk_wait_read_all_but_last();
-        else bulk_wait_read();
-      }
+      if (tid == 0) bulk_wait_read();  // the previous tile's store has read the staging
       __syncthreads();
     }
     // Each accumulator pair to its place in the staging (staging_byte, grouped_wgrad_schedule.h). Accumulating, each
@@ -248,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     for (int j = 0; j < kN / 8; ++j) {
 #pragma unroll
       for (int sel = 0; sel < 2; ++sel) {
-        const uint32_t addr = staging(b) + staging_byte(w, warp, g, cq, j, sel);
+        const uint32_t addr = staging + staging_byte(w, warp, g, cq, j, sel);
         float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
         if (p.accumulate) {
           const float2 old = ld_shared_f2(addr);
@@ -261,11 +223,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     __syncthreads();
     if (tid == 0) {
 #pragma unroll
-      for (int box = 0; box < S::kStagingBoxes; ++box)
-        bulk_tensor_store(&p.dw_map, staging(b) + box * kStagingBoxBytes, x.n0 + 32 * box, x.m0, x.e);
+      for (int b = 0; b < S::kStagingBoxes; ++b)
+        bulk_tensor_store(&p.dw_map, staging + b * kStagingBoxBytes, x.n0 + 32 * b, x.m0, x.e);
       bulk_commit();
     }
-    ++done;
   }
   if (tid == 0) bulk_wait_all();  // the last stores have left shared memory before the CTA ends
 }
@@ -325,12 +286,9 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.accumulate = accumulate ? 1 : 0;
   fill_offsets(counts, E, P, p.offset);
   if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
-  const void* kernel = form == Form::kN256  ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
-                       : form == Form::kN128 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>)
-                                             : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128Prefetch>);
-  const int smem = form == Form::kN256  ? Shape<Form::kN256>::kSmemBytes
-                   : form == Form::kN128 ? Shape<Form::kN128>::kSmemBytes
-                                         : Shape<Form::kN128Prefetch>::kSmemBytes;
+  const void* kernel = form == Form::kN256 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
+                                           : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>);
+  const int smem = form == Form::kN256 ? Shape<Form::kN256>::kSmemBytes : Shape<Form::kN128>::kSmemBytes;
   attn::set_smem("grouped_linear_backward_weight (wgmma)", kernel, smem);
   int dev = 0, sms = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));
@@ -338,8 +296,7 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   const int64_t tiles = E * p.tiles_m * p.tiles_n;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
   if (form == Form::kN256) grouped_wgrad_kernel<Form::kN256><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
-  else if (form == Form::kN128) grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
-  else grouped_wgrad_kernel<Form::kN128Prefetch><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
+  else grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 

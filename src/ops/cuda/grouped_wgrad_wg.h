@@ -24,14 +24,9 @@ namespace quill::cuda::grouped_wgrad {
 //          1.748 / 0.884 (kN256 1.893 / 0.949, cuBLASLt 2.310 / 1.243);
 //   kN256  128 x 256 tiles, two 48 KiB operand stages beside a 128 KiB staging: accumulating at 768 rows 2.739 /
 //          1.389 (kN128 2.956 / 1.409, cuBLASLt 2.744 / 1.473), and every first write (384 rows 1.410 against 1.524).
-enum class Form { kN256, kN128, kN128Prefetch };
+enum class Form { kN256, kN128 };
 constexpr int64_t kTileM = 128, kTileRows = 64;
 constexpr int64_t tile_n(Form form) { return form == Form::kN256 ? 256 : 128; }
-// How many fp32 staging tiles a form keeps: kN128Prefetch two, so that a tile's old gradient loads while the previous
-// tile is added and stored (Nsight Compute had the one-staging form at 62% of the DRAM's bandwidth with 14% of the
-// issue slots busy: one 64 KiB load in flight per multiprocessor; bench/results/2026-12-06-h100-cta-pairs-ncu/), three
-// operand stages beside them instead of five. An experiment until grouped_bench measures it against kN128.
-constexpr int stagings(Form form) { return form == Form::kN128Prefetch ? 2 : 1; }
 constexpr Form kDefaultForm = Form::kN256;
 constexpr int64_t kTileN = tile_n(kDefaultForm);
 constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
