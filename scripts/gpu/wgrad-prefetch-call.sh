@@ -2,6 +2,8 @@
 # One device call (issues 40, 42, 43): the experts' weight-gradient kernel with two stagings (Form::kN128Prefetch: the
 # next tile's old gradient loads while this tile is added and stored), the attention backward without the frozen
 # table's gradient, and the FP8 grouped kernel with two products in flight, on whichever one-GPU machine comes.
+# (Run at 9e38fbe: bench/results/2026-12-06-h100-wgrad-stagings-fp8-promotion/. The two-stagings form and the two
+# products were measured slower and deleted in e5cef85; the script's phases still run on what is left.)
 # Phases, most wanted first, each skipped when fewer than its seconds are left of LIMIT [420]:
 #   1. tests: GroupedWgradWgmma.* (ThePrefetchFormGivesThe128WideFormsBits), the attention backward (the frozen table
 #      on every path, the local and global seed-sized cases against the CPU, the wgmma backward), the determinism
