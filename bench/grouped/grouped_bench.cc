@@ -61,8 +61,18 @@ int main(int argc, char** argv) {
   bool fp8_arms = true;
   std::vector<int64_t> given;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--no-fp8") fp8_arms = false;
-    else given.push_back(std::atoll(argv[i]));
+    if (std::string(argv[i]) == "--no-fp8") {
+      fp8_arms = false;
+      continue;
+    }
+    char* end = nullptr;
+    const long long n = std::strtoll(argv[i], &end, 10);
+    if (end == argv[i] || *end != '\0' || n < 0) {
+      std::fprintf(stderr, "grouped_bench: '%s' is neither --no-fp8 nor a row count (usage: grouped_bench [--no-fp8] "
+                   "COUNTS...)\n", argv[i]);
+      return 2;
+    }
+    given.push_back(n);
   }
   if (!given.empty()) counts = given;
   const int64_t E = static_cast<int64_t>(counts.size()), D = 4096, F = 2048;

@@ -33,19 +33,8 @@ using test::to_host;
 const DeviceContext kCpu = DeviceContext::cpu();
 constexpr double kTolBf16 = 1e-2;
 
-CudaBackendOptions options_with(GroupedGemmKernel kernel) {
-  CudaBackendOptions options;
-  options.grouped_gemm_kernel = kernel;
-  return options;
-}
-CudaBackend& wgmma_gpu() {
-  static CudaBackend backend(0, options_with(GroupedGemmKernel::kWgmma));
-  return backend;
-}
-CudaBackend& cublaslt_gpu() {
-  static CudaBackend backend(0, options_with(GroupedGemmKernel::kCublasLt));
-  return backend;
-}
+CudaBackend& wgmma_gpu() { return test::grouped_gpu(GroupedGemmKernel::kWgmma); }
+CudaBackend& cublaslt_gpu() { return test::grouped_gpu(GroupedGemmKernel::kCublasLt); }
 
 bool kernel_runs_here() { return cuda::grouped_gemm::unsupported_reason(1, 256, 64, nullptr, nullptr, nullptr).empty(); }
 

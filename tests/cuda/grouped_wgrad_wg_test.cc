@@ -35,20 +35,9 @@ using test::to_host;
 const DeviceContext kCpu = DeviceContext::cpu();
 constexpr double kTolF32 = 1e-5;
 
-CudaBackendOptions options_with(GroupedGemmKernel kernel) {
-  CudaBackendOptions options;
-  options.grouped_wgrad_kernel = kernel;
-  return options;
-}
-CudaBackend& wgmma_gpu() {
-  static CudaBackend backend(0, options_with(GroupedGemmKernel::kWgmma));
-  return backend;
-}
+CudaBackend& wgmma_gpu() { return test::grouped_gpu(GroupedGemmKernel::kWgmma); }
 // cuBLASLt's GEMM per expert (the default backend's choice is auto, which takes the kernel at these shapes).
-CudaBackend& cublaslt_gpu() {
-  static CudaBackend backend(0, options_with(GroupedGemmKernel::kCublasLt));
-  return backend;
-}
+CudaBackend& cublaslt_gpu() { return test::grouped_gpu(GroupedGemmKernel::kCublasLt); }
 
 bool kernel_runs_here() {
   return cuda::grouped_wgrad::unsupported_reason(1, 128, 256, nullptr, nullptr).empty();

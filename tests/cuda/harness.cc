@@ -20,6 +20,27 @@ CudaBackend& gpu() {
 
 DeviceContext gpu_ctx() { return gpu().context(); }
 
+CudaBackend& grouped_gpu(GroupedGemmKernel kernel) {
+  auto options = [](GroupedGemmKernel k) {
+    CudaBackendOptions o;
+    o.grouped_gemm_kernel = o.grouped_wgrad_kernel = k;
+    return o;
+  };
+  // Each made on first use (a backend forcing wgmma refuses a GPU without sm_90).
+  switch (kernel) {
+    case GroupedGemmKernel::kWgmma: {
+      static CudaBackend backend(0, options(kernel));
+      return backend;
+    }
+    case GroupedGemmKernel::kCublasLt: {
+      static CudaBackend backend(0, options(kernel));
+      return backend;
+    }
+    case GroupedGemmKernel::kAuto: break;
+  }
+  return gpu();  // auto is the default backend's choice
+}
+
 namespace {
 constexpr unsigned char kGuardPattern = 0xA5;
 

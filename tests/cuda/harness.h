@@ -25,6 +25,9 @@ namespace quill::test {
 // One backend per test process.
 CudaBackend& gpu();
 DeviceContext gpu_ctx();
+// A backend whose experts' GEMMs (forward, input gradient and weight gradient: CudaBackendOptions::grouped_gemm_kernel
+// and grouped_wgrad_kernel) all take `kernel`, one per choice and test process: the kernel tests' two backends.
+CudaBackend& grouped_gpu(GroupedGemmKernel kernel);
 
 // A device tensor inside guard bands of `kGuardBytes` on each side, filled with a byte pattern.
 // With misalign_bytes > 0 the tensor starts that many bytes past a 16-byte boundary (as a view of
