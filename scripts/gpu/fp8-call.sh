@@ -1,53 +1,42 @@
 #!/usr/bin/env bash
-# One device call (issue 43): the FP8 GEMMs on the GPU (src/ops/cuda/fp8_gemm.cc, fp8_quantize.cu).
-#   1. tests   cuda_tests Fp8Cuda.*, CudaFp8TransientCompute.* (against the CPU reference, quantisation bit for bit) and the bf16/fp32 GEMM
-#              tests (the cuBLASLt core they share, lt_matmul.cc); stop there if one fails
+# One device call (issues 43 and 41): the FP8 GEMMs on the GPU against bf16, on whichever one-GPU machine comes.
+#   1. tests   cuda_tests Fp8Cuda.*, CudaFp8TransientCompute.* (against the CPU reference, quantisation bit for bit) and
+#              the bf16/fp32 GEMM tests (the cuBLASLt core they share, lt_matmul.cc); stop there if one fails
 #   2. ceiling bench/slice/ceilings.py: bf16 and FP8 (e4m3, per-tensor scales) 8192^3 GEMMs, the copy
-#   3. slice   the slice's release-format init and rows (as bench/slice/run.sh makes them), then for bf16 and FP8:
-#              gb1 for CONV_STEPS steps (the convergence pair, and gb1's speed) and gb8 for GB8_STEPS steps
-#              (per-op profile of the last warm-up step); `quill check convergence` FP8 against bf16 at gb1
+#   3. per config of CONFIGS (the slice first): its release-format init (tools/parity/make_init.py) and the rows (as
+#      bench/slice/run.sh makes them), then bf16 and FP8 at one row per step for CONV_STEPS steps (the convergence
+#      pair and gb1's speed), `quill check convergence` FP8 against bf16; for the slice also gb8 for GB8_STEPS steps
+#      (per-op profile of the last warm-up step)
+#   4. base    when .gpu-base/bin/quill exists (an older build: issue 41's "the slice unchanged or faster"), the slice
+#              in bf16 with it, gb1 and gb8, the same flags, rows and init as this build's bf16 arms
+# Each config's memory flags come from `quill plan` of its FP8 arm on this GPU: none when it fits, else (both arms) bf16
+# moments and every layer recomputed (the slice on 80 GB: 92.5 GiB in bf16 and 98.0 with FP8 without them).
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
-#   device: run(carry=["build/gpu-bundle"], command="bash scripts/gpu/fp8-call.sh")
-# Environment [defaults]: CONV_STEPS [50]  GB8_STEPS [8]  WARMUP [3]  TESTS [1]  MEM_FLAGS [none on an H200; on a
-#   GPU under 100 GB bf16 moments and full recompute of every layer, in both arms: the slice needs 92.5 GiB in bf16 and
-#   98.0 with FP8's weight copies, and 67.1 / 72.6 GiB so (quill plan, 2026-12-06)]
-# Back: $OUT/fp8.txt (the call's log), cuda_tests.log, fp8-slice.tar.gz (summaries, metrics, profiles, logs).
+#   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-call.sh")
+# Environment [defaults]: CONFIGS ["configs/slice.json configs/fp8-second.json"]  CONV_STEPS [50]  GB8_STEPS [8]
+#   WARMUP [3]  TESTS [1]  LIMIT [560: seconds; a phase that cannot finish in what is left is skipped]
+# Back (written as it goes): $OUT/fp8.txt (the call's log) and $OUT/fp8-slice.tar.gz (tests, summaries, metrics,
+# profiles, logs).
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-B=$PWD/build/gpu-bundle
-Q=$B/bin/quill
+# shellcheck source=scripts/gpu/bundle-env.sh
+source "$(dirname "$0")/bundle-env.sh"
+BASE=$PWD/.gpu-base
 W=/tmp/fp8-work
-export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-} NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+CONFIGS=${CONFIGS:-configs/slice.json configs/fp8-second.json}
 CONV_STEPS=${CONV_STEPS:-50}
 GB8_STEPS=${GB8_STEPS:-8}
 WARMUP=${WARMUP:-3}
+LIMIT=${LIMIT:-560}
 FP8="--fp8-format e4m3 --fp8-recipe blockwise"
-MEM=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-if [ -z "${MEM_FLAGS+x}" ]; then
-  MEM_FLAGS=""
-  [ "${MEM:-0}" -lt 100000 ] && MEM_FLAGS="--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --use-precision-aware-optimizer --recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
-fi
+RECOMPUTE="--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --use-precision-aware-optimizer --recompute-granularity full
+ --recompute-method uniform --recompute-num-layers 1"
+rm -rf "$W"
 mkdir -p "$OUT" "$W"
-{
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-echo "memory flags (both arms): ${MEM_FLAGS:-none}"
-echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
-if [ "${TESTS:-1}" = 1 ]; then
-  timeout 200 "$B/bin/cuda_tests" --gtest_filter='Fp8Cuda.*:CudaFp8TransientCompute.*:LinearCuda.*:GroupedLinearCuda.*' > "$OUT/cuda_tests.log" 2>&1
-  rc=$?
-  echo "cuda_tests rc $rc"
-  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|SKIPPED \]|fp8|Failure|Expected|Which is|error" "$OUT/cuda_tests.log" | head -60
-  if [ $rc -ne 0 ]; then echo "tests failed: no slice runs"; exit 1; fi
-fi
-date +%T
-timeout 90 python3 bench/slice/ceilings.py "$W/ceilings.json" 2>&1 | tail -n 2
-read -r c_mm c_cp c_f8 < <(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['matmul_tflops'], d['copy_gbps'], d.get('fp8_matmul_tflops') or 2 * d['matmul_tflops'])" "$W/ceilings.json" 2>/dev/null || echo "794 4240 1588")
-timeout 200 python3 tools/parity/make_init.py --config configs/slice.json --seed 1234 --out "$W/init" > "$W/init.log" 2>&1
-tail -n 1 "$W/init.log"
-timeout 60 "$Q" data synth --conversations 14000 --row-tokens 8192 --seed 42 --out "$W/rows" > "$W/rows.log" 2>&1
-tail -n 1 "$W/rows.log"
-common=(--init "$W/init" --rows "$W/rows" --device cuda --overwrite --lr 1e-5 --min-lr 1e-5 --lr-decay-style constant
-        --clip-grad 1.0 --warmup-steps "$WARMUP" --profile-ceilings "$c_mm" "$c_cp" "$c_f8")
+left() { echo $((LIMIT - SECONDS)); }
+keep() {
+  tar -C "$W" -czf "$OUT/fp8-slice.tar.gz" --exclude='model.safetensors' --exclude='rows.bin' --exclude='*.safetensors' \
+    --exclude='rows' . 2>/dev/null
+}
 report() {  # run dir
   python3 - "$1" <<'PY'
 import json, sys
@@ -61,21 +50,74 @@ print(f"  {d.split('/')[-1]}: {s.get('tokens_per_s', 0):.0f} tokens/s, MFU {100 
       f"fp8 {s.get('fp8')}, final loss {s.get('final_loss', s.get('loss'))}")
 PY
 }
-for arm in bf16 fp8; do
-  extra=""; [ $arm = fp8 ] && extra=$FP8
-  date +%T
+# train NAME QUILL SECONDS FLAGS...: one run into $W/NAME, its log beside it.
+train() {
+  local name=$1 q=$2 secs=$3
+  shift 3
+  date -u +%T
+  timeout "$secs" "$q" train "$@" --out "$W/$name" > "$W/$name.log" 2>&1
+  echo "$name rc $?"
+  grep -E "error|Error" "$W/$name.log" | head -3
+  report "$W/$name"
+  keep
+}
+{
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+echo "quill $(cat "$B/COMMIT"); base $(cat "$BASE/COMMIT" 2>/dev/null || echo none); $(date -u +%FT%TZ)"
+if [ "${TESTS:-1}" = 1 ]; then
+  timeout 200 "$B/bin/cuda_tests" --gtest_filter='Fp8Cuda.*:CudaFp8TransientCompute.*:LinearCuda.*:GroupedLinearCuda.*:GroupedGemmWgmma.Fp8*' \
+    > "$W/cuda_tests.log" 2>&1
+  rc=$?
+  echo "cuda_tests rc $rc"
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|SKIPPED \]|Failure|Expected|Which is" "$W/cuda_tests.log" | head -40
+  keep
+  if [ $rc -ne 0 ]; then echo "tests failed: no training runs"; exit 1; fi
+fi
+timeout 90 python3 bench/slice/ceilings.py "$W/ceilings.json" 2>&1 | tail -n 2
+read -r c_mm c_cp c_f8 < <(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['matmul_tflops'], d['copy_gbps'], d.get('fp8_matmul_tflops') or 2 * d['matmul_tflops'])" "$W/ceilings.json" 2>/dev/null || echo "794 4240 1588")
+timeout 60 "$Q" data synth --conversations 14000 --row-tokens 8192 --seed 42 --out "$W/rows" > "$W/rows.log" 2>&1
+tail -n 1 "$W/rows.log"
+gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+slice_flags=()
+for config in $CONFIGS; do
+  tag=$(basename "$config" .json)
+  if [ "$(left)" -lt 150 ]; then echo "$tag: skipped, $(left) s left"; continue; fi
+  echo "== $tag ($config)"
+  timeout 200 python3 tools/parity/make_init.py --config "$config" --seed 1234 --out "$W/init-$tag" > "$W/init-$tag.log" 2>&1
+  tail -n 1 "$W/init-$tag.log"
   # shellcheck disable=SC2086
-  timeout 150 "$Q" train "${common[@]}" $MEM_FLAGS $extra --steps "$CONV_STEPS" --global-batch 1 --out "$W/$arm-gb1" \
-    > "$W/$arm-gb1.log" 2>&1
-  echo "$arm gb1 rc $?"; grep -E "error|Error" "$W/$arm-gb1.log" | head -3; report "$W/$arm-gb1"
-  # shellcheck disable=SC2086
-  timeout 150 "$Q" train "${common[@]}" $MEM_FLAGS $extra --steps "$GB8_STEPS" --global-batch 8 --profile-step $((WARMUP - 1)) \
-    --out "$W/$arm-gb8" > "$W/$arm-gb8.log" 2>&1
-  echo "$arm gb8 rc $?"; grep -E "error|Error" "$W/$arm-gb8.log" | head -3; report "$W/$arm-gb8"
-  grep -A40 "^by op:" "$W/$arm-gb8"/op_profile_step*.txt 2>/dev/null | head -32
+  if "$Q" plan --config "$config" --row-tokens 8192 --device-memory "${gib}MiB" $FP8 2>&1 | grep -qE "^fits .* yes"; then
+    mem=()
+  else
+    read -ra mem <<< "$RECOMPUTE"
+  fi
+  echo "memory flags (both arms): ${mem[*]:-none}"
+  common=(--init "$W/init-$tag" --rows "$W/rows" --device cuda --overwrite --lr 1e-5 --min-lr 1e-5
+          --lr-decay-style constant --clip-grad 1.0 --warmup-steps "$WARMUP" "${mem[@]}")
+  [ "$tag" = slice ] && slice_flags=("${common[@]}")
+  for arm in bf16 fp8; do
+    extra=(); [ $arm = fp8 ] && read -ra extra <<< "$FP8"
+    train "$tag-$arm-gb1" "$Q" 150 "${common[@]}" --profile-ceilings "$c_mm" "$c_cp" "$c_f8" "${extra[@]}" \
+      --steps "$CONV_STEPS" --global-batch 1
+    if [ "$tag" = slice ] && [ "$(left)" -gt 100 ]; then
+      train "$tag-$arm-gb8" "$Q" 150 "${common[@]}" --profile-ceilings "$c_mm" "$c_cp" "$c_f8" "${extra[@]}" \
+        --steps "$GB8_STEPS" --global-batch 8 --profile-step $((WARMUP - 1))
+      grep -A40 "^by op:" "$W/$tag-$arm-gb8"/op_profile_step*.txt 2>/dev/null | head -32
+    fi
+  done
+  echo "-- $tag: quill check convergence, FP8 against bf16, one row per step"
+  "$Q" check convergence --candidate "$W/$tag-fp8-gb1/metrics.jsonl" --reference "$W/$tag-bf16-gb1/metrics.jsonl" 2>&1 |
+    tail -n 12
+  keep
 done
-"$Q" check convergence --candidate "$W/fp8-gb1/metrics.jsonl" --reference "$W/bf16-gb1/metrics.jsonl" 2>&1 | tail -n 12
-date +%T
-tar -C "$W" -czf "$OUT/fp8-slice.tar.gz" --exclude='init/model.safetensors' --exclude='rows/rows.bin' \
-  ceilings.json init.log rows.log bf16-gb1 bf16-gb8 fp8-gb1 fp8-gb8 bf16-gb1.log bf16-gb8.log fp8-gb1.log fp8-gb8.log 2>/dev/null
+if [ -x "$BASE/bin/quill" ] && ((${#slice_flags[@]})) && [ "$(left)" -gt 90 ]; then
+  echo "== base $(cat "$BASE/COMMIT"): the slice in bf16, the same flags"
+  LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb1 "$BASE/bin/quill" 100 "${slice_flags[@]}" \
+    --steps 12 --global-batch 1
+  LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb8 "$BASE/bin/quill" 120 "${slice_flags[@]}" \
+    --steps "$GB8_STEPS" --global-batch 8
+  for n in gb1 gb8; do echo "slice $n: base / this build"; report "$W/slice-base-$n"; report "$W/slice-bf16-$n"; done
+fi
+date -u +%T
+keep
 } 2>&1 | tee "$OUT/fp8.txt"
