@@ -13,7 +13,7 @@ set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh
 source "$(dirname "$0")/bundle-env.sh"  # OUT, B, Q and the bundle's libraries (quill project needs them too)
 R=/tmp/fp8-seed
-CASES=${CASES:-"first-bf16s middle-bf16s last-bf16s"}
+CASES=${CASES:-"first-bf16s middle-bf16s last-bf16s"}  # on 80 GB: first-bf16fu middle-bf16fu last-bf16fu
 mkdir -p "$OUT" "$R"
 {
 for arm in bf16 fp8; do

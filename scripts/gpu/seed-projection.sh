@@ -37,6 +37,7 @@ W=${W:-/tmp/seed-projection}
 cases=("$@")
 ((${#cases[@]})) || cases=(first-offload middle-offload last-offload first-bf16 middle-bf16 last-bf16)
 mkdir -p "$OUT" "$W"
+# shellcheck disable=SC2054  # 12,10,10,10 is one argument
 LAYOUT=(--tp 4 --sp --pp 4 --pp-layers 12,10,10,10 --ep 8 --etp 1 --dp 2)
 # The seed's optimizer settings (its run line: adam, lr 1e-5 cosine to 1e-6, warm-up 0.1, wd 0.1, betas 0.9/0.98).
 OPTIM=(--lr 1e-5 --min-lr 1e-6 --warmup-fraction 0.1 --weight-decay 0.1 --beta1 0.9 --beta2 0.98 --clip-grad 1.0)
@@ -59,6 +60,10 @@ BF16F=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 1.0 --o
 BF16H=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d)
 BF16RU=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 0.7 --overlap-cpu-optimizer-d2h-h2d
         --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
+# The whole optimizer state offloaded and every layer recomputed, *-bf16fu: FP8's stages on 80 GB (its weight copies
+# add ~13 GiB: bf16ru plans 83.9 GiB for FP8's stage 0, bf16fu 65.2; quill plan, 2026-12-07).
+BF16FU=("${BF16[@]}" --optimizer-cpu-offload --optimizer-offload-fraction 1.0 --overlap-cpu-optimizer-d2h-h2d
+        --recompute-granularity full --recompute-method uniform --recompute-num-layers 1)
 # TRAIN_EXTRA: more quill train flags for every case (e.g. "--fp8-format e4m3 --fp8-recipe blockwise").
 read -ra EXTRA <<< "${TRAIN_EXTRA:-}"
 DEVICE_MEMORY_FLAG=()
@@ -73,10 +78,10 @@ fi
 for c in "${cases[@]}"; do
   case $c in
     first-*) rank=0 ;; middle-*) rank=8 ;; last-*) rank=24 ;;
-    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16s|bf16f|bf16h|bf16ru)"; continue ;;
+    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16s|bf16f|bf16h|bf16ru|bf16fu)"; continue ;;
   esac
   case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;; *-bf16s) mem=("${BF16S[@]}") ;;
-    *-bf16f) mem=("${BF16F[@]}") ;; *-bf16h) mem=("${BF16H[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
+    *-bf16f) mem=("${BF16F[@]}") ;; *-bf16h) mem=("${BF16H[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *-bf16fu) mem=("${BF16FU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
   d=$OUT/$c
   mkdir -p "$d"
   echo "== $c: world rank $rank, ${mem[*]}"
