@@ -6,9 +6,11 @@
 // One CTA per (128-key tile, kv head): warpgroups 0 and 1 own keys s0 + 64 w .. + 63 (their dK and dV stay
 // in registers over the whole CTA); thread 0 streams one 64-query tile of one query head per step by TMA
 // (Q and dO), each warpgroup stages its bias by cp.async when the tile pair has distances below E. No producer
-// warp: with 288 or 384 threads ptxas 13.0 holds every thread to 168 registers (a multiprocessor quarter's
-// 16,384 over its 3 warps), setmaxnreg or not, and the consumer needs ~250 (0 spills at 256 threads; at 168
-// it spills 1.2 KB and serialises the wgmma pipeline, C7512).
+// warp: with one (288 threads) ptxas 13.0 holds every thread to 168 registers (a multiprocessor quarter's 16,384
+// over its 3 warps), and the consumer needs ~250 (0 spills at 256 threads; at 168 it spills 1.2 KB and serialises
+// the wgmma pipeline, C7512). A producer warpgroup (384 threads) could give the consumers at most 240 by setmaxnreg
+// (24 + 2 x 240 of a quarter's 512 per lane; ptxas honours it for whole warpgroups under a one-CTA launch bound,
+// attention_wg.cuh): below ~250, not tried.
 #pragma once
 
 #include "ops/cuda/attention_wg_layout.h"
