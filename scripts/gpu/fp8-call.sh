@@ -7,6 +7,7 @@
 #      bench/slice/run.sh makes them), then bf16 and FP8 at one row per step for CONV_STEPS steps (the convergence
 #      pair and gb1's speed), `quill check convergence` FP8 against bf16; for the slice also gb8 for GB8_STEPS steps
 #      (per-op profile of the last warm-up step)
+#      and, FP8_DENSE_ARM [1], FP8 at gb8 with the dense GEMMs through quill's kernel (--grouped-gemm-kernel wgmma)
 #   4. base    when .gpu-base/bin/quill exists (an older build: issue 41's "the slice unchanged or faster"), the slice
 #              in bf16 with it, gb1 and gb8, the same flags, rows and init as this build's bf16 arms
 # Each config's memory flags come from `quill plan` of its FP8 arm on this GPU: none when it fits, else (both arms) bf16
@@ -105,6 +106,13 @@ for config in $CONFIGS; do
       grep -A40 "^by op:" "$W/$tag-$arm-gb8"/op_profile_step*.txt 2>/dev/null | head -32
     fi
   done
+  if [ "$tag" = slice ] && [ "${FP8_DENSE_ARM:-1}" = 1 ] && [ "$(left)" -gt 150 ]; then
+    # The dense FP8 GEMMs through quill's kernel as one group (--grouped-gemm-kernel wgmma) against cuBLASLt (auto).
+    read -ra extra <<< "$FP8 --grouped-gemm-kernel wgmma"
+    train "$tag-fp8dense-gb8" "$Q" 150 "${common[@]}" --profile-ceilings "$c_mm" "$c_cp" "$c_f8" "${extra[@]}" \
+      --steps "$GB8_STEPS" --global-batch 8 --profile-step $((WARMUP - 1))
+    grep -A40 "^by op:" "$W/$tag-fp8dense-gb8"/op_profile_step*.txt 2>/dev/null | head -32
+  fi
   echo "-- $tag: quill check convergence, FP8 against bf16, one row per step"
   "$Q" check convergence --candidate "$W/$tag-fp8-gb1/metrics.jsonl" --reference "$W/$tag-bf16-gb1/metrics.jsonl" 2>&1 |
     tail -n 12

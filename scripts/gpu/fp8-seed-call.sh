@@ -20,7 +20,7 @@ for arm in bf16 fp8; do
   extra=""; [ $arm = fp8 ] && extra="--fp8-format e4m3 --fp8-recipe blockwise"
   echo "=== $arm"
   # shellcheck disable=SC2086
-  TRAIN_EXTRA="$extra" OUT=$R/$arm GLOBAL_BATCH=16 STEPS=3 WARMUP=1 CASE_TIMEOUT=${CASE_TIMEOUT:-170} \
+  TRAIN_EXTRA="$extra" OUT=$R/$arm GLOBAL_BATCH=16 STEPS=${STEPS:-3} WARMUP=1 CASE_TIMEOUT=${CASE_TIMEOUT:-170} \
     bash scripts/gpu/seed-projection.sh $CASES 2>&1 | grep -E "^rank|train rc|error|refused|^fits" | grep -v "^host node"
   dirs=()
   for c in $CASES; do [ -f "$R/$arm/$c/summary.json" ] && dirs+=("$R/$arm/$c"); done

@@ -274,7 +274,8 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
   static std::string grouped_gemm_kernel = "auto";
   cmd->add_option("--grouped-gemm-kernel", grouped_gemm_kernel,
                   "the routed experts' forward and input-gradient GEMMs on the GPU: auto (default: by each call's rows "
-                  "per expert, as measured), cublaslt (one GEMM per expert) or wgmma (one launch for all experts); "
+                  "per expert, as measured), cublaslt (one GEMM per expert) or wgmma (one launch for all experts; "
+                  "with FP8 also the dense layers' forward and input-gradient GEMMs, which auto leaves to cuBLASLt); "
                   "docs/decisions/grouped-gemm-wgmma.md")
       ->check(CLI::IsMember({"auto", "cublaslt", "wgmma"}));
   static std::string dq_order = "fixed";

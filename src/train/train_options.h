@@ -136,7 +136,8 @@ struct TrainOptions {
   // bit-reproducible (CudaBackendOptions::attention_dq_arrival_order): the noise floor of two runs' comparison.
   bool attention_dq_arrival_order = false;
   // --grouped-gemm-kernel: the routed experts' forward and input-gradient GEMMs on the GPU by cuBLASLt, by quill's
-  // wgmma kernel, or auto (by each call's shape, as measured); CudaBackendOptions::grouped_gemm_kernel.
+  // wgmma kernel (with FP8 the dense layers' too), or auto (by each call's shape, as measured);
+  // CudaBackendOptions::grouped_gemm_kernel.
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // --grouped-wgrad-kernel: the routed experts' weight gradient on the GPU by cuBLASLt, by quill's wgmma kernel, or
   // auto (by each call's shape, as measured; the default); CudaBackendOptions::grouped_wgrad_kernel.

@@ -188,6 +188,60 @@ TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
   check_fp8({384, 17, 0, 256}, 256, 768, 97);
 }
 
+// The dense FP8 forward and input gradient through the kernel as one group (--grouped-gemm-kernel wgmma): against
+// the CPU's FP8 reference, twice the same bits, against cuBLASLt (the auto choice for dense ops); an accumulating
+// input gradient and an F32 output stay cuBLASLt's and still agree.
+void check_fp8_dense(int64_t N, int64_t K, int64_t M, uint64_t seed) {
+  const std::string tag = "fp8 dense N=" + std::to_string(N) + " K=" + std::to_string(K) + " M=" + std::to_string(M);
+  SCOPED_TRACE(tag);
+  const Tensor x = round_bf16(test::random_tensor({N, K}, DType::F32, seed));
+  const Tensor w = round_bf16(test::random_tensor({M, K}, DType::F32, seed + 1));
+  const Tensor dy = round_bf16(test::random_tensor({N, M}, DType::F32, seed + 2));
+  ops::Fp8Tensor wq = ops::fp8_empty(kCpu, {M, K}, ops::Fp8Tiling::kBlocks128);
+  ops::fp8_quantize(kCpu, w, wq);
+  Tensor y_ref = Tensor::empty({N, M}, DType::F32), dx_ref = Tensor::empty({N, K}, DType::F32);
+  ops::fp8_linear_forward(kCpu, x, wq, y_ref);
+  ops::fp8_linear_backward_input(kCpu, dy, wq, dx_ref);
+  const Tensor dx_twice_ref = Tensor::empty({N, K}, DType::F32);
+  for (int64_t i = 0; i < N * K; ++i) dx_twice_ref.data_as<float>()[i] = 2.0f * dx_ref.data_as<float>()[i];
+
+  const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::BF16), dyd = to_device(dy, DType::BF16);
+  Tensor got[3][2];  // [run][y, dx]: runs 0, 1 the kernel, run 2 cuBLASLt
+  for (int run = 0; run < 3; ++run) {
+    const DeviceContext ctx = run < 2 ? wgmma_gpu().context() : cublaslt_gpu().context();
+    const ops::Fp8Tensor wdq = ops::fp8_empty(ctx, {M, K}, ops::Fp8Tiling::kBlocks128);
+    auto y = poisoned_output({N, M}, DType::BF16);
+    auto dx = poisoned_output({N, K}, DType::BF16);
+    auto dx_acc = poisoned_output({N, K}, DType::F32);
+    inputs_ready();
+    ops::fp8_quantize(ctx, wd, wdq);
+    ops::fp8_linear_forward(ctx, xd, wdq, y->tensor());
+    ops::fp8_linear_backward_input(ctx, dyd, wdq, dx->tensor());
+    ops::fp8_linear_backward_input(ctx, dyd, wdq, dx_acc->tensor());
+    ops::fp8_linear_backward_input(ctx, dyd, wdq, dx_acc->tensor(), /*accumulate=*/true);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(y->guards_intact() && dx->guards_intact() && dx_acc->guards_intact()) << "a write outside its output";
+    const double e_y = test::expect_close(tag + " y", test::to_host_f32(y->tensor()), y_ref, kTolBf16);
+    const double e_dx = test::expect_close(tag + " dx", test::to_host_f32(dx->tensor()), dx_ref, kTolBf16);
+    test::expect_close(tag + " dx accumulated (F32)", test::to_host_f32(dx_acc->tensor()), dx_twice_ref, kTolBf16);
+    if (run != 1) std::printf("  %-50s %s: rel L2 y %.3g, dx %.3g\n", tag.c_str(), run ? "cuBLASLt" : "kernel", e_y,
+                              e_dx);
+    got[run][0] = to_host(y->tensor());
+    got[run][1] = to_host(dx->tensor());
+  }
+  EXPECT_TRUE(test::same_bits(got[0][0], got[1][0])) << "two forward runs differ";
+  EXPECT_TRUE(test::same_bits(got[0][1], got[1][1])) << "two input-gradient runs differ";
+  std::printf("  %-50s kernel and cuBLASLt forward bits %s\n", tag.c_str(),
+              test::same_bits(got[0][0], got[2][0]) ? "equal" : "differ");
+}
+
+TEST(GroupedGemmWgmma, Fp8DenseMatchesTheCpuAndCublasLt) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  check_fp8_dense(300, 512, 384, 101);    // rows padded to 304 inside the kernel's tiles, 3 column tiles
+  check_fp8_dense(2048, 1024, 256, 103);  // many row tiles, the input gradient's contraction of 2 slices
+}
+
 TEST(GroupedGemmWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   QUILL_REQUIRE_GPU();
   using cuda::grouped_gemm::unsupported_reason;

@@ -32,6 +32,7 @@ struct CudaBackendOptions {
   // The routed experts' forward and input-gradient GEMMs (grouped_linear_forward, _backward_input and their FP8
   // forms): cuBLASLt, one GEMM per expert, quill's wgmma kernel, one launch for every expert (grouped_gemm_wg.h), or
   // auto (the default), each call by its shape as measured (--grouped-gemm-kernel; docs/decisions/grouped-gemm-wgmma.md).
+  // wgmma also takes the dense FP8 forward and input-gradient GEMMs, as one group (auto leaves those to cuBLASLt).
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // The routed experts' weight gradient (grouped_linear_backward_weight): cuBLASLt, one GEMM per expert, quill's
   // wgmma kernel, one launch for every expert, the old fp32 gradient loaded under the product and the new one

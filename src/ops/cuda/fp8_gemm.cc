@@ -213,6 +213,34 @@ void check_weight_gradient(const char* op, const Tensor& dy, const Tensor& x, co
   require_16(op, "dw's columns (K)", K);
 }
 
+// The row-wise GEMMs (written, not accumulated) by quill's FP8 kernel, one launch for every group, where the shape
+// takes it (a bf16 output, widths on its 128 x 128 blocks: grouped_gemm_wg.h); false (nothing done) where not.
+bool rowwise_by_kernel(const DeviceContext& ctx, RowGemm which, const Tensor& act, const Weight& w, int64_t groups,
+                       const RowGroups& g, const Tensor& out) {
+  const bool fwd = which == RowGemm::kForward;
+  const int64_t k = fwd ? w.K : w.M, m = fwd ? w.M : w.K;  // contraction, output width
+  const uint8_t* w_codes = fwd ? w.codes : w.codes_t;
+  if (out.dtype() != DType::BF16 ||
+      !grouped_gemm::fp8_unsupported_reason(groups, m, k, nullptr, w_codes, out.data()).empty())
+    return false;
+  const Quantised q = rows128(ctx, act, g);
+  grouped_gemm::fp8_forward(ctx, q.codes.data_as<uint8_t>(), q.scale.data_as<float>(), g, w_codes,
+                            fwd ? w.scale : w.scale_t, m, k, out.data());
+  return true;
+}
+
+// A dense row-wise op written (not accumulated): quill's kernel as one group when CudaBackendOptions::
+// grouped_gemm_kernel is wgmma (--grouped-gemm-kernel wgmma: the FP8 row-wise GEMMs, dense ones too; auto leaves the
+// dense ones to cuBLASLt until measured), else cuBLASLt.
+void dense_rowwise(const DeviceContext& ctx, const char* op, RowGemm which, const Tensor& act, const Weight& w,
+                   int64_t rows, const Tensor& out, bool accumulate) {
+  const RowGroups g = fp8q::single_group(op, rows);
+  if (!accumulate && ctx.cuda->grouped_gemm_kernel == GroupedGemmKernel::kWgmma &&
+      rowwise_by_kernel(ctx, which, act, w, 1, g, out))
+    return;
+  rowwise(ctx, op, which, act, w, false, g, out, accumulate);
+}
+
 // A grouped row-wise op: checks (the activation [P, in], the output [P, out], the counts), then the GEMMs.
 void grouped_rowwise(const DeviceContext& ctx, const char* op, RowGemm which, const Tensor& act, const Fp8Tensor& w_EMK,
                      const Tensor& counts_E, const Tensor& out) {
@@ -223,16 +251,10 @@ void grouped_rowwise(const DeviceContext& ctx, const char* op, RowGemm which, co
   const int64_t* counts = ops_detail::require_group_counts(op, counts_E, P, w.E);
   const RowGroups g = fp8q::groups_of(op, counts, w.E);
   // CudaBackendOptions::grouped_gemm_kernel: one launch for every expert where the choice and the shape take the
-  // kernel (a bf16 output, widths on its 128 x 128 blocks: grouped_gemm_wg.h), else one cuBLASLt GEMM per expert.
-  const int64_t k = fwd ? w.K : w.M, m = fwd ? w.M : w.K;  // contraction, output width
-  const uint8_t* w_codes = fwd ? w.codes : w.codes_t;
-  if (grouped_gemm::by_wgmma(ctx.cuda->grouped_gemm_kernel, true, P, w.E) && out.dtype() == DType::BF16 &&
-      grouped_gemm::fp8_unsupported_reason(w.E, m, k, nullptr, w_codes, out.data()).empty()) {
-    const Quantised q = rows128(ctx, act, g);
-    grouped_gemm::fp8_forward(ctx, q.codes.data_as<uint8_t>(), q.scale.data_as<float>(), g, w_codes,
-                              fwd ? w.scale : w.scale_t, m, k, out.data());
+  // kernel, else one cuBLASLt GEMM per expert.
+  if (grouped_gemm::by_wgmma(ctx.cuda->grouped_gemm_kernel, true, P, w.E) &&
+      rowwise_by_kernel(ctx, which, act, w, w.E, g, out))
     return;
-  }
   rowwise(ctx, op, which, act, w, true, g, out, false);
 }
 
@@ -279,7 +301,7 @@ void fp8_linear_forward(const DeviceContext& ctx, const Tensor& x_NK, const Fp8T
   const char* op = "fp8_linear_forward";
   const Weight w = check_weight(op, w_MK, 2);
   const int64_t N = check_rows(op, "x", x_NK, w.K, "y", y_NM, w.M);
-  rowwise(ctx, op, RowGemm::kForward, x_NK, w, false, fp8q::single_group(op, N), y_NM, false);
+  dense_rowwise(ctx, op, RowGemm::kForward, x_NK, w, N, y_NM, false);
 }
 
 void fp8_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const Fp8Tensor& w_MK,
@@ -287,7 +309,7 @@ void fp8_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, co
   const char* op = "fp8_linear_backward_input";
   const Weight w = check_weight(op, w_MK, 2);
   const int64_t N = check_rows(op, "dy", dy_NM, w.M, "dx", dx_NK, w.K);
-  rowwise(ctx, op, RowGemm::kBackwardInput, dy_NM, w, false, fp8q::single_group(op, N), dx_NK, accumulate);
+  dense_rowwise(ctx, op, RowGemm::kBackwardInput, dy_NM, w, N, dx_NK, accumulate);
 }
 
 void fp8_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Tensor& dw_MK,

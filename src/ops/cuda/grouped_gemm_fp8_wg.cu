@@ -1,8 +1,8 @@
 // The routed experts' FP8 forward and input-gradient GEMMs (blockwise-scaled E4M3) as one persistent launch for
 // every expert (grouped_gemm_wg.h says what and why; the bf16 kernel, grouped_gemm_wg.cu, is the same pipeline).
 //
-// A CTA (one per multiprocessor) is two consumer warpgroups and one producer warpgroup (384 threads); it walks the tiles
-// (128 rows of one expert x 128 output columns, one weight block wide) of every expert in the schedule of
+// A CTA (one per multiprocessor) is two consumer warpgroups and one producer warpgroup (384 threads); it walks the
+// tiles (128 rows of one expert x 128 output columns, one weight block wide) of every expert in the schedule of
 // grouped_gemm_schedule.h. Per 128-wide slice of the contraction (one scale block), one thread of the producer waits
 // for a free stage (kStages deep, across tiles) and loads into it by TMA the activation codes (128 rows x 128 bytes,
 // two 64-row boxes, 128-byte swizzle; rows from the expert's first padded row, so past its rows come its zero padding
