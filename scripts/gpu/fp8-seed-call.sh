@@ -3,7 +3,8 @@
 # 12/10/10/10 EP8 DP2, bf16 moments, balanced routing) in bf16 and in FP8 (--fp8-format e4m3 --fp8-recipe
 # blockwise) from the same build: ms per micro-batch, peak, and `quill project --global-batch 128` of each arm.
 # The same memory settings in both arms: CASES [first-bf16s middle-bf16s last-bf16s: bf16 moments, no offload,
-# selective recompute; quill plan: FP8 stage 0 133.92 GiB as bf16]. Offload 0.1 (*-bf16o) planned FP8's stage 0 at
+# selective recompute; quill plan: FP8 stage 0 133.92 GiB as bf16; *-bf16fu under 100 GB]. Offload 0.1 (*-bf16o)
+# planned FP8's stage 0 at
 # 139.55 GiB and ran out of memory on the H200 at the second step (2026-12-06). 16 rows per step (8
 # micro-batches), 3 steps, step 0 warm-up.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill && git rev-parse --short HEAD > build/gpu-bundle/COMMIT
@@ -13,7 +14,11 @@ set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh
 source "$(dirname "$0")/bundle-env.sh"  # OUT, B, Q and the bundle's libraries (quill project needs them too)
 R=/tmp/fp8-seed
-CASES=${CASES:-"first-bf16s middle-bf16s last-bf16s"}  # on 80 GB: first-bf16fu middle-bf16fu last-bf16fu
+# On a GPU under 100 GB: the whole optimizer state offloaded and every layer recomputed in both arms (*-bf16fu: FP8's
+# stage 0 planned at 65.2 GiB; with offload 0.7, 83.9; quill plan, 2026-12-07).
+gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+small="first-bf16fu middle-bf16fu last-bf16fu"
+CASES=${CASES:-$([ "${gpu_mib:-0}" -lt 100000 ] && echo "$small" || echo "first-bf16s middle-bf16s last-bf16s")}
 mkdir -p "$OUT" "$R"
 {
 for arm in bf16 fp8; do
