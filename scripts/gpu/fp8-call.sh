@@ -8,7 +8,7 @@
 #      pair and gb1's speed), `quill check convergence` FP8 against bf16; for the slice also gb8 for GB8_STEPS steps
 #      (per-op profile of the last warm-up step)
 #      and, FP8_DENSE_ARM [1], FP8 at gb8 with the dense GEMMs through quill's kernel (--grouped-gemm-kernel wgmma)
-#   4. base    when .gpu-base/bin/quill exists (an older build: issue 41's "the slice unchanged or faster"), the slice
+#   4. base    (right after the slice) when .gpu-base/bin/quill exists (an older build: issue 41's "the slice unchanged or faster"), the slice
 #              in bf16 with it, gb1 and gb8, the same flags, rows and init as this build's bf16 arms
 # Each config's memory flags come from `quill plan` of its FP8 arm on this GPU: none when it fits, else (both arms) bf16
 # moments and every layer recomputed (the slice on 80 GB: 92.5 GiB in bf16 and 98.0 with FP8 without them).
@@ -61,6 +61,16 @@ train() {
   grep -E "error|Error" "$W/$name.log" | head -3
   report "$W/$name"
   keep
+}
+# The base build's slice in bf16, gb1 and gb8, the flags, rows and init of this build's bf16 arms (issue 41).
+base_arm() {
+  [ -x "$BASE/bin/quill" ] && ((${#slice_flags[@]})) && [ "$(left)" -gt 90 ] || return 0
+  echo "== base $(cat "$BASE/COMMIT"): the slice in bf16, the same flags"
+  LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb1 "$BASE/bin/quill" 100 "${slice_flags[@]}" \
+    --steps 12 --global-batch 1
+  LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb8 "$BASE/bin/quill" 120 "${slice_flags[@]}" \
+    --steps "$GB8_STEPS" --global-batch 8
+  for n in gb1 gb8; do echo "slice $n: base / this build"; report "$W/slice-base-$n"; report "$W/slice-bf16-$n"; done
 }
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -117,15 +127,8 @@ for config in $CONFIGS; do
   "$Q" check convergence --candidate "$W/$tag-fp8-gb1/metrics.jsonl" --reference "$W/$tag-bf16-gb1/metrics.jsonl" 2>&1 |
     tail -n 12
   keep
+  [ "$tag" = slice ] && base_arm
 done
-if [ -x "$BASE/bin/quill" ] && ((${#slice_flags[@]})) && [ "$(left)" -gt 90 ]; then
-  echo "== base $(cat "$BASE/COMMIT"): the slice in bf16, the same flags"
-  LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb1 "$BASE/bin/quill" 100 "${slice_flags[@]}" \
-    --steps 12 --global-batch 1
-  LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb8 "$BASE/bin/quill" 120 "${slice_flags[@]}" \
-    --steps "$GB8_STEPS" --global-batch 8
-  for n in gb1 gb8; do echo "slice $n: base / this build"; report "$W/slice-base-$n"; report "$W/slice-bf16-$n"; done
-fi
 date -u +%T
 keep
 } 2>&1 | tee "$OUT/fp8.txt"
