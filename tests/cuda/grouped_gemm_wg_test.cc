@@ -253,6 +253,7 @@ TEST(GroupedGemmWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 144, 128, nullptr, nullptr, nullptr), "");
   EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 272, nullptr, nullptr, nullptr), "");
   EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 384, nullptr, nullptr, nullptr), "");  // odd slices
+  EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 0, nullptr, nullptr, nullptr), "");    // no slices
   if (kernel_runs_here()) {
     EXPECT_EQ(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 512, nullptr, nullptr, nullptr), "");
   }

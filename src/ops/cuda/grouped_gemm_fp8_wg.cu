@@ -214,8 +214,9 @@ std::string fp8_unsupported_reason(int64_t E, int64_t N, int64_t C, const void* 
   if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
   if (N % kFp8TileCols != 0)
     return fmt::format("{} output columns are not a multiple of the kernel's {}", N, kFp8TileCols);
-  if (C % (2 * kFp8TileK) != 0)
-    return fmt::format("a contraction of {} is not a multiple of the kernel's {} (slices in pairs)", C, 2 * kFp8TileK);
+  if (C <= 0 || C % (2 * kFp8TileK) != 0)  // (an empty contraction has no last pair to promote)
+    return fmt::format("a contraction of {} is not a positive multiple of the kernel's {} (slices in pairs)", C,
+                       2 * kFp8TileK);
   if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
   for (const void* ptr : {a_codes, w_codes, y})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "an operand is not 16-byte aligned (TMA)";
