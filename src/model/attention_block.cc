@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/layer_util.h"
+#include "ops/columns.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
@@ -133,21 +134,57 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   ops::short_conv_backward(ctx, s.k0_TY, conv_weight(k_conv_->compute), dk1, dk0, conv_weight(grad_target(ctx, *k_conv_)));
   ops::short_conv_backward(ctx, s.v0_TY, conv_weight(v_conv_->compute), dv1, dv0, conv_weight(grad_target(ctx, *v_conv_)));
 
+  // The four projections as one GEMM each way when their weights lie back to back (stacked_weights):
+  // their gradients side by side in one [T, Z] tensor, so that dx is written once instead of read and
+  // written by four accumulating GEMMs (docs/decisions/stacked-projections.md).
+  const Tensor w_stacked = stacked_weights();
+  Tensor d_TZ;
+  if (w_stacked.defined()) {
+    d_TZ = new_activation(ctx, {T, w_stacked.dim(0)});
+    int64_t col = 0;
+    for (const Tensor* part : {&dq, &dk0, &dv0, &dr}) {
+      ops::set_columns(ctx, d_TZ, col, *part);
+      col += part->dim(1);
+    }
+  }
   Tensor dx_TD = new_activation(ctx, {T, D});
-  param_backward_input(ctx, dq, *wq_, dx_TD);
-  param_backward_input(ctx, dk0, *wk_, dx_TD, /*accumulate=*/true);
-  param_backward_input(ctx, dv0, *wv_, dx_TD, true);
-  param_backward_input(ctx, dr, *wr_, dx_TD, true);
-  // --tp-comm-overlap: the input gradient is final here; its reduce-scatter runs beside the four weight
+  if (w_stacked.defined()) {
+    ops::linear_backward_input(ctx, d_TZ, w_stacked, dx_TD, /*accumulate=*/false);
+  } else {
+    param_backward_input(ctx, dq, *wq_, dx_TD);
+    param_backward_input(ctx, dk0, *wk_, dx_TD, /*accumulate=*/true);
+    param_backward_input(ctx, dv0, *wv_, dx_TD, true);
+    param_backward_input(ctx, dr, *wr_, dx_TD, true);
+  }
+  // --tp-comm-overlap: the input gradient is final here; its reduce-scatter runs beside the weight
   // gradients, which do not read it.
   PendingTp dx;
   if (tp_.comm_overlap) dx = tp_.start_gather_input_backward(ctx, dx_TD);
   const Tensor x_TD = x_gather.out.defined() ? TensorParallel::finish(x_gather) : s.x_TD;
-  write_weight_grad(ctx, dq, x_TD, *wq_);
-  write_weight_grad(ctx, dk0, x_TD, *wk_);
-  write_weight_grad(ctx, dv0, x_TD, *wv_);
-  write_weight_grad(ctx, dr, x_TD, *wr_);
+  const Tensor g_stacked = w_stacked.defined() ? stacked_grads() : Tensor();
+  if (g_stacked.defined()) {
+    const bool accumulate = !wq_->grad_unset;
+    for (const Param* w : {wq_, wk_, wv_, wr_}) w->grad_unset = false;
+    ops::linear_backward_weight(ctx, d_TZ, x_TD, g_stacked, accumulate);
+  } else {
+    write_weight_grad(ctx, dq, x_TD, *wq_);
+    write_weight_grad(ctx, dk0, x_TD, *wk_);
+    write_weight_grad(ctx, dv0, x_TD, *wv_);
+    write_weight_grad(ctx, dr, x_TD, *wr_);
+  }
   return tp_.comm_overlap ? TensorParallel::finish(dx) : tp_.gather_input_backward(ctx, dx_TD);
+}
+
+Tensor AttentionBlock::stacked_weights() const {
+  for (const Param* w : {wq_, wk_, wv_, wr_})
+    if (w->fp8) return Tensor();  // each FP8 matrix has its own quantised copy (model/param_gemm.h)
+  return Tensor::joined_rows({wq_->compute, wk_->compute, wv_->compute, wr_->compute});
+}
+
+Tensor AttentionBlock::stacked_grads() const {
+  for (const Param* w : {wk_, wv_, wr_})
+    if (w->grad_unset != wq_->grad_unset) return Tensor();  // one write rule for the four (layer_util.h)
+  return Tensor::joined_rows({wq_->grad, wk_->grad, wv_->grad, wr_->grad});
 }
 
 }  // namespace quill

@@ -41,6 +41,11 @@ class AttentionBlock {
   ops::AttentionParams attn_;
   TensorParallel tp_;
   Param *wq_, *wk_, *wv_, *wr_, *wo_, *q_norm_, *k_norm_, *table_, *k_conv_, *v_conv_;
+  // [Wq; Wk; Wv; Wr] as one [Z, D] matrix (Z = H d + 2 G d + H R) when their compute copies lie back to back
+  // in that order (placed in one bucket, model/param_placement.h) and none is FP8; undefined otherwise
+  // (before placement, a frozen member, FP8). The same for their gradients, when also their write rule agrees.
+  Tensor stacked_weights() const;
+  Tensor stacked_grads() const;
 };
 
 }  // namespace quill

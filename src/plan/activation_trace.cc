@@ -377,6 +377,11 @@ StageTrace::Id StageTrace::attention_backward(int64_t l, Id x_region) {
   const Id dk0 = activation(Use::Temporary, T_, G * d), dv0 = activation(Use::Temporary, T_, G * d);
   mem_.free(grad_scratch(p + "k_sconv.weight", G * d * K));
   mem_.free(grad_scratch(p + "v_sconv.weight", G * d * K));
+  // The four projections' gradients side by side for their stacked GEMMs (model/attention_block.h): their
+  // weights lie back to back when all four are trained (one bucket) and none runs in FP8.
+  bool stacked = !shape_.fp8;
+  for (const char* w : {"wq_du.weight", "wk_dv.weight", "wv_dv.weight", "wr_du.weight"}) stacked = stacked && !frozen(p + w);
+  const Id d_TZ = stacked ? activation(Use::Temporary, T_, H * d + 2 * G * d + H * R) : MemoryTrace::kNone;
   const Id dx = activation(Use::Temporary, T_, D_);
   // --tp-comm-overlap: the reduce-scatter (its result) started before the weight gradients.
   const Id started = overlap() ? reduce_rows(Use::Temporary) : MemoryTrace::kNone;
@@ -386,7 +391,7 @@ StageTrace::Id StageTrace::attention_backward(int64_t l, Id x_region) {
   mem_.free(grad_scratch(p + "wv_dv.weight", G * d * D_));
   mem_.free(grad_scratch(p + "wr_du.weight", H * R * D_));
   const Id reduced = overlap() ? started : reduce_rows(Use::Temporary);  // gather_input_backward
-  for (Id id : {dout, do_TX, x_again, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0}) mem_.free(id);
+  for (Id id : {dout, do_TX, x_again, dqn, dkn, dv1, dr, dq, dk1, dk0, dv0, d_TZ}) mem_.free(id);
   if (reduced == MemoryTrace::kNone) return dx;
   mem_.free(dx);
   return reduced;

@@ -48,6 +48,9 @@ struct TraceShape {
   // The MoE backward's return exchange is started and the late weight gradients run beside it (expert
   // parallelism with --delay-wgrad-compute or the combined 1F1B): their merged rows live beside its buffer.
   bool wgrad_beside_return_exchange = false;
+  // --fp8-recipe blockwise: the attention projections run as four FP8 GEMMs, not stacked as one
+  // (model/attention_block.h: stacked_weights).
+  bool fp8 = false;
 };
 
 class StageTrace {

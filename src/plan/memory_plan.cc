@@ -220,6 +220,7 @@ MemoryPlan plan_memory(const PlanRequest& req) {
     shape.tp_comm_overlap = req.tp_comm_overlap;
     shape.expert_wgrad_micro_batches = req.expert_wgrad_micro_batches;
     shape.wgrad_beside_return_exchange = spec.ep > 1 && (req.delay_wgrad_compute || combined);
+    shape.fp8 = req.fp8;
     MemoryTrace mem;
     {
       StageTrace st(c, shape, sp.first_layer, sp.end_layer, mem);

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -154,6 +155,24 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   t.offset_ += static_cast<size_t>(begin * row_elems) * dtype_size(dtype_);
   t.shape_[0] = end - begin;
   return t;
+}
+
+Tensor Tensor::joined_rows(std::initializer_list<Tensor> parts) {
+  if (parts.size() == 0) return Tensor();
+  const Tensor& first = *parts.begin();
+  if (!first.defined() || first.ndim() < 1) return Tensor();
+  Shape shape = first.shape_;
+  size_t end = first.offset_;
+  for (const Tensor& t : parts) {
+    if (!t.defined() || t.storage_ != first.storage_ || t.dtype_ != first.dtype_ || t.offset_ != end ||
+        t.ndim() != first.ndim() || !std::equal(t.shape_.begin() + 1, t.shape_.end(), first.shape_.begin() + 1))
+      return Tensor();
+    end += t.nbytes();
+    if (&t != &first) shape[0] += t.shape_[0];
+  }
+  Tensor joined = first;
+  joined.shape_ = shape;
+  return joined;
 }
 
 Tensor Tensor::clone() const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,10 @@ class Tensor {
   Tensor view_flat(int64_t offset, const Shape& shape) const;
   // Rows [begin, end) along dimension 0, sharing storage.
   Tensor rows(int64_t begin, int64_t end) const;
+  // The parts as one tensor along dimension 0 when they lie back to back in one storage, in this order,
+  // with one dtype and the same trailing dimensions (matrices of one parameter bucket: their GEMMs can
+  // run as one); undefined otherwise, or when a part is undefined.
+  static Tensor joined_rows(std::initializer_list<Tensor> parts);
   // Deep copy on the host (CPU tensors only).
   Tensor clone() const;
   void fill_zero() const;
