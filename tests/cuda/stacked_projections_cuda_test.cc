@@ -1,0 +1,90 @@
+// The attention projections' stacked GEMMs on the GPU (model/attention_block.h: stacked_weights): one step
+// of two rows with every layer's four weights back to back (one GEMM each way) against the same step with
+// each layer's k weight and gradient moved apart (four GEMMs each way, the path before). cuBLASLt sums the
+// stacked contraction in fp32 and rounds dx to bf16 once where the four GEMMs rounded it after each, so the
+// bits differ; the loss and every gradient must agree to bf16 accuracy, and the stacked path must be the one
+// taken (docs/decisions/stacked-projections.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <string>
+#include <vector>
+
+#include "cuda/harness.h"
+#include "model/inkling_model.h"
+#include "model/param_placement.h"
+#include "ops/convert.h"
+#include "ops/elementwise.h"
+#include "util/random_row.h"
+
+namespace quill {
+namespace {
+
+struct StepResult {
+  double loss = 0;
+  std::vector<std::pair<std::string, std::vector<float>>> grads;
+  int stacked_layers = 0;
+};
+
+StepResult gpu_step(bool apart) {
+  const DeviceContext ctx = test::gpu_ctx();
+  const InklingConfig config = load_inkling_config(std::string(QUILL_FIXTURES) + "/configs/determinism.json");
+  ParamTable params = ParamTable::for_config(config);
+  params.init_random(11, 0.02);
+  place_params(params, ctx);
+  StepResult r;
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const std::string p = fmt::format("model.llm.layers.{}.attn.", l);
+    Param& k = params.at(p + "wk_dv.weight");
+    if (apart) {
+      for (Tensor* t : {&k.compute, &k.grad}) {
+        Tensor moved = Tensor::empty(t->shape(), t->dtype(), *ctx.allocator);
+        ops::copy(ctx, *t, moved);
+        *t = moved;
+      }
+    }
+    const Param &q = params.at(p + "wq_du.weight"), &v = params.at(p + "wv_dv.weight"), &rp = params.at(p + "wr_du.weight");
+    r.stacked_layers += Tensor::joined_rows({q.compute, k.compute, v.compute, rp.compute}).defined() &&
+                        Tensor::joined_rows({q.grad, k.grad, v.grad, rp.grad}).defined();
+  }
+  InklingModel model(config, params, ctx);
+  const int64_t T = 1024;
+  const test::Row a = test::random_row(T, config.unpadded_vocab_size, 1, [](int64_t t) { return t > 16; }),
+                  b = test::random_row(T, config.unpadded_vocab_size, 2, [](int64_t t) { return t > 16; });
+  const double scale = 1.0 / static_cast<double>(InklingModel::supervised_targets(a.mask.data(), T) +
+                                                 InklingModel::supervised_targets(b.mask.data(), T));
+  zero_grads(params, ctx);
+  r.loss = model.train_row(a.tokens.data(), a.mask.data(), T, scale).loss_sum;
+  r.loss += model.train_row(b.tokens.data(), b.mask.data(), T, scale).loss_sum;
+  settle_grads(params, ctx);
+  for (const Param& p : params.params()) {
+    if (!p.grad.defined()) continue;
+    Tensor host = Tensor::empty(p.grad.shape(), DType::F32);
+    ops::transfer(ctx, p.grad, host);
+    r.grads.emplace_back(p.name, std::vector<float>(host.data_as<float>(), host.data_as<float>() + host.numel()));
+  }
+  return r;
+}
+
+TEST(CudaStackedProjections, OneGemmEachWayAgreesWithFour) {
+  QUILL_REQUIRE_GPU();
+  const StepResult stacked = gpu_step(false), four = gpu_step(true);
+  EXPECT_EQ(stacked.stacked_layers, 3);  // every attention layer of the config
+  EXPECT_EQ(four.stacked_layers, 0);
+  EXPECT_NEAR(stacked.loss, four.loss, 1e-3 * std::abs(four.loss));
+  ASSERT_EQ(stacked.grads.size(), four.grads.size());
+  for (size_t i = 0; i < stacked.grads.size(); ++i) {
+    const std::vector<float>&s = stacked.grads[i].second, &f = four.grads[i].second;
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < s.size(); ++j) {
+      diff += (static_cast<double>(s[j]) - f[j]) * (static_cast<double>(s[j]) - f[j]);
+      norm += static_cast<double>(f[j]) * f[j];
+    }
+    if (norm == 0) continue;
+    EXPECT_LT(std::sqrt(diff / norm), 2e-2) << stacked.grads[i].first;
+  }
+}
+
+}  // namespace
+}  // namespace quill
