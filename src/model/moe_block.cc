@@ -61,13 +61,13 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   // Routed experts: permute into expert order, two grouped GEMMs around SwiGLU, weighted unpermute.
   s.wr_Tk = new_tensor(ctx, {T, k_}, DType::F32);
   ops::get_columns(ctx, s.weights_TW, 0, s.wr_Tk);
-  s.perm_P = new_tensor(ctx, {P}, DType::I32);
+  s.slot_rows_Tk = new_tensor(ctx, {T, k_}, DType::I32);
   s.counts_E = Tensor::empty({E_}, DType::I64);  // host: the grouped GEMMs need the group sizes
-  ops::moe_route_plan(ctx, s.topk_Tk, E_, s.perm_P, s.counts_E);
+  ops::moe_route_plan(ctx, s.topk_Tk, E_, s.slot_rows_Tk, s.counts_E);
   PendingTp shared_y;  // the shared experts' output (its reduction in flight), when computed during the exchange
   {  // To the ranks holding the experts (one rank: the rows stay, the counts are the group sizes).
     Tensor xp_PD = new_activation(ctx, {P, D});
-    ops::moe_permute(ctx, x_TD, s.perm_P, k_, xp_PD);
+    ops::moe_permute(ctx, x_TD, s.slot_rows_Tk, xp_PD);
     if (ep_.active()) {
       const int64_t* counts = s.counts_E.data_as<int64_t>();
       s.dispatch = plan_dispatch(ctx, std::vector<int64_t>(counts, counts + E_), ep_.comm);
@@ -104,7 +104,7 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
     }
   }
   Tensor y_TD = new_activation(ctx, {T, D});
-  ops::moe_unpermute(ctx, s.yp_PD, s.perm_P, s.wr_Tk, y_TD);
+  ops::moe_unpermute(ctx, s.yp_PD, s.slot_rows_Tk, s.wr_Tk, y_TD);
   Tensor y_region = tp_.region_of_chunk(ctx, y_TD);
   if (S_ == 0) {
     if (recompute_inputs_) s.x_TD = Tensor();
@@ -179,7 +179,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
 
   // Routed path, in reverse.
   Tensor dyp_PD = new_activation(ctx, {P, D}), dwr_Tk = new_tensor(ctx, {T, k_}, DType::F32);
-  ops::moe_unpermute_backward(ctx, dy_TD, s.yp_PD, s.perm_P, s.wr_Tk, dyp_PD, dwr_Tk);
+  ops::moe_unpermute_backward(ctx, dy_TD, s.yp_PD, s.slot_rows_Tk, s.wr_Tk, dyp_PD, dwr_Tk);
   ops::set_columns(ctx, dweights_TW, 0, dwr_Tk);
   // Back to the experts' ranks (combine's adjoint), the GEMMs' backward, and home (dispatch's
   // adjoint). Without rows the experts' gradients get no write (settle_grads zeroes unwritten ones).
@@ -237,7 +237,7 @@ Tensor MoeBlock::backward(const DeviceContext& ctx, const Saved& s, const Tensor
     if (late_wgrad) late_weight_grads();
     if (ep_.active()) dxp_PD = combine_tokens(ctx, s.dispatch, dxr_RD, ep_.comm);
   }
-  ops::moe_permute_backward(ctx, dxp_PD, s.perm_P, k_, dx_TD);
+  ops::moe_permute_backward(ctx, dxp_PD, s.slot_rows_Tk, dx_TD);
 
   if (S_ > 0 && !dxs.out.defined()) dxs = shared_backward(ctx, s, dy_region, dys, xs_again, dweights_TW);
 

@@ -42,7 +42,7 @@ class MoeBlock {
   struct Saved {
     // The rank's chunk: its input, the router's values, its routed rows' combined outputs (yp_PD).
     // counts_E: the rank's own rows per expert, all E (what metrics report, summed over ranks).
-    Tensor x_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, perm_P, counts_E, yp_PD;
+    Tensor x_TD, logits_TX, topk_Tk, weights_TW, wr_Tk, slot_rows_Tk, counts_E, yp_PD;
     // The local experts' rows (from every rank of the expert-parallel group; with one rank the
     // rank's own rows), their group sizes (host I64 [El]) and the exchange's plan.
     Tensor xr_RD, hr_R2F, ar_RF, local_counts_L;

@@ -1,13 +1,15 @@
 // Token permutation and grouped GEMMs for routed experts.
 //
-// moe_route_plan: from topk_idx_Nk [N, k] I32 builds the expert-sorted order of the N*k (token,
-// slot) assignments, stable by (expert, token, slot): perm_P I32 [P = N*k] holds token*k + slot for
-// each permuted row, and counts_E I64 [E] (host memory) the rows per expert.
-// moe_permute: xp_PD[p] = x_ND[perm[p] / k]. moe_permute_backward: dx_ND[token] += dxp_PD[p] (dx
-// overwritten first).
-// moe_unpermute: out_ND[t] = sum_slot weights_Nk[t, slot] * yp_PD[p(t, slot)] (overwrites out).
-// moe_unpermute_backward: dyp_PD[p] = weights[t, slot] * dout[t]; dweights_Nk[t, slot] = dout[t] . yp[p]
+// moe_route_plan: from topk_idx_Nk [N, k] I32 sorts the N*k (token, slot) assignments by expert, stably
+// by (expert, token, slot): slot_rows_Nk I32 [N, k] holds each assignment's row p in that order, and
+// counts_E I64 [E] (host memory) the rows per expert. The row ops take slot_rows as the plan wrote it (a
+// permutation of [0, N*k): the CPU checks it; on a GPU, where a check would synchronise every call,
+// only that each row is in range).
+// moe_permute: xp_PD[p(t, slot)] = x_ND[t]. moe_permute_backward: dx_ND[t] = sum_slot dxp_PD[p(t, slot)]
 // (overwritten).
+// moe_unpermute: out_ND[t] = sum_slot weights_Nk[t, slot] * yp_PD[p(t, slot)] (overwrites out).
+// moe_unpermute_backward: dyp_PD[p(t, slot)] = weights[t, slot] * dout[t]; dweights_Nk[t, slot] =
+// dout[t] . yp[p(t, slot)] (overwritten).
 // grouped_linear_*: for each expert e, rows [off_e, off_e + counts[e]) of x_PK times w_EMK[e]^T; the
 // same rules as ops/linear.h (dw accumulated).
 #pragma once
@@ -16,16 +18,15 @@
 
 namespace quill::ops {
 
-void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P,
+void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& slot_rows_Nk,
                     const Tensor& counts_E);
-void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k,
-                 const Tensor& xp_PD);
-void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& perm_P, int64_t top_k,
+void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& slot_rows_Nk, const Tensor& xp_PD);
+void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& slot_rows_Nk,
                           const Tensor& dx_ND);
-void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk,
+void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& slot_rows_Nk, const Tensor& weights_Nk,
                    const Tensor& out_ND);
 void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD,
-                            const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& dyp_PD,
+                            const Tensor& slot_rows_Nk, const Tensor& weights_Nk, const Tensor& dyp_PD,
                             const Tensor& dweights_Nk);
 
 void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Tensor& w_EMK, const Tensor& counts_E,

@@ -467,9 +467,8 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
   s.saved.push_back(i32(Use::Saved, Tc * k));         // topk
   s.saved.push_back(f32(Use::Saved, Tc * (k + S)));   // weights
   s.saved.push_back(f32(Use::Saved, Tc * k));         // wr
-  s.saved.push_back(i32(Use::Saved, P));              // perm (the counts are a host tensor)
+  s.saved.push_back(i32(Use::Saved, P));              // slot_rows (the counts are a host tensor)
   const Id xp = activation(ep == 1 ? Use::Saved : Use::Dispatch, P, D_);
-  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);  // moe_plumbing.cu checked_inverse
   if (ep == 1) {
     s.saved.push_back(xp);
     s.expert_x = xp;
@@ -494,7 +493,6 @@ StageTrace::Id StageTrace::moe_forward(int64_t, Layer& s) {
     mem_.free(ye);
   }
   const Id y = activation(Use::Temporary, Tc, D_);
-  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
   // region_of_chunk: without SP the chunks are gathered into all T rows.
   const Id y_region = tp_ > 1 && !sp_ ? activation(Use::Temporary, T_, D_) : MemoryTrace::kNone;
   const Id out = y_region != MemoryTrace::kNone ? y_region : y;
@@ -549,7 +547,6 @@ StageTrace::Id StageTrace::moe_backward(int64_t l, Layer& s, ExpertWgradTurn tur
   Id dyr = activation(Use::Temporary, P, D_);           // dyp (the experts' output gradient at one rank)
   locals.push_back(dyr);
   locals.push_back(f32(Use::Temporary, Tc * k));        // dwr
-  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
   if (ep > 1) {  // the output gradient rows to the experts (dispatch_tokens, worst-case receive buffer)
     const Id recv = activation(Use::Dispatch, R_worst, D_);
     dyr = activation(Use::Temporary, R, D_);
@@ -586,7 +583,6 @@ StageTrace::Id StageTrace::moe_backward(int64_t l, Layer& s, ExpertWgradTurn tur
     locals.push_back(activation(Use::Temporary, P, D_));
     mem_.free(recv);
   }
-  if (cuda()) mem_.spike(Use::Temporary, (P + 1) * 4);
   if (S > 0) {  // shared experts, over all T positions
     const Id dys = overlap() ? dys_early : gather_input(Use::Gather);  // reduce_output_backward
     const Id dxs = activation(Use::Temporary, T_, D_), dgamma = f32(Use::Temporary, T_ * S);

@@ -1,8 +1,9 @@
 // CUDA routed-expert token plumbing (src/ops/cuda/moe_plumbing.cu) against the CPU reference: the
-// route plan (perm and counts identical to the CPU's, at the realistic P = 49,208 too, with skewed
+// route plan (slot rows and counts identical to the CPU's, at the realistic P = 49,208 too, with skewed
 // loads and empty experts), permute and unpermute with their backwards (bf16 rows rounded first, fp32
-// weights), and the errors (an expert outside [0, E) names [token, slot]; a perm that is not a
-// permutation names its first bad element, as the CPU does).
+// weights), and the errors (an expert outside [0, E) names [token, slot]; the row ops check shapes and
+// dtypes, and skip a row outside [0, P) without touching memory: they do not synchronise to check the
+// permutation, which the plan writes).
 // Legend: N tokens, k slots per token, E experts, P = N * k, D width.
 #include "ops/moe.h"
 
@@ -55,12 +56,12 @@ std::vector<int32_t> all_experts(int64_t E) {
 }
 
 struct Plan {
-  Tensor perm, counts;  // host
+  Tensor slot_rows, counts;  // host
 };
 
 Plan cpu_plan(const Tensor& topk, int64_t E) {
-  Plan p{Tensor::empty({topk.numel()}, DType::I32), Tensor::empty({E}, DType::I64)};
-  ops::moe_route_plan(DeviceContext::cpu(), topk, E, p.perm, p.counts);
+  Plan p{Tensor::empty(topk.shape(), DType::I32), Tensor::empty({E}, DType::I64)};
+  ops::moe_route_plan(DeviceContext::cpu(), topk, E, p.slot_rows, p.counts);
   return p;
 }
 
@@ -80,21 +81,21 @@ void PrintTo(const PlanCase& c, std::ostream* os) { *os << c.name; }
 
 class CudaRoutePlanTest : public ::testing::TestWithParam<PlanCase> {};
 
-TEST_P(CudaRoutePlanTest, PermAndCountsIdenticalToCpu) {
+TEST_P(CudaRoutePlanTest, SlotRowsAndCountsIdenticalToCpu) {
   QUILL_REQUIRE_GPU();
   const PlanCase& c = GetParam();
   const Tensor topk = random_topk(c.N, c.k, c.allowed.empty() ? all_experts(c.E) : c.allowed, 2100);
   const Plan ref = cpu_plan(topk, c.E);
 
-  auto perm = poisoned_output({c.N * c.k}, DType::I32);
+  auto rows = poisoned_output({c.N, c.k}, DType::I32);
   Tensor counts = Tensor::empty({c.E}, DType::I64);
   for (int64_t e = 0; e < c.E; ++e) counts.data_as<int64_t>()[e] = -7;
-  ops::moe_route_plan(test::gpu_ctx(), to_device(topk, DType::I32), c.E, perm->tensor(), counts);
-  EXPECT_EQ(mismatches_i32(to_host(perm->tensor()), ref.perm), 0) << c.name << ": perm differs from the CPU's";
+  ops::moe_route_plan(test::gpu_ctx(), to_device(topk, DType::I32), c.E, rows->tensor(), counts);
+  EXPECT_EQ(mismatches_i32(to_host(rows->tensor()), ref.slot_rows), 0) << c.name << ": slot rows differ from the CPU's";
   int64_t bad_counts = 0;
   for (int64_t e = 0; e < c.E; ++e) bad_counts += counts.data_as<int64_t>()[e] != ref.counts.data_as<int64_t>()[e];
   EXPECT_EQ(bad_counts, 0) << c.name << ": counts differ from the CPU's";
-  EXPECT_TRUE(perm->guards_intact()) << c.name << ": perm written outside its bounds";
+  EXPECT_TRUE(rows->guards_intact()) << c.name << ": slot rows written outside their bounds";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -115,13 +116,13 @@ TEST(CudaRoutePlan, ExpertOutsideRangeNamesTokenAndSlot) {
   Tensor topk = random_topk(50, 3, all_experts(8), 2200);
   topk.data_as<int32_t>()[40] = 8;  // token 13, slot 1
   topk.data_as<int32_t>()[44] = -1;
-  auto perm = poisoned_output({150}, DType::I32);
+  auto rows = poisoned_output({50, 3}, DType::I32);
   Tensor counts = Tensor::empty({8}, DType::I64);
-  expect_error([&] { ops::moe_route_plan(test::gpu_ctx(), to_device(topk, DType::I32), 8, perm->tensor(), counts); },
+  expect_error([&] { ops::moe_route_plan(test::gpu_ctx(), to_device(topk, DType::I32), 8, rows->tensor(), counts); },
                "moe_route_plan: topk_idx_Nk[13, 1] is expert 8, outside [0, 8)");
   expect_error(
       [&] {
-        ops::moe_route_plan(test::gpu_ctx(), to_device(topk, DType::I32), 8, perm->tensor(), Tensor::empty({9}, DType::I64));
+        ops::moe_route_plan(test::gpu_ctx(), to_device(topk, DType::I32), 8, rows->tensor(), Tensor::empty({9}, DType::I64));
       },
       "moe_route_plan: counts_E has shape");
 }
@@ -141,15 +142,15 @@ void PrintTo(const RowCase& c, std::ostream* os) {
 }
 
 struct Routed {
-  Tensor perm;      // host I32 [P]
-  Tensor d_perm;    // device copy
+  Tensor rows;    // host I32 [N, k]
+  Tensor d_rows;  // device copy
 };
 
 Routed route(const RowCase& c, uint32_t seed) {
   const Tensor topk = random_topk(c.N, c.k, all_experts(c.E), seed);
   Routed r;
-  r.perm = cpu_plan(topk, c.E).perm;
-  r.d_perm = to_device(r.perm, DType::I32);
+  r.rows = cpu_plan(topk, c.E).slot_rows;
+  r.d_rows = to_device(r.rows, DType::I32);
   return r;
 }
 
@@ -161,10 +162,10 @@ TEST_P(CudaPermuteTest, PermuteIsAnExactGather) {
   const Routed r = route(c, 2300);
   const Tensor x = round_bf16(random_tensor({c.N, c.D}, DType::F32, 2301));
   Tensor ref = Tensor::empty({c.N * c.k, c.D}, DType::F32);
-  ops::moe_permute(DeviceContext::cpu(), x, r.perm, c.k, ref);
+  ops::moe_permute(DeviceContext::cpu(), x, r.rows, ref);
   auto xp = poisoned_output({c.N * c.k, c.D}, DType::BF16, c.shift);
   auto d_x = to_guarded_device(x, DType::BF16, c.shift);
-  ops::moe_permute(test::gpu_ctx(), d_x->tensor(), r.d_perm, c.k, xp->tensor());
+  ops::moe_permute(test::gpu_ctx(), d_x->tensor(), r.d_rows, xp->tensor());
   EXPECT_EQ(test::max_abs_diff(to_host_f32(xp->tensor()), ref), 0.0) << "permute is a copy";
   EXPECT_TRUE(xp->guards_intact()) << "xp written outside its bounds";
 }
@@ -175,10 +176,10 @@ TEST_P(CudaPermuteTest, PermuteBackwardSumsSlots) {
   const Routed r = route(c, 2400);
   const Tensor dxp = round_bf16(random_tensor({c.N * c.k, c.D}, DType::F32, 2401));
   Tensor ref = Tensor::empty({c.N, c.D}, DType::F32);
-  ops::moe_permute_backward(DeviceContext::cpu(), dxp, r.perm, c.k, ref);
+  ops::moe_permute_backward(DeviceContext::cpu(), dxp, r.rows, ref);
   auto dx = poisoned_output({c.N, c.D}, DType::BF16, c.shift);
   auto d_dxp = to_guarded_device(dxp, DType::BF16, c.shift);
-  ops::moe_permute_backward(test::gpu_ctx(), d_dxp->tensor(), r.d_perm, c.k, dx->tensor());
+  ops::moe_permute_backward(test::gpu_ctx(), d_dxp->tensor(), r.d_rows, dx->tensor());
   expect_close("dx", to_host_f32(dx->tensor()), ref, 1e-2);
   EXPECT_TRUE(dx->guards_intact()) << "dx written outside its bounds";
 }
@@ -190,10 +191,10 @@ TEST_P(CudaPermuteTest, UnpermuteWeighsSlots) {
   const Tensor yp = round_bf16(random_tensor({c.N * c.k, c.D}, DType::F32, 2501));
   const Tensor w = random_tensor({c.N, c.k}, DType::F32, 2502, 0.5);
   Tensor ref = Tensor::empty({c.N, c.D}, DType::F32);
-  ops::moe_unpermute(DeviceContext::cpu(), yp, r.perm, w, ref);
+  ops::moe_unpermute(DeviceContext::cpu(), yp, r.rows, w, ref);
   auto out = poisoned_output({c.N, c.D}, DType::BF16, c.shift);
   auto d_yp = to_guarded_device(yp, DType::BF16, c.shift);
-  ops::moe_unpermute(test::gpu_ctx(), d_yp->tensor(), r.d_perm, to_device(w, DType::F32), out->tensor());
+  ops::moe_unpermute(test::gpu_ctx(), d_yp->tensor(), r.d_rows, to_device(w, DType::F32), out->tensor());
   expect_close("out", to_host_f32(out->tensor()), ref, 1e-2);
   EXPECT_TRUE(out->guards_intact()) << "out written outside its bounds";
 }
@@ -206,12 +207,12 @@ TEST_P(CudaPermuteTest, UnpermuteBackwardMatchesCpu) {
   const Tensor yp = round_bf16(random_tensor({c.N * c.k, c.D}, DType::F32, 2602));
   const Tensor w = random_tensor({c.N, c.k}, DType::F32, 2603, 0.5);
   Tensor dyp_ref = Tensor::empty({c.N * c.k, c.D}, DType::F32), dw_ref = Tensor::empty({c.N, c.k}, DType::F32);
-  ops::moe_unpermute_backward(DeviceContext::cpu(), dout, yp, r.perm, w, dyp_ref, dw_ref);
+  ops::moe_unpermute_backward(DeviceContext::cpu(), dout, yp, r.rows, w, dyp_ref, dw_ref);
   auto dyp = poisoned_output({c.N * c.k, c.D}, DType::BF16, c.shift);
   auto dw = poisoned_output({c.N, c.k}, DType::F32);
   auto d_dout = to_guarded_device(dout, DType::BF16, c.shift);
   auto d_yp = to_guarded_device(yp, DType::BF16, c.shift);
-  ops::moe_unpermute_backward(test::gpu_ctx(), d_dout->tensor(), d_yp->tensor(), r.d_perm, to_device(w, DType::F32),
+  ops::moe_unpermute_backward(test::gpu_ctx(), d_dout->tensor(), d_yp->tensor(), r.d_rows, to_device(w, DType::F32),
                               dyp->tensor(), dw->tensor());
   expect_close("dyp", to_host_f32(dyp->tensor()), dyp_ref, 1e-2);
   expect_close("dweights", to_host_f32(dw->tensor()), dw_ref, 1e-4);
@@ -233,32 +234,39 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaPermuteTest,
                                            RowCase{30, 3, 7, 64, 2},      // D % 8 == 0, misaligned: scalar
                                            RowCase{12, 6, 8, 4096, 8}));  // 8-byte aligned only: scalar
 
-TEST(CudaPermute, PermThatIsNotAPermutationNamesTheElement) {
+TEST(CudaPermute, RowsOutsideTheRangeAreSkippedAndShapesAreChecked) {
   QUILL_REQUIRE_GPU();
   const RowCase c{6, 2, 4, 16};
-  Tensor perm = route(c, 2700).perm;
-  const Tensor x = to_device(random_tensor({c.N, c.D}, DType::F32, 2701), DType::BF16);
-  auto xp = poisoned_output({c.N * c.k, c.D}, DType::BF16);
+  Tensor rows = route(c, 2700).rows;
+  const Tensor x_host = round_bf16(random_tensor({c.N, c.D}, DType::F32, 2701));
+  const Tensor x = to_device(x_host, DType::BF16);
 
-  Tensor out_of_range = perm.clone();
+  // Slot (1, 1)'s row out of range: every other row is written as the CPU writes it, nothing outside xp.
+  Tensor out_of_range = rows.clone();
+  const int32_t skipped = out_of_range.data_as<int32_t>()[3];
   out_of_range.data_as<int32_t>()[3] = 9999;
-  expect_error([&] { ops::moe_permute(test::gpu_ctx(), x, to_device(out_of_range, DType::I32), c.k, xp->tensor()); },
-               "moe_permute: perm_P[3] is 9999, outside [0, 12)");
+  auto xp = poisoned_output({c.N * c.k, c.D}, DType::BF16);
+  ops::moe_permute(test::gpu_ctx(), x, to_device(out_of_range, DType::I32), xp->tensor());
+  Tensor ref = Tensor::empty({c.N * c.k, c.D}, DType::F32);
+  ops::moe_permute(DeviceContext::cpu(), x_host, rows, ref);
+  const Tensor got = to_host_f32(xp->tensor());
+  int64_t differing = 0;
+  for (int64_t p = 0; p < c.N * c.k; ++p)
+    if (p != skipped)
+      for (int64_t d = 0; d < c.D; ++d) differing += got.data_as<float>()[p * c.D + d] != ref.data_as<float>()[p * c.D + d];
+  EXPECT_EQ(differing, 0);
+  EXPECT_TRUE(xp->guards_intact()) << "xp written outside its bounds";
 
-  Tensor repeated = perm.clone();
-  repeated.data_as<int32_t>()[8] = repeated.data_as<int32_t>()[2];
   auto out = poisoned_output({c.N, c.D}, DType::BF16);
   const Tensor yp = to_device(random_tensor({c.N * c.k, c.D}, DType::F32, 2702), DType::BF16);
-  const Tensor w = to_device(random_tensor({c.N, c.k}, DType::F32, 2703), DType::F32);
-  expect_error([&] { ops::moe_unpermute(test::gpu_ctx(), yp, to_device(repeated, DType::I32), w, out->tensor()); },
-               "moe_unpermute: perm_P[8] repeats assignment " + std::to_string(perm.data_as<int32_t>()[2]));
-
   auto dx = poisoned_output({c.N, c.D}, DType::BF16);
-  expect_error([&] { ops::moe_permute_backward(test::gpu_ctx(), yp, to_device(perm, DType::I32), 3, dx->tensor()); },
+  expect_error([&] { ops::moe_permute_backward(test::gpu_ctx(), yp, to_device(rows.reshape({4, 3}), DType::I32), dx->tensor()); },
+               "moe_permute_backward: slot_rows_Nk has shape");
+  expect_error([&] { ops::moe_permute_backward(test::gpu_ctx(), x, to_device(rows, DType::I32), dx->tensor()); },
                "moe_permute_backward: dxp_PD has shape");
   expect_error(
       [&] {
-        ops::moe_unpermute(test::gpu_ctx(), yp, to_device(perm, DType::I32), to_device(random_tensor({c.N, c.k}, DType::F32, 1), DType::BF16),
+        ops::moe_unpermute(test::gpu_ctx(), yp, to_device(rows, DType::I32), to_device(random_tensor({c.N, c.k}, DType::F32, 1), DType::BF16),
                            out->tensor());
       },
       "moe_unpermute: weights_Nk has dtype BF16, expected F32");

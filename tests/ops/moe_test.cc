@@ -44,12 +44,12 @@ Tensor random_topk(int64_t N, int64_t k, const std::vector<int32_t>& allowed, ui
 }
 
 struct Plan {
-  Tensor perm, counts;
+  Tensor slot_rows, counts;
 };
 
 Plan route_plan(const Tensor& topk, int64_t E) {
-  Plan p{Tensor::empty({topk.numel()}, DType::I32), Tensor::empty({E}, DType::I64)};
-  ops::moe_route_plan(kCpu, topk, E, p.perm, p.counts);
+  Plan p{Tensor::empty(topk.shape(), DType::I32), Tensor::empty({E}, DType::I64)};
+  ops::moe_route_plan(kCpu, topk, E, p.slot_rows, p.counts);
   return p;
 }
 
@@ -69,17 +69,20 @@ TEST(MoeTest, RoutePlanSortsStablyByExpert) {
   // Expert 1 gets no token.
   Tensor topk = topk_tensor(4, 2, {2, 0, /**/ 0, 2, /**/ 3, 0, /**/ 2, 3});
   Plan p = route_plan(topk, 4);
-  const int32_t* perm = p.perm.data_as<int32_t>();
-  EXPECT_EQ(std::vector<int32_t>(perm, perm + 8), (std::vector<int32_t>{1, 2, 5, 0, 3, 6, 4, 7}));
+  // Rows in expert order: expert 0 takes assignments 1, 2, 5 (rows 0-2), expert 2 takes 0, 3, 6, expert 3 4, 7.
+  const int32_t* rows = p.slot_rows.data_as<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(rows, rows + 8), (std::vector<int32_t>{3, 0, 1, 4, 6, 2, 5, 7}));
   EXPECT_EQ(counts_of(p.counts), (std::vector<int64_t>{3, 0, 3, 2}));
 }
 
 TEST(MoeTest, RoutePlanRejectsOutOfRangeExperts) {
-  Tensor perm = Tensor::empty({4}, DType::I32), counts = Tensor::empty({3}, DType::I64);
-  expect_error([&] { ops::moe_route_plan(kCpu, topk_tensor(2, 2, {0, 1, 3, 2}), 3, perm, counts); },
+  Tensor rows = Tensor::empty({2, 2}, DType::I32), counts = Tensor::empty({3}, DType::I64);
+  expect_error([&] { ops::moe_route_plan(kCpu, topk_tensor(2, 2, {0, 1, 3, 2}), 3, rows, counts); },
                "moe_route_plan: topk_idx_Nk[1, 0] is expert 3");
-  expect_error([&] { ops::moe_route_plan(kCpu, topk_tensor(2, 2, {0, -1, 1, 2}), 3, perm, counts); }, "expert -1");
-  expect_error([&] { ops::moe_route_plan(kCpu, topk_tensor(2, 2, {0, 1, 1, 2}), 4, perm, counts); }, "counts_E");
+  expect_error([&] { ops::moe_route_plan(kCpu, topk_tensor(2, 2, {0, -1, 1, 2}), 3, rows, counts); }, "expert -1");
+  expect_error([&] { ops::moe_route_plan(kCpu, topk_tensor(2, 2, {0, 1, 1, 2}), 4, rows, counts); }, "counts_E");
+  expect_error([&] { ops::moe_route_plan(kCpu, topk_tensor(2, 2, {0, 1, 1, 2}), 3, Tensor::empty({4}, DType::I32), counts); },
+               "slot_rows_Nk");
 }
 
 // Grouped linear forward and backward against plain per-expert loops, including an empty expert.
@@ -155,9 +158,9 @@ struct MoePath {
   }
 
   void forward() {
-    ops::moe_permute(kCpu, x, plan.perm, k, xp);
+    ops::moe_permute(kCpu, x, plan.slot_rows, xp);
     ops::grouped_linear_forward(kCpu, xp, w, plan.counts, yp);
-    ops::moe_unpermute(kCpu, yp, plan.perm, weights, out);
+    ops::moe_unpermute(kCpu, yp, plan.slot_rows, weights, out);
   }
 };
 
@@ -177,9 +180,9 @@ TEST(MoeTest, PermuteUnpermuteMatchDenseComputation) {
       }
       EXPECT_NEAR(get(path.out, t * path.M + m), expect, 1e-12) << "token " << t << " column " << m;
     }
-  // Every permuted row is its token's row.
-  for (int64_t p = 0; p < path.N * path.k; ++p) {
-    const int64_t t = path.plan.perm.data_as<int32_t>()[p] / path.k;
+  // Every token's slot rows hold its row.
+  for (int64_t a = 0; a < path.N * path.k; ++a) {
+    const int64_t p = path.plan.slot_rows.data_as<int32_t>()[a], t = a / path.k;
     for (int64_t d = 0; d < path.D; ++d) EXPECT_EQ(get(path.xp, p * path.D + d), get(path.x, t * path.D + d));
   }
 }
@@ -195,10 +198,10 @@ TEST(MoeTest, GradientsMatchFiniteDifferences) {
   Tensor dxp = test::random_tensor({P, path.D}, DType::F64, 14);
   Tensor dx = test::random_tensor({path.N, path.D}, DType::F64, 15);
   Tensor dw = Tensor::zeros({path.E, path.M, path.D}, DType::F64);
-  ops::moe_unpermute_backward(kCpu, probe, path.yp, path.plan.perm, path.weights, dyp, dweights);
+  ops::moe_unpermute_backward(kCpu, probe, path.yp, path.plan.slot_rows, path.weights, dyp, dweights);
   ops::grouped_linear_backward_input(kCpu, dyp, path.w, path.plan.counts, dxp);
   ops::grouped_linear_backward_weight(kCpu, dyp, path.xp, path.plan.counts, dw);
-  ops::moe_permute_backward(kCpu, dxp, path.plan.perm, path.k, dx);
+  ops::moe_permute_backward(kCpu, dxp, path.plan.slot_rows, dx);
 
   auto loss = [&] {
     path.forward();
@@ -208,19 +211,20 @@ TEST(MoeTest, GradientsMatchFiniteDifferences) {
                         1e-6, 1e-7);
 }
 
-TEST(MoeTest, PermutationMustBeValid) {
+TEST(MoeTest, SlotRowsMustBeAPermutation) {
   Tensor x = test::random_tensor({2, 3}, DType::F32, 1), xp = Tensor::empty({4, 3}, DType::F32);
-  Tensor perm = Tensor::empty({4}, DType::I32);
+  Tensor rows = Tensor::empty({2, 2}, DType::I32);
   std::vector<int32_t> values = {0, 1, 1, 3};
-  std::copy(values.begin(), values.end(), perm.data_as<int32_t>());
-  expect_error([&] { ops::moe_permute(kCpu, x, perm, 2, xp); }, "moe_permute: perm_P[2] repeats assignment 1");
-  perm.data_as<int32_t>()[2] = 4;
-  expect_error([&] { ops::moe_permute(kCpu, x, perm, 2, xp); }, "perm_P[2] is 4, outside [0, 4)");
-  perm.data_as<int32_t>()[2] = 2;
+  std::copy(values.begin(), values.end(), rows.data_as<int32_t>());
+  expect_error([&] { ops::moe_permute(kCpu, x, rows, xp); }, "moe_permute: slot_rows_Nk[1, 0] repeats row 1");
+  rows.data_as<int32_t>()[2] = 4;
+  expect_error([&] { ops::moe_permute(kCpu, x, rows, xp); }, "slot_rows_Nk[1, 0] is row 4, outside [0, 4)");
+  rows.data_as<int32_t>()[2] = 2;
+  expect_error([&] { ops::moe_permute(kCpu, x, rows.reshape({4, 1}), xp); }, "moe_permute: slot_rows_Nk");
   Tensor weights = test::random_tensor({2, 2}, DType::F32, 2), out = Tensor::empty({2, 3}, DType::F32);
-  expect_error([&] { ops::moe_unpermute(kCpu, xp, perm, test::random_tensor({2, 3}, DType::F32, 3), out); },
-               "moe_unpermute: perm_P");
-  expect_error([&] { ops::moe_unpermute(kCpu, xp, perm, weights, Tensor::empty({2, 3}, DType::F64)); }, "out_ND");
+  expect_error([&] { ops::moe_unpermute(kCpu, xp, rows, test::random_tensor({2, 3}, DType::F32, 3), out); },
+               "moe_unpermute: slot_rows_Nk");
+  expect_error([&] { ops::moe_unpermute(kCpu, xp, rows, weights, Tensor::empty({2, 3}, DType::F64)); }, "out_ND");
 }
 
 }  // namespace

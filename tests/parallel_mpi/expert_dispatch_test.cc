@@ -40,10 +40,10 @@ Routed route(int rank, uint64_t seed) {
   }
   const DeviceContext ctx = DeviceContext::cpu();
   Routed r;
-  Tensor perm = Tensor::empty({N * kK}, DType::I32), counts = Tensor::empty({kE}, DType::I64);
-  ops::moe_route_plan(ctx, topk, kE, perm, counts);
+  Tensor slot_rows = Tensor::empty({N, kK}, DType::I32), counts = Tensor::empty({kE}, DType::I64);
+  ops::moe_route_plan(ctx, topk, kE, slot_rows, counts);
   r.xp = Tensor::empty({N * kK, kD}, DType::F32);
-  ops::moe_permute(ctx, x, perm, kK, r.xp);
+  ops::moe_permute(ctx, x, slot_rows, r.xp);
   r.counts.assign(counts.data_as<int64_t>(), counts.data_as<int64_t>() + kE);
   for (int64_t e = 0; e < kE; ++e)
     for (int64_t i = 0; i < r.counts[e]; ++i) r.expert.push_back(e);

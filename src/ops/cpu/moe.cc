@@ -3,14 +3,15 @@
 //
 // Legend: N tokens, k = top_k slots per token, E experts, P = N * k permuted rows, D the hidden
 // width, K/M the input/output width of a grouped linear. An assignment a = token * k + slot.
-//   moe_route_plan: perm_P lists the assignments sorted stably by (expert, token, slot) (a counting
-//     sort), counts_E the rows per expert.  topk I32, perm I32, counts I64 in host memory.
-//   moe_permute: xp[p] = x[perm[p] / k];  backward: dx[t] = sum over p with perm[p] / k == t of dxp[p].
+//   moe_route_plan: sorts the assignments stably by (expert, token, slot) (a counting sort): slot_rows_Nk
+//     holds each assignment's row p(t, slot) in that order, counts_E the rows per expert.  topk I32,
+//     slot_rows I32 [N, k], counts I64 in host memory.
+//   moe_permute: xp[p(t, slot)] = x[t];  backward: dx[t] = sum_slot dxp[p(t, slot)], in slot order.
 //   moe_unpermute: out[t] = sum_slot w[t, slot] * yp[p(t, slot)];
-//     backward: dyp[p] = w[t, slot] * dout[t],  dw[t, slot] = dout[t] . yp[p].
+//     backward: dyp[p(t, slot)] = w[t, slot] * dout[t],  dw[t, slot] = dout[t] . yp[p(t, slot)].
 //   grouped_linear: for expert e, rows [off_e, off_e + counts[e]) of y = x * w[e]^T, off_e the
 //     prefix sum of counts; as ops/linear.h, dx is overwritten and dw accumulated.
-// perm must be a permutation of [0, N * k) and sum(counts) must be P; anything else is an error.
+// slot_rows must be a permutation of [0, N * k) and sum(counts) must be P; anything else is an error.
 // Float tensors (x, w, y and their gradients, weights) share one dtype, F32 or F64; dot products
 // accumulate in double.
 #include "ops/moe.h"
@@ -39,20 +40,23 @@ void require_same_float(const char* op, const char* name, const Tensor& t, const
   require_dtype(op, name, t, like.dtype());
 }
 
-// perm_P must be a permutation of the N * k assignments.
-void check_perm(const char* op, const Tensor& perm_P, int64_t n_tokens, int64_t top_k) {
-  QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
-  const int64_t P = n_tokens * top_k;
-  require_shape(op, "perm_P", perm_P, {P});
-  require_dtype(op, "perm_P", perm_P, DType::I32);
-  const int32_t* perm = perm_P.data_as<int32_t>();
+// slot_rows_Nk must be an I32 [n_tokens, k] permutation of the N * k rows; returns k.
+int64_t check_slot_rows(const char* op, const Tensor& slot_rows_Nk, int64_t n_tokens) {
+  require_2d(op, "slot_rows_Nk", slot_rows_Nk);
+  const int64_t k = slot_rows_Nk.dim(1);
+  QUILL_CHECK(k > 0, "{}: slot_rows_Nk has {} slots per token, expected > 0", op, k);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {n_tokens, k});
+  require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
+  const int64_t P = n_tokens * k;
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   std::vector<char> seen(static_cast<size_t>(P), 0);
-  for (int64_t p = 0; p < P; ++p) {
-    const int64_t a = perm[p];
-    QUILL_CHECK(a >= 0 && a < P, "{}: perm_P[{}] is {}, outside [0, {})", op, p, a, P);
-    QUILL_CHECK(!seen[a], "{}: perm_P[{}] repeats assignment {}", op, p, a);
-    seen[a] = 1;
+  for (int64_t a = 0; a < P; ++a) {
+    const int64_t p = rows[a];
+    QUILL_CHECK(p >= 0 && p < P, "{}: slot_rows_Nk[{}, {}] is row {}, outside [0, {})", op, a / k, a % k, p, P);
+    QUILL_CHECK(!seen[p], "{}: slot_rows_Nk[{}, {}] repeats row {}", op, a / k, a % k, p);
+    seen[p] = 1;
   }
+  return k;
 }
 
 // counts_E must be I64 host memory, non-negative and sum to `rows`; returns E.
@@ -62,44 +66,42 @@ int64_t check_counts(const char* op, const Tensor& counts_E, int64_t rows) {
 }
 
 template <typename T>
-void permute_impl(const Tensor& x_ND, const Tensor& perm_P, int64_t k, const Tensor& xp_PD) {
-  const int64_t P = perm_P.numel(), D = x_ND.dim(1);
-  const int32_t* perm = perm_P.data_as<int32_t>();
+void permute_impl(const Tensor& x_ND, const Tensor& slot_rows_Nk, const Tensor& xp_PD) {
+  const int64_t P = slot_rows_Nk.numel(), k = slot_rows_Nk.dim(1), D = x_ND.dim(1);
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const T* x = x_ND.data_as<T>();
   T* xp = xp_PD.data_as<T>();
-  for (int64_t p = 0; p < P; ++p) std::copy_n(x + (perm[p] / k) * D, D, xp + p * D);
+  for (int64_t a = 0; a < P; ++a) std::copy_n(x + (a / k) * D, D, xp + rows[a] * D);
 }
 
 template <typename T>
-void permute_backward_impl(const Tensor& dxp_PD, const Tensor& perm_P, int64_t k, const Tensor& dx_ND) {
-  const int64_t P = perm_P.numel(), D = dx_ND.dim(1);
-  const int32_t* perm = perm_P.data_as<int32_t>();
+void permute_backward_impl(const Tensor& dxp_PD, const Tensor& slot_rows_Nk, const Tensor& dx_ND) {
+  const int64_t P = slot_rows_Nk.numel(), k = slot_rows_Nk.dim(1), D = dx_ND.dim(1);
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const T* dxp = dxp_PD.data_as<T>();
   T* dx = dx_ND.data_as<T>();
   std::fill(dx, dx + dx_ND.numel(), T(0));
-  for (int64_t p = 0; p < P; ++p) {
-    T* row = dx + (perm[p] / k) * D;
-    for (int64_t d = 0; d < D; ++d) row[d] += dxp[p * D + d];
+  for (int64_t a = 0; a < P; ++a) {  // token by token, slots in order
+    T* row = dx + (a / k) * D;
+    const T* src = dxp + rows[a] * D;
+    for (int64_t d = 0; d < D; ++d) row[d] += src[d];
   }
 }
 
 template <typename T>
-void unpermute_impl(const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& out_ND) {
-  const int64_t P = perm_P.numel(), D = out_ND.dim(1);
-  const int32_t* perm = perm_P.data_as<int32_t>();
+void unpermute_impl(const Tensor& yp_PD, const Tensor& slot_rows_Nk, const Tensor& weights_Nk, const Tensor& out_ND) {
+  const int64_t D = out_ND.dim(1), N = out_ND.dim(0), k = weights_Nk.dim(1);
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const T* yp = yp_PD.data_as<T>();
   const T* w = weights_Nk.data_as<T>();
-  const int64_t N = out_ND.dim(0), k = weights_Nk.dim(1);
-  // Sum per token in double, in slot order, whatever order the permutation visits them in.
-  std::vector<int64_t> row_of(static_cast<size_t>(P));
-  for (int64_t p = 0; p < P; ++p) row_of[perm[p]] = p;
+  // Sum per token in double, in slot order.
   std::vector<double> acc(static_cast<size_t>(D));
   T* out = out_ND.data_as<T>();
   for (int64_t t = 0; t < N; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0);
     for (int64_t s = 0; s < k; ++s) {
       const double ws = w[t * k + s];
-      const T* y = yp + row_of[t * k + s] * D;
+      const T* y = yp + static_cast<int64_t>(rows[t * k + s]) * D;
       for (int64_t d = 0; d < D; ++d) acc[d] += ws * y[d];
     }
     for (int64_t d = 0; d < D; ++d) out[t * D + d] = static_cast<T>(acc[d]);
@@ -107,19 +109,18 @@ void unpermute_impl(const Tensor& yp_PD, const Tensor& perm_P, const Tensor& wei
 }
 
 template <typename T>
-void unpermute_backward_impl(const Tensor& dout_ND, const Tensor& yp_PD, const Tensor& perm_P,
+void unpermute_backward_impl(const Tensor& dout_ND, const Tensor& yp_PD, const Tensor& slot_rows_Nk,
                              const Tensor& weights_Nk, const Tensor& dyp_PD, const Tensor& dweights_Nk) {
-  const int64_t P = perm_P.numel(), D = dout_ND.dim(1);
-  const int32_t* perm = perm_P.data_as<int32_t>();
+  const int64_t P = slot_rows_Nk.numel(), D = dout_ND.dim(1), k = weights_Nk.dim(1);
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const T* dout = dout_ND.data_as<T>();
   const T* yp = yp_PD.data_as<T>();
   const T* w = weights_Nk.data_as<T>();
   T* dyp = dyp_PD.data_as<T>();
   T* dw = dweights_Nk.data_as<T>();
-  const int64_t k = weights_Nk.dim(1);
-  for (int64_t p = 0; p < P; ++p) {
-    const int64_t a = perm[p], t = a / k;
-    const T* g = dout + t * D;
+  for (int64_t a = 0; a < P; ++a) {
+    const int64_t p = rows[a];
+    const T* g = dout + (a / k) * D;
     const T* y = yp + p * D;
     double acc = 0;
     for (int64_t d = 0; d < D; ++d) {
@@ -205,18 +206,18 @@ GroupedDims check_grouped_w(const char* op, const char* w_name, const Tensor& w_
 
 }  // namespace
 
-void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P,
+void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& slot_rows_Nk,
                     const Tensor& counts_E) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_route_plan, "moe_route_plan")(ctx, topk_idx_Nk, n_experts, perm_P, counts_E);
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_route_plan, "moe_route_plan")(ctx, topk_idx_Nk, n_experts, slot_rows_Nk, counts_E);
   const char* op = "moe_route_plan";
   require_cpu(op, ctx);
   require_2d(op, "topk_idx_Nk", topk_idx_Nk);
   require_dtype(op, "topk_idx_Nk", topk_idx_Nk, DType::I32);
   QUILL_CHECK(n_experts > 0, "{}: n_experts is {}, expected > 0", op, n_experts);
   const int64_t P = topk_idx_Nk.numel();
-  QUILL_CHECK(P <= std::numeric_limits<int32_t>::max(), "{}: {} assignments do not fit the I32 perm_P", op, P);
-  require_shape(op, "perm_P", perm_P, {P});
-  require_dtype(op, "perm_P", perm_P, DType::I32);
+  QUILL_CHECK(P <= std::numeric_limits<int32_t>::max(), "{}: {} assignments do not fit the I32 slot_rows_Nk", op, P);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, topk_idx_Nk.shape());
+  require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
   require_shape(op, "counts_E", counts_E, {n_experts});
   require_dtype(op, "counts_E", counts_E, DType::I64);
   QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory", op);
@@ -235,62 +236,63 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
     next[e] = off;
     off += counts[e];
   }
-  int32_t* perm = perm_P.data_as<int32_t>();
-  for (int64_t a = 0; a < P; ++a) perm[next[topk[a]]++] = static_cast<int32_t>(a);
+  int32_t* rows = slot_rows_Nk.data_as<int32_t>();
+  for (int64_t a = 0; a < P; ++a) rows[a] = static_cast<int32_t>(next[topk[a]]++);
 }
 
-void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k,
-                 const Tensor& xp_PD) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_permute, "moe_permute")(ctx, x_ND, perm_P, top_k, xp_PD);
+void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& slot_rows_Nk, const Tensor& xp_PD) {
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_permute, "moe_permute")(ctx, x_ND, slot_rows_Nk, xp_PD);
   const char* op = "moe_permute";
   require_cpu(op, ctx);
   require_2d(op, "x_ND", x_ND);
   const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
-  check_perm(op, perm_P, N, top_k);
-  require_shape(op, "xp_PD", xp_PD, {N * top_k, D});
+  const int64_t k = check_slot_rows(op, slot_rows_Nk, N);
+  require_shape(op, "xp_PD", xp_PD, {N * k, D});
   require_same_float(op, "xp_PD", xp_PD, x_ND);
-  dispatch_float(op, x_ND, [&]<typename T>() { permute_impl<T>(x_ND, perm_P, top_k, xp_PD); });
+  dispatch_float(op, x_ND, [&]<typename T>() { permute_impl<T>(x_ND, slot_rows_Nk, xp_PD); });
 }
 
-void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& perm_P, int64_t top_k,
+void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& slot_rows_Nk,
                           const Tensor& dx_ND) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_permute_backward, "moe_permute_backward")(ctx, dxp_PD, perm_P, top_k, dx_ND);
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_permute_backward, "moe_permute_backward")(ctx, dxp_PD, slot_rows_Nk, dx_ND);
   const char* op = "moe_permute_backward";
   require_cpu(op, ctx);
   require_2d(op, "dx_ND", dx_ND);
   const int64_t N = dx_ND.dim(0), D = dx_ND.dim(1);
-  check_perm(op, perm_P, N, top_k);
-  require_shape(op, "dxp_PD", dxp_PD, {N * top_k, D});
+  const int64_t k = check_slot_rows(op, slot_rows_Nk, N);
+  require_shape(op, "dxp_PD", dxp_PD, {N * k, D});
   require_same_float(op, "dxp_PD", dxp_PD, dx_ND);
-  dispatch_float(op, dx_ND, [&]<typename T>() { permute_backward_impl<T>(dxp_PD, perm_P, top_k, dx_ND); });
+  dispatch_float(op, dx_ND, [&]<typename T>() { permute_backward_impl<T>(dxp_PD, slot_rows_Nk, dx_ND); });
 }
 
-void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk,
+void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& slot_rows_Nk, const Tensor& weights_Nk,
                    const Tensor& out_ND) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_unpermute, "moe_unpermute")(ctx, yp_PD, perm_P, weights_Nk, out_ND);
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_unpermute, "moe_unpermute")(ctx, yp_PD, slot_rows_Nk, weights_Nk, out_ND);
   const char* op = "moe_unpermute";
   require_cpu(op, ctx);
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "out_ND", out_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = out_ND.dim(1);
-  check_perm(op, perm_P, N, k);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
+  check_slot_rows(op, slot_rows_Nk, N);
   require_shape(op, "yp_PD", yp_PD, {N * k, D});
   require_shape(op, "out_ND", out_ND, {N, D});
   require_same_float(op, "weights_Nk", weights_Nk, yp_PD);
   require_same_float(op, "out_ND", out_ND, yp_PD);
-  dispatch_float(op, yp_PD, [&]<typename T>() { unpermute_impl<T>(yp_PD, perm_P, weights_Nk, out_ND); });
+  dispatch_float(op, yp_PD, [&]<typename T>() { unpermute_impl<T>(yp_PD, slot_rows_Nk, weights_Nk, out_ND); });
 }
 
 void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD,
-                            const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& dyp_PD,
+                            const Tensor& slot_rows_Nk, const Tensor& weights_Nk, const Tensor& dyp_PD,
                             const Tensor& dweights_Nk) {
-  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_unpermute_backward, "moe_unpermute_backward")(ctx, dout_ND, yp_PD, perm_P, weights_Nk, dyp_PD, dweights_Nk);
+  if (ctx.device == Device::CUDA) return cuda_op(ctx, &OpTable::moe_unpermute_backward, "moe_unpermute_backward")(ctx, dout_ND, yp_PD, slot_rows_Nk, weights_Nk, dyp_PD, dweights_Nk);
   const char* op = "moe_unpermute_backward";
   require_cpu(op, ctx);
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "dout_ND", dout_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = dout_ND.dim(1);
-  check_perm(op, perm_P, N, k);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
+  check_slot_rows(op, slot_rows_Nk, N);
   require_shape(op, "dout_ND", dout_ND, {N, D});
   require_shape(op, "yp_PD", yp_PD, {N * k, D});
   require_shape(op, "dyp_PD", dyp_PD, {N * k, D});
@@ -299,7 +301,7 @@ void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, con
                          {"dyp_PD", &dyp_PD}, {"dweights_Nk", &dweights_Nk}})
     require_same_float(op, name, *t, dout_ND);
   dispatch_float(op, dout_ND, [&]<typename T>() {
-    unpermute_backward_impl<T>(dout_ND, yp_PD, perm_P, weights_Nk, dyp_PD, dweights_Nk);
+    unpermute_backward_impl<T>(dout_ND, yp_PD, slot_rows_Nk, weights_Nk, dyp_PD, dweights_Nk);
   });
 }
 

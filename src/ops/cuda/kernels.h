@@ -84,11 +84,11 @@ void fp8_grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& d
 void fp8_grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
                                         const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate);
 // ops/moe.h
-void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P, const Tensor& counts_E);
-void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k, const Tensor& xp_PD);
-void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& perm_P, int64_t top_k, const Tensor& dx_ND);
-void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& out_ND);
-void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& dyp_PD, const Tensor& dweights_Nk);
+void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& slot_rows_Nk, const Tensor& counts_E);
+void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& slot_rows_Nk, const Tensor& xp_PD);
+void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& slot_rows_Nk, const Tensor& dx_ND);
+void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& slot_rows_Nk, const Tensor& weights_Nk, const Tensor& out_ND);
+void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD, const Tensor& slot_rows_Nk, const Tensor& weights_Nk, const Tensor& dyp_PD, const Tensor& dweights_Nk);
 void grouped_linear_forward(const DeviceContext& ctx, const Tensor& x_PK, const Tensor& w_EMK, const Tensor& counts_E, const Tensor& y_PM);
 void grouped_linear_backward_input(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& w_EMK, const Tensor& counts_E, const Tensor& dx_PK);
 void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK, const Tensor& counts_E, const Tensor& dw_EMK, bool accumulate);

@@ -2,11 +2,11 @@
 // plan and token permutation. The grouped GEMMs live elsewhere.
 //
 // Legend: N tokens, k = top_k slots per token, E experts, P = N * k permuted rows, D the hidden width.
-// An assignment a = token * k + slot; p(a) its permuted row (inv[a], the inverse of perm).
-//   moe_route_plan: perm_P lists the assignments sorted stably by (expert, token, slot), counts_E the
-//     rows per expert. topk_idx_Nk I32 [N, k] and perm_P I32 [P] on the device; counts_E I64 [E] in
+// An assignment a = token * k + slot; p(a) = slot_rows[a] its row in the order sorted by expert.
+//   moe_route_plan: sorts the assignments stably by (expert, token, slot): slot_rows_Nk the rows, counts_E
+//     the rows per expert. topk_idx_Nk and slot_rows_Nk I32 [N, k] on the device; counts_E I64 [E] in
 //     host memory (one small copy back, which synchronises).
-//   moe_permute:            xp[p] = x[perm[p] / k]                               x_ND, xp_PD BF16
+//   moe_permute:            xp[p(t, slot)] = x[t]                                 x_ND, xp_PD BF16
 //   moe_permute_backward:   dx[t] = sum_slot dxp[p(t, slot)]  (overwritten)       dxp_PD, dx_ND BF16
 //   moe_unpermute:          out[t] = sum_slot w[t, slot] * yp[p(t, slot)]         yp_PD, out_ND BF16; w F32
 //   moe_unpermute_backward: dyp[p] = w[a] * dout[a / k];  dweights[a] = dout[a / k] . yp[p]
@@ -19,9 +19,10 @@
 // did everything, 0.47 ms per call on the H200 while the rest of the GPU idled; bench/results/2026-11-30-slice-v5.)
 // The row ops are one block per token (16-byte accesses where D % 8 == 0 and the rows are aligned;
 // see "row kernels"), so each token row of x, dx, out or dout is read or written once per op.
-// Preconditions: every topk entry in [0, E) (an error naming [token, slot] otherwise); perm_P a
-// permutation of [0, P) (checked on the device while building its inverse; an error naming the first
-// bad element, as the CPU reference reports it). Each check costs one synchronisation.
+// Preconditions: every topk entry in [0, E) (an error naming [token, slot] otherwise, at the plan's one
+// synchronisation). The row ops take slot_rows as the plan wrote it, a permutation of [0, P), and do not
+// synchronise to check it (they did, once per call, building the inverse of the former perm_P: four host
+// round trips per MoE layer and micro-batch); a row outside [0, P) is skipped, never written or read.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -106,11 +107,11 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-// Chunk blockIdx.x: perm[row] = a for its assignments, stable within the chunk (batches in order, warps of a
+// Chunk blockIdx.x: slot_rows[a] = the row of each of its assignments, stable within the chunk (batches in order, warps of a
 // batch in order, lanes of a warp in order), starting from first[chunk, e].
 __global__ void __launch_bounds__(kPlanBlockThreads)
     plan_place_kernel(const int32_t* topk, int64_t P, int E, const int* first, const unsigned* first_bad,
-                      int32_t* perm) {
+                      int32_t* slot_rows) {
   extern __shared__ int cursor[];  // [E]: each expert's next free row
   if (*first_bad != UINT_MAX) return;  // uniform
   for (int e = threadIdx.x; e < E; e += blockDim.x) cursor[e] = first[static_cast<int64_t>(blockIdx.x) * E + e];
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(kPlanBlockThreads)
         if (valid) {
           const unsigned same = __match_any_sync(active, e);
           const int rank = __popc(same & ((1u << lane) - 1u));
-          perm[cursor[e] + rank] = static_cast<int32_t>(a);
+          slot_rows[a] = cursor[e] + rank;
           __syncwarp(active);
           if (lane == 31 - __clz(same)) cursor[e] += __popc(same);
         }
@@ -137,64 +138,9 @@ __global__ void __launch_bounds__(kPlanBlockThreads)
   }
 }
 
-// ---- the inverse permutation (and the check that perm is one) --------------------------------
-
-// inv[a] = the smallest p with perm[p] == a (inv starts at UINT_MAX).
-__global__ void first_row_kernel(const int32_t* perm, int64_t P, unsigned* inv) {
-  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < P; p += int64_t(gridDim.x) * blockDim.x) {
-    const int32_t a = perm[p];
-    if (a >= 0 && a < P) atomicMin(inv + a, static_cast<unsigned>(p));
-  }
-}
-
-// The first p that is out of range or repeats an assignment seen at a lower p (the CPU's first error).
-__global__ void check_perm_kernel(const int32_t* perm, int64_t P, const unsigned* inv, unsigned* first_bad) {
-  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < P; p += int64_t(gridDim.x) * blockDim.x) {
-    const int32_t a = perm[p];
-    if (a < 0 || a >= P || inv[a] != static_cast<unsigned>(p)) atomicMin(first_bad, static_cast<unsigned>(p));
-  }
-}
-
-unsigned grid_for(int64_t n, int threads) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 4096)));
-}
-
-// Checks perm_P's shape and that it permutes [0, N * k); returns its inverse (I32 [P], device).
-// Synchronises once.
-Tensor checked_inverse(const char* op, const DeviceContext& ctx, const Tensor& perm_P, int64_t n_tokens,
-                       int64_t top_k) {
-  QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
-  const int64_t P = n_tokens * top_k;
-  require_shape(op, "perm_P", perm_P, {P});
-  require_dtype(op, "perm_P", perm_P, DType::I32);
-  require_device(op, "perm_P", perm_P);
-  QUILL_CHECK(P < INT_MAX, "{}: {} assignments do not fit the I32 perm_P", op, P);
-  cudaStream_t stream = stream_of(ctx);
-  Tensor inv = Tensor::empty({P + 1}, DType::I32, *ctx.allocator);  // the last word: the first bad p
-  unsigned* inv_p = static_cast<unsigned*>(inv.data());
-  unsigned* first_bad = inv_p + P;
-  QUILL_CUDA_CHECK(cudaMemsetAsync(inv_p, 0xff, (P + 1) * sizeof(unsigned), stream));
-  if (P > 0) {
-    first_row_kernel<<<grid_for(P, 256), 256, 0, stream>>>(perm_P.data_as<int32_t>(), P, inv_p);
-    QUILL_CUDA_CHECK_LAUNCH("first_row_kernel");
-    check_perm_kernel<<<grid_for(P, 256), 256, 0, stream>>>(perm_P.data_as<int32_t>(), P, inv_p, first_bad);
-    QUILL_CUDA_CHECK_LAUNCH("check_perm_kernel");
-  }
-  unsigned bad = UINT_MAX;
-  QUILL_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof(unsigned), cudaMemcpyDeviceToHost, stream));
-  QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (bad != UINT_MAX) {
-    int32_t a = 0;
-    QUILL_CUDA_CHECK(cudaMemcpy(&a, perm_P.data_as<int32_t>() + bad, sizeof(a), cudaMemcpyDeviceToHost));
-    QUILL_CHECK(a >= 0 && a < P, "{}: perm_P[{}] is {}, outside [0, {})", op, bad, a, P);
-    QUILL_FAIL("{}: perm_P[{}] repeats assignment {}", op, bad, a);
-  }
-  return inv.rows(0, P);
-}
-
 // ---- row kernels --------------------------------------------------------------------------------
 //
-// One block per token t, its slots' rows p(t, s) = inv[t * k + s]. A row is C = D / kW units
+// One block per token t, its slots' rows p(t, s) = rows[t * k + s]. A row is C = D / kW units
 // (bf16_units.cuh: kW = 8, one 16-byte access, when D % 8 == 0 and the rows are 16-byte aligned;
 // kW = 1 otherwise); thread i takes units i, i + blockDim, ... Each row of x / dout is read once
 // (not once per slot), and a thread issues the loads of up to kSlotBatch slots before using any, so
@@ -205,17 +151,23 @@ using units::Bf16Unit;
 using units::load_unit;
 using units::store_unit;
 
-__device__ __forceinline__ int64_t slot_row(const int32_t* inv, int64_t t, int k, int s) {
-  return static_cast<int64_t>(inv[t * k + s]);
+// Token t's slot s's row, or -1 when it is outside [0, P) (see the preconditions: skipped, never touched).
+__device__ __forceinline__ int64_t slot_row(const int32_t* rows, int64_t t, int k, int s, int64_t P) {
+  const int64_t p = rows[t * k + s];
+  return p >= 0 && p < P ? p : -1;
 }
 
 // xp[p(t, s)] = x[t] for every slot s: one read of x[t], k copies.
 template <int kW>
-__global__ void permute_kernel(const __nv_bfloat16* x, const int32_t* inv, int k, int64_t D, __nv_bfloat16* xp) {
+__global__ void permute_kernel(const __nv_bfloat16* x, const int32_t* rows, int k, int64_t D, int64_t P,
+                               __nv_bfloat16* xp) {
   const int64_t t = blockIdx.x, C = D / kW;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     const Bf16Unit<kW> v = load_unit<kW>(x + t * D + c * kW);
-    for (int s = 0; s < k; ++s) store_unit<kW>(xp + slot_row(inv, t, k, s) * D + c * kW, v);
+    for (int s = 0; s < k; ++s) {
+      const int64_t p = slot_row(rows, t, k, s, P);
+      if (p >= 0) store_unit<kW>(xp + p * D + c * kW, v);
+    }
   }
 }
 
@@ -223,8 +175,8 @@ __global__ void permute_kernel(const __nv_bfloat16* x, const int32_t* inv, int k
 // moe_permute_backward otherwise). fp32 from 0, one rounding at the end: the same operations in the same
 // order as one thread per element, so the results are bit-identical to that.
 template <int kW, bool kWeighted>
-__global__ void gather_slots_kernel(const __nv_bfloat16* src, const int32_t* inv, const float* w, int k, int64_t D,
-                                    __nv_bfloat16* out) {
+__global__ void gather_slots_kernel(const __nv_bfloat16* src, const int32_t* rows, const float* w, int k, int64_t D,
+                                    int64_t P, __nv_bfloat16* out) {
   const int64_t t = blockIdx.x, C = D / kW;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     float acc[kW];
@@ -233,11 +185,14 @@ __global__ void gather_slots_kernel(const __nv_bfloat16* src, const int32_t* inv
     for (int s0 = 0; s0 < k; s0 += kSlotBatch) {
       Bf16Unit<kW> v[kSlotBatch];
 #pragma unroll
-      for (int i = 0; i < kSlotBatch; ++i)
-        if (s0 + i < k) v[i] = load_unit<kW>(src + slot_row(inv, t, k, s0 + i) * D + c * kW);
+      for (int i = 0; i < kSlotBatch; ++i) {
+        const int64_t p = s0 + i < k ? slot_row(rows, t, k, s0 + i, P) : -1;
+        if (p >= 0) v[i] = load_unit<kW>(src + p * D + c * kW);
+      }
 #pragma unroll
       for (int i = 0; i < kSlotBatch; ++i) {
         if (s0 + i >= k) break;
+        if (slot_row(rows, t, k, s0 + i, P) < 0) continue;
         if constexpr (kWeighted) {
           const float ws = w[t * k + s0 + i];
 #pragma unroll
@@ -257,8 +212,8 @@ __global__ void gather_slots_kernel(const __nv_bfloat16* src, const int32_t* inv
 // unit order, then warp shuffles, then the warp sums in order (deterministic).
 template <int kW>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    unpermute_backward_kernel(const __nv_bfloat16* dout, const __nv_bfloat16* yp, const int32_t* inv, const float* w,
-                              int k, int64_t D, __nv_bfloat16* dyp, float* dweights) {
+    unpermute_backward_kernel(const __nv_bfloat16* dout, const __nv_bfloat16* yp, const int32_t* rows, const float* w,
+                              int k, int64_t D, int64_t P, __nv_bfloat16* dyp, float* dweights) {
   __shared__ float part[kSlotBatch][kMaxRowThreads / 32];
   const int64_t t = blockIdx.x, C = D / kW;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
@@ -271,11 +226,15 @@ __global__ void __launch_bounds__(kMaxRowThreads)
       const Bf16Unit<kW> g = load_unit<kW>(dout + t * D + c * kW);
       Bf16Unit<kW> y[kSlotBatch];
 #pragma unroll
-      for (int i = 0; i < kSlotBatch; ++i)
-        if (i < n_slots) y[i] = load_unit<kW>(yp + slot_row(inv, t, k, s0 + i) * D + c * kW);
+      for (int i = 0; i < kSlotBatch; ++i) {
+        const int64_t p = i < n_slots ? slot_row(rows, t, k, s0 + i, P) : -1;
+        if (p >= 0) y[i] = load_unit<kW>(yp + p * D + c * kW);
+      }
 #pragma unroll
       for (int i = 0; i < kSlotBatch; ++i) {
         if (i >= n_slots) break;
+        const int64_t p = slot_row(rows, t, k, s0 + i, P);
+        if (p < 0) continue;
         const float wa = w[t * k + s0 + i];
         float out[kW];
 #pragma unroll
@@ -283,7 +242,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
           out[e] = wa * g[e];
           dot[i] = fmaf(g[e], y[i][e], dot[i]);
         }
-        store_unit<kW>(dyp + slot_row(inv, t, k, s0 + i) * D + c * kW, out);
+        store_unit<kW>(dyp + p * D + c * kW, out);
       }
     }
 #pragma unroll
@@ -320,7 +279,7 @@ void require_bf16_on_device(const char* op, const char* name, const Tensor& t) {
 
 }  // namespace
 
-void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& perm_P,
+void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& slot_rows_Nk,
                     const Tensor& counts_E) {
   const char* op = "moe_route_plan";
   require_2d(op, "topk_idx_Nk", topk_idx_Nk);
@@ -330,10 +289,10 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   QUILL_CHECK(n_experts <= kMaxPlanExperts, "{}: n_experts is {}; the CUDA kernel supports at most {}", op, n_experts,
               kMaxPlanExperts);
   const int64_t P = topk_idx_Nk.numel();
-  QUILL_CHECK(P < INT_MAX, "{}: {} assignments do not fit the I32 perm_P", op, P);
-  require_shape(op, "perm_P", perm_P, {P});
-  require_dtype(op, "perm_P", perm_P, DType::I32);
-  require_device(op, "perm_P", perm_P);
+  QUILL_CHECK(P < INT_MAX, "{}: {} assignments do not fit the I32 slot_rows_Nk", op, P);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, topk_idx_Nk.shape());
+  require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
+  require_device(op, "slot_rows_Nk", slot_rows_Nk);
   require_shape(op, "counts_E", counts_E, {n_experts});
   require_dtype(op, "counts_E", counts_E, DType::I64);
   QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory", op);
@@ -361,7 +320,7 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   plan_offsets_kernel<<<1, 1024, smem, stream>>>(hist, chunks, E, d_counts, first, first_bad);
   QUILL_CUDA_CHECK_LAUNCH("plan_offsets_kernel");
   plan_place_kernel<<<chunks, kPlanBlockThreads, smem, stream>>>(topk, P, E, first, first_bad,
-                                                                 perm_P.data_as<int32_t>());
+                                                                 slot_rows_Nk.data_as<int32_t>());
   QUILL_CUDA_CHECK_LAUNCH("plan_place_kernel");
   std::vector<long long> host(static_cast<size_t>(n_experts + 1));
   QUILL_CUDA_CHECK(cudaMemcpyAsync(host.data(), d_counts, (n_experts + 1) * sizeof(long long), cudaMemcpyDeviceToHost,
@@ -378,87 +337,101 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   for (int64_t e = 0; e < n_experts; ++e) counts[e] = host[static_cast<size_t>(e)];
 }
 
-void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& perm_P, int64_t top_k,
-                 const Tensor& xp_PD) {
+// slot_rows_Nk: I32 [n_tokens, k] on the device (its values are the plan's; see the preconditions); returns k.
+int64_t require_slot_rows(const char* op, const Tensor& slot_rows_Nk, int64_t n_tokens) {
+  require_2d(op, "slot_rows_Nk", slot_rows_Nk);
+  const int64_t k = slot_rows_Nk.dim(1);
+  QUILL_CHECK(k > 0, "{}: slot_rows_Nk has {} slots per token, expected > 0", op, k);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {n_tokens, k});
+  require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
+  require_device(op, "slot_rows_Nk", slot_rows_Nk);
+  QUILL_CHECK(n_tokens * k < INT_MAX, "{}: {} rows do not fit the I32 slot_rows_Nk", op, n_tokens * k);
+  return k;
+}
+
+void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& slot_rows_Nk, const Tensor& xp_PD) {
   const char* op = "moe_permute";
   require_2d(op, "x_ND", x_ND);
   const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
   require_bf16_on_device(op, "x_ND", x_ND);
-  QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
-  require_shape(op, "xp_PD", xp_PD, {N * top_k, D});
+  const int64_t top_k = require_slot_rows(op, slot_rows_Nk, N), P = N * top_k;
+  require_shape(op, "xp_PD", xp_PD, {P, D});
   require_bf16_on_device(op, "xp_PD", xp_PD);
-  const Tensor inv = checked_inverse(op, ctx, perm_P, N, top_k);
-  if (N * top_k == 0 || D == 0) return;
+  if (P == 0 || D == 0) return;
   const __nv_bfloat16* x = x_ND.data_as<__nv_bfloat16>();
   __nv_bfloat16* xp = xp_PD.data_as<__nv_bfloat16>();
-  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const int k = static_cast<int>(top_k);
   const bool vec = vec_rows(D, {x, xp});
   const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
-  if (vec) permute_kernel<units::kVec><<<blocks, threads, 0, stream_of(ctx)>>>(x, inv_p, k, D, xp);
-  else permute_kernel<1><<<blocks, threads, 0, stream_of(ctx)>>>(x, inv_p, k, D, xp);
+  if (vec) permute_kernel<units::kVec><<<blocks, threads, 0, stream_of(ctx)>>>(x, rows, k, D, P, xp);
+  else permute_kernel<1><<<blocks, threads, 0, stream_of(ctx)>>>(x, rows, k, D, P, xp);
   QUILL_CUDA_CHECK_LAUNCH("permute_kernel");
 }
 
-void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& perm_P, int64_t top_k,
+void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& slot_rows_Nk,
                           const Tensor& dx_ND) {
   const char* op = "moe_permute_backward";
   require_2d(op, "dx_ND", dx_ND);
   const int64_t N = dx_ND.dim(0), D = dx_ND.dim(1);
   require_bf16_on_device(op, "dx_ND", dx_ND);
-  QUILL_CHECK(top_k > 0, "{}: top_k is {}, expected > 0", op, top_k);
-  require_shape(op, "dxp_PD", dxp_PD, {N * top_k, D});
+  const int64_t top_k = require_slot_rows(op, slot_rows_Nk, N), P = N * top_k;
+  require_shape(op, "dxp_PD", dxp_PD, {P, D});
   require_bf16_on_device(op, "dxp_PD", dxp_PD);
-  const Tensor inv = checked_inverse(op, ctx, perm_P, N, top_k);
   if (N == 0 || D == 0) return;
   const __nv_bfloat16* dxp = dxp_PD.data_as<__nv_bfloat16>();
   __nv_bfloat16* dx = dx_ND.data_as<__nv_bfloat16>();
-  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const int k = static_cast<int>(top_k);
   const bool vec = vec_rows(D, {dxp, dx});
   const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
   cudaStream_t stream = stream_of(ctx);
-  if (vec) gather_slots_kernel<units::kVec, false><<<blocks, threads, 0, stream>>>(dxp, inv_p, nullptr, k, D, dx);
-  else gather_slots_kernel<1, false><<<blocks, threads, 0, stream>>>(dxp, inv_p, nullptr, k, D, dx);
+  if (vec) gather_slots_kernel<units::kVec, false><<<blocks, threads, 0, stream>>>(dxp, rows, nullptr, k, D, P, dx);
+  else gather_slots_kernel<1, false><<<blocks, threads, 0, stream>>>(dxp, rows, nullptr, k, D, P, dx);
   QUILL_CUDA_CHECK_LAUNCH("gather_slots_kernel (moe_permute_backward)");
 }
 
-void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& perm_P, const Tensor& weights_Nk,
+void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& slot_rows_Nk, const Tensor& weights_Nk,
                    const Tensor& out_ND) {
   const char* op = "moe_unpermute";
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "out_ND", out_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = out_ND.dim(1);
-  require_shape(op, "yp_PD", yp_PD, {N * k, D});
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
+  require_slot_rows(op, slot_rows_Nk, N);
+  const int64_t P = N * k;
+  require_shape(op, "yp_PD", yp_PD, {P, D});
   require_shape(op, "out_ND", out_ND, {N, D});
   require_bf16_on_device(op, "yp_PD", yp_PD);
   require_bf16_on_device(op, "out_ND", out_ND);
   require_dtype(op, "weights_Nk", weights_Nk, DType::F32);
   require_device(op, "weights_Nk", weights_Nk);
-  const Tensor inv = checked_inverse(op, ctx, perm_P, N, k);
   if (N == 0 || D == 0) return;
   const __nv_bfloat16* yp = yp_PD.data_as<__nv_bfloat16>();
   __nv_bfloat16* out = out_ND.data_as<__nv_bfloat16>();
   const float* w = weights_Nk.data_as<float>();
-  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const int ki = static_cast<int>(k);
   const bool vec = vec_rows(D, {yp, out});
   const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
-  if (vec) gather_slots_kernel<units::kVec, true><<<blocks, threads, 0, stream_of(ctx)>>>(yp, inv_p, w, ki, D, out);
-  else gather_slots_kernel<1, true><<<blocks, threads, 0, stream_of(ctx)>>>(yp, inv_p, w, ki, D, out);
+  if (vec) gather_slots_kernel<units::kVec, true><<<blocks, threads, 0, stream_of(ctx)>>>(yp, rows, w, ki, D, P, out);
+  else gather_slots_kernel<1, true><<<blocks, threads, 0, stream_of(ctx)>>>(yp, rows, w, ki, D, P, out);
   QUILL_CUDA_CHECK_LAUNCH("gather_slots_kernel (moe_unpermute)");
 }
 
 void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, const Tensor& yp_PD,
-                            const Tensor& perm_P, const Tensor& weights_Nk, const Tensor& dyp_PD,
+                            const Tensor& slot_rows_Nk, const Tensor& weights_Nk, const Tensor& dyp_PD,
                             const Tensor& dweights_Nk) {
   const char* op = "moe_unpermute_backward";
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "dout_ND", dout_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = dout_ND.dim(1);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
+  require_slot_rows(op, slot_rows_Nk, N);
+  const int64_t P = N * k;
   require_shape(op, "dout_ND", dout_ND, {N, D});
-  require_shape(op, "yp_PD", yp_PD, {N * k, D});
-  require_shape(op, "dyp_PD", dyp_PD, {N * k, D});
+  require_shape(op, "yp_PD", yp_PD, {P, D});
+  require_shape(op, "dyp_PD", dyp_PD, {P, D});
   require_shape(op, "dweights_Nk", dweights_Nk, {N, k});
   require_bf16_on_device(op, "dout_ND", dout_ND);
   require_bf16_on_device(op, "yp_PD", yp_PD);
@@ -467,20 +440,19 @@ void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, con
   require_device(op, "weights_Nk", weights_Nk);
   require_dtype(op, "dweights_Nk", dweights_Nk, DType::F32);
   require_device(op, "dweights_Nk", dweights_Nk);
-  const Tensor inv = checked_inverse(op, ctx, perm_P, N, k);
-  if (N * k == 0) return;  // D == 0 still writes dweights (zeros)
+  if (P == 0) return;  // D == 0 still writes dweights (zeros)
   const __nv_bfloat16* dout = dout_ND.data_as<__nv_bfloat16>();
   const __nv_bfloat16* yp = yp_PD.data_as<__nv_bfloat16>();
   __nv_bfloat16* dyp = dyp_PD.data_as<__nv_bfloat16>();
   const float* w = weights_Nk.data_as<float>();
   float* dw = dweights_Nk.data_as<float>();
-  const int32_t* inv_p = inv.data_as<int32_t>();
+  const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   const int ki = static_cast<int>(k);
   const bool vec = vec_rows(D, {dout, yp, dyp});
   const unsigned blocks = static_cast<unsigned>(N), threads = row_threads(vec ? D / units::kVec : D);
   cudaStream_t stream = stream_of(ctx);
-  if (vec) unpermute_backward_kernel<units::kVec><<<blocks, threads, 0, stream>>>(dout, yp, inv_p, w, ki, D, dyp, dw);
-  else unpermute_backward_kernel<1><<<blocks, threads, 0, stream>>>(dout, yp, inv_p, w, ki, D, dyp, dw);
+  if (vec) unpermute_backward_kernel<units::kVec><<<blocks, threads, 0, stream>>>(dout, yp, rows, w, ki, D, P, dyp, dw);
+  else unpermute_backward_kernel<1><<<blocks, threads, 0, stream>>>(dout, yp, rows, w, ki, D, P, dyp, dw);
   QUILL_CUDA_CHECK_LAUNCH("unpermute_backward_kernel");
 }
 
