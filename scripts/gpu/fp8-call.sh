@@ -17,7 +17,7 @@
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-call.sh")
 # Environment [defaults]: CONFIGS ["configs/slice.json configs/fp8-second.json"]  CONV_STEPS [50]  GB8_STEPS [8]
 #   WARMUP [3]  TESTS [1]  LIMIT [560: seconds; a phase that cannot finish in what is left is skipped]
-#   FP8_DENSE_ARM [1]  BASE_EARLY [0: 1 runs the base arms right after this build's bf16 arms]
+#   FP8_DENSE_ARM [1]  BASE_EARLY [0: 1 runs the base arms right after this build's bf16 arms]  CEILINGS [1]  NO_FP8 [0]  BASE_STEPS [12: the base gb1 arm]
 #   A failed FP8 test drops the FP8 arms only.
 # Back (written as it goes): $OUT/fp8.txt (the call's log) and $OUT/fp8-slice.tar.gz (tests, summaries, metrics,
 # profiles, logs).
@@ -70,7 +70,7 @@ base_arm() {
   [ -x "$BASE/bin/quill" ] && ((${#slice_flags[@]})) && [ "$(left)" -gt 90 ] || return 0
   echo "== base $(cat "$BASE/COMMIT"): the slice in bf16, the same flags"
   LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb1 "$BASE/bin/quill" 100 "${slice_flags[@]}" \
-    --steps 12 --global-batch 1
+    --steps "${BASE_STEPS:-12}" --global-batch 1
   LD_LIBRARY_PATH=$BASE/lib:$LD_LIBRARY_PATH train slice-base-gb8 "$BASE/bin/quill" 120 "${slice_flags[@]}" \
     --steps "$GB8_STEPS" --global-batch 8
   for n in gb1 gb8; do echo "slice $n: base / this build"; report "$W/slice-base-$n"; report "$W/slice-bf16-$n"; done
@@ -91,7 +91,8 @@ if [ "${TESTS:-1}" = 1 ]; then
   echo "stacked-projection test rc $?"
   grep -E "^\[  (PASSED|FAILED)|Failure|Expected|Which is" "$W/cuda_tests_stacked.log" | head -10
 fi
-timeout 90 python3 bench/slice/ceilings.py "$W/ceilings.json" 2>&1 | tail -n 2
+# CEILINGS=0: the H100 figures measured before (bench/slice/ceilings.py) instead of measuring them again.
+[ "${CEILINGS:-1}" = 1 ] && timeout 90 python3 bench/slice/ceilings.py "$W/ceilings.json" 2>&1 | tail -n 2
 read -r c_mm c_cp c_f8 < <(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['matmul_tflops'], d['copy_gbps'], d.get('fp8_matmul_tflops') or 2 * d['matmul_tflops'])" "$W/ceilings.json" 2>/dev/null || echo "794 4240 1588")
 timeout 60 "$Q" data synth --conversations 14000 --row-tokens 8192 --seed 42 --out "$W/rows" > "$W/rows.log" 2>&1
 tail -n 1 "$W/rows.log"
