@@ -17,7 +17,7 @@
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-call.sh")
 # Environment [defaults]: CONFIGS ["configs/slice.json configs/fp8-second.json"]  CONV_STEPS [50]  GB8_STEPS [8]
 #   WARMUP [3]  TESTS [1]  LIMIT [560: seconds; a phase that cannot finish in what is left is skipped]
-#   FP8_DENSE_ARM [1]  BASE_EARLY [0: 1 runs the base arms right after this build's bf16 arms]  CEILINGS [1]  NO_FP8 [0]  BASE_STEPS [12: the base gb1 arm]
+#   FP8_DENSE_ARM [1]  BASE_EARLY [0: 1 runs the base arms right after this build's bf16 arms]  CEILINGS [1]  NO_FP8 [0]  BASE_STEPS [12: the base gb1 arm]  INIT [1]
 #   A failed FP8 test drops the FP8 arms only.
 # Back (written as it goes): $OUT/fp8.txt (the call's log) and $OUT/fp8-slice.tar.gz (tests, summaries, metrics,
 # profiles, logs).
@@ -102,8 +102,14 @@ for config in $CONFIGS; do
   tag=$(basename "$config" .json)
   if [ "$(left)" -lt 150 ]; then echo "$tag: skipped, $(left) s left"; continue; fi
   echo "== $tag ($config)"
-  timeout 200 python3 tools/parity/make_init.py --config "$config" --seed 1234 --out "$W/init-$tag" > "$W/init-$tag.log" 2>&1
-  tail -n 1 "$W/init-$tag.log"
+  # INIT=0: quill's own random weights (--seed) instead of the release-format init (speed only: no convergence pair).
+  if [ "${INIT:-1}" = 1 ]; then
+    timeout 200 python3 tools/parity/make_init.py --config "$config" --seed 1234 --out "$W/init-$tag" > "$W/init-$tag.log" 2>&1
+    tail -n 1 "$W/init-$tag.log"
+    weights=(--init "$W/init-$tag")
+  else
+    weights=(--config "$config" --seed 1234)
+  fi
   # shellcheck disable=SC2086
   if "$Q" plan --config "$config" --row-tokens 8192 --device-memory "${gib}MiB" $FP8 2>&1 | grep -qE "^fits .* yes"; then
     mem=()
@@ -111,7 +117,7 @@ for config in $CONFIGS; do
     read -ra mem <<< "$RECOMPUTE"
   fi
   echo "memory flags (both arms): ${mem[*]:-none}"
-  common=(--init "$W/init-$tag" --rows "$W/rows" --device cuda --overwrite --lr 1e-5 --min-lr 1e-5
+  common=("${weights[@]}" --rows "$W/rows" --device cuda --overwrite --lr 1e-5 --min-lr 1e-5
           --lr-decay-style constant --clip-grad 1.0 --warmup-steps "$WARMUP" "${mem[@]}")
   [ "$tag" = slice ] && slice_flags=("${common[@]}")
   for arm in bf16 fp8; do
