@@ -3,8 +3,8 @@
 # the build before it, then scripts/gpu/fp8-call.sh (the slice and a second config, bf16 against FP8, convergence;
 # the base build's slice arm when .gpu-base is carried) with what is left of LIMIT.
 #   1. tests: GroupedGemmWgmma.*, Fp8Cuda.*, CudaFp8TransientCompute.* (the kernel against the CPU's FP8 reference
-#      and cuBLASLt, the fallbacks); if one fails, nothing is timed; then (logged only) CudaStackedProjections.* and
-#      the determinism test
+#      and cuBLASLt, the fallbacks), then the stacked projections, the MoE row ops on slot rows and determinism;
+#      if one fails, nothing is timed
 #   2. grouped_bench at a seed rank's 32 experts x 384 rows and at the slice's 32 x ~1,536: this build, then the
 #      previous one (build/oldgb/bin/grouped_bench, its COMMIT beside it)
 #   3. fp8-call.sh with TESTS=0
@@ -33,12 +33,16 @@ echo "cuda_tests rc $rc"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure|rel L2" "$R/cuda_tests.log" | head -30
 keep
 if [ $rc -ne 0 ]; then echo "tests failed: nothing timed"; exit 1; fi
-# The attention projections' stacked GEMMs (issue 40) and determinism with them: logged, not gating the timings.
-timeout 120 "$B/bin/cuda_tests" --gtest_filter='CudaStackedProjections.*:CudaDeterminism.TheSameTrainingTwiceGivesTheSameBits' \
-  > "$R/cuda_tests_stacked.log" 2>&1
-echo "stacked-projection tests rc $?"
-grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure|Expected|Which is|actual" "$R/cuda_tests_stacked.log" | head -20
+# This session's GPU paths (issue 40): the attention projections' stacked GEMMs, the MoE row ops on the plan's slot
+# rows, determinism with both. Training depends on them: if one fails, nothing is timed.
+timeout 150 "$B/bin/cuda_tests" \
+  --gtest_filter='CudaStackedProjections.*:*CudaRoutePlan*:*CudaPermute*:CudaDeterminism.TheSameTrainingTwiceGivesTheSameBits' \
+  > "$R/cuda_tests_paths.log" 2>&1
+rc=$?
+echo "stacked-projection, slot-row and determinism tests rc $rc"
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure|Expected|Which is|actual" "$R/cuda_tests_paths.log" | head -20
 keep
+if [ $rc -ne 0 ]; then echo "tests failed: nothing timed"; exit 1; fi
 for rows in 384 1536; do
   read -ra c <<< "$(counts $rows)"
   for which in this previous; do
