@@ -16,7 +16,7 @@
 #include "model/param_placement.h"
 #include "ops/convert.h"
 #include "ops/elementwise.h"
-#include "util/random_row.h"
+#include "util/two_row_step.h"
 
 namespace quill {
 namespace {
@@ -50,14 +50,7 @@ StepResult gpu_step(bool apart) {
   }
   InklingModel model(config, params, ctx);
   const int64_t T = 1024;
-  const test::Row a = test::random_row(T, config.unpadded_vocab_size, 1, [](int64_t t) { return t > 16; }),
-                  b = test::random_row(T, config.unpadded_vocab_size, 2, [](int64_t t) { return t > 16; });
-  const double scale = 1.0 / static_cast<double>(InklingModel::supervised_targets(a.mask.data(), T) +
-                                                 InklingModel::supervised_targets(b.mask.data(), T));
-  zero_grads(params, ctx);
-  r.loss = model.train_row(a.tokens.data(), a.mask.data(), T, scale).loss_sum;
-  r.loss += model.train_row(b.tokens.data(), b.mask.data(), T, scale).loss_sum;
-  settle_grads(params, ctx);
+  r.loss = test::two_row_step(model, params, ctx, T, config.unpadded_vocab_size, /*prompt=*/16);
   for (const Param& p : params.params()) {
     if (!p.grad.defined()) continue;
     Tensor host = Tensor::empty(p.grad.shape(), DType::F32);

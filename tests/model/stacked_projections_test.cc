@@ -10,7 +10,7 @@
 
 #include "model/inkling_model.h"
 #include "model/param_placement.h"
-#include "util/random_row.h"
+#include "util/two_row_step.h"
 
 namespace quill {
 namespace {
@@ -48,15 +48,7 @@ StepResult step(bool apart) {
   }
   InklingModel model(config, params, ctx);
   const int64_t T = 24;
-  auto after_prompt = [](int64_t t) { return t > 3; };
-  const test::Row a = test::random_row(T, config.unpadded_vocab_size, 1, after_prompt),
-                  b = test::random_row(T, config.unpadded_vocab_size, 2, after_prompt);
-  const double scale = 1.0 / static_cast<double>(InklingModel::supervised_targets(a.mask.data(), T) +
-                                                 InklingModel::supervised_targets(b.mask.data(), T));
-  zero_grads(params, ctx);
-  r.loss = model.train_row(a.tokens.data(), a.mask.data(), T, scale).loss_sum;
-  r.loss += model.train_row(b.tokens.data(), b.mask.data(), T, scale).loss_sum;
-  settle_grads(params, ctx);
+  r.loss = test::two_row_step(model, params, ctx, T, config.unpadded_vocab_size, /*prompt=*/3);
   for (const Param& p : params.params())
     if (p.grad.defined()) r.grads.emplace_back(p.grad.data_as<float>(), p.grad.data_as<float>() + p.grad.numel());
   return r;

@@ -1,0 +1,27 @@
+// One optimizer step's passes over two random rows (seeds 1 and 2, supervised after `prompt` positions),
+// the loss normalised over both rows' targets as training does: the gradients zeroed first and settled
+// after. Returns the sum of the two rows' losses. For the whole-model tests that compare two paths.
+#pragma once
+
+#include <cstdint>
+
+#include "model/inkling_model.h"
+#include "model/param_placement.h"
+#include "util/random_row.h"
+
+namespace quill::test {
+
+inline double two_row_step(InklingModel& model, ParamTable& params, const DeviceContext& ctx, int64_t T, int64_t vocab,
+                           int64_t prompt) {
+  auto supervised = [prompt](int64_t t) { return t > prompt; };
+  const Row a = random_row(T, vocab, 1, supervised), b = random_row(T, vocab, 2, supervised);
+  const double scale = 1.0 / static_cast<double>(InklingModel::supervised_targets(a.mask.data(), T) +
+                                                 InklingModel::supervised_targets(b.mask.data(), T));
+  zero_grads(params, ctx);
+  double loss = model.train_row(a.tokens.data(), a.mask.data(), T, scale).loss_sum;
+  loss += model.train_row(b.tokens.data(), b.mask.data(), T, scale).loss_sum;
+  settle_grads(params, ctx);
+  return loss;
+}
+
+}  // namespace quill::test
