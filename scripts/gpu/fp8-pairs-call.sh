@@ -26,23 +26,23 @@ counts() { printf "$1 %.0s" $(seq 32); }
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); previous grouped_bench $(cat build/oldgb/COMMIT 2>/dev/null || echo none); $(date -u +%FT%TZ)"
-timeout 150 "$B/bin/cuda_tests" --gtest_filter='GroupedGemmWgmma.*:Fp8Cuda.*:CudaFp8TransientCompute.*' \
-  > "$R/cuda_tests.log" 2>&1
-rc=$?
-echo "cuda_tests rc $rc"
-grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure|rel L2" "$R/cuda_tests.log" | head -30
-keep
-if [ $rc -ne 0 ]; then echo "tests failed: nothing timed"; exit 1; fi
-# This session's GPU paths (issue 40): the attention projections' stacked GEMMs, the MoE row ops on the plan's slot
-# rows, determinism with both. Training depends on them: if one fails, nothing is timed.
-timeout 150 "$B/bin/cuda_tests" \
-  --gtest_filter='CudaStackedProjections.*:*CudaRoutePlan*:*CudaPermute*:CudaDeterminism.TheSameTrainingTwiceGivesTheSameBits' \
-  > "$R/cuda_tests_paths.log" 2>&1
-rc=$?
-echo "stacked-projection, slot-row and determinism tests rc $rc"
-grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure|Expected|Which is|actual" "$R/cuda_tests_paths.log" | head -20
-keep
-if [ $rc -ne 0 ]; then echo "tests failed: nothing timed"; exit 1; fi
+# gate NAME FILTER: the CUDA tests of FILTER into $R/NAME.log, their summary printed; false when one failed.
+gate() {
+  timeout 150 "$B/bin/cuda_tests" --gtest_filter="$2" > "$R/$1.log" 2>&1
+  local rc=$?
+  echo "$1 rc $rc"
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure|Expected|Which is|actual|rel L2" "$R/$1.log" | head -30
+  keep
+  return $rc
+}
+# The FP8 kernel's tests; then this session's GPU paths (issue 40): the attention projections' stacked GEMMs, the
+# MoE row ops on the plan's slot rows, determinism with both. The timings depend on all of them.
+if ! gate cuda_tests 'GroupedGemmWgmma.*:Fp8Cuda.*:CudaFp8TransientCompute.*' ||
+   ! gate cuda_tests_paths \
+     'CudaStackedProjections.*:*CudaRoutePlan*:*CudaPermute*:CudaDeterminism.TheSameTrainingTwiceGivesTheSameBits'; then
+  echo "tests failed: nothing timed"
+  exit 1
+fi
 for rows in 384 1536; do
   read -ra c <<< "$(counts $rows)"
   for which in this previous; do
