@@ -184,15 +184,16 @@ __global__ void gather_slots_kernel(const __nv_bfloat16* src, const int32_t* row
     for (int e = 0; e < kW; ++e) acc[e] = 0.f;
     for (int s0 = 0; s0 < k; s0 += kSlotBatch) {
       Bf16Unit<kW> v[kSlotBatch];
+      int64_t p[kSlotBatch];  // each slot's row, read once; -1 past k or out of range
 #pragma unroll
       for (int i = 0; i < kSlotBatch; ++i) {
-        const int64_t p = s0 + i < k ? slot_row(rows, t, k, s0 + i, P) : -1;
-        if (p >= 0) v[i] = load_unit<kW>(src + p * D + c * kW);
+        p[i] = s0 + i < k ? slot_row(rows, t, k, s0 + i, P) : -1;
+        if (p[i] >= 0) v[i] = load_unit<kW>(src + p[i] * D + c * kW);
       }
 #pragma unroll
       for (int i = 0; i < kSlotBatch; ++i) {
         if (s0 + i >= k) break;
-        if (slot_row(rows, t, k, s0 + i, P) < 0) continue;
+        if (p[i] < 0) continue;
         if constexpr (kWeighted) {
           const float ws = w[t * k + s0 + i];
 #pragma unroll
@@ -225,16 +226,16 @@ __global__ void __launch_bounds__(kMaxRowThreads)
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
       const Bf16Unit<kW> g = load_unit<kW>(dout + t * D + c * kW);
       Bf16Unit<kW> y[kSlotBatch];
+      int64_t p[kSlotBatch];  // each slot's row, read once; -1 past the batch or out of range
 #pragma unroll
       for (int i = 0; i < kSlotBatch; ++i) {
-        const int64_t p = i < n_slots ? slot_row(rows, t, k, s0 + i, P) : -1;
-        if (p >= 0) y[i] = load_unit<kW>(yp + p * D + c * kW);
+        p[i] = i < n_slots ? slot_row(rows, t, k, s0 + i, P) : -1;
+        if (p[i] >= 0) y[i] = load_unit<kW>(yp + p[i] * D + c * kW);
       }
 #pragma unroll
       for (int i = 0; i < kSlotBatch; ++i) {
         if (i >= n_slots) break;
-        const int64_t p = slot_row(rows, t, k, s0 + i, P);
-        if (p < 0) continue;
+        if (p[i] < 0) continue;
         const float wa = w[t * k + s0 + i];
         float out[kW];
 #pragma unroll
@@ -242,7 +243,7 @@ __global__ void __launch_bounds__(kMaxRowThreads)
           out[e] = wa * g[e];
           dot[i] = fmaf(g[e], y[i][e], dot[i]);
         }
-        store_unit<kW>(dyp + p * D + c * kW, out);
+        store_unit<kW>(dyp + p[i] * D + c * kW, out);
       }
     }
 #pragma unroll
