@@ -43,6 +43,8 @@ if ! gate cuda_tests 'GroupedGemmWgmma.*:Fp8Cuda.*:CudaFp8TransientCompute.*' ||
   echo "tests failed: nothing timed"
   exit 1
 fi
+# The profiler's idle gaps (logged, not a gate: a diagnostic of the profiles that follow).
+gate cuda_tests_idle 'CudaOpProfileIdle.*' || true
 for rows in 384 1536; do
   read -ra c <<< "$(counts $rows)"
   for which in this previous; do

@@ -489,11 +489,24 @@ OpProfile OpProfiler::end() {
   p.step_ms = ms;
   p.nested_calls = impl_->nested;
   std::map<std::pair<int, std::string>, OpProfileRow> rows;
+  std::map<std::pair<std::string, std::string>, IdleGapRow> gaps;
+  cudaEvent_t last_stop = impl_->step_start;  // the stream's last op so far ended here
+  std::string last_op = "(step start)";
   for (const Impl::Record& r : impl_->records) {
+    const std::string name = r.cost.op.empty() ? op_name(r.id) : r.cost.op;
+    QUILL_CUDA_CHECK(cudaEventElapsedTime(&ms, last_stop, r.start));
+    IdleGapRow& gap = gaps[{last_op, name}];
+    gap.after = last_op;
+    gap.before = name;
+    ++gap.gaps;
+    gap.total_ms += std::max(ms, 0.0f);  // events of one stream complete in order; the clamp is for the timer's rounding
+    p.idle_ms += std::max(ms, 0.0f);
+    last_stop = r.stop;
+    last_op = name;
     QUILL_CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop));
     OpProfileRow& row = rows[{static_cast<int>(r.id), r.cost.op + " " + r.signature}];
     if (row.calls == 0) {
-      row.op = r.cost.op.empty() ? op_name(r.id) : r.cost.op;
+      row.op = name;
       row.signature = r.signature;
       row.kind = r.cost.kind;
     }
@@ -507,6 +520,9 @@ OpProfile OpProfiler::end() {
   for (auto& kv : rows) p.rows.push_back(std::move(kv.second));
   std::stable_sort(p.rows.begin(), p.rows.end(),
                    [](const OpProfileRow& a, const OpProfileRow& b) { return a.total_ms > b.total_ms; });
+  for (auto& kv : gaps) p.idle_rows.push_back(std::move(kv.second));
+  std::stable_sort(p.idle_rows.begin(), p.idle_rows.end(),
+                   [](const IdleGapRow& a, const IdleGapRow& b) { return a.total_ms > b.total_ms; });
   p.comm_rows = impl_->comm_rows();
   impl_->records.clear();
   return p;
@@ -587,6 +603,22 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// The largest gaps between outermost calls, by the pair of ops around them (the rest in the JSON).
+template <typename Pct>
+std::string idle_gap_table(const OpProfile& p, const Pct& pct) {
+  constexpr size_t kTop = 12;
+  std::string out = fmt::format(
+      "\nstream idle between ops: {:.3f} ms = {:.2f}% of the step, before the last op's end (waiting for the host to "
+      "issue the next op, or for another stream)\n{:<32} {:<32} {:>6} {:>9} {:>6} {:>8}\n",
+      p.idle_ms, pct(p.idle_ms), "after", "before", "gaps", "total ms", "% step", "mean us");
+  for (size_t i = 0; i < p.idle_rows.size() && i < kTop; ++i) {
+    const IdleGapRow& g = p.idle_rows[i];
+    out += fmt::format("{:<32} {:<32} {:>6} {:>9.3f} {:>6.2f} {:>8.1f}\n", clip(g.after, 32), clip(g.before, 32), g.gaps,
+                       g.total_ms, pct(g.total_ms), 1e3 * g.total_ms / static_cast<double>(g.gaps));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string op_profile_table(const OpProfile& p, const Ceilings& c, size_t top) {
@@ -621,6 +653,7 @@ std::string op_profile_table(const OpProfile& p, const Ceilings& c, size_t top) 
   }
   out += fmt::format("{:<32} {:<9} {:>6} {:>9.3f} {:>6.2f}   (the rest: launch gaps, host work, syncs)\n", "(outside ops)",
                      "", "", p.step_ms - p.ops_ms, pct(p.step_ms - p.ops_ms));
+  out += idle_gap_table(p, pct);
   out += comm_profile_table(p.comm_rows, p.step_ms);
   return out;
 }
@@ -656,6 +689,12 @@ std::string op_profile_json(const OpProfile& p, const Ceilings& c) {
         "\"achieved\": {:.4f}, \"unit\": \"{}\", \"of_ceiling\": {:.4f}}}{}\n",
         json_string(u.op), kind_name(u.kind), u.calls, u.total_ms, u.flops, u.bytes, rt.value, rt.unit, rt.of_ceiling,
         i + 1 < ups.size() ? "," : "");
+  }
+  out += fmt::format(" ],\n \"idle_ms\": {:.6f},\n \"idle_gaps\": [\n", p.idle_ms);
+  for (size_t i = 0; i < p.idle_rows.size(); ++i) {
+    const IdleGapRow& g = p.idle_rows[i];
+    out += fmt::format("  {{\"after\": {}, \"before\": {}, \"gaps\": {}, \"total_ms\": {:.6f}}}{}\n", json_string(g.after),
+                       json_string(g.before), g.gaps, g.total_ms, i + 1 < p.idle_rows.size() ? "," : "");
   }
   out += " ],\n \"collectives\": " + comm_profile_json(p.comm_rows) + "\n}\n";
   return out;

@@ -17,7 +17,8 @@
 //
 // Outside begin()/end() a wrapper forwards at once (one extra indirect call). Inside, an op called
 // by another op through the same context (nested) is folded into its caller: only outermost calls
-// are timed, so the rows add up to the time the ops held the stream. Host-side work of an op
+// are timed, so the rows add up to the time the ops held the stream; the gaps between them (IdleGapRow) are
+// the time the stream waited for the host or another stream. Host-side work of an op
 // (cudaMemcpy to the host, synchronising reductions) is inside its events as far as it delays the
 // stream. Single host thread per context (as the trainer); plain C++ (no CUDA headers).
 #pragma once
@@ -85,14 +86,26 @@ struct OpProfileRow {
   double bytes = 0;
 };
 
+// The stream ran no op between two outermost calls: it waited for the host to issue the next (a
+// synchronisation inside the op before, the host's own work) or for another stream (a collective's event).
+// Aggregated by the pair of ops around the gap; "(step start)" before the step's first op.
+struct IdleGapRow {
+  std::string after;   // the op that ended before the gap
+  std::string before;  // the op that started after it
+  int64_t gaps = 0;
+  double total_ms = 0;
+};
+
 struct OpProfile {
   int64_t step = -1;
   double step_ms = 0;        // GPU time from begin() to end() on the stream (events)
   double host_ms = 0;        // host wall time from begin() to end()
   double ops_ms = 0;         // sum over rows
+  double idle_ms = 0;        // sum of the gaps between outermost calls (idle_rows), up to the last call's end
   int64_t calls = 0;         // outermost calls timed
   int64_t nested_calls = 0;  // calls folded into their caller
   std::vector<OpProfileRow> rows;  // by total time, longest first
+  std::vector<IdleGapRow> idle_rows;  // by total gap, longest first
   // The NCCL collectives on their own streams (ops/comm_profile.h); empty without such communicators.
   std::vector<CommProfileRow> comm_rows;
 };
