@@ -184,8 +184,6 @@ TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
   // rows inside a tile must not be stored.
   check_fp8({5, 0, 130, 16, 300, 1, 128, 0}, 384, 256, 91);
   check_fp8({384, 384}, 256, 512, 95);
-  // Contractions of 6 and 2 slices: the two-product loop's iterations and its last pair alone.
-  check_fp8({384, 17, 0, 256}, 256, 768, 97);
 }
 
 // The dense FP8 forward and input gradient through the kernel as one group (--grouped-gemm-kernel wgmma): against
@@ -252,10 +250,9 @@ TEST(GroupedGemmWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   EXPECT_NE(unsupported_reason(3, 256, 64, odd, nullptr, nullptr), "");  // not 16-byte aligned
   EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 144, 128, nullptr, nullptr, nullptr), "");
   EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 272, nullptr, nullptr, nullptr), "");
-  EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 384, nullptr, nullptr, nullptr), "");  // odd slices
-  EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 0, nullptr, nullptr, nullptr), "");    // no slices
+  EXPECT_NE(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 0, nullptr, nullptr, nullptr), "");  // no slices
   if (kernel_runs_here()) {
-    EXPECT_EQ(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 512, nullptr, nullptr, nullptr), "");
+    EXPECT_EQ(cuda::grouped_gemm::fp8_unsupported_reason(3, 128, 384, nullptr, nullptr, nullptr), "");
   }
   // Widths off the tile: the option's backend still gives the CPU's results (through cuBLASLt).
   check_grouped({13, 0, 29}, 70, 37, 71);

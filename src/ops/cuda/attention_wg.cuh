@@ -121,18 +121,6 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// A warpgroup's registers per thread from here on (every warp of the warpgroup executes it). ptxas allocates the code
-// after it with the new count only when the kernel's launch bound says one CTA per multiprocessor (C7508 otherwise);
-// checked on ptxas 13.0 with -Xptxas -v: a 384-thread kernel whose consumers need ~210 registers spills 644 bytes at
-// the entry's 168 and none after setmaxnreg.inc 232.
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
 // Ties registers to this point of the program, so the compiler neither reads an accumulator before the
 // wgmma that writes it has been waited for, nor reuses an A-operand register still being read.
 template <int N>

@@ -1,19 +1,17 @@
 // The routed experts' FP8 forward and input-gradient GEMMs (blockwise-scaled E4M3) as one persistent launch for
 // every expert (grouped_gemm_wg.h says what and why; the bf16 kernel, grouped_gemm_wg.cu, is the same pipeline).
 //
-// A CTA (one per multiprocessor) is two consumer warpgroups and one producer warpgroup (384 threads); it walks the
-// tiles (128 rows of one expert x 128 output columns, one weight block wide) of every expert in the schedule of
-// grouped_gemm_schedule.h. Per 128-wide slice of the contraction (one scale block), one thread of the producer waits
+// A CTA (one per multiprocessor) is two consumer warpgroups and one producer warp (288 threads); it walks the tiles
+// (128 rows of one expert x 128 output columns, one weight block wide) of every expert in the schedule of
+// grouped_gemm_schedule.h. Per 128-wide slice of the contraction (one scale block), lane 0 of the producer warp waits
 // for a free stage (kStages deep, across tiles) and loads into it by TMA the activation codes (128 rows x 128 bytes,
 // two 64-row boxes, 128-byte swizzle; rows from the expert's first padded row, so past its rows come its zero padding
 // or the next expert's rows, never stored), the weight codes (128 x 128 bytes, two boxes) and, by a bulk copy, the
 // 128 rows' factors of that slice (contiguous in the rows128 layout of fp8_quantize.h), all counted in bytes on the
 // stage's full barrier. Each consumer warpgroup multiplies its 64 rows by the 128 columns with four wgmma
-// m64n128k32 (e4m3, both operands K-major from shared memory) into a fresh fp32 product; two products are in flight,
-// so that slice k + 1's wgmma run while slice k's product is waited for, its rows' factors read, its stage released
-// and product x row factor x block factor added into the fp32 accumulator. The producer gives its registers up
-// (setmaxnreg) so that the consumers' accumulator and two products fit. The epilogue rounds to bf16 and stores the
-// expert's real rows at their source rows (no padded output, no copy back).
+// m64n128k32 (e4m3, both operands K-major from shared memory) into a fresh fp32 product, waits for it, reads its two
+// rows' factors, releases the stage and adds product x row factor x block factor into its fp32 accumulator. The
+// epilogue rounds to bf16 and stores the expert's real rows at their source rows (no padded output, no copy back).
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
@@ -35,13 +33,7 @@ using namespace attn_wg;  // the mbarrier, TMA and wgmma building blocks and the
 
 constexpr int kStages = 6;
 constexpr int kConsumerThreads = 256;
-constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup
-// Registers per thread after setmaxnreg (a multiprocessor quarter holds two consumer warps and one producer warp:
-// 2 x 232 + 40 = 504 of its 512 per lane). The consumers' accumulator and two products are 192 of their 232. ptxas
-// honours setmaxnreg only with a launch bound of one CTA per multiprocessor (C7508 otherwise) and only for whole
-// warpgroups: a 9-warp CTA (one producer warp) holds every thread to 168, as 3 warps share a quarter's 16,384.
-constexpr int kConsumerRegisters = 232;
-constexpr int kProducerRegisters = 40;
+constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
 constexpr int kRows = static_cast<int>(kTileRows);
 constexpr int kCols = static_cast<int>(kFp8TileCols);
 constexpr int kBoxes = kRows / 64;                               // A's and B's 64-row boxes of 128 bytes
@@ -107,9 +99,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   if (tid == 0) bars.init(kConsumerThreads / 32);
   __syncthreads();
 
-  if (warp >= kConsumerThreads / 32) {  // the producer warpgroup: one thread loads, the rest only give registers up
-    setmaxnreg_dec<kProducerRegisters>();
-    if (warp == kConsumerThreads / 32 && lane == 0) {
+  if (warp == kConsumerThreads / 32) {  // the producer warp
+    if (lane == 0) {
       tma_prefetch_descriptor(&p.a_map);
       tma_prefetch_descriptor(&p.w_map);
       int it = 0;
@@ -136,65 +127,41 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
     return;
   }
 
-  setmaxnreg_inc<kConsumerRegisters>();
   const int w = warp / 4, g = lane >> 2, cq = lane & 3;
   const int r0 = 64 * w + 16 * (warp % 4) + g;  // this thread's rows of the tile: r0 and r0 + 8
-  const int k_pairs = p.k_tiles / 2;            // fp8_unsupported_reason: the slices come in pairs
   int it = 0;
-  // Slice `it` of the ring: its four wgmma into a fresh product, issued once its stage has landed.
-  auto issue = [&](float(&prod)[64], int it_) {
-    bars.wait_full(it_);
-    const uint32_t c = codes(it_ % kStages);
-    const uint64_t da = k_major_desc(c + w * kBoxBytes), db = k_major_desc(c + kBoxes * kBoxBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)  // 32 e4m3 of the contraction are 32 bytes along the row
-      wgmma_m64n128k32_e4m3(prod, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0 ? 1 : 0);
-    wgmma_commit();
-  };
-  // Slice `it`'s product, waited for, into the accumulator times its rows' and block's factors; its stage released.
-  auto promote = [&](float(&acc)[64], float(&prod)[64], int it_, float wf) {
-    fence_regs(prod);
-    const int s = it_ % kStages;
-    const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
-    const float f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;  // (rows past the copied factors: never stored)
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bars.empty(s));
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      acc[4 * j] = fmaf(prod[4 * j], f0, acc[4 * j]);
-      acc[4 * j + 1] = fmaf(prod[4 * j + 1], f0, acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(prod[4 * j + 2], f1, acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(prod[4 * j + 3], f1, acc[4 * j + 3]);
-    }
-  };
   for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
     const Tile x = tile_of(p, t);
     const float* wsc = p.w_scale + (static_cast<size_t>(x.e) * p.n_tiles + x.n0 / kCols) * p.w_ld;
-    float acc[64], even[64], odd[64];
+    float acc[64], prod[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-    // Two products in flight: slice k + 1's wgmma run on the tensor cores while slice k is promoted on the CUDA
-    // cores. The promotions keep slice order, so the sums are the one-product form's, bit for bit. The last pair
-    // is outside the loop: every wgmma wait sits in straight-line code (a wait under a branch makes ptxas
-    // serialise the wgmma pipeline, C7518).
-    issue(even, it);
-    for (int kp = 0; kp + 1 < k_pairs; ++kp, it += 2) {
-      const float wf0 = __ldg(wsc + 2 * kp), wf1 = __ldg(wsc + 2 * kp + 1);
-      issue(odd, it + 1);
-      wgmma_wait<1>();
-      promote(acc, even, it, wf0);
-      issue(even, it + 2);
-      wgmma_wait<1>();
-      promote(acc, odd, it + 1, wf1);
+    for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+      const int s = it % kStages;
+      const float wf = __ldg(wsc + kt);
+      bars.wait_full(it);
+      const uint64_t da = k_major_desc(codes(s) + w * kBoxBytes);
+      const uint64_t db = k_major_desc(codes(s) + kBoxes * kBoxBytes);
+      fence_regs(prod);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)  // 32 e4m3 of the contraction are 32 bytes along the row
+        wgmma_m64n128k32_e4m3(prod, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0 ? 1 : 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(prod);
+      const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
+      const float f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;  // (rows past the copied factors: never stored)
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bars.empty(s));
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        acc[4 * j] = fmaf(prod[4 * j], f0, acc[4 * j]);
+        acc[4 * j + 1] = fmaf(prod[4 * j + 1], f0, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(prod[4 * j + 2], f1, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(prod[4 * j + 3], f1, acc[4 * j + 3]);
+      }
     }
-    const float wf0 = __ldg(wsc + p.k_tiles - 2), wf1 = __ldg(wsc + p.k_tiles - 1);
-    issue(odd, it + 1);
-    wgmma_wait<1>();
-    promote(acc, even, it, wf0);
-    wgmma_wait<0>();
-    promote(acc, odd, it + 1, wf1);
-    it += 2;
     // Accumulator 4 j + 2 sel (+1) is row r0 + 8 sel of the tile, columns 8 j + 2 cq (+1).
 #pragma unroll
     for (int sel = 0; sel < 2; ++sel) {
@@ -214,9 +181,8 @@ std::string fp8_unsupported_reason(int64_t E, int64_t N, int64_t C, const void* 
   if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
   if (N % kFp8TileCols != 0)
     return fmt::format("{} output columns are not a multiple of the kernel's {}", N, kFp8TileCols);
-  if (C <= 0 || C % (2 * kFp8TileK) != 0)  // (an empty contraction has no last pair to promote)
-    return fmt::format("a contraction of {} is not a positive multiple of the kernel's {} (slices in pairs)", C,
-                       2 * kFp8TileK);
+  if (C <= 0 || C % kFp8TileK != 0)  // (an empty contraction has no slice to promote)
+    return fmt::format("a contraction of {} is not a positive multiple of the kernel's {}", C, kFp8TileK);
   if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
   for (const void* ptr : {a_codes, w_codes, y})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) return "an operand is not 16-byte aligned (TMA)";

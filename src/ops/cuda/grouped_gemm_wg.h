@@ -58,8 +58,7 @@ void backward_input(const DeviceContext& ctx, const void* a_PC, const void* w_EC
 // rows128 factors); w: codes [E, N, C] (the forward's w codes, or the input gradient's codes_t) with their 128 x 128
 // blocks' factors [E, N/128, roundup(C/128, 4)]; y: bf16 [source rows, N], written at each group's source rows. Each
 // 128-wide slice of the contraction is multiplied on the tensor cores into a fresh fp32 product and added to the
-// fp32 accumulator times its row's and block's factors (the promotion of DeepSeek's blockwise recipe); two slices'
-// products are in flight, so the contraction must be a multiple of 256 (else cuBLASLt, fp8_unsupported_reason).
+// fp32 accumulator times its row's and block's factors (the promotion of DeepSeek's blockwise recipe).
 constexpr int64_t kFp8TileCols = 128;  // output columns per tile (one weight block)
 constexpr int64_t kFp8TileK = 128;     // contraction per stage (one scale block)
 std::string fp8_unsupported_reason(int64_t E, int64_t N, int64_t C, const void* a_codes, const void* w_codes,
