@@ -32,12 +32,13 @@ void HeldExpertRows::expect_none(int64_t layer) const {
 namespace {
 
 // dw(p) (+)= the GEMM over held's rows and own's together (the write rule of grad_write). FP8 matrices merge the
-// rows here (their GEMMs read one quantised operand); bf16 ones leave it to the op (in place on the GPU's kernel).
+// rows here (their FP8 weight-gradient GEMMs read one quantised operand); bf16 ones (and FP8 ones under
+// --no-fp8-wgrad) leave it to the op (in place on the GPU's kernel).
 void write_pair_weight_grad(const DeviceContext& ctx, const Tensor& dy_held, const Tensor& x_held,
                             const Tensor& counts_held, const Tensor& dy_own, const Tensor& x_own,
                             const Tensor& counts_own, const Param& p) {
   const GradWrite w = grad_write(ctx, p);
-  if (!p.fp8)
+  if (!p.fp8_wgrad)
     return ops::grouped_linear_backward_weight_pair(ctx, dy_held, x_held, counts_held, dy_own, x_own, counts_own,
                                                     w.grad, w.accumulate);
   const ops::MergedExpertRows m = ops::merge_expert_rows(ctx, dy_held, x_held, counts_held, dy_own, x_own, counts_own);

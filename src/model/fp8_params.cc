@@ -28,9 +28,10 @@ bool runs_in_fp8(const std::string& name) {
   return false;
 }
 
-void mark_fp8_params(ParamTable& params, Device device) {
+void mark_fp8_params(ParamTable& params, Device device, bool fp8_wgrad) {
   for (Param& p : params.params()) {
     p.fp8 = runs_in_fp8(p.name);
+    p.fp8_wgrad = p.fp8 && fp8_wgrad;
     if (!p.fp8 || device != Device::CUDA) continue;
     const int64_t n = static_cast<int64_t>(p.shape.size());
     QUILL_CHECK(n >= 2 && p.shape[n - 1] % 16 == 0 && p.shape[n - 2] % 16 == 0,

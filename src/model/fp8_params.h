@@ -18,7 +18,8 @@ bool runs_in_fp8(const std::string& name);
 // Marks them (Param::fp8) in this rank's table. On CUDA the FP8 GEMMs need both dimensions of every
 // such matrix (this rank's shard) a multiple of 16 (ops/fp8.h): refused before any work, naming the
 // first tensor that is not.
-void mark_fp8_params(ParamTable& params, Device device);
+// With fp8_wgrad (ops::Fp8Options::fp8_wgrad) their weight gradients run in FP8 too (Param::fp8_wgrad).
+void mark_fp8_params(ParamTable& params, Device device, bool fp8_wgrad);
 // p's quantised copy (128x128 blocks of `compute`, ops/fp8.h), made anew when `compute` changed since
 // the last one (Param::compute_version): once per optimizer step however many micro-batches read it. A
 // transient bf16 copy (model/transient_compute.h) is quantised when it is released; a stale copy without a

@@ -33,7 +33,7 @@ void param_backward_input(const DeviceContext& ctx, const Tensor& dy_NM, const P
 
 void param_backward_weight(const DeviceContext& ctx, const Tensor& dy_NM, const Tensor& x_NK, const Param& w,
                            const Tensor& dw_MK, bool accumulate) {
-  if (w.fp8) return ops::fp8_linear_backward_weight(ctx, dy_NM, x_NK, dw_MK, accumulate);
+  if (w.fp8_wgrad) return ops::fp8_linear_backward_weight(ctx, dy_NM, x_NK, dw_MK, accumulate);
   ops::linear_backward_weight(ctx, dy_NM, x_NK, dw_MK, accumulate);
 }
 
@@ -51,7 +51,7 @@ void param_grouped_backward_input(const DeviceContext& ctx, const Tensor& dy_PM,
 
 void param_grouped_backward_weight(const DeviceContext& ctx, const Tensor& dy_PM, const Tensor& x_PK,
                                    const Tensor& counts_E, const Param& w, const Tensor& dw_EMK, bool accumulate) {
-  if (w.fp8) return ops::fp8_grouped_linear_backward_weight(ctx, dy_PM, x_PK, counts_E, dw_EMK, accumulate);
+  if (w.fp8_wgrad) return ops::fp8_grouped_linear_backward_weight(ctx, dy_PM, x_PK, counts_E, dw_EMK, accumulate);
   ops::grouped_linear_backward_weight(ctx, dy_PM, x_PK, counts_E, dw_EMK, accumulate);
 }
 

@@ -1,6 +1,7 @@
 // The GEMMs of a layer's weight parameter, in the backend's precision or, for a parameter marked FP8
 // (Param::fp8, model/fp8_params.h), through the FP8 GEMMs of ops/fp8.h with the weight's per-step
-// quantised copy. Same shapes and accumulate rules as ops/linear.h and ops/moe.h. `expert` >= 0 takes
+// quantised copy; its weight gradient in FP8 only when Param::fp8_wgrad (--no-fp8-wgrad: from the bf16
+// operands). Same shapes and accumulate rules as ops/linear.h and ops/moe.h. `expert` >= 0 takes
 // matrix e of a stacked [E, M, K] parameter (the shared experts), -1 the whole parameter.
 #pragma once
 

@@ -62,6 +62,8 @@ struct Param {
   // which). They read fp8_copy, the 128x128-block quantisation of `compute`, remade on first use after
   // `compute` changed (compute_version moved): once per optimizer step, whatever the micro-batches.
   bool fp8 = false;
+  // Its weight gradient in FP8 too (else from the bf16 operands: --no-fp8-wgrad, ops/fp8_options.h).
+  bool fp8_wgrad = false;
   int64_t compute_version = 0;       // bumped by every rewrite of `compute` (ParamTable::compute_changed)
   mutable ops::Fp8Tensor fp8_copy;
   mutable int64_t fp8_version = -1;  // the compute_version fp8_copy was made from

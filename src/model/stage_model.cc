@@ -55,7 +55,7 @@ StageModel::StageModel(const InklingConfig& config, ParamTable& params, const De
   QUILL_CHECK(0 <= first_layer && first_layer < end_layer && end_layer <= config.num_layers,
               "stage layers [{}, {}) are not a non-empty range of the model's {} layers", first_layer, end_layer,
               config.num_layers);
-  if (options.fp8.enabled()) mark_fp8_params(params, ctx.device);
+  if (options.fp8.enabled()) mark_fp8_params(params, ctx.device, options.fp8.fp8_wgrad());
   ExpertParallel layer_ep = ep;
   layer_ep.overlap_shared_experts = options.shared_expert_overlap;
   layer_ep.delay_wgrad = options.delay_wgrad_compute;

@@ -107,6 +107,7 @@ const std::vector<FlagSpec> kFlags = {
     // with --fp8-format, so the table leaves it unset.
     {"fp8-format", N, S, nullptr, "FP8 GEMMs: e4m3 | hybrid (off when absent)"},
     {"fp8-recipe", N, S, nullptr, "FP8 scaling: delayed (Megatron's default) | tensorwise | mxfp8 | blockwise"},
+    {"no-fp8-wgrad", N, SW, "false", "FP8 runs' weight gradients in higher precision"},
     {"fp16", N, SW, "false", "fp16 parameters and activations",
         instead("quill computes in bf16 on --device cuda (--bf16) and in fp32 on --device cpu")},
     {"attention-dropout", N, F, "0.1", "attention dropout", only("0", "quill trains without dropout")},

@@ -181,7 +181,8 @@ RecipeRunPlan plan_recipe_run(const Recipe& recipe, const RecipeRunOptions& o) {
   plan.train.delay_wgrad_compute = static_cast<bool>(check.flags.find("delay-wgrad-compute"));
   plan.train.overlap_moe_ep_comm = static_cast<bool>(check.flags.find("overlap-moe-expert-parallel-comm"));
   // FP8 GEMMs: Megatron's --fp8-format / --fp8-recipe, read as quill train reads them (ops/fp8_options.h).
-  plan.train.fp8 = ops::parse_fp8_options(def.fp8_format.value_or(""), def.fp8_recipe.value_or(""));
+  plan.train.fp8 = ops::parse_fp8_options(def.fp8_format.value_or(""), def.fp8_recipe.value_or(""),
+                                          static_cast<bool>(check.flags.find("no-fp8-wgrad")));
   if (plan.train.fp8.enabled()) plan.notes.push_back("FP8 GEMMs: " + plan.train.fp8.describe() + " (docs/fp8.md)");
   // Megatron's data-parallel overlaps and bucket size, as the run gave them (optim/ddp_config.h).
   DdpConfig& ddp = plan.train.adam.ddp;

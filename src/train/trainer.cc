@@ -407,7 +407,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   model_options.recompute = o.recompute;
   model_options.fp8 = o.fp8;
   // FP8 matrices marked before placement: on a GPU their bf16 copies are transient (model/transient_compute.h).
-  if (o.fp8.enabled()) mark_fp8_params(params, ctx.device);
+  if (o.fp8.enabled()) mark_fp8_params(params, ctx.device, o.fp8.fp8_wgrad());
   // Under CPU offload the head of each bucket's shard keeps its master in pinned host memory.
   place_params(params, ctx, layout, o.adam.memory.effective_fraction(), o.adam.ddp.bucket_elements(dp_size));
   lap("placement on the device");

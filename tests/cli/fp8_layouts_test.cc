@@ -66,6 +66,7 @@ struct Layout {
   // order of each GEMM's sums; FP8's measured spread (above) with headroom where it does not, which still
   // catches a weight shard updated from the wrong gradient or not at all (differences of order 1).
   double weights_rel;
+  std::string fp8_extra = "";  // more FP8 flags, for the one rank and the layout alike (--no-fp8-wgrad)
 };
 // gtest's name for a case in its output (else the struct's bytes).
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.flags; }
@@ -76,7 +77,8 @@ TEST_P(Fp8Layouts, EqualOneFp8Rank) {
   const Layout& l = GetParam();
   const std::string rows = synth_rows("rows", 136);
   const std::string train = " train --config " + kWide + " --rows " + rows +
-                            " --seed 6 --steps 1 --global-batch 4 --lr 1e-2 --weight-decay 0.1 --quiet" + kFp8;
+                            " --seed 6 --steps 1 --global-batch 4 --lr 1e-2 --weight-decay 0.1 --quiet" + kFp8 +
+                            l.fp8_extra;
   const std::string one = temp("one"), out = temp(l.name);
   run_ok(kQuill + train + " --out " + one + " --save " + one + "/checkpoint");
   const auto ref = quill::test::read_metrics(one);
@@ -84,7 +86,8 @@ TEST_P(Fp8Layouts, EqualOneFp8Rank) {
   std::map<std::string, quill::Tensor> ref_weights;
   for (auto& [name, t] : quill::checkpoint_values(one + "/checkpoint")) ref_weights[name] = t;
   run_ok(mpirun(l.ranks, train + " " + l.flags + " --out " + out + " --save " + out + "/checkpoint"));
-  EXPECT_EQ(quill::test::read_json(out + "/summary.json")["fp8"], "e4m3 blockwise");
+  EXPECT_EQ(quill::test::read_json(out + "/summary.json")["fp8"],
+            l.fp8_extra.empty() ? "e4m3 blockwise" : "e4m3 blockwise, weight gradients bf16");
   quill::test::expect_steps_match(quill::test::read_metrics(out), ref);
   quill::test::expect_weights_match(out + "/checkpoint", ref_weights, l.weights_rel);
 }
@@ -95,7 +98,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"Ep2", "--dp 2 --ep 2", 2, 1e-3},           // experts' rows from two ranks
                       Layout{"Pp2", "--pp 2 --pp-layers 2,2", 2, 1e-5},  // stages
                       Layout{"Dp2", "--dp 2", 2, 1e-5},                  // rows split, gradients reduced
-                      Layout{"Tp2SpDp2Ep2", "--tp 2 --sp --dp 2 --ep 2", 4, 1e-1}),
+                      Layout{"Tp2SpDp2Ep2", "--tp 2 --sp --dp 2 --ep 2", 4, 1e-1},
+                      // --no-fp8-wgrad: the weight gradients from the unquantised operands under each kind of split
+                      Layout{"Pp2Dp2NoFp8Wgrad", "--pp 2 --pp-layers 2,2 --dp 2", 4, 1e-5, " --no-fp8-wgrad"},
+                      Layout{"Tp2SpEp2NoFp8Wgrad", "--tp 2 --sp --ep 2", 2, 1e-1, " --no-fp8-wgrad"}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // --simulate-rank with FP8: each rank of TP2+SP alone moves the bytes the real FP8 run's rank moves

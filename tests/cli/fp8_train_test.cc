@@ -49,9 +49,29 @@ TEST(Fp8Train, FlagsRecordedInTheSummary) {
   const std::string plain = temp("summary-plain");
   run_ok(kQuill + train(1) + " --out " + plain);
   EXPECT_EQ(quill::test::read_json(plain + "/summary.json")["fp8"], "off");
+  const std::string bf16_wgrad = temp("summary-no-wgrad");
+  run_ok(kQuill + train(1) + kFp8 + " --no-fp8-wgrad --out " + bf16_wgrad);
+  EXPECT_EQ(quill::test::read_json(bf16_wgrad + "/summary.json")["fp8"], "e4m3 blockwise, weight gradients bf16");
 }
 
-// quill run reads Megatron's two flags from the recipe's run, as quill train reads them.
+// --no-fp8-wgrad changes only the weight gradients: the first step's loss (the forward, all FP8 either way) is the
+// full FP8 run's to the bit, the gradient norm and the later losses are not, and both stay close to the reference.
+TEST(Fp8Train, NoFp8WgradChangesTheWeightGradientsOnly) {
+  const std::string fp8 = temp("wgrad-fp8"), bf16 = temp("wgrad-bf16");
+  run_ok(kQuill + train(3) + kFp8 + " --out " + fp8);
+  run_ok(kQuill + train(3) + kFp8 + " --no-fp8-wgrad --out " + bf16);
+  const std::vector<double> la = quill::test::read_metric(fp8, "loss"), lb = quill::test::read_metric(bf16, "loss");
+  const std::vector<double> ga = quill::test::read_metric(fp8, "grad_norm"),
+                            gb = quill::test::read_metric(bf16, "grad_norm");
+  ASSERT_EQ(la.size(), 3u);
+  ASSERT_EQ(lb.size(), 3u);
+  EXPECT_EQ(la[0], lb[0]) << "the first forward differs: --no-fp8-wgrad changed more than the weight gradients";
+  EXPECT_NE(ga[0], gb[0]) << "the gradient norms are equal: the weight gradients did not change";
+  EXPECT_NEAR(ga[0], gb[0], 0.02 * ga[0]);
+  for (size_t i = 1; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 0.01 * la[i]) << "step " << i;
+}
+
+// quill run reads Megatron's FP8 flags from the recipe's run, as quill train reads them.
 TEST(Fp8Train, QuillRunMapsTheRecipesFlags) {
   const std::string synth = temp("run-rows"), out = temp("run-out"), recipe = temp("run-recipe") + ".yaml";
   const std::string in_src = "cd " + kSrc + " && ";
@@ -61,6 +81,14 @@ TEST(Fp8Train, QuillRunMapsTheRecipesFlags) {
       {{"--moe-token-dispatcher-type alltoall", "--moe-token-dispatcher-type alltoall --fp8-format e4m3 --fp8-recipe blockwise"}});
   run_ok(in_src + kQuill + " run " + recipe + " --device cpu --set SFT_DATA=" + synth + " --steps 2 --out " + out);
   EXPECT_EQ(quill::test::read_json(out + "/summary.json")["fp8"], "e4m3 blockwise");
+  // And Megatron's --no-fp8-wgrad with them.
+  const std::string out2 = temp("run-out-no-wgrad"), recipe2 = temp("run-recipe-no-wgrad") + ".yaml";
+  std::ofstream(recipe2) << quill::test::edited_text(
+      kSrc + "/recipes/tiny-cpu.yaml", {{"--moe-token-dispatcher-type alltoall",
+                                         "--moe-token-dispatcher-type alltoall --fp8-format e4m3 --fp8-recipe blockwise "
+                                         "--no-fp8-wgrad"}});
+  run_ok(in_src + kQuill + " run " + recipe2 + " --device cpu --set SFT_DATA=" + synth + " --steps 1 --out " + out2);
+  EXPECT_EQ(quill::test::read_json(out2 + "/summary.json")["fp8"], "e4m3 blockwise, weight gradients bf16");
 }
 
 TEST(Fp8Train, RefusesWhatItDoesNotImplementNamingTheFlag) {
@@ -70,6 +98,7 @@ TEST(Fp8Train, RefusesWhatItDoesNotImplementNamingTheFlag) {
       {" --fp8-format e4m3 --fp8-recipe tensorwise", "--fp8-recipe tensorwise"},
       {" --fp8-format e4m3", "without --fp8-recipe"},
       {" --fp8-recipe blockwise", "needs --fp8-format e4m3"},
+      {" --no-fp8-wgrad", "--no-fp8-wgrad needs FP8 training"},
   };
   for (const auto& [flags, needle] : cases) {
     const std::string out = temp("refused");

@@ -76,10 +76,10 @@ TEST(CudaFp8TransientCompute, SameFp8CopiesAsResidentBf16CopiesThroughStepsAndAR
     SCOPED_TRACE("offload " + std::to_string(fraction));
     const Layout single = Layout::single(4);
     ParamTable transient = wide_table(), resident = wide_table();
-    mark_fp8_params(transient, Device::CUDA);
+    mark_fp8_params(transient, Device::CUDA, true);
     place_params(transient, ctx, single, fraction);
     place_params(resident, ctx, single, fraction);
-    mark_fp8_params(resident, Device::CUDA);
+    mark_fp8_params(resident, Device::CUDA, true);
     int transient_buckets = 0;
     for (const ParamBucket& b : transient.buckets()) transient_buckets += b.compute_transient ? 1 : 0;
     for (const ParamBucket& b : resident.buckets()) EXPECT_FALSE(b.compute_transient);

@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 
 #include "model/config.h"
+#include "model/param_gemm.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
+#include "ops/fp8.h"
+#include "ops/linear.h"
+#include "ops/moe.h"
 #include "optim/adamw.h"
 #include "util/test_util.h"
 
@@ -32,7 +36,7 @@ TEST(Fp8Params, TheLinearLayersOfAttentionMlpAndExpertsOnly) {
 
 TEST(Fp8Params, MarksEveryFp8MatrixOfTheTinyModel) {
   ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
-  mark_fp8_params(table, Device::CPU);
+  mark_fp8_params(table, Device::CPU, true);
   int marked = 0;
   for (const Param& p : table.params()) {
     EXPECT_EQ(p.fp8, runs_in_fp8(p.name)) << p.name;
@@ -47,10 +51,10 @@ TEST(Fp8Params, CudaRefusesMatricesWhoseDimensionsAreNotMultiplesOf16NamingTheTe
   ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
   for (Param& p : table.params())
     if (runs_in_fp8(p.name)) p.shape = {32, 48};
-  EXPECT_NO_THROW(mark_fp8_params(table, Device::CUDA));
+  EXPECT_NO_THROW(mark_fp8_params(table, Device::CUDA, true));
   table.at("model.llm.layers.2.attn.wk_dv.weight").shape = {32, 40};
-  EXPECT_NO_THROW(mark_fp8_params(table, Device::CPU));
-  const std::string what = test::error_of([&] { mark_fp8_params(table, Device::CUDA); });
+  EXPECT_NO_THROW(mark_fp8_params(table, Device::CPU, true));
+  const std::string what = test::error_of([&] { mark_fp8_params(table, Device::CUDA, true); });
   EXPECT_NE(what.find("--fp8-format e4m3 on CUDA: model.llm.layers.2.attn.wk_dv.weight has shape [32, 40]"),
             std::string::npos) << what;
 }
@@ -101,7 +105,7 @@ TEST(Fp8Params, AnOptimizerStepStalesTheTrainableCopiesOnly) {
   ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
   table.init_random(3);
   table.freeze({"model.llm.layers.1.attn.wo_ud.weight"});
-  mark_fp8_params(table, Device::CPU);
+  mark_fp8_params(table, Device::CPU, true);
   place_params(table, ctx);
   for (const Param& p : table.params())
     if (p.fp8) fp8_weight(ctx, p);
@@ -118,6 +122,51 @@ TEST(Fp8Params, AnOptimizerStepStalesTheTrainableCopiesOnly) {
   EXPECT_GT(stale, 10);
   EXPECT_EQ(table.at("model.llm.layers.1.attn.wo_ud.weight").fp8_version,
             table.at("model.llm.layers.1.attn.wo_ud.weight").compute_version);
+}
+
+// --no-fp8-wgrad (mark_fp8_params with fp8_wgrad false): an FP8 matrix keeps its FP8 forward and input gradient, and
+// its weight gradient is the backend's GEMM over the unquantised operands, to the bit; with fp8_wgrad it is the FP8
+// one. Dense and grouped.
+TEST(Fp8Params, NoFp8WgradTakesTheWeightGradientFromTheUnquantisedOperands) {
+  const DeviceContext ctx = DeviceContext::cpu();
+  for (const bool fp8_wgrad : {true, false}) {
+    ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
+    table.init_random(3);
+    mark_fp8_params(table, Device::CPU, fp8_wgrad);
+    place_params(table, ctx);
+    const Param& dense = table.at("model.llm.layers.0.mlp.w2_md.weight");
+    ASSERT_TRUE(dense.fp8);
+    EXPECT_EQ(dense.fp8_wgrad, fp8_wgrad);
+    const int64_t N = 48, M = dense.shape[0], K = dense.shape[1];
+    const Tensor x = test::random_tensor({N, K}, DType::F32, 4), dy = test::random_tensor({N, M}, DType::F32, 5);
+    const Tensor dw = Tensor::zeros({M, K}, DType::F32), plain = Tensor::zeros({M, K}, DType::F32),
+                 fp8 = Tensor::zeros({M, K}, DType::F32);
+    param_backward_weight(ctx, dy, x, dense, dw, false);
+    ops::linear_backward_weight(ctx, dy, x, plain, false);
+    ops::fp8_linear_backward_weight(ctx, dy, x, fp8, false);
+    EXPECT_EQ(test::max_abs_diff(dw, fp8_wgrad ? fp8 : plain), 0.0) << "fp8_wgrad " << fp8_wgrad;
+    EXPECT_GT(test::max_abs_diff(plain, fp8), 0.0) << "the test cannot tell the two paths apart";
+    // The forward is FP8 either way.
+    const Tensor y = Tensor::zeros({N, M}, DType::F32), y_fp8 = Tensor::zeros({N, M}, DType::F32);
+    param_forward(ctx, x, dense, y);
+    ops::fp8_linear_forward(ctx, x, fp8_weight(ctx, dense), y_fp8);
+    EXPECT_EQ(test::max_abs_diff(y, y_fp8), 0.0);
+
+    const Param& experts = table.at("model.llm.layers.2.mlp.experts.w2_weight");
+    ASSERT_TRUE(experts.fp8);
+    const int64_t E = experts.shape[0], EM = experts.shape[1], EK = experts.shape[2];
+    const Tensor counts_E = Tensor::zeros({E}, DType::I64);
+    counts_E.data_as<int64_t>()[0] = 20;  // two experts with rows, the others none
+    counts_E.data_as<int64_t>()[E - 1] = 12;
+    const Tensor xp = test::random_tensor({32, EK}, DType::F32, 6), dyp = test::random_tensor({32, EM}, DType::F32, 7);
+    const Tensor gw = Tensor::zeros({E, EM, EK}, DType::F32), gplain = Tensor::zeros({E, EM, EK}, DType::F32),
+                 gfp8 = Tensor::zeros({E, EM, EK}, DType::F32);
+    param_grouped_backward_weight(ctx, dyp, xp, counts_E, experts, gw, false);
+    ops::grouped_linear_backward_weight(ctx, dyp, xp, counts_E, gplain, false);
+    ops::fp8_grouped_linear_backward_weight(ctx, dyp, xp, counts_E, gfp8, false);
+    EXPECT_EQ(test::max_abs_diff(gw, fp8_wgrad ? gfp8 : gplain), 0.0) << "grouped, fp8_wgrad " << fp8_wgrad;
+    EXPECT_GT(test::max_abs_diff(gplain, gfp8), 0.0);
+  }
 }
 
 }  // namespace
