@@ -17,7 +17,7 @@
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-call.sh")
 # Environment [defaults]: CONFIGS ["configs/slice.json configs/fp8-second.json"]  CONV_STEPS [50]  GB8_STEPS [8]
 #   WARMUP [3]  TESTS [1]  LIMIT [560: seconds; a phase that cannot finish in what is left is skipped]
-#   FP8_DENSE_ARM [1]  BASE_EARLY [0: 1 runs the base arms right after this build's bf16 arms]  CEILINGS [1]  NO_FP8 [0]  BASE_STEPS [12: the base gb1 arm]  INIT [1]
+#   FP8 [the FP8 arms' flags]  FP8_DENSE_ARM [1]  BASE_EARLY [0: 1 runs the base arms right after this build's bf16 arms]  CEILINGS [1]  NO_FP8 [0]  BASE_STEPS [12: the base gb1 arm]  INIT [1]
 #   A failed FP8 test drops the FP8 arms only.
 # Back (written as it goes): $OUT/fp8.txt (the call's log) and $OUT/fp8-slice.tar.gz (tests, summaries, metrics,
 # profiles, logs).
@@ -31,7 +31,7 @@ CONV_STEPS=${CONV_STEPS:-50}
 GB8_STEPS=${GB8_STEPS:-8}
 WARMUP=${WARMUP:-3}
 LIMIT=${LIMIT:-560}
-FP8="--fp8-format e4m3 --fp8-recipe blockwise"
+FP8=${FP8:-"--fp8-format e4m3 --fp8-recipe blockwise"}  # e.g. add --no-fp8-wgrad
 RECOMPUTE="--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --use-precision-aware-optimizer --recompute-granularity full
  --recompute-method uniform --recompute-num-layers 1"
 rm -rf "$W"
