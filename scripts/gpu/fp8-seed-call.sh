@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (issue 43, must-show 3): the seed's three stage kinds under --simulate-rank (TP4 SP PP4
 # 12/10/10/10 EP8 DP2, bf16 moments, balanced routing) in bf16 and in FP8 (FP8 [--fp8-format e4m3 --fp8-recipe
-# blockwise], e.g. with --no-fp8-wgrad) from the same build: ms per micro-batch, peak, and `quill project --global-batch 128` of each arm.
+# blockwise], e.g. with --no-fp8-wgrad) from the same build: ms per micro-batch, peak, and
+# `quill project --global-batch 128` of each arm.
 # The same memory settings in both arms: CASES [first-bf16s middle-bf16s last-bf16s: bf16 moments, no offload,
 # selective recompute; quill plan: FP8 stage 0 133.92 GiB as bf16; *-bf16fu under 100 GB]. Offload 0.1 (*-bf16o)
 # planned FP8's stage 0 at
