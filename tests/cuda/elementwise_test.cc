@@ -401,6 +401,25 @@ TEST(ColumnsCuda, GetAndSetColumns) {
   expect_bits("get_columns last two", tail.view, tail_ref);
   expect_bits("get_columns all", all.view, x);
   expect_error([&] { ops::get_columns(ctx, xd.view, W - 1, tail.view); }, "get_columns: columns [12, 14)");
+  // Rows, pitches and column offset 16-byte aligned (the 16-byte copy kernel, as for the stacked projections'
+  // blocks), and a column offset that is not (the copy engine's 2-D copy), both against the CPU.
+  for (const int64_t c0 : {int64_t{128}, int64_t{132}}) {  // bf16: 256 bytes in, or 264
+    const int64_t N2 = 67, W2 = 208, w2 = 64;
+    const Tensor x2 = input({N2, W2}, DType::BF16, 63), v2 = input({N2, w2}, DType::BF16, 64);
+    Tensor got_ref = Tensor::empty({N2, w2}, DType::F32), x2_ref = x2.clone();
+    ops::get_columns(kCpu, x2, c0, got_ref);
+    ops::set_columns(kCpu, x2_ref, c0, v2);
+    Placed x2d = place(x2, DType::BF16, 0), v2d = place(v2, DType::BF16, 0);
+    Placed got = place_poisoned({N2, w2}, DType::BF16, 0);
+    inputs_ready();
+    ops::get_columns(ctx, x2d.view, c0, got.view);
+    ops::set_columns(ctx, x2d.view, c0, v2d.view);
+    const std::string at = " at column " + std::to_string(c0);
+    expect_bits("get_columns bf16[67, 208]" + at, got.view, expected(got_ref, DType::BF16));
+    expect_bits("set_columns bf16[67, 208]" + at, x2d.view, expected(x2_ref, DType::BF16));
+    expect_guards("get_columns out", got);
+    expect_guards("set_columns x", x2d);
+  }
 }
 
 // ------------------------------------------------------------------------------------------------
