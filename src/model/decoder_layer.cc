@@ -40,8 +40,9 @@ Tensor DecoderLayer::residual_conv(const DeviceContext& ctx, const Tensor& x, co
 Tensor DecoderLayer::residual_conv_backward(const DeviceContext& ctx, const Tensor& saved_in, const Param& w,
                                             const Tensor& dy) const {
   Tensor dy_in = dy;
-  if (tp_.sequence_parallel) {  // no gradient reaches the halo rows' own outputs
-    dy_in = new_zeros(ctx, saved_in.shape(), dy.dtype());
+  if (tp_.sequence_parallel) {  // no gradient reaches the halo rows' own outputs: zeros there, dy after them
+    dy_in = new_tensor(ctx, saved_in.shape(), dy.dtype());
+    ops::zero(ctx, dy_in.rows(0, kernel_ - 1));
     ops::copy(ctx, dy, dy_in.rows(kernel_ - 1, dy_in.dim(0)));
   }
   Tensor dx = new_activation(ctx, saved_in.shape());
