@@ -16,7 +16,8 @@ namespace quill {
 // [K-1 halo rows; the chunk]: what the convolution of this rank's positions reads.
 Tensor gather_halo(const DeviceContext& ctx, const Tensor& chunk_TC, int64_t kernel, Comm* tp);
 // dext [K-1+Tc, C] -> dchunk [Tc, C]: this rank's own rows plus the halo gradients that the later
-// ranks computed for its positions.
+// ranks computed for its positions. dchunk is dext's rows after the halo, added to in place (no copy: dext is the
+// caller's temporary, consumed here).
 Tensor scatter_halo_grad(const DeviceContext& ctx, const Tensor& dext_EC, int64_t kernel, Comm* tp);
 
 }  // namespace quill

@@ -231,11 +231,10 @@ StageTrace::Id StageTrace::residual_conv_backward(const std::string& conv) {
   }
   const Id dy_in = activation(Use::Temporary, H + Tseq_, D_), dx = activation(Use::Temporary, H + Tseq_, D_);
   mem_.free(grad_scratch(conv, D_ * K));
-  const Id dchunk = activation(Use::Temporary, Tseq_, D_);  // sp_halo.cc scatter_halo_grad
+  // sp_halo.cc scatter_halo_grad: the chunk's gradient is dx's rows after the halo, in place.
   if (H > 0) mem_.free(activation(Use::Gather, tp_ * H, D_));
   mem_.free(dy_in);
-  mem_.free(dx);
-  return dchunk;
+  return dx;
 }
 
 StageTrace::Id StageTrace::decoder_forward(int64_t l, Layer& s, Id) {
