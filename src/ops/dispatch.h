@@ -3,6 +3,8 @@
 // is what the finite-difference gradient tests run in.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "base/error.h"
@@ -41,6 +43,20 @@ inline const int64_t* require_group_counts(const char* op, const Tensor& counts_
   }
   QUILL_CHECK(total == rows, "{}: counts_E sums to {}, but there are {} rows", op, total, rows);
   return counts;
+}
+
+// The MoE row ops' slot rows (ops/moe.h): I32 [n_tokens, k] with k > 0 (equal to `k` when given), at most
+// INT32_MAX rows. Returns k. Its values (a permutation of the rows) are each backend's to check.
+inline int64_t require_slot_rows(const char* op, const Tensor& slot_rows_Nk, int64_t n_tokens, int64_t k = -1) {
+  QUILL_CHECK(slot_rows_Nk.defined() && slot_rows_Nk.ndim() == 2, "{}: slot_rows_Nk must be 2-D, got {}", op,
+              slot_rows_Nk.defined() ? shape_str(slot_rows_Nk.shape()) : std::string("(undefined)"));
+  if (k < 0) k = slot_rows_Nk.dim(1);
+  QUILL_CHECK(k > 0, "{}: slot_rows_Nk has {} slots per token, expected > 0", op, k);
+  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {n_tokens, k});
+  require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
+  QUILL_CHECK(n_tokens * k <= std::numeric_limits<int32_t>::max(), "{}: {} rows do not fit the I32 slot_rows_Nk", op,
+              n_tokens * k);
+  return k;
 }
 
 // Calls fn.template operator()<T>() with T = float or double from the dtype of `t`.

@@ -23,6 +23,7 @@
 #include "ops/fp8_options.h"
 #include "optim/adamw.h"
 #include "util/random_row.h"
+#include "util/two_row_step.h"
 
 namespace quill {
 namespace {
@@ -57,13 +58,7 @@ RunBits train_three_steps(const DeviceContext& ctx, const RecomputeOptions& reco
   };
   RunBits bits;
   for (int step = 0; step < 3; ++step) {
-    const test::Row a = row(2 * step + 1), b = row(2 * step + 2);
-    const double scale = 1.0 / static_cast<double>(InklingModel::supervised_targets(a.mask.data(), T) +
-                                                   InklingModel::supervised_targets(b.mask.data(), T));
-    zero_grads(params, ctx);
-    double loss = model.train_row(a.tokens.data(), a.mask.data(), T, scale).loss_sum;
-    loss += model.train_row(b.tokens.data(), b.mask.data(), T, scale).loss_sum;
-    settle_grads(params, ctx);
+    const double loss = test::two_row_step(model, params, ctx, row(2 * step + 1), row(2 * step + 2));
     if (step == 0) {
       for (const Param& p : params.params()) {
         if (!p.grad.defined()) continue;

@@ -40,13 +40,10 @@ void require_same_float(const char* op, const char* name, const Tensor& t, const
   require_dtype(op, name, t, like.dtype());
 }
 
-// slot_rows_Nk must be an I32 [n_tokens, k] permutation of the N * k rows; returns k.
-int64_t check_slot_rows(const char* op, const Tensor& slot_rows_Nk, int64_t n_tokens) {
-  require_2d(op, "slot_rows_Nk", slot_rows_Nk);
-  const int64_t k = slot_rows_Nk.dim(1);
-  QUILL_CHECK(k > 0, "{}: slot_rows_Nk has {} slots per token, expected > 0", op, k);
-  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {n_tokens, k});
-  require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
+// slot_rows_Nk must be an I32 [n_tokens, k] permutation of the N * k rows (k given when known, else -1);
+// returns k.
+int64_t check_slot_rows(const char* op, const Tensor& slot_rows_Nk, int64_t n_tokens, int64_t known_k = -1) {
+  const int64_t k = require_slot_rows(op, slot_rows_Nk, n_tokens, known_k);
   const int64_t P = n_tokens * k;
   const int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   std::vector<char> seen(static_cast<size_t>(P), 0);
@@ -273,8 +270,7 @@ void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& 
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "out_ND", out_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = out_ND.dim(1);
-  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
-  check_slot_rows(op, slot_rows_Nk, N);
+  check_slot_rows(op, slot_rows_Nk, N, k);
   require_shape(op, "yp_PD", yp_PD, {N * k, D});
   require_shape(op, "out_ND", out_ND, {N, D});
   require_same_float(op, "weights_Nk", weights_Nk, yp_PD);
@@ -291,8 +287,7 @@ void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, con
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "dout_ND", dout_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = dout_ND.dim(1);
-  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
-  check_slot_rows(op, slot_rows_Nk, N);
+  check_slot_rows(op, slot_rows_Nk, N, k);
   require_shape(op, "dout_ND", dout_ND, {N, D});
   require_shape(op, "yp_PD", yp_PD, {N * k, D});
   require_shape(op, "dyp_PD", dyp_PD, {N * k, D});

@@ -339,14 +339,9 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
 }
 
 // slot_rows_Nk: I32 [n_tokens, k] on the device (its values are the plan's; see the preconditions); returns k.
-int64_t require_slot_rows(const char* op, const Tensor& slot_rows_Nk, int64_t n_tokens) {
-  require_2d(op, "slot_rows_Nk", slot_rows_Nk);
-  const int64_t k = slot_rows_Nk.dim(1);
-  QUILL_CHECK(k > 0, "{}: slot_rows_Nk has {} slots per token, expected > 0", op, k);
-  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {n_tokens, k});
-  require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
+int64_t slot_rows_on_device(const char* op, const Tensor& slot_rows_Nk, int64_t n_tokens, int64_t k = -1) {
+  k = ops_detail::require_slot_rows(op, slot_rows_Nk, n_tokens, k);
   require_device(op, "slot_rows_Nk", slot_rows_Nk);
-  QUILL_CHECK(n_tokens * k < INT_MAX, "{}: {} rows do not fit the I32 slot_rows_Nk", op, n_tokens * k);
   return k;
 }
 
@@ -355,7 +350,7 @@ void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& slo
   require_2d(op, "x_ND", x_ND);
   const int64_t N = x_ND.dim(0), D = x_ND.dim(1);
   require_bf16_on_device(op, "x_ND", x_ND);
-  const int64_t top_k = require_slot_rows(op, slot_rows_Nk, N), P = N * top_k;
+  const int64_t top_k = slot_rows_on_device(op, slot_rows_Nk, N), P = N * top_k;
   require_shape(op, "xp_PD", xp_PD, {P, D});
   require_bf16_on_device(op, "xp_PD", xp_PD);
   if (P == 0 || D == 0) return;
@@ -376,7 +371,7 @@ void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const 
   require_2d(op, "dx_ND", dx_ND);
   const int64_t N = dx_ND.dim(0), D = dx_ND.dim(1);
   require_bf16_on_device(op, "dx_ND", dx_ND);
-  const int64_t top_k = require_slot_rows(op, slot_rows_Nk, N), P = N * top_k;
+  const int64_t top_k = slot_rows_on_device(op, slot_rows_Nk, N), P = N * top_k;
   require_shape(op, "dxp_PD", dxp_PD, {P, D});
   require_bf16_on_device(op, "dxp_PD", dxp_PD);
   if (N == 0 || D == 0) return;
@@ -398,8 +393,7 @@ void moe_unpermute(const DeviceContext& ctx, const Tensor& yp_PD, const Tensor& 
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "out_ND", out_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = out_ND.dim(1);
-  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
-  require_slot_rows(op, slot_rows_Nk, N);
+  slot_rows_on_device(op, slot_rows_Nk, N, k);
   const int64_t P = N * k;
   require_shape(op, "yp_PD", yp_PD, {P, D});
   require_shape(op, "out_ND", out_ND, {N, D});
@@ -427,8 +421,7 @@ void moe_unpermute_backward(const DeviceContext& ctx, const Tensor& dout_ND, con
   require_2d(op, "weights_Nk", weights_Nk);
   require_2d(op, "dout_ND", dout_ND);
   const int64_t N = weights_Nk.dim(0), k = weights_Nk.dim(1), D = dout_ND.dim(1);
-  require_shape(op, "slot_rows_Nk", slot_rows_Nk, {N, k});
-  require_slot_rows(op, slot_rows_Nk, N);
+  slot_rows_on_device(op, slot_rows_Nk, N, k);
   const int64_t P = N * k;
   require_shape(op, "dout_ND", dout_ND, {N, D});
   require_shape(op, "yp_PD", yp_PD, {P, D});
