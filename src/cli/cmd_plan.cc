@@ -139,7 +139,7 @@ void add_plan_command(CLI::App& app, Runner& run) {
       q.expert_wgrad_micro_batches = expert_wgrad_micro_batches;
       q.delay_wgrad_compute = delay_wgrad_compute;
       // The plan counts FP8 copies for either device: the CUDA plan is what the CUDA kernels will need.
-      q.fp8 = ops::parse_fp8_options(fp8.format, fp8.recipe).enabled();
+      q.fp8 = fp8.resolve().enabled();  // refuses what quill train refuses (cli/fp8_flags.h)
       int64_t memory_bytes = parse_device_memory(device_memory);
       if (memory_bytes < 0 && q.device == Device::CUDA) memory_bytes = plan::kH200MemoryBytes;
       const plan::MemoryPlan mp = plan::plan_memory(q);

@@ -7,7 +7,7 @@ namespace quill::ops {
 Fp8Options parse_fp8_options(const std::string& format, const std::string& recipe, bool no_fp8_wgrad) {
   Fp8Options o;
   QUILL_CHECK(!no_fp8_wgrad || !format.empty(), "--no-fp8-wgrad needs FP8 training (--fp8-format e4m3 --fp8-recipe "
-              "blockwise): without it every weight gradient is bf16 already");
+              "blockwise): without it every weight gradient is in the backend's precision already");
   if (format.empty() && recipe.empty()) return o;
   QUILL_CHECK(!format.empty(), "--fp8-recipe {} needs --fp8-format e4m3 (FP8 training is on only with a format, as in "
               "Megatron)", recipe);

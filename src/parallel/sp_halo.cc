@@ -28,19 +28,17 @@ HaloGeometry geometry(const Tensor& t, int64_t rows_besides_halo, int64_t kernel
   return g;
 }
 
-// A tensor of t's dtype; zeroed only where `zeroed` says (the rows nothing else writes: a pass over a whole
-// [Tc + H, C] chunk was 8.5 us at a seed rank for rows the next copy overwrites).
-Tensor like(const DeviceContext& ctx, const Tensor& t, const Shape& shape, bool zeroed) {
-  Tensor out = Tensor::empty(shape, t.dtype(), *ctx.allocator);
-  if (zeroed) ops::zero(ctx, out);
-  return out;
+// A tensor of t's dtype, not zeroed: the callers zero only the rows nothing else writes (a pass over a whole
+// [Tc + H, C] chunk was 8.5 us at a seed rank, for rows the next copy overwrites).
+Tensor like(const DeviceContext& ctx, const Tensor& t, const Shape& shape) {
+  return Tensor::empty(shape, t.dtype(), *ctx.allocator);
 }
 
 // Every rank's H rows of `mine`, gathered over tp: [ranks * H, C].
 Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
   if (tp == nullptr || tp->size() == 1) return mine;
-  // Zeroed: under --simulate-rank the loopback's gather leaves the peers' blocks as they are (docs/simulate-rank.md).
-  Tensor all = like(ctx, mine, {mine.dim(0) * tp->size(), mine.dim(1)}, true);
+  Tensor all = like(ctx, mine, {mine.dim(0) * tp->size(), mine.dim(1)});
+  ops::zero(ctx, all);  // under --simulate-rank the loopback's gather leaves the peers' blocks (docs/simulate-rank.md)
   ops::collective(ctx, "sp.halo_all_gather", all, [&] { tp->all_gather(mine, all); });
   return all;
 }
@@ -49,12 +47,12 @@ Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
 
 Tensor gather_halo(const DeviceContext& ctx, const Tensor& chunk, int64_t kernel, Comm* tp) {
   const HaloGeometry g = geometry(chunk, chunk.ndim() == 2 ? chunk.dim(0) : 0, kernel, tp, "gather_halo");
-  Tensor ext = like(ctx, chunk, {g.H + g.Tc, g.C}, false);
+  Tensor ext = like(ctx, chunk, {g.H + g.Tc, g.C});
   ops::copy(ctx, chunk, ext.rows(g.H, g.H + g.Tc));
   if (g.H == 0) return ext;
   ops::zero(ctx, ext.rows(0, g.H));  // the halo: rows before the sequence stay zero, the others are copied below
   const int64_t m = std::min(g.H, g.Tc);
-  Tensor mine = like(ctx, chunk, {g.H, g.C}, false);
+  Tensor mine = like(ctx, chunk, {g.H, g.C});
   if (g.H > m) ops::zero(ctx, mine.rows(0, g.H - m));  // a chunk shorter than the halo: the rows before it
   ops::copy(ctx, chunk.rows(g.Tc - m, g.Tc), mine.rows(g.H - m, g.H));
   const Tensor all = all_gather_rows(ctx, mine, tp);

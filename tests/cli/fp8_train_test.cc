@@ -106,6 +106,11 @@ TEST(Fp8Train, RefusesWhatItDoesNotImplementNamingTheFlag) {
     EXPECT_NE(r.status, 0) << flags;
     EXPECT_NE(r.output.find(needle), std::string::npos) << flags << ":\n" << r.output;
   }
+  // quill plan reads the same flags the same way.
+  const quill::test::CommandResult plan =
+      quill::test::run_command(kQuill + " plan --config " + kConfig + " --row-tokens 32 --no-fp8-wgrad");
+  EXPECT_NE(plan.status, 0);
+  EXPECT_NE(plan.output.find("--no-fp8-wgrad needs FP8 training"), std::string::npos) << plan.output;
 }
 
 // FP8's loss follows the reference precision's closely over a few steps (E4M3's 3 mantissa bits per

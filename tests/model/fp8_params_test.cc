@@ -130,7 +130,8 @@ TEST(Fp8Params, AnOptimizerStepStalesTheTrainableCopiesOnly) {
 TEST(Fp8Params, NoFp8WgradTakesTheWeightGradientFromTheUnquantisedOperands) {
   const DeviceContext ctx = DeviceContext::cpu();
   for (const bool fp8_wgrad : {true, false}) {
-    ParamTable table = ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
+    ParamTable table =
+        ParamTable::for_config(load_inkling_config(std::string(QUILL_SOURCE_DIR) + "/configs/tiny.json"));
     table.init_random(3);
     mark_fp8_params(table, Device::CPU, fp8_wgrad);
     place_params(table, ctx);

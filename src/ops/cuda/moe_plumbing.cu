@@ -107,8 +107,8 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-// Chunk blockIdx.x: slot_rows[a] = the row of each of its assignments, stable within the chunk (batches in order, warps of a
-// batch in order, lanes of a warp in order), starting from first[chunk, e].
+// Chunk blockIdx.x: slot_rows[a] = the row of each of its assignments, stable within the chunk (batches in
+// order, warps of a batch in order, lanes of a warp in order), starting from first[chunk, e].
 __global__ void __launch_bounds__(kPlanBlockThreads)
     plan_place_kernel(const int32_t* topk, int64_t P, int E, const int* first, const unsigned* first_bad,
                       int32_t* slot_rows) {

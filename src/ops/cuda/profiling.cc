@@ -499,7 +499,7 @@ OpProfile OpProfiler::end() {
     gap.after = last_op;
     gap.before = name;
     ++gap.gaps;
-    gap.total_ms += std::max(ms, 0.0f);  // events of one stream complete in order; the clamp is for the timer's rounding
+    gap.total_ms += std::max(ms, 0.0f);  // one stream's events complete in order; the clamp is for the timer's rounding
     p.idle_ms += std::max(ms, 0.0f);
     last_stop = r.stop;
     last_op = name;
@@ -613,8 +613,8 @@ std::string idle_gap_table(const OpProfile& p, const Pct& pct) {
       p.idle_ms, pct(p.idle_ms), "after", "before", "gaps", "total ms", "% step", "mean us");
   for (size_t i = 0; i < p.idle_rows.size() && i < kTop; ++i) {
     const IdleGapRow& g = p.idle_rows[i];
-    out += fmt::format("{:<32} {:<32} {:>6} {:>9.3f} {:>6.2f} {:>8.1f}\n", clip(g.after, 32), clip(g.before, 32), g.gaps,
-                       g.total_ms, pct(g.total_ms), 1e3 * g.total_ms / static_cast<double>(g.gaps));
+    out += fmt::format("{:<32} {:<32} {:>6} {:>9.3f} {:>6.2f} {:>8.1f}\n", clip(g.after, 32), clip(g.before, 32),
+                       g.gaps, g.total_ms, pct(g.total_ms), 1e3 * g.total_ms / static_cast<double>(g.gaps));
   }
   return out;
 }
@@ -693,8 +693,9 @@ std::string op_profile_json(const OpProfile& p, const Ceilings& c) {
   out += fmt::format(" ],\n \"idle_ms\": {:.6f},\n \"idle_gaps\": [\n", p.idle_ms);
   for (size_t i = 0; i < p.idle_rows.size(); ++i) {
     const IdleGapRow& g = p.idle_rows[i];
-    out += fmt::format("  {{\"after\": {}, \"before\": {}, \"gaps\": {}, \"total_ms\": {:.6f}}}{}\n", json_string(g.after),
-                       json_string(g.before), g.gaps, g.total_ms, i + 1 < p.idle_rows.size() ? "," : "");
+    out += fmt::format("  {{\"after\": {}, \"before\": {}, \"gaps\": {}, \"total_ms\": {:.6f}}}{}\n",
+                       json_string(g.after), json_string(g.before), g.gaps, g.total_ms,
+                       i + 1 < p.idle_rows.size() ? "," : "");
   }
   out += " ],\n \"collectives\": " + comm_profile_json(p.comm_rows) + "\n}\n";
   return out;
