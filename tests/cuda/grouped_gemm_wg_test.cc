@@ -186,6 +186,48 @@ TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
   check_fp8({384, 384}, 256, 512, 95);
 }
 
+// The FP8 kernel at the slice's shapes against cuBLASLt (no CPU reference: too slow at this size): 32 experts of an
+// 8,192-token row's ~1,536 rows each, w [32, 4096, 2048] and its input gradient (contractions of 16 and 32 slices,
+// ~1,500 tiles, so each CTA walks ten or more tiles and the stage ring wraps within and across them), three runs
+// the same bits. The tests above stop at 12 tiles (one per CTA) and two slices; the slice trained with this kernel
+// on an H100 gave gradient norms of 1e5-1e6 where cuBLASLt's GEMMs gave 1.5 (2026-12-07).
+TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  std::vector<int64_t> counts;
+  for (int64_t e = 0; e < 32; ++e) counts.push_back(e == 5 ? 0 : 1200 + (e * 397) % 700 + (e % 3));
+  const int64_t E = 32, M = 4096, K = 2048;
+  int64_t P = 0;
+  for (int64_t c : counts) P += c;
+  const Tensor counts_E = test::host_counts(counts);
+  const Tensor xd = to_device(round_bf16(test::random_tensor({P, K}, DType::F32, 71)), DType::BF16);
+  const Tensor wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, 72)), DType::BF16);
+  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 73)), DType::BF16);
+  Tensor got[4][2];  // [run][y, dx]: runs 0-2 the kernel, run 3 cuBLASLt
+  for (int run = 0; run < 4; ++run) {
+    const DeviceContext ctx = run < 3 ? wgmma_gpu().context() : cublaslt_gpu().context();
+    const ops::Fp8Tensor wq = ops::fp8_empty(ctx, {E, M, K}, ops::Fp8Tiling::kBlocks128);
+    auto y = poisoned_output({P, M}, DType::BF16);
+    auto dx = poisoned_output({P, K}, DType::BF16);
+    inputs_ready();
+    ops::fp8_quantize(ctx, wd, wq);
+    ops::fp8_grouped_linear_forward(ctx, xd, wq, counts_E, y->tensor());
+    ops::fp8_grouped_linear_backward_input(ctx, dyd, wq, counts_E, dx->tensor());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(y->guards_intact() && dx->guards_intact()) << "run " << run << ": a write outside its output";
+    got[run][0] = test::to_host_f32(y->tensor());
+    got[run][1] = test::to_host_f32(dx->tensor());
+  }
+  for (int run = 0; run < 3; ++run) {
+    const std::string r = "run " + std::to_string(run);
+    const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run][0], got[3][0], kTolBf16);
+    const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run][1], got[3][1], kTolBf16);
+    std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
+  }
+  EXPECT_TRUE(test::same_bits(got[0][0], got[1][0]) && test::same_bits(got[0][0], got[2][0])) << "forward runs differ";
+  EXPECT_TRUE(test::same_bits(got[0][1], got[1][1]) && test::same_bits(got[0][1], got[2][1])) << "dx runs differ";
+}
+
 // The dense FP8 forward and input gradient through the kernel as one group (--grouped-gemm-kernel wgmma): against
 // the CPU's FP8 reference, twice the same bits, against cuBLASLt (the auto choice for dense ops); an accumulating
 // input gradient and an F32 output stay cuBLASLt's and still agree.

@@ -6,12 +6,19 @@
 // grouped_gemm_schedule.h. Per 128-wide slice of the contraction (one scale block), lane 0 of the producer warp waits
 // for a free stage (kStages deep, across tiles) and loads into it by TMA the activation codes (128 rows x 128 bytes,
 // two 64-row boxes, 128-byte swizzle; rows from the expert's first padded row, so past its rows come its zero padding
-// or the next expert's rows, never stored), the weight codes (128 x 128 bytes, two boxes) and, by a bulk copy, the
-// 128 rows' factors of that slice (contiguous in the rows128 layout of fp8_quantize.h), all counted in bytes on the
+// or the next expert's rows, never stored) and the weight codes (128 x 128 bytes, two boxes), counted in bytes on the
 // stage's full barrier. Each consumer warpgroup multiplies its 64 rows by the 128 columns with four wgmma
-// m64n128k32 (e4m3, both operands K-major from shared memory) into a fresh fp32 product, waits for it, reads its two
-// rows' factors, releases the stage and adds product x row factor x block factor into its fp32 accumulator. The
-// epilogue rounds to bf16 and stores the expert's real rows at their source rows (no padded output, no copy back).
+// m64n128k32 (e4m3, both operands K-major from shared memory) into a fresh fp32 product, waits for it, releases the
+// stage and adds product x row factor x block factor into its fp32 accumulator. The epilogue rounds to bf16 and
+// stores the expert's real rows at their source rows (no padded output, no copy back).
+//
+// Each thread reads its two rows' factors of a slice from global memory (the rows128 layout of fp8_quantize.h),
+// issued before the stage's wait. They used to travel in the stage, bulk-copied beside the codes and read from shared
+// memory; then a few 16-row warp slices of a few tiles per launch came out wrong, differently from run to run (the
+// slice's shapes on an H100, 2026-12-07: 45 of 49,457 rows; GroupedGemmWgmma.Fp8SliceShapedAgainstCublasLt), likely
+// because the ordinary loads of shared memory that the async proxy's next bulk copy overwrote had no proxy fence
+// between them. The loads from global memory cost 13-18% of the kernel's time at the slice's shapes (the factors
+// loaded four slices ahead measured the same: not their latency); docs/decisions/grouped-gemm-wgmma.md.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
@@ -38,9 +45,7 @@ constexpr int kRows = static_cast<int>(kTileRows);
 constexpr int kCols = static_cast<int>(kFp8TileCols);
 constexpr int kBoxes = kRows / 64;                               // A's and B's 64-row boxes of 128 bytes
 constexpr int kCodeBytes = 2 * kBoxes * kBoxBytes;               // A and B codes of a stage: 32 KiB
-constexpr int kScaleBytes = kRows * 4;                           // the stage's row factors (at most)
-constexpr int kSmemScales = kStages * kCodeBytes;
-constexpr int kSmemBarriers = kSmemScales + kStages * kScaleBytes;
+constexpr int kSmemBarriers = kStages * kCodeBytes;
 constexpr int kSmemBytes = kSmemBarriers + 16 * kStages + 1024;  // full and empty barriers, alignment slack
 static_assert(kFp8TileK == kRowBytes, "grouped_gemm fp8: a stage is one 128-byte box wide");
 static_assert(kCols == kRows, "grouped_gemm fp8: B's boxes are A's");
@@ -73,19 +78,8 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t a
       : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
-               : "memory");
-}
-
 __device__ __forceinline__ Tile tile_of(const Params& p, int t) {
   return tile_at(p.src, p.tile_offset, p.E, kRows, kCols, t);
-}
-
-// The stage's row factors: min(128, padded rows - m0) of them (a multiple of 16: padded rows and m0 are).
-__device__ __forceinline__ uint32_t scale_bytes(const Params& p, const Tile& x) {
-  return static_cast<uint32_t>(min(kRows, p.dst[x.e + 1] - p.dst[x.e] - x.m0)) * 4u;
 }
 
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __grid_constant__ Params p) {
@@ -94,7 +88,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const StageBarriers bars{base + kSmemBarriers, kStages};
   auto codes = [&](int s) { return base + s * kCodeBytes; };
-  auto scales = [&](int s) { return base + kSmemScales + s * kScaleBytes; };
 
   if (tid == 0) bars.init(kConsumerThreads / 32);
   __syncthreads();
@@ -106,21 +99,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       int it = 0;
       for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
         const Tile x = tile_of(p, t);
-        const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
-        const uint32_t sbytes = scale_bytes(p, x);
-        const float* srow = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e] + x.m0;
         for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
           const int s = it % kStages;
           bars.wait_free(it);
           const uint32_t full = bars.full(s);
-          mbar_arrive_expect_tx(full, kCodeBytes + sbytes);
+          mbar_arrive_expect_tx(full, kCodeBytes);
           const int k0 = kt * static_cast<int>(kFp8TileK);
 #pragma unroll
           for (int j = 0; j < kBoxes; ++j) {
             tma_load_3d(codes(s) + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j, 0);
             tma_load_3d(codes(s) + (kBoxes + j) * kBoxBytes, &p.w_map, full, k0, x.e * p.N + x.n0 + 64 * j, 0);
           }
-          bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
         }
       }
     }
@@ -133,12 +122,19 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
     const Tile x = tile_of(p, t);
     const float* wsc = p.w_scale + (static_cast<size_t>(x.e) * p.n_tiles + x.n0 / kCols) * p.w_ld;
+    // This thread's two rows' factors, slice kt at kt * pad_rows (the rows128 layout); a row past the padded rows
+    // reads row 0's (never stored).
+    const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
+    const int ra = x.m0 + r0 < pad_rows ? x.m0 + r0 : 0, rb = x.m0 + r0 + 8 < pad_rows ? x.m0 + r0 + 8 : 0;
+    const float* asc = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e];
     float acc[64], prod[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
       const float wf = __ldg(wsc + kt);
+      const float* slice = asc + static_cast<size_t>(kt) * pad_rows;
+      const float fa = __ldg(slice + ra), fb = __ldg(slice + rb);
       bars.wait_full(it);
       const uint64_t da = k_major_desc(codes(s) + w * kBoxBytes);
       const uint64_t db = k_major_desc(codes(s) + kBoxes * kBoxBytes);
@@ -150,8 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(prod);
-      const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
-      const float f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;  // (rows past the copied factors: never stored)
+      const float f0 = fa * wf, f1 = fb * wf;
       __syncwarp();
       if (lane == 0) mbar_arrive(bars.empty(s));
 #pragma unroll
