@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   ops::zero(ctx, dw13);
   ops::zero(ctx, dw2);
   auto report = [&](const char* name, double ms, double flops, double host) {
-    std::printf("%-44s %8.3f ms %7.1f TFLOP/s  host issue %7.3f ms\n", name, ms, flops / ms / 1e9, host);
+    std::printf("%-58s %8.3f ms %7.1f TFLOP/s  host issue %7.3f ms\n", name, ms, flops / ms / 1e9, host);
   };
   // GPU time (median by events) and the host time to issue the same call.
   auto measure = [&](const char* name, double flops, const std::function<void()>& call) {
@@ -148,10 +148,15 @@ int main(int argc, char** argv) {
       std::printf("%s, wgmma against cuBLASLt: relative L2 %.3g\n", name, den > 0 ? std::sqrt(num / den) : 0.0);
     };
     // FP8 (--fp8-format e4m3 --fp8-recipe blockwise): the weights quantised once per backend, the activations inside
-    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel.
-    for (const DeviceContext* c : {&ctx, &wg}) {
+    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel, its row factors from global
+    // memory and (experimental, CudaBackendOptions::fp8_factors_in_stage) through the stage.
+    CudaBackendOptions staged_options = wg_options;
+    staged_options.fp8_factors_in_stage = true;
+    CudaBackend staged_backend(0, staged_options);
+    const DeviceContext staged = staged_backend.context();
+    for (const DeviceContext* c : {&ctx, &wg, &staged}) {
       if (!fp8_arms) break;
-      const bool by_wgmma = c == &wg;
+      const std::string tag = c == &ctx ? " (cuBLASLt)" : c == &wg ? " (wgmma)" : " (wgmma, factors in the stage)";
       const ops::Fp8Tensor q13 = ops::fp8_empty(*c, {E, 2 * F, D}, ops::Fp8Tiling::kBlocks128);
       const ops::Fp8Tensor q2 = ops::fp8_empty(*c, {E, D, F}, ops::Fp8Tiling::kBlocks128);
       ops::fp8_quantize(*c, w13, q13);
@@ -160,13 +165,11 @@ int main(int argc, char** argv) {
       auto m = [&](const char* name, double flops, const std::function<void()>& call) {
         report(name, median_ms(s, call, 7, 1), flops, host_issue_ms(s, call));
       };
-      m(by_wgmma ? "fp8 forward gate/up (wgmma)" : "fp8 forward gate/up (cuBLASLt)", f13,
-        [&] { ops::fp8_grouped_linear_forward(*c, x, q13, counts_host, y13); });
-      m(by_wgmma ? "fp8 forward down (wgmma)" : "fp8 forward down (cuBLASLt)", f2,
-        [&] { ops::fp8_grouped_linear_forward(*c, h, q2, counts_host, y2); });
-      m(by_wgmma ? "fp8 backward input down (wgmma)" : "fp8 backward input down (cuBLASLt)", f2,
+      m(("fp8 forward gate/up" + tag).c_str(), f13, [&] { ops::fp8_grouped_linear_forward(*c, x, q13, counts_host, y13); });
+      m(("fp8 forward down" + tag).c_str(), f2, [&] { ops::fp8_grouped_linear_forward(*c, h, q2, counts_host, y2); });
+      m(("fp8 backward input down" + tag).c_str(), f2,
         [&] { ops::fp8_grouped_linear_backward_input(*c, dy, q2, counts_host, dh); });
-      m(by_wgmma ? "fp8 backward input gate/up (wgmma)" : "fp8 backward input gate/up (cuBLASLt)", f13,
+      m(("fp8 backward input gate/up" + tag).c_str(), f13,
         [&] { ops::fp8_grouped_linear_backward_input(*c, dg, q13, counts_host, dx); });
     }
     agreement("forward gate/up", {P, 2 * F}, [&](const DeviceContext& c, Tensor& out) {

@@ -188,9 +188,10 @@ TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
 
 // The FP8 kernel at the slice's shapes against cuBLASLt (no CPU reference: too slow at this size): 32 experts of an
 // 8,192-token row's ~1,536 rows each, w [32, 4096, 2048] and its input gradient (contractions of 16 and 32 slices,
-// ~1,500 tiles, so each CTA walks ten or more tiles and the stage ring wraps within and across them), three runs
-// the same bits. The tests above stop at 12 tiles (one per CTA) and two slices; the slice trained with this kernel
-// on an H100 gave gradient norms of 1e5-1e6 where cuBLASLt's GEMMs gave 1.5 (2026-12-07).
+// ~12,000 and ~6,000 tiles, so each CTA walks dozens and the stage ring wraps within and across them), three runs
+// the same bits, for each form of the row factors (CudaBackendOptions::fp8_factors_in_stage). The tests above stop
+// at 12 tiles (one per CTA) and two slices; the slice trained with the kernel as it was on an H100 gave gradient
+// norms of 1e5-1e6 where cuBLASLt's GEMMs gave 1.5 (2026-12-07), and this test found its wrong rows.
 TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
   QUILL_REQUIRE_GPU();
   if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
@@ -203,9 +204,8 @@ TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
   const Tensor xd = to_device(round_bf16(test::random_tensor({P, K}, DType::F32, 71)), DType::BF16);
   const Tensor wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, 72)), DType::BF16);
   const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 73)), DType::BF16);
-  Tensor got[4][2];  // [run][y, dx]: runs 0-2 the kernel, run 3 cuBLASLt
-  for (int run = 0; run < 4; ++run) {
-    const DeviceContext ctx = run < 3 ? wgmma_gpu().context() : cublaslt_gpu().context();
+  // y and dx of one run by `ctx`'s backend.
+  auto run_once = [&](const DeviceContext& ctx, Tensor (&out)[2]) {
     const ops::Fp8Tensor wq = ops::fp8_empty(ctx, {E, M, K}, ops::Fp8Tiling::kBlocks128);
     auto y = poisoned_output({P, M}, DType::BF16);
     auto dx = poisoned_output({P, K}, DType::BF16);
@@ -214,18 +214,32 @@ TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
     ops::fp8_grouped_linear_forward(ctx, xd, wq, counts_E, y->tensor());
     ops::fp8_grouped_linear_backward_input(ctx, dyd, wq, counts_E, dx->tensor());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(y->guards_intact() && dx->guards_intact()) << "run " << run << ": a write outside its output";
-    got[run][0] = test::to_host_f32(y->tensor());
-    got[run][1] = test::to_host_f32(dx->tensor());
+    EXPECT_TRUE(y->guards_intact() && dx->guards_intact()) << "a write outside its output";
+    out[0] = test::to_host_f32(y->tensor());
+    out[1] = test::to_host_f32(dx->tensor());
+  };
+  Tensor lt[2];
+  run_once(cublaslt_gpu().context(), lt);
+  CudaBackendOptions staged_options;
+  staged_options.grouped_gemm_kernel = GroupedGemmKernel::kWgmma;
+  staged_options.fp8_factors_in_stage = true;
+  const CudaBackend staged(0, staged_options);
+  for (bool in_stage : {false, true}) {
+    SCOPED_TRACE(in_stage ? "row factors in the stage" : "row factors from global memory");
+    const DeviceContext ctx = in_stage ? staged.context() : wgmma_gpu().context();
+    Tensor got[3][2];
+    for (int run = 0; run < 3; ++run) {
+      run_once(ctx, got[run]);
+      const std::string r = std::string(in_stage ? "staged" : "global") + " run " + std::to_string(run);
+      const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run][0], lt[0], kTolBf16);
+      const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run][1], lt[1], kTolBf16);
+      std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
+    }
+    EXPECT_TRUE(test::same_bits(got[0][0], got[1][0]) && test::same_bits(got[0][0], got[2][0])) << "forward runs differ";
+    EXPECT_TRUE(test::same_bits(got[0][1], got[1][1]) && test::same_bits(got[0][1], got[2][1])) << "dx runs differ";
+    EXPECT_TRUE(test::same_bits(got[0][0], lt[0]) && test::same_bits(got[0][1], lt[1]))
+        << "the kernel's bits differ from cuBLASLt's (they add in the same order at these shapes)";
   }
-  for (int run = 0; run < 3; ++run) {
-    const std::string r = "run " + std::to_string(run);
-    const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run][0], got[3][0], kTolBf16);
-    const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run][1], got[3][1], kTolBf16);
-    std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
-  }
-  EXPECT_TRUE(test::same_bits(got[0][0], got[1][0]) && test::same_bits(got[0][0], got[2][0])) << "forward runs differ";
-  EXPECT_TRUE(test::same_bits(got[0][1], got[1][1]) && test::same_bits(got[0][1], got[2][1])) << "dx runs differ";
 }
 
 // The dense FP8 forward and input gradient through the kernel as one group (--grouped-gemm-kernel wgmma): against

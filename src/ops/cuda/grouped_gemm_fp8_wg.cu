@@ -45,7 +45,9 @@ constexpr int kRows = static_cast<int>(kTileRows);
 constexpr int kCols = static_cast<int>(kFp8TileCols);
 constexpr int kBoxes = kRows / 64;                               // A's and B's 64-row boxes of 128 bytes
 constexpr int kCodeBytes = 2 * kBoxes * kBoxBytes;               // A and B codes of a stage: 32 KiB
-constexpr int kSmemBarriers = kStages * kCodeBytes;
+constexpr int kScaleBytes = kRows * 4;                           // a stage's row factors (staged form)
+constexpr int kSmemScales = kStages * kCodeBytes;
+constexpr int kSmemBarriers = kSmemScales + kStages * kScaleBytes;
 constexpr int kSmemBytes = kSmemBarriers + 16 * kStages + 1024;  // full and empty barriers, alignment slack
 static_assert(kFp8TileK == kRowBytes, "grouped_gemm fp8: a stage is one 128-byte box wide");
 static_assert(kCols == kRows, "grouped_gemm fp8: B's boxes are A's");
@@ -78,16 +80,29 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t a
       : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
 __device__ __forceinline__ Tile tile_of(const Params& p, int t) {
   return tile_at(p.src, p.tile_offset, p.E, kRows, kCols, t);
 }
 
+// kStaged (CudaBackendOptions::fp8_factors_in_stage, experimental): the row factors of each slice travel in its stage
+// (min(128, padded rows - m0) of them, a multiple of 16, by a bulk copy on the stage's full barrier) and each thread
+// reads its two from shared memory right after the stage's wait, before the MMA is issued, as DeepGEMM's FP8 GEMM
+// does ("all shared memory read must be prior to warpgroup_arrive"); the form that read them after the MMA's wait gave
+// wrong rows (the header). Else each thread loads them from global memory.
+template <bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const StageBarriers bars{base + kSmemBarriers, kStages};
   auto codes = [&](int s) { return base + s * kCodeBytes; };
+  auto scales = [&](int s) { return base + kSmemScales + s * kScaleBytes; };
 
   if (tid == 0) bars.init(kConsumerThreads / 32);
   __syncthreads();
@@ -99,17 +114,21 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       int it = 0;
       for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
         const Tile x = tile_of(p, t);
+        const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
+        const uint32_t sbytes = kStaged ? static_cast<uint32_t>(min(kRows, pad_rows - x.m0)) * 4u : 0u;
+        const float* srow = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e] + x.m0;
         for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
           const int s = it % kStages;
           bars.wait_free(it);
           const uint32_t full = bars.full(s);
-          mbar_arrive_expect_tx(full, kCodeBytes);
+          mbar_arrive_expect_tx(full, kCodeBytes + sbytes);
           const int k0 = kt * static_cast<int>(kFp8TileK);
 #pragma unroll
           for (int j = 0; j < kBoxes; ++j) {
             tma_load_3d(codes(s) + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j, 0);
             tma_load_3d(codes(s) + (kBoxes + j) * kBoxBytes, &p.w_map, full, k0, x.e * p.N + x.n0 + 64 * j, 0);
           }
+          if (kStaged) bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
         }
       }
     }
@@ -133,9 +152,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
       const float wf = __ldg(wsc + kt);
-      const float* slice = asc + static_cast<size_t>(kt) * pad_rows;
-      const float fa = __ldg(slice + ra), fb = __ldg(slice + rb);
+      float fa, fb;
+      if (!kStaged) {
+        const float* slice = asc + static_cast<size_t>(kt) * pad_rows;
+        fa = __ldg(slice + ra), fb = __ldg(slice + rb);
+      }
       bars.wait_full(it);
+      if (kStaged) {  // (rows past the copied factors: never stored)
+        const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
+        fa = sf[r0], fb = sf[r0 + 8];
+      }
       const uint64_t da = k_major_desc(codes(s) + w * kBoxBytes);
       const uint64_t db = k_major_desc(codes(s) + kBoxes * kBoxBytes);
       fence_regs(prod);
@@ -210,9 +236,14 @@ void fp8_forward(const DeviceContext& ctx, const uint8_t* a_codes, const float* 
   const int64_t tiles = fill_schedule(counts, E, p.n_tiles, kRows, p.src, p.tile_offset);
   if (tiles == 0) return;
   p.total = static_cast<int>(tiles);
-  attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel), kSmemBytes);
   const unsigned grid = persistent_ctas(tiles);
-  grouped_gemm_fp8_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  if (ctx.cuda->fp8_factors_in_stage) {
+    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<true>), kSmemBytes);
+    grouped_gemm_fp8_kernel<true><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  } else {
+    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<false>), kSmemBytes);
+    grouped_gemm_fp8_kernel<false><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
+  }
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 
