@@ -133,6 +133,29 @@ __global__ void quantize_columns_kernel(const T* __restrict__ x, int64_t C, RowG
   }
 }
 
+// One block of 256 threads' weight block: the scale from each thread's amax and finite flag (reduced over the
+// block), its inverse written to both factor arrays by thread 0. Every thread calls it (it synchronises the block).
+__device__ float weight_block_scale(float amax, bool finite, float* scale_inv, float* scale_inv_t) {
+  __shared__ float warp_amax[8];
+  __shared__ int warp_finite[8];
+  amax = warp_max(amax);
+  finite = __all_sync(0xffffffffu, finite);
+  if (threadIdx.x % 32 == 0) {
+    warp_amax[threadIdx.x / 32] = amax;
+    warp_finite[threadIdx.x / 32] = finite;
+  }
+  __syncthreads();
+  amax = 0.0f;
+  finite = true;
+  for (int k = 0; k < 8; ++k) {
+    amax = fmaxf(amax, warp_amax[k]);
+    finite = finite && warp_finite[k];
+  }
+  const float s = block_scale(amax, finite);
+  if (threadIdx.x == 0) *scale_inv = *scale_inv_t = inverse(s);
+  return s;
+}
+
 // One block of 256 threads per 128x128 block of one matrix: amax, then the codes (row-major through
 // shared memory, then transposed out).
 template <typename T>
@@ -140,8 +163,6 @@ __global__ void quantize_blocks_kernel(const T* __restrict__ w, int64_t M, int64
                                        uint8_t* __restrict__ codes_t, float* __restrict__ scale_inv,
                                        float* __restrict__ scale_inv_t, int64_t ldk, int64_t ldm) {
   __shared__ uint8_t q[kTile][kTile + 1];
-  __shared__ float warp_amax[8];
-  __shared__ int warp_finite[8];
   const int64_t e = blockIdx.z, mb = blockIdx.y, kb = blockIdx.x;
   const int64_t Mb = (M + kTile - 1) / kTile, Kb = (K + kTile - 1) / kTile;
   const int64_t m0 = mb * kTile, k0 = kb * kTile;
@@ -157,24 +178,8 @@ __global__ void quantize_blocks_kernel(const T* __restrict__ w, int64_t M, int64
       amax = fmaxf(amax, fabsf(v));
     }
   }
-  amax = warp_max(amax);
-  finite = __all_sync(0xffffffffu, finite);
-  if (threadIdx.x % 32 == 0) {
-    warp_amax[threadIdx.x / 32] = amax;
-    warp_finite[threadIdx.x / 32] = finite;
-  }
-  __syncthreads();
-  amax = 0.0f;
-  finite = true;
-  for (int k = 0; k < 8; ++k) {
-    amax = fmaxf(amax, warp_amax[k]);
-    finite = finite && warp_finite[k];
-  }
-  const float s = block_scale(amax, finite);
-  if (threadIdx.x == 0) {
-    scale_inv[(e * Mb + mb) * ldk + kb] = inverse(s);
-    scale_inv_t[(e * Kb + kb) * ldm + mb] = inverse(s);
-  }
+  const float s = weight_block_scale(amax, finite, scale_inv + (e * Mb + mb) * ldk + kb,
+                                     scale_inv_t + (e * Kb + kb) * ldm + mb);
   for (int idx = threadIdx.x; idx < kTile * kTile; idx += blockDim.x) {
     const int i = idx / kTile, j = idx % kTile;
     if (i < rows && j < cols) {
@@ -207,8 +212,6 @@ __global__ void __launch_bounds__(256) quantize_blocks_vec_kernel(const T* __res
   constexpr int kPerRow = kTile / kVec;                    // loads per block row
   constexpr int kLoads = kTile * kPerRow / 256;            // per thread: 8 (bf16) or 16 (fp32)
   __shared__ uint8_t q[kTile][kTile + 1];
-  __shared__ float warp_amax[8];
-  __shared__ int warp_finite[8];
   const int64_t e = blockIdx.z, mb = blockIdx.y, kb = blockIdx.x;
   const int64_t Mb = (M + kTile - 1) / kTile, Kb = (K + kTile - 1) / kTile;
   const int64_t m0 = mb * kTile, k0 = kb * kTile;
@@ -232,24 +235,8 @@ __global__ void __launch_bounds__(256) quantize_blocks_vec_kernel(const T* __res
       }
     }
   }
-  amax = warp_max(amax);
-  finite = __all_sync(0xffffffffu, finite);
-  if (threadIdx.x % 32 == 0) {
-    warp_amax[threadIdx.x / 32] = amax;
-    warp_finite[threadIdx.x / 32] = finite;
-  }
-  __syncthreads();
-  amax = 0.0f;
-  finite = true;
-  for (int k = 0; k < 8; ++k) {
-    amax = fmaxf(amax, warp_amax[k]);
-    finite = finite && warp_finite[k];
-  }
-  const float s = block_scale(amax, finite);
-  if (threadIdx.x == 0) {
-    scale_inv[(e * Mb + mb) * ldk + kb] = inverse(s);
-    scale_inv_t[(e * Kb + kb) * ldm + mb] = inverse(s);
-  }
+  const float s = weight_block_scale(amax, finite, scale_inv + (e * Mb + mb) * ldk + kb,
+                                     scale_inv_t + (e * Kb + kb) * ldm + mb);
 #pragma unroll
   for (int l = 0; l < kLoads; ++l) {
     const int idx = l * 256 + threadIdx.x, i = idx / kPerRow, j = (idx % kPerRow) * kVec;
