@@ -148,6 +148,27 @@ TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
   EXPECT_TRUE(dx_wg->guards_intact());
 }
 
+// One FP8 grouped forward and input gradient by `ctx`'s backend: w quantised on that backend, y and dx written into
+// poisoned outputs with guards; both back on the host as F32.
+struct Fp8GroupedRun {
+  Tensor y, dx;
+};
+Fp8GroupedRun fp8_grouped_run(const DeviceContext& ctx, const Tensor& xd, const Tensor& wd, const Tensor& dyd,
+                              const Tensor& counts_E) {
+  const int64_t P = xd.dim(0), M = wd.dim(1), K = wd.dim(2);
+  const ops::Fp8Tensor wq = ops::fp8_empty(ctx, wd.shape(), ops::Fp8Tiling::kBlocks128);
+  auto y = poisoned_output({P, M}, DType::BF16);
+  auto dx = poisoned_output({P, K}, DType::BF16);
+  inputs_ready();
+  ops::fp8_quantize(ctx, wd, wq);
+  ops::fp8_grouped_linear_forward(ctx, xd, wq, counts_E, y->tensor());
+  ops::fp8_grouped_linear_backward_input(ctx, dyd, wq, counts_E, dx->tensor());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_TRUE(y->guards_intact()) << "fp8_grouped_linear_forward wrote outside y";
+  EXPECT_TRUE(dx->guards_intact()) << "fp8_grouped_linear_backward_input wrote outside dx";
+  return {test::to_host_f32(y->tensor()), test::to_host_f32(dx->tensor())};
+}
+
 // The FP8 grouped forward and input gradient, w [E, M, K] quantised in 128 x 128 blocks, the activations 1 x 128 by
 // the ops: against the CPU (bf16 outputs, 1e-2 as fp8_test.cc), twice the same bits, and against cuBLASLt.
 void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_t seed) {
@@ -167,35 +188,18 @@ void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_
   ops::fp8_grouped_linear_backward_input(kCpu, dy, wq, counts_E, dx_ref);
 
   const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::BF16), dyd = to_device(dy, DType::BF16);
-  Tensor got[2][2];  // [run][y, dx]
-  Tensor y_wgmma;     // run 0's y as F32
-  for (int run = 0; run < 3; ++run) {  // runs 0, 1: the wgmma kernel; run 2: cuBLASLt
-    const DeviceContext ctx = run < 2 ? wgmma_gpu().context() : cublaslt_gpu().context();
-    const ops::Fp8Tensor wdq = ops::fp8_empty(ctx, {E, M, K}, ops::Fp8Tiling::kBlocks128);
-    auto y = poisoned_output({P, M}, DType::BF16);
-    auto dx = poisoned_output({P, K}, DType::BF16);
-    inputs_ready();
-    ops::fp8_quantize(ctx, wd, wdq);
-    ops::fp8_grouped_linear_forward(ctx, xd, wdq, counts_E, y->tensor());
-    ops::fp8_grouped_linear_backward_input(ctx, dyd, wdq, counts_E, dx->tensor());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(y->guards_intact()) << "fp8_grouped_linear_forward wrote outside y";
-    EXPECT_TRUE(dx->guards_intact()) << "fp8_grouped_linear_backward_input wrote outside dx";
-    if (run < 2) {
-      const double e_y = test::expect_close(tag + " y", test::to_host_f32(y->tensor()), y_ref, kTolBf16);
-      const double e_dx = test::expect_close(tag + " dx", test::to_host_f32(dx->tensor()), dx_ref, kTolBf16);
-      if (run == 0) std::printf("  %-70s rel L2 y %.3g, dx %.3g\n", tag.c_str(), e_y, e_dx);
-      if (run == 0) y_wgmma = test::to_host_f32(y->tensor());
-      got[run][0] = to_host(y->tensor());
-      got[run][1] = to_host(dx->tensor());
-    } else {
-      const double e_y = test::expect_close(tag + " y against cuBLASLt", test::to_host_f32(y->tensor()), y_wgmma,
-                                            kTolBf16);
-      std::printf("  %-70s against cuBLASLt: rel L2 y %.3g\n", tag.c_str(), e_y);
-    }
+  Fp8GroupedRun got[2];  // runs 0, 1: the wgmma kernel
+  for (int run = 0; run < 2; ++run) {
+    got[run] = fp8_grouped_run(wgmma_gpu().context(), xd, wd, dyd, counts_E);
+    const double e_y = test::expect_close(tag + " y", got[run].y, y_ref, kTolBf16);
+    const double e_dx = test::expect_close(tag + " dx", got[run].dx, dx_ref, kTolBf16);
+    if (run == 0) std::printf("  %-70s rel L2 y %.3g, dx %.3g\n", tag.c_str(), e_y, e_dx);
   }
-  EXPECT_TRUE(test::same_bits(got[0][0], got[1][0])) << "two forward runs differ";
-  EXPECT_TRUE(test::same_bits(got[0][1], got[1][1])) << "two input-gradient runs differ";
+  const Fp8GroupedRun lt = fp8_grouped_run(cublaslt_gpu().context(), xd, wd, dyd, counts_E);
+  const double e_y = test::expect_close(tag + " y against cuBLASLt", lt.y, got[0].y, kTolBf16);
+  std::printf("  %-70s against cuBLASLt: rel L2 y %.3g\n", tag.c_str(), e_y);
+  EXPECT_TRUE(test::same_bits(got[0].y, got[1].y)) << "two forward runs differ";
+  EXPECT_TRUE(test::same_bits(got[0].dx, got[1].dx)) << "two input-gradient runs differ";
 }
 
 TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
@@ -225,22 +229,7 @@ TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
   const Tensor xd = to_device(round_bf16(test::random_tensor({P, K}, DType::F32, 71)), DType::BF16);
   const Tensor wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, 72)), DType::BF16);
   const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 73)), DType::BF16);
-  // y and dx of one run by `ctx`'s backend.
-  auto run_once = [&](const DeviceContext& ctx, Tensor (&out)[2]) {
-    const ops::Fp8Tensor wq = ops::fp8_empty(ctx, {E, M, K}, ops::Fp8Tiling::kBlocks128);
-    auto y = poisoned_output({P, M}, DType::BF16);
-    auto dx = poisoned_output({P, K}, DType::BF16);
-    inputs_ready();
-    ops::fp8_quantize(ctx, wd, wq);
-    ops::fp8_grouped_linear_forward(ctx, xd, wq, counts_E, y->tensor());
-    ops::fp8_grouped_linear_backward_input(ctx, dyd, wq, counts_E, dx->tensor());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(y->guards_intact() && dx->guards_intact()) << "a write outside its output";
-    out[0] = test::to_host_f32(y->tensor());
-    out[1] = test::to_host_f32(dx->tensor());
-  };
-  Tensor lt[2];
-  run_once(cublaslt_gpu().context(), lt);
+  const Fp8GroupedRun lt = fp8_grouped_run(cublaslt_gpu().context(), xd, wd, dyd, counts_E);
   CudaBackendOptions staged_options;
   staged_options.grouped_gemm_kernel = GroupedGemmKernel::kWgmma;
   staged_options.fp8_factors_in_stage = true;
@@ -248,17 +237,17 @@ TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
   for (bool in_stage : {false, true}) {
     SCOPED_TRACE(in_stage ? "row factors in the stage" : "row factors from global memory");
     const DeviceContext ctx = in_stage ? staged.context() : wgmma_gpu().context();
-    Tensor got[3][2];
+    Fp8GroupedRun got[3];
     for (int run = 0; run < 3; ++run) {
-      run_once(ctx, got[run]);
+      got[run] = fp8_grouped_run(ctx, xd, wd, dyd, counts_E);
       const std::string r = std::string(in_stage ? "staged" : "global") + " run " + std::to_string(run);
-      const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run][0], lt[0], kTolBf16);
-      const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run][1], lt[1], kTolBf16);
+      const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run].y, lt.y, kTolBf16);
+      const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run].dx, lt.dx, kTolBf16);
       std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
     }
-    EXPECT_TRUE(test::same_bits(got[0][0], got[1][0]) && test::same_bits(got[0][0], got[2][0])) << "forward runs differ";
-    EXPECT_TRUE(test::same_bits(got[0][1], got[1][1]) && test::same_bits(got[0][1], got[2][1])) << "dx runs differ";
-    EXPECT_TRUE(test::same_bits(got[0][0], lt[0]) && test::same_bits(got[0][1], lt[1]))
+    EXPECT_TRUE(test::same_bits(got[0].y, got[1].y) && test::same_bits(got[0].y, got[2].y)) << "forward runs differ";
+    EXPECT_TRUE(test::same_bits(got[0].dx, got[1].dx) && test::same_bits(got[0].dx, got[2].dx)) << "dx runs differ";
+    EXPECT_TRUE(test::same_bits(got[0].y, lt.y) && test::same_bits(got[0].dx, lt.dx))
         << "the kernel's bits differ from cuBLASLt's (they add in the same order at these shapes)";
   }
 }
