@@ -111,6 +111,23 @@ int64_t far_elements(const Tensor& got, const Tensor& ref) {
   return far;
 }
 
+// A problem on the device only (no CPU reference: too slow at the training shapes): random bf16 x [P, K], w [E, M,
+// K] and dy [P, M] for the experts' row counts.
+struct DeviceProblem {
+  int64_t P = 0;
+  Tensor counts_E, xd, wd, dyd;
+};
+DeviceProblem device_problem(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_t seed) {
+  DeviceProblem d;
+  for (int64_t c : counts) d.P += c;
+  const int64_t E = static_cast<int64_t>(counts.size());
+  d.counts_E = test::host_counts(counts);
+  d.xd = to_device(round_bf16(test::random_tensor({d.P, K}, DType::F32, seed)), DType::BF16);
+  d.wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, seed + 1)), DType::BF16);
+  d.dyd = to_device(round_bf16(test::random_tensor({d.P, M}, DType::F32, seed + 2)), DType::BF16);
+  return d;
+}
+
 TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
   QUILL_REQUIRE_GPU();
   if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
@@ -120,13 +137,10 @@ TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
   // cuBLASLt (the default backend), forward and input gradient.
   std::vector<int64_t> counts;
   for (int64_t e = 0; e < 32; ++e) counts.push_back(e == 3 ? 0 : e == 4 ? 600 : 300 + (e * 131) % 170);
-  const int64_t E = 32, M = 2048, K = 4096;
-  int64_t P = 0;
-  for (int64_t c : counts) P += c;
-  const Tensor counts_E = test::host_counts(counts);
-  const Tensor xd = to_device(round_bf16(test::random_tensor({P, K}, DType::F32, 61)), DType::BF16);
-  const Tensor wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, 62)), DType::BF16);
-  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 63)), DType::BF16);
+  const int64_t M = 2048, K = 4096;
+  const DeviceProblem d = device_problem(counts, M, K, 61);
+  const int64_t P = d.P;
+  const Tensor &counts_E = d.counts_E, &xd = d.xd, &wd = d.wd, &dyd = d.dyd;
   auto y_wg = poisoned_output({P, M}, DType::BF16), y_lt = poisoned_output({P, M}, DType::BF16);
   auto dx_wg = poisoned_output({P, K}, DType::BF16), dx_lt = poisoned_output({P, K}, DType::BF16);
   inputs_ready();
@@ -222,13 +236,8 @@ TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
   if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
   std::vector<int64_t> counts;
   for (int64_t e = 0; e < 32; ++e) counts.push_back(e == 5 ? 0 : 1200 + (e * 397) % 700 + (e % 3));
-  const int64_t E = 32, M = 4096, K = 2048;
-  int64_t P = 0;
-  for (int64_t c : counts) P += c;
-  const Tensor counts_E = test::host_counts(counts);
-  const Tensor xd = to_device(round_bf16(test::random_tensor({P, K}, DType::F32, 71)), DType::BF16);
-  const Tensor wd = to_device(round_bf16(test::random_tensor({E, M, K}, DType::F32, 72)), DType::BF16);
-  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 73)), DType::BF16);
+  const DeviceProblem d = device_problem(counts, /*M=*/4096, /*K=*/2048, 71);
+  const Tensor &counts_E = d.counts_E, &xd = d.xd, &wd = d.wd, &dyd = d.dyd;
   const Fp8GroupedRun lt = fp8_grouped_run(cublaslt_gpu().context(), xd, wd, dyd, counts_E);
   CudaBackendOptions staged_options;
   staged_options.grouped_gemm_kernel = GroupedGemmKernel::kWgmma;
