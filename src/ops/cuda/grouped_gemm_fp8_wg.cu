@@ -15,10 +15,12 @@
 // Each thread reads its two rows' factors of a slice from global memory (the rows128 layout of fp8_quantize.h),
 // issued before the stage's wait. They used to travel in the stage, bulk-copied beside the codes and read from shared
 // memory; then a few 16-row warp slices of a few tiles per launch came out wrong, differently from run to run (the
-// slice's shapes on an H100, 2026-12-07: 45 of 49,457 rows; GroupedGemmWgmma.Fp8SliceShapedAgainstCublasLt), likely
-// because the ordinary loads of shared memory that the async proxy's next bulk copy overwrote had no proxy fence
-// between them. The loads from global memory cost 13-18% of the kernel's time at the slice's shapes (the factors
-// loaded four slices ahead measured the same: not their latency); docs/decisions/grouped-gemm-wgmma.md.
+// slice's shapes on an H100, 2026-12-07: 45 of 49,457 rows; GroupedGemmWgmma.Fp8SliceShapedAgainstCublasLt). Two
+// suspects: the ordinary loads came after the MMA's issue and wait (DeepGEMM's FP8 GEMM reads its factors before the
+// MMA, "to avoid next scheduled block polluting the results"), and no proxy fence stood between them and the async
+// proxy's next bulk copy. The loads from global memory cost 13-18% of the kernel's time at the slice's shapes (the
+// factors loaded four slices ahead measured the same: not their latency); kStaged below tests the first suspect's
+// cure. docs/decisions/grouped-gemm-wgmma.md.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
