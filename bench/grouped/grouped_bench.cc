@@ -165,7 +165,8 @@ int main(int argc, char** argv) {
       auto m = [&](const char* name, double flops, const std::function<void()>& call) {
         report(name, median_ms(s, call, 7, 1), flops, host_issue_ms(s, call));
       };
-      m(("fp8 forward gate/up" + tag).c_str(), f13, [&] { ops::fp8_grouped_linear_forward(*c, x, q13, counts_host, y13); });
+      m(("fp8 forward gate/up" + tag).c_str(), f13,
+        [&] { ops::fp8_grouped_linear_forward(*c, x, q13, counts_host, y13); });
       m(("fp8 forward down" + tag).c_str(), f2, [&] { ops::fp8_grouped_linear_forward(*c, h, q2, counts_host, y2); });
       m(("fp8 backward input down" + tag).c_str(), f2,
         [&] { ops::fp8_grouped_linear_backward_input(*c, dy, q2, counts_host, dh); });

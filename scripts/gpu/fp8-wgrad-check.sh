@@ -24,8 +24,8 @@ for rc in none full; do
     [ $arm != bf16 ] && extra=(--fp8-format e4m3 --fp8-recipe blockwise)
     [ $arm = fp8-nowgrad ] && extra+=(--no-fp8-wgrad)
     [ $rc = full ] && read -ra more <<< "$RECOMPUTE" && extra+=("${more[@]}")
-    timeout 60 "$Q" train --config tests/fixtures/configs/fp8-wide.json --seed 1234 --rows "$W/rows" --device "$DEVICE" \
-      --overwrite --out "$W/$arm-$rc" --steps 3 --global-batch 1 --lr 1e-3 "${extra[@]}" > "$W/$arm-$rc.log" 2>&1
+    timeout 60 "$Q" train --config tests/fixtures/configs/fp8-wide.json --seed 1234 --rows "$W/rows" \
+      --device "$DEVICE" --overwrite --out "$W/$arm-$rc" --steps 3 --global-batch 1 --lr 1e-3 "${extra[@]}" > "$W/$arm-$rc.log" 2>&1
     echo "$arm recompute $rc: rc $? $(python3 -c "
 import json, sys
 print(' '.join(f\"{d['loss']:.4f}/{d['grad_norm']:.4g}\" for d in map(json.loads, open(sys.argv[1]))))" \
@@ -35,7 +35,8 @@ done
 fi
 # 3. The slice's shapes (8,192-token rows, one per step, 2 steps): the slice itself with the 80 GB memory flags (FP8
 # weight gradients on and off), then its first two layers (a dense and an MoE one) without them, the three arms.
-timeout 60 "$Q" data synth --conversations 2000 --row-tokens 8192 --max-rows 16 --seed 42 --out "$W/rows8k" > /dev/null 2>&1
+timeout 60 "$Q" data synth --conversations 2000 --row-tokens 8192 --max-rows 16 --seed 42 --out "$W/rows8k" \
+  > /dev/null 2>&1
 python3 -c "
 import json
 c = json.load(open('configs/slice.json'))
@@ -44,8 +45,11 @@ json.dump(c, open('$W/slice2.json', 'w'), indent=1)"
 MEM="--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --use-precision-aware-optimizer $RECOMPUTE"
 # RUNS: "config arm mem [flags, comma-separated]" entries separated by ';'.
 RUNS=${RUNS:-slice fp8 mem;slice fp8-nowgrad mem;slice2 bf16 -;slice2 fp8 -;slice2 fp8-nowgrad -;slice2 fp8-nowgrad mem}
-[ -n "${TESTS_FILTER:-}" ] && timeout 200 "$B/bin/cuda_tests" --gtest_filter="$TESTS_FILTER" > "$W/filter.log" 2>&1
-[ -n "${TESTS_FILTER:-}" ] && echo "cuda_tests $TESTS_FILTER: rc $?" && grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$W/filter.log"
+if [ -n "${TESTS_FILTER:-}" ]; then
+  timeout 200 "$B/bin/cuda_tests" --gtest_filter="$TESTS_FILTER" > "$W/filter.log" 2>&1
+  echo "cuda_tests $TESTS_FILTER: rc $?"
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$W/filter.log"
+fi
 IFS=';' read -ra runs <<< "$RUNS"
 n=0
 for run in "${runs[@]}"; do
@@ -58,7 +62,8 @@ for run in "${runs[@]}"; do
   [ "$mem" = mem ] && read -ra more <<< "$MEM" && extra+=("${more[@]}")
   path=configs/slice.json; [ "$config" = slice2 ] && path=$W/slice2.json
   timeout 90 "$Q" train --config "$path" --seed 1234 --rows "$W/rows8k" --device "$DEVICE" --overwrite \
-    --out "$W/$n-$config-$arm-$mem" --steps 2 --global-batch 1 --lr 1e-5 "${extra[@]}" > "$W/$n-$config-$arm-$mem.log" 2>&1
+    --out "$W/$n-$config-$arm-$mem" --steps 2 --global-batch 1 --lr 1e-5 "${extra[@]}" \
+    > "$W/$n-$config-$arm-$mem.log" 2>&1
   echo "$config $arm memory flags $mem ${flags:-}: rc $? $(python3 -c "
 import json, sys
 print(' '.join(f\"{d['loss']:.4f}/{d['grad_norm']:.4g}\" for d in map(json.loads, open(sys.argv[1]))))" \
