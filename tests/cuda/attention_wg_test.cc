@@ -131,8 +131,11 @@ TEST(CudaAttentionWg, MatchesTensorCoreForwardOnSliceShapes) {
     cuda::attn_wg::Options options;
     options.sync_check = true;
     cuda::attn_wg::attention_forward_wgmma(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, options);
-    expect_close(std::string(layer.name) + " out vs mma.sync", to_host_f32(out), o_ref, 1e-2);
-    expect_close(std::string(layer.name) + " lse vs mma.sync", to_host_f32(lse), l_ref, 1e-4);
+    const Tensor o = to_host_f32(out), l = to_host_f32(lse);
+    expect_close(std::string(layer.name) + " out vs mma.sync", o, o_ref, 1e-2);
+    expect_close(std::string(layer.name) + " lse vs mma.sync", l, l_ref, 1e-4);
+    EXPECT_EQ(test::far_elements(o, o_ref), 0) << layer.name << " out: elements far from mma.sync's";
+    EXPECT_EQ(test::far_elements(l, l_ref), 0) << layer.name << " lse: elements far from mma.sync's";
   }
 }
 

@@ -99,18 +99,6 @@ TEST(GroupedGemmWgmma, MatchesTheCpuOnEveryRowCount) {
   check_grouped({300, 0, 517, 211, 7}, 768, 1024, 51);  // several column blocks per expert, long contraction
 }
 
-// Elements of `got` farther from `ref` than 5% of ref's root mean square (F32 host tensors of one shape).
-int64_t far_elements(const Tensor& got, const Tensor& ref) {
-  const float* g = got.data_as<float>();
-  const float* r = ref.data_as<float>();
-  double sq = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) sq += double(r[i]) * r[i];
-  const double limit = 0.05 * std::sqrt(sq / std::max<int64_t>(ref.numel(), 1));
-  int64_t far = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) far += !(std::abs(double(g[i]) - r[i]) <= limit);
-  return far;
-}
-
 // A problem on the device only (no CPU reference: too slow at the training shapes): random bf16 x [P, K], w [E, M,
 // K] and dy [P, M] for the experts' row counts.
 struct DeviceProblem {
@@ -156,8 +144,8 @@ TEST(GroupedGemmWgmma, SeedShapedAgainstCublasLt) {
   std::printf("  seed-shaped, wgmma against cuBLASLt: rel L2 y %.3g, dx %.3g\n", e_y, e_dx);
   // A wrong tile row stays under the relative L2 tolerance when it is one of thousands; each element is within a few
   // bf16 roundings of cuBLASLt's (the same products, perhaps another order), so none is far.
-  EXPECT_EQ(far_elements(test::to_host_f32(y_wg->tensor()), test::to_host_f32(y_lt->tensor())), 0) << "y";
-  EXPECT_EQ(far_elements(test::to_host_f32(dx_wg->tensor()), test::to_host_f32(dx_lt->tensor())), 0) << "dx";
+  EXPECT_EQ(test::far_elements(test::to_host_f32(y_wg->tensor()), test::to_host_f32(y_lt->tensor())), 0) << "y";
+  EXPECT_EQ(test::far_elements(test::to_host_f32(dx_wg->tensor()), test::to_host_f32(dx_lt->tensor())), 0) << "dx";
   EXPECT_TRUE(y_wg->guards_intact());
   EXPECT_TRUE(dx_wg->guards_intact());
 }

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -128,6 +129,17 @@ double expect_close(const std::string& what, const Tensor& got, const Tensor& re
   const double err = rel_l2(got, ref);
   EXPECT_LE(err, tol) << what << ": relative L2 error " << err << " (tolerance " << tol << ")";
   return err;
+}
+
+int64_t far_elements(const Tensor& got, const Tensor& ref, double fraction) {
+  const float* g = got.data_as<float>();
+  const float* r = ref.data_as<float>();
+  double sq = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) sq += double(r[i]) * r[i];
+  const double limit = fraction * std::sqrt(sq / std::max<int64_t>(ref.numel(), 1));
+  int64_t far = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) far += !(std::abs(double(g[i]) - r[i]) <= limit);
+  return far;
 }
 
 double expect_device_close(const std::string& what, const Tensor& device, const Tensor& ref, double tol) {
