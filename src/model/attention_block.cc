@@ -5,6 +5,7 @@
 #include "model/layer_util.h"
 #include "ops/columns.h"
 #include "ops/elementwise.h"
+#include "ops/fp8.h"
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/short_conv.h"
@@ -37,6 +38,7 @@ AttentionBlock::AttentionBlock(const InklingConfig& c, int64_t layer, ParamTable
 Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved& s) const {
   // The four column-parallel projections of rows [b, e) of the gathered input (allocated with the first rows).
   const int64_t T = tp_.sequence_parallel ? x_region.dim(0) * tp_.size : x_region.dim(0);
+  const ops::Fp8Tensor* fp8_stack = stacked_fp8(ctx);
   bool allocated = false;
   auto project = [&](const Tensor& x_TD, int64_t b, int64_t e) {
     if (!allocated) {
@@ -47,6 +49,16 @@ Tensor AttentionBlock::forward(const DeviceContext& ctx, const Tensor& x_region,
       s.r_TZ = new_activation(ctx, {T, H_ * R_});
     }
     const Tensor x = x_TD.rows(b, e);
+    if (fp8_stack) {  // one FP8 GEMM into [rows, Z], its four column blocks copied out
+      const Tensor y = new_activation(ctx, {e - b, fp8_stack->codes.dim(0)});
+      ops::fp8_linear_forward(ctx, x, *fp8_stack, y);
+      int64_t col = 0;
+      for (const Tensor* out : {&s.q_TX, &s.k0_TY, &s.v0_TY, &s.r_TZ}) {
+        ops::get_columns(ctx, y, col, out->rows(b, e));
+        col += out->dim(1);
+      }
+      return;
+    }
     param_forward(ctx, x, *wq_, s.q_TX.rows(b, e));
     param_forward(ctx, x, *wk_, s.k0_TY.rows(b, e));
     param_forward(ctx, x, *wv_, s.v0_TY.rows(b, e));
@@ -138,9 +150,10 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   // their gradients side by side in one [T, Z] tensor, so that dx is written once instead of read and
   // written by four accumulating GEMMs (docs/decisions/stacked-projections.md).
   const Tensor w_stacked = stacked_weights();
+  const ops::Fp8Tensor* fp8_stack = stacked_fp8(ctx);
   Tensor d_TZ;
-  if (w_stacked.defined()) {
-    d_TZ = new_activation(ctx, {T, w_stacked.dim(0)});
+  if (w_stacked.defined() || fp8_stack) {
+    d_TZ = new_activation(ctx, {T, H_ * d_ + 2 * G_ * d_ + H_ * R_});
     int64_t col = 0;
     for (const Tensor* part : {&dq, &dk0, &dv0, &dr}) {
       ops::set_columns(ctx, d_TZ, col, *part);
@@ -150,6 +163,8 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   Tensor dx_TD = new_activation(ctx, {T, D});
   if (w_stacked.defined()) {
     ops::linear_backward_input(ctx, d_TZ, w_stacked, dx_TD, /*accumulate=*/false);
+  } else if (fp8_stack) {
+    ops::fp8_linear_backward_input(ctx, d_TZ, *fp8_stack, dx_TD, /*accumulate=*/false);
   } else {
     param_backward_input(ctx, dq, *wq_, dx_TD);
     param_backward_input(ctx, dk0, *wk_, dx_TD, /*accumulate=*/true);
@@ -161,11 +176,12 @@ Tensor AttentionBlock::backward(const DeviceContext& ctx, const Saved& s, const 
   PendingTp dx;
   if (tp_.comm_overlap) dx = tp_.start_gather_input_backward(ctx, dx_TD);
   const Tensor x_TD = x_gather.out.defined() ? TensorParallel::finish(x_gather) : s.x_TD;
-  const Tensor g_stacked = w_stacked.defined() ? stacked_grads() : Tensor();
+  const Tensor g_stacked = d_TZ.defined() ? stacked_grads() : Tensor();
   if (g_stacked.defined()) {
     const bool accumulate = !wq_->grad_unset;
     for (const Param* w : {wq_, wk_, wv_, wr_}) w->grad_unset = false;
-    ops::linear_backward_weight(ctx, d_TZ, x_TD, g_stacked, accumulate);
+    if (wq_->fp8_wgrad) ops::fp8_linear_backward_weight(ctx, d_TZ, x_TD, g_stacked, accumulate);
+    else ops::linear_backward_weight(ctx, d_TZ, x_TD, g_stacked, accumulate);
   } else {
     write_weight_grad(ctx, dq, x_TD, *wq_);
     write_weight_grad(ctx, dk0, x_TD, *wk_);
@@ -179,6 +195,13 @@ Tensor AttentionBlock::stacked_weights() const {
   for (const Param* w : {wq_, wk_, wv_, wr_})
     if (w->fp8) return Tensor();  // each FP8 matrix has its own quantised copy (model/param_gemm.h)
   return Tensor::joined_rows({wq_->compute, wk_->compute, wv_->compute, wr_->compute});
+}
+
+const ops::Fp8Tensor* AttentionBlock::stacked_fp8(const DeviceContext& ctx) const {
+  const std::vector<const Param*> parts = {wq_, wk_, wv_, wr_};
+  if (!StackedFp8Copy::stacks(parts)) return nullptr;
+  if (!Tensor::joined_rows({wq_->grad, wk_->grad, wv_->grad, wr_->grad}).defined()) return nullptr;
+  return &fp8_stack_.get(ctx, parts);
 }
 
 Tensor AttentionBlock::stacked_grads() const {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "model/config.h"
+#include "model/fp8_params.h"
 #include "model/params.h"
 #include "ops/attention.h"
 #include "ops/device_context.h"
@@ -46,6 +47,11 @@ class AttentionBlock {
   // (before placement, a frozen member, FP8). The same for their gradients, when also their write rule agrees.
   Tensor stacked_weights() const;
   Tensor stacked_grads() const;
+  // Under FP8 the four matrices' quantised copies joined (StackedFp8Copy), when they stack (every M a multiple of
+  // 128) and their gradients lie back to back (all four trained, one bucket): the forward, the input gradient and
+  // the weight gradient then run one GEMM each over [T, Z] (docs/decisions/stacked-projections.md). Null otherwise.
+  const ops::Fp8Tensor* stacked_fp8(const DeviceContext& ctx) const;
+  mutable StackedFp8Copy fp8_stack_;
 };
 
 }  // namespace quill

@@ -3,6 +3,8 @@
 #include <array>
 
 #include "base/error.h"
+#include "ops/columns.h"
+#include "ops/elementwise.h"
 
 namespace quill {
 namespace {
@@ -51,6 +53,43 @@ const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p) {
   ops::fp8_quantize(ctx, p.compute, p.fp8_copy);
   p.fp8_version = p.compute_version;
   return p.fp8_copy;
+}
+
+bool StackedFp8Copy::stacks(const std::vector<const Param*>& parts) {
+  if (parts.empty()) return false;
+  for (const Param* p : parts)
+    if (!p->fp8 || p->shape.size() != 2 || p->shape[0] % 128 != 0 || p->shape[1] != parts[0]->shape[1]) return false;
+  return true;
+}
+
+const ops::Fp8Tensor& StackedFp8Copy::get(const DeviceContext& ctx, const std::vector<const Param*>& parts) {
+  QUILL_CHECK(stacks(parts), "{}: the matrices do not stack as one FP8 copy", parts.empty() ? "" : parts[0]->name);
+  std::vector<const ops::Fp8Tensor*> copies;
+  std::vector<int64_t> versions;
+  int64_t rows = 0;
+  for (const Param* p : parts) {
+    copies.push_back(&fp8_weight(ctx, *p));
+    versions.push_back(p->fp8_version);
+    rows += p->shape[0];
+  }
+  if (stack_.defined() && versions == versions_) return stack_;
+  const int64_t K = parts[0]->shape[1];
+  if (!stack_.defined()) stack_ = ops::fp8_empty(ctx, {rows, K}, ops::Fp8Tiling::kBlocks128);
+  int64_t row = 0;
+  for (const ops::Fp8Tensor* c : copies) {
+    const int64_t m = c->codes.dim(0), mb = m / 128;
+    ops::copy(ctx, c->codes, stack_.codes.rows(row, row + m));
+    ops::copy(ctx, c->scale_inv, stack_.scale_inv.rows(row / 128, row / 128 + mb));
+    if (stack_.codes_t.defined()) {  // CUDA: the transposes [K, M] side by side; the factors' padding left out
+      ops::set_columns(ctx, stack_.codes_t, row, c->codes_t);
+      const Tensor factors = Tensor::empty({c->scale_inv_t.dim(0), mb}, DType::F32, *ctx.allocator);
+      ops::get_columns(ctx, c->scale_inv_t, 0, factors);
+      ops::set_columns(ctx, stack_.scale_inv_t, row / 128, factors);
+    }
+    row += m;
+  }
+  versions_ = versions;
+  return stack_;
 }
 
 }  // namespace quill

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/params.h"
 #include "ops/device_context.h"
@@ -25,5 +26,20 @@ void mark_fp8_params(ParamTable& params, Device device, bool fp8_wgrad);
 // transient bf16 copy (model/transient_compute.h) is quantised when it is released; a stale copy without a
 // held bf16 copy is refused, naming the matrix.
 const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p);
+
+// The quantised copies of matrices stacked by rows (Wq, Wk, Wv, Wr of an attention block: one K, each M a
+// multiple of 128, so that no 128x128 block straddles two), joined into one [sum of M, K] copy: the codes and
+// factors by rows and, on CUDA, the transposed codes and factors by columns; the same bytes as quantising the joined
+// matrix. Made on first use and again whenever a part's copy was remade (its fp8_version moved): once per optimizer
+// step. Undefined (nothing made) when the parts do not stack: not all FP8, or a part's M not a multiple of 128.
+class StackedFp8Copy {
+ public:
+  static bool stacks(const std::vector<const Param*>& parts);
+  const ops::Fp8Tensor& get(const DeviceContext& ctx, const std::vector<const Param*>& parts);
+
+ private:
+  ops::Fp8Tensor stack_;
+  std::vector<int64_t> versions_;  // each part's fp8_version when joined
+};
 
 }  // namespace quill

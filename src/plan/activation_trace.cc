@@ -303,6 +303,9 @@ StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
   const Id x = gather_input(Use::Saved);  // the projections' input, kept for their weight gradients
   if (x != MemoryTrace::kNone && !norms_again()) s.saved.push_back(x);
   for (int64_t cols : {H * d, G * d, G * d, H * R}) s.saved.push_back(activation(Use::Saved, T_, cols));  // q, k0, v0, r
+  // FP8 stacked: one GEMM's [rows, Z] output, copied out by columns (per gathered chunk under --tp-comm-overlap).
+  if (shape_.fp8 && projections_stacked(l))
+    mem_.free(activation(Use::Temporary, overlap() && sp_ ? Tseq_ : T_, H * d + 2 * G * d + H * R));
   s.saved.push_back(activation(Use::Saved, T_, G * d));  // k1
   s.saved.push_back(activation(Use::Saved, T_, G * d));  // v1
   s.saved.push_back(activation(Use::Saved, T_, H * d));  // qn
@@ -337,6 +340,15 @@ StageTrace::Id StageTrace::attention_forward(int64_t l, Layer& s) {
   if (reduced == MemoryTrace::kNone) return out;
   mem_.free(out);
   return reduced;
+}
+
+bool StageTrace::projections_stacked(int64_t l) const {
+  const std::string p = layer_prefix(l) + "attn.";
+  for (const char* w : {"wq_du.weight", "wk_dv.weight", "wv_dv.weight", "wr_du.weight"})
+    if (frozen(p + w)) return false;
+  if (!shape_.fp8) return true;
+  const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
+  return (H * d) % 128 == 0 && (G * d) % 128 == 0 && (H * R) % 128 == 0;
 }
 
 StageTrace::Id StageTrace::attention_backward(int64_t l, Id x_region) {
@@ -376,11 +388,9 @@ StageTrace::Id StageTrace::attention_backward(int64_t l, Id x_region) {
   const Id dk0 = activation(Use::Temporary, T_, G * d), dv0 = activation(Use::Temporary, T_, G * d);
   mem_.free(grad_scratch(p + "k_sconv.weight", G * d * K));
   mem_.free(grad_scratch(p + "v_sconv.weight", G * d * K));
-  // The four projections' gradients side by side for their stacked GEMMs (model/attention_block.h): their
-  // weights lie back to back when all four are trained (one bucket) and none runs in FP8.
-  bool stacked = !shape_.fp8;
-  for (const char* w : {"wq_du.weight", "wk_dv.weight", "wv_dv.weight", "wr_du.weight"}) stacked = stacked && !frozen(p + w);
-  const Id d_TZ = stacked ? activation(Use::Temporary, T_, H * d + 2 * G * d + H * R) : MemoryTrace::kNone;
+  // The four projections' gradients side by side for their stacked GEMMs (model/attention_block.h).
+  const Id d_TZ =
+      projections_stacked(l) ? activation(Use::Temporary, T_, H * d + 2 * G * d + H * R) : MemoryTrace::kNone;
   const Id dx = activation(Use::Temporary, T_, D_);
   // --tp-comm-overlap: the reduce-scatter (its result) started before the weight gradients.
   const Id started = overlap() ? reduce_rows(Use::Temporary) : MemoryTrace::kNone;

@@ -48,8 +48,8 @@ struct TraceShape {
   // The MoE backward's return exchange is started and the late weight gradients run beside it (expert
   // parallelism with --delay-wgrad-compute or the combined 1F1B): their merged rows live beside its buffer.
   bool wgrad_beside_return_exchange = false;
-  // --fp8-recipe blockwise: the attention projections run as four FP8 GEMMs, not stacked as one
-  // (model/attention_block.h: stacked_weights).
+  // --fp8-recipe blockwise: the attention projections run as one FP8 GEMM each way when their quantised copies
+  // stack (each matrix's rows a multiple of 128), else as four (model/attention_block.h: stacked_fp8).
   bool fp8 = false;
 };
 
@@ -115,6 +115,10 @@ class StageTrace {
   Id grad_scratch(const std::string& name, int64_t elements);
   bool frozen(const std::string& name) const;
   Id activation(Use use, int64_t rows, int64_t cols) { return mem_.alloc(use, rows * cols * act_); }
+  // Whether layer l's q, k, v and r projections run as one GEMM each way (model/attention_block.h): in bf16 when
+  // the four are trained (their weights then lie back to back), in FP8 when also each one's rows are whole
+  // 128-row blocks (StackedFp8Copy).
+  bool projections_stacked(int64_t l) const;
   Id f32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
   Id i32(Use use, int64_t n) { return mem_.alloc(use, n * 4); }
   bool cuda() const { return shape_.device == Device::CUDA; }

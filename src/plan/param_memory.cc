@@ -1,6 +1,7 @@
 #include "plan/param_memory.h"
 
 #include <algorithm>
+#include <map>
 
 #include "model/fp8_params.h"
 #include "model/bucket_split.h"
@@ -39,6 +40,8 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
   RankParams out;
   // Each kind's trainable tensors (shape and layer), cut into buckets below as place_params cuts them.
   std::vector<std::vector<Param>> kinds;
+  // Per layer, its trained FP8 attention projections q, k, v, r in that order: their joined copy when they stack.
+  std::map<int64_t, std::vector<Param>> projections;
   for (ParamDecl& d : param_decls(config)) {
     // The stage that owns the tensor, as ParamTable::for_config decides it.
     int stage = 0;
@@ -69,6 +72,8 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
       continue;
     }
     out.trainable_elements += n;
+    if (p.fp8 && d.name.find(".attn.w") != std::string::npos && d.name.find(".attn.wo_ud.") == std::string::npos)
+      projections[p.layer].push_back(p);
     // The kind, as place_params groups them.
     const char* group = group_kind_name(p.shard.reduce_over);
     const DType dtype = bf16 ? DType::BF16 : DType::F32;
@@ -95,6 +100,14 @@ RankParams rank_params(const InklingConfig& config, const Grid& grid, int rank, 
     member.shape = p.shape;
     member.layer = p.layer;
     kinds[static_cast<size_t>(it - out.buckets.begin())].push_back(std::move(member));
+  }
+  // The attention blocks' stacked FP8 copies (model/attention_block.h: stacked_fp8), beside the four.
+  for (const auto& [layer, parts] : projections) {
+    std::vector<const Param*> ptrs;
+    int64_t rows = 0;
+    for (const Param& q : parts) ptrs.push_back(&q), rows += q.shape[0];
+    if (ptrs.size() == 4 && StackedFp8Copy::stacks(ptrs))
+      out.fp8_copy_bytes += ops::fp8_weight_copy_bytes({rows, ptrs[0]->shape[1]}, device);
   }
   const int64_t elements = bucket_size > 0 ? bucket_size : default_bucket_elements(sizes.dp);
   std::vector<BucketBytes> buckets;

@@ -36,6 +36,9 @@ namespace {
 
 const std::string kQuill = QUILL_BINARY, kSrc = QUILL_SOURCE_DIR;
 const std::string kWide = kSrc + "/tests/fixtures/configs/fp8-wide.json";
+// Projections of whole 128-row blocks at one rank and at TP2: the attention blocks' stacked FP8 GEMMs
+// (model/attention_block.h: stacked_fp8).
+const std::string kStack = kSrc + "/tests/fixtures/configs/fp8-stack.json";
 const std::string kTiny = kSrc + "/tests/fixtures/configs/tiny-tp4.json";
 const std::string kFp8 = " --fp8-format e4m3 --fp8-recipe blockwise";
 
@@ -67,6 +70,7 @@ struct Layout {
   // catches a weight shard updated from the wrong gradient or not at all (differences of order 1).
   double weights_rel;
   std::string fp8_extra = "";  // more FP8 flags, for the one rank and the layout alike (--no-fp8-wgrad)
+  std::string config = kWide;
 };
 // gtest's name for a case in its output (else the struct's bytes).
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.flags; }
@@ -76,7 +80,7 @@ class Fp8Layouts : public ::testing::TestWithParam<Layout> {};
 TEST_P(Fp8Layouts, EqualOneFp8Rank) {
   const Layout& l = GetParam();
   const std::string rows = synth_rows("rows", 136);
-  const std::string train = " train --config " + kWide + " --rows " + rows +
+  const std::string train = " train --config " + l.config + " --rows " + rows +
                             " --seed 6 --steps 1 --global-batch 4 --lr 1e-2 --weight-decay 0.1 --quiet" + kFp8 +
                             l.fp8_extra;
   const std::string one = temp("one"), out = temp(l.name);
@@ -101,7 +105,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"Tp2SpDp2Ep2", "--tp 2 --sp --dp 2 --ep 2", 4, 1e-1},
                       // --no-fp8-wgrad: the weight gradients from the unquantised operands under each kind of split
                       Layout{"Pp2Dp2NoFp8Wgrad", "--pp 2 --pp-layers 2,2 --dp 2", 4, 1e-5, " --no-fp8-wgrad"},
-                      Layout{"Tp2SpEp2NoFp8Wgrad", "--tp 2 --sp --ep 2", 2, 1e-1, " --no-fp8-wgrad"}),
+                      Layout{"Tp2SpEp2NoFp8Wgrad", "--tp 2 --sp --ep 2", 2, 1e-1, " --no-fp8-wgrad"},
+                      // the stacked projections: each rank's four FP8 copies joined, one GEMM each way
+                      Layout{"Tp2SpStacked", "--tp 2 --sp", 2, 1e-1, "", kStack},
+                      Layout{"Dp2StackedNoFp8Wgrad", "--dp 2", 2, 1e-5, " --no-fp8-wgrad", kStack}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 // --simulate-rank with FP8: each rank of TP2+SP alone moves the bytes the real FP8 run's rank moves

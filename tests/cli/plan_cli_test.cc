@@ -3,7 +3,7 @@
 // DP2, PP2, PP2 on the six-layer tiny, TP2, TP2 with SP, TP2 SP x PP2, DP2 with half the optimizer
 // state offloaded, bf16 moments, and full-layer recompute (one rank, PP2, TP2 with SP); and so does rank 0's optimizer state on the device; `quill train` refuses a layout that cannot fit
 // --device-memory before writing anything, naming the categories and what would fit; the seed's
-// layout prints its four stages; bad flags are named.
+// layout prints its four stages; bad flags are named. FP8 with the stacked projections, one rank and TP2 SP.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,6 +77,11 @@ TEST(PlanCli, PredictsTheMeasuredCpuPeakOfEveryRank) {
       {"tests/fixtures/configs/tiny6.json", "--pp 2 --pp-layers 2,4 --moe-expert-wgrad-micro-batches 2", 2, {0, 1}},
       {"configs/tiny.json", "--tp 2 --sp --tp-comm-overlap --moe-expert-wgrad-micro-batches 2 --recompute-granularity "
        "selective --recompute-modules moe_act layernorm", 2, {0, 0}},
+      // FP8 with the attention projections stacked: their joined copy beside the four, one GEMM's [T, Z] output
+      // in the forward (per gathered chunk under --tp-comm-overlap), the stacked gradient in the backward.
+      {"tests/fixtures/configs/fp8-stack.json", "--fp8-format e4m3 --fp8-recipe blockwise", 1, {0}},
+      {"tests/fixtures/configs/fp8-stack.json", "--fp8-format e4m3 --fp8-recipe blockwise --tp 2 --sp --tp-comm-overlap",
+       2, {0, 0}},
   };
   int index = 0;
   for (const Case& c : cases) {

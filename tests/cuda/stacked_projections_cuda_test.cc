@@ -3,7 +3,9 @@
 // each layer's k weight and gradient moved apart (four GEMMs each way, the path before). cuBLASLt sums the
 // stacked contraction in fp32 and rounds dx to bf16 once where the four GEMMs rounded it after each, so the
 // bits differ; the loss and every gradient must agree to bf16 accuracy, and the stacked path must be the one
-// taken (docs/decisions/stacked-projections.md).
+// taken (docs/decisions/stacked-projections.md). Under FP8 (the matrices marked before placement, as quill train
+// marks them, so that their bf16 copies are transient): the four quantised copies joined, one FP8 GEMM each way
+// against four, with FP8 weight gradients and under --no-fp8-wgrad, to the same accuracy.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,10 +14,12 @@
 #include <vector>
 
 #include "cuda/harness.h"
+#include "model/fp8_params.h"
 #include "model/inkling_model.h"
 #include "model/param_placement.h"
 #include "ops/convert.h"
 #include "ops/elementwise.h"
+#include "ops/fp8_options.h"
 #include "util/two_row_step.h"
 
 namespace quill {
@@ -27,11 +31,18 @@ struct StepResult {
   int stacked_layers = 0;
 };
 
-StepResult gpu_step(bool apart) {
+// `fp8`: FP8 GEMMs (weight gradients in FP8 too when `fp8_wgrad`); a layer stacks when its four gradients are
+// adjacent (and in bf16 its four weights).
+StepResult gpu_step(bool apart, bool fp8 = false, bool fp8_wgrad = true) {
   const DeviceContext ctx = test::gpu_ctx();
   const InklingConfig config = load_inkling_config(std::string(QUILL_FIXTURES) + "/configs/determinism.json");
   ParamTable params = ParamTable::for_config(config);
   params.init_random(11, 0.02);
+  ModelOptions options;
+  if (fp8) {
+    options.fp8 = ops::parse_fp8_options("e4m3", "blockwise", !fp8_wgrad);
+    mark_fp8_params(params, ctx.device, options.fp8.fp8_wgrad());
+  }
   place_params(params, ctx);
   StepResult r;
   for (int64_t l = 0; l < config.num_layers; ++l) {
@@ -39,16 +50,18 @@ StepResult gpu_step(bool apart) {
     Param& k = params.at(p + "wk_dv.weight");
     if (apart) {
       for (Tensor* t : {&k.compute, &k.grad}) {
+        if (!t->defined()) continue;  // an FP8 matrix's transient bf16 copy
         Tensor moved = Tensor::empty(t->shape(), t->dtype(), *ctx.allocator);
         ops::copy(ctx, *t, moved);
         *t = moved;
       }
     }
     const Param &q = params.at(p + "wq_du.weight"), &v = params.at(p + "wv_dv.weight"), &rp = params.at(p + "wr_du.weight");
-    r.stacked_layers += Tensor::joined_rows({q.compute, k.compute, v.compute, rp.compute}).defined() &&
-                        Tensor::joined_rows({q.grad, k.grad, v.grad, rp.grad}).defined();
+    const bool weights = fp8 ? StackedFp8Copy::stacks({&q, &k, &v, &rp})
+                             : Tensor::joined_rows({q.compute, k.compute, v.compute, rp.compute}).defined();
+    r.stacked_layers += weights && Tensor::joined_rows({q.grad, k.grad, v.grad, rp.grad}).defined();
   }
-  InklingModel model(config, params, ctx);
+  InklingModel model(config, params, ctx, options);
   const int64_t T = 1024;
   r.loss = test::two_row_step(model, params, ctx, T, config.unpadded_vocab_size, /*prompt=*/16);
   for (const Param& p : params.params()) {
@@ -60,9 +73,7 @@ StepResult gpu_step(bool apart) {
   return r;
 }
 
-TEST(CudaStackedProjections, OneGemmEachWayAgreesWithFour) {
-  QUILL_REQUIRE_GPU();
-  const StepResult stacked = gpu_step(false), four = gpu_step(true);
+void expect_agree(const StepResult& stacked, const StepResult& four) {
   EXPECT_EQ(stacked.stacked_layers, 3);  // every attention layer of the config
   EXPECT_EQ(four.stacked_layers, 0);
   EXPECT_NEAR(stacked.loss, four.loss, 1e-3 * std::abs(four.loss));
@@ -76,6 +87,20 @@ TEST(CudaStackedProjections, OneGemmEachWayAgreesWithFour) {
     }
     if (norm == 0) continue;
     EXPECT_LT(std::sqrt(diff / norm), 2e-2) << stacked.grads[i].first;
+  }
+}
+
+
+TEST(CudaStackedProjections, OneGemmEachWayAgreesWithFour) {
+  QUILL_REQUIRE_GPU();
+  expect_agree(gpu_step(false), gpu_step(true));
+}
+
+TEST(CudaStackedProjections, Fp8OneGemmEachWayAgreesWithFour) {
+  QUILL_REQUIRE_GPU();
+  for (bool fp8_wgrad : {true, false}) {
+    SCOPED_TRACE(fp8_wgrad ? "FP8 weight gradients" : "--no-fp8-wgrad");
+    expect_agree(gpu_step(false, true, fp8_wgrad), gpu_step(true, true, fp8_wgrad));
   }
 }
 
