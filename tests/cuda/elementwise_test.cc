@@ -402,7 +402,7 @@ TEST(ColumnsCuda, GetAndSetColumns) {
   expect_bits("get_columns all", all.view, x);
   expect_error([&] { ops::get_columns(ctx, xd.view, W - 1, tail.view); }, "get_columns: columns [12, 14)");
   // Rows, pitches and column offset 16-byte aligned (the 16-byte copy kernel, as for the stacked projections'
-  // blocks), and a column offset that is not (the copy engine's 2-D copy), both against the CPU.
+  // blocks), and a column offset that is not (8-byte units), both against the CPU.
   for (const int64_t c0 : {int64_t{128}, int64_t{132}}) {  // bf16: 256 bytes in, or 264
     const int64_t N2 = 67, W2 = 208, w2 = 64;
     const Tensor x2 = input({N2, W2}, DType::BF16, 63), v2 = input({N2, w2}, DType::BF16, 64);
@@ -419,6 +419,27 @@ TEST(ColumnsCuda, GetAndSetColumns) {
     expect_bits("set_columns bf16[67, 208]" + at, x2d.view, expected(x2_ref, DType::BF16));
     expect_guards("get_columns out", got);
     expect_guards("set_columns x", x2d);
+  }
+  // Bytes at an odd column (the copy kernel's 1-byte unit; the FP8 codes are U8), against the CPU.
+  {
+    const int64_t N3 = 19, W3 = 45, c3 = 7, w3 = 11;
+    Tensor x3 = Tensor::empty({N3, W3}, DType::U8), v3 = Tensor::empty({N3, w3}, DType::U8);
+    for (int64_t i = 0; i < x3.numel(); ++i) x3.data_as<uint8_t>()[i] = static_cast<uint8_t>(i * 37 + 5);
+    for (int64_t i = 0; i < v3.numel(); ++i) v3.data_as<uint8_t>()[i] = static_cast<uint8_t>(i * 11 + 200);
+    Tensor got_ref = Tensor::empty({N3, w3}, DType::U8), x3_ref = x3.clone();
+    ops::get_columns(kCpu, x3, c3, got_ref);
+    ops::set_columns(kCpu, x3_ref, c3, v3);
+    const Tensor x3d = Tensor::empty({N3, W3}, DType::U8, *ctx.allocator);
+    const Tensor v3d = Tensor::empty({N3, w3}, DType::U8, *ctx.allocator);
+    const Tensor got = Tensor::empty({N3, w3}, DType::U8, *ctx.allocator);
+    ASSERT_EQ(cudaMemcpy(x3d.data(), x3.data(), x3.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(v3d.data(), v3.data(), v3.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    inputs_ready();
+    ops::get_columns(ctx, x3d, c3, got);
+    ops::set_columns(ctx, x3d, c3, v3d);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(test::same_bits(test::to_host(got), got_ref)) << "get_columns u8[19, 45] at column 7";
+    EXPECT_TRUE(test::same_bits(test::to_host(x3d), x3_ref)) << "set_columns u8[19, 45] at column 7";
   }
 }
 

@@ -4,10 +4,11 @@
 // Shapes: x_NW [N, W]; out_Nw, v_Nw [N, w] with 0 <= col and col + w <= W.
 // Dtypes: any, the same for both tensors (bytes are copied).
 // Preconditions: contiguous tensors on the context's device, not overlapping. Asynchronous on the context's
-// stream: a copy kernel of 16-byte units where both sides' rows, pitches and offsets are 16-byte aligned, else
-// one cudaMemcpy2DAsync. Why the kernel: the copy engine's 2-D copies of narrow rows ran at 450-1,380 GB/s for
-// the stacked attention projections' 128-1,024-column blocks of 8,192 rows (H100,
-// bench/results/2026-12-07-h100-seed-paths-fp8-convergence), where a full-width copy runs at ~2,700.
+// stream: one copy kernel whose unit is the widest of 16, 8, 4, 2 or 1 bytes that both sides' rows, pitches and
+// offsets allow. Why a kernel: the copy engine's 2-D copies of narrow rows ran at 450-1,380 GB/s for the stacked
+// attention projections' 128-1,024-column blocks of 8,192 rows (H100,
+// bench/results/2026-12-07-h100-seed-paths-fp8-convergence), where a full-width copy runs at ~2,700; and at ~7 GB/s
+// (9 us a call) for the MoE's one-column fp32 blocks of the routing weights (bench/results/2026-12-07-h100-fp8-kernel-race).
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/kernels.h"
 
@@ -18,10 +19,11 @@
 namespace quill::cuda {
 namespace {
 
-// dst[n, :] = src[n, :] for n < rows, each row `units` 16-byte units, the rows `dst_pitch` / `src_pitch` units
-// apart.
-__global__ void copy_rows_16b_kernel(int4* dst, int64_t dst_pitch, const int4* src, int64_t src_pitch, int64_t rows,
-                                     int64_t units) {
+// dst[n, :] = src[n, :] for n < rows, each row `units` units of sizeof(Unit) bytes, the rows `dst_pitch` /
+// `src_pitch` units apart.
+template <typename Unit>
+__global__ void copy_rows_kernel(Unit* dst, int64_t dst_pitch, const Unit* src, int64_t src_pitch, int64_t rows,
+                                 int64_t units) {
   const int64_t total = rows * units;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -30,24 +32,30 @@ __global__ void copy_rows_16b_kernel(int4* dst, int64_t dst_pitch, const int4* s
   }
 }
 
+template <typename Unit>
+void launch_copy_rows(const DeviceContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                      size_t row_bytes, size_t rows) {
+  constexpr size_t k = sizeof(Unit);
+  const int64_t units = static_cast<int64_t>(row_bytes / k), total = units * static_cast<int64_t>(rows);
+  if (total == 0) return;
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65535LL * 8);
+  copy_rows_kernel<Unit><<<static_cast<unsigned>(blocks), kThreads, 0, stream_of(ctx)>>>(
+      static_cast<Unit*>(dst), static_cast<int64_t>(dst_pitch / k), static_cast<const Unit*>(src),
+      static_cast<int64_t>(src_pitch / k), static_cast<int64_t>(rows), units);
+  QUILL_CUDA_CHECK_LAUNCH("copy_rows_kernel");
+}
+
 // The strided copy of both ops: `rows` rows of `row_bytes`, `dst_pitch` / `src_pitch` bytes apart.
 void copy_rows(const DeviceContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
                size_t row_bytes, size_t rows) {
-  constexpr size_t k16 = 16;
-  const bool aligned = reinterpret_cast<uintptr_t>(dst) % k16 == 0 && reinterpret_cast<uintptr_t>(src) % k16 == 0 &&
-                       dst_pitch % k16 == 0 && src_pitch % k16 == 0 && row_bytes % k16 == 0;
-  if (!aligned) {
-    QUILL_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
-                                       stream_of(ctx)));
-    return;
-  }
-  const int64_t units = static_cast<int64_t>(row_bytes / k16), total = units * static_cast<int64_t>(rows);
-  constexpr int kThreads = 256;
-  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65535LL * 8);
-  copy_rows_16b_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream_of(ctx)>>>(
-      static_cast<int4*>(dst), static_cast<int64_t>(dst_pitch / k16), static_cast<const int4*>(src),
-      static_cast<int64_t>(src_pitch / k16), static_cast<int64_t>(rows), units);
-  QUILL_CUDA_CHECK_LAUNCH("copy_rows_16b_kernel");
+  const uintptr_t all = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | dst_pitch | src_pitch |
+                        row_bytes;
+  if (all % 16 == 0) return launch_copy_rows<int4>(ctx, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  if (all % 8 == 0) return launch_copy_rows<uint2>(ctx, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  if (all % 4 == 0) return launch_copy_rows<uint32_t>(ctx, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  if (all % 2 == 0) return launch_copy_rows<uint16_t>(ctx, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  launch_copy_rows<uint8_t>(ctx, dst, dst_pitch, src, src_pitch, row_bytes, rows);
 }
 
 void check(const char* op, const Tensor& x_NW, int64_t col, const char* b_name, const Tensor& b_Nw) {
