@@ -7,7 +7,8 @@
 #      three times against cuBLASLt's bits; the bf16 seed-shaped one at 32 experts, no element far from cuBLASLt's),
 #      Fp8Cuda.* (the weights' vector quantiser bit for bit, bf16 and fp32), CudaAttentionWg.MatchesTensorCore* (no
 #      element far from mma.sync's at the slice's shapes), CudaStackedProjections.* (the FP8 projections stacked
-#      against four GEMMs), CudaDeterminism.Fp8* and CudaFp8Gradients.* (FP8 with the stacked projections)
+#      against four GEMMs), CudaDeterminism.* and CudaFp8Gradients.* (with the stacked projections), ColumnsCuda.*
+#      (the copy kernel of any unit)
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-factors-call.sh")
 # Back: $OUT/fp8-factors.txt, $OUT/tests.log
@@ -23,7 +24,7 @@ for r in 1 2; do
   timeout 90 "$B/bin/grouped_bench" 2>&1 | grep -E "^fp8"
 done
 filter='GroupedGemmWgmma.*:Fp8Cuda.*:CudaAttentionWg.MatchesTensorCoreForwardOnSliceShapes'
-filter+=':CudaStackedProjections.*:CudaDeterminism.Fp8*:CudaFp8Gradients.*'
+filter+=':CudaStackedProjections.*:CudaDeterminism.*:CudaFp8Gradients.*:ColumnsCuda.*'
 timeout 400 "$B/bin/cuda_tests" --gtest_filter="$filter" > "$OUT/tests.log" 2>&1
 echo "cuda_tests rc $?"
 grep -E "slice-shaped|seed-shaped|FAILED|PASSED|Failure" "$OUT/tests.log"
