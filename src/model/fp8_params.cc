@@ -55,11 +55,20 @@ const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p) {
   return p.fp8_copy;
 }
 
-bool StackedFp8Copy::stacks(const std::vector<const Param*>& parts) {
-  if (parts.empty()) return false;
-  for (const Param* p : parts)
-    if (!p->fp8 || p->shape.size() != 2 || p->shape[0] % 128 != 0 || p->shape[1] != parts[0]->shape[1]) return false;
+bool StackedFp8Copy::rows_stack(const std::vector<int64_t>& rows) {
+  if (rows.empty()) return false;
+  for (int64_t m : rows)
+    if (m % 128 != 0) return false;
   return true;
+}
+
+bool StackedFp8Copy::stacks(const std::vector<const Param*>& parts) {
+  std::vector<int64_t> rows;
+  for (const Param* p : parts) {
+    if (!p->fp8 || p->shape.size() != 2 || p->shape[1] != parts[0]->shape[1]) return false;
+    rows.push_back(p->shape[0]);
+  }
+  return rows_stack(rows);
 }
 
 const ops::Fp8Tensor& StackedFp8Copy::get(const DeviceContext& ctx, const std::vector<const Param*>& parts) {

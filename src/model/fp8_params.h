@@ -34,6 +34,9 @@ const ops::Fp8Tensor& fp8_weight(const DeviceContext& ctx, const Param& p);
 // step. Undefined (nothing made) when the parts do not stack: not all FP8, or a part's M not a multiple of 128.
 class StackedFp8Copy {
  public:
+  // Whether matrices of these row counts stack: each a whole number of 128-row blocks (the memory plan asks it
+  // of the shapes alone).
+  static bool rows_stack(const std::vector<int64_t>& rows);
   static bool stacks(const std::vector<const Param*>& parts);
   const ops::Fp8Tensor& get(const DeviceContext& ctx, const std::vector<const Param*>& parts);
 

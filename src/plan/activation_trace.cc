@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "model/fp8_params.h"
 #include "model/params.h"
 #include "ops/attention_head_split.h"
 
@@ -348,7 +349,7 @@ bool StageTrace::projections_stacked(int64_t l) const {
     if (frozen(p + w)) return false;
   if (!shape_.fp8) return true;
   const int64_t H = c_.heads(l) / tp_, G = c_.kv_heads(l) / tp_, d = c_.layer_head_dim(l), R = c_.d_rel;
-  return (H * d) % 128 == 0 && (G * d) % 128 == 0 && (H * R) % 128 == 0;
+  return StackedFp8Copy::rows_stack({H * d, G * d, G * d, H * R});
 }
 
 StageTrace::Id StageTrace::attention_backward(int64_t l, Id x_region) {
