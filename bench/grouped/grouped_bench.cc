@@ -148,15 +148,10 @@ int main(int argc, char** argv) {
       std::printf("%s, wgmma against cuBLASLt: relative L2 %.3g\n", name, den > 0 ? std::sqrt(num / den) : 0.0);
     };
     // FP8 (--fp8-format e4m3 --fp8-recipe blockwise): the weights quantised once per backend, the activations inside
-    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel, its row factors from global
-    // memory and (experimental, CudaBackendOptions::fp8_factors_in_stage) through the stage.
-    CudaBackendOptions staged_options = wg_options;
-    staged_options.fp8_factors_in_stage = true;
-    CudaBackend staged_backend(0, staged_options);
-    const DeviceContext staged = staged_backend.context();
-    for (const DeviceContext* c : {&ctx, &wg, &staged}) {
+    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel.
+    for (const DeviceContext* c : {&ctx, &wg}) {
       if (!fp8_arms) break;
-      const std::string tag = c == &ctx ? " (cuBLASLt)" : c == &wg ? " (wgmma)" : " (wgmma, factors in the stage)";
+      const std::string tag = c == &ctx ? " (cuBLASLt)" : " (wgmma)";
       const ops::Fp8Tensor q13 = ops::fp8_empty(*c, {E, 2 * F, D}, ops::Fp8Tiling::kBlocks128);
       const ops::Fp8Tensor q2 = ops::fp8_empty(*c, {E, D, F}, ops::Fp8Tiling::kBlocks128);
       ops::fp8_quantize(*c, w13, q13);

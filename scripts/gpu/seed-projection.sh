@@ -52,6 +52,9 @@ BF16R=("${BF16[@]}" --recompute-granularity full --recompute-method block --reco
 # bf16 moments, no offload, selective recompute of the experts' SwiGLU outputs and the norms' outputs (with the inputs
 # gathered from them): stage 0 fits with 5.88 GiB free (quill plan, 2026-12-06), case *-bf16s.
 BF16S=("${BF16[@]}" --recompute-granularity selective --recompute-modules moe_act layernorm)
+# The same with two micro-batches' routed rows per experts' weight gradient (docs/decisions/expert-wgrad-pairs.md):
+# stage 0 fits with 3.53 GiB free (quill plan, 2026-12-07), case *-bf16sp.
+BF16SP=("${BF16S[@]}" --moe-expert-wgrad-micro-batches 2)
 # On an 80 GB H100 (when no H200 comes): the whole optimizer state offloaded with bf16 moments, *-bf16f (stages
 # 1-3 fit; stage 0 does not); and every layer recomputed with offload 0.7, *-bf16ru (every stage fits). Give
 # DEVICE_MEMORY=140GiB to plan the layout's fit as on an H200 (quill train checks the whole layout's).
@@ -78,9 +81,9 @@ fi
 for c in "${cases[@]}"; do
   case $c in
     first-*) rank=0 ;; middle-*) rank=8 ;; last-*) rank=24 ;;
-    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16s|bf16f|bf16h|bf16ru|bf16fu)"; continue ;;
+    *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16s|bf16sp|bf16f|bf16h|bf16ru|bf16fu)"; continue ;;
   esac
-  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;; *-bf16s) mem=("${BF16S[@]}") ;;
+  case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;; *-bf16s) mem=("${BF16S[@]}") ;; *-bf16sp) mem=("${BF16SP[@]}") ;;
     *-bf16f) mem=("${BF16F[@]}") ;; *-bf16h) mem=("${BF16H[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *-bf16fu) mem=("${BF16FU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
   d=$OUT/$c
   mkdir -p "$d"

@@ -216,7 +216,7 @@ TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
 // The FP8 kernel at the slice's shapes against cuBLASLt (no CPU reference: too slow at this size): 32 experts of an
 // 8,192-token row's ~1,536 rows each, w [32, 4096, 2048] and its input gradient (contractions of 16 and 32 slices,
 // ~12,000 and ~6,000 tiles, so each CTA walks dozens and the stage ring wraps within and across them), three runs
-// the same bits, for each form of the row factors (CudaBackendOptions::fp8_factors_in_stage). The tests above stop
+// the same bits. The tests above stop
 // at 12 tiles (one per CTA) and two slices; the slice trained with the kernel as it was on an H100 gave gradient
 // norms of 1e5-1e6 where cuBLASLt's GEMMs gave 1.5 (2026-12-07), and this test found its wrong rows.
 TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
@@ -227,26 +227,19 @@ TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
   const DeviceProblem d = device_problem(counts, /*M=*/4096, /*K=*/2048, 71);
   const Tensor &counts_E = d.counts_E, &xd = d.xd, &wd = d.wd, &dyd = d.dyd;
   const Fp8GroupedRun lt = fp8_grouped_run(cublaslt_gpu().context(), xd, wd, dyd, counts_E);
-  CudaBackendOptions staged_options;
-  staged_options.grouped_gemm_kernel = GroupedGemmKernel::kWgmma;
-  staged_options.fp8_factors_in_stage = true;
-  const CudaBackend staged(0, staged_options);
-  for (bool in_stage : {false, true}) {
-    SCOPED_TRACE(in_stage ? "row factors in the stage" : "row factors from global memory");
-    const DeviceContext ctx = in_stage ? staged.context() : wgmma_gpu().context();
-    Fp8GroupedRun got[3];
-    for (int run = 0; run < 3; ++run) {
-      got[run] = fp8_grouped_run(ctx, xd, wd, dyd, counts_E);
-      const std::string r = std::string(in_stage ? "staged" : "global") + " run " + std::to_string(run);
-      const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run].y, lt.y, kTolBf16);
-      const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run].dx, lt.dx, kTolBf16);
-      std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
-    }
-    EXPECT_TRUE(test::same_bits(got[0].y, got[1].y) && test::same_bits(got[0].y, got[2].y)) << "forward runs differ";
-    EXPECT_TRUE(test::same_bits(got[0].dx, got[1].dx) && test::same_bits(got[0].dx, got[2].dx)) << "dx runs differ";
-    EXPECT_TRUE(test::same_bits(got[0].y, lt.y) && test::same_bits(got[0].dx, lt.dx))
-        << "the kernel's bits differ from cuBLASLt's (they add in the same order at these shapes)";
+  const DeviceContext ctx = wgmma_gpu().context();
+  Fp8GroupedRun got[3];
+  for (int run = 0; run < 3; ++run) {
+    got[run] = fp8_grouped_run(ctx, xd, wd, dyd, counts_E);
+    const std::string r = "run " + std::to_string(run);
+    const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run].y, lt.y, kTolBf16);
+    const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run].dx, lt.dx, kTolBf16);
+    std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
   }
+  EXPECT_TRUE(test::same_bits(got[0].y, got[1].y) && test::same_bits(got[0].y, got[2].y)) << "forward runs differ";
+  EXPECT_TRUE(test::same_bits(got[0].dx, got[1].dx) && test::same_bits(got[0].dx, got[2].dx)) << "dx runs differ";
+  EXPECT_TRUE(test::same_bits(got[0].y, lt.y) && test::same_bits(got[0].dx, lt.dx))
+      << "the kernel's bits differ from cuBLASLt's (they add in the same order at these shapes)";
 }
 
 // The dense FP8 forward and input gradient through the kernel as one group (--grouped-gemm-kernel wgmma): against

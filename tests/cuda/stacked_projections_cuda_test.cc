@@ -5,10 +5,13 @@
 // bits differ; the loss and every gradient must agree to bf16 accuracy, and the stacked path must be the one
 // taken (docs/decisions/stacked-projections.md). Under FP8 (the matrices marked before placement, as quill train
 // marks them, so that their bf16 copies are transient): the four quantised copies joined, one FP8 GEMM each way
-// against four, with FP8 weight gradients and under --no-fp8-wgrad, to the same accuracy.
+// against four, with FP8 weight gradients and under --no-fp8-wgrad, each held to the bf16 step (expect_as_close_to_bf16
+// says why).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fmt/format.h>
 #include <string>
 #include <vector>
@@ -73,23 +76,48 @@ StepResult gpu_step(bool apart, bool fp8 = false, bool fp8_wgrad = true) {
   return r;
 }
 
-void expect_agree(const StepResult& stacked, const StepResult& four) {
+double rel_l2(const std::vector<float>& got, const std::vector<float>& ref) {
+  double diff = 0, norm = 0;
+  for (size_t j = 0; j < got.size(); ++j) {
+    diff += (static_cast<double>(got[j]) - ref[j]) * (static_cast<double>(got[j]) - ref[j]);
+    norm += static_cast<double>(ref[j]) * ref[j];
+  }
+  return norm == 0 ? 0.0 : std::sqrt(diff / norm);
+}
+
+void expect_stacked(const StepResult& stacked, const StepResult& four) {
   EXPECT_EQ(stacked.stacked_layers, 3);  // every attention layer of the config
   EXPECT_EQ(four.stacked_layers, 0);
   EXPECT_NEAR(stacked.loss, four.loss, 1e-3 * std::abs(four.loss));
   ASSERT_EQ(stacked.grads.size(), four.grads.size());
-  for (size_t i = 0; i < stacked.grads.size(); ++i) {
-    const std::vector<float>&s = stacked.grads[i].second, &f = four.grads[i].second;
-    double diff = 0, norm = 0;
-    for (size_t j = 0; j < s.size(); ++j) {
-      diff += (static_cast<double>(s[j]) - f[j]) * (static_cast<double>(s[j]) - f[j]);
-      norm += static_cast<double>(f[j]) * f[j];
-    }
-    if (norm == 0) continue;
-    EXPECT_LT(std::sqrt(diff / norm), 2e-2) << stacked.grads[i].first;
-  }
 }
 
+void expect_agree(const StepResult& stacked, const StepResult& four) {
+  expect_stacked(stacked, four);
+  for (size_t i = 0; i < stacked.grads.size(); ++i)
+    EXPECT_LT(rel_l2(stacked.grads[i].second, four.grads[i].second), 2e-2) << stacked.grads[i].first;
+}
+
+// Under FP8 the two paths cannot be held to each other at bf16's accuracy: a bf16 bit that differs between them
+// (cuBLASLt sums the stacked GEMM in another order) moves a value across an E4M3 rounding step (an eighth of it), and
+// the difference grows through every earlier layer's quantised GEMMs. On an H100 (2026-12-07,
+// bench/results/2026-12-07-h100-fp8-factors-close) the two FP8 paths' gradients differed by up to 3.7% in the first
+// two layers and under 2% in the last, while the 50-step slice converged with the stacked path as before. So each
+// is held to what FP8 approximates, the same step in bf16: the stacked path no further from it than the four GEMMs
+// (x1.5, + 1%), per gradient. A stacking that mixed up rows or columns lands at ~100%.
+void expect_as_close_to_bf16(const StepResult& stacked, const StepResult& four, const StepResult& bf16) {
+  expect_stacked(stacked, four);
+  ASSERT_EQ(bf16.grads.size(), four.grads.size());
+  double worst_pair = 0;
+  for (size_t i = 0; i < stacked.grads.size(); ++i) {
+    const std::vector<float>& ref = bf16.grads[i].second;
+    const double four_err = rel_l2(four.grads[i].second, ref), stacked_err = rel_l2(stacked.grads[i].second, ref);
+    worst_pair = std::max(worst_pair, rel_l2(stacked.grads[i].second, four.grads[i].second));
+    EXPECT_LT(stacked_err, 1.5 * four_err + 1e-2)
+        << stacked.grads[i].first << ": the stacked FP8 path " << stacked_err << " from bf16, the four GEMMs " << four_err;
+  }
+  std::printf("  stacked FP8 against four: largest gradient difference %.3g\n", worst_pair);
+}
 
 TEST(CudaStackedProjections, OneGemmEachWayAgreesWithFour) {
   QUILL_REQUIRE_GPU();
@@ -98,9 +126,10 @@ TEST(CudaStackedProjections, OneGemmEachWayAgreesWithFour) {
 
 TEST(CudaStackedProjections, Fp8OneGemmEachWayAgreesWithFour) {
   QUILL_REQUIRE_GPU();
+  const StepResult bf16 = gpu_step(true);
   for (bool fp8_wgrad : {true, false}) {
     SCOPED_TRACE(fp8_wgrad ? "FP8 weight gradients" : "--no-fp8-wgrad");
-    expect_agree(gpu_step(false, true, fp8_wgrad), gpu_step(true, true, fp8_wgrad));
+    expect_as_close_to_bf16(gpu_step(false, true, fp8_wgrad), gpu_step(true, true, fp8_wgrad), bf16);
   }
 }
 

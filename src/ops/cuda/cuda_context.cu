@@ -100,7 +100,6 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   resources_->device = device;
   resources_->attention_dq_arrival_order = options.attention_dq_arrival_order;
   resources_->grouped_gemm_kernel = options.grouped_gemm_kernel;
-  resources_->fp8_factors_in_stage = options.fp8_factors_in_stage;
   resources_->grouped_wgrad_kernel = options.grouped_wgrad_kernel;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   // A forced kernel that cannot run here would fall back call by call without a word: refuse it once, up front.

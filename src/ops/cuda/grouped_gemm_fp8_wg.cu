@@ -12,15 +12,15 @@
 // stage and adds product x row factor x block factor into its fp32 accumulator. The epilogue rounds to bf16 and
 // stores the expert's real rows at their source rows (no padded output, no copy back).
 //
-// Each thread reads its two rows' factors of a slice from global memory (the rows128 layout of fp8_quantize.h),
-// issued before the stage's wait. They used to travel in the stage, bulk-copied beside the codes and read from shared
-// memory; then a few 16-row warp slices of a few tiles per launch came out wrong, differently from run to run (the
-// slice's shapes on an H100, 2026-12-07: 45 of 49,457 rows; GroupedGemmWgmma.Fp8SliceShapedAgainstCublasLt). Two
-// suspects: the ordinary loads came after the MMA's issue and wait (DeepGEMM's FP8 GEMM reads its factors before the
-// MMA, "to avoid next scheduled block polluting the results"), and no proxy fence stood between them and the async
-// proxy's next bulk copy. The loads from global memory cost 13-18% of the kernel's time at the slice's shapes (the
-// factors loaded four slices ahead measured the same: not their latency); kStaged below tests the first suspect's
-// cure. docs/decisions/grouped-gemm-wgmma.md.
+// The row factors of each slice travel in its stage (min(128, padded rows - m0) of them, a multiple of 16, by a bulk
+// copy on the stage's full barrier), and each thread reads its two from shared memory right after the stage's wait,
+// before the MMA is issued, as DeepGEMM's FP8 GEMM does ("all shared memory read must be prior to warpgroup_arrive to
+// avoid next scheduled block polluting the results"). A first form read them after the MMA's wait, and a few 16-row
+// warp slices of a few tiles per launch came out wrong, differently from run to run (the slice's shapes on an H100,
+// 2026-12-07: up to 45 of 49,457 rows; GroupedGemmWgmma.Fp8SliceShapedAgainstCublasLt). Loading them from global
+// memory instead was right but 13-18% slower; this form is right (cuBLASLt's bits three runs out of three at the
+// slice's shapes) and 12-16% faster than that (H100, bench/results/2026-12-07-h100-fp8-factors-close).
+// docs/decisions/grouped-gemm-wgmma.md.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
@@ -47,7 +47,7 @@ constexpr int kRows = static_cast<int>(kTileRows);
 constexpr int kCols = static_cast<int>(kFp8TileCols);
 constexpr int kBoxes = kRows / 64;                               // A's and B's 64-row boxes of 128 bytes
 constexpr int kCodeBytes = 2 * kBoxes * kBoxBytes;               // A and B codes of a stage: 32 KiB
-constexpr int kScaleBytes = kRows * 4;                           // a stage's row factors (staged form)
+constexpr int kScaleBytes = kRows * 4;                           // a stage's row factors
 constexpr int kSmemScales = kStages * kCodeBytes;
 constexpr int kSmemBarriers = kSmemScales + kStages * kScaleBytes;
 constexpr int kSmemBytes = kSmemBarriers + 16 * kStages + 1024;  // full and empty barriers, alignment slack
@@ -92,12 +92,6 @@ __device__ __forceinline__ Tile tile_of(const Params& p, int t) {
   return tile_at(p.src, p.tile_offset, p.E, kRows, kCols, t);
 }
 
-// kStaged (CudaBackendOptions::fp8_factors_in_stage, experimental): the row factors of each slice travel in its stage
-// (min(128, padded rows - m0) of them, a multiple of 16, by a bulk copy on the stage's full barrier) and each thread
-// reads its two from shared memory right after the stage's wait, before the MMA is issued, as DeepGEMM's FP8 GEMM
-// does ("all shared memory read must be prior to warpgroup_arrive"); the form that read them after the MMA's wait gave
-// wrong rows (the header). Else each thread loads them from global memory.
-template <bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -117,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
       for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
         const Tile x = tile_of(p, t);
         const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
-        const uint32_t sbytes = kStaged ? static_cast<uint32_t>(min(kRows, pad_rows - x.m0)) * 4u : 0u;
+        const uint32_t sbytes = static_cast<uint32_t>(min(kRows, pad_rows - x.m0)) * 4u;
         const float* srow = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e] + x.m0;
         for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
           const int s = it % kStages;
@@ -130,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
             tma_load_3d(codes(s) + j * kBoxBytes, &p.a_map, full, k0, p.dst[x.e] + x.m0 + 64 * j, 0);
             tma_load_3d(codes(s) + (kBoxes + j) * kBoxBytes, &p.w_map, full, k0, x.e * p.N + x.n0 + 64 * j, 0);
           }
-          if (kStaged) bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
+          bulk_load(scales(s), srow + static_cast<size_t>(kt) * pad_rows, sbytes, full);
         }
       }
     }
@@ -143,27 +137,16 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __g
   for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
     const Tile x = tile_of(p, t);
     const float* wsc = p.w_scale + (static_cast<size_t>(x.e) * p.n_tiles + x.n0 / kCols) * p.w_ld;
-    // This thread's two rows' factors, slice kt at kt * pad_rows (the rows128 layout); a row past the padded rows
-    // reads row 0's (never stored).
-    const int pad_rows = p.dst[x.e + 1] - p.dst[x.e];
-    const int ra = x.m0 + r0 < pad_rows ? x.m0 + r0 : 0, rb = x.m0 + r0 + 8 < pad_rows ? x.m0 + r0 + 8 : 0;
-    const float* asc = p.a_scale + static_cast<size_t>(p.k_tiles) * p.dst[x.e];
     float acc[64], prod[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
     for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
       const float wf = __ldg(wsc + kt);
-      float fa, fb;
-      if (!kStaged) {
-        const float* slice = asc + static_cast<size_t>(kt) * pad_rows;
-        fa = __ldg(slice + ra), fb = __ldg(slice + rb);
-      }
       bars.wait_full(it);
-      if (kStaged) {  // (rows past the copied factors: never stored)
-        const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
-        fa = sf[r0], fb = sf[r0 + 8];
-      }
+      // Both factors read before the MMA is issued (the header); rows past the copied factors are never stored.
+      const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
+      const float fa = sf[r0], fb = sf[r0 + 8];
       const uint64_t da = k_major_desc(codes(s) + w * kBoxBytes);
       const uint64_t db = k_major_desc(codes(s) + kBoxes * kBoxBytes);
       fence_regs(prod);
@@ -239,13 +222,8 @@ void fp8_forward(const DeviceContext& ctx, const uint8_t* a_codes, const float* 
   if (tiles == 0) return;
   p.total = static_cast<int>(tiles);
   const unsigned grid = persistent_ctas(tiles);
-  if (ctx.cuda->fp8_factors_in_stage) {
-    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<true>), kSmemBytes);
-    grouped_gemm_fp8_kernel<true><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
-  } else {
-    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<false>), kSmemBytes);
-    grouped_gemm_fp8_kernel<false><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
-  }
+  attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel), kSmemBytes);
+  grouped_gemm_fp8_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 

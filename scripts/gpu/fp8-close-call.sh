@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device call (issue 43), after the FP8 experts' kernel kept its row factors in the stage (the global-memory form
+# deleted): its tests and the FP8 GEMM tests that share its path, grouped_bench's FP8 arms once, then the slice's speed
+# in bf16 and FP8 (`--no-fp8-wgrad`) at one and eight rows per step (random weights, per-op profiles of the gb8 arms).
+#   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
+#   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-close-call.sh")
+# Back: $OUT/fp8-close.txt, $OUT/tests.log, and fp8-call.sh's $OUT/fp8.txt and $OUT/fp8-slice.tar.gz.
+set -uo pipefail
+# shellcheck source=scripts/gpu/bundle-env.sh
+source "$(dirname "$0")/bundle-env.sh"
+mkdir -p "$OUT"
+{
+nvidia-smi --query-gpu=name --format=csv,noheader
+echo "quill $(cat "$B/COMMIT" 2>/dev/null); $(date -u +%FT%TZ)"
+filter='GroupedGemmWgmma.*:CudaStackedProjections.*:Fp8Cuda.*:CudaFp8Gradients.*'
+timeout 300 "$B/bin/cuda_tests" --gtest_filter="$filter" > "$OUT/tests.log" 2>&1
+echo "cuda_tests rc $?"
+grep -E "slice-shaped|stacked FP8|FAILED|PASSED|Failure" "$OUT/tests.log"
+echo "== grouped_bench"
+timeout 90 "$B/bin/grouped_bench" 2>&1 | grep -E "^fp8"
+} 2>&1 | tee "$OUT/fp8-close.txt"
+FP8='--fp8-format e4m3 --fp8-recipe blockwise --no-fp8-wgrad' TESTS=0 INIT=0 CEILINGS="${CEILINGS:-0}" CONV_STEPS=8 \
+  GB8_STEPS=6 CONFIGS=configs/slice.json FP8_DENSE_ARM=0 LIMIT=300 bash "$(dirname "$0")/fp8-call.sh" > /dev/null 2>&1
+grep -E "rc |tokens/s|^op |^fp8_|^linear_|^grouped_|^attention_" "$OUT/fp8.txt"
