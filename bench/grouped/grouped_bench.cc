@@ -148,10 +148,15 @@ int main(int argc, char** argv) {
       std::printf("%s, wgmma against cuBLASLt: relative L2 %.3g\n", name, den > 0 ? std::sqrt(num / den) : 0.0);
     };
     // FP8 (--fp8-format e4m3 --fp8-recipe blockwise): the weights quantised once per backend, the activations inside
-    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel.
-    for (const DeviceContext* c : {&ctx, &wg}) {
+    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel, and its experimental form
+    // (CudaBackendOptions::fp8_overlap_promotion: each slice's MMA issued before the previous product is scaled in).
+    CudaBackendOptions overlap_options = wg_options;
+    overlap_options.fp8_overlap_promotion = true;
+    CudaBackend overlap_backend(0, overlap_options);
+    const DeviceContext overlap = overlap_backend.context();
+    for (const DeviceContext* c : {&ctx, &wg, &overlap}) {
       if (!fp8_arms) break;
-      const std::string tag = c == &ctx ? " (cuBLASLt)" : " (wgmma)";
+      const std::string tag = c == &ctx ? " (cuBLASLt)" : c == &wg ? " (wgmma)" : " (wgmma, overlapped promotion)";
       const ops::Fp8Tensor q13 = ops::fp8_empty(*c, {E, 2 * F, D}, ops::Fp8Tiling::kBlocks128);
       const ops::Fp8Tensor q2 = ops::fp8_empty(*c, {E, D, F}, ops::Fp8Tiling::kBlocks128);
       ops::fp8_quantize(*c, w13, q13);

@@ -39,6 +39,10 @@ struct CudaBackendOptions {
   // stored by TMA (grouped_wgrad_wg.h), or auto, each call by its shape as measured (--grouped-wgrad-kernel;
   // docs/decisions/grouped-wgrad.md). cuBLASLt by default until the kernel's present form has run its tests on a GPU.
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
+  // Experimental (2026-12-07; measured against the default by grouped_bench and GroupedGemmWgmma's slice-shaped test,
+  // then the loser deleted; no flag sets it): the FP8 experts' kernel issues each slice's MMA before scaling the
+  // previous slice's product into its accumulator (two products a warpgroup; grouped_gemm_fp8_wg.cu).
+  bool fp8_overlap_promotion = false;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.
