@@ -4,7 +4,7 @@
 # in bf16 and FP8 (`--no-fp8-wgrad`) at one and eight rows per step (random weights, per-op profiles of the gb8 arms).
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-close-call.sh")
-# Back: $OUT/fp8-close.txt, $OUT/tests.log, and fp8-call.sh's $OUT/fp8.txt and $OUT/fp8-slice.tar.gz.
+# SLICE=0 stops after grouped_bench. Back: $OUT/fp8-close.txt, $OUT/tests.log, and fp8-call.sh's $OUT/fp8.txt and $OUT/fp8-slice.tar.gz.
 set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh
 source "$(dirname "$0")/bundle-env.sh"
@@ -19,6 +19,7 @@ grep -E "slice-shaped|stacked FP8|FAILED|PASSED|Failure" "$OUT/tests.log"
 echo "== grouped_bench"
 timeout 90 "$B/bin/grouped_bench" 2>&1 | grep -E "^fp8"
 } 2>&1 | tee "$OUT/fp8-close.txt"
+[ "${SLICE:-1}" = 1 ] || exit 0  # SLICE=0: the tests and grouped_bench only
 FP8='--fp8-format e4m3 --fp8-recipe blockwise --no-fp8-wgrad' TESTS=0 INIT=0 CEILINGS="${CEILINGS:-1}" CONV_STEPS=4 \
   GB8_STEPS=6 CONFIGS=configs/slice.json FP8_DENSE_ARM=0 LIMIT=220 bash "$(dirname "$0")/fp8-call.sh" > /dev/null 2>&1
 grep -E "rc |tokens/s|^op |^fp8_|^linear_|^grouped_|^attention_" "$OUT/fp8.txt"
