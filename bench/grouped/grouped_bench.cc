@@ -210,6 +210,28 @@ int main(int argc, char** argv) {
     wg_measure("backward weight gate/up (wgmma 128 wide)", f13, [&] { by_n128(dg, x, dw13, true); });
     wg_measure("backward weight down (wgmma 128 wide, first write)", f2, [&] { by_n128(dy, h, dw2, false); });
     wg_measure("backward weight gate/up (wgmma 128 wide, first write)", f13, [&] { by_n128(dg, x, dw13, false); });
+    // Experimental (CudaBackendOptions::wgrad_prefetch_old_l2): accumulating, the next tile's old gradient sent to the
+    // L2 as each tile starts; both forms.
+    {
+      CudaBackendOptions pre_options = wg_options;
+      pre_options.wgrad_prefetch_old_l2 = true;
+      CudaBackend pre_backend(0, pre_options);
+      const DeviceContext pre = pre_backend.context();
+      const cudaStream_t pre_stream = stream_of(pre);
+      auto pre_measure = [&](const char* name, double flops, const std::function<void()>& call) {
+        report(name, median_ms(pre_stream, call, 7, 1), flops, host_issue_ms(pre_stream, call));
+      };
+      auto pre_form = [&](cuda::grouped_wgrad::Form form, const Tensor& d, const Tensor& in, const Tensor& dw) {
+        cuda::grouped_wgrad::backward_weight(pre, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
+                                             in.dim(1), dw.data_as<float>(), true, form);
+      };
+      using cuda::grouped_wgrad::Form;
+      pre_measure("backward weight down (wgmma, L2 prefetch)", f2, [&] { pre_form(Form::kN256, dy, h, dw2); });
+      pre_measure("backward weight gate/up (wgmma, L2 prefetch)", f13, [&] { pre_form(Form::kN256, dg, x, dw13); });
+      pre_measure("backward weight down (wgmma 128 wide, L2 prefetch)", f2, [&] { pre_form(Form::kN128, dy, h, dw2); });
+      pre_measure("backward weight gate/up (wgmma 128 wide, L2 prefetch)", f13,
+                  [&] { pre_form(Form::kN128, dg, x, dw13); });
+    }
     // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
     Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
     ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false);

@@ -43,6 +43,10 @@ struct CudaBackendOptions {
   // then the loser deleted; no flag sets it): the FP8 experts' kernel issues each slice's MMA before scaling the
   // previous slice's product into its accumulator (two products a warpgroup; grouped_gemm_fp8_wg.cu).
   bool fp8_overlap_promotion = false;
+  // Experimental (2026-12-07; measured against the default by grouped_bench and GroupedWgradWgmma's tests, then the
+  // loser deleted; no flag sets it): the experts' weight-gradient kernel, accumulating, sends the next tile's old
+  // gradient to the L2 as each tile starts (grouped_wgrad_wg.cu).
+  bool wgrad_prefetch_old_l2 = false;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.
