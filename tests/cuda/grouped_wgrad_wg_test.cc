@@ -226,7 +226,8 @@ TEST(GroupedWgradWgmma, L2PrefetchOfTheOldGradientChangesNoBit) {
     return o;
   }());
   const std::vector<int64_t> counts = {700, 0, 333, 1, 64, 384, 384, 129};
-  const int64_t E = static_cast<int64_t>(counts.size()), M = 512, N = 1024;
+  // 8 x 4 x 8 tiles of 256 columns (16 of 128): more than any GPU's multiprocessors, so every CTA has a next tile.
+  const int64_t E = static_cast<int64_t>(counts.size()), M = 512, N = 2048;
   int64_t P = 0;
   for (int64_t c : counts) P += c;
   const Tensor counts_E = test::host_counts(counts);
