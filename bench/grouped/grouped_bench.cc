@@ -94,12 +94,15 @@ int main(int argc, char** argv) {
          dw13 = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator), dw2 = Tensor::empty({E, D, F}, DType::F32, *ctx.allocator);
   ops::zero(ctx, dw13);
   ops::zero(ctx, dw2);
-  auto report = [&](const char* name, double ms, double flops, double host) {
-    std::printf("%-58s %8.3f ms %7.1f TFLOP/s  host issue %7.3f ms\n", name, ms, flops / ms / 1e9, host);
+  // GPU time on `s` (median by events) and the host time to issue the same call. Each backend's calls are timed on
+  // its own stream (they do not order against another backend's).
+  auto measure_on = [&](cudaStream_t s, const std::string& name, double flops, const std::function<void()>& call) {
+    const double ms = median_ms(s, call, 7, 1);
+    std::printf("%-58s %8.3f ms %7.1f TFLOP/s  host issue %7.3f ms\n", name.c_str(), ms, flops / ms / 1e9,
+                host_issue_ms(s, call));
   };
-  // GPU time (median by events) and the host time to issue the same call.
   auto measure = [&](const char* name, double flops, const std::function<void()>& call) {
-    report(name, median_ms(stream, call, 7, 1), flops, host_issue_ms(stream, call));
+    measure_on(stream, name, flops, call);
   };
   const double f13 = 2.0 * P * D * 2 * F, f2 = 2.0 * P * F * D;
   measure("forward gate/up (K 4096 -> 4096)", f13, [&] { ops::grouped_linear_forward(ctx, x, w13, counts_host, y13); });
@@ -121,7 +124,7 @@ int main(int argc, char** argv) {
     const DeviceContext wg = wg_backend.context();
     const cudaStream_t wg_stream = stream_of(wg);
     auto wg_measure = [&](const char* name, double flops, const std::function<void()>& call) {
-      report(name, median_ms(wg_stream, call, 7, 1), flops, host_issue_ms(wg_stream, call));
+      measure_on(wg_stream, name, flops, call);
     };
     wg_measure("forward gate/up (wgmma)", f13, [&] { ops::grouped_linear_forward(wg, x, w13, counts_host, y13); });
     wg_measure("forward down (wgmma)", f2, [&] { ops::grouped_linear_forward(wg, h, w2, counts_host, y2); });
@@ -162,15 +165,15 @@ int main(int argc, char** argv) {
       ops::fp8_quantize(*c, w13, q13);
       ops::fp8_quantize(*c, w2, q2);
       const cudaStream_t s = stream_of(*c);
-      auto m = [&](const char* name, double flops, const std::function<void()>& call) {
-        report(name, median_ms(s, call, 7, 1), flops, host_issue_ms(s, call));
+      auto m = [&](const std::string& name, double flops, const std::function<void()>& call) {
+        measure_on(s, name, flops, call);
       };
-      m(("fp8 forward gate/up" + tag).c_str(), f13,
+      m("fp8 forward gate/up" + tag, f13,
         [&] { ops::fp8_grouped_linear_forward(*c, x, q13, counts_host, y13); });
-      m(("fp8 forward down" + tag).c_str(), f2, [&] { ops::fp8_grouped_linear_forward(*c, h, q2, counts_host, y2); });
-      m(("fp8 backward input down" + tag).c_str(), f2,
+      m("fp8 forward down" + tag, f2, [&] { ops::fp8_grouped_linear_forward(*c, h, q2, counts_host, y2); });
+      m("fp8 backward input down" + tag, f2,
         [&] { ops::fp8_grouped_linear_backward_input(*c, dy, q2, counts_host, dh); });
-      m(("fp8 backward input gate/up" + tag).c_str(), f13,
+      m("fp8 backward input gate/up" + tag, f13,
         [&] { ops::fp8_grouped_linear_backward_input(*c, dg, q13, counts_host, dx); });
     }
     agreement("forward gate/up", {P, 2 * F}, [&](const DeviceContext& c, Tensor& out) {
@@ -190,7 +193,7 @@ int main(int argc, char** argv) {
     const cudaStream_t wg_stream = stream_of(wg);
     // Timed on the wgmma backend's own stream (its calls do not order against the default backend's).
     auto wg_measure = [&](const char* name, double flops, const std::function<void()>& call) {
-      report(name, median_ms(wg_stream, call, 7, 1), flops, host_issue_ms(wg_stream, call));
+      measure_on(wg_stream, name, flops, call);
     };
     wg_measure("backward weight down (wgmma)", f2, [&] { ops::grouped_linear_backward_weight(wg, dy, h, counts_host, dw2); });
     wg_measure("backward weight gate/up (wgmma)", f13,
@@ -201,10 +204,16 @@ int main(int argc, char** argv) {
                [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13, false); });
     measure("backward weight gate/up (cuBLASLt, first write)", f13,
             [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-    // The kernel's other form (grouped_wgrad_wg.h: 128-wide tiles, five operand stages), called directly.
+    // The kernel called directly: a form (grouped_wgrad_wg.h; 128-wide tiles, five operand stages, is the other) on a
+    // backend.
+    using cuda::grouped_wgrad::Form;
+    auto by_form = [&](const DeviceContext& c, Form form, const Tensor& d, const Tensor& in, const Tensor& dw,
+                       bool accumulate) {
+      cuda::grouped_wgrad::backward_weight(c, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
+                                           in.dim(1), dw.data_as<float>(), accumulate, form);
+    };
     auto by_n128 = [&](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
-      cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
-                                           in.dim(1), dw.data_as<float>(), accumulate, cuda::grouped_wgrad::Form::kN128);
+      by_form(wg, Form::kN128, d, in, dw, accumulate);
     };
     wg_measure("backward weight down (wgmma 128 wide)", f2, [&] { by_n128(dy, h, dw2, true); });
     wg_measure("backward weight gate/up (wgmma 128 wide)", f13, [&] { by_n128(dg, x, dw13, true); });
@@ -217,20 +226,12 @@ int main(int argc, char** argv) {
       pre_options.wgrad_prefetch_old_l2 = true;
       CudaBackend pre_backend(0, pre_options);
       const DeviceContext pre = pre_backend.context();
-      const cudaStream_t pre_stream = stream_of(pre);
-      auto pre_measure = [&](const char* name, double flops, const std::function<void()>& call) {
-        report(name, median_ms(pre_stream, call, 7, 1), flops, host_issue_ms(pre_stream, call));
-      };
-      auto pre_form = [&](cuda::grouped_wgrad::Form form, const Tensor& d, const Tensor& in, const Tensor& dw) {
-        cuda::grouped_wgrad::backward_weight(pre, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
-                                             in.dim(1), dw.data_as<float>(), true, form);
-      };
-      using cuda::grouped_wgrad::Form;
-      pre_measure("backward weight down (wgmma, L2 prefetch)", f2, [&] { pre_form(Form::kN256, dy, h, dw2); });
-      pre_measure("backward weight gate/up (wgmma, L2 prefetch)", f13, [&] { pre_form(Form::kN256, dg, x, dw13); });
-      pre_measure("backward weight down (wgmma 128 wide, L2 prefetch)", f2, [&] { pre_form(Form::kN128, dy, h, dw2); });
-      pre_measure("backward weight gate/up (wgmma 128 wide, L2 prefetch)", f13,
-                  [&] { pre_form(Form::kN128, dg, x, dw13); });
+      for (Form form : {Form::kN256, Form::kN128}) {
+        const std::string tag = form == Form::kN256 ? " (wgmma, L2 prefetch)" : " (wgmma 128 wide, L2 prefetch)";
+        measure_on(stream_of(pre), "backward weight down" + tag, f2, [&] { by_form(pre, form, dy, h, dw2, true); });
+        measure_on(stream_of(pre), "backward weight gate/up" + tag, f13,
+                   [&] { by_form(pre, form, dg, x, dw13, true); });
+      }
     }
     // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
     Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
