@@ -84,7 +84,9 @@ for c in "${cases[@]}"; do
     *) echo "unknown case $c (first|middle|last)-(offload|bf16|bf16o|bf16r|bf16s|bf16sp|bf16f|bf16h|bf16ru|bf16fu)"; continue ;;
   esac
   case $c in *-offload) mem=("${OFFLOAD[@]}") ;; *-bf16o) mem=("${BF16O[@]}") ;; *-bf16r) mem=("${BF16R[@]}") ;; *-bf16s) mem=("${BF16S[@]}") ;; *-bf16sp) mem=("${BF16SP[@]}") ;;
-    *-bf16f) mem=("${BF16F[@]}") ;; *-bf16h) mem=("${BF16H[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *-bf16fu) mem=("${BF16FU[@]}") ;; *) mem=("${BF16[@]}") ;; esac
+    *-bf16f) mem=("${BF16F[@]}") ;; *-bf16h) mem=("${BF16H[@]}") ;; *-bf16ru) mem=("${BF16RU[@]}") ;; *-bf16fu) mem=("${BF16FU[@]}") ;; *-bf16) mem=("${BF16[@]}") ;;
+    *) echo "unknown case $c: its memory setting (after first-, middle- or last-) is none of offload, bf16, bf16o,"\
+         "bf16r, bf16s, bf16sp, bf16f, bf16h, bf16ru, bf16fu"; continue ;; esac
   d=$OUT/$c
   mkdir -p "$d"
   echo "== $c: world rank $rank, ${mem[*]}"
