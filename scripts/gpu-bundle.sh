@@ -30,6 +30,9 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
-git rev-parse --short HEAD > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"  # what the device scripts print
+# What the device scripts print: the commit, marked when tracked files differ from it (a bundle of uncommitted code).
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- 2>/dev/null || commit="$commit+uncommitted"
+echo "$commit" > "$out/COMMIT"
 tar -czf "$out.tgz.part" -C "$(dirname "$out")" "$(basename "$out")" && mv "$out.tgz.part" "$out.tgz"
 du -sh "$out" "$out.tgz"

@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 {
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null); $(date -u +%FT%TZ)"
-filter='GroupedGemmWgmma.Fp8*:CudaStackedProjections.*:Fp8Cuda.*:GroupedWgradWgmma.*'
+filter='GroupedGemmWgmma.Fp8*:CudaStackedProjections.*:Fp8Cuda.*:GroupedWgradWgmma.*:*CudaShortConv*'
 timeout 300 "$B/bin/cuda_tests" --gtest_filter="$filter" > "$OUT/tests.log" 2>&1
 echo "cuda_tests rc $?"
 grep -E "slice-shaped|stacked FP8|FAILED|PASSED|Failure" "$OUT/tests.log"

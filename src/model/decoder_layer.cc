@@ -23,31 +23,25 @@ DecoderLayer::DecoderLayer(const InklingConfig& c, int64_t layer, ParamTable& pa
   else dense_.emplace(c, layer, params, tp);
 }
 
-Tensor DecoderLayer::residual_conv(const DeviceContext& ctx, const Tensor& x, const Param& w, Tensor& saved_in) const {
-  if (!tp_.sequence_parallel) {
-    saved_in = x;
-    Tensor y = new_activation(ctx, x.shape());
-    ops::short_conv_forward(ctx, x, conv_weight(w.compute), y);
-    return y;
-  }
-  // The chunk with the K-1 positions before it; the outputs of the halo rows are not this rank's.
-  saved_in = gather_halo(ctx, x, kernel_, tp_.comm);
-  Tensor y_ext = new_activation(ctx, saved_in.shape());
-  ops::short_conv_forward(ctx, saved_in, conv_weight(w.compute), y_ext);
-  return y_ext.rows(kernel_ - 1, y_ext.dim(0));
+Tensor DecoderLayer::residual_conv(const DeviceContext& ctx, const Tensor& x, const Param& w, ConvInput& saved_in) const {
+  saved_in.x = x;
+  // With sequence parallelism the chunk's convolution reads the K-1 positions before it from the ranks before.
+  if (tp_.sequence_parallel) saved_in.halo = gather_halo(ctx, x, kernel_, tp_.comm);
+  Tensor y = new_activation(ctx, x.shape());
+  ops::short_conv_forward(ctx, x, conv_weight(w.compute), y, saved_in.halo);
+  return y;
 }
 
-Tensor DecoderLayer::residual_conv_backward(const DeviceContext& ctx, const Tensor& saved_in, const Param& w,
+Tensor DecoderLayer::residual_conv_backward(const DeviceContext& ctx, const ConvInput& saved_in, const Param& w,
                                             const Tensor& dy) const {
-  Tensor dy_in = dy;
-  if (tp_.sequence_parallel) {  // no gradient reaches the halo rows' own outputs: zeros there, dy after them
-    dy_in = new_tensor(ctx, saved_in.shape(), dy.dtype());
-    ops::zero(ctx, dy_in.rows(0, kernel_ - 1));
-    ops::copy(ctx, dy, dy_in.rows(kernel_ - 1, dy_in.dim(0)));
-  }
-  Tensor dx = new_activation(ctx, saved_in.shape());
-  ops::short_conv_backward(ctx, saved_in, conv_weight(w.compute), dy_in, dx, conv_weight(grad_target(ctx, w)));
-  return tp_.sequence_parallel ? scatter_halo_grad(ctx, dx, kernel_, tp_.comm) : dx;
+  Tensor dx = new_activation(ctx, saved_in.x.shape());
+  Tensor dhalo;
+  if (saved_in.halo.defined()) dhalo = new_activation(ctx, saved_in.halo.shape());
+  ops::short_conv_backward(ctx, saved_in.x, conv_weight(w.compute), dy, dx, conv_weight(grad_target(ctx, w)),
+                           saved_in.halo, dhalo);
+  // The halo positions' gradients go back to their owners; the later ranks' come into dx.
+  if (saved_in.halo.defined()) scatter_halo_grad(ctx, dx, dhalo, kernel_, tp_.comm);
+  return dx;
 }
 
 Tensor DecoderLayer::norm_again(const DeviceContext& ctx, const Tensor& h, const Param& w) const {

@@ -22,9 +22,14 @@ class DecoderLayer {
   DecoderLayer(const InklingConfig& config, int64_t layer, ParamTable& params, const TensorParallel& tp = {},
                const ExpertParallel& ep = {}, const RecomputeOptions& recompute = {});
 
+  // A residual convolution's input: the rows of the sequence region and, with sequence parallelism, the K-1
+  // positions before them (parallel/sp_halo.h; undefined without).
+  struct ConvInput {
+    Tensor x, halo;
+  };
   struct Saved {
-    // attn_out / mlp_out: the convolutions' inputs (with sequence parallelism: halo rows first).
-    Tensor h_in, a_norm, rstd_a, attn_out, h_mid, m_norm, rstd_m, mlp_out;
+    Tensor h_in, a_norm, rstd_a, h_mid, m_norm, rstd_m;
+    ConvInput attn_out, mlp_out;  // the convolutions' inputs
     AttentionBlock::Saved attn;
     DenseMlp::Saved dense;
     MoeBlock::Saved moe;
@@ -39,8 +44,9 @@ class DecoderLayer {
  private:
   // A residual short convolution of the sequence region: y for x, keeping its input in `saved_in`;
   // and its backward (returns dx, accumulates dw).
-  Tensor residual_conv(const DeviceContext& ctx, const Tensor& x, const Param& w, Tensor& saved_in) const;
-  Tensor residual_conv_backward(const DeviceContext& ctx, const Tensor& saved_in, const Param& w, const Tensor& dy) const;
+  Tensor residual_conv(const DeviceContext& ctx, const Tensor& x, const Param& w, ConvInput& saved_in) const;
+  Tensor residual_conv_backward(const DeviceContext& ctx, const ConvInput& saved_in, const Param& w,
+                                const Tensor& dy) const;
   // --recompute-modules layernorm: the norm of `h` again (its output; the statistics into a scratch tensor,
   // the saved ones serve the norm's backward), as the forward made it.
   Tensor norm_again(const DeviceContext& ctx, const Tensor& h, const Param& w) const;

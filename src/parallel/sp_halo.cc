@@ -28,8 +28,7 @@ HaloGeometry geometry(const Tensor& t, int64_t rows_besides_halo, int64_t kernel
   return g;
 }
 
-// A tensor of t's dtype, not zeroed: the callers zero only the rows nothing else writes (a pass over a whole
-// [Tc + H, C] chunk was 8.5 us at a seed rank, for rows the next copy overwrites).
+// A tensor of t's dtype, not zeroed: the callers zero only the rows nothing else writes.
 Tensor like(const DeviceContext& ctx, const Tensor& t, const Shape& shape) {
   return Tensor::empty(shape, t.dtype(), *ctx.allocator);
 }
@@ -47,32 +46,41 @@ Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
 
 Tensor gather_halo(const DeviceContext& ctx, const Tensor& chunk, int64_t kernel, Comm* tp) {
   const HaloGeometry g = geometry(chunk, chunk.ndim() == 2 ? chunk.dim(0) : 0, kernel, tp, "gather_halo");
-  Tensor ext = like(ctx, chunk, {g.H + g.Tc, g.C});
-  ops::copy(ctx, chunk, ext.rows(g.H, g.H + g.Tc));
-  if (g.H == 0) return ext;
-  ops::zero(ctx, ext.rows(0, g.H));  // the halo: rows before the sequence stay zero, the others are copied below
-  const int64_t m = std::min(g.H, g.Tc);
-  Tensor mine = like(ctx, chunk, {g.H, g.C});
-  if (g.H > m) ops::zero(ctx, mine.rows(0, g.H - m));  // a chunk shorter than the halo: the rows before it
-  ops::copy(ctx, chunk.rows(g.Tc - m, g.Tc), mine.rows(g.H - m, g.H));
+  if (g.H == 0) return like(ctx, chunk, {0, g.C});
+  // Every rank sends its last H positions (its chunk's own rows when Tc >= H: no copy).
+  Tensor mine;
+  if (g.Tc >= g.H) {
+    mine = chunk.rows(g.Tc - g.H, g.Tc);
+  } else {  // a chunk shorter than the halo: its rows at the end, zeros before them
+    mine = like(ctx, chunk, {g.H, g.C});
+    ops::zero(ctx, mine.rows(0, g.H - g.Tc));
+    ops::copy(ctx, chunk, mine.rows(g.H - g.Tc, g.H));
+  }
   const Tensor all = all_gather_rows(ctx, mine, tp);
   const int64_t start = g.rank * g.Tc;
+  // When Tc >= H the halo is the previous rank's contribution as a whole (or zeros on rank 0): a view.
+  if (g.Tc >= g.H && g.rank > 0) return all.rows((g.rank - 1) * g.H, g.rank * g.H);
+  Tensor halo = like(ctx, chunk, {g.H, g.C});
+  ops::zero(ctx, halo);  // rows before the sequence stay zero, the others are copied below
   for (int64_t i = 0; i < g.H; ++i) {
     const int64_t p = start - g.H + i;
     if (p < 0) continue;  // before the row's first position: zeros
     const int64_t src = g.owner(p) * g.H + g.contribution_row(p);
-    ops::copy(ctx, all.rows(src, src + 1), ext.rows(i, i + 1));
+    ops::copy(ctx, all.rows(src, src + 1), halo.rows(i, i + 1));
   }
-  return ext;
+  return halo;
 }
 
-Tensor scatter_halo_grad(const DeviceContext& ctx, const Tensor& dext, int64_t kernel, Comm* tp) {
-  QUILL_CHECK(dext.ndim() == 2 && dext.dim(0) >= kernel, "scatter_halo_grad: expected [K-1+Tc, C] rows, got {}",
-              dext.describe());
-  const HaloGeometry g = geometry(dext, dext.dim(0) - (kernel - 1), kernel, tp, "scatter_halo_grad");
-  const Tensor dchunk = dext.rows(g.H, g.H + g.Tc);  // in place (a copy of the chunk was 12.6 us at a seed rank)
-  if (g.H == 0) return dchunk;
-  const Tensor all = all_gather_rows(ctx, dext.rows(0, g.H), tp);
+void scatter_halo_grad(const DeviceContext& ctx, const Tensor& dchunk, const Tensor& dhalo, int64_t kernel, Comm* tp) {
+  const HaloGeometry g = geometry(dchunk, dchunk.ndim() == 2 ? dchunk.dim(0) : 0, kernel, tp, "scatter_halo_grad");
+  QUILL_CHECK(dhalo.ndim() == 2 && dhalo.dim(0) == g.H && dhalo.dim(1) == g.C,
+              "scatter_halo_grad: expected dhalo [{}, {}], got {}", g.H, g.C, dhalo.describe());
+  if (g.H == 0) return;
+  const Tensor all = all_gather_rows(ctx, dhalo, tp);
+  if (g.Tc >= g.H) {  // only the next rank's halo covers this chunk: its last H rows
+    if (g.rank + 1 < g.ranks) ops::add_inplace(ctx, dchunk.rows(g.Tc - g.H, g.Tc), all.rows((g.rank + 1) * g.H, (g.rank + 2) * g.H));
+    return;
+  }
   // Rank r's halo row i is position r*Tc - H + i; the ones that fall in this rank's chunk add here.
   for (int r = g.rank + 1; r < g.ranks; ++r) {
     for (int64_t i = 0; i < g.H; ++i) {
@@ -82,7 +90,6 @@ Tensor scatter_halo_grad(const DeviceContext& ctx, const Tensor& dext, int64_t k
       ops::add_inplace(ctx, dchunk.rows(row, row + 1), all.rows(src, src + 1));
     }
   }
-  return dchunk;
 }
 
 }  // namespace quill

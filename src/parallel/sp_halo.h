@@ -4,7 +4,8 @@
 // positions before it: the previous ranks' last positions (several ranks' when Tc < K-1), zeros
 // before position 0. Its backward sends those positions' gradients back to their owners.
 //
-// Shapes: chunk_TC [Tc, C] (this rank's positions), ext_EC [K-1+Tc, C] (the halo, then the chunk).
+// The convolution reads the halo beside the chunk (ops/short_conv.h), so neither call copies the chunk.
+// Shapes: chunk_TC [Tc, C] (this rank's positions), halo_HC [K-1, C] (the positions before it).
 // Both calls are collective over `tp` (null or one rank: the halo is zeros, as on one device).
 #pragma once
 
@@ -13,11 +14,11 @@
 
 namespace quill {
 
-// [K-1 halo rows; the chunk]: what the convolution of this rank's positions reads.
+// The K-1 rows before this rank's chunk: what its convolution reads before its first position.
 Tensor gather_halo(const DeviceContext& ctx, const Tensor& chunk_TC, int64_t kernel, Comm* tp);
-// dext [K-1+Tc, C] -> dchunk [Tc, C]: this rank's own rows plus the halo gradients that the later
-// ranks computed for its positions. dchunk is dext's rows after the halo, added to in place (no copy: dext is the
-// caller's temporary, consumed here).
-Tensor scatter_halo_grad(const DeviceContext& ctx, const Tensor& dext_EC, int64_t kernel, Comm* tp);
+// dchunk [Tc, C] += the halo gradients dhalo [K-1, C] that the later ranks computed for this rank's positions
+// (in place); this rank's own dhalo goes to the earlier ranks.
+void scatter_halo_grad(const DeviceContext& ctx, const Tensor& dchunk_TC, const Tensor& dhalo_HC, int64_t kernel,
+                       Comm* tp);
 
 }  // namespace quill

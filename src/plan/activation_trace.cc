@@ -202,39 +202,26 @@ void StageTrace::release(Activations& act) {
 
 // --- DecoderLayer -------------------------------------------------------------------------------
 
-// DecoderLayer::residual_conv: the input is kept for the backward (with SP, a new tensor with the
-// K-1 rows before the chunk: gather_halo), the output is a new tensor (with SP, K-1 rows longer).
+// DecoderLayer::residual_conv: the input is kept for the backward, with SP beside the K-1 rows before the chunk
+// (sp_halo.cc gather_halo: the ranks' last rows gathered, the halo a view of them); the output is a new tensor.
 StageTrace::Id StageTrace::residual_conv(Layer& s, Id x) {
   const int64_t H = c_.conv_kernel_size - 1;
-  if (!sp_) {
-    mem_.retag(x, Use::Saved);
-    s.saved.push_back(x);
-    return activation(Use::Saved, Tseq_, D_);
-  }
-  s.saved.push_back(activation(Use::Saved, H + Tseq_, D_));  // sp_halo.cc gather_halo: ext
-  if (H > 0) {
-    const Id mine = activation(Use::Gather, H, D_), all = activation(Use::Gather, tp_ * H, D_);
-    mem_.free(all);
-    mem_.free(mine);
-  }
-  const Id y = activation(Use::Saved, H + Tseq_, D_);
-  mem_.free(x);  // the op's input, a temporary of the caller
-  return y;
+  mem_.retag(x, Use::Saved);
+  s.saved.push_back(x);
+  if (sp_ && H > 0) s.saved.push_back(activation(Use::Saved, tp_ * H, D_));
+  return activation(Use::Saved, Tseq_, D_);
 }
 
 // DecoderLayer::residual_conv_backward.
 StageTrace::Id StageTrace::residual_conv_backward(const std::string& conv) {
   const int64_t H = c_.conv_kernel_size - 1, K = c_.conv_kernel_size;
-  if (!sp_) {
-    const Id dx = activation(Use::Temporary, Tseq_, D_);
-    mem_.free(grad_scratch(conv, D_ * K));
-    return dx;
-  }
-  const Id dy_in = activation(Use::Temporary, H + Tseq_, D_), dx = activation(Use::Temporary, H + Tseq_, D_);
+  const Id dx = activation(Use::Temporary, Tseq_, D_);
   mem_.free(grad_scratch(conv, D_ * K));
-  // sp_halo.cc scatter_halo_grad: the chunk's gradient is dx's rows after the halo, in place.
-  if (H > 0) mem_.free(activation(Use::Gather, tp_ * H, D_));
-  mem_.free(dy_in);
+  if (sp_ && H > 0) {  // dhalo, then every rank's gathered (sp_halo.cc scatter_halo_grad), added into dx
+    const Id dhalo = activation(Use::Temporary, H, D_), all = activation(Use::Gather, tp_ * H, D_);
+    mem_.free(all);
+    mem_.free(dhalo);
+  }
   return dx;
 }
 

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -95,6 +96,52 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaShortConvTest,
                                            Case{129, 128, 4},   // one position past a forward tile
                                            Case{1500, 4096, 4},  // the model width; T not a multiple of a tile
                                            Case{8192, 1024, 4}));  // the k/v convolutions of one row
+
+// With a halo (sequence parallelism: the K-1 positions before the chunk, ops/short_conv.h): y, dx, dhalo and
+// dw against the CPU's halo form, the halo's first row zeros (a chunk at the row's start has only zeros).
+class CudaShortConvHaloTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaShortConvHaloTest, MatchesCpu) {
+  QUILL_REQUIRE_GPU();
+  const Case c = GetParam();
+  const int64_t H = c.K - 1;
+  const Tensor x = round_bf16(random_tensor({c.T, c.C}, DType::F32, 1001));
+  Tensor halo = round_bf16(random_tensor({H, c.C}, DType::F32, 1002));
+  if (H > 1) std::fill_n(halo.data_as<float>(), c.C, 0.0f);
+  const Tensor w = random_tensor({c.C, c.K}, DType::F32, 1003, 0.5);
+  const Tensor dy = round_bf16(random_tensor({c.T, c.C}, DType::F32, 1004));
+  const Tensor dw_init = random_tensor({c.C, c.K}, DType::F32, 1005, 0.5);
+  Tensor y_ref = Tensor::empty({c.T, c.C}, DType::F32), dx_ref = Tensor::empty({c.T, c.C}, DType::F32);
+  Tensor dhalo_ref = Tensor::empty({H, c.C}, DType::F32), dw_ref = dw_init.clone();
+  ops::short_conv_forward(DeviceContext::cpu(), x, w, y_ref, halo);
+  ops::short_conv_backward(DeviceContext::cpu(), x, w, dy, dx_ref, dw_ref, halo, dhalo_ref);
+
+  const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::F32), dyd = to_device(dy, DType::BF16);
+  const Tensor halod = to_device(halo, DType::BF16);
+  auto y = poisoned_output({c.T, c.C}, DType::BF16);
+  auto dx = poisoned_output({c.T, c.C}, DType::BF16);
+  auto dhalo = poisoned_output({H, c.C}, DType::BF16);
+  auto dw = to_guarded_device(dw_init, DType::F32);
+  ops::short_conv_forward(test::gpu_ctx(), xd, wd, y->tensor(), halod);
+  ops::short_conv_backward(test::gpu_ctx(), xd, wd, dyd, dx->tensor(), dw->tensor(), halod, dhalo->tensor());
+  expect_close("y", to_host_f32(y->tensor()), y_ref, 1e-2);
+  expect_close("dx", to_host_f32(dx->tensor()), dx_ref, 1e-2);
+  if (H > 0) expect_close("dhalo", to_host_f32(dhalo->tensor()), dhalo_ref, 1e-2);
+  expect_close("dw", to_host_f32(dw->tensor()), dw_ref, 1e-4);
+  EXPECT_TRUE(y->guards_intact()) << "y written outside its bounds";
+  EXPECT_TRUE(dx->guards_intact()) << "dx written outside its bounds";
+  EXPECT_TRUE(dhalo->guards_intact()) << "dhalo written outside its bounds";
+  EXPECT_TRUE(dw->guards_intact()) << "dw written outside its bounds";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaShortConvHaloTest,
+                         ::testing::Values(Case{2048, 4096, 4},  // a seed rank's chunk (TP4 SP of 8,192)
+                                           Case{517, 67, 4},     // one-channel kernels, a partial channel tile
+                                           Case{3, 40, 4},       // fewer positions than taps
+                                           Case{2, 16, 4},       // a chunk shorter than the halo, 16-byte kernels
+                                           Case{1000, 64, 1},    // one tap: an empty halo
+                                           Case{300, 8, 8},      // the largest tap count
+                                           Case{777, 72, 5}));   // 2-row backward slices
 
 // One tensor of the op starts `misalign` bytes past a 16-byte boundary (the others aligned): x, y
 // (forward) or dy, dx (backward) send the op to the one-channel kernels; dw misaligned by 4 bytes

@@ -1,8 +1,13 @@
 // Short convolution CPU reference: hand values, finite-difference gradients in double (including a
-// sequence shorter than the kernel), accumulate semantics, shape errors, float/double agreement.
+// sequence shorter than the kernel, and with a halo), accumulate semantics, shape errors, float/double
+// agreement, and the halo form against the convolution over [halo; chunk] bit for bit.
 #include "ops/short_conv.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "util/test_util.h"
@@ -54,6 +59,61 @@ TEST(ShortConvCpu, GradientsMatchFiniteDifferences) { check_fd(7, 6, 3, 100); }
 TEST(ShortConvCpu, GradientsMatchFiniteDifferencesWhenSequenceShorterThanKernel) { check_fd(2, 5, 4, 200); }
 TEST(ShortConvCpu, GradientsMatchFiniteDifferencesSingleTap) { check_fd(5, 3, 1, 300); }
 
+// With a halo: the gradients of x, w and the halo (dhalo) by finite differences.
+void check_fd_with_halo(int64_t T, int64_t C, int64_t K, uint64_t seed) {
+  Tensor x = random_tensor({T, C}, DType::F64, seed);
+  Tensor halo = random_tensor({K - 1, C}, DType::F64, seed + 3);
+  Tensor w = random_tensor({C, K}, DType::F64, seed + 1, 0.5);
+  Tensor probe = random_tensor({T, C}, DType::F64, seed + 2);
+  Tensor dx = Tensor::empty({T, C}, DType::F64), dw = Tensor::zeros({C, K}, DType::F64);
+  Tensor dhalo = Tensor::empty({K - 1, C}, DType::F64);
+  ops::short_conv_backward(kCpu, x, w, probe, dx, dw, halo, dhalo);
+  Tensor y = Tensor::empty({T, C}, DType::F64);
+  auto loss = [&] {
+    ops::short_conv_forward(kCpu, x, w, y, halo);
+    return dot(y, probe);
+  };
+  test::check_gradients(loss, {{"x", x, dx}, {"w", w, dw}, {"halo", halo, dhalo}}, 1e-6, 1e-6);
+}
+
+TEST(ShortConvCpu, GradientsWithAHaloMatchFiniteDifferences) {
+  check_fd_with_halo(7, 6, 4, 400);
+  check_fd_with_halo(2, 5, 4, 500);  // a chunk shorter than the halo
+  check_fd_with_halo(5, 3, 2, 600);
+}
+
+// The halo form is the convolution over [halo; chunk] keeping the chunk's outputs, with no gradient into the
+// halo rows' outputs: y, dx, dhalo and dw the same bits (fp32), halo rows of zeros included (position 0).
+TEST(ShortConvCpu, HaloEqualsTheConvolutionOverHaloAndChunk) {
+  for (const auto& [T, K] : {std::pair<int64_t, int64_t>{9, 4}, {2, 4}, {6, 2}, {5, 1}}) {
+    SCOPED_TRACE("T " + std::to_string(T) + " K " + std::to_string(K));
+    const int64_t C = 5, H = K - 1;
+    const Tensor x = random_tensor({T, C}, DType::F32, 11), w = random_tensor({C, K}, DType::F32, 12, 0.5);
+    const Tensor dy = random_tensor({T, C}, DType::F32, 13);
+    Tensor halo = random_tensor({H, C}, DType::F32, 14);
+    if (H > 1) std::fill_n(halo.data_as<float>(), C, 0.0f);  // a first halo row before the sequence: zeros
+    Tensor ext = Tensor::empty({H + T, C}, DType::F32), dy_ext = Tensor::zeros({H + T, C}, DType::F32);
+    std::copy_n(halo.data_as<float>(), H * C, ext.data_as<float>());
+    std::copy_n(x.data_as<float>(), T * C, ext.data_as<float>() + H * C);
+    std::copy_n(dy.data_as<float>(), T * C, dy_ext.data_as<float>() + H * C);
+    Tensor y_ext = Tensor::empty({H + T, C}, DType::F32), dx_ext = Tensor::empty({H + T, C}, DType::F32);
+    Tensor dw_ext = Tensor::zeros({C, K}, DType::F32);
+    ops::short_conv_forward(kCpu, ext, w, y_ext);
+    ops::short_conv_backward(kCpu, ext, w, dy_ext, dx_ext, dw_ext);
+
+    Tensor y = Tensor::empty({T, C}, DType::F32), dx = Tensor::empty({T, C}, DType::F32);
+    Tensor dhalo = Tensor::empty({H, C}, DType::F32), dw = Tensor::zeros({C, K}, DType::F32);
+    ops::short_conv_forward(kCpu, x, w, y, halo);
+    ops::short_conv_backward(kCpu, x, w, dy, dx, dw, halo, dhalo);
+    for (int64_t i = 0; i < T * C; ++i) {
+      ASSERT_EQ(y.data_as<float>()[i], y_ext.data_as<float>()[H * C + i]) << "y " << i;
+      ASSERT_EQ(dx.data_as<float>()[i], dx_ext.data_as<float>()[H * C + i]) << "dx " << i;
+    }
+    for (int64_t i = 0; i < H * C; ++i) ASSERT_EQ(dhalo.data_as<float>()[i], dx_ext.data_as<float>()[i]) << "dhalo " << i;
+    for (int64_t i = 0; i < C * K; ++i) ASSERT_EQ(dw.data_as<float>()[i], dw_ext.data_as<float>()[i]) << "dw " << i;
+  }
+}
+
 TEST(ShortConvCpu, BackwardOverwritesDxAndAccumulatesDw) {
   const int64_t T = 7, C = 6, K = 3;
   Tensor x = random_tensor({T, C}, DType::F64, 1);
@@ -104,6 +164,16 @@ TEST(ShortConvCpu, RejectsBadShapesAndAliasing) {
   EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, Tensor::zeros({4, 2}, DType::F32)), Error);
   EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, Tensor::empty({5, 3}, DType::F32), dw), Error);
   EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, y, dw), Error);
+  // A halo of K-1 rows of x's width and dtype, and its gradient exactly when it is given.
+  const Tensor halo = random_tensor({2, 4}, DType::F32, 3);
+  Tensor dhalo = Tensor::empty({2, 4}, DType::F32);
+  EXPECT_THROW(ops::short_conv_forward(kCpu, x, w, y, Tensor::empty({3, 4}, DType::F32)), Error);
+  EXPECT_THROW(ops::short_conv_forward(kCpu, x, w, y, Tensor::empty({2, 5}, DType::F32)), Error);
+  EXPECT_THROW(ops::short_conv_forward(kCpu, x, w, y, Tensor::empty({2, 4}, DType::F64)), Error);
+  EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, dw, halo, Tensor()), Error);
+  EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, dw, Tensor(), dhalo), Error);
+  EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, dw, halo, Tensor::empty({1, 4}, DType::F32)), Error);
+  EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, dw, halo, halo), Error);
 }
 
 }  // namespace

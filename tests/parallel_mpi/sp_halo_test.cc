@@ -1,8 +1,8 @@
 // The short-convolution halo of sequence parallelism under mpirun, against the whole row on one
-// rank: every rank convolves [halo; its chunk] and keeps its chunk's outputs, which must equal the
-// whole row's; the chunk gradients after scatter_halo_grad must equal the whole row's input
-// gradient, and the weight gradients summed over ranks the whole row's. Includes chunks shorter than
-// the kernel (the halo then spans several ranks) and a kernel of 1 (no halo).
+// rank: every rank convolves its chunk with the halo gathered from the ranks before it, whose outputs
+// must equal the whole row's; the chunk gradients after scatter_halo_grad must equal the whole row's
+// input gradient, and the weight gradients summed over ranks the whole row's. Includes chunks shorter
+// than the kernel (the halo then spans several ranks) and a kernel of 1 (no halo).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,17 +44,17 @@ TEST(SpHalo, ChunkedConvolutionEqualsTheWholeRow) {
     ops::short_conv_backward(ctx, x, w, dy, dx, dw);
     // This rank's chunk.
     const Tensor chunk = x.rows(rank * Tc, (rank + 1) * Tc).clone();
-    const Tensor ext = gather_halo(ctx, chunk, K, &world);
-    ASSERT_EQ(ext.dim(0), K - 1 + Tc);
-    Tensor y_ext = Tensor::empty(ext.shape(), DType::F32);
-    ops::short_conv_forward(ctx, ext, w, y_ext);
-    expect_near(y_ext.rows(K - 1, K - 1 + Tc).clone(), y.rows(rank * Tc, (rank + 1) * Tc).clone(), "forward");
-    // Backward: no gradient flows into the halo rows' outputs (they belong to other ranks).
-    Tensor dy_ext = Tensor::zeros(ext.shape(), DType::F32);
-    std::copy(dy.data_as<float>() + rank * Tc * C, dy.data_as<float>() + (rank + 1) * Tc * C, dy_ext.data_as<float>() + (K - 1) * C);
-    Tensor dx_ext = Tensor::empty(ext.shape(), DType::F32), dw_mine = Tensor::zeros({C, K}, DType::F32);
-    ops::short_conv_backward(ctx, ext, w, dy_ext, dx_ext, dw_mine);
-    const Tensor dchunk = scatter_halo_grad(ctx, dx_ext, K, &world);
+    const Tensor halo = gather_halo(ctx, chunk, K, &world);
+    ASSERT_EQ(halo.shape(), Shape({K - 1, C}));
+    Tensor y_mine = Tensor::empty(chunk.shape(), DType::F32);
+    ops::short_conv_forward(ctx, chunk, w, y_mine, halo);
+    expect_near(y_mine, y.rows(rank * Tc, (rank + 1) * Tc).clone(), "forward");
+    // Backward: this chunk's gradients, the halo's going back to the ranks before.
+    const Tensor dy_mine = dy.rows(rank * Tc, (rank + 1) * Tc).clone();
+    Tensor dchunk = Tensor::empty(chunk.shape(), DType::F32), dhalo = Tensor::empty(halo.shape(), DType::F32);
+    Tensor dw_mine = Tensor::zeros({C, K}, DType::F32);
+    ops::short_conv_backward(ctx, chunk, w, dy_mine, dchunk, dw_mine, halo, dhalo);
+    scatter_halo_grad(ctx, dchunk, dhalo, K, &world);
     expect_near(dchunk, dx.rows(rank * Tc, (rank + 1) * Tc).clone(), "input gradient");
     world.all_reduce(dw_mine, ReduceOp::Sum);
     expect_near(dw_mine, dw, "weight gradient summed over ranks");

@@ -106,8 +106,10 @@ void router_gate_backward_input(const DeviceContext& ctx, const Tensor& dlogits_
 void router_gate_backward_weight(const DeviceContext& ctx, const Tensor& dlogits_TX, const Tensor& x_TD, const Tensor& dw_XD, bool accumulate);
 void router_backward(const DeviceContext& ctx, const Tensor& logits_NX, const Tensor& topk_idx_Nk, const Tensor& weights_NW, const Tensor& global_scale, const RouterParams& params, const Tensor& dweights_NW, const Tensor& dlogits_NX, const Tensor& dglobal_scale);
 // ops/short_conv.h
-void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC);
-void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& dy_TC, const Tensor& dx_TC, const Tensor& dw_CK);
+void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC,
+                        const Tensor& halo_HC);
+void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& dy_TC,
+                         const Tensor& dx_TC, const Tensor& dw_CK, const Tensor& halo_HC, const Tensor& dhalo_HC);
 // ops/swiglu.h
 void swiglu_forward(const DeviceContext& ctx, const Tensor& h_N2F, const Tensor& a_NF);
 void swiglu_backward(const DeviceContext& ctx, const Tensor& h_N2F, const Tensor& da_NF, const Tensor& dh_N2F);

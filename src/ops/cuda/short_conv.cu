@@ -1,12 +1,15 @@
 // CUDA depthwise causal short convolution with residual (ops/short_conv.h; dtypes:
 // docs/decisions/cuda-precision.md).
-//   forward:  y[t, c] = x[t, c] + sum_{j<K} w[c, j] * x[t - (K-1) + j, c]       (x[negative] = 0)
+//   forward:  y[t, c] = x[t, c] + sum_{j<K} w[c, j] * x[t - (K-1) + j, c]       (x[negative] = 0, or the halo)
 //   backward: dx[s, c] = dy[s, c] + sum_{j<K} w[c, j] * dy[s + (K-1) - j, c]   (dy[>= T] = 0; overwritten)
+//             dhalo[i, c] = sum_{j<K} w[c, j] * dy[i - j, c]                   (0 <= i - j < T; with a halo)
 //             dw[c, j] += sum_t dy[t, c] * x[t - (K-1) + j, c]                  (accumulated)
-// Legend: T positions of one sequence, C channels, K taps (1..kMaxTaps; Inkling uses 4).
-// Dtypes: x_TC, y_TC, dy_TC, dx_TC BF16 [T, C]; w_CK, dw_CK F32 [C, K]. All arithmetic fp32, taps
-// added in j order as the CPU reference does, and a tap that falls outside [0, T) is skipped (not
-// added as a zero), as there.
+// Legend: T positions of one sequence, C channels, K taps (1..kMaxTaps; Inkling uses 4), H = K - 1 halo rows
+// (sequence parallelism: ops/short_conv.h).
+// Dtypes: x_TC, y_TC, dy_TC, dx_TC BF16 [T, C]; halo_HC, dhalo_HC BF16 [K-1, C]; w_CK, dw_CK F32 [C, K]. All
+// arithmetic fp32, taps added in j order as the CPU reference does; a tap before position 0 reads the halo
+// when there is one (added even when zero), a tap outside [0, T) otherwise is skipped (not added as a zero),
+// as there.
 //
 // Layout (one kernel per direction, templated on kW channels per thread and on K):
 // - A thread owns kW channels of the row (a unit, bf16_units.cuh): kW = 8 (one 16-byte load or
@@ -32,6 +35,7 @@
 // convolutions fewer threads than the GPU holds; they measured 25-50% of the copy ceiling
 // (bench/results/2026-11-30-slice-v5). The scalar fallback divided by C per element and read every
 // element K times from global memory.
+// - The halo's gradient (a few rows) is one small kernel of its own, a thread per element.
 // y must not alias x, nor dx alias dy or x (outputs are written while neighbours are still read).
 #include <algorithm>
 #include <cstdint>
@@ -148,25 +152,28 @@ __device__ __forceinline__ void store_k(float* p, const float (&v)[K]) {
   }
 }
 
-// out[i] = the thread's unit of row first + i (base points at the thread's channels of row 0), zero
-// for a row outside [0, T).
+// out[i] = the thread's unit of row first + i (base points at the thread's channels of row 0); for a row
+// before 0 the halo's row H + r when there is one (halo points at the thread's channels of halo row 0, or is
+// nullptr); zero for any other row outside [0, T).
 template <int kW, int n>
 __device__ __forceinline__ void load_rows(Bf16Unit<kW> (&out)[n], const __nv_bfloat16* __restrict__ base, int64_t first,
-                                          int64_t T, int64_t C) {
+                                          int64_t T, int64_t C, const __nv_bfloat16* __restrict__ halo = nullptr,
+                                          int64_t H = 0) {
 #pragma unroll
   for (int i = 0; i < n; ++i) {
     const int64_t r = first + i;
-    out[i] = r >= 0 && r < T ? load_unit<kW>(base + r * C) : zero_unit<kW>();
+    if (r >= 0) out[i] = r < T ? load_unit<kW>(base + r * C) : zero_unit<kW>();
+    else out[i] = halo != nullptr && H + r >= 0 ? load_unit<kW>(halo + (H + r) * C) : zero_unit<kW>();
   }
 }
 
 // Forward of rows a .. a + U - 1 from win[i] = x[a - (K-1) + i]; y points at row a, wt at the
 // thread's taps in shared memory (read per tile: the taps then take no registers while the window's
 // loads are in flight). kEdge: some row is at or past T, or some tap before 0 (checked per row and
-// tap; interior tiles skip the checks).
+// tap; interior tiles skip the checks); with a halo, taps before 0 are added (the window holds its rows).
 template <int kW, int K, int U, bool kEdge>
 __device__ __forceinline__ void forward_rows(const Bf16Unit<kW> (&win)[U + K - 1], const float* wt, int64_t a,
-                                             int64_t T, int64_t C, __nv_bfloat16* __restrict__ y) {
+                                             int64_t T, int64_t C, bool has_halo, __nv_bfloat16* __restrict__ y) {
   using Tl = Tiling<kW, K>;
   float wr[kW][K];
 #pragma unroll
@@ -180,7 +187,7 @@ __device__ __forceinline__ void forward_rows(const Bf16Unit<kW> (&win)[U + K - 1
       float acc = opaque_elem(win[u + K - 1], ch);
 #pragma unroll
       for (int j = 0; j < K; ++j)
-        if (!kEdge || a + u - (K - 1) + j >= 0) acc += wr[ch][j] * opaque_elem(win[u + j], ch);
+        if (!kEdge || has_halo || a + u - (K - 1) + j >= 0) acc += wr[ch][j] * opaque_elem(win[u + j], ch);
       out[ch] = acc;
     }
     store_unit<kW>(y + u * C, out);
@@ -201,8 +208,9 @@ __device__ __forceinline__ void stage_taps(float* wsh, const float* __restrict__
 // owns channels [c0, c0 + kW) and, in every tile of its block's run, the kFwdRows rows of slice s.
 template <int kW, int K>
 __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kFwdMinBlocks)
-    short_conv_forward_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w, int64_t T, int64_t C,
-                              int64_t tiles_per_block, __nv_bfloat16* __restrict__ y) {
+    short_conv_forward_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ halo,
+                              const float* __restrict__ w, int64_t T, int64_t C, int64_t tiles_per_block,
+                              __nv_bfloat16* __restrict__ y) {
   using Tl = Tiling<kW, K>;
   constexpr int U = Tl::kFwdRows;
   __shared__ __align__(16) float wsh[Tl::kGroups * Tl::kStride];  // [group][kSums]
@@ -218,9 +226,9 @@ __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kFwdMinBlocks)
     const int64_t a = tile * Tl::kFwdTile + int64_t(s) * U;  // the slice's first row
     if (a >= T) break;
     Bf16Unit<kW> win[U + K - 1];
-    load_rows<kW, U + K - 1>(win, x + c0, a - (K - 1), T, C);
-    if (a >= K - 1 && a + U <= T) forward_rows<kW, K, U, false>(win, wt, a, T, C, y + a * C + c0);
-    else forward_rows<kW, K, U, true>(win, wt, a, T, C, y + a * C + c0);
+    load_rows<kW, U + K - 1>(win, x + c0, a - (K - 1), T, C, halo != nullptr ? halo + c0 : nullptr, K - 1);
+    if (a >= K - 1 && a + U <= T) forward_rows<kW, K, U, false>(win, wt, a, T, C, false, y + a * C + c0);
+    else forward_rows<kW, K, U, true>(win, wt, a, T, C, halo != nullptr, y + a * C + c0);
   }
 }
 
@@ -228,11 +236,11 @@ __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kFwdMinBlocks)
 // stored at dx (row a); the dw sums read from and written back to dws (the thread's kW * K sums in
 // shared memory), one channel's K at a time, with that channel's taps from wt. Channel by channel,
 // so that only one channel's columns of the two windows are unpacked at a time. kEdge as in
-// forward_rows (rows past T, taps of dx at or past T, taps of dw before 0).
+// forward_rows (rows past T, taps of dx at or past T, taps of dw before 0 unless there is a halo).
 template <int kW, int K, int U, bool kEdge>
 __device__ __forceinline__ void backward_rows(const Bf16Unit<kW> (&xw)[U + K - 1], const Bf16Unit<kW> (&gw)[U + K - 1],
                                               const float* wt, float* dws, int64_t a, int64_t T, int64_t C,
-                                              __nv_bfloat16* __restrict__ dx) {
+                                              bool has_halo, __nv_bfloat16* __restrict__ dx) {
   using Tl = Tiling<kW, K>;
   OutUnit<kW> out[U];
 #pragma unroll
@@ -256,7 +264,7 @@ __device__ __forceinline__ void backward_rows(const Bf16Unit<kW> (&xw)[U + K - 1
       if (kEdge && a + u >= T) continue;
 #pragma unroll
       for (int j = 0; j < K; ++j)
-        if (!kEdge || a + u - (K - 1) + j >= 0) dwc[j] = fmaf(g0, xcol[u + j], dwc[j]);
+        if (!kEdge || has_halo || a + u - (K - 1) + j >= 0) dwc[j] = fmaf(g0, xcol[u + j], dwc[j]);
     }
     store_k<K, Tl::kVecShared>(dws + ch * K, dwc);
   }
@@ -272,8 +280,9 @@ __device__ __forceinline__ void backward_rows(const Bf16Unit<kW> (&xw)[U + K - 1
 // the final barrier).
 template <int kW, int K>
 __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kBwdMinBlocks)
-    short_conv_backward_kernel(const __nv_bfloat16* __restrict__ x, const float* __restrict__ w,
-                               const __nv_bfloat16* __restrict__ dy, int64_t T, int64_t C, int64_t tiles_per_block,
+    short_conv_backward_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ halo,
+                               const float* __restrict__ w, const __nv_bfloat16* __restrict__ dy, int64_t T, int64_t C,
+                               int64_t tiles_per_block,
                                __nv_bfloat16* __restrict__ dx, float* __restrict__ partials, bool dw_aligned16) {
   using Tl = Tiling<kW, K>;
   constexpr int U = Tl::kBwdRows;
@@ -293,10 +302,11 @@ __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kBwdMinBlocks)
     const int64_t a = tile * Tl::kBwdTile + int64_t(s) * U;
     if (a >= T) break;
     Bf16Unit<kW> xw[U + K - 1], gw[U + K - 1];
-    load_rows<kW, U + K - 1>(xw, x + c0, a - (K - 1), T, C);
+    load_rows<kW, U + K - 1>(xw, x + c0, a - (K - 1), T, C, halo != nullptr ? halo + c0 : nullptr, K - 1);
     load_rows<kW, U + K - 1>(gw, dy + c0, a, T, C);
-    if (a >= K - 1 && a + U + K - 1 <= T) backward_rows<kW, K, U, false>(xw, gw, wt, dws, a, T, C, dx + a * C + c0);
-    else backward_rows<kW, K, U, true>(xw, gw, wt, dws, a, T, C, dx + a * C + c0);
+    if (a >= K - 1 && a + U + K - 1 <= T)
+      backward_rows<kW, K, U, false>(xw, gw, wt, dws, a, T, C, false, dx + a * C + c0);
+    else backward_rows<kW, K, U, true>(xw, gw, wt, dws, a, T, C, halo != nullptr, dx + a * C + c0);
   }
   // The block's sums over its slices, in slice order, into row blockIdx.y of `partials` [splits,
   // C*K] (the tile splits' rows are added in split order afterwards, ordered_sum.h: no float
@@ -329,6 +339,21 @@ __global__ void __launch_bounds__(kThreads, Tiling<kW, K>::kBwdMinBlocks)
   }
 }
 
+// dhalo[i, c] = sum over taps j (in order) with 0 <= i - j < T of w[c, j] * dy[i - j, c]: the halo position
+// i - H read by output i - j through tap j. One thread per element of the [H, C] halo.
+__global__ void short_conv_halo_grad_kernel(const float* __restrict__ w, const __nv_bfloat16* __restrict__ dy,
+                                            int64_t T, int64_t C, int K, __nv_bfloat16* __restrict__ dhalo) {
+  const int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= int64_t(K - 1) * C) return;
+  const int64_t i = e / C, c = e % C;
+  float acc = 0.0f;
+  for (int j = 0; j < K; ++j) {
+    const int64_t t = i - j;
+    if (t >= 0 && t < T) acc += w[c * K + j] * __bfloat162float(dy[t * C + c]);
+  }
+  dhalo[e] = __float2bfloat16_rn(acc);
+}
+
 // Grid of one resident wave: the channel blocks times as many splits of the tiles as fit (at least
 // one), each split a contiguous run of tiles_per_block tiles.
 struct TiledGrid {
@@ -348,22 +373,30 @@ TiledGrid tiled_grid(const DeviceContext& ctx, Kernel kernel, int64_t T, int64_t
   return g;
 }
 
-template <int kW, int K>
-void launch_forward(const DeviceContext& ctx, const Tensor& x, const Tensor& w, const Tensor& y, int64_t T, int64_t C) {
-  using Tl = Tiling<kW, K>;
-  const TiledGrid g = tiled_grid(ctx, short_conv_forward_kernel<kW, K>, T, C, kW, Tl::kGroups, Tl::kFwdTile);
-  short_conv_forward_kernel<kW, K><<<g.grid, kThreads, 0, stream_of(ctx)>>>(
-      x.data_as<__nv_bfloat16>(), w.data_as<float>(), T, C, g.tiles_per_block, y.data_as<__nv_bfloat16>());
+// The halo's data, or nullptr without one (an undefined tensor, or K = 1: no rows).
+const __nv_bfloat16* halo_data(const Tensor& halo) {
+  return halo.defined() && halo.numel() > 0 ? halo.data_as<__nv_bfloat16>() : nullptr;
 }
 
 template <int kW, int K>
-void launch_backward(const DeviceContext& ctx, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                     const Tensor& dw, int64_t T, int64_t C) {
+void launch_forward(const DeviceContext& ctx, const Tensor& x, const Tensor& halo, const Tensor& w, const Tensor& y,
+                    int64_t T, int64_t C) {
+  using Tl = Tiling<kW, K>;
+  const TiledGrid g = tiled_grid(ctx, short_conv_forward_kernel<kW, K>, T, C, kW, Tl::kGroups, Tl::kFwdTile);
+  short_conv_forward_kernel<kW, K><<<g.grid, kThreads, 0, stream_of(ctx)>>>(
+      x.data_as<__nv_bfloat16>(), halo_data(halo), w.data_as<float>(), T, C, g.tiles_per_block,
+      y.data_as<__nv_bfloat16>());
+}
+
+template <int kW, int K>
+void launch_backward(const DeviceContext& ctx, const Tensor& x, const Tensor& halo, const Tensor& w, const Tensor& dy,
+                     const Tensor& dx, const Tensor& dw, int64_t T, int64_t C) {
   using Tl = Tiling<kW, K>;
   const TiledGrid g = tiled_grid(ctx, short_conv_backward_kernel<kW, K>, T, C, kW, Tl::kGroups, Tl::kBwdTile);
   Tensor partials = Tensor::empty({static_cast<int64_t>(g.grid.y), C * K}, DType::F32, *ctx.allocator);
   short_conv_backward_kernel<kW, K><<<g.grid, kThreads, 0, stream_of(ctx)>>>(
-      x.data_as<__nv_bfloat16>(), w.data_as<float>(), dy.data_as<__nv_bfloat16>(), T, C, g.tiles_per_block,
+      x.data_as<__nv_bfloat16>(), halo_data(halo), w.data_as<float>(), dy.data_as<__nv_bfloat16>(), T, C,
+      g.tiles_per_block,
       dx.data_as<__nv_bfloat16>(), partials.data_as<float>(), units::aligned16(partials.data()) && (C * K) % 4 == 0);
   add_partials_in_order(stream_of(ctx), partials.data_as<float>(), g.grid.y, C * K, dw.data_as<float>());
 }
@@ -396,6 +429,14 @@ void check_2d(const char* op, const char* name, const char* dims, const Tensor& 
               t.defined() ? t.describe() : std::string("(undefined)"));
 }
 
+// An optional halo (or its gradient): [K-1, C] bf16 in GPU memory.
+void check_halo(const char* op, const char* name, const Tensor& t, const Tensor& x_TC, int64_t K) {
+  if (!t.defined()) return;
+  require_shape(op, name, t, {K - 1, x_TC.dim(1)});
+  require_dtype(op, name, t, DType::BF16);
+  require_device(op, name, t);
+}
+
 // Shared checks of x and w; returns K.
 int check_x_w(const char* op, const Tensor& x_TC, const Tensor& w_CK) {
   check_2d(op, "x", "[T, C]", x_TC);
@@ -413,26 +454,29 @@ int check_x_w(const char* op, const Tensor& x_TC, const Tensor& w_CK) {
 
 }  // namespace
 
-void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC) {
+void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC,
+                        const Tensor& halo_HC) {
   const char* op = "short_conv_forward";
   const int K = check_x_w(op, x_TC, w_CK);
   require_shape(op, "y", y_TC, x_TC.shape());
   require_dtype(op, "y", y_TC, DType::BF16);
   require_device(op, "y", y_TC);
   QUILL_CHECK(y_TC.data() != x_TC.data() || x_TC.numel() == 0, "{}: y must not alias x", op);
+  check_halo(op, "halo", halo_HC, x_TC, K);
+  QUILL_CHECK(!halo_HC.defined() || halo_HC.numel() == 0 || y_TC.data() != halo_HC.data(), "{}: y must not alias halo", op);
   const int64_t T = x_TC.dim(0), C = x_TC.dim(1);
   if (T * C == 0) return;
-  const bool vec = vec_path(C, {x_TC.data(), y_TC.data()});
+  const bool vec = vec_path(C, {x_TC.data(), y_TC.data(), halo_data(halo_HC)});
   with_taps(K, [&](auto taps) {
     constexpr int KT = decltype(taps)::value;
-    if (vec) launch_forward<units::kVec, KT>(ctx, x_TC, w_CK, y_TC, T, C);
-    else launch_forward<1, KT>(ctx, x_TC, w_CK, y_TC, T, C);
+    if (vec) launch_forward<units::kVec, KT>(ctx, x_TC, halo_HC, w_CK, y_TC, T, C);
+    else launch_forward<1, KT>(ctx, x_TC, halo_HC, w_CK, y_TC, T, C);
   });
   QUILL_CUDA_CHECK_LAUNCH("short_conv_forward_kernel");
 }
 
 void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& dy_TC,
-                         const Tensor& dx_TC, const Tensor& dw_CK) {
+                         const Tensor& dx_TC, const Tensor& dw_CK, const Tensor& halo_HC, const Tensor& dhalo_HC) {
   const char* op = "short_conv_backward";
   const int K = check_x_w(op, x_TC, w_CK);
   require_shape(op, "dy", dy_TC, x_TC.shape());
@@ -446,13 +490,27 @@ void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Ten
   require_device(op, "dw", dw_CK);
   QUILL_CHECK((dx_TC.data() != dy_TC.data() && dx_TC.data() != x_TC.data()) || x_TC.numel() == 0,
               "{}: dx must not alias dy or x", op);
+  check_halo(op, "halo", halo_HC, x_TC, K);
+  QUILL_CHECK(halo_HC.defined() == dhalo_HC.defined(), "{}: dhalo is given exactly when halo is ({}, {})", op,
+              halo_HC.defined() ? "halo given" : "no halo", dhalo_HC.defined() ? "dhalo given" : "no dhalo");
+  check_halo(op, "dhalo", dhalo_HC, x_TC, K);
+  QUILL_CHECK(!dhalo_HC.defined() || dhalo_HC.numel() == 0 ||
+                  (dhalo_HC.data() != dy_TC.data() && dhalo_HC.data() != halo_HC.data() && dhalo_HC.data() != dx_TC.data()),
+              "{}: dhalo must not alias dy, dx or halo", op);
   const int64_t T = x_TC.dim(0), C = x_TC.dim(1);
+  const cudaStream_t stream = stream_of(ctx);
+  if (halo_data(dhalo_HC) != nullptr) {
+    const int64_t n = dhalo_HC.numel();
+    short_conv_halo_grad_kernel<<<static_cast<unsigned>(units::ceil_div(n, 256)), 256, 0, stream>>>(
+        w_CK.data_as<float>(), dy_TC.data_as<__nv_bfloat16>(), T, C, K, dhalo_HC.data_as<__nv_bfloat16>());
+    QUILL_CUDA_CHECK_LAUNCH("short_conv_halo_grad_kernel");
+  }
   if (T * C == 0) return;
-  const bool vec = vec_path(C, {x_TC.data(), dy_TC.data(), dx_TC.data()});
+  const bool vec = vec_path(C, {x_TC.data(), dy_TC.data(), dx_TC.data(), halo_data(halo_HC)});
   with_taps(K, [&](auto taps) {
     constexpr int KT = decltype(taps)::value;
-    if (vec) launch_backward<units::kVec, KT>(ctx, x_TC, w_CK, dy_TC, dx_TC, dw_CK, T, C);
-    else launch_backward<1, KT>(ctx, x_TC, w_CK, dy_TC, dx_TC, dw_CK, T, C);
+    if (vec) launch_backward<units::kVec, KT>(ctx, x_TC, halo_HC, w_CK, dy_TC, dx_TC, dw_CK, T, C);
+    else launch_backward<1, KT>(ctx, x_TC, halo_HC, w_CK, dy_TC, dx_TC, dw_CK, T, C);
   });
   QUILL_CUDA_CHECK_LAUNCH("short_conv_backward_kernel");
 }
