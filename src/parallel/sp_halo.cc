@@ -33,6 +33,13 @@ Tensor like(const DeviceContext& ctx, const Tensor& t, const Shape& shape) {
   return Tensor::empty(shape, t.dtype(), *ctx.allocator);
 }
 
+// A halo of zeros: the positions before the row's first.
+Tensor zeros_like_halo(const DeviceContext& ctx, const Tensor& chunk, const HaloGeometry& g) {
+  Tensor halo = like(ctx, chunk, {g.H, g.C});
+  ops::zero(ctx, halo);
+  return halo;
+}
+
 // Every rank's H rows of `mine`, gathered over tp: [ranks * H, C].
 Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
   if (tp == nullptr || tp->size() == 1) return mine;
@@ -47,6 +54,7 @@ Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
 Tensor gather_halo(const DeviceContext& ctx, const Tensor& chunk, int64_t kernel, Comm* tp) {
   const HaloGeometry g = geometry(chunk, chunk.ndim() == 2 ? chunk.dim(0) : 0, kernel, tp, "gather_halo");
   if (g.H == 0) return like(ctx, chunk, {0, g.C});
+  if (g.ranks == 1) return zeros_like_halo(ctx, chunk, g);  // one rank: the row's start, nothing to gather
   // Every rank sends its last H positions (its chunk's own rows when Tc >= H: no copy).
   Tensor mine;
   if (g.Tc >= g.H) {
@@ -58,8 +66,16 @@ Tensor gather_halo(const DeviceContext& ctx, const Tensor& chunk, int64_t kernel
   }
   const Tensor all = all_gather_rows(ctx, mine, tp);
   const int64_t start = g.rank * g.Tc;
-  // When Tc >= H the halo is the previous rank's contribution as a whole (or zeros on rank 0): a view.
-  if (g.Tc >= g.H && g.rank > 0) return all.rows((g.rank - 1) * g.H, g.rank * g.H);
+  // When Tc >= H the halo is the previous rank's contribution as a whole: a view of the gathered rows. Rank 0's
+  // halo is zeros: its own contribution's rows of `all`, zeroed (what it gathered is its own copy), so that every
+  // rank keeps the same bytes for it (the memory plan predicts each rank's peak exactly).
+  if (g.Tc >= g.H) {
+    if (g.rank == 0) {
+      ops::zero(ctx, all.rows(0, g.H));
+      return all.rows(0, g.H);
+    }
+    return all.rows((g.rank - 1) * g.H, g.rank * g.H);
+  }
   Tensor halo = like(ctx, chunk, {g.H, g.C});
   ops::zero(ctx, halo);  // rows before the sequence stay zero, the others are copied below
   for (int64_t i = 0; i < g.H; ++i) {

@@ -203,23 +203,34 @@ void StageTrace::release(Activations& act) {
 // --- DecoderLayer -------------------------------------------------------------------------------
 
 // DecoderLayer::residual_conv: the input is kept for the backward, with SP beside the K-1 rows before the chunk
-// (sp_halo.cc gather_halo: the ranks' last rows gathered, the halo a view of them); the output is a new tensor.
+// (sp_halo.cc gather_halo: every rank's last rows gathered, the halo a view of them; a chunk shorter than the
+// halo sends a copy and keeps a halo of its own); the output is a new tensor.
 StageTrace::Id StageTrace::residual_conv(Layer& s, Id x) {
   const int64_t H = c_.conv_kernel_size - 1;
   mem_.retag(x, Use::Saved);
   s.saved.push_back(x);
-  if (sp_ && H > 0) s.saved.push_back(activation(Use::Saved, tp_ * H, D_));
+  if (sp_ && H > 0) {
+    if (Tseq_ >= H) {
+      s.saved.push_back(activation(Use::Saved, tp_ * H, D_));
+    } else {
+      const Id mine = activation(Use::Gather, H, D_), all = activation(Use::Gather, tp_ * H, D_);
+      s.saved.push_back(activation(Use::Saved, H, D_));
+      mem_.free(all);
+      mem_.free(mine);
+    }
+  }
   return activation(Use::Saved, Tseq_, D_);
 }
 
-// DecoderLayer::residual_conv_backward.
+// DecoderLayer::residual_conv_backward: dx and the halo's gradient, then every rank's halo gradients gathered
+// (sp_halo.cc scatter_halo_grad) and added into dx.
 StageTrace::Id StageTrace::residual_conv_backward(const std::string& conv) {
   const int64_t H = c_.conv_kernel_size - 1, K = c_.conv_kernel_size;
   const Id dx = activation(Use::Temporary, Tseq_, D_);
+  const Id dhalo = sp_ && H > 0 ? activation(Use::Temporary, H, D_) : MemoryTrace::kNone;
   mem_.free(grad_scratch(conv, D_ * K));
-  if (sp_ && H > 0) {  // dhalo, then every rank's gathered (sp_halo.cc scatter_halo_grad), added into dx
-    const Id dhalo = activation(Use::Temporary, H, D_), all = activation(Use::Gather, tp_ * H, D_);
-    mem_.free(all);
+  if (dhalo != MemoryTrace::kNone) {
+    mem_.free(activation(Use::Gather, tp_ * H, D_));
     mem_.free(dhalo);
   }
   return dx;
