@@ -8,8 +8,9 @@
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/seed-stages-call.sh")
 # Environment: CASES [by the GPU's memory, above], CASE_TIMEOUT [150].
-# Back: $OUT/seed-stages.txt (the call's log), $OUT/CASE/ (plan, summary, collectives, metrics, projection, the profiled
-# step's op table), $OUT/project.txt.
+# Back: $OUT/seed-stages.txt (the call's log), $OUT/cases.tar.gz (per case: plan, summary, collectives, metrics,
+# projection, the profiled step's op table; one archive: the device tool brings back a limited count of files),
+# $OUT/project.txt.
 set -uo pipefail
 # shellcheck source=scripts/gpu/bundle-env.sh
 source "$(dirname "$0")/bundle-env.sh"
@@ -25,7 +26,10 @@ dirs=()
 for c in "${cases[@]}"; do [ -f "$OUT/$c/summary.json" ] && dirs+=("$OUT/$c"); done
 ((${#dirs[@]})) && "$Q" project --global-batch 128 "${dirs[@]}" 2>&1 | tee "$OUT/project.txt" | head -20
 for c in "${cases[@]}"; do
-  echo "== $c: the profiled step's largest ops"
-  head -28 "$OUT/$c/op_profile_step3.txt" 2>/dev/null | cut -c1-160
+  echo "== $c: the profiled step's ops, largest first"
+  head -2 "$OUT/$c/op_profile_step3.txt" 2>/dev/null | cut -c1-160
+  awk '/^op +kind/{f=1} f' "$OUT/$c/op_profile_step3.txt" 2>/dev/null | head -32  # by op
 done
 } 2>&1 | tee "$OUT/seed-stages.txt"
+# One archive of the cases' folders (the device tool brings back only so many files).
+tar -czf "$OUT/cases.tar.gz" -C "$OUT" "${cases[@]}" 2>/dev/null && for c in "${cases[@]}"; do rm -rf "${OUT:?}/$c"; done
