@@ -151,15 +151,10 @@ int main(int argc, char** argv) {
       std::printf("%s, wgmma against cuBLASLt: relative L2 %.3g\n", name, den > 0 ? std::sqrt(num / den) : 0.0);
     };
     // FP8 (--fp8-format e4m3 --fp8-recipe blockwise): the weights quantised once per backend, the activations inside
-    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel, and its experimental form
-    // (CudaBackendOptions::fp8_overlap_promotion: each slice's MMA issued before the previous product is scaled in).
-    CudaBackendOptions overlap_options = wg_options;
-    overlap_options.fp8_overlap_promotion = true;
-    CudaBackend overlap_backend(0, overlap_options);
-    const DeviceContext overlap = overlap_backend.context();
-    for (const DeviceContext* c : {&ctx, &wg, &overlap}) {
+    // each op; cuBLASLt's block-scaled GEMM per expert against quill's wgmma kernel.
+    for (const DeviceContext* c : {&ctx, &wg}) {
       if (!fp8_arms) break;
-      const std::string tag = c == &ctx ? " (cuBLASLt)" : c == &wg ? " (wgmma)" : " (wgmma, overlapped promotion)";
+      const std::string tag = c == &ctx ? " (cuBLASLt)" : " (wgmma)";
       const ops::Fp8Tensor q13 = ops::fp8_empty(*c, {E, 2 * F, D}, ops::Fp8Tiling::kBlocks128);
       const ops::Fp8Tensor q2 = ops::fp8_empty(*c, {E, D, F}, ops::Fp8Tiling::kBlocks128);
       ops::fp8_quantize(*c, w13, q13);
@@ -219,20 +214,6 @@ int main(int argc, char** argv) {
     wg_measure("backward weight gate/up (wgmma 128 wide)", f13, [&] { by_n128(dg, x, dw13, true); });
     wg_measure("backward weight down (wgmma 128 wide, first write)", f2, [&] { by_n128(dy, h, dw2, false); });
     wg_measure("backward weight gate/up (wgmma 128 wide, first write)", f13, [&] { by_n128(dg, x, dw13, false); });
-    // Experimental (CudaBackendOptions::wgrad_prefetch_old_l2): accumulating, the next tile's old gradient sent to the
-    // L2 as each tile starts; both forms.
-    {
-      CudaBackendOptions pre_options = wg_options;
-      pre_options.wgrad_prefetch_old_l2 = true;
-      CudaBackend pre_backend(0, pre_options);
-      const DeviceContext pre = pre_backend.context();
-      for (Form form : {Form::kN256, Form::kN128}) {
-        const std::string tag = form == Form::kN256 ? " (wgmma, L2 prefetch)" : " (wgmma 128 wide, L2 prefetch)";
-        measure_on(stream_of(pre), "backward weight down" + tag, f2, [&] { by_form(pre, form, dy, h, dw2, true); });
-        measure_on(stream_of(pre), "backward weight gate/up" + tag, f13,
-                   [&] { by_form(pre, form, dg, x, dw13, true); });
-      }
-    }
     // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
     Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
     ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call for what session 33 has left to measure (issues 40 and 43's follow-ups), shortest first:
-#   1. fp8-close-call.sh with SLICE=0: the FP8 experts' kernel with and without the overlapped promotion, the
-#      experts' weight gradient with and without the L2 prefetch of the old gradient (tests and grouped_bench), the
-#      stacked FP8 projections' test, the short convolution's halo form (tests); about 90 s.
+#   1. fp8-close-call.sh with SLICE=0: the FP8 and weight-gradient kernels' tests and grouped_bench arms, the stacked
+#      FP8 projections' test, the short convolution's halo form (tests); about 90 s. (Its first run measured the FP8
+#      kernel's overlapped promotion and the weight gradient's L2 prefetch, both deleted since.)
 #   2. seed-stages-call.sh: the seed's three stage kinds, profiled, and their projection (H200: bf16 moments, no
 #      offload; 80 GB: every layer recomputed with the state offloaded); about 6 minutes.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# One device call (issues 43 and 40), after the FP8 experts' kernel kept its row factors in the stage (the global-memory
-# form deleted): its tests (both forms: the default and the experimental overlapped promotion,
-# CudaBackendOptions::fp8_overlap_promotion), the stacked FP8 projections' test, the experts' weight-gradient tests (with
-# the experimental L2 prefetch of the old gradient, CudaBackendOptions::wgrad_prefetch_old_l2); grouped_bench's FP8 and
-# weight-gradient arms at the slice's counts and at a seed rank's (32 x 384 rows); then the slice's speed in bf16 and
-# FP8 (`--no-fp8-wgrad`) at one and eight rows per step (random weights, per-op profiles of the gb8 arms).
+# One device call (issues 43 and 40): the FP8 experts' kernel's tests, the stacked FP8 projections' test, the experts'
+# weight-gradient tests, the short convolution's tests; grouped_bench's FP8 and weight-gradient arms at the slice's
+# counts and at a seed rank's (32 x 384 rows); then the slice's speed in bf16 and FP8 (`--no-fp8-wgrad`) at one and
+# eight rows per step (random weights, per-op profiles of the gb8 arms). (It first measured two experiments, the FP8
+# kernel's overlapped promotion and the weight gradient's L2 prefetch, both deleted after it:
+# bench/results/2026-12-07-h100-close-call.)
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/fp8-close-call.sh")
 # SLICE=0 stops after grouped_bench. Back: $OUT/fp8-close.txt, $OUT/tests.log, and fp8-call.sh's $OUT/fp8.txt and $OUT/fp8-slice.tar.gz.

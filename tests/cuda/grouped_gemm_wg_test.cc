@@ -37,17 +37,6 @@ constexpr double kTolBf16 = 1e-2;
 
 CudaBackend& wgmma_gpu() { return test::grouped_gpu(GroupedGemmKernel::kWgmma); }
 CudaBackend& cublaslt_gpu() { return test::grouped_gpu(GroupedGemmKernel::kCublasLt); }
-// The FP8 kernel's experimental form (CudaBackendOptions::fp8_overlap_promotion: each slice's MMA issued before the
-// previous slice's product is scaled in): the same additions in the same order, so the default form's bits.
-CudaBackend& overlap_gpu() {
-  static CudaBackend backend(0, [] {
-    CudaBackendOptions o;
-    o.grouped_gemm_kernel = o.grouped_wgrad_kernel = GroupedGemmKernel::kWgmma;
-    o.fp8_overlap_promotion = true;
-    return o;
-  }());
-  return backend;
-}
 
 bool kernel_runs_here() { return cuda::grouped_gemm::unsupported_reason(1, 256, 64, nullptr, nullptr, nullptr).empty(); }
 
@@ -184,11 +173,11 @@ Fp8GroupedRun fp8_grouped_run(const DeviceContext& ctx, const Tensor& xd, const 
 
 // The FP8 grouped forward and input gradient, w [E, M, K] quantised in 128 x 128 blocks, the activations 1 x 128 by
 // the ops: against the CPU (bf16 outputs, 1e-2 as fp8_test.cc), twice the same bits, and against cuBLASLt.
-void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_t seed, bool overlap = false) {
+void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_t seed) {
   const int64_t E = static_cast<int64_t>(counts.size());
   int64_t P = 0;
   for (int64_t c : counts) P += c;
-  const std::string tag = std::string(overlap ? "fp8 overlapped " : "fp8 ") + describe(counts, M, K);
+  const std::string tag = "fp8 " + describe(counts, M, K);
   SCOPED_TRACE(tag);
   const Tensor counts_E = test::host_counts(counts);
   const Tensor x = round_bf16(test::random_tensor({P, K}, DType::F32, seed));
@@ -203,7 +192,7 @@ void check_fp8(const std::vector<int64_t>& counts, int64_t M, int64_t K, uint64_
   const Tensor xd = to_device(x, DType::BF16), wd = to_device(w, DType::BF16), dyd = to_device(dy, DType::BF16);
   Fp8GroupedRun got[2];  // runs 0, 1: the wgmma kernel
   for (int run = 0; run < 2; ++run) {
-    got[run] = fp8_grouped_run((overlap ? overlap_gpu() : wgmma_gpu()).context(), xd, wd, dyd, counts_E);
+    got[run] = fp8_grouped_run(wgmma_gpu().context(), xd, wd, dyd, counts_E);
     const double e_y = test::expect_close(tag + " y", got[run].y, y_ref, kTolBf16);
     const double e_dx = test::expect_close(tag + " dx", got[run].dx, dx_ref, kTolBf16);
     if (run == 0) std::printf("  %-70s rel L2 y %.3g, dx %.3g\n", tag.c_str(), e_y, e_dx);
@@ -220,12 +209,10 @@ TEST(GroupedGemmWgmma, Fp8MatchesTheCpuAndCublasLt) {
   if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
   // Experts of 0, 1, 5, 16 (one padded block of rows), 130, 300 rows; the rows' padding to 16 and the next expert's
   // rows inside a tile must not be stored.
-  for (bool overlap : {false, true}) {
-    check_fp8({5, 0, 130, 16, 300, 1, 128, 0}, 384, 256, 91, overlap);
-    check_fp8({384, 384}, 256, 512, 95, overlap);
-    check_fp8({200, 17, 384}, 256, 384, 97, overlap);  // three slices: the overlapped form's odd tail
-    check_fp8({64, 100}, 128, 128, 99, overlap);         // one slice each way
-  }
+  check_fp8({5, 0, 130, 16, 300, 1, 128, 0}, 384, 256, 91);
+  check_fp8({384, 384}, 256, 512, 95);
+  check_fp8({200, 17, 384}, 256, 384, 97);  // three slices
+  check_fp8({64, 100}, 128, 128, 99);        // one slice each way
 }
 
 // The FP8 kernel at the slice's shapes against cuBLASLt (no CPU reference: too slow at this size): 32 experts of an
@@ -242,22 +229,19 @@ TEST(GroupedGemmWgmma, Fp8SliceShapedAgainstCublasLt) {
   const DeviceProblem d = device_problem(counts, /*M=*/4096, /*K=*/2048, 71);
   const Tensor &counts_E = d.counts_E, &xd = d.xd, &wd = d.wd, &dyd = d.dyd;
   const Fp8GroupedRun lt = fp8_grouped_run(cublaslt_gpu().context(), xd, wd, dyd, counts_E);
-  for (bool overlap : {false, true}) {
-    SCOPED_TRACE(overlap ? "overlapped promotion" : "default form");
-    const DeviceContext ctx = (overlap ? overlap_gpu() : wgmma_gpu()).context();
-    Fp8GroupedRun got[3];
-    for (int run = 0; run < 3; ++run) {
-      got[run] = fp8_grouped_run(ctx, xd, wd, dyd, counts_E);
-      const std::string r = std::string(overlap ? "overlapped" : "default") + " run " + std::to_string(run);
-      const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run].y, lt.y, kTolBf16);
-      const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run].dx, lt.dx, kTolBf16);
-      std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
-    }
-    EXPECT_TRUE(test::same_bits(got[0].y, got[1].y) && test::same_bits(got[0].y, got[2].y)) << "forward runs differ";
-    EXPECT_TRUE(test::same_bits(got[0].dx, got[1].dx) && test::same_bits(got[0].dx, got[2].dx)) << "dx runs differ";
-    EXPECT_TRUE(test::same_bits(got[0].y, lt.y) && test::same_bits(got[0].dx, lt.dx))
-        << "the kernel's bits differ from cuBLASLt's (they add in the same order at these shapes)";
+  const DeviceContext ctx = wgmma_gpu().context();
+  Fp8GroupedRun got[3];
+  for (int run = 0; run < 3; ++run) {
+    got[run] = fp8_grouped_run(ctx, xd, wd, dyd, counts_E);
+    const std::string r = "run " + std::to_string(run);
+    const double e_y = test::expect_close(r + " y, kernel against cuBLASLt", got[run].y, lt.y, kTolBf16);
+    const double e_dx = test::expect_close(r + " dx, kernel against cuBLASLt", got[run].dx, lt.dx, kTolBf16);
+    std::printf("  fp8 slice-shaped, %s against cuBLASLt: rel L2 y %.3g, dx %.3g\n", r.c_str(), e_y, e_dx);
   }
+  EXPECT_TRUE(test::same_bits(got[0].y, got[1].y) && test::same_bits(got[0].y, got[2].y)) << "forward runs differ";
+  EXPECT_TRUE(test::same_bits(got[0].dx, got[1].dx) && test::same_bits(got[0].dx, got[2].dx)) << "dx runs differ";
+  EXPECT_TRUE(test::same_bits(got[0].y, lt.y) && test::same_bits(got[0].dx, lt.dx))
+      << "the kernel's bits differ from cuBLASLt's (they add in the same order at these shapes)";
 }
 
 // The dense FP8 forward and input gradient through the kernel as one group (--grouped-gemm-kernel wgmma): against

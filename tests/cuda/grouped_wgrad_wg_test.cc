@@ -213,43 +213,6 @@ TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
   EXPECT_TRUE(c->guards_intact());
 }
 
-// The experimental L2 prefetch of the next tile's old gradient (CudaBackendOptions::wgrad_prefetch_old_l2) changes no
-// bit: both forms, accumulating, more tiles than CTAs (so that each CTA prefetches for its next tile), an empty expert
-// (nothing prefetched for it), through the op and each form, against the same call without it.
-TEST(GroupedWgradWgmma, L2PrefetchOfTheOldGradientChangesNoBit) {
-  QUILL_REQUIRE_GPU();
-  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
-  static CudaBackend prefetching(0, [] {
-    CudaBackendOptions o;
-    o.grouped_gemm_kernel = o.grouped_wgrad_kernel = GroupedGemmKernel::kWgmma;
-    o.wgrad_prefetch_old_l2 = true;
-    return o;
-  }());
-  const std::vector<int64_t> counts = {700, 0, 333, 1, 64, 384, 384, 129};
-  // 8 x 4 x 8 tiles of 256 columns (16 of 128): more than any GPU's multiprocessors, so every CTA has a next tile.
-  const int64_t E = static_cast<int64_t>(counts.size()), M = 512, N = 2048;
-  int64_t P = 0;
-  for (int64_t c : counts) P += c;
-  const Tensor counts_E = test::host_counts(counts);
-  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 81)), DType::BF16);
-  const Tensor xd = to_device(round_bf16(test::random_tensor({P, N}, DType::F32, 82)), DType::BF16);
-  const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 83);
-  for (Form form : {Form::kN256, Form::kN128}) {
-    SCOPED_TRACE(form == Form::kN256 ? "256 wide" : "128 wide");
-    auto plain = to_guarded_device(dw0, DType::F32), pre = to_guarded_device(dw0, DType::F32);
-    inputs_ready();
-    for (int step = 0; step < 3; ++step) {  // three accumulations: the prefetched tiles are the ones then read
-      cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dyd.data(), xd.data(), counts_E.data_as<int64_t>(), E,
-                                           P, M, N, plain->tensor().data_as<float>(), true, form);
-      cuda::grouped_wgrad::backward_weight(prefetching.context(), dyd.data(), xd.data(), counts_E.data_as<int64_t>(),
-                                           E, P, M, N, pre->tensor().data_as<float>(), true, form);
-    }
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_TRUE(test::same_bits(to_host(pre->tensor()), to_host(plain->tensor()))) << "the prefetch changed dw";
-    EXPECT_TRUE(pre->guards_intact()) << "wrote outside dw";
-  }
-}
-
 TEST(GroupedWgradWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   QUILL_REQUIRE_GPU();
   EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 100, 256, nullptr, nullptr), "");

@@ -101,8 +101,6 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   resources_->attention_dq_arrival_order = options.attention_dq_arrival_order;
   resources_->grouped_gemm_kernel = options.grouped_gemm_kernel;
   resources_->grouped_wgrad_kernel = options.grouped_wgrad_kernel;
-  resources_->fp8_overlap_promotion = options.fp8_overlap_promotion;
-  resources_->wgrad_prefetch_old_l2 = options.wgrad_prefetch_old_l2;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   // A forced kernel that cannot run here would fall back call by call without a word: refuse it once, up front.
   QUILL_CHECK(options.grouped_gemm_kernel != GroupedGemmKernel::kWgmma || cuda::attn_wg::device_supported(),

@@ -39,14 +39,6 @@ struct CudaBackendOptions {
   // stored by TMA (grouped_wgrad_wg.h), or auto, each call by its shape as measured (--grouped-wgrad-kernel;
   // docs/decisions/grouped-wgrad.md). cuBLASLt by default until the kernel's present form has run its tests on a GPU.
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
-  // Experimental (2026-12-07; measured against the default by grouped_bench and GroupedGemmWgmma's slice-shaped test,
-  // then the loser deleted; no flag sets it): the FP8 experts' kernel issues each slice's MMA before scaling the
-  // previous slice's product into its accumulator (two products a warpgroup; grouped_gemm_fp8_wg.cu).
-  bool fp8_overlap_promotion = false;
-  // Experimental (2026-12-07; measured against the default by grouped_bench and GroupedWgradWgmma's tests, then the
-  // loser deleted; no flag sets it): the experts' weight-gradient kernel, accumulating, sends the next tile's old
-  // gradient to the L2 as each tile starts (grouped_wgrad_wg.cu).
-  bool wgrad_prefetch_old_l2 = false;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

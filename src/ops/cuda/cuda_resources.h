@@ -37,10 +37,6 @@ struct CudaResources {
   bool attention_dq_arrival_order = false;
   // CudaBackendOptions::grouped_gemm_kernel (read by the grouped GEMMs, bf16 and FP8: grouped_gemm_wg.h).
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
-  // CudaBackendOptions::wgrad_prefetch_old_l2 (experimental; read by grouped_wgrad_wg.cu).
-  bool wgrad_prefetch_old_l2 = false;
-  // CudaBackendOptions::fp8_overlap_promotion (experimental; read by grouped_gemm_fp8_wg.cu).
-  bool fp8_overlap_promotion = false;
   // CudaBackendOptions::grouped_wgrad_kernel (read by grouped_linear_backward_weight: grouped_wgrad_wg.h).
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
   // Where the context's NCCL communicators tell its profiler about their operations.

@@ -20,7 +20,9 @@
 // 2026-12-07: up to 45 of 49,457 rows; GroupedGemmWgmma.Fp8SliceShapedAgainstCublasLt). Loading them from global
 // memory instead was right but 13-18% slower; this form is right (cuBLASLt's bits three runs out of three at the
 // slice's shapes) and 12-16% faster than that (H100, bench/results/2026-12-07-h100-fp8-factors-close).
-// Experimental, kOverlap below: each slice's MMA issued before the previous slice's product is scaled in.
+// Measured and deleted: a form that issued each slice's MMA before the previous product was scaled in (two products
+// a warpgroup, a producer warpgroup giving its registers by setmaxnreg): 3.5% slower over the four ops at the
+// slice's counts, 0.9% faster at a seed rank's (bench/results/2026-12-07-h100-close-call).
 // docs/decisions/grouped-gemm-wgmma.md.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_wg.cuh"
@@ -44,13 +46,6 @@ using namespace attn_wg;  // the mbarrier, TMA and wgmma building blocks and the
 constexpr int kStages = 6;
 constexpr int kConsumerThreads = 256;
 constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
-// The overlapped form's producer is a whole warpgroup (one thread of it works) so that it can hand its registers to
-// the consumers (setmaxnreg is per warpgroup): 128 x 40 + 256 x 232 = 64,512 of the multiprocessor's 65,536. With 9 or
-// 12 warps and no setmaxnreg ptxas caps every thread at 168 (3 warps per scheduler), where two products and the
-// accumulator need ~220.
-constexpr int kThreadsOverlap = kConsumerThreads + 128;
-template <bool kOverlap>
-constexpr int threads_of() { return kOverlap ? kThreadsOverlap : kThreads; }
 constexpr int kRows = static_cast<int>(kTileRows);
 constexpr int kCols = static_cast<int>(kFp8TileCols);
 constexpr int kBoxes = kRows / 64;                               // A's and B's 64-row boxes of 128 bytes
@@ -96,32 +91,11 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
-// Waits for the phase of parity `parity` with the spin inside one asm statement (CUTLASS's ClusterBarrier::wait form):
-// the overlapped form waits for slice kt + 1's stage under slice kt's open wgmma group, where mbar_wait's C++ loop and
-// its hang trap are divergent code (C7518). No trap: a pipeline bug hangs this form.
-__device__ __forceinline__ void mbar_wait_spin(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-
 __device__ __forceinline__ Tile tile_of(const Params& p, int t) {
   return tile_at(p.src, p.tile_offset, p.E, kRows, kCols, t);
 }
 
-// kOverlap (CudaBackendOptions::fp8_overlap_promotion, experimental): two products per warpgroup, slice kt + 1's MMA
-// issued before slice kt's product is scaled into the accumulator, so that the promotion's FMAs run under the tensor
-// cores' work instead of between it (Nsight Compute at a seed rank's shapes, H100: the kernel at 50% of the SM's
-// compute with 32% of the issue slots busy and neither the L2 nor the DRAM the bound;
-// bench/results/2026-12-06-h100-cta-pairs-ncu). 64 more registers a thread.
-template <bool kOverlap>
-__global__ void __launch_bounds__(threads_of<kOverlap>(), 1) grouped_gemm_fp8_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_fp8_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -132,9 +106,8 @@ __global__ void __launch_bounds__(threads_of<kOverlap>(), 1) grouped_gemm_fp8_ke
   if (tid == 0) bars.init(kConsumerThreads / 32);
   __syncthreads();
 
-  if (warp >= kConsumerThreads / 32) {  // the producer warp (warpgroup)
-    if constexpr (kOverlap) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (warp == kConsumerThreads / 32 && lane == 0) {
+  if (warp == kConsumerThreads / 32) {  // the producer warp
+    if (lane == 0) {
       tma_prefetch_descriptor(&p.a_map);
       tma_prefetch_descriptor(&p.w_map);
       int it = 0;
@@ -161,29 +134,22 @@ __global__ void __launch_bounds__(threads_of<kOverlap>(), 1) grouped_gemm_fp8_ke
     return;
   }
 
-  if constexpr (kOverlap) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int w = warp / 4, g = lane >> 2, cq = lane & 3;
   const int r0 = 64 * w + 16 * (warp % 4) + g;  // this thread's rows of the tile: r0 and r0 + 8
   int it = 0;
   for (int t = blockIdx.x; t < p.total; t += gridDim.x) {
     const Tile x = tile_of(p, t);
     const float* wsc = p.w_scale + (static_cast<size_t>(x.e) * p.n_tiles + x.n0 / kCols) * p.w_ld;
-    float acc[64];
+    float acc[64], prod[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-    // Slice kt's stage: its full barrier waited for, both row factors read (before the MMA: the header), its four
-    // wgmma issued into `prod` as one group; returns the factors times the weight block's.
-    auto issue = [&](float(&prod)[64], int kt, float& f0, float& f1) {
-      const int s = (it + kt) % kStages;
+    for (int kt = 0; kt < p.k_tiles; ++kt, ++it) {
+      const int s = it % kStages;
       const float wf = __ldg(wsc + kt);
-      if constexpr (kOverlap) {
-        mbar_wait_spin(bars.full((it + kt) % kStages), ((it + kt) / kStages) & 1);
-      } else {
-        bars.wait_full(it + kt);
-      }
-      // Rows past the copied factors read what the stage held before: never stored.
+      bars.wait_full(it);
+      // Both factors read before the MMA is issued (the header); rows past the copied factors are never stored.
       const float* sf = reinterpret_cast<const float*>(smem_raw + (scales(s) - smem_u32(smem_raw)));
-      f0 = sf[r0] * wf, f1 = sf[r0 + 8] * wf;
+      const float fa = sf[r0], fb = sf[r0 + 8];
       const uint64_t da = k_major_desc(codes(s) + w * kBoxBytes);
       const uint64_t db = k_major_desc(codes(s) + kBoxes * kBoxBytes);
       fence_regs(prod);
@@ -192,12 +158,11 @@ __global__ void __launch_bounds__(threads_of<kOverlap>(), 1) grouped_gemm_fp8_ke
       for (int kk = 0; kk < 4; ++kk)  // 32 e4m3 of the contraction are 32 bytes along the row
         wgmma_m64n128k32_e4m3(prod, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0 ? 1 : 0);
       wgmma_commit();
-    };
-    // Slice kt's product done: its stage handed back, the product scaled into the accumulator.
-    auto promote = [&](float(&prod)[64], int kt, float f0, float f1) {
+      wgmma_wait<0>();
       fence_regs(prod);
+      const float f0 = fa * wf, f1 = fb * wf;
       __syncwarp();
-      if (lane == 0) mbar_arrive(bars.empty((it + kt) % kStages));
+      if (lane == 0) mbar_arrive(bars.empty(s));
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         acc[4 * j] = fmaf(prod[4 * j], f0, acc[4 * j]);
@@ -205,41 +170,7 @@ __global__ void __launch_bounds__(threads_of<kOverlap>(), 1) grouped_gemm_fp8_ke
         acc[4 * j + 2] = fmaf(prod[4 * j + 2], f1, acc[4 * j + 2]);
         acc[4 * j + 3] = fmaf(prod[4 * j + 3], f1, acc[4 * j + 3]);
       }
-    };
-    if constexpr (!kOverlap) {
-      float prod[64];
-      for (int kt = 0; kt < p.k_tiles; ++kt) {
-        float f0, f1;
-        issue(prod, kt, f0, f1);
-        wgmma_wait<0>();
-        promote(prod, kt, f0, f1);
-      }
-    } else {
-      // Two products: slice kt + 1's MMA runs while slice kt's product is scaled into the accumulator (wait_group 1
-      // leaves the newer group in flight). Unrolled by two so that each product stays in fixed registers.
-      float pa[64], pb[64], fa0, fa1, fb0, fb1;
-      issue(pa, 0, fa0, fa1);
-      int kt = 0;  // pa holds slice kt, in flight
-      for (; kt + 2 < p.k_tiles; kt += 2) {
-        issue(pb, kt + 1, fb0, fb1);
-        wgmma_wait<1>();
-        promote(pa, kt, fa0, fa1);
-        issue(pa, kt + 2, fa0, fa1);
-        wgmma_wait<1>();
-        promote(pb, kt + 1, fb0, fb1);
-      }
-      if (kt + 1 < p.k_tiles) {
-        issue(pb, kt + 1, fb0, fb1);
-        wgmma_wait<1>();
-        promote(pa, kt, fa0, fa1);
-        wgmma_wait<0>();
-        promote(pb, kt + 1, fb0, fb1);
-      } else {
-        wgmma_wait<0>();
-        promote(pa, kt, fa0, fa1);
-      }
     }
-    it += p.k_tiles;
     // Accumulator 4 j + 2 sel (+1) is row r0 + 8 sel of the tile, columns 8 j + 2 cq (+1).
 #pragma unroll
     for (int sel = 0; sel < 2; ++sel) {
@@ -294,13 +225,8 @@ void fp8_forward(const DeviceContext& ctx, const uint8_t* a_codes, const float* 
   if (tiles == 0) return;
   p.total = static_cast<int>(tiles);
   const unsigned grid = persistent_ctas(tiles);
-  if (ctx.cuda->fp8_overlap_promotion) {
-    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<true>), kSmemBytes);
-    grouped_gemm_fp8_kernel<true><<<grid, kThreadsOverlap, kSmemBytes, stream_of(ctx)>>>(p);
-  } else {
-    attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel<false>), kSmemBytes);
-    grouped_gemm_fp8_kernel<false><<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
-  }
+  attn::set_smem(op, reinterpret_cast<const void*>(grouped_gemm_fp8_kernel), kSmemBytes);
+  grouped_gemm_fp8_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -71,7 +71,6 @@ struct Params {
   CUtensorMap dw_map;             // dw [E, M, N] as 128 x 32 fp32 boxes
   float* dw;                      // [E, M, N]
   int M, N, E, tiles_m, tiles_n, accumulate, two_sources;
-  int prefetch_next_old;  // CudaBackendOptions::wgrad_prefetch_old_l2 (experimental)
   int offset[kMaxExperts + 1];    // expert e's rows: [offset[e], offset[e + 1])
   int offset_b[kMaxExperts + 1];  // ... of the second source
 };
@@ -82,15 +81,6 @@ __device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
                    reinterpret_cast<uint64_t>(map)),
                "r"(src), "r"(n), "r"(m), "r"(e)
-               : "memory");
-}
-
-// Asks the TMA unit to bring the box of dw at (n, m, e) into the L2, with nothing written to shared memory and no
-// barrier to wait on.
-__device__ __forceinline__ void prefetch_l2(const CUtensorMap* map, int n, int m, int e) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(n), "r"(m), "r"(e)
                : "memory");
 }
 
@@ -175,16 +165,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
 #pragma unroll
       for (int b = 0; b < S::kStagingBoxes; ++b)
         tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged, x.n0 + 32 * b, x.m0, x.e);
-      // Experimental: the next tile's old gradient on its way to the L2 now, a tile before its staging load, so that
-      // two tiles' old gradients are in flight per multiprocessor with one staging (Nsight Compute had the kernel at
-      // 62% of the DRAM's bandwidth with one 64 KiB load in flight per multiprocessor; a second staging cost operand
-      // stages and measured slower: docs/decisions/grouped-wgrad.md).
-      if (p.prefetch_next_old && t + static_cast<int>(gridDim.x) < total) {
-        const Tile next = tile_at<kN>(p, t + static_cast<int>(gridDim.x));
-        if (next.rows + next.rows_b > 0)
-#pragma unroll
-          for (int b = 0; b < S::kStagingBoxes; ++b) prefetch_l2(&p.dw_map, next.n0 + 32 * b, next.m0, next.e);
-      }
     }
     float acc[kN / 2];
     const int stages = stage_count(x);
@@ -304,7 +284,6 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.M = static_cast<int>(M), p.N = static_cast<int>(N), p.E = static_cast<int>(E);
   p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / tile_n(form));
   p.accumulate = accumulate ? 1 : 0;
-  p.prefetch_next_old = ctx.cuda->wgrad_prefetch_old_l2 ? 1 : 0;
   fill_offsets(counts, E, P, p.offset);
   if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
   const void* kernel = form == Form::kN256 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
