@@ -26,6 +26,26 @@ inline void require_dtype(const char* op, const char* name, const Tensor& t, DTy
               dtype_name(dtype));
 }
 
+// The short convolution's optional halo (ops/short_conv.h): [K-1, C] of x's dtype, when defined.
+inline void require_conv_halo(const char* op, const char* name, const Tensor& t, const Tensor& x_TC, int64_t K) {
+  if (!t.defined()) return;
+  require_shape(op, name, t, {K - 1, x_TC.dim(1)});
+  require_dtype(op, name, t, x_TC.dtype());
+}
+
+// Its backward's halo and halo gradient: each a halo as above, the gradient given exactly when the halo is and
+// aliasing none of the backward's other tensors.
+inline void require_conv_halo_pair(const char* op, const Tensor& x_TC, int64_t K, const Tensor& dy_TC,
+                                   const Tensor& dx_TC, const Tensor& halo_HC, const Tensor& dhalo_HC) {
+  require_conv_halo(op, "halo", halo_HC, x_TC, K);
+  QUILL_CHECK(halo_HC.defined() == dhalo_HC.defined(), "{}: dhalo is given exactly when halo is ({}, {})", op,
+              halo_HC.defined() ? "halo given" : "no halo", dhalo_HC.defined() ? "dhalo given" : "no dhalo");
+  require_conv_halo(op, "dhalo", dhalo_HC, x_TC, K);
+  QUILL_CHECK(!dhalo_HC.defined() || dhalo_HC.numel() == 0 ||
+                  (dhalo_HC.data() != dy_TC.data() && dhalo_HC.data() != halo_HC.data() && dhalo_HC.data() != dx_TC.data()),
+              "{}: dhalo must not alias dy, dx or halo", op);
+}
+
 // A grouped op's row counts: counts_E I64 [E] in host memory (any length when E < 0), non-negative,
 // summing to `rows`. Returns them.
 inline const int64_t* require_group_counts(const char* op, const Tensor& counts_E, int64_t rows, int64_t E = -1) {

@@ -91,13 +91,6 @@ void check_2d(const char* op, const char* name, const char* dims, const Tensor& 
   QUILL_CHECK(t.defined() && t.ndim() == 2, "{}: {} must be 2-D {}, got {}", op, name, dims, t.describe());
 }
 
-// An optional halo (or its gradient): [K-1, C] of x's dtype.
-void check_halo(const char* op, const char* name, const Tensor& t, const Tensor& x_TC, int64_t K) {
-  if (!t.defined()) return;
-  require_shape(op, name, t, {K - 1, x_TC.dim(1)});
-  require_dtype(op, name, t, x_TC.dtype());
-}
-
 }  // namespace
 
 void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tensor& w_CK, const Tensor& y_TC,
@@ -114,7 +107,7 @@ void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tens
   require_dtype(op, "w", w_CK, x_TC.dtype());
   require_dtype(op, "y", y_TC, x_TC.dtype());
   QUILL_CHECK(y_TC.data() != x_TC.data() || x_TC.numel() == 0, "{}: y must not alias x", op);
-  check_halo(op, "halo", halo_HC, x_TC, K);
+  ops_detail::require_conv_halo(op, "halo", halo_HC, x_TC, K);
   require_cpu(op, ctx);
   dispatch_float(op, x_TC, [&]<typename T>() { forward_impl<T>(x_TC, w_CK, y_TC, halo_HC); });
 }
@@ -139,13 +132,7 @@ void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Ten
   require_dtype(op, "dw", dw_CK, x_TC.dtype());
   QUILL_CHECK((dx_TC.data() != dy_TC.data() && dx_TC.data() != x_TC.data()) || x_TC.numel() == 0,
               "{}: dx must not alias dy or x", op);
-  check_halo(op, "halo", halo_HC, x_TC, K);
-  QUILL_CHECK(halo_HC.defined() == dhalo_HC.defined(), "{}: dhalo is given exactly when halo is ({}, {})", op,
-              halo_HC.defined() ? "halo given" : "no halo", dhalo_HC.defined() ? "dhalo given" : "no dhalo");
-  check_halo(op, "dhalo", dhalo_HC, x_TC, K);
-  QUILL_CHECK(!dhalo_HC.defined() || dhalo_HC.numel() == 0 ||
-                  (dhalo_HC.data() != dy_TC.data() && dhalo_HC.data() != halo_HC.data() && dhalo_HC.data() != dx_TC.data()),
-              "{}: dhalo must not alias dy, dx or halo", op);
+  ops_detail::require_conv_halo_pair(op, x_TC, K, dy_TC, dx_TC, halo_HC, dhalo_HC);
   require_cpu(op, ctx);
   dispatch_float(op, x_TC, [&]<typename T>() { backward_impl<T>(x_TC, w_CK, dy_TC, dx_TC, dw_CK, halo_HC, dhalo_HC); });
 }

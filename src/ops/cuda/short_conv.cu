@@ -429,14 +429,6 @@ void check_2d(const char* op, const char* name, const char* dims, const Tensor& 
               t.defined() ? t.describe() : std::string("(undefined)"));
 }
 
-// An optional halo (or its gradient): [K-1, C] bf16 in GPU memory.
-void check_halo(const char* op, const char* name, const Tensor& t, const Tensor& x_TC, int64_t K) {
-  if (!t.defined()) return;
-  require_shape(op, name, t, {K - 1, x_TC.dim(1)});
-  require_dtype(op, name, t, DType::BF16);
-  require_device(op, name, t);
-}
-
 // Shared checks of x and w; returns K.
 int check_x_w(const char* op, const Tensor& x_TC, const Tensor& w_CK) {
   check_2d(op, "x", "[T, C]", x_TC);
@@ -462,7 +454,8 @@ void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tens
   require_dtype(op, "y", y_TC, DType::BF16);
   require_device(op, "y", y_TC);
   QUILL_CHECK(y_TC.data() != x_TC.data() || x_TC.numel() == 0, "{}: y must not alias x", op);
-  check_halo(op, "halo", halo_HC, x_TC, K);
+  ops_detail::require_conv_halo(op, "halo", halo_HC, x_TC, K);
+  if (halo_HC.defined()) require_device(op, "halo", halo_HC);
   QUILL_CHECK(!halo_HC.defined() || halo_HC.numel() == 0 || y_TC.data() != halo_HC.data(), "{}: y must not alias halo", op);
   const int64_t T = x_TC.dim(0), C = x_TC.dim(1);
   if (T * C == 0) return;
@@ -490,13 +483,11 @@ void short_conv_backward(const DeviceContext& ctx, const Tensor& x_TC, const Ten
   require_device(op, "dw", dw_CK);
   QUILL_CHECK((dx_TC.data() != dy_TC.data() && dx_TC.data() != x_TC.data()) || x_TC.numel() == 0,
               "{}: dx must not alias dy or x", op);
-  check_halo(op, "halo", halo_HC, x_TC, K);
-  QUILL_CHECK(halo_HC.defined() == dhalo_HC.defined(), "{}: dhalo is given exactly when halo is ({}, {})", op,
-              halo_HC.defined() ? "halo given" : "no halo", dhalo_HC.defined() ? "dhalo given" : "no dhalo");
-  check_halo(op, "dhalo", dhalo_HC, x_TC, K);
-  QUILL_CHECK(!dhalo_HC.defined() || dhalo_HC.numel() == 0 ||
-                  (dhalo_HC.data() != dy_TC.data() && dhalo_HC.data() != halo_HC.data() && dhalo_HC.data() != dx_TC.data()),
-              "{}: dhalo must not alias dy, dx or halo", op);
+  ops_detail::require_conv_halo_pair(op, x_TC, K, dy_TC, dx_TC, halo_HC, dhalo_HC);
+  if (halo_HC.defined()) {
+    require_device(op, "halo", halo_HC);
+    require_device(op, "dhalo", dhalo_HC);
+  }
   const int64_t T = x_TC.dim(0), C = x_TC.dim(1);
   const cudaStream_t stream = stream_of(ctx);
   if (halo_data(dhalo_HC) != nullptr) {
