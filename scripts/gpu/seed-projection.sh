@@ -53,7 +53,7 @@ BF16R=("${BF16[@]}" --recompute-granularity full --recompute-method block --reco
 # gathered from them): stage 0 fits with 5.88 GiB free (quill plan, 2026-12-06), case *-bf16s.
 BF16S=("${BF16[@]}" --recompute-granularity selective --recompute-modules moe_act layernorm)
 # The same with two micro-batches' routed rows per experts' weight gradient (docs/decisions/expert-wgrad-pairs.md):
-# stage 0 fits with 3.53 GiB free (quill plan, 2026-12-07), case *-bf16sp.
+# stage 0 fits with 2.92 GiB free (quill plan at f44f8aa; 2.93 at dfc194e, the figure 3.53 noted before was stale), case *-bf16sp.
 BF16SP=("${BF16S[@]}" --moe-expert-wgrad-micro-batches 2)
 # On an 80 GB H100 (when no H200 comes): the whole optimizer state offloaded with bf16 moments, *-bf16f (stages
 # 1-3 fit; stage 0 does not); and every layer recomputed with offload 0.7, *-bf16ru (every stage fits). Give

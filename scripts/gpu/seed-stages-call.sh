@@ -2,7 +2,7 @@
 # One device call (issue 40, must-show 1 and 2): the seed's three stage kinds (`--simulate-rank 0 / 8 / 24` of TP4 SP
 # PP4 12/10/10/10 EP8 DP2, Inkling-Small, random weights, balanced routing), each with its per-op table, and
 # `quill project --global-batch 128` of the three. On an H200: bf16 moments, no offload, selective recompute and the
-# experts' weight-gradient pairs (*-bf16sp, stage 0 planned with 3.53 GiB free); on an 80 GB GPU the memory settings
+# experts' weight-gradient pairs (*-bf16sp, stage 0 planned with 2.92 GiB free); on an 80 GB GPU the memory settings
 # that fit there (*-bf16fu: the whole optimizer state offloaded, every layer recomputed). 16 rows per step (8
 # micro-batches), 4 steps: step 0 warm-up, steps 1-2 measured, step 3 profiled.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
