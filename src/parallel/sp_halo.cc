@@ -94,7 +94,8 @@ void scatter_halo_grad(const DeviceContext& ctx, const Tensor& dchunk, const Ten
   if (g.H == 0) return;
   const Tensor all = all_gather_rows(ctx, dhalo, tp);
   if (g.Tc >= g.H) {  // only the next rank's halo covers this chunk: its last H rows
-    if (g.rank + 1 < g.ranks) ops::add_inplace(ctx, dchunk.rows(g.Tc - g.H, g.Tc), all.rows((g.rank + 1) * g.H, (g.rank + 2) * g.H));
+    if (g.rank + 1 < g.ranks)
+      ops::add_inplace(ctx, dchunk.rows(g.Tc - g.H, g.Tc), all.rows((g.rank + 1) * g.H, (g.rank + 2) * g.H));
     return;
   }
   // Rank r's halo row i is position r*Tc - H + i; the ones that fall in this rank's chunk add here.
