@@ -199,16 +199,10 @@ int main(int argc, char** argv) {
                [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13, false); });
     measure("backward weight gate/up (cuBLASLt, first write)", f13,
             [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-    // The kernel called directly: a form (grouped_wgrad_wg.h; 128-wide tiles, five operand stages, is the other) on a
-    // backend.
-    using cuda::grouped_wgrad::Form;
-    auto by_form = [&](const DeviceContext& c, Form form, const Tensor& d, const Tensor& in, const Tensor& dw,
-                       bool accumulate) {
-      cuda::grouped_wgrad::backward_weight(c, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
-                                           in.dim(1), dw.data_as<float>(), accumulate, form);
-    };
+    // The kernel's other form (grouped_wgrad_wg.h: 128-wide tiles, five operand stages), called directly.
     auto by_n128 = [&](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
-      by_form(wg, Form::kN128, d, in, dw, accumulate);
+      cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
+                                           in.dim(1), dw.data_as<float>(), accumulate, cuda::grouped_wgrad::Form::kN128);
     };
     wg_measure("backward weight down (wgmma 128 wide)", f2, [&] { by_n128(dy, h, dw2, true); });
     wg_measure("backward weight gate/up (wgmma 128 wide)", f13, [&] { by_n128(dg, x, dw13, true); });

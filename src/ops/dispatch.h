@@ -33,6 +33,14 @@ inline void require_conv_halo(const char* op, const char* name, const Tensor& t,
   require_dtype(op, name, t, x_TC.dtype());
 }
 
+// Its forward's halo: a halo as above that the output y does not alias.
+inline void require_conv_halo_input(const char* op, const Tensor& x_TC, int64_t K, const Tensor& y_TC,
+                                    const Tensor& halo_HC) {
+  require_conv_halo(op, "halo", halo_HC, x_TC, K);
+  QUILL_CHECK(!halo_HC.defined() || halo_HC.numel() == 0 || y_TC.data() != halo_HC.data(), "{}: y must not alias halo",
+              op);
+}
+
 // Its backward's halo and halo gradient: each a halo as above, the gradient given exactly when the halo is and
 // aliasing none of the backward's other tensors.
 inline void require_conv_halo_pair(const char* op, const Tensor& x_TC, int64_t K, const Tensor& dy_TC,

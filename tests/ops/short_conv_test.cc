@@ -174,6 +174,7 @@ TEST(ShortConvCpu, RejectsBadShapesAndAliasing) {
   EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, dw, Tensor(), dhalo), Error);
   EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, dw, halo, Tensor::empty({1, 4}, DType::F32)), Error);
   EXPECT_THROW(ops::short_conv_backward(kCpu, x, w, y, dx, dw, halo, halo), Error);
+  EXPECT_THROW(ops::short_conv_forward(kCpu, x, w, y, y.rows(0, 2)), Error);  // y must not alias the halo
 }
 
 }  // namespace

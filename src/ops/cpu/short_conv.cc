@@ -107,7 +107,7 @@ void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tens
   require_dtype(op, "w", w_CK, x_TC.dtype());
   require_dtype(op, "y", y_TC, x_TC.dtype());
   QUILL_CHECK(y_TC.data() != x_TC.data() || x_TC.numel() == 0, "{}: y must not alias x", op);
-  ops_detail::require_conv_halo(op, "halo", halo_HC, x_TC, K);
+  ops_detail::require_conv_halo_input(op, x_TC, K, y_TC, halo_HC);
   require_cpu(op, ctx);
   dispatch_float(op, x_TC, [&]<typename T>() { forward_impl<T>(x_TC, w_CK, y_TC, halo_HC); });
 }

@@ -454,9 +454,8 @@ void short_conv_forward(const DeviceContext& ctx, const Tensor& x_TC, const Tens
   require_dtype(op, "y", y_TC, DType::BF16);
   require_device(op, "y", y_TC);
   QUILL_CHECK(y_TC.data() != x_TC.data() || x_TC.numel() == 0, "{}: y must not alias x", op);
-  ops_detail::require_conv_halo(op, "halo", halo_HC, x_TC, K);
+  ops_detail::require_conv_halo_input(op, x_TC, K, y_TC, halo_HC);
   if (halo_HC.defined()) require_device(op, "halo", halo_HC);
-  QUILL_CHECK(!halo_HC.defined() || halo_HC.numel() == 0 || y_TC.data() != halo_HC.data(), "{}: y must not alias halo", op);
   const int64_t T = x_TC.dim(0), C = x_TC.dim(1);
   if (T * C == 0) return;
   const bool vec = vec_path(C, {x_TC.data(), y_TC.data(), halo_data(halo_HC)});
