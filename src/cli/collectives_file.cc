@@ -106,6 +106,10 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
   nlohmann::json overlap = nlohmann::json::object();
   for (const auto& [group, t] : run.standin_overlap) overlap[group] = {{"comm_s", t.comm_s}, {"hidden_s", t.hidden_s}};
   j["standin_overlap"] = run.standin_overlap.empty() ? nlohmann::json(nullptr) : overlap;
+  nlohmann::json loopback = nlohmann::json::array();
+  for (const LoopbackTime& t : run.loopback_times)
+    loopback.push_back({{"step", t.step}, {"phase", t.phase}, {"seconds", t.seconds}});
+  j["loopback_copy_s"] = run.simulated_rank >= 0 ? loopback : nlohmann::json(nullptr);
   j["definitions"] = {
       {"rows", "per rank, one row per (step, group, op): every call this rank made of op on its communicator of "
                "that group during that training step"},
@@ -131,7 +135,11 @@ std::string collectives_json(const std::vector<std::pair<int, std::vector<Collec
                              "model on a stand-in queue (docs/simulate-rank.md)"},
       {"standin_overlap", "null, or per group as the CPU's host clock saw the stand-ins over the whole run: comm_s, "
                           "their seconds on their queues; hidden_s, of those the part while the rank was not waiting "
-                          "for one (a GPU run's op profile says the same per profiled step)"}};
+                          "for one (a GPU run's op profile says the same per profiled step)"},
+      {"loopback_copy_s", "null for a real run; for a simulated rank, per step and phase, the seconds its loopback "
+                          "communicator's copies took (the host clock on the CPU, events on the compute stream on a "
+                          "GPU): they stand in for the collectives' data movement, which a projection models apart, "
+                          "so it takes them off the measured compute"}};
   // Each rank's groups by name with their world ranks, so that a model can tell the groups inside a
   // node from those across nodes.
   const Grid grid(run.spec.world(), run.spec);
@@ -160,7 +168,10 @@ void write_collectives_file(const std::string& out_dir, const CollectiveLedger& 
     for (size_t r = 0; r < texts.size(); ++r)
       ranks.emplace_back(static_cast<int>(r), rows_from_json(nlohmann::json::parse(texts[r])));
   }
-  if (rank == 0 || run.simulated_rank >= 0) write_file_atomic(out_dir + "/collectives.json", collectives_json(ranks, run));
+  if (rank != 0 && run.simulated_rank < 0) return;
+  CollectivesRun with_times = run;
+  if (run.simulated_rank >= 0) with_times.loopback_times = ledger.loopback_times();
+  write_file_atomic(out_dir + "/collectives.json", collectives_json(ranks, with_times));
 }
 
 }  // namespace quill::cli

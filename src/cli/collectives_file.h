@@ -29,6 +29,9 @@ struct CollectivesRun {
   // The stand-ins as a recording clock saw them (the CPU's host clock), per group: seconds on its queues
   // over the whole run, and of them the part beside the rank's own work; empty when nothing recorded.
   std::map<std::string, plan::StandInGroupTime> standin_overlap;
+  // A simulated rank's loopback copies per step and phase (CollectiveLedger::loopback_times; write_collectives_file
+  // takes them from its ledger): what a projection takes off the measured compute. Empty for a real run.
+  std::vector<LoopbackTime> loopback_times;
 };
 
 // A communication model's parameters as JSON ("intra_node_busbw_gbps", ..., "gpus_per_node", "source"),

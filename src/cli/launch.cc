@@ -98,12 +98,13 @@ void check_simulation(const TrainOptions& o, const LayoutSpec& spec) {
               "(its loss is not meaningful); nothing of it can be saved or resumed", refused ? refused : "");
 }
 
-// With a ledger: the run's probe (or none) wrapped so that the ledger knows each collective's step.
-void count_steps(TrainOptions& o, const std::shared_ptr<CollectiveLedger>& ledger) {
+// With a ledger: the run's probe (or none) wrapped so that the ledger knows each collective's step, and a
+// simulated rank's loopback time per step and phase (`loopback`: its mover, else null).
+void count_steps(TrainOptions& o, const std::shared_ptr<CollectiveLedger>& ledger, std::shared_ptr<LoopbackMover> loopback) {
   if (!ledger) return;
   auto inner = o.make_probe;
-  o.make_probe = [inner, ledger](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
-    return std::make_unique<CollectiveStepProbe>(inner ? inner(ctx) : nullptr, ctx, ledger);
+  o.make_probe = [inner, ledger, loopback](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
+    return std::make_unique<CollectiveStepProbe>(inner ? inner(ctx) : nullptr, ctx, ledger, loopback);
   };
 }
 
@@ -197,14 +198,13 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   // The ledger of OUT/collectives.json: every parallel run's collectives, and a simulated rank's.
   std::shared_ptr<CollectiveLedger> ledger;
   if (count_collectives && (simulate || spec.world() > 1)) ledger = std::make_shared<CollectiveLedger>();
-  count_steps(o, ledger);
   Comm* launcher_world = dist && !simulate ? &dist->world() : nullptr;
   const int world_rank = simulate ? o.simulate_rank : dist ? dist->rank() : 0;
   // `clock`: the timed stand-ins' clock, when it records what of each group's time ran beside compute.
   auto write_ledger = [&](const TrainResult& r, const StandInClock* clock) {
     if (!ledger || r.steps.empty()) return;
     CollectivesRun run{spec, o.simulate_rank, o.global_batch, RowsReader::open(o.rows_dir).row_tokens(),
-                       device_description(device), std::nullopt, {}};
+                       device_description(device), std::nullopt, {}, {}};
     if (o.simulate_comm_time) run.standin_comm = standin_model;
     if (clock) run.standin_overlap = plan::standin_overlap_by_group(clock->record());
     write_collectives_file(o.out_dir, *ledger, launcher_world, world_rank, run);
@@ -220,9 +220,11 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   if (device == "cpu") {
     check_memory_plan(o, config, spec, device, check.device_memory, lead, node_ranks);
     std::unique_ptr<Comm> loopback;
+    std::shared_ptr<LoopbackMover> mover;
     std::shared_ptr<StandInClock> host_clock;
     if (simulate) {
-      auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_host_loopback_mover());
+      mover = make_host_loopback_mover();
+      auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", mover);
       lb->set_routing(routing);
       loopback = std::move(lb);
       if (o.simulate_comm_time) {
@@ -230,6 +232,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
         loopback = timed_world(std::move(loopback), o.simulate_rank, standin_model, host_clock);
       }
     }
+    count_steps(o, ledger, mover);
     const std::unique_ptr<Comm> world = counted_world(std::move(loopback), launcher_world, ledger);
     TrainResult r;
     {
@@ -251,8 +254,10 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   }
   check_memory_plan(o, config, spec, device, device_memory, lead, node_ranks);
   std::unique_ptr<Comm> world_gpu;
+  std::shared_ptr<LoopbackMover> mover;
   if (simulate) {
-    auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", make_cuda_loopback_mover(stream_of(ctx)));
+    mover = make_cuda_loopback_mover(stream_of(ctx));
+    auto lb = std::make_unique<LoopbackComm>(spec.world(), o.simulate_rank, "world", mover);
     lb->set_routing(routing);
     world_gpu = std::move(lb);
     if (o.simulate_comm_time)
@@ -274,6 +279,7 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
       world_gpu = std::move(nccl);
     }
   }
+  count_steps(o, ledger, mover);
   world_gpu = counted_world(std::move(world_gpu), nullptr, ledger);
   TrainResult r;
   {

@@ -221,11 +221,22 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
                       {"optimizer_compute_s", sp.optimizer_compute_s}, {"optimizer_comm_s", sp.optimizer_comm_s},
                       {"comm_hidden_per_micro_batch_s", sp.passes_hidden_s}, {"optimizer_comm_hidden_s", sp.optimizer_hidden_s},
                       {"hidden_from", r->hidden_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(r->hidden_source)},
+                      {"loopback_per_micro_batch_s",
+                       r->loopback_measured ? nlohmann::json(r->loopback_passes_s / static_cast<double>(r->m.micro_batches))
+                                            : nlohmann::json(nullptr)},
+                      {"loopback_rest_s", r->loopback_measured ? nlohmann::json(r->loopback_rest_s) : nlohmann::json(nullptr)},
                       {"peak_device_bytes", r->peak_bytes}, {"peak_is_gpu", r->gpu_peak}, {"wire_bytes_per_step", bytes},
                       {"groups", groups}});
   }
   if (std::any_of(p.stages.begin(), p.stages.end(), [](const plan::StageProjection& s) { return s.borrowed; }))
     t += "  * not measured: a like stage's figures (simulate a rank of it for its own)\n";
+  t += "  compute is the measured time less the loopback's copies (they stand in for the collectives modelled here):";
+  for (const SimulatedRun& r : runs)
+    t += r.loopback_measured
+             ? fmt::format(" rank {} {:.3f} ms/mb and {:.1f} ms of the rest;", r.m.rank,
+                           1e3 * r.loopback_passes_s / static_cast<double>(r.m.micro_batches), 1e3 * r.loopback_rest_s)
+             : fmt::format(" rank {} not timed (a run of an older quill: its copies stay in);", r.m.rank);
+  t.back() = '\n';
   if (p.timed) {
     t += fmt::format("  step {:.3f} s = pipeline {:.3f} s + optimizer phase {:.3f} s, from the passes as measured with timed "
                      "stand-ins (each collective its modelled time, beside compute where the run overlaps it); with "
@@ -286,7 +297,12 @@ ProjectionReport project_runs(const std::vector<std::string>& dirs, const Projec
   j["notes"] = p.notes;
   j["definitions"] = {
       {"measured", "per stage: compute of the passes per micro-batch and of the rest of the step (the simulated rank's "
-                   "summary.json medians), peak memory, and the bytes of every collective (collectives.json)"},
+                   "summary.json medians less its loopback's copies, collectives.json loopback_copy_s: they stand in "
+                   "for the collectives modelled here), peak memory, and the bytes of every collective "
+                   "(collectives.json)"},
+      {"loopback_per_micro_batch_s", "per stage: the run's loopback copies per micro-batch of its passes (and "
+                                      "loopback_rest_s per step of the rest), taken off its measured compute; null: "
+                                      "a run of a quill before they were timed, nothing taken off"},
       {"modelled", "the time of every collective (docs/comm-model.md: bytes / bus bandwidth + calls x latency), the "
                    "1F1B pipeline's fill, drain and waits (the schedule replayed), stages not simulated (a like stage's "
                    "figures)"},

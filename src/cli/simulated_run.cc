@@ -84,20 +84,38 @@ SimulatedRun read_simulated_run(const std::string& dir) {
     for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = static_cast<int>(i);
     run.m.groups.emplace("world", everyone);
     const std::vector<CollectiveRow> rows = collective_rows_from_json(entry.at("rows"), cpath);
+    // The loopback's copies per step and phase: they stand in for communication the projection models.
+    std::map<int64_t, std::pair<double, double>> loopback;  // step -> (passes, optimizer) seconds
+    run.loopback_measured = c.contains("loopback_copy_s") && c.at("loopback_copy_s").is_array();
+    if (run.loopback_measured)
+      for (const nlohmann::json& t : c.at("loopback_copy_s")) {
+        const std::string phase = t.at("phase");
+        const double seconds = t.at("seconds");
+        auto& [lp, lr] = loopback[t.at("step").get<int64_t>()];
+        if (phase == "passes") lp += seconds;
+        if (phase == "optimizer") lr += seconds;
+      }
     // The measured steps, as summary.json's median takes them: steps >= warmup_steps, the profiled one out.
     const int64_t warmup = s.at("warmup_steps"), profiled = s.at("profile_step");
-    std::vector<double> passes, rest, all_passes, all_rest;
+    std::vector<double> passes, rest, lpasses, lrest, all_passes, all_rest, all_lpasses, all_lrest;
     std::vector<int64_t> measured, all_steps;
     for (const nlohmann::json& st : s.at("per_step")) {
       const int64_t step = st.at("step");
       const double t = st.at("step_time_s"), p = st.at("passes_time_s");
-      all_passes.push_back(p), all_rest.push_back(t - p), all_steps.push_back(step);
-      if (step >= warmup && step != profiled) passes.push_back(p), rest.push_back(t - p), measured.push_back(step);
+      const auto [lp, lr] = loopback.count(step) ? loopback.at(step) : std::pair<double, double>{0.0, 0.0};
+      all_passes.push_back(p - lp), all_rest.push_back(t - p - lr), all_steps.push_back(step);
+      all_lpasses.push_back(lp), all_lrest.push_back(lr);
+      if (step >= warmup && step != profiled) {
+        passes.push_back(p - lp), rest.push_back(t - p - lr), measured.push_back(step);
+        lpasses.push_back(lp), lrest.push_back(lr);
+      }
     }
     QUILL_CHECK(!all_steps.empty(), "{}: per_step is empty", spath);
-    if (measured.empty()) passes = all_passes, rest = all_rest, measured = all_steps;
+    if (measured.empty()) passes = all_passes, rest = all_rest, measured = all_steps, lpasses = all_lpasses, lrest = all_lrest;
     run.m.passes_s = median(passes);
     run.m.rest_s = std::max(0.0, median(rest));
+    run.loopback_passes_s = median(lpasses);
+    run.loopback_rest_s = median(lrest);
     for (const CollectiveRow& r : rows)
       if (std::find(measured.begin(), measured.end(), r.step) != measured.end()) run.m.rows.push_back(r);
     run.m.steps = static_cast<int64_t>(measured.size());

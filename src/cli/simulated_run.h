@@ -30,6 +30,11 @@ struct SimulatedRun {
   // (collectives.json standin_overlap, CPU runs).
   std::optional<plan::CommModelParams> standin_comm;
   std::string hidden_source;  // the profile file the hidden shares come from; empty: none
+  // The loopback's copies (collectives.json loopback_copy_s), medians over the measured steps as passes_s and
+  // rest_s take them: m.passes_s and m.rest_s are the measured times less these. loopback_measured false: a
+  // run of a quill before they were timed (nothing taken off).
+  bool loopback_measured = false;
+  double loopback_passes_s = 0, loopback_rest_s = 0;
 };
 
 // A quill::Error naming the file and field when `dir` holds no simulated run (a real run's collectives,

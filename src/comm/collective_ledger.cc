@@ -43,6 +43,18 @@ std::vector<CollectiveRow> CollectiveLedger::rows() const {
   return out;
 }
 
+void CollectiveLedger::add_loopback_seconds(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  loopback_s_[{step_, phase_}] += seconds;
+}
+
+std::vector<LoopbackTime> CollectiveLedger::loopback_times() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LoopbackTime> out;
+  for (const auto& [key, s] : loopback_s_) out.push_back({key.first, key.second, s});
+  return out;
+}
+
 // A ring all-reduce is a reduce-scatter and an all-gather of p chunks: each rank sends (and
 // receives) p - 1 chunks in each half. Chunks of a payload that p does not divide differ by one
 // byte; the total over the ring is exact, this rank's share is rounded down.

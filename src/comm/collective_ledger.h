@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace quill {
@@ -40,6 +41,13 @@ struct CollectiveRow {
   bool operator==(const CollectiveRow&) const = default;
 };
 
+// A simulated rank's loopback copies in one phase of one step (CollectiveLedger::add_loopback_seconds).
+struct LoopbackTime {
+  int64_t step = -1;
+  std::string phase = "outside";
+  double seconds = 0;
+};
+
 class CollectiveLedger {
  public:
   // The step that later calls belong to (-1: none), in its passes; set_optimizer_phase moves the step's
@@ -52,11 +60,18 @@ class CollectiveLedger {
   // Sorted by step, then phase, group and op as strings (byte order: "optimizer" before "passes").
   std::vector<CollectiveRow> rows() const;
 
+  // A simulated rank's loopback (comm/loopback_comm.h: LoopbackMover::take_span_seconds): seconds its
+  // stand-in copies took, added to the present step and phase.
+  void add_loopback_seconds(double seconds);
+  // Per (step, phase) as above, sorted the same way; empty for a real run.
+  std::vector<LoopbackTime> loopback_times() const;
+
  private:
   mutable std::mutex mu_;
   int64_t step_ = -1;
   std::string phase_ = "outside";
   std::map<std::tuple<int64_t, std::string, std::string, std::string>, CollectiveRow> rows_;
+  std::map<std::pair<int64_t, std::string>, double> loopback_s_;
 };
 
 // Wire bytes of the ring algorithms (see the header comment), for a group of p ranks.

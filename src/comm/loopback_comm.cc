@@ -1,9 +1,11 @@
 #include "comm/loopback_comm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "base/error.h"
 #include "comm/comm_checks.h"
@@ -42,6 +44,19 @@ class HostMover final : public LoopbackMover {
     const size_t elem = dtype_size(dst.dtype());
     std::memcpy(bytes_of(dst) + static_cast<size_t>(first) * elem, pattern.data(), static_cast<size_t>(count) * elem);
   }
+  // The copies above are done on return: the host clock around them is their time.
+  void begin_span() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (depth_++ == 0) span_start_ = std::chrono::steady_clock::now();
+  }
+  void end_span() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--depth_ == 0) seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - span_start_).count();
+  }
+  double take_span_seconds() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(seconds_, 0.0);
+  }
 
  private:
   Tensor cached(DType dtype, int64_t count) {
@@ -52,6 +67,21 @@ class HostMover final : public LoopbackMover {
   }
   std::mutex mu_;
   std::map<DType, Tensor> patterns_;
+  int depth_ = 0;
+  std::chrono::steady_clock::time_point span_start_;
+  double seconds_ = 0;
+};
+
+// One collective's data movement as a span of the mover's time (LoopbackMover::begin_span).
+class Span {
+ public:
+  explicit Span(LoopbackMover& mover) : mover_(mover) { mover_.begin_span(); }
+  ~Span() { mover_.end_span(); }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  LoopbackMover& mover_;
 };
 
 }  // namespace
@@ -92,7 +122,9 @@ void LoopbackComm::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp)
   check_tensor(out, "reduce_scatter", "output");
   bool in_place = false;
   check(comm_checks::reduce_scatter(in, out, size_, rank_, &in_place));
-  if (!in_place) mover_->copy(out, 0, in, static_cast<size_t>(rank_) * out.nbytes(), out.nbytes());
+  if (in_place) return;
+  const Span span(*mover_);
+  mover_->copy(out, 0, in, static_cast<size_t>(rank_) * out.nbytes(), out.nbytes());
 }
 
 void LoopbackComm::all_gather(const Tensor& in, const Tensor& out) {
@@ -104,6 +136,7 @@ void LoopbackComm::all_gather(const Tensor& in, const Tensor& out) {
   // the last exchange left them (for weights, their initial values), not copies of this rank's shard,
   // so the model the next step runs keeps its real values outside this rank's shard.
   if (in_place) return;
+  const Span span(*mover_);
   const size_t block = in.nbytes();
   for (int r = 0; r < size_; ++r) mover_->copy(out, static_cast<size_t>(r) * block, in, 0, block);
 }
@@ -115,6 +148,7 @@ void LoopbackComm::all_to_all(const Tensor& in, const std::vector<int64_t>& send
   check_tensor(in, "all_to_all", "input");
   check_tensor(out, "all_to_all", "output");
   check(comm_checks::all_to_all(in, send_counts, out, recv_counts, size_, name_));
+  const Span span(*mover_);
   if (routing_ && name_ == "ep" && in.dtype() == DType::I64 && size_ > 1) {
     const int64_t per = send_counts[0];
     bool counts_exchange = true;
@@ -156,6 +190,7 @@ void LoopbackComm::send(const Tensor& t, int peer) {
 void LoopbackComm::recv(const Tensor& t, int peer) {
   check_tensor(t, "recv", "");
   check(comm_checks::peer(peer, size_, name_, "recv"));
+  const Span span(*mover_);
   mover_->fill(t, 0, t.numel());
 }
 
@@ -165,6 +200,7 @@ void LoopbackComm::send_recv(const Tensor& send, int dst, const Tensor& recv, in
   check(comm_checks::peer(dst, size_, name_, "send_recv"));
   check(comm_checks::peer(src, size_, name_, "send_recv"));
   if (comm_checks::overlaps(send, recv)) check("send_recv: send and receive tensors overlap");
+  const Span span(*mover_);
   if (send.nbytes() == recv.nbytes() && send.dtype() == recv.dtype()) mover_->copy(recv, 0, send, 0, recv.nbytes());
   else mover_->fill(recv, 0, recv.numel());
 }

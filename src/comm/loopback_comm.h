@@ -52,6 +52,15 @@ class LoopbackMover {
   // The first `bytes` bytes of src into host memory, and host memory into dst (complete on return).
   virtual void to_host(void* dst, const Tensor& src, size_t bytes) = 0;
   virtual void from_host(const Tensor& dst, const void* src, size_t bytes) = 0;
+
+  // The loopback's own time. Each collective that moves data runs between begin_span() and end_span()
+  // (nested spans count once); take_span_seconds() returns the spans' time since its last call, after
+  // waiting for the last span to finish: the host clock around the host mover's copies, events around
+  // the CUDA mover's on its stream. These copies stand in for the communication a projection models
+  // apart, so it takes them off the measured compute (docs/comm-model.md).
+  virtual void begin_span() = 0;
+  virtual void end_span() = 0;
+  virtual double take_span_seconds() = 0;
 };
 
 // The routing model of a simulated rank's token exchange (comm/loopback_routing.h): what the other

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -88,8 +89,9 @@ TEST_F(SimulateRank, EveryRankMatchesTheRealRunsBytesAndPeak) {
     }
     // The peaks tell the ranks apart where they differ (the pipeline's stages; their collectives are
     // mirror images: each stage sends what the other receives).
-    if (layout.rfind("--pp", 0) == 0)
+    if (layout.rfind("--pp", 0) == 0) {
       EXPECT_NE(real_summary.at("peak_device_bytes_per_rank")[0], real_summary.at("peak_device_bytes_per_rank")[1]);
+    }
     ++index;
   }
 }
@@ -229,6 +231,37 @@ TEST_F(SimulateRank, ProjectionsOfOneAndOfEveryStage) {
   r = quill::test::run_command(kQuill + " project " + real);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("a real run's collectives (simulated_rank null)"), std::string::npos) << r.output;
+}
+
+TEST_F(SimulateRank, TheLoopbacksCopiesAreTimedAndTakenOffTheComputeItProjects) {
+  // TP2+SP: every layer all-gathers and reduce-scatters through the loopback, whose copies stand in for
+  // collectives the projection models; they are timed per step and phase and taken off the compute.
+  const std::string sim = temp("loopback-time");
+  run_ok(kQuill + " train --config " + kConfig + " --rows " + *rows_ +
+         " --seed 5 --steps 3 --global-batch 4 --lr 1e-2 --quiet --tp 2 --sp --simulate-rank 1 --out " + sim);
+  const nlohmann::json c = read_json(sim + "/collectives.json"), s = read_json(sim + "/summary.json");
+  ASSERT_TRUE(c.at("loopback_copy_s").is_array());
+  std::map<int64_t, double> passes_copies;
+  for (const nlohmann::json& t : c.at("loopback_copy_s"))
+    if (t.at("phase") == "passes") passes_copies[t.at("step").get<int64_t>()] += t.at("seconds").get<double>();
+  std::vector<double> compute;
+  for (const nlohmann::json& st : s.at("per_step")) {
+    const int64_t step = st.at("step");
+    ASSERT_TRUE(passes_copies.count(step)) << "step " << step << " has no passes' loopback time";
+    EXPECT_GT(passes_copies[step], 0.0);
+    EXPECT_LT(passes_copies[step], st.at("passes_time_s").get<double>());
+    compute.push_back(st.at("passes_time_s").get<double>() - passes_copies[step]);
+  }
+  ASSERT_EQ(compute.size(), 3u);
+  std::sort(compute.begin(), compute.end());
+  const nlohmann::json p = read_json(sim + "/projection.json");
+  const nlohmann::json& stage = p.at("stages")[0];
+  EXPECT_NEAR(stage.at("compute_per_micro_batch_s").get<double>(), compute[1] / 4, 1e-12);
+  EXPECT_GT(stage.at("loopback_per_micro_batch_s").get<double>(), 0.0);
+  // A real run has no loopback.
+  const std::string real = temp("loopback-real");
+  run_ok(mpirun(2) + kQuill + train_flags(*rows_) + " --tp 2 --sp --out " + real + " </dev/null");
+  EXPECT_TRUE(read_json(real + "/collectives.json").at("loopback_copy_s").is_null());
 }
 
 TEST_F(SimulateRank, ProjectRefusesStagesOfDifferentModelsOrRecompute) {

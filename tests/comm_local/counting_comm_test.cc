@@ -70,6 +70,24 @@ TEST(CountingComm, PointToPointAndStepsAndSplits) {
                 std::tie(rows[i].step, rows[i].phase, rows[i].group, rows[i].op));
 }
 
+TEST(CollectiveLedger, LoopbackSecondsGoToThePresentStepAndPhase) {
+  CollectiveLedger ledger;
+  ledger.add_loopback_seconds(0.5);  // set-up: outside the steps
+  ledger.set_step(2);
+  ledger.add_loopback_seconds(0.25);
+  ledger.add_loopback_seconds(0.125);
+  ledger.set_optimizer_phase();
+  ledger.add_loopback_seconds(1.0);
+  ledger.set_step(3);
+  ledger.add_loopback_seconds(2.0);
+  const std::vector<LoopbackTime> t = ledger.loopback_times();
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(std::tie(t[0].step, t[0].phase, t[0].seconds), std::make_tuple(int64_t{-1}, std::string("outside"), 0.5));
+  EXPECT_EQ(std::tie(t[1].step, t[1].phase, t[1].seconds), std::make_tuple(int64_t{2}, std::string("optimizer"), 1.0));
+  EXPECT_EQ(std::tie(t[2].step, t[2].phase, t[2].seconds), std::make_tuple(int64_t{2}, std::string("passes"), 0.375));
+  EXPECT_EQ(std::tie(t[3].step, t[3].phase, t[3].seconds), std::make_tuple(int64_t{3}, std::string("passes"), 2.0));
+}
+
 TEST(CountingComm, StartedFormsCountAndStillRun) {
   Counted c(2, 0);
   Tensor in = Tensor::zeros({4}, DType::F32), out = Tensor::zeros({8}, DType::F32);

@@ -164,5 +164,61 @@ TEST(LoopbackComm, BadArgumentsThrowNamingTheCommunicator) {
   EXPECT_THROW(LoopbackComm(2, 2, "x", make_host_loopback_mover()), Error);
 }
 
+// A mover that counts the spans it is given around the host mover's copies (their time is the host's).
+class SpanCountingMover final : public LoopbackMover {
+ public:
+  Device device() const override { return Device::CPU; }
+  void copy(const Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_offset, size_t bytes) override {
+    EXPECT_GT(depth_, 0) << "a copy outside a span";
+    host_->copy(dst, dst_offset, src, src_offset, bytes);
+  }
+  void fill(const Tensor& dst, int64_t first, int64_t count) override {
+    EXPECT_GT(depth_, 0) << "a fill outside a span";
+    host_->fill(dst, first, count);
+  }
+  void to_host(void* dst, const Tensor& src, size_t bytes) override { host_->to_host(dst, src, bytes); }
+  void from_host(const Tensor& dst, const void* src, size_t bytes) override { host_->from_host(dst, src, bytes); }
+  void begin_span() override {
+    ++depth_, ++spans;
+    host_->begin_span();
+  }
+  void end_span() override {
+    --depth_;
+    host_->end_span();
+  }
+  double take_span_seconds() override { return host_->take_span_seconds(); }
+  int spans = 0;
+
+ private:
+  std::unique_ptr<LoopbackMover> host_ = make_host_loopback_mover();
+  int depth_ = 0;
+};
+
+TEST(LoopbackComm, EveryCollectiveThatMovesDataIsOneSpanOfTheMoversTime) {
+  auto mover = std::make_shared<SpanCountingMover>();
+  LoopbackComm c(4, 1, "world", mover);
+  std::unique_ptr<Comm> tp = c.split({0, 1}, "tp");  // a split shares the mover, and its time
+  Tensor in = iota(1 << 20), out = Tensor::zeros({4 << 20}, DType::F32), block = Tensor::zeros({1 << 18}, DType::F32);
+  c.all_reduce(in, ReduceOp::Sum);  // moves nothing: no span
+  c.broadcast(in, 0);
+  c.send(in, 2);
+  EXPECT_EQ(mover->spans, 0);
+  EXPECT_EQ(mover->take_span_seconds(), 0.0);
+  c.all_gather(in, out);
+  c.reduce_scatter(in, block, ReduceOp::Sum);
+  c.all_to_all(in, {1 << 18, 1 << 18, 1 << 18, 1 << 18}, out.view_flat(0, {1 << 20}), {1 << 18, 1 << 18, 1 << 18, 1 << 18});
+  c.recv(block, 0);
+  c.send_recv(block, 2, Tensor::zeros({1 << 18}, DType::F32), 0);
+  tp->all_gather(in, out.view_flat(0, {2 << 20}));
+  EXPECT_EQ(mover->spans, 6);
+  const double seconds = mover->take_span_seconds();
+  EXPECT_GT(seconds, 0.0);  // ~24 MB copied
+  EXPECT_EQ(mover->take_span_seconds(), 0.0) << "taken once";
+  // In place (ZeRO-1's gather, the owned block of reduce-scatter): nothing moves, no span.
+  c.all_gather(out.view_flat(1 << 20, {1 << 20}), out);
+  c.reduce_scatter(out, out.view_flat(1 << 20, {1 << 20}), ReduceOp::Sum);
+  EXPECT_EQ(mover->spans, 6);
+}
+
 }  // namespace
 }  // namespace quill

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "base/error.h"
 
@@ -21,6 +22,7 @@ class CudaMover final : public LoopbackMover {
   ~CudaMover() override {
     cudaStreamSynchronize(stream_);  // fills may still read the patterns
     for (auto& [dtype, p] : patterns_) cudaFree(p.data);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
 
   Device device() const override { return Device::CUDA; }
@@ -43,6 +45,41 @@ class CudaMover final : public LoopbackMover {
     if (!bytes) return;
     check(cudaMemcpyAsync(dst.data(), src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (host to device)");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // the host buffer dies after the call
+  }
+
+  // A span is a pair of events on the stream: the stream's time between them is the copies' (and, for the
+  // routing model's count exchange, the host's turnaround, as a real exchange's). Pairs accumulate until
+  // take_span_seconds reads them (once per phase of a step: a few thousand events at a seed rank).
+  void begin_span() override {
+    std::lock_guard<std::mutex> lock(span_mu_);
+    if (depth_++ > 0) return;
+    if (used_ + 2 > events_.size()) {
+      for (int i = 0; i < 2; ++i) {
+        cudaEvent_t e = nullptr;
+        check(cudaEventCreate(&e), "cudaEventCreate");
+        events_.push_back(e);
+      }
+    }
+    check(cudaEventRecord(events_[used_], stream_), "cudaEventRecord");
+  }
+  void end_span() override {
+    std::lock_guard<std::mutex> lock(span_mu_);
+    if (--depth_ > 0) return;
+    check(cudaEventRecord(events_[used_ + 1], stream_), "cudaEventRecord");
+    used_ += 2;
+  }
+  double take_span_seconds() override {
+    std::lock_guard<std::mutex> lock(span_mu_);
+    if (used_ == 0) return 0.0;
+    check(cudaEventSynchronize(events_[used_ - 1]), "cudaEventSynchronize");
+    double seconds = 0;
+    for (size_t i = 0; i < used_; i += 2) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]), "cudaEventElapsedTime");
+      seconds += 1e-3 * ms;
+    }
+    used_ = 0;
+    return seconds;
   }
 
   void fill(const Tensor& dst, int64_t first, int64_t count) override {
@@ -79,6 +116,10 @@ class CudaMover final : public LoopbackMover {
   cudaStream_t stream_;
   std::mutex mu_;
   std::map<DType, Pattern> patterns_;
+  std::mutex span_mu_;
+  int depth_ = 0;
+  std::vector<cudaEvent_t> events_;  // pairs (begin, end); the first used_ recorded since the last take
+  size_t used_ = 0;
 };
 
 }  // namespace
