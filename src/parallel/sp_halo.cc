@@ -43,8 +43,9 @@ Tensor zeros_like_halo(const DeviceContext& ctx, const Tensor& chunk, const Halo
 // Every rank's H rows of `mine`, gathered over tp: [ranks * H, C].
 Tensor all_gather_rows(const DeviceContext& ctx, const Tensor& mine, Comm* tp) {
   if (tp == nullptr || tp->size() == 1) return mine;
+  // Not zeroed: the gather writes every block (mine is never a block of all, so no in-place gather whose
+  // peers' blocks a loopback would leave as they were).
   Tensor all = like(ctx, mine, {mine.dim(0) * tp->size(), mine.dim(1)});
-  ops::zero(ctx, all);  // under --simulate-rank the loopback's gather leaves the peers' blocks (docs/simulate-rank.md)
   ops::collective(ctx, "sp.halo_all_gather", all, [&] { tp->all_gather(mine, all); });
   return all;
 }
