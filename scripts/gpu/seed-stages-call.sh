@@ -7,7 +7,8 @@
 # micro-batches), 4 steps: step 0 warm-up, steps 1-2 measured, step 3 profiled.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/seed-stages-call.sh")
-# Environment: CASES [by the GPU's memory, above], CASE_TIMEOUT [150].
+# Environment: CASES [by the GPU's memory, above], CASE_TIMEOUT [150], TESTS [none: a cuda_tests filter run first,
+# its log in $OUT/tests.log and its summary at the top of seed-stages.txt].
 # Back: $OUT/seed-stages.txt (the call's log), $OUT/cases.tar.gz (per case: plan, summary, collectives, metrics,
 # projection, the profiled step's op table; one archive: the device tool brings back a limited count of files),
 # $OUT/project.txt.
@@ -20,6 +21,11 @@ else default="first-bf16sp middle-bf16sp last-bf16sp"; fi
 read -ra cases <<< "${CASES:-$default}"
 mkdir -p "$OUT"
 {
+if [ -n "${TESTS:-}" ]; then
+  timeout 200 "$B/bin/cuda_tests" --gtest_filter="$TESTS" > "$OUT/tests.log" 2>&1
+  rc=$?
+  echo "cuda_tests ($TESTS) rc $rc: $(grep -cE '^\[       OK' "$OUT/tests.log") passed, $(grep -cE '^\[  FAILED' "$OUT/tests.log") failed lines"
+fi
 GLOBAL_BATCH=16 STEPS=4 WARMUP=1 PROFILE_STEP=3 CASE_TIMEOUT=${CASE_TIMEOUT:-150} \
   bash "$(dirname "$0")/seed-projection.sh" "${cases[@]}" 2>&1 | grep -E "^rank|train rc|error|refused|^fits|^= device"
 dirs=()
