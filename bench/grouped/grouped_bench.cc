@@ -208,17 +208,6 @@ int main(int argc, char** argv) {
     wg_measure("backward weight gate/up (wgmma 128 wide)", f13, [&] { by_n128(dg, x, dw13, true); });
     wg_measure("backward weight down (wgmma 128 wide, first write)", f2, [&] { by_n128(dy, h, dw2, false); });
     wg_measure("backward weight gate/up (wgmma 128 wide, first write)", f13, [&] { by_n128(dg, x, dw13, false); });
-    // The experiment kN128Regs: the 128-wide tiles with the old gradient through registers, seven operand stages.
-    auto by_regs = [&](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
-      cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
-                                           in.dim(1), dw.data_as<float>(), accumulate,
-                                           cuda::grouped_wgrad::Form::kN128Regs);
-    };
-    wg_measure("backward weight down (wgmma 128 wide, registers)", f2, [&] { by_regs(dy, h, dw2, true); });
-    wg_measure("backward weight gate/up (wgmma 128 wide, registers)", f13, [&] { by_regs(dg, x, dw13, true); });
-    wg_measure("backward weight down (wgmma 128 wide, registers, first write)", f2, [&] { by_regs(dy, h, dw2, false); });
-    wg_measure("backward weight gate/up (wgmma 128 wide, registers, first write)", f13,
-               [&] { by_regs(dg, x, dw13, false); });
     // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
     Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
     ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false);

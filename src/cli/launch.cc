@@ -99,12 +99,16 @@ void check_simulation(const TrainOptions& o, const LayoutSpec& spec) {
 }
 
 // With a ledger: the run's probe (or none) wrapped so that the ledger knows each collective's step, and a
-// simulated rank's loopback time per step and phase (`loopback`: its mover, else null).
-void count_steps(TrainOptions& o, const std::shared_ptr<CollectiveLedger>& ledger, std::shared_ptr<LoopbackMover> loopback) {
+// simulated rank's loopback time per step and phase (`loopback`: its mover, else null). The probe maker holds the
+// mover weakly: `o` outlives the device backend, and a CUDA mover must be destroyed before its stream is (the
+// probe, made and destroyed inside the run, holds it meanwhile).
+void count_steps(TrainOptions& o, const std::shared_ptr<CollectiveLedger>& ledger,
+                 const std::shared_ptr<LoopbackMover>& loopback) {
   if (!ledger) return;
   auto inner = o.make_probe;
-  o.make_probe = [inner, ledger, loopback](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
-    return std::make_unique<CollectiveStepProbe>(inner ? inner(ctx) : nullptr, ctx, ledger, loopback);
+  const std::weak_ptr<LoopbackMover> mover = loopback;
+  o.make_probe = [inner, ledger, mover](const DeviceContext& ctx) -> std::unique_ptr<StepProbe> {
+    return std::make_unique<CollectiveStepProbe>(inner ? inner(ctx) : nullptr, ctx, ledger, mover.lock());
   };
 }
 

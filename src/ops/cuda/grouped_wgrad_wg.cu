@@ -20,8 +20,7 @@
 // TMA unit as a bulk tensor store. A first write stores the accumulators alone. Why not the TMA's bulk
 // reduction (add) into the gradient, the previous form: measured on an H100 it ran the read-modify-write at
 // ~1.9 TB/s, no faster than cuBLASLt's epilogue (docs/decisions/grouped-wgrad.md); a load and a store are
-// the copy's two streams. The kN128Regs form (an experiment: grouped_wgrad_wg.h) has no staging: each thread loads
-// its old gradient into registers as the tile starts and stores its sums from there.
+// the copy's two streams.
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_wg.cuh"
@@ -53,13 +52,11 @@ constexpr int kABoxes = kTileM / 64;
 template <Form kForm>
 struct Shape {
   static constexpr int kN = static_cast<int>(tile_n(kForm));
-  static constexpr bool kRegs = kForm == Form::kN128Regs;  // the old gradient through registers: no staging
   static constexpr int kBBoxes = kN / 64;
   static constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB at 256 columns, 32 KiB at 128
-  static constexpr int kStagingBoxes = kRegs ? 0 : staging_boxes(kN);
+  static constexpr int kStagingBoxes = staging_boxes(kN);
   static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;
-  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 2 at 256 columns, 5 at 128, 7
-                                                                                     // without a staging
+  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 2 at 256 columns, 5 at 128
   static constexpr int kSmemStaging = kStages * kStageBytes;
   static constexpr int kSmemBarriers = kSmemStaging + kStagingBytes;
   static constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment
@@ -161,19 +158,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         }
       continue;
     }
-    // kN128Regs: this thread's 64 elements of the old gradient into registers, the loads in flight under the product
-    // (streaming: each element is read once, then overwritten by this thread).
-    [[maybe_unused]] float2 old[S::kRegs ? kN / 8 : 1][2];
-    if constexpr (S::kRegs) {
-      if (p.accumulate)
-#pragma unroll
-        for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-          for (int sel = 0; sel < 2; ++sel)
-            old[j][sel] = __ldcs(reinterpret_cast<const float2*>(out + 8 * sel * p.N + 8 * j));
-    }
     // The old gradient into the staging under this tile's product, once the previous tile's store has read it.
-    if (!S::kRegs && p.accumulate && tid == 0) {
+    if (p.accumulate && tid == 0) {
       bulk_wait_read();
       mbar_arrive_expect_tx(staged, S::kStagingBytes);
 #pragma unroll
@@ -210,18 +196,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         load_stage<kForm>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
         advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
       }
-    }
-    if constexpr (S::kRegs) {
-      // Each accumulator pair to its place in dw from registers: fl(old + sum), as below.
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-        for (int sel = 0; sel < 2; ++sel) {
-          float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
-          if (p.accumulate) a = old[j][sel].x + a, b = old[j][sel].y + b;
-          __stcs(reinterpret_cast<float2*>(out + 8 * sel * p.N + 8 * j), make_float2(a, b));
-        }
-      continue;
     }
     if (p.accumulate) {
       mbar_wait(staged, staged_tiles & 1, kStages);  // the old gradient is in the staging
@@ -312,12 +286,9 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.accumulate = accumulate ? 1 : 0;
   fill_offsets(counts, E, P, p.offset);
   if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
-  const void* kernel = form == Form::kN256   ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
-                       : form == Form::kN128 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>)
-                                             : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128Regs>);
-  const int smem = form == Form::kN256   ? Shape<Form::kN256>::kSmemBytes
-                   : form == Form::kN128 ? Shape<Form::kN128>::kSmemBytes
-                                         : Shape<Form::kN128Regs>::kSmemBytes;
+  const void* kernel = form == Form::kN256 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
+                                           : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>);
+  const int smem = form == Form::kN256 ? Shape<Form::kN256>::kSmemBytes : Shape<Form::kN128>::kSmemBytes;
   attn::set_smem("grouped_linear_backward_weight (wgmma)", kernel, smem);
   int dev = 0, sms = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));
@@ -325,8 +296,7 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   const int64_t tiles = E * p.tiles_m * p.tiles_n;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
   if (form == Form::kN256) grouped_wgrad_kernel<Form::kN256><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
-  else if (form == Form::kN128) grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
-  else grouped_wgrad_kernel<Form::kN128Regs><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
+  else grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 

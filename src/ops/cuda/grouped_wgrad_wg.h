@@ -24,12 +24,7 @@ namespace quill::cuda::grouped_wgrad {
 //          1.748 / 0.884 (kN256 1.893 / 0.949, cuBLASLt 2.310 / 1.243);
 //   kN256  128 x 256 tiles, two 48 KiB operand stages beside a 128 KiB staging: accumulating at 768 rows 2.739 /
 //          1.389 (kN128 2.956 / 1.409, cuBLASLt 2.744 / 1.473), and every first write (384 rows 1.410 against 1.524).
-//   kN128Regs (experiment, until measured against kN128: called directly by grouped_bench and the tests, never
-//          chosen by form_for) kN128's tiles with no staging: each thread loads its 64 elements of the tile's old
-//          gradient into registers as the tile starts (the loads in flight under the product) and stores the sums
-//          from there, so all of shared memory holds operand stages (seven of 32 KiB). The same additions as kN128
-//          (fl(old + sum) per element, the same sum), so the same bits.
-enum class Form { kN256, kN128, kN128Regs };
+enum class Form { kN256, kN128 };
 constexpr int64_t kTileM = 128, kTileRows = 64;
 constexpr int64_t tile_n(Form form) { return form == Form::kN256 ? 256 : 128; }
 constexpr Form kDefaultForm = Form::kN256;
