@@ -208,6 +208,18 @@ int main(int argc, char** argv) {
     wg_measure("backward weight gate/up (wgmma 128 wide)", f13, [&] { by_n128(dg, x, dw13, true); });
     wg_measure("backward weight down (wgmma 128 wide, first write)", f2, [&] { by_n128(dy, h, dw2, false); });
     wg_measure("backward weight gate/up (wgmma 128 wide, first write)", f13, [&] { by_n128(dg, x, dw13, false); });
+    // The experiment kN256Split: the 256-wide tiles through half a staging, three operand stages.
+    auto by_split = [&](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
+      cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
+                                           in.dim(1), dw.data_as<float>(), accumulate,
+                                           cuda::grouped_wgrad::Form::kN256Split);
+    };
+    wg_measure("backward weight down (wgmma 256 wide, split staging)", f2, [&] { by_split(dy, h, dw2, true); });
+    wg_measure("backward weight gate/up (wgmma 256 wide, split staging)", f13, [&] { by_split(dg, x, dw13, true); });
+    wg_measure("backward weight down (wgmma 256 wide, split staging, first write)", f2,
+               [&] { by_split(dy, h, dw2, false); });
+    wg_measure("backward weight gate/up (wgmma 256 wide, split staging, first write)", f13,
+               [&] { by_split(dg, x, dw13, false); });
     // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
     Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
     ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false);

@@ -3,8 +3,8 @@
 // experts with no rows, with fewer rows than a stage, with row counts that are not multiples of 64 (an
 // expert's last stage holds the next expert's rows, which must not count), the first write (dw poisoned with
 // NaN) and the accumulation onto a nonzero dw, the same bits twice, nothing written outside dw, and a shape
-// the kernel does not take served by cuBLASLt. Both of the kernel's forms (grouped_wgrad_wg.h: 256- and 128-wide
-// tiles), the default through the op, the other by a direct call. Inputs are rounded to bf16 so that the reference
+// the kernel does not take served by cuBLASLt. The kernel's forms (grouped_wgrad_wg.h: 256- and 128-wide tiles, and
+// the experiment kN256Split), the default through the op, the others by a direct call. Inputs are rounded to bf16 so that the reference
 // sees the GPU's operands; dw is fp32 (tolerance 1e-5 relative L2, as gemm_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -132,6 +132,44 @@ TEST(GroupedWgradWgmma, The128WideFormMatchesTheCpuOnEveryRowCount) {
   check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);
 }
 
+// The experiment kN256Split (half a staging, three operand stages): the CPU's dw on the 256-wide problems, and the
+// 256-wide form's bits (the same sums, the same one addition per element), accumulating and writing, one source and
+// two.
+TEST(GroupedWgradWgmma, TheSplitStagingFormGivesThe256WideFormsBits) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  const WgradRun run = by_form(Form::kN256Split);
+  check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 512, 11, run);
+  check_wgrad({0, 0}, 128, 256, 41, run);
+  check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);  // stages that wrap the three-deep ring many times
+  const std::vector<int64_t> counts = {384, 401, 350, 0, 512, 384, 129, 383}, counts_b = {17, 0, 64, 5, 0, 300, 1, 0};
+  const int64_t E = 8, M = 512, N = 1024;
+  int64_t P = 0, Pb = 0;
+  for (int64_t c : counts) P += c;
+  for (int64_t c : counts_b) Pb += c;
+  const Tensor counts_E = test::host_counts(counts), counts_bE = test::host_counts(counts_b);
+  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 91)), DType::BF16);
+  const Tensor xd = to_device(round_bf16(test::random_tensor({P, N}, DType::F32, 92)), DType::BF16);
+  const Tensor dybd = to_device(round_bf16(test::random_tensor({Pb, M}, DType::F32, 93)), DType::BF16);
+  const Tensor xbd = to_device(round_bf16(test::random_tensor({Pb, N}, DType::F32, 94)), DType::BF16);
+  const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 95);
+  const cuda::grouped_wgrad::Rows second{dybd.data(), xbd.data(), counts_bE.data_as<int64_t>(), Pb};
+  for (bool two : {false, true}) {
+    for (bool accumulate : {true, false}) {
+      auto a = to_guarded_device(dw0, DType::F32), b = to_guarded_device(dw0, DType::F32);
+      inputs_ready();
+      for (auto [dw, form] : {std::pair{&a, Form::kN256}, std::pair{&b, Form::kN256Split}})
+        cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dyd.data(), xd.data(), counts_E.data_as<int64_t>(),
+                                             E, P, M, N, (*dw)->tensor().data_as<float>(), accumulate, form,
+                                             two ? &second : nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_TRUE(test::same_bits(to_host(a->tensor()), to_host(b->tensor())))
+          << (two ? "two sources, " : "one source, ") << (accumulate ? "accumulating" : "writing");
+      EXPECT_TRUE(b->guards_intact());
+    }
+  }
+}
+
 // Two sources (two micro-batches' rows, --moe-expert-wgrad-micro-batches 2): the kernel reading both in place (each
 // form, and through the pair op on the wgmma backend), and a cuBLASLt backend's merge then GEMMs, against the
 // CPU's merged rows' GEMM; accumulating and writing, partial stages in both sources, experts empty in one or both.
@@ -166,6 +204,7 @@ TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
   };
   const std::pair<const char*, Run> runs[] = {{"256 wide", by_kernel(Form::kN256)},
                                               {"128 wide", by_kernel(Form::kN128)},
+                                              {"256 wide, split staging", by_kernel(Form::kN256Split)},
                                               {"the op, wgmma backend", by_op(wgmma_gpu().context())},
                                               {"the op, cuBLASLt after the merge", by_op(cublaslt_gpu().context())}};
   for (bool accumulate : {true, false}) {

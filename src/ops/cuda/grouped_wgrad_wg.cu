@@ -52,11 +52,15 @@ constexpr int kABoxes = kTileM / 64;
 template <Form kForm>
 struct Shape {
   static constexpr int kN = static_cast<int>(tile_n(kForm));
+  // The tile's gradient goes through the staging in kParts column blocks (kN256Split: two halves, one staging of
+  // half a tile), each loaded (accumulating), added and stored in turn.
+  static constexpr int kParts = kForm == Form::kN256Split ? 2 : 1;
   static constexpr int kBBoxes = kN / 64;
   static constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB at 256 columns, 32 KiB at 128
-  static constexpr int kStagingBoxes = staging_boxes(kN);
+  static constexpr int kStagingBoxes = staging_boxes(kN) / kParts;
   static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;
-  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 2 at 256 columns, 5 at 128
+  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 2 at 256 columns, 5 at 128,
+                                                                                     // 3 with half a staging
   static constexpr int kSmemStaging = kStages * kStageBytes;
   static constexpr int kSmemBarriers = kSmemStaging + kStagingBytes;
   static constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment
@@ -104,7 +108,7 @@ __device__ __forceinline__ void multiply_stage(float (&acc)[Shape<kForm>::kN / 2
   for (int kk = 0; kk < 4; ++kk) {
     const uint64_t step = (kk * 16 * kRowBytes) >> 4;
     const int scale_d = (kt > 0 || kk > 0) ? 1 : 0;
-    if constexpr (kForm == Form::kN256) wgmma_m64n256k16_ss<1, 1>(acc, da + step, db + step, scale_d);
+    if constexpr (Shape<kForm>::kN == 256) wgmma_m64n256k16_ss<1, 1>(acc, da + step, db + step, scale_d);
     else wgmma_m64n128k16_ss<1, 1>(acc, da + step, db + step, scale_d);
   }
 }
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
   }
   __syncthreads();
 
-  int staged_tiles = 0;  // tiles whose old gradient this CTA staged: the staging barrier's phase parity
+  int staged_loads = 0;  // old-gradient loads this CTA waited for: the staging barrier's phase parity
   int consumed = 0;  // stages consumed by this CTA: stage consumed % kStages, phase parity (consumed / kStages) & 1
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
     const Tile x = tile_at<kN>(p, t);
@@ -197,35 +201,50 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
       }
     }
-    if (p.accumulate) {
-      mbar_wait(staged, staged_tiles & 1, kStages);  // the old gradient is in the staging
-      ++staged_tiles;
-    } else {
-      if (tid == 0) bulk_wait_read();  // the previous tile's store has read the staging
-      __syncthreads();
-    }
-    // Each accumulator pair to its place in the staging (staging_byte, grouped_wgrad_schedule.h). Accumulating, each
-    // element gets one addition, fl(dw + sum), as cuBLASLt's beta-1 epilogue computes it.
+    // Each part (column block) of the tile through the staging: the old gradient in (accumulating; part 0's was
+    // loaded under the product, a later part's once the previous part's store has read the staging), each
+    // accumulator pair to its place (staging_byte, grouped_wgrad_schedule.h) with one addition, fl(dw + sum), as
+    // cuBLASLt's beta-1 epilogue computes it, then the part to dw by TMA.
+    constexpr int kPartCols = kN / S::kParts, kPartGroups = kPartCols / 8;
 #pragma unroll
-    for (int j = 0; j < kN / 8; ++j) {
+    for (int part = 0; part < S::kParts; ++part) {
+      const int n0 = x.n0 + part * kPartCols;
+      if (p.accumulate) {
+        if (part > 0 && tid == 0) {
+          bulk_wait_read();
+          mbar_arrive_expect_tx(staged, S::kStagingBytes);
 #pragma unroll
-      for (int sel = 0; sel < 2; ++sel) {
-        const uint32_t addr = staging + staging_byte(w, warp, g, cq, j, sel);
-        float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
-        if (p.accumulate) {
-          const float2 old = ld_shared_f2(addr);
-          a = old.x + a, b = old.y + b;
+          for (int b = 0; b < S::kStagingBoxes; ++b)
+            tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged, n0 + 32 * b, x.m0, x.e);
         }
-        st_shared_f2(addr, a, b);
+        mbar_wait(staged, staged_loads & 1, kStages);  // the part's old gradient is in the staging
+        ++staged_loads;
+      } else {
+        if (tid == 0) bulk_wait_read();  // the previous store has read the staging
+        __syncthreads();
       }
-    }
-    fence_proxy_async_smem();  // the generic proxy's writes, before the TMA unit reads them
-    __syncthreads();
-    if (tid == 0) {
 #pragma unroll
-      for (int b = 0; b < S::kStagingBoxes; ++b)
-        bulk_tensor_store(&p.dw_map, staging + b * kStagingBoxBytes, x.n0 + 32 * b, x.m0, x.e);
-      bulk_commit();
+      for (int jj = 0; jj < kPartGroups; ++jj) {
+        const int j = part * kPartGroups + jj;
+#pragma unroll
+        for (int sel = 0; sel < 2; ++sel) {
+          const uint32_t addr = staging + staging_byte(w, warp, g, cq, jj, sel);
+          float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
+          if (p.accumulate) {
+            const float2 old = ld_shared_f2(addr);
+            a = old.x + a, b = old.y + b;
+          }
+          st_shared_f2(addr, a, b);
+        }
+      }
+      fence_proxy_async_smem();  // the generic proxy's writes, before the TMA unit reads them
+      __syncthreads();
+      if (tid == 0) {
+#pragma unroll
+        for (int b = 0; b < S::kStagingBoxes; ++b)
+          bulk_tensor_store(&p.dw_map, staging + b * kStagingBoxBytes, n0 + 32 * b, x.m0, x.e);
+        bulk_commit();
+      }
     }
   }
   if (tid == 0) bulk_wait_all();  // the last stores have left shared memory before the CTA ends
@@ -286,9 +305,12 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.accumulate = accumulate ? 1 : 0;
   fill_offsets(counts, E, P, p.offset);
   if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
-  const void* kernel = form == Form::kN256 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
-                                           : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>);
-  const int smem = form == Form::kN256 ? Shape<Form::kN256>::kSmemBytes : Shape<Form::kN128>::kSmemBytes;
+  const void* kernel = form == Form::kN256   ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
+                       : form == Form::kN128 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>)
+                                             : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256Split>);
+  const int smem = form == Form::kN256   ? Shape<Form::kN256>::kSmemBytes
+                   : form == Form::kN128 ? Shape<Form::kN128>::kSmemBytes
+                                         : Shape<Form::kN256Split>::kSmemBytes;
   attn::set_smem("grouped_linear_backward_weight (wgmma)", kernel, smem);
   int dev = 0, sms = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));
@@ -296,7 +318,8 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   const int64_t tiles = E * p.tiles_m * p.tiles_n;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
   if (form == Form::kN256) grouped_wgrad_kernel<Form::kN256><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
-  else grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
+  else if (form == Form::kN128) grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
+  else grouped_wgrad_kernel<Form::kN256Split><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 
