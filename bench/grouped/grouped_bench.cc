@@ -199,27 +199,6 @@ int main(int argc, char** argv) {
                [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13, false); });
     measure("backward weight gate/up (cuBLASLt, first write)", f13,
             [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-    // The kernel's other form (grouped_wgrad_wg.h: 128-wide tiles, five operand stages), called directly.
-    auto by_n128 = [&](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
-      cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
-                                           in.dim(1), dw.data_as<float>(), accumulate, cuda::grouped_wgrad::Form::kN128);
-    };
-    wg_measure("backward weight down (wgmma 128 wide)", f2, [&] { by_n128(dy, h, dw2, true); });
-    wg_measure("backward weight gate/up (wgmma 128 wide)", f13, [&] { by_n128(dg, x, dw13, true); });
-    wg_measure("backward weight down (wgmma 128 wide, first write)", f2, [&] { by_n128(dy, h, dw2, false); });
-    wg_measure("backward weight gate/up (wgmma 128 wide, first write)", f13, [&] { by_n128(dg, x, dw13, false); });
-    // The experiment kN256Split: the 256-wide tiles through half a staging, three operand stages.
-    auto by_split = [&](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
-      cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
-                                           in.dim(1), dw.data_as<float>(), accumulate,
-                                           cuda::grouped_wgrad::Form::kN256Split);
-    };
-    wg_measure("backward weight down (wgmma 256 wide, split staging)", f2, [&] { by_split(dy, h, dw2, true); });
-    wg_measure("backward weight gate/up (wgmma 256 wide, split staging)", f13, [&] { by_split(dg, x, dw13, true); });
-    wg_measure("backward weight down (wgmma 256 wide, split staging, first write)", f2,
-               [&] { by_split(dy, h, dw2, false); });
-    wg_measure("backward weight gate/up (wgmma 256 wide, split staging, first write)", f13,
-               [&] { by_split(dg, x, dw13, false); });
     // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
     Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
     ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false);
@@ -231,12 +210,6 @@ int main(int argc, char** argv) {
     double num = 0, den = 0;
     for (size_t i = 0; i < ha.size(); ++i) num += double(ha[i] - hb[i]) * (ha[i] - hb[i]), den += double(hb[i]) * hb[i];
     std::printf("gate/up dw, wgmma against cuBLASLt: relative L2 %.3g\n", den > 0 ? std::sqrt(num / den) : 0.0);
-    by_n128(dg, x, a, false);
-    cudaDeviceSynchronize();
-    cudaMemcpy(ha.data(), a.data(), ha.size() * 4, cudaMemcpyDeviceToHost);
-    num = 0, den = 0;
-    for (size_t i = 0; i < ha.size(); ++i) num += double(ha[i] - hb[i]) * (ha[i] - hb[i]), den += double(hb[i]) * hb[i];
-    std::printf("gate/up dw, wgmma 128 wide against cuBLASLt: relative L2 %.3g\n", den > 0 ? std::sqrt(num / den) : 0.0);
   }
   // Each expert alone, backward input of the down projection (the slowest grouped op in the gb1 profile).
   std::printf("per expert, backward input down: rows ms TFLOP/s\n");

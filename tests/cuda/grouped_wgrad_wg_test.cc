@@ -3,8 +3,7 @@
 // experts with no rows, with fewer rows than a stage, with row counts that are not multiples of 64 (an
 // expert's last stage holds the next expert's rows, which must not count), the first write (dw poisoned with
 // NaN) and the accumulation onto a nonzero dw, the same bits twice, nothing written outside dw, and a shape
-// the kernel does not take served by cuBLASLt. The kernel's forms (grouped_wgrad_wg.h: 256- and 128-wide tiles, and
-// the experiment kN256Split), the default through the op, the others by a direct call. Inputs are rounded to bf16 so that the reference
+// the kernel does not take served by cuBLASLt; through the op and called directly. Inputs are rounded to bf16 so that the reference
 // sees the GPU's operands; dw is fp32 (tolerance 1e-5 relative L2, as gemm_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -43,10 +42,8 @@ bool kernel_runs_here() {
   return cuda::grouped_wgrad::unsupported_reason(1, 128, 256, nullptr, nullptr).empty();
 }
 
-using cuda::grouped_wgrad::Form;
-
-// dw (+)= dy^T x per expert on the GPU: through the op (the wgmma backend's default form, or cuBLASLt for shapes
-// the kernel does not take), or the kernel's `form` called directly.
+// dw (+)= dy^T x per expert on the GPU: through the op (the wgmma backend, or cuBLASLt for shapes the kernel does
+// not take), or the kernel called directly.
 using WgradRun = std::function<void(const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw, bool)>;
 
 WgradRun through_the_op() {
@@ -55,11 +52,10 @@ WgradRun through_the_op() {
   };
 }
 
-WgradRun by_form(Form form) {
-  return [form](const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw, bool accumulate) {
+WgradRun direct() {
+  return [](const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw, bool accumulate) {
     cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dy.data(), x.data(), counts.data_as<int64_t>(),
-                                         counts.dim(0), dy.dim(0), dy.dim(1), x.dim(1), dw.data_as<float>(), accumulate,
-                                         form);
+                                         counts.dim(0), dy.dim(0), dy.dim(1), x.dim(1), dw.data_as<float>(), accumulate);
   };
 }
 
@@ -120,58 +116,18 @@ TEST(GroupedWgradWgmma, MatchesTheCpuOnEveryRowCount) {
   check_wgrad({0, 0}, 128, 256, 41);  // no rows at all
 }
 
-TEST(GroupedWgradWgmma, The128WideFormMatchesTheCpuOnEveryRowCount) {
+TEST(GroupedWgradWgmma, CalledDirectlyMatchesTheCpu) {
   QUILL_REQUIRE_GPU();
   if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
-  const WgradRun run = by_form(Form::kN128);
-  check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 384, 11, run);  // 384: three 128-wide tiles
-  check_wgrad({384, 384, 384, 384}, 128, 128, 21, run);
-  check_wgrad({5}, 384, 768, 31, run);
-  check_wgrad({0, 0}, 128, 128, 41, run);
-  // More tiles than a CTA per multiprocessor, and stages that wrap the five-deep ring many times.
+  const WgradRun run = direct();
+  check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 512, 11, run);
+  check_wgrad({0, 0}, 128, 256, 41, run);
+  // More tiles than a CTA per multiprocessor, and stages that wrap the three-deep ring many times.
   check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);
 }
 
-// The experiment kN256Split (half a staging, three operand stages): the CPU's dw on the 256-wide problems, and the
-// 256-wide form's bits (the same sums, the same one addition per element), accumulating and writing, one source and
-// two.
-TEST(GroupedWgradWgmma, TheSplitStagingFormGivesThe256WideFormsBits) {
-  QUILL_REQUIRE_GPU();
-  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
-  const WgradRun run = by_form(Form::kN256Split);
-  check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 512, 11, run);
-  check_wgrad({0, 0}, 128, 256, 41, run);
-  check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);  // stages that wrap the three-deep ring many times
-  const std::vector<int64_t> counts = {384, 401, 350, 0, 512, 384, 129, 383}, counts_b = {17, 0, 64, 5, 0, 300, 1, 0};
-  const int64_t E = 8, M = 512, N = 1024;
-  int64_t P = 0, Pb = 0;
-  for (int64_t c : counts) P += c;
-  for (int64_t c : counts_b) Pb += c;
-  const Tensor counts_E = test::host_counts(counts), counts_bE = test::host_counts(counts_b);
-  const Tensor dyd = to_device(round_bf16(test::random_tensor({P, M}, DType::F32, 91)), DType::BF16);
-  const Tensor xd = to_device(round_bf16(test::random_tensor({P, N}, DType::F32, 92)), DType::BF16);
-  const Tensor dybd = to_device(round_bf16(test::random_tensor({Pb, M}, DType::F32, 93)), DType::BF16);
-  const Tensor xbd = to_device(round_bf16(test::random_tensor({Pb, N}, DType::F32, 94)), DType::BF16);
-  const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 95);
-  const cuda::grouped_wgrad::Rows second{dybd.data(), xbd.data(), counts_bE.data_as<int64_t>(), Pb};
-  for (bool two : {false, true}) {
-    for (bool accumulate : {true, false}) {
-      auto a = to_guarded_device(dw0, DType::F32), b = to_guarded_device(dw0, DType::F32);
-      inputs_ready();
-      for (auto [dw, form] : {std::pair{&a, Form::kN256}, std::pair{&b, Form::kN256Split}})
-        cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dyd.data(), xd.data(), counts_E.data_as<int64_t>(),
-                                             E, P, M, N, (*dw)->tensor().data_as<float>(), accumulate, form,
-                                             two ? &second : nullptr);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_TRUE(test::same_bits(to_host(a->tensor()), to_host(b->tensor())))
-          << (two ? "two sources, " : "one source, ") << (accumulate ? "accumulating" : "writing");
-      EXPECT_TRUE(b->guards_intact());
-    }
-  }
-}
-
-// Two sources (two micro-batches' rows, --moe-expert-wgrad-micro-batches 2): the kernel reading both in place (each
-// form, and through the pair op on the wgmma backend), and a cuBLASLt backend's merge then GEMMs, against the
+// Two sources (two micro-batches' rows, --moe-expert-wgrad-micro-batches 2): the kernel reading both in place (called
+// directly, and through the pair op on the wgmma backend), and a cuBLASLt backend's merge then GEMMs, against the
 // CPU's merged rows' GEMM; accumulating and writing, partial stages in both sources, experts empty in one or both.
 TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
   QUILL_REQUIRE_GPU();
@@ -190,11 +146,11 @@ TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
   const Tensor dya = to_device(dy_a, DType::BF16), xa = to_device(x_a, DType::BF16);
   const Tensor dyb = to_device(dy_b, DType::BF16), xb = to_device(x_b, DType::BF16);
   using Run = std::function<void(const Tensor&, bool)>;
-  auto by_kernel = [&](Form form) -> Run {
-    return [&, form](const Tensor& dw, bool accumulate) {
+  auto by_kernel = [&]() -> Run {
+    return [&](const Tensor& dw, bool accumulate) {
       const cuda::grouped_wgrad::Rows second{dyb.data(), xb.data(), cb.data_as<int64_t>(), Pb};
       cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dya.data(), xa.data(), ca.data_as<int64_t>(), E, Pa, M,
-                                           N, dw.data_as<float>(), accumulate, form, &second);
+                                           N, dw.data_as<float>(), accumulate, &second);
     };
   };
   auto by_op = [&](const DeviceContext& ctx) -> Run {
@@ -202,9 +158,7 @@ TEST(GroupedWgradWgmma, TwoSourcesMatchTheMergedRows) {
       ops::grouped_linear_backward_weight_pair(ctx, dya, xa, ca, dyb, xb, cb, dw, accumulate);
     };
   };
-  const std::pair<const char*, Run> runs[] = {{"256 wide", by_kernel(Form::kN256)},
-                                              {"128 wide", by_kernel(Form::kN128)},
-                                              {"256 wide, split staging", by_kernel(Form::kN256Split)},
+  const std::pair<const char*, Run> runs[] = {{"the kernel", by_kernel()},
                                               {"the op, wgmma backend", by_op(wgmma_gpu().context())},
                                               {"the op, cuBLASLt after the merge", by_op(cublaslt_gpu().context())}};
   for (bool accumulate : {true, false}) {
@@ -238,27 +192,22 @@ TEST(GroupedWgradWgmma, SeedShapedAgainstCublasLt) {
   auto a = to_guarded_device(dw0, DType::F32), b = to_guarded_device(dw0, DType::F32);
   const Tensor dyd = to_device(dy, DType::BF16), xd = to_device(x, DType::BF16);
   inputs_ready();
-  auto c = to_guarded_device(dw0, DType::F32);
   ops::grouped_linear_backward_weight(wgmma_gpu().context(), dyd, xd, counts_E, a->tensor(), true);
   ops::grouped_linear_backward_weight(cublaslt_gpu().context(), dyd, xd, counts_E, b->tensor(), true);
-  by_form(Form::kN128)(dyd, xd, counts_E, c->tensor(), true);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const double err = test::expect_close("wgmma against cuBLASLt", test::to_host_f32(a->tensor()),
                                         test::to_host_f32(b->tensor()), kTolF32);
-  const double err128 = test::expect_close("wgmma (128 wide) against cuBLASLt", test::to_host_f32(c->tensor()),
-                                           test::to_host_f32(b->tensor()), kTolF32);
-  std::printf("  seed-shaped dw, wgmma against cuBLASLt: rel L2 %.3g (256 wide), %.3g (128 wide)\n", err, err128);
+  std::printf("  seed-shaped dw, wgmma against cuBLASLt: rel L2 %.3g\n", err);
   EXPECT_TRUE(a->guards_intact());
-  EXPECT_TRUE(c->guards_intact());
 }
 
 TEST(GroupedWgradWgmma, ShapesItDoesNotTakeFallBackToCublasLt) {
   QUILL_REQUIRE_GPU();
   EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 100, 256, nullptr, nullptr), "");
   EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 128, 300, nullptr, nullptr), "");
-  EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 128, 200, nullptr, nullptr, Form::kN128), "");
+  EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(3, 128, 384, nullptr, nullptr), "");  // 1.5 tiles wide
   if (kernel_runs_here()) {
-    EXPECT_EQ(cuda::grouped_wgrad::unsupported_reason(3, 128, 384, nullptr, nullptr, Form::kN128), "");
+    EXPECT_EQ(cuda::grouped_wgrad::unsupported_reason(3, 128, 512, nullptr, nullptr), "");
   }
   EXPECT_NE(cuda::grouped_wgrad::unsupported_reason(cuda::grouped_wgrad::kMaxExperts + 1, 128, 256, nullptr, nullptr), "");
   // Widths off the tile: the option's backend still gives the CPU's dw (through cuBLASLt).

@@ -1,7 +1,7 @@
-// --grouped-wgrad-kernel's routing (grouped_wgrad::by_wgmma and form_for, src/ops/cuda/grouped_wgrad_wg.h) without a
-// GPU: the rule the measurement chose (the kernel when accumulating at a seed rank's rows per expert, and over two
-// micro-batches' rows up to twice that; cuBLASLt for a step's first write and for the slice's larger groups), a forced
-// choice winning either way, and the kernel's form (128 wide accumulating small groups, else 256 wide).
+// --grouped-wgrad-kernel's routing (grouped_wgrad::by_wgmma, src/ops/cuda/grouped_wgrad_wg.h) without a GPU: the rule
+// the measurement chose (the kernel when accumulating at a seed rank's rows per expert, and over two micro-batches'
+// rows up to twice that; cuBLASLt for a step's first write and for the slice's larger groups), and a forced choice
+// winning either way.
 #include "ops/cuda/grouped_wgrad_wg.h"
 
 #include <gtest/gtest.h>
@@ -26,14 +26,6 @@ TEST(GroupedWgradRouting, AutoTakesTheKernelWhenAccumulatingSmallGroupsAsMeasure
       EXPECT_TRUE(by_wgmma(GroupedGemmKernel::kWgmma, accumulate, 32 * 4096, 32, two));
       EXPECT_FALSE(by_wgmma(GroupedGemmKernel::kCublasLt, accumulate, 32 * 16, 32, two));
     }
-}
-
-TEST(GroupedWgradRouting, TheFormIs128WideAccumulatingSmallGroupsElse256Wide) {
-  EXPECT_EQ(form_for(/*accumulate=*/true, 32 * 384, 32), Form::kN128);
-  EXPECT_EQ(form_for(true, 32 * kForm128MeanRows, 32), Form::kN128);
-  EXPECT_EQ(form_for(true, 32 * kForm128MeanRows + 1, 32), Form::kN256);
-  EXPECT_EQ(form_for(true, 32 * 768, 32), Form::kN256);
-  EXPECT_EQ(form_for(/*accumulate=*/false, 32 * 384, 32), Form::kN256);
 }
 
 }  // namespace

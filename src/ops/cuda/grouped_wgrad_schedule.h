@@ -1,7 +1,7 @@
 // The tile walk and the staging layout of the experts' weight-gradient kernel (grouped_wgrad_wg.cu), as arithmetic
 // that needs no GPU, so that the CPU tests check it (tests/ops/grouped_wgrad_schedule_test.cc).
 //
-// Tile t is expert t / (tiles_m tiles_n)'s block of kTileM gradient rows by kN columns (the form's tile_n); its
+// Tile t is expert t / (tiles_m tiles_n)'s block of kTileM gradient rows by kN columns (the kernel's kTileN); its
 // product runs over the expert's rows kTileRows at a time, of one source or of two one after the other
 // (stage_count stages; none for an expert without rows). CTA b walks the
 // tiles b, b + grid, ... The consumers take the stages of those tiles in that order; thread 0, the producer, loads

@@ -2,25 +2,24 @@
 // dw[e][m, n] (+)= sum over the rows r of expert e of dy[r, m] * x[r, n].
 //
 // Each CTA (two consumer warpgroups, 256 threads, one per multiprocessor) walks the tiles t = blockIdx.x,
-// blockIdx.x + gridDim.x, ... of every expert (tile = expert e, 128 rows m of dw, kN columns n: 256 or 128, the
-// form of grouped_wgrad_wg.h). A tile's product runs over its expert's rows 64 at a time: thread 0 loads each
-// 64-row stage by TMA (dy's 128 columns as two 64 x 64 boxes, x's kN columns as kN / 64, 128-byte swizzle; the
-// wgmma operands are both MN-major, rows = the contraction), as many stages deep as shared memory holds beside the
-// staging (2 at 256 columns, 5 at 128), and keeps loading across tile boundaries, so the next tile's first rows
-// arrive while this tile's accumulators drain (four 32-row stages, each handed back a stage late, measured slower:
-// docs/decisions/grouped-wgrad.md). Warpgroup w multiplies its 64 rows of m by all kN columns
-// (wgmma m64nNk16, kN / 2 fp32 accumulators per thread). An expert's last stage may hold rows of the next
-// expert (TMA reads past the expert; only past the tensor's end does it fill zeros): those rows are zeroed in
-// shared memory before the product.
+// blockIdx.x + gridDim.x, ... of every expert (tile = expert e, 128 rows m of dw, kN = 256 columns n). A tile's
+// product runs over its expert's rows 64 at a time: thread 0 loads each 64-row stage by TMA (dy's 128 columns as
+// two 64 x 64 boxes, x's 256 columns as four, 128-byte swizzle; the wgmma operands are both MN-major, rows = the
+// contraction), three stages deep, and keeps loading across tile boundaries, so the next tile's first rows arrive
+// while this tile's accumulators drain. Warpgroup w multiplies its 64 rows of m by all 256 columns (wgmma
+// m64n256k16, 128 fp32 accumulators per thread). An expert's last stage may hold rows of the next expert (TMA reads
+// past the expert; only past the tensor's end does it fill zeros): those rows are zeroed in shared memory before
+// the product.
 //
-// The fp32 gradient tile (128 or 64 KiB) goes through one staging tile in shared memory (kN / 32 swizzled 128 x 32
-// fp32 boxes). When accumulating, thread 0 starts the TMA load of the tile's old gradient into the staging as the
-// tile begins (as soon as the previous tile's store has read it), so the load runs under the tile's product;
-// each thread then adds its accumulators to the staged values in place, and thread 0 hands the staging to the
-// TMA unit as a bulk tensor store. A first write stores the accumulators alone. Why not the TMA's bulk
-// reduction (add) into the gradient, the previous form: measured on an H100 it ran the read-modify-write at
-// ~1.9 TB/s, no faster than cuBLASLt's epilogue (docs/decisions/grouped-wgrad.md); a load and a store are
-// the copy's two streams.
+// The fp32 gradient tile (128 KiB) goes through a staging of half a tile in shared memory (64 KiB: four swizzled
+// 128 x 32 fp32 boxes), one half after the other. When accumulating, thread 0 starts the TMA load of the first
+// half's old gradient into the staging as the tile begins (as soon as the previous tile's store has read it), so
+// the load runs under the tile's product; each thread adds its accumulators to the staged values in place and
+// thread 0 hands the half to the TMA unit as a bulk tensor store; then the second half's old gradient comes in once
+// that store has read the staging, and goes the same way. A first write stores the accumulators alone. Why half a
+// staging: a whole one (128 KiB) left room for two operand stages, each waited for in full; three measured 13%
+// faster at the pairs' 768 rows and no slower anywhere (docs/decisions/grouped-wgrad.md, with the forms measured
+// before: the TMA's bulk reduction, 128-wide tiles, two stagings, the old gradient through registers).
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_wg.cuh"
@@ -47,26 +46,22 @@ using attn_dq::fence_proxy_async_smem;
 constexpr int kThreads = 256;
 constexpr int kABoxes = kTileM / 64;
 
-// A form's shared memory (grouped_wgrad_wg.h): kStages operand stages of dy's 128 columns and x's kN, then the
-// fp32 staging of the tile's gradient, then the barriers. As many stages as fit beside the staging.
-template <Form kForm>
+// Shared memory: kStages operand stages of dy's 128 columns and x's 256, then the fp32 staging of half a tile's
+// gradient, then the barriers. As many stages as fit beside the staging.
 struct Shape {
-  static constexpr int kN = static_cast<int>(tile_n(kForm));
-  // The tile's gradient goes through the staging in kParts column blocks (kN256Split: two halves, one staging of
-  // half a tile), each loaded (accumulating), added and stored in turn.
-  static constexpr int kParts = kForm == Form::kN256Split ? 2 : 1;
+  static constexpr int kN = static_cast<int>(kTileN);
+  static constexpr int kParts = 2;  // the tile's gradient through the staging in two column halves
   static constexpr int kBBoxes = kN / 64;
-  static constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB at 256 columns, 32 KiB at 128
+  static constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB
   static constexpr int kStagingBoxes = staging_boxes(kN) / kParts;
-  static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;
-  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 2 at 256 columns, 5 at 128,
-                                                                                     // 3 with half a staging
+  static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;  // 64 KiB
+  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 3
   static constexpr int kSmemStaging = kStages * kStageBytes;
   static constexpr int kSmemBarriers = kSmemStaging + kStagingBytes;
   static constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment
   static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad: shared memory over the sm_90 limit");
   static_assert(kStageBytes % 1024 == 0, "grouped_wgrad: every swizzled box must start on a 1024-byte boundary");
-  static_assert(kStages >= 2, "grouped_wgrad: fewer than two operand stages");
+  static_assert(kStages >= 3, "grouped_wgrad: fewer than three operand stages");
 };
 
 struct Params {
@@ -88,9 +83,8 @@ __device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32
                : "memory");
 }
 
-template <Form kForm>
 __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
-  using S = Shape<kForm>;
+  using S = Shape;
   mbar_arrive_expect_tx(bar, S::kStageBytes);
   const StageRows r = stage_rows(x, kt);
   const CUtensorMap* dy = r.source == 0 ? &p.dy_map : &p.dy_map_b;
@@ -102,20 +96,17 @@ __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint3
 }
 
 // Warpgroup w's 64 rows of the tile by all kN columns, over one 64-row stage (four k16 steps).
-template <Form kForm>
-__device__ __forceinline__ void multiply_stage(float (&acc)[Shape<kForm>::kN / 2], uint64_t da, uint64_t db, int kt) {
+__device__ __forceinline__ void multiply_stage(float (&acc)[Shape::kN / 2], uint64_t da, uint64_t db, int kt) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint64_t step = (kk * 16 * kRowBytes) >> 4;
     const int scale_d = (kt > 0 || kk > 0) ? 1 : 0;
-    if constexpr (Shape<kForm>::kN == 256) wgmma_m64n256k16_ss<1, 1>(acc, da + step, db + step, scale_d);
-    else wgmma_m64n128k16_ss<1, 1>(acc, da + step, db + step, scale_d);
+    wgmma_m64n256k16_ss<1, 1>(acc, da + step, db + step, scale_d);
   }
 }
 
-template <Form kForm>
 __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid_constant__ Params p) {
-  using S = Shape<kForm>;
+  using S = Shape;
   constexpr int kN = S::kN, kStages = S::kStages;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -141,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     tma_prefetch_descriptor(&p.dw_map);
     advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     for (int s = 0; s < kStages && producer.t < total; ++s) {
-      load_stage<kForm>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
+      load_stage(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
       advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     }
   }
@@ -190,14 +181,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
       }
       fence_regs(acc);
       wgmma_fence();
-      multiply_stage<kForm>(acc, mn_major_desc(stage(s) + w * kBoxBytes), mn_major_desc(stage(s) + kABoxes * kBoxBytes),
+      multiply_stage(acc, mn_major_desc(stage(s) + w * kBoxBytes), mn_major_desc(stage(s) + kABoxes * kBoxBytes),
                             kt);
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(acc);
       __syncthreads();  // both warpgroups are past stage s: it can be loaded again
       if (tid == 0 && producer.t < total) {
-        load_stage<kForm>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
+        load_stage(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
         advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
       }
     }
@@ -252,10 +243,10 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
 
 }  // namespace
 
-std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x, Form form) {
+std::string unsupported_reason(int64_t E, int64_t M, int64_t N, const void* dy, const void* x) {
   if (!attn_wg::device_supported()) return "needs a compute capability 9.0 GPU (sm_90a: wgmma, TMA)";
-  if (M % kTileM != 0 || N % tile_n(form) != 0)
-    return fmt::format("dw's [{}, {}] is not a multiple of the kernel's {} x {} tile", M, N, kTileM, tile_n(form));
+  if (M % kTileM != 0 || N % kTileN != 0)
+    return fmt::format("dw's [{}, {}] is not a multiple of the kernel's {} x {} tile", M, N, kTileM, kTileN);
   if (E > kMaxExperts) return fmt::format("{} experts, more than the kernel's {}", E, kMaxExperts);
   if (reinterpret_cast<uintptr_t>(dy) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
     return "an operand is not 16-byte aligned (TMA)";
@@ -278,12 +269,12 @@ void fill_offsets(const int64_t* counts, int64_t E, int64_t P, int* offset) {
 }  // namespace
 
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
-                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, Form form, const Rows* second) {
-  const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN, form);
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second) {
+  const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN);
   QUILL_CHECK(why.empty(), "grouped_linear_backward_weight (wgmma): {}", why);
   const int64_t P_b = second != nullptr ? second->P : 0;
   if (second != nullptr) {
-    const std::string why_b = unsupported_reason(E, M, N, second->dy, second->x, form);
+    const std::string why_b = unsupported_reason(E, M, N, second->dy, second->x);
     QUILL_CHECK(why_b.empty(), "grouped_linear_backward_weight (wgmma), second rows: {}", why_b);
   }
   QUILL_CHECK(std::max(P, P_b) < (int64_t{1} << 31) && M * N < (int64_t{1} << 31),
@@ -301,25 +292,18 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.dw_map = attn_wg::f32_blocks_map("dw_EMN", dw_EMN, E, M, N);
   p.dw = dw_EMN;
   p.M = static_cast<int>(M), p.N = static_cast<int>(N), p.E = static_cast<int>(E);
-  p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / tile_n(form));
+  p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / kTileN);
   p.accumulate = accumulate ? 1 : 0;
   fill_offsets(counts, E, P, p.offset);
   if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
-  const void* kernel = form == Form::kN256   ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256>)
-                       : form == Form::kN128 ? reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN128>)
-                                             : reinterpret_cast<const void*>(grouped_wgrad_kernel<Form::kN256Split>);
-  const int smem = form == Form::kN256   ? Shape<Form::kN256>::kSmemBytes
-                   : form == Form::kN128 ? Shape<Form::kN128>::kSmemBytes
-                                         : Shape<Form::kN256Split>::kSmemBytes;
-  attn::set_smem("grouped_linear_backward_weight (wgmma)", kernel, smem);
+  attn::set_smem("grouped_linear_backward_weight (wgmma)", reinterpret_cast<const void*>(grouped_wgrad_kernel),
+                 Shape::kSmemBytes);
   int dev = 0, sms = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));
   QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t tiles = E * p.tiles_m * p.tiles_n;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
-  if (form == Form::kN256) grouped_wgrad_kernel<Form::kN256><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
-  else if (form == Form::kN128) grouped_wgrad_kernel<Form::kN128><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
-  else grouped_wgrad_kernel<Form::kN256Split><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
+  grouped_wgrad_kernel<<<grid, kThreads, Shape::kSmemBytes, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 
