@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Nsight Compute on the routed experts' GEMMs at a seed rank's shapes (issues 40 and 43: 32 experts x 384 rows,
-# hidden 4,096, expert width 2,048), one launch of each kernel grouped_bench calls, to say what bounds each:
-#   grouped_wgrad_kernel, gate/up accumulating, 256 wide (the 14th launch of that kernel: grouped_bench times each arm
-#     with one warm-up, 7 timed calls and 5 host-issue calls, and the 256-wide down arm comes first) and 128 wide (66th)
+# Nsight Compute on the routed experts' GEMMs at a seed rank's shapes (issues 40 and 43: 32 experts x ROWS rows
+# [384; 768 is the weight-gradient pairs' shape], hidden 4,096, expert width 2,048), one launch of each kernel
+# grouped_bench calls, to say what bounds each:
+#   grouped_wgrad_kernel, gate/up accumulating (the 14th launch of that kernel: grouped_bench times each arm with one
+#     warm-up, 7 timed calls and 5 host-issue calls, and the down arm comes first)
 #   grouped_gemm_kernel (bf16 forward gate/up, the 2nd launch) and grouped_gemm_fp8_kernel (FP8 forward gate/up, 2nd)
 # The sections: speed of light, memory workload (DRAM and L2 throughput), compute workload, warp stalls.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill attention_bench
@@ -13,7 +14,7 @@ set -uo pipefail
 source "$(dirname "$0")/bundle-env.sh"
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
 mkdir -p "$OUT"
-read -ra counts <<< "$(printf "384 %.0s" $(seq 32))"
+read -ra counts <<< "$(printf "${ROWS:-384} %.0s" $(seq 32))"
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
@@ -27,8 +28,7 @@ while read -r name kernel skip; do
   # The warp-stall rule's text names the largest stall reason.
   grep -E -A3 "(Stall|stall).*(cycles|%)" "$OUT/ncu-grouped-$name.txt" | head -10
 done <<'EOF'
-wgrad256-acc grouped_wgrad_kernel 13
-wgrad128-acc grouped_wgrad_kernel 65
+wgrad-acc grouped_wgrad_kernel 13
 bf16-forward grouped_gemm_kernel 1
 fp8-forward grouped_gemm_fp8_kernel 1
 EOF

@@ -6,7 +6,7 @@
 # micro-batch side by side.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench; cp OLD build/gpu-bundle/bin/quill-before;
 #           tar -czf build/gpu-bundle.tgz -C build gpu-bundle
-#   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/stages-ab-call.sh")
+#   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/two-builds-call.sh")
 # Environment: CASES, CASE_TIMEOUT (seed-stages-call.sh), TESTS (a cuda_tests filter, run once first).
 set -uo pipefail
 dir=$(dirname "$0")
