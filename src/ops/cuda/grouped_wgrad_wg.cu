@@ -19,7 +19,9 @@
 // that store has read the staging, and goes the same way. A first write stores the accumulators alone. Why half a
 // staging: a whole one (128 KiB) left room for two operand stages, each waited for in full; three measured 13%
 // faster at the pairs' 768 rows and no slower anywhere (docs/decisions/grouped-wgrad.md, with the forms measured
-// before: the TMA's bulk reduction, 128-wide tiles, two stagings, the old gradient through registers).
+// before: the TMA's bulk reduction, 128-wide tiles, two stagings, the old gradient through registers). The kernel
+// is a template on the parts: two (the chosen half staging) or four (Staging::kQuarter, an experiment: a quarter-tile
+// staging and four operand stages).
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_wg.cuh"
@@ -46,16 +48,18 @@ using attn_dq::fence_proxy_async_smem;
 constexpr int kThreads = 256;
 constexpr int kABoxes = kTileM / 64;
 
-// Shared memory: kStages operand stages of dy's 128 columns and x's 256, then the fp32 staging of half a tile's
-// gradient, then the barriers. As many stages as fit beside the staging.
+// Shared memory: kStages operand stages of dy's 128 columns and x's 256, then the fp32 staging of one part of a
+// tile's gradient (a half, or a quarter: the experiment of grouped_wgrad_wg.h), then the barriers. As many stages as
+// fit beside the staging.
+template <int kPartsOfTile>
 struct Shape {
   static constexpr int kN = static_cast<int>(kTileN);
-  static constexpr int kParts = 2;  // the tile's gradient through the staging in two column halves
+  static constexpr int kParts = kPartsOfTile;  // the tile's gradient through the staging in kParts column blocks
   static constexpr int kBBoxes = kN / 64;
   static constexpr int kStageBytes = (kABoxes + kBBoxes) * kBoxBytes;  // 48 KiB
   static constexpr int kStagingBoxes = staging_boxes(kN) / kParts;
-  static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;  // 64 KiB
-  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 3
+  static constexpr int kStagingBytes = kStagingBoxes * kStagingBoxBytes;  // 64 KiB (a half), 32 KiB (a quarter)
+  static constexpr int kStages = (kSmemLimit - kStagingBytes - 2048) / kStageBytes;  // 3, 4
   static constexpr int kSmemStaging = kStages * kStageBytes;
   static constexpr int kSmemBarriers = kSmemStaging + kStagingBytes;
   static constexpr int kSmemBytes = kSmemBarriers + 8 * (kStages + 1) + 1024;  // + the staging's barrier, alignment
@@ -84,7 +88,7 @@ __device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32
 }
 
 __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
-  using S = Shape;
+  using S = Shape<2>;  // the operand stage's layout is every staging's
   mbar_arrive_expect_tx(bar, S::kStageBytes);
   const StageRows r = stage_rows(x, kt);
   const CUtensorMap* dy = r.source == 0 ? &p.dy_map : &p.dy_map_b;
@@ -96,7 +100,7 @@ __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint3
 }
 
 // Warpgroup w's 64 rows of the tile by all kN columns, over one 64-row stage (four k16 steps).
-__device__ __forceinline__ void multiply_stage(float (&acc)[Shape::kN / 2], uint64_t da, uint64_t db, int kt) {
+__device__ __forceinline__ void multiply_stage(float (&acc)[kTileN / 2], uint64_t da, uint64_t db, int kt) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint64_t step = (kk * 16 * kRowBytes) >> 4;
@@ -105,8 +109,9 @@ __device__ __forceinline__ void multiply_stage(float (&acc)[Shape::kN / 2], uint
   }
 }
 
+template <int kParts>
 __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid_constant__ Params p) {
-  using S = Shape;
+  using S = Shape<kParts>;
   constexpr int kN = S::kN, kStages = S::kStages;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -269,7 +274,8 @@ void fill_offsets(const int64_t* counts, int64_t E, int64_t P, int* offset) {
 }  // namespace
 
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
-                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second) {
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second,
+                     Staging staging) {
   const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN);
   QUILL_CHECK(why.empty(), "grouped_linear_backward_weight (wgmma): {}", why);
   const int64_t P_b = second != nullptr ? second->P : 0;
@@ -296,14 +302,18 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.accumulate = accumulate ? 1 : 0;
   fill_offsets(counts, E, P, p.offset);
   if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
-  attn::set_smem("grouped_linear_backward_weight (wgmma)", reinterpret_cast<const void*>(grouped_wgrad_kernel),
-                 Shape::kSmemBytes);
+  const bool quarter = staging == Staging::kQuarter;
+  const void* kernel = quarter ? reinterpret_cast<const void*>(grouped_wgrad_kernel<4>)
+                               : reinterpret_cast<const void*>(grouped_wgrad_kernel<2>);
+  const int smem = quarter ? Shape<4>::kSmemBytes : Shape<2>::kSmemBytes;
+  attn::set_smem("grouped_linear_backward_weight (wgmma)", kernel, smem);
   int dev = 0, sms = 0;
   QUILL_CUDA_CHECK(cudaGetDevice(&dev));
   QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t tiles = E * p.tiles_m * p.tiles_n;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
-  grouped_wgrad_kernel<<<grid, kThreads, Shape::kSmemBytes, stream_of(ctx)>>>(p);
+  if (quarter) grouped_wgrad_kernel<4><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
+  else grouped_wgrad_kernel<2><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -23,6 +23,12 @@ namespace quill::cuda::grouped_wgrad {
 // tiles with five stages and a whole staging 1.741, 256-wide with two stages 1.767, cuBLASLt 2.307); 768 rows 2.387
 // (2.836, 2.732, cuBLASLt 2.734); the earlier forms' history: docs/decisions/grouped-wgrad.md.
 constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
+
+// The staging's size, a typed choice of backward_weight for an experiment: kHalf (the kernel as chosen, above);
+// kQuarter (not yet measured; called directly by grouped_bench and the tests, never by the op) stages the tile in
+// four 64-column quarters through 32 KiB, so four operand stages fit, at the cost of three old-gradient loads per
+// tile left outside the product instead of one. The same one addition per element in the same sum: the same bits.
+enum class Staging { kHalf, kQuarter };
 constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
 
 // --grouped-wgrad-kernel auto, measured (grouped_bench; the H100 figures above and bench/results/2026-12-06-h100-seed-ops/):
@@ -57,6 +63,7 @@ struct Rows {
 // same sum (one product per element over both: the merged rows' GEMM without the merge). accumulate false: dw[e]
 // written (zero when e has no row).
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
-                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second = nullptr);
+                     int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second = nullptr,
+                     Staging staging = Staging::kHalf);
 
 }  // namespace quill::cuda::grouped_wgrad
