@@ -155,10 +155,12 @@ void check_staging() {
   for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "staging float " << i;
 }
 
-// The kernel stages its 256 columns in two halves of 128 (grouped_wgrad_wg.cu), each half's column groups j = 0 ..
-// 15 at staging_byte(.., j, ..): the 128-column staging is the one the kernel fills; the whole tile's is checked too.
+// The kernel stages its 256 columns in parts (grouped_wgrad_wg.cu): halves of 128 (Staging::kHalf), each half's
+// column groups j = 0 .. 15 at staging_byte(.., j, ..), or quarters of 64 (Staging::kQuarter, j = 0 .. 7): those
+// stagings are the ones the kernel fills; the whole tile's is checked too.
 TEST(GroupedWgradSchedule, TheAccumulatorsFillTheStagingOnceWhereTheTmaKeepsEachElement) {
   check_staging<static_cast<int>(kTileN) / 2>();
+  check_staging<static_cast<int>(kTileN) / 4>();
   check_staging<static_cast<int>(kTileN)>();
 }
 
