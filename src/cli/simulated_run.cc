@@ -1,6 +1,7 @@
 #include "cli/simulated_run.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -57,6 +58,39 @@ void read_hidden_shares(const std::string& dir, int64_t profiled, SimulatedRun& 
 
 }  // namespace
 
+namespace {
+
+// A step's loopback copies, in its passes and in the rest (collectives.json loopback_copy_s).
+struct LoopbackSteps {
+  double passes_s = 0, rest_s = 0;
+};
+
+// loopback_copy_s by step: absent or null (a run of a quill before they were timed) gives none; anything else must be
+// an array of {step, phase, seconds} with finite seconds >= 0 (a quill::Error naming the file and the entry).
+std::map<int64_t, LoopbackSteps> loopback_by_step(const nlohmann::json& c, const std::string& cpath) {
+  std::map<int64_t, LoopbackSteps> out;
+  if (!c.contains("loopback_copy_s") || c.at("loopback_copy_s").is_null()) return out;
+  const nlohmann::json& all = c.at("loopback_copy_s");
+  QUILL_CHECK(all.is_array(), "{}: loopback_copy_s is {}, not an array of {{step, phase, seconds}}", cpath, all.dump());
+  for (const nlohmann::json& t : all) {
+    const std::string phase = t.at("phase");
+    const double seconds = t.at("seconds");
+    QUILL_CHECK(std::isfinite(seconds) && seconds >= 0, "{}: loopback_copy_s entry {} has seconds {}", cpath, t.dump(),
+                seconds);
+    LoopbackSteps& step = out[t.at("step").get<int64_t>()];
+    if (phase == "passes") step.passes_s += seconds;
+    if (phase == "optimizer") step.rest_s += seconds;
+  }
+  return out;
+}
+
+// One step's compute (the loopback's copies taken off) and those copies.
+struct StepFigures {
+  double passes_s, rest_s, loopback_passes_s, loopback_rest_s;
+};
+
+}  // namespace
+
 SimulatedRun read_simulated_run(const std::string& dir) {
   SimulatedRun run;
   run.dir = dir;
@@ -84,38 +118,35 @@ SimulatedRun read_simulated_run(const std::string& dir) {
     for (size_t i = 0; i < everyone.size(); ++i) everyone[i] = static_cast<int>(i);
     run.m.groups.emplace("world", everyone);
     const std::vector<CollectiveRow> rows = collective_rows_from_json(entry.at("rows"), cpath);
-    // The loopback's copies per step and phase: they stand in for communication the projection models.
-    std::map<int64_t, std::pair<double, double>> loopback;  // step -> (passes, optimizer) seconds
-    run.loopback_measured = c.contains("loopback_copy_s") && c.at("loopback_copy_s").is_array();
-    if (run.loopback_measured)
-      for (const nlohmann::json& t : c.at("loopback_copy_s")) {
-        const std::string phase = t.at("phase");
-        const double seconds = t.at("seconds");
-        auto& [lp, lr] = loopback[t.at("step").get<int64_t>()];
-        if (phase == "passes") lp += seconds;
-        if (phase == "optimizer") lr += seconds;
-      }
+    // The loopback's copies per step: they stand in for communication the projection models.
+    const std::map<int64_t, LoopbackSteps> loopback = loopback_by_step(c, cpath);
+    run.loopback_measured = c.contains("loopback_copy_s") && !c.at("loopback_copy_s").is_null();
     // The measured steps, as summary.json's median takes them: steps >= warmup_steps, the profiled one out.
     const int64_t warmup = s.at("warmup_steps"), profiled = s.at("profile_step");
-    std::vector<double> passes, rest, lpasses, lrest, all_passes, all_rest, all_lpasses, all_lrest;
+    std::vector<StepFigures> all, kept;
     std::vector<int64_t> measured, all_steps;
     for (const nlohmann::json& st : s.at("per_step")) {
       const int64_t step = st.at("step");
       const double t = st.at("step_time_s"), p = st.at("passes_time_s");
-      const auto [lp, lr] = loopback.count(step) ? loopback.at(step) : std::pair<double, double>{0.0, 0.0};
-      all_passes.push_back(p - lp), all_rest.push_back(t - p - lr), all_steps.push_back(step);
-      all_lpasses.push_back(lp), all_lrest.push_back(lr);
-      if (step >= warmup && step != profiled) {
-        passes.push_back(p - lp), rest.push_back(t - p - lr), measured.push_back(step);
-        lpasses.push_back(lp), lrest.push_back(lr);
-      }
+      const auto it = loopback.find(step);
+      const LoopbackSteps copies = it == loopback.end() ? LoopbackSteps{} : it->second;
+      QUILL_CHECK(copies.passes_s <= p, "{}: loopback_copy_s gives step {}'s passes {} s of copies, more than their {} s "
+                  "in {}", cpath, step, copies.passes_s, p, spath);
+      const StepFigures f{p - copies.passes_s, t - p - copies.rest_s, copies.passes_s, copies.rest_s};
+      all.push_back(f), all_steps.push_back(step);
+      if (step >= warmup && step != profiled) kept.push_back(f), measured.push_back(step);
     }
     QUILL_CHECK(!all_steps.empty(), "{}: per_step is empty", spath);
-    if (measured.empty()) passes = all_passes, rest = all_rest, measured = all_steps, lpasses = all_lpasses, lrest = all_lrest;
-    run.m.passes_s = median(passes);
-    run.m.rest_s = std::max(0.0, median(rest));
-    run.loopback_passes_s = median(lpasses);
-    run.loopback_rest_s = median(lrest);
+    if (measured.empty()) kept = all, measured = all_steps;
+    auto median_of = [&](double StepFigures::*field) {
+      std::vector<double> v;
+      for (const StepFigures& f : kept) v.push_back(f.*field);
+      return median(v);
+    };
+    run.m.passes_s = median_of(&StepFigures::passes_s);
+    run.m.rest_s = std::max(0.0, median_of(&StepFigures::rest_s));
+    run.loopback_passes_s = median_of(&StepFigures::loopback_passes_s);
+    run.loopback_rest_s = median_of(&StepFigures::loopback_rest_s);
     for (const CollectiveRow& r : rows)
       if (std::find(measured.begin(), measured.end(), r.step) != measured.end()) run.m.rows.push_back(r);
     run.m.steps = static_cast<int64_t>(measured.size());

@@ -262,6 +262,33 @@ TEST_F(SimulateRank, TheLoopbacksCopiesAreTimedAndTakenOffTheComputeItProjects) 
   const std::string real = temp("loopback-real");
   run_ok(mpirun(2) + kQuill + train_flags(*rows_) + " --tp 2 --sp --out " + real + " </dev/null");
   EXPECT_TRUE(read_json(real + "/collectives.json").at("loopback_copy_s").is_null());
+  // A damaged loopback_copy_s is refused naming the file and what is wrong; removed, the run reads as an older
+  // quill's (nothing taken off, and the projection says so).
+  const std::string damaged = temp("loopback-damaged");
+  fs::copy(sim, damaged);
+  const auto project_with = [&](const nlohmann::json& loopback) {
+    nlohmann::json file = c;
+    if (loopback.is_discarded()) file.erase("loopback_copy_s");
+    else file["loopback_copy_s"] = loopback;
+    std::ofstream(damaged + "/collectives.json") << file.dump(1);
+    return quill::test::run_command(kQuill + " project " + damaged);
+  };
+  quill::test::CommandResult r = project_with(nlohmann::json::object());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("collectives.json: loopback_copy_s is {}, not an array"), std::string::npos) << r.output;
+  r = project_with(nlohmann::json::array({{{"step", 1}, {"phase", "passes"}, {"seconds", -1.0}}}));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("has seconds -1"), std::string::npos) << r.output;
+  r = project_with(nlohmann::json::array({{{"step", 1}, {"phase", "passes"}, {"seconds", 1e6}}}));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("gives step 1's passes 1000000 s of copies"), std::string::npos) << r.output;
+  r = project_with(nlohmann::json::array({{{"step", 1}, {"phase", "passes"}}}));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("collectives.json or"), std::string::npos) << r.output;
+  r = project_with(nlohmann::json(nlohmann::json::value_t::discarded));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1 not timed (a run of an older quill: its copies stay in)"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(SimulateRank, ProjectRefusesStagesOfDifferentModelsOrRecompute) {

@@ -17,7 +17,7 @@
 // the load runs under the tile's product; each thread adds its accumulators to the staged values in place and
 // thread 0 hands the half to the TMA unit as a bulk tensor store; then the second half's old gradient comes in once
 // that store has read the staging, and goes the same way. A first write stores the accumulators alone. Why half a
-// staging: a whole one (128 KiB) left room for two operand stages, each waited for in full; three measured 13%
+// staging: a whole one (128 KiB) left room for two operand stages, each waited for in full; three measured 12.5%
 // faster at the pairs' 768 rows and no slower anywhere (docs/decisions/grouped-wgrad.md, with the forms measured
 // before: the TMA's bulk reduction, 128-wide tiles, two stagings, the old gradient through registers). The kernel
 // is a template on the parts: two (the chosen half staging) or four (Staging::kQuarter, an experiment: a quarter-tile
