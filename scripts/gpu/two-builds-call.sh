@@ -13,6 +13,10 @@ dir=$(dirname "$0")
 # shellcheck source=scripts/gpu/bundle-env.sh
 source "$dir/bundle-env.sh"
 top=$OUT
+if [ ! -x "$B/bin/quill-before" ]; then
+  echo "two-builds-call.sh: $B/bin/quill-before is missing: add the before build to the bundle (this script's header)" >&2
+  exit 2
+fi
 mkdir -p "$top"
 {
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
