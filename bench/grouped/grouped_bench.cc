@@ -199,18 +199,21 @@ int main(int argc, char** argv) {
                [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13, false); });
     measure("backward weight gate/up (cuBLASLt, first write)", f13,
             [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-    // The experiment Staging::kQuarter (grouped_wgrad_wg.h: four operand stages, a quarter-tile staging), called
-    // directly.
-    auto by_quarter = [&](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
-      cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
-                                           in.dim(1), dw.data_as<float>(), accumulate, nullptr,
-                                           cuda::grouped_wgrad::Staging::kQuarter);
-    };
-    wg_measure("backward weight down (wgmma, quarter staging)", f2, [&] { by_quarter(dy, h, dw2, true); });
-    wg_measure("backward weight gate/up (wgmma, quarter staging)", f13, [&] { by_quarter(dg, x, dw13, true); });
-    wg_measure("backward weight down (wgmma, quarter staging, first write)", f2, [&] { by_quarter(dy, h, dw2, false); });
-    wg_measure("backward weight gate/up (wgmma, quarter staging, first write)", f13,
-               [&] { by_quarter(dg, x, dw13, false); });
+    // The experimental forms (grouped_wgrad_wg.h: Form::kQuarter, a quarter-tile staging and four operand stages;
+    // Form::kPingpong, a whole tile per warpgroup), called directly.
+    using cuda::grouped_wgrad::Form;
+    for (auto [form, name] : {std::pair{Form::kQuarter, "quarter staging"}, std::pair{Form::kPingpong, "ping-pong"}}) {
+      auto by_form = [&, form = form](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
+        cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
+                                             in.dim(1), dw.data_as<float>(), accumulate, nullptr, form);
+      };
+      const std::string tag = std::string(" (wgmma, ") + name;
+      wg_measure(("backward weight down" + tag + ")").c_str(), f2, [&] { by_form(dy, h, dw2, true); });
+      wg_measure(("backward weight gate/up" + tag + ")").c_str(), f13, [&] { by_form(dg, x, dw13, true); });
+      wg_measure(("backward weight down" + tag + ", first write)").c_str(), f2, [&] { by_form(dy, h, dw2, false); });
+      wg_measure(("backward weight gate/up" + tag + ", first write)").c_str(), f13,
+                 [&] { by_form(dg, x, dw13, false); });
+    }
     // Agreement: both write the gate/up gradient from the same operands, then compare on the host.
     Tensor a = Tensor::empty({E, 2 * F, D}, DType::F32, *ctx.allocator);
     ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false);

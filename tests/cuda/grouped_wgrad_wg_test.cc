@@ -126,20 +126,19 @@ TEST(GroupedWgradWgmma, CalledDirectlyMatchesTheCpu) {
   check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);
 }
 
-// The experiment Staging::kQuarter (grouped_wgrad_wg.h: four operand stages beside a quarter-tile staging): the CPU's
-// dw, and the chosen half staging's bits (the same sums, the same one addition per element), accumulating and writing,
-// one source and two.
-TEST(GroupedWgradWgmma, TheQuarterStagingGivesTheHalfStagingsBits) {
-  QUILL_REQUIRE_GPU();
-  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
-  const WgradRun run = [](const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw, bool accumulate) {
+// An experimental form of the kernel (grouped_wgrad_wg.h: Form): the CPU's dw, and the chosen half staging's bits (the
+// same sums, the same one addition per element), accumulating and writing, one source and two.
+void expect_the_half_stagings_bits(cuda::grouped_wgrad::Form form) {
+  using cuda::grouped_wgrad::Form;
+  const WgradRun run = [form](const Tensor& dy, const Tensor& x, const Tensor& counts, const Tensor& dw,
+                              bool accumulate) {
     cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dy.data(), x.data(), counts.data_as<int64_t>(),
                                          counts.dim(0), dy.dim(0), dy.dim(1), x.dim(1), dw.data_as<float>(), accumulate,
-                                         nullptr, cuda::grouped_wgrad::Staging::kQuarter);
+                                         nullptr, form);
   };
   check_wgrad({0, 100, 64, 1, 0, 200, 63, 65, 0}, 256, 512, 11, run);
   check_wgrad({0, 0}, 128, 256, 41, run);
-  check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);  // stages that wrap the four-deep ring many times
+  check_wgrad({700, 0, 333, 1, 64}, 512, 1024, 71, run);  // stages that wrap the ring many times
   const std::vector<int64_t> counts = {384, 401, 350, 0, 512, 384, 129, 383}, counts_b = {17, 0, 64, 5, 0, 300, 1, 0};
   const int64_t E = 8, M = 512, N = 1024;
   int64_t P = 0, Pb = 0;
@@ -152,21 +151,32 @@ TEST(GroupedWgradWgmma, TheQuarterStagingGivesTheHalfStagingsBits) {
   const Tensor xbd = to_device(round_bf16(test::random_tensor({Pb, N}, DType::F32, 94)), DType::BF16);
   const Tensor dw0 = test::random_tensor({E, M, N}, DType::F32, 95);
   const cuda::grouped_wgrad::Rows second{dybd.data(), xbd.data(), counts_bE.data_as<int64_t>(), Pb};
-  using cuda::grouped_wgrad::Staging;
   for (bool two : {false, true}) {
     for (bool accumulate : {true, false}) {
       auto a = to_guarded_device(dw0, DType::F32), b = to_guarded_device(dw0, DType::F32);
       inputs_ready();
-      for (auto [dw, staging] : {std::pair{&a, Staging::kHalf}, std::pair{&b, Staging::kQuarter}})
+      for (auto [dw, f] : {std::pair{&a, Form::kHalf}, std::pair{&b, form}})
         cuda::grouped_wgrad::backward_weight(wgmma_gpu().context(), dyd.data(), xd.data(), counts_E.data_as<int64_t>(),
                                              E, P, M, N, (*dw)->tensor().data_as<float>(), accumulate,
-                                             two ? &second : nullptr, staging);
+                                             two ? &second : nullptr, f);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       EXPECT_TRUE(test::same_bits(to_host(a->tensor()), to_host(b->tensor())))
           << (two ? "two sources, " : "one source, ") << (accumulate ? "accumulating" : "writing");
       EXPECT_TRUE(b->guards_intact());
     }
   }
+}
+
+TEST(GroupedWgradWgmma, TheQuarterStagingGivesTheHalfStagingsBits) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  expect_the_half_stagings_bits(cuda::grouped_wgrad::Form::kQuarter);
+}
+
+TEST(GroupedWgradWgmma, ThePingpongFormGivesTheHalfStagingsBits) {
+  QUILL_REQUIRE_GPU();
+  if (!kernel_runs_here()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 GPU";
+  expect_the_half_stagings_bits(cuda::grouped_wgrad::Form::kPingpong);
 }
 
 // Two sources (two micro-batches' rows, --moe-expert-wgrad-micro-batches 2): the kernel reading both in place (called

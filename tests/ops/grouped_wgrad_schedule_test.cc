@@ -125,6 +125,7 @@ void check_walks() {
 
 TEST(GroupedWgradSchedule, TheProducerLoadsWhatTheConsumersTakeAndEveryTileOnce) {
   check_walks<static_cast<int>(kTileN)>();
+  check_walks<static_cast<int>(kPingpongTileN)>();  // Form::kPingpong's 128-column tiles
 }
 
 template <int kN>
@@ -155,9 +156,10 @@ void check_staging() {
   for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "staging float " << i;
 }
 
-// The kernel stages its 256 columns in parts (grouped_wgrad_wg.cu): halves of 128 (Staging::kHalf), each half's
-// column groups j = 0 .. 15 at staging_byte(.., j, ..), or quarters of 64 (Staging::kQuarter, j = 0 .. 7): those
-// stagings are the ones the kernel fills; the whole tile's is checked too.
+// The kernel stages its 256 columns in parts (grouped_wgrad_wg.cu): halves of 128 (Form::kHalf), each half's
+// column groups j = 0 .. 15 at staging_byte(.., j, ..), or quarters of 64 (Form::kQuarter, j = 0 .. 7; and
+// Form::kPingpong's halves of its 128-column tile, a warpgroup's two row halves in place of the two warpgroups): those
+// stagings are the ones the kernels fill; the whole tile's is checked too.
 TEST(GroupedWgradSchedule, TheAccumulatorsFillTheStagingOnceWhereTheTmaKeepsEachElement) {
   check_staging<static_cast<int>(kTileN) / 2>();
   check_staging<static_cast<int>(kTileN) / 4>();

@@ -20,13 +20,14 @@
 // staging: a whole one (128 KiB) left room for two operand stages, each waited for in full; three measured 12.5%
 // faster at the pairs' 768 rows and no slower anywhere (docs/decisions/grouped-wgrad.md, with the forms measured
 // before: the TMA's bulk reduction, 128-wide tiles, two stagings, the old gradient through registers). The kernel
-// is a template on the parts: two (the chosen half staging) or four (Staging::kQuarter, an experiment: a quarter-tile
+// is a template on the parts: two (the chosen half staging) or four (Form::kQuarter, an experiment: a quarter-tile
 // staging and four operand stages).
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_wgrad_params.cuh"
 #include "ops/cuda/grouped_wgrad_schedule.h"
 #include "ops/cuda/grouped_wgrad_wg.h"
 #include "ops/cuda/tma_matrix_map.h"
@@ -67,25 +68,6 @@ struct Shape {
   static_assert(kStageBytes % 1024 == 0, "grouped_wgrad: every swizzled box must start on a 1024-byte boundary");
   static_assert(kStages >= 3, "grouped_wgrad: fewer than three operand stages");
 };
-
-struct Params {
-  CUtensorMap dy_map, x_map;      // dy [P, M], x [P, N] as 64 x 64 boxes
-  CUtensorMap dy_map_b, x_map_b;  // the second source's, when two_sources (else copies of the first's)
-  CUtensorMap dw_map;             // dw [E, M, N] as 128 x 32 fp32 boxes
-  float* dw;                      // [E, M, N]
-  int M, N, E, tiles_m, tiles_n, accumulate, two_sources;
-  int offset[kMaxExperts + 1];    // expert e's rows: [offset[e], offset[e + 1])
-  int offset_b[kMaxExperts + 1];  // ... of the second source
-};
-static_assert(sizeof(Params) <= 4096, "grouped_wgrad: the parameter block over the classic 4 KiB kernel limit");
-
-// The staging box b (columns 32 b ..) of the tile to dw (n0 + 32 b, m0) of expert e.
-__device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32_t src, int n, int m, int e) {
-  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(src), "r"(n), "r"(m), "r"(e)
-               : "memory");
-}
 
 __device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
   using S = Shape<2>;  // the operand stage's layout is every staging's
@@ -275,7 +257,7 @@ void fill_offsets(const int64_t* counts, int64_t E, int64_t P, int* offset) {
 
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
                      int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second,
-                     Staging staging) {
+                     Form form) {
   const std::string why = unsupported_reason(E, M, N, dy_PM, x_PN);
   QUILL_CHECK(why.empty(), "grouped_linear_backward_weight (wgmma): {}", why);
   const int64_t P_b = second != nullptr ? second->P : 0;
@@ -298,11 +280,16 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
   p.dw_map = attn_wg::f32_blocks_map("dw_EMN", dw_EMN, E, M, N);
   p.dw = dw_EMN;
   p.M = static_cast<int>(M), p.N = static_cast<int>(N), p.E = static_cast<int>(E);
-  p.tiles_m = static_cast<int>(M / kTileM), p.tiles_n = static_cast<int>(N / kTileN);
+  p.tiles_m = static_cast<int>(M / kTileM);
+  p.tiles_n = static_cast<int>(N / (form == Form::kPingpong ? kPingpongTileN : kTileN));
   p.accumulate = accumulate ? 1 : 0;
   fill_offsets(counts, E, P, p.offset);
   if (second != nullptr) fill_offsets(second->counts, E, P_b, p.offset_b);
-  const bool quarter = staging == Staging::kQuarter;
+  if (form == Form::kPingpong) {
+    launch_pingpong(ctx, p);
+    return;
+  }
+  const bool quarter = form == Form::kQuarter;
   const void* kernel = quarter ? reinterpret_cast<const void*>(grouped_wgrad_kernel<4>)
                                : reinterpret_cast<const void*>(grouped_wgrad_kernel<2>);
   const int smem = quarter ? Shape<4>::kSmemBytes : Shape<2>::kSmemBytes;

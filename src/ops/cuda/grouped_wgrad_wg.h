@@ -24,11 +24,19 @@ namespace quill::cuda::grouped_wgrad {
 // (2.836, 2.732, cuBLASLt 2.734); the earlier forms' history: docs/decisions/grouped-wgrad.md.
 constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
 
-// The staging's size, a typed choice of backward_weight for an experiment: kHalf (the kernel as chosen, above);
-// kQuarter (not yet measured; called directly by grouped_bench and the tests, never by the op) stages the tile in
-// four 64-column quarters through 32 KiB, so four operand stages fit, at the cost of three old-gradient loads per
-// tile left outside the product instead of one. The same one addition per element in the same sum: the same bits.
-enum class Staging { kHalf, kQuarter };
+// The kernel's form, a typed choice of backward_weight for experiments (called directly by grouped_bench and the
+// tests, never by the op, which runs kHalf):
+// - kHalf: the kernel as chosen (above);
+// - kQuarter (not yet measured): the tile staged in four 64-column quarters through 32 KiB, so four operand stages
+//   fit, at the cost of three old-gradient loads per tile left outside the product instead of one;
+// - kPingpong (not yet measured; grouped_wgrad_pingpong.cu): 128 x 128 tiles, each consumer warpgroup a whole tile
+//   of its own (two m64n128k16 per step), alternate tiles to the two, a producer warp loading five 32 KiB operand
+//   stages and a 32 KiB half-tile staging per warpgroup: one warpgroup's epilogue (the old gradient's loads, the adds,
+//   the stores) runs while the other's product keeps the tensor cores busy.
+// Every form makes the same one addition per element of the same sum (the stages in row order, wgmma's k16 steps),
+// so each is meant to give kHalf's bits; the tests check it.
+enum class Form { kHalf, kQuarter, kPingpong };
+constexpr int64_t kPingpongTileN = 128;  // kPingpong's tile: kTileM rows by this many columns
 constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
 
 // --grouped-wgrad-kernel auto, measured (grouped_bench; the H100 figures above and bench/results/2026-12-06-h100-seed-ops/):
@@ -64,6 +72,6 @@ struct Rows {
 // written (zero when e has no row).
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
                      int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second = nullptr,
-                     Staging staging = Staging::kHalf);
+                     Form form = Form::kHalf);
 
 }  // namespace quill::cuda::grouped_wgrad

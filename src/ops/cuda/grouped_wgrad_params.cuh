@@ -1,0 +1,39 @@
+// What the experts' weight-gradient kernels share (grouped_wgrad_wg.cu: the chosen cooperative kernel;
+// grouped_wgrad_pingpong.cu: the ping-pong experiment of grouped_wgrad_wg.h): the parameter block, built once by
+// backward_weight for either, and the TMA stores of the fp32 staging.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "ops/cuda/grouped_wgrad_wg.h"
+#include "ops/device_context.h"
+
+namespace quill::cuda::grouped_wgrad {
+
+struct Params {
+  CUtensorMap dy_map, x_map;      // dy [P, M], x [P, N] as 64 x 64 boxes
+  CUtensorMap dy_map_b, x_map_b;  // the second source's, when two_sources (else copies of the first's)
+  CUtensorMap dw_map;             // dw [E, M, N] as 128 x 32 fp32 boxes
+  float* dw;                      // [E, M, N]
+  int M, N, E, tiles_m, tiles_n, accumulate, two_sources;
+  int offset[kMaxExperts + 1];    // expert e's rows: [offset[e], offset[e + 1])
+  int offset_b[kMaxExperts + 1];  // ... of the second source
+};
+static_assert(sizeof(Params) <= 4096, "grouped_wgrad: the parameter block over the classic 4 KiB kernel limit");
+
+#if defined(__CUDACC__)
+// The staging box at shared address src to dw's 32 columns from n, rows from m, of expert e (one TMA store).
+__device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32_t src, int n, int m, int e) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(n), "r"(m), "r"(e)
+               : "memory");
+}
+#endif
+
+// The ping-pong kernel (grouped_wgrad_pingpong.cu) on p, whose tiles_n counts kPingpongTileN-column tiles.
+void launch_pingpong(const DeviceContext& ctx, const Params& p);
+
+}  // namespace quill::cuda::grouped_wgrad
