@@ -3,7 +3,8 @@
 # [384; 768 is the weight-gradient pairs' shape], hidden 4,096, expert width 2,048), one launch of each kernel
 # grouped_bench calls, to say what bounds each:
 #   grouped_wgrad_kernel, gate/up accumulating (the 14th launch of that kernel: grouped_bench times each arm with one
-#     warm-up, 7 timed calls and 5 host-issue calls, and the down arm comes first)
+#     warm-up, 7 timed calls and 5 host-issue calls, and the down arm comes first), and the same launch of the
+#     ping-pong experiment's grouped_wgrad_pingpong_kernel
 #   grouped_gemm_kernel (bf16 forward gate/up, the 2nd launch) and grouped_gemm_fp8_kernel (FP8 forward gate/up, 2nd)
 # The sections: speed of light, memory workload (DRAM and L2 throughput), compute workload, warp stalls.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests grouped_bench quill attention_bench
@@ -29,6 +30,7 @@ while read -r name kernel skip; do
   grep -E -A3 "(Stall|stall).*(cycles|%)" "$OUT/ncu-grouped-$name.txt" | head -10
 done <<'EOF'
 wgrad-acc grouped_wgrad_kernel 13
+wgrad-pingpong-acc grouped_wgrad_pingpong_kernel 13
 bf16-forward grouped_gemm_kernel 1
 fp8-forward grouped_gemm_fp8_kernel 1
 EOF
