@@ -122,6 +122,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_pingpong_kernel(con
   if (leader) tma_prefetch_descriptor(&p.dw_map);
   int it = 0;            // the CTA's stages before this tile's (both warpgroups'): this tile's loads' ring index
   int staged_loads = 0;  // old-gradient loads this warpgroup waited for: its staging barrier's phase parity
+  // The products take turns (CUTLASS's ordered ping-pong): warpgroup w starts tile j's only once the other has
+  // finished tile j - 1's (named barriers 3: warpgroup 0's product done, 4: warpgroup 1's). Besides keeping the
+  // tensor cores to one product at a time, this is what keeps the stage barriers' phases unambiguous: a warpgroup
+  // skips the other's stages, and without the turn it could wait on a stage's barrier a whole ring ahead of its
+  // fill, where a phase parity cannot tell the rounds apart (the first form deadlocked so: 2026-12-07, H100).
+  const int order_wait = w == 0 ? 4 : 3, order_signal = w == 0 ? 3 : 4;
+  const int first_tile = static_cast<int>(blockIdx.x), grid = static_cast<int>(gridDim.x);
+  const int cta_tiles = first_tile < total ? (total - 1 - first_tile) / grid + 1 : 0;  // this CTA's tiles
   int j = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x, ++j) {
     const Tile x = tile_at<kN>(p, t);
@@ -130,7 +138,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_pingpong_kernel(con
       it += stages;
       continue;
     }
+    // The first half's old gradient into the staging under this tile's product, once the previous store has read it.
+    if (p.accumulate && leader && stages > 0) {
+      bulk_wait_read();
+      mbar_arrive_expect_tx(staged(w), kStagingBytes);
+#pragma unroll
+      for (int b = 0; b < kStagingBoxes; ++b)
+        tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged(w), x.n0 + 32 * b, x.m0, x.e);
+    }
+    if (j > 0) named_barrier(order_wait, 256);  // the other warpgroup's product of tile j - 1 is done
     if (stages == 0) {
+      if (j + 1 < cta_tiles) named_barrier_arrive(order_signal, 256);
       // An expert without rows: its gradient is left as it is when accumulating, zeroed by a first write.
       if (!p.accumulate) {
         float4* row = reinterpret_cast<float4*>(p.dw + (static_cast<size_t>(x.e) * p.M + x.m0 + wt) * p.N + x.n0);
@@ -138,14 +156,6 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_pingpong_kernel(con
         for (int c = 0; c < kN / 4; ++c) row[c] = make_float4(0.f, 0.f, 0.f, 0.f);
       }
       continue;
-    }
-    // The first half's old gradient into the staging under this tile's product, once the previous store has read it.
-    if (p.accumulate && leader) {
-      bulk_wait_read();
-      mbar_arrive_expect_tx(staged(w), kStagingBytes);
-#pragma unroll
-      for (int b = 0; b < kStagingBoxes; ++b)
-        tma_load_3d(staging + b * kStagingBoxBytes, &p.dw_map, staged(w), x.n0 + 32 * b, x.m0, x.e);
     }
     float acc0[kN / 2], acc1[kN / 2];  // rows 0-63 and 64-127 of the tile
     for (int kt = 0; kt < stages; ++kt, ++it) {
@@ -186,6 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_pingpong_kernel(con
     fence_regs(acc0);
     fence_regs(acc1);
     if (lane == 0) mbar_arrive(bars.empty((it + kStages - 1) % kStages));
+    if (j + 1 < cta_tiles) named_barrier_arrive(order_signal, 256);  // the other warpgroup's turn
     // Each half through the staging: the old gradient in (accumulating; the first half's loaded under the product,
     // the second's once the first's store has read the staging), each accumulator pair added at its place
     // (staging_byte with the row half as its warpgroup), then the half to dw by TMA.
