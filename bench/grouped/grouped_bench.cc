@@ -199,10 +199,10 @@ int main(int argc, char** argv) {
                [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13, false); });
     measure("backward weight gate/up (cuBLASLt, first write)", f13,
             [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-    // The experimental forms (grouped_wgrad_wg.h: Form::kQuarter, a quarter-tile staging and four operand stages;
-    // Form::kPingpong, a whole tile per warpgroup), called directly.
+    // Each form of the kernel (grouped_wgrad_wg.h: Form; the arms above run the op's, kOpForm), called directly.
     using cuda::grouped_wgrad::Form;
-    for (auto [form, name] : {std::pair{Form::kQuarter, "quarter staging"}, std::pair{Form::kPingpong, "ping-pong"}}) {
+    for (auto [form, name] : {std::pair{Form::kHalf, "half staging"}, std::pair{Form::kQuarter, "quarter staging"},
+                              std::pair{Form::kPingpong, "ping-pong"}}) {
       auto by_form = [&, form = form](const Tensor& d, const Tensor& in, const Tensor& dw, bool accumulate) {
         cuda::grouped_wgrad::backward_weight(wg, d.data(), in.data(), counts_host.data_as<int64_t>(), E, P, d.dim(1),
                                              in.dim(1), dw.data_as<float>(), accumulate, nullptr, form);

@@ -37,6 +37,9 @@ constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
 // so each is meant to give kHalf's bits; the tests check it.
 enum class Form { kHalf, kQuarter, kPingpong };
 constexpr int64_t kPingpongTileN = 128;  // kPingpong's tile: kTileM rows by this many columns
+// The form the op (grouped_linear_backward_weight and its pair) runs: the ping-pong form since 2026-12-07, on trial in
+// the seed's stages against the half staging (the measurement keeps one and deletes the other).
+constexpr Form kOpForm = Form::kPingpong;
 constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
 
 // --grouped-wgrad-kernel auto, measured (grouped_bench; the H100 figures above and bench/results/2026-12-06-h100-seed-ops/):
@@ -72,6 +75,6 @@ struct Rows {
 // written (zero when e has no row).
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
                      int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second = nullptr,
-                     Form form = Form::kHalf);
+                     Form form = kOpForm);
 
 }  // namespace quill::cuda::grouped_wgrad
