@@ -7,6 +7,7 @@
 #   3. with ATTENTION_HEADS (e.g. "8:2 32:8"), attention_bench --heads for each (the attention ops' times);
 #   4. with STAGES=1, seed-stages-call.sh (the three stages at the GPU's memory settings).
 # TESTS replaces the cuda_tests filter (default: the weight-gradient kernel's and the loopback mover's tests).
+# WGRAD_ROWS: the rows per expert grouped_bench runs (default "384 768").
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/wgrad-form-call.sh")
 # Back: $OUT/wgrad-form.txt (tests' summary and the bench arms), tests.log, and with STAGES=1 what
@@ -22,7 +23,7 @@ echo "quill $(cat "$B/COMMIT" 2>/dev/null); $(date -u +%FT%TZ)"
 timeout 200 "$B/bin/cuda_tests" --gtest_filter="${TESTS:-GroupedWgradWgmma.*:CudaLoopbackMover.*}" > "$OUT/tests.log" 2>&1
 echo "cuda_tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|Failure|rel L2" "$OUT/tests.log" | head -40
-for rows in 384 768; do
+for rows in ${WGRAD_ROWS:-384 768}; do
   echo "== grouped_bench --no-fp8, 32 experts x $rows rows"
   read -ra counts <<< "$(printf "$rows %.0s" $(seq 32))"
   timeout 60 "$B/bin/grouped_bench" --no-fp8 "${counts[@]}" 2>&1 | grep -E "^backward weight|against cuBLASLt"
