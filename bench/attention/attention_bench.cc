@@ -23,6 +23,7 @@
 
 #include "ops/attention.h"
 #include "ops/convert.h"
+#include "ops/cuda/attention_bias_rows.h"
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/cuda_resources.h"
@@ -123,6 +124,21 @@ int run(int argc, char** argv) {
     });
     std::printf("%-40s T=%lld  backward, table frozen %8.3f ms %7.1f TFLOP/s\n", layer.name, static_cast<long long>(T),
                 frozen, 10.0 * n * d / frozen / 1e9);
+    {  // The bias rows (rb = r table) and dr = drb table^T on each path (attn_bias::BiasRowsPath), called directly.
+      Tensor rb = Tensor::empty({T, H, layer.E}, DType::F32, *ctx.allocator);
+      const Tensor drb = random_device(ctx, {T, H, layer.E}, DType::F32, 7, 1.0f);
+      const double gb = static_cast<double>(rb.nbytes()) / 1e9;
+      for (auto [path, name] : {std::pair{cuda::attn_bias::BiasRowsPath::kCublasLt, "cuBLASLt"},
+                                std::pair{cuda::attn_bias::BiasRowsPath::kKernels, "kernels"}}) {
+        const double rows_ms =
+            median_ms(stream, [&] { cuda::attn_bias::bias_rows(ctx, T, H, R, layer.E, r, table, rb, path); });
+        const double dr_ms = median_ms(stream, [&] {
+          cuda::attn_bias::bias_rows_backward(ctx, T, H, R, layer.E, r, table, drb, dr, Tensor(), path);
+        });
+        std::printf("%-40s T=%lld  bias rows (%s) %7.3f ms %6.0f GB/s   dr %7.3f ms %6.0f GB/s\n", layer.name,
+                    static_cast<long long>(T), name, rows_ms, gb / rows_ms * 1e3, dr_ms, gb / dr_ms * 1e3);
+      }
+    }
     if (!wgmma_rows || !cuda::attn_wg::device_supported()) continue;
     std::fflush(stdout);
     if (wgmma_forward_rows) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "ops/attention.h"
+#include "ops/cuda/attention_bias_rows.h"
 #include "ops/cuda/attention_common.cuh"
 #include "ops/cuda/cuda_resources.h"
 
@@ -33,14 +34,17 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
 Tensor zeroed_bias_grad(const DeviceContext& ctx, const attn::Problem& p);
 void finish_dq(const DeviceContext& ctx, const attn::Problem& p, const Tensor& dq_acc, const Tensor& dq_THd);
 
+using attn_bias::BiasRowsPath;  // how rb and dr are computed (attention_bias_rows.h)
+
 // Bias rows and their gradient (attention_tc_bias.cu). rb_THE [T, H, E] fp32 = r . table;
 // tau_T [T] fp32 = the log scaling of each position (p.log_scaling on).
 void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
-               const Tensor& rb_THE);
+               const Tensor& rb_THE, BiasRowsPath path = BiasRowsPath::kCublasLt);
 void tau_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& tau_T);
 // From drb_THE (the gradient of the bias rows): dr_THR (bf16) = drb . table^T, overwritten;
 // dtable_RE (fp32) += r^T . drb.
 void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,
-                        const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE);
+                        const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE,
+                        BiasRowsPath path = BiasRowsPath::kCublasLt);
 
 }  // namespace quill::cuda::attn_tc

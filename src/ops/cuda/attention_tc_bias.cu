@@ -7,7 +7,9 @@
 // Memory: T * H * E fp32, 0.5 GiB for a local layer of the slice (E = 512), 1 GiB for a global
 // one (E = 1024); transient, freed when the attention call returns.
 //
-// Each reads or writes the [TH, E] tensor once, so each is bound by that tensor's bytes:
+// Each reads or writes the [TH, E] tensor once, so each is bound by that tensor's bytes. Two paths (BiasRowsPath,
+// attention_tc.h): the ops run cuBLASLt's fp32 GEMMs for all three; the kernels below (an experiment, not yet run on
+// a GPU) are called directly by attention_bench and the CudaAttentionBiasRows tests:
 //   rb     [TH, E] = r [TH, R] . table [R, E]      bias_rows_kernel (R <= 16): each thread keeps its four
 //                                                  columns of the table in registers and walks the block's 64
 //                                                  rows, their r staged in shared memory once; 16 FMAs per
@@ -17,7 +19,7 @@
 //                                                  memory, then halves its 16 sums across the warp in a fixed
 //                                                  order; then rounded to dr's dtype
 //   dtable [R, E] += r^T . drb                     cuBLASLt's fp32 GEMM, accumulated (frozen in Miles' recipe)
-// R > 16 (and dr at E > 2,048) takes cuBLASLt's fp32 GEMMs for all three (the form before 2026-12-07). Why not cuBLASLt for rb and dr
+// R > 16 (and dr at E > 2,048) takes cuBLASLt's fp32 GEMMs on either path. Why not cuBLASLt for rb and dr
 // (measured on an H100 at a TP4 rank's local layer, T 8,192, 8 heads, E 512, 134 MB each:
 // bench/results/2026-12-07-h100-wgrad-pingpong-attention-ncu): its fp32 GEMMs ran on the CUDA cores at
 // 1.7 TB/s, 77 us for rb (twice per layer: the backward recomputes it) and 82 + 19 (split-K) for dr, a third
@@ -163,14 +165,14 @@ Tensor r_rows_f32(const DeviceContext& ctx, const attn::Problem& p, const Tensor
 }  // namespace
 
 void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
-               const Tensor& rb_THE) {
+               const Tensor& rb_THE, BiasRowsPath path) {
   const int64_t n_rows = static_cast<int64_t>(p.T) * p.H;
   if (n_rows == 0 || p.E == 0) return;
   if (p.R == 0) {  // no bias rank: the bias is zero
     QUILL_CUDA_CHECK(cudaMemsetAsync(rb_THE.data(), 0, rb_THE.nbytes(), stream_of(ctx)));
     return;
   }
-  if (p.R > kMaxRank) {
+  if (path == BiasRowsPath::kCublasLt || p.R > kMaxRank) {
     linear_backward_input(ctx, r_rows_f32(ctx, p, r_THR), table_RE, rb_THE.reshape({n_rows, p.E}), false);
     return;
   }
@@ -192,7 +194,7 @@ void tau_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& ta
 }
 
 void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
-                        const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE) {
+                        const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE, BiasRowsPath path) {
   const int64_t n_rows = static_cast<int64_t>(p.T) * p.H;
   if (n_rows == 0 || p.R == 0) return;
   if (p.E == 0) {  // no distance carries a bias: dr is zero, dtable unchanged
@@ -201,7 +203,7 @@ void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const 
   }
   const Tensor drb = drb_THE.reshape({n_rows, p.E});
   Tensor dr32 = Tensor::empty({n_rows, p.R}, DType::F32, *ctx.allocator);
-  if (p.R > kMaxRank || p.E > kDrMaxExtent) {
+  if (path == BiasRowsPath::kCublasLt || p.R > kMaxRank || p.E > kDrMaxExtent) {
     linear_forward(ctx, drb, table_RE, dr32);
   } else {
     const size_t smem = static_cast<size_t>(kMaxRank) * p.E * sizeof(float);
@@ -212,7 +214,8 @@ void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const 
     const int64_t groups = (n_rows + kDrRows - 1) / kDrRows;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((groups + kDrWarps - 1) / kDrWarps, 4 * sms));
     dr_rows_kernel<<<blocks, kDrWarps * 32, smem, stream_of(ctx)>>>(drb.data_as<float>(), n_rows, p.R,
-                                                                    table_RE.data_as<float>(), p.E, dr32.data_as<float>());
+                                                                    table_RE.data_as<float>(), p.E,
+                                                                    dr32.data_as<float>());
     QUILL_CUDA_CHECK_LAUNCH("dr_rows_kernel");
   }
   convert(ctx, dr32, dr_THR.reshape({n_rows, p.R}));
@@ -221,3 +224,28 @@ void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const 
 }
 
 }  // namespace quill::cuda::attn_tc
+
+namespace quill::cuda::attn_bias {
+namespace {
+
+attn::Problem problem_of(int64_t T, int64_t H, int64_t R, int64_t E) {
+  attn::Problem p{};
+  p.T = static_cast<int>(T), p.H = static_cast<int>(H), p.G = 1, p.d = 128, p.R = static_cast<int>(R);
+  p.E = static_cast<int>(E);
+  return p;
+}
+
+}  // namespace
+
+void bias_rows(const DeviceContext& ctx, int64_t T, int64_t H, int64_t R, int64_t E, const Tensor& r_THR,
+               const Tensor& table_RE, const Tensor& rb_THE, BiasRowsPath path) {
+  attn_tc::bias_rows(ctx, problem_of(T, H, R, E), r_THR, table_RE, rb_THE, path);
+}
+
+void bias_rows_backward(const DeviceContext& ctx, int64_t T, int64_t H, int64_t R, int64_t E, const Tensor& r_THR,
+                        const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE,
+                        BiasRowsPath path) {
+  attn_tc::bias_rows_backward(ctx, problem_of(T, H, R, E), r_THR, table_RE, drb_THE, dr_THR, dtable_RE, path);
+}
+
+}  // namespace quill::cuda::attn_bias

@@ -37,9 +37,10 @@ constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
 // so each is meant to give kHalf's bits; the tests check it.
 enum class Form { kHalf, kQuarter, kPingpong };
 constexpr int64_t kPingpongTileN = 128;  // kPingpong's tile: kTileM rows by this many columns
-// The form the op (grouped_linear_backward_weight and its pair) runs: the ping-pong form since 2026-12-07, on trial in
-// the seed's stages against the half staging (the measurement keeps one and deletes the other).
-constexpr Form kOpForm = Form::kPingpong;
+// The form the op (grouped_linear_backward_weight and its pair) runs: the half staging, the measured one. The ping-pong
+// form's first version deadlocked on its first GPU run (2026-12-07, H100: docs/decisions/grouped-wgrad.md) and its
+// fix has not run on a GPU yet; it becomes the op's form only by measurement.
+constexpr Form kOpForm = Form::kHalf;
 constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
 
 // --grouped-wgrad-kernel auto, measured (grouped_bench; the H100 figures above and bench/results/2026-12-06-h100-seed-ops/):
