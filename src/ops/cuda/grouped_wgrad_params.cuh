@@ -9,6 +9,9 @@
 
 #include "ops/cuda/grouped_wgrad_wg.h"
 #include "ops/device_context.h"
+#if defined(__CUDACC__)
+#include "ops/cuda/attention_wg.cuh"
+#endif
 
 namespace quill::cuda::grouped_wgrad {
 
@@ -24,6 +27,16 @@ struct Params {
 static_assert(sizeof(Params) <= 4096, "grouped_wgrad: the parameter block over the classic 4 KiB kernel limit");
 
 #if defined(__CUDACC__)
+// One accumulator pair into the fp32 staging at shared address addr: fl(old + sum) where the call accumulates (the
+// one addition per element of every form), else the sums alone.
+__device__ __forceinline__ void stage_pair(uint32_t addr, float a, float b, bool accumulate) {
+  if (accumulate) {
+    const float2 old = attn_wg::ld_shared_f2(addr);
+    a = old.x + a, b = old.y + b;
+  }
+  attn_wg::st_shared_f2(addr, a, b);
+}
+
 // The staging box at shared address src to dw's 32 columns from n, rows from m, of expert e (one TMA store).
 __device__ __forceinline__ void bulk_tensor_store(const CUtensorMap* map, uint32_t src, int n, int m, int e) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(

@@ -30,6 +30,7 @@
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_resources.h"
 #include "ops/cuda/grouped_gemm_pipeline.cuh"
+#include "ops/cuda/grouped_gemm_wg.h"
 #include "ops/cuda/grouped_wgrad_params.cuh"
 #include "ops/cuda/grouped_wgrad_schedule.h"
 
@@ -224,14 +225,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_pingpong_kernel(con
         for (int sel = 0; sel < 2; ++sel) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const uint32_t addr = staging + staging_byte(h, warp, g, cq, jj, sel);
             const float* acc = h == 0 ? acc0 : acc1;
-            float a = acc[4 * jc + 2 * sel], b = acc[4 * jc + 2 * sel + 1];
-            if (p.accumulate) {
-              const float2 old = ld_shared_f2(addr);
-              a = old.x + a, b = old.y + b;
-            }
-            st_shared_f2(addr, a, b);
+            stage_pair(staging + staging_byte(h, warp, g, cq, jj, sel), acc[4 * jc + 2 * sel],
+                       acc[4 * jc + 2 * sel + 1], p.accumulate);
           }
         }
       }
@@ -256,11 +252,7 @@ void launch_pingpong(const DeviceContext& ctx, const Params& p) {
               p.M, p.N, kTileM, kN);
   const void* kernel = reinterpret_cast<const void*>(grouped_wgrad_pingpong_kernel);
   attn::set_smem("grouped_linear_backward_weight (wgmma, ping-pong)", kernel, kSmemBytes);
-  int dev = 0, sms = 0;
-  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int64_t tiles = static_cast<int64_t>(p.E) * p.tiles_m * p.tiles_n;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+  const unsigned grid = grouped_gemm::persistent_ctas(static_cast<int64_t>(p.E) * p.tiles_m * p.tiles_n);
   grouped_wgrad_pingpong_kernel<<<grid, kThreads, kSmemBytes, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
 }

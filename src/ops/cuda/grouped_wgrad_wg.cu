@@ -27,6 +27,7 @@
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
 #include "ops/cuda/cuda_resources.h"
+#include "ops/cuda/grouped_gemm_wg.h"
 #include "ops/cuda/grouped_wgrad_params.cuh"
 #include "ops/cuda/grouped_wgrad_schedule.h"
 #include "ops/cuda/grouped_wgrad_wg.h"
@@ -206,13 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
         const int j = part * kPartGroups + jj;
 #pragma unroll
         for (int sel = 0; sel < 2; ++sel) {
-          const uint32_t addr = staging + staging_byte(w, warp, g, cq, jj, sel);
-          float a = acc[4 * j + 2 * sel], b = acc[4 * j + 2 * sel + 1];
-          if (p.accumulate) {
-            const float2 old = ld_shared_f2(addr);
-            a = old.x + a, b = old.y + b;
-          }
-          st_shared_f2(addr, a, b);
+          stage_pair(staging + staging_byte(w, warp, g, cq, jj, sel), acc[4 * j + 2 * sel], acc[4 * j + 2 * sel + 1],
+                     p.accumulate);
         }
       }
       fence_proxy_async_smem();  // the generic proxy's writes, before the TMA unit reads them
@@ -294,11 +290,7 @@ void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_
                                : reinterpret_cast<const void*>(grouped_wgrad_kernel<2>);
   const int smem = quarter ? Shape<4>::kSmemBytes : Shape<2>::kSmemBytes;
   attn::set_smem("grouped_linear_backward_weight (wgmma)", kernel, smem);
-  int dev = 0, sms = 0;
-  QUILL_CUDA_CHECK(cudaGetDevice(&dev));
-  QUILL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int64_t tiles = E * p.tiles_m * p.tiles_n;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
+  const unsigned grid = grouped_gemm::persistent_ctas(E * p.tiles_m * p.tiles_n);
   if (quarter) grouped_wgrad_kernel<4><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
   else grouped_wgrad_kernel<2><<<grid, kThreads, smem, stream_of(ctx)>>>(p);
   QUILL_CUDA_CHECK(cudaGetLastError());
