@@ -11,6 +11,7 @@
 #include "ops/device_context.h"
 #if defined(__CUDACC__)
 #include "ops/cuda/attention_wg.cuh"
+#include "ops/cuda/grouped_wgrad_schedule.h"
 #endif
 
 namespace quill::cuda::grouped_wgrad {
@@ -27,6 +28,23 @@ struct Params {
 static_assert(sizeof(Params) <= 4096, "grouped_wgrad: the parameter block over the classic 4 KiB kernel limit");
 
 #if defined(__CUDACC__)
+// Stage kt of tile x (grouped_wgrad_schedule.h: its source and rows) into shared memory at smem: dy's kTileM columns as
+// two 64 x 64 boxes, then x's 64 kBBoxes columns as kBBoxes boxes, 128-byte swizzle; the bytes counted on bar.
+template <int kBBoxes>
+__device__ __forceinline__ void load_operand_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
+  constexpr int kABoxes = static_cast<int>(kTileM) / 64;
+  attn_wg::mbar_arrive_expect_tx(bar, (kABoxes + kBBoxes) * attn_wg::kBoxBytes);
+  const StageRows r = stage_rows(x, kt);
+  const CUtensorMap* dy = r.source == 0 ? &p.dy_map : &p.dy_map_b;
+  const CUtensorMap* in = r.source == 0 ? &p.x_map : &p.x_map_b;
+#pragma unroll
+  for (int j = 0; j < kABoxes; ++j)
+    attn_wg::tma_load_3d(smem + j * attn_wg::kBoxBytes, dy, bar, x.m0 + 64 * j, r.row, 0);
+#pragma unroll
+  for (int j = 0; j < kBBoxes; ++j)
+    attn_wg::tma_load_3d(smem + (kABoxes + j) * attn_wg::kBoxBytes, in, bar, x.n0 + 64 * j, r.row, 0);
+}
+
 // One accumulator pair into the fp32 staging at shared address addr: fl(old + sum) where the call accumulates (the
 // one addition per element of every form), else the sums alone.
 __device__ __forceinline__ void stage_pair(uint32_t addr, float a, float b, bool accumulate) {

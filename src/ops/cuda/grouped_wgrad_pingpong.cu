@@ -67,17 +67,6 @@ static_assert(kSmemBytes <= kSmemLimit, "grouped_wgrad (ping-pong): shared memor
 static_assert(kStageBytes % 1024 == 0 && kStagingBytes % 1024 == 0, "grouped_wgrad (ping-pong): 1024-byte boxes");
 static_assert(kStages >= 4, "grouped_wgrad (ping-pong): fewer than four operand stages");
 
-__device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
-  mbar_arrive_expect_tx(bar, kStageBytes);
-  const StageRows r = stage_rows(x, kt);
-  const CUtensorMap* dy = r.source == 0 ? &p.dy_map : &p.dy_map_b;
-  const CUtensorMap* in = r.source == 0 ? &p.x_map : &p.x_map_b;
-#pragma unroll
-  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, dy, bar, x.m0 + 64 * j, r.row, 0);
-#pragma unroll
-  for (int j = 0; j < kBBoxes; ++j) tma_load_3d(smem + (kABoxes + j) * kBoxBytes, in, bar, x.n0 + 64 * j, r.row, 0);
-}
-
 __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_pingpong_kernel(const __grid_constant__ Params p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -108,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_pingpong_kernel(con
         const int stages = stage_count(x);
         for (int kt = 0; kt < stages; ++kt, ++it) {
           bars.wait_free(it);
-          load_stage(p, stage(it % kStages), bars.full(it % kStages), x, kt);
+          load_operand_stage<kBBoxes>(p, stage(it % kStages), bars.full(it % kStages), x, kt);
         }
       }
     }

@@ -70,18 +70,6 @@ struct Shape {
   static_assert(kStages >= 3, "grouped_wgrad: fewer than three operand stages");
 };
 
-__device__ __forceinline__ void load_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
-  using S = Shape<2>;  // the operand stage's layout is every staging's
-  mbar_arrive_expect_tx(bar, S::kStageBytes);
-  const StageRows r = stage_rows(x, kt);
-  const CUtensorMap* dy = r.source == 0 ? &p.dy_map : &p.dy_map_b;
-  const CUtensorMap* in = r.source == 0 ? &p.x_map : &p.x_map_b;
-#pragma unroll
-  for (int j = 0; j < kABoxes; ++j) tma_load_3d(smem + j * kBoxBytes, dy, bar, x.m0 + 64 * j, r.row, 0);
-#pragma unroll
-  for (int j = 0; j < S::kBBoxes; ++j) tma_load_3d(smem + (kABoxes + j) * kBoxBytes, in, bar, x.n0 + 64 * j, r.row, 0);
-}
-
 // Warpgroup w's 64 rows of the tile by all kN columns, over one 64-row stage (four k16 steps).
 __device__ __forceinline__ void multiply_stage(float (&acc)[kTileN / 2], uint64_t da, uint64_t db, int kt) {
 #pragma unroll
@@ -120,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
     tma_prefetch_descriptor(&p.dw_map);
     advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     for (int s = 0; s < kStages && producer.t < total; ++s) {
-      load_stage(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
+      load_operand_stage<Shape<2>::kBBoxes>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
       advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
     }
   }
@@ -176,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_wgrad_kernel(const __grid
       fence_regs(acc);
       __syncthreads();  // both warpgroups are past stage s: it can be loaded again
       if (tid == 0 && producer.t < total) {
-        load_stage(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
+        load_operand_stage<Shape<2>::kBBoxes>(p, stage(s), full(s), tile_at<kN>(p, producer.t), producer.kt);
         advance<kN>(p, total, static_cast<int>(gridDim.x), producer);
       }
     }
