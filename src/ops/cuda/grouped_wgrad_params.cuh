@@ -31,7 +31,8 @@ static_assert(sizeof(Params) <= 4096, "grouped_wgrad: the parameter block over t
 // Stage kt of tile x (grouped_wgrad_schedule.h: its source and rows) into shared memory at smem: dy's kTileM columns as
 // two 64 x 64 boxes, then x's 64 kBBoxes columns as kBBoxes boxes, 128-byte swizzle; the bytes counted on bar.
 template <int kBBoxes>
-__device__ __forceinline__ void load_operand_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x, int kt) {
+__device__ __forceinline__ void load_operand_stage(const Params& p, uint32_t smem, uint32_t bar, const Tile& x,
+                                                   int kt) {
   constexpr int kABoxes = static_cast<int>(kTileM) / 64;
   attn_wg::mbar_arrive_expect_tx(bar, (kABoxes + kBBoxes) * attn_wg::kBoxBytes);
   const StageRows r = stage_rows(x, kt);
