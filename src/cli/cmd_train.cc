@@ -289,6 +289,16 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "docs/decisions/grouped-wgrad.md), cublaslt (one GEMM per expert) or wgmma (one launch for all "
                   "experts)")
       ->check(CLI::IsMember({"auto", "cublaslt", "wgmma"}));
+  static std::string wgrad_form = "half";
+  cmd->add_option("--grouped-wgrad-form", wgrad_form,
+                  "on trial (GPU only): the form of quill's weight-gradient kernel where it runs: half (default, "
+                  "measured), quarter or pingpong (experiments; docs/decisions/grouped-wgrad.md)")
+      ->check(CLI::IsMember({"half", "quarter", "pingpong"}));
+  static std::string bias_rows = "cublaslt";
+  cmd->add_option("--attention-bias-rows", bias_rows,
+                  "on trial (GPU only): the attention's bias rows and their gradient by cublaslt (default, measured) "
+                  "or kernels (an experiment; docs/decisions/attention-wgmma.md)")
+      ->check(CLI::IsMember({"cublaslt", "kernels"}));
   cmd->add_option("--moe-idle-expert-warning-steps", o.moe_idle_expert_warning_steps,
                   "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)");
   cmd->add_option("--replay-routing", o.replay_routing_file,
@@ -384,6 +394,8 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       o.attention_dq_arrival_order = dq_order == "arrival";
       parse_grouped_gemm_kernel(grouped_gemm_kernel, o.grouped_gemm_kernel);  // (checked by IsMember above)
       parse_grouped_gemm_kernel(wgrad_kernel, o.grouped_wgrad_kernel);  // (checked by IsMember above)
+      parse_kernel_trial(wgrad_form, o.grouped_wgrad_form);             // (likewise)
+      parse_kernel_trial(bias_rows, o.attention_bias_rows);
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
                   "of steps", o.moe_idle_expert_warning_steps);
       // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take

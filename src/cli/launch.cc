@@ -49,6 +49,8 @@ CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   options.attention_dq_arrival_order = o.attention_dq_arrival_order;
   options.grouped_gemm_kernel = o.grouped_gemm_kernel;
   options.grouped_wgrad_kernel = o.grouped_wgrad_kernel;
+  options.grouped_wgrad_form = o.grouped_wgrad_form;
+  options.attention_bias_rows = o.attention_bias_rows;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -146,6 +148,12 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   QUILL_CHECK(o.grouped_wgrad_kernel == GroupedGemmKernel::kAuto || device == "cuda",
               "--grouped-wgrad-kernel {}: a GPU kernel choice; the CPU backend has one weight gradient (give --device cuda)",
               grouped_gemm_kernel_name(o.grouped_wgrad_kernel));
+  QUILL_CHECK(o.grouped_wgrad_form == GroupedWgradForm::kHalf || device == "cuda",
+              "--grouped-wgrad-form {}: a GPU kernel on trial; the CPU backend has one weight gradient (give --device cuda)",
+              kernel_trial_name(o.grouped_wgrad_form));
+  QUILL_CHECK(o.attention_bias_rows == AttentionBiasRows::kCublasLt || device == "cuda",
+              "--attention-bias-rows {}: a GPU kernel on trial; the CPU backend has one attention (give --device cuda)",
+              kernel_trial_name(o.attention_bias_rows));
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;

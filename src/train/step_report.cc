@@ -92,6 +92,8 @@ std::string summary_json(const TrainResult& r) {
   j["attention_dq_order"] = r.attention_dq_order;
   j["grouped_gemm_kernel"] = r.grouped_gemm_kernel;
   j["grouped_wgrad_kernel"] = r.grouped_wgrad_kernel;
+  j["grouped_wgrad_form"] = r.grouped_wgrad_form;
+  j["attention_bias_rows"] = r.attention_bias_rows;
   j["overlap_grad_reduce"] = r.ddp.overlap_grad_reduce;
   j["overlap_param_gather"] = r.ddp.overlap_param_gather;
   j["tp_comm_overlap"] = r.tp_comm_overlap;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/grouped_gemm_kernel.h"
+#include "ops/kernel_trials.h"
 #include "comm/step_mark.h"
 #include "io/hf_export.h"
 #include "model/recompute.h"
@@ -142,6 +143,9 @@ struct TrainOptions {
   // --grouped-wgrad-kernel: the routed experts' weight gradient on the GPU by cuBLASLt, by quill's wgmma kernel, or
   // auto (by each call's shape, as measured; the default); CudaBackendOptions::grouped_wgrad_kernel.
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
+  // Kernels on trial (ops/kernel_trials.h), GPU only: --grouped-wgrad-form and --attention-bias-rows.
+  GroupedWgradForm grouped_wgrad_form = GroupedWgradForm::kHalf;
+  AttentionBiasRows attention_bias_rows = AttentionBiasRows::kCublasLt;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -208,13 +208,26 @@ TEST(TrainFailures, GpuOnlyKernelChoicesAreRefusedOnTheCpu) {
            {"--attention-dq-order arrival", "--attention-dq-order arrival: the CPU backend's sums have one order"},
            {"--grouped-gemm-kernel wgmma", "--grouped-gemm-kernel wgmma: a GPU kernel"},
            {"--grouped-wgrad-kernel wgmma", "--grouped-wgrad-kernel wgmma: a GPU kernel"},
-           {"--grouped-wgrad-kernel cublaslt", "--grouped-wgrad-kernel cublaslt: a GPU kernel"}}) {
+           {"--grouped-wgrad-kernel cublaslt", "--grouped-wgrad-kernel cublaslt: a GPU kernel"},
+           {"--grouped-wgrad-form pingpong", "--grouped-wgrad-form pingpong: a GPU kernel on trial"},
+           {"--attention-bias-rows kernels", "--attention-bias-rows kernels: a GPU kernel on trial"}}) {
     const std::string out = temp("gpu-only");
     const CommandResult r = quill(train_flags(2) + " " + flag + " --out " + out);
     EXPECT_EQ(r.status, 1) << flag;
     EXPECT_NE(r.output.find(said), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(out)) << flag;
   }
+}
+
+TEST(TrainFailures, TheKernelChoicesAreRecordedInTheSummary) {
+  // The CPU's one path under each choice's default name, as a GPU run records the choice it ran (ops/kernel_trials.h).
+  const std::string out = temp("kernel-choices");
+  const CommandResult r = quill(train_flags(1) + " --out " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto summary = nlohmann::json::parse(std::ifstream(out + "/summary.json"));
+  EXPECT_EQ(summary["grouped_wgrad_kernel"], "auto");
+  EXPECT_EQ(summary["grouped_wgrad_form"], "half");
+  EXPECT_EQ(summary["attention_bias_rows"], "cublaslt");
 }
 
 TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) {

@@ -303,7 +303,7 @@ void launch_backward(const char* op, const DeviceContext& ctx, const Problem& p,
       dout.data_as<bf16>(), lse.data_as<float>(), D.data_as<float>(), dk.data_as<bf16>(), dv.data_as<bf16>());
   QUILL_CUDA_CHECK_LAUNCH("attention_backward_dkv_kernel");
   // dr = drb . table^T and dtable += r^T . drb, in a fixed order; with no distance biased, dr = 0.
-  if (p.R > 0) attn_tc::bias_rows_backward(ctx, p, r, table, drb, dr, dtable);
+  if (p.R > 0) attn_tc::bias_rows_backward(ctx, p, r, table, drb, dr, dtable, attn_tc::bias_rows_path(ctx));
 }
 
 }  // namespace

@@ -3,18 +3,19 @@
 //   rb_THE [T, H, E] fp32 = r_THR [T, H, R] (bf16 or fp32) . table_RE [R, E] (fp32)
 //   dr_THR [T, H, R] (bf16 or fp32, overwritten) = drb_THE [T, H, E] (fp32) . table^T; dtable_RE += r^T . drb when
 //   defined (a frozen table passes none).
-// BiasRowsPath, a typed choice for an experiment: kCublasLt (the ops' path: cuBLASLt's fp32 GEMMs) or kKernels
-// (memory-bound kernels for R <= 16, written 2026-12-07 and not yet run on a GPU: called directly by attention_bench
-// and CudaAttentionBiasRows.*, never by the ops, until measured).
+// BiasRowsPath, a typed choice: kCublasLt (cuBLASLt's fp32 GEMMs, the default) or kKernels (memory-bound kernels for
+// R <= 16, written 2026-12-07 and not yet run on a GPU); the ops take CudaBackendOptions::attention_bias_rows
+// (--attention-bias-rows), attention_bench and CudaAttentionBiasRows.* call both directly.
 #pragma once
 
 #include <cstdint>
 
 #include "ops/device_context.h"
+#include "ops/kernel_trials.h"
 
 namespace quill::cuda::attn_bias {
 
-enum class BiasRowsPath { kCublasLt, kKernels };
+using BiasRowsPath = AttentionBiasRows;  // --attention-bias-rows (ops/kernel_trials.h)
 
 void bias_rows(const DeviceContext& ctx, int64_t T, int64_t H, int64_t R, int64_t E, const Tensor& r_THR,
                const Tensor& table_RE, const Tensor& rb_THE, BiasRowsPath path);

@@ -35,16 +35,18 @@ Tensor zeroed_bias_grad(const DeviceContext& ctx, const attn::Problem& p);
 void finish_dq(const DeviceContext& ctx, const attn::Problem& p, const Tensor& dq_acc, const Tensor& dq_THd);
 
 using attn_bias::BiasRowsPath;  // how rb and dr are computed (attention_bias_rows.h)
+// The ops' path: CudaBackendOptions::attention_bias_rows (--attention-bias-rows).
+inline BiasRowsPath bias_rows_path(const DeviceContext& ctx) { return ctx.cuda->attention_bias_rows; }
 
 // Bias rows and their gradient (attention_tc_bias.cu). rb_THE [T, H, E] fp32 = r . table;
 // tau_T [T] fp32 = the log scaling of each position (p.log_scaling on).
 void bias_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR, const Tensor& table_RE,
-               const Tensor& rb_THE, BiasRowsPath path = BiasRowsPath::kCublasLt);
+               const Tensor& rb_THE, BiasRowsPath path);
 void tau_rows(const DeviceContext& ctx, const attn::Problem& p, const Tensor& tau_T);
 // From drb_THE (the gradient of the bias rows): dr_THR (bf16) = drb . table^T, overwritten;
 // dtable_RE (fp32) += r^T . drb.
 void bias_rows_backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& r_THR,
                         const Tensor& table_RE, const Tensor& drb_THE, const Tensor& dr_THR, const Tensor& dtable_RE,
-                        BiasRowsPath path = BiasRowsPath::kCublasLt);
+                        BiasRowsPath path);
 
 }  // namespace quill::cuda::attn_tc

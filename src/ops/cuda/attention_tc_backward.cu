@@ -304,7 +304,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
     // The bias rows are recomputed here rather than kept from the forward: 0.5-1 GiB per layer would
     // otherwise stay live from a layer's forward to its backward, for ~0.2 ms of work saved.
     rb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
-    bias_rows(ctx, p, r_THR, table_RE, rb);
+    bias_rows(ctx, p, r_THR, table_RE, rb, bias_rows_path(ctx));
     tp.rb = rb.data_as<float>();
     drb = zeroed_bias_grad(ctx, p);
   } else if (p.R > 0) {
@@ -342,7 +342,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   QUILL_CUDA_CHECK_LAUNCH("attention_tc_backward_kernel");
 
   finish_dq(ctx, p, dq_acc, dq_THd);
-  if (bias) bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE);
+  if (bias) bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE, bias_rows_path(ctx));
 }
 
 }  // namespace quill::cuda::attn_tc

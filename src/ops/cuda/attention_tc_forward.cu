@@ -159,7 +159,7 @@ void forward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_T
   TcProblem tp{p.T, p.H, p.G, p.E, p.window, p.scale, nullptr, nullptr};
   if (p.R > 0 && p.E > 0) {
     rb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
-    bias_rows(ctx, p, r_THR, table_RE, rb);
+    bias_rows(ctx, p, r_THR, table_RE, rb, bias_rows_path(ctx));
     tp.rb = rb.data_as<float>();
   }
   if (p.log_scaling) {

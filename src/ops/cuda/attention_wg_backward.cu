@@ -504,7 +504,7 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
   Tensor rb, drb, tau;
   if (p.R > 0 && p.E > 0) {
     rb = Tensor::empty({p.T, p.H, p.E}, DType::F32, *ctx.allocator);
-    attn_tc::bias_rows(ctx, p, r_THR, table_RE, rb);
+    attn_tc::bias_rows(ctx, p, r_THR, table_RE, rb, attn_tc::bias_rows_path(ctx));
     a.rb = rb.data_as<float>();
     a.p.has_bias = 1;
     drb = attn_tc::zeroed_bias_grad(ctx, p);
@@ -555,7 +555,8 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
     QUILL_CUDA_CHECK_LAUNCH("sum_head_partials_kernel");
   }
   attn_tc::finish_dq(ctx, p, dq_acc, dq_THd);
-  if (a.p.has_bias) attn_tc::bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE);
+  if (a.p.has_bias)
+    attn_tc::bias_rows_backward(ctx, p, r_THR, table_RE, drb, dr_THR, dtable_RE, attn_tc::bias_rows_path(ctx));
 }
 
 void attention_backward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, const Tensor& k_TGd, const Tensor& v_TGd,

@@ -101,6 +101,8 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   resources_->attention_dq_arrival_order = options.attention_dq_arrival_order;
   resources_->grouped_gemm_kernel = options.grouped_gemm_kernel;
   resources_->grouped_wgrad_kernel = options.grouped_wgrad_kernel;
+  resources_->grouped_wgrad_form = options.grouped_wgrad_form;
+  resources_->attention_bias_rows = options.attention_bias_rows;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   // A forced kernel that cannot run here would fall back call by call without a word: refuse it once, up front.
   QUILL_CHECK(options.grouped_gemm_kernel != GroupedGemmKernel::kWgmma || cuda::attn_wg::device_supported(),

@@ -13,6 +13,7 @@
 #include "ops/cuda/cublaslt_library.h"
 #include "ops/device_context.h"
 #include "ops/grouped_gemm_kernel.h"
+#include "ops/kernel_trials.h"
 
 namespace quill {
 
@@ -39,6 +40,9 @@ struct CudaResources {
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // CudaBackendOptions::grouped_wgrad_kernel (read by grouped_linear_backward_weight: grouped_wgrad_wg.h).
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
+  // The kernels on trial (ops/kernel_trials.h): CudaBackendOptions::grouped_wgrad_form and attention_bias_rows.
+  GroupedWgradForm grouped_wgrad_form = GroupedWgradForm::kHalf;
+  AttentionBiasRows attention_bias_rows = AttentionBiasRows::kCublasLt;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };

@@ -250,7 +250,7 @@ void grouped_linear_backward_weight(const DeviceContext& ctx, const Tensor& dy_P
   if (grouped_wgrad::by_wgmma(ctx.cuda->grouped_wgrad_kernel, accumulate, P, E) && dy_PM.dtype() == DType::BF16 &&
       grouped_wgrad::unsupported_reason(E, M, K, dy_PM.data(), x_PK.data()).empty()) {
     grouped_wgrad::backward_weight(ctx, dy_PM.data(), x_PK.data(), counts, E, P, M, K, dw_EMK.data_as<float>(),
-                                   accumulate);
+                                   accumulate, nullptr, ctx.cuda->grouped_wgrad_form);
     return;
   }
   const size_t xs = dtype_size(dy_PM.dtype());
@@ -290,7 +290,7 @@ void grouped_linear_backward_weight_pair(const DeviceContext& ctx, const Tensor&
                                   std::pair{"dw_EMK", &dw_EMK}})
       require_cuda(op, name, *t);
     grouped_wgrad::backward_weight(ctx, dy_a_PM.data(), x_a_PK.data(), counts_a, E, Pa, M, K, dw_EMK.data_as<float>(),
-                                   accumulate, &second);
+                                   accumulate, &second, ctx.cuda->grouped_wgrad_form);
     return;
   }
   ops_detail::merged_backward_weight_pair(ctx, dy_a_PM, x_a_PK, counts_a_E, dy_b_PM, x_b_PK, counts_b_E, dw_EMK,

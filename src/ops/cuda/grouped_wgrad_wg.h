@@ -14,6 +14,7 @@
 
 #include "ops/device_context.h"
 #include "ops/grouped_gemm_kernel.h"
+#include "ops/kernel_trials.h"
 
 namespace quill::cuda::grouped_wgrad {
 
@@ -24,8 +25,9 @@ namespace quill::cuda::grouped_wgrad {
 // (2.836, 2.732, cuBLASLt 2.734); the earlier forms' history: docs/decisions/grouped-wgrad.md.
 constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
 
-// The kernel's form, a typed choice of backward_weight for experiments (called directly by grouped_bench and the
-// tests, never by the op, which runs kHalf):
+// The kernel's form, a typed choice of backward_weight; the op runs CudaBackendOptions::grouped_wgrad_form
+// (--grouped-wgrad-form, default half). The ping-pong form's first version deadlocked on its first GPU run (2026-12-07,
+// H100: docs/decisions/grouped-wgrad.md) and its fix has not run on a GPU yet:
 // - kHalf: the kernel as chosen (above);
 // - kQuarter (not yet measured): the tile staged in four 64-column quarters through 32 KiB, so four operand stages
 //   fit, at the cost of three old-gradient loads per tile left outside the product instead of one;
@@ -35,12 +37,8 @@ constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
 //   the stores) runs while the other's product keeps the tensor cores busy.
 // Every form makes the same one addition per element of the same sum (the stages in row order, wgmma's k16 steps),
 // so each is meant to give kHalf's bits; the tests check it.
-enum class Form { kHalf, kQuarter, kPingpong };
+using Form = GroupedWgradForm;  // --grouped-wgrad-form (ops/kernel_trials.h), the op's choice per run
 constexpr int64_t kPingpongTileN = 128;  // kPingpong's tile: kTileM rows by this many columns
-// The form the op (grouped_linear_backward_weight and its pair) runs: the half staging, the measured one. The ping-pong
-// form's first version deadlocked on its first GPU run (2026-12-07, H100: docs/decisions/grouped-wgrad.md) and its
-// fix has not run on a GPU yet; it becomes the op's form only by measurement.
-constexpr Form kOpForm = Form::kHalf;
 constexpr int64_t kMaxExperts = 256;  // Inkling-Small's 256 experts at EP1; the two offset tables fit 4 KiB of parameters
 
 // --grouped-wgrad-kernel auto, measured (grouped_bench; the H100 figures above and bench/results/2026-12-06-h100-seed-ops/):
@@ -76,6 +74,6 @@ struct Rows {
 // written (zero when e has no row).
 void backward_weight(const DeviceContext& ctx, const void* dy_PM, const void* x_PN, const int64_t* counts, int64_t E,
                      int64_t P, int64_t M, int64_t N, float* dw_EMN, bool accumulate, const Rows* second = nullptr,
-                     Form form = kOpForm);
+                     Form form = Form::kHalf);
 
 }  // namespace quill::cuda::grouped_wgrad

@@ -1,0 +1,48 @@
+// GPU kernels on trial: experiments chosen per run (quill train flags, CudaBackendOptions, recorded in summary.json),
+// each made the default or deleted once measured on a GPU. The CPU backend has one path for each, so a choice other
+// than the default is refused there.
+//   GroupedWgradForm (--grouped-wgrad-form): the form of quill's experts' weight-gradient kernel when it runs
+//     (src/ops/cuda/grouped_wgrad_wg.h: half, the measured default; quarter and pingpong, experiments);
+//   AttentionBiasRows (--attention-bias-rows): how the attention's bias rows and their dr are computed
+//     (src/ops/cuda/attention_bias_rows.h: cublaslt, the default; kernels, an experiment).
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+namespace quill {
+
+enum class GroupedWgradForm { kHalf, kQuarter, kPingpong };
+enum class AttentionBiasRows { kCublasLt, kKernels };
+
+inline const char* kernel_trial_name(GroupedWgradForm f) {
+  switch (f) {
+    case GroupedWgradForm::kQuarter: return "quarter";
+    case GroupedWgradForm::kPingpong: return "pingpong";
+    case GroupedWgradForm::kHalf: break;
+  }
+  return "half";
+}
+
+inline const char* kernel_trial_name(AttentionBiasRows b) {
+  return b == AttentionBiasRows::kKernels ? "kernels" : "cublaslt";
+}
+
+// The value named s (kernel_trial_name's spelling); false for anything else.
+template <class Trial>
+bool parse_kernel_trial(const std::string& s, Trial& out, std::initializer_list<Trial> all) {
+  for (Trial t : all)
+    if (s == kernel_trial_name(t)) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+inline bool parse_kernel_trial(const std::string& s, GroupedWgradForm& out) {
+  return parse_kernel_trial(s, out, {GroupedWgradForm::kHalf, GroupedWgradForm::kQuarter, GroupedWgradForm::kPingpong});
+}
+inline bool parse_kernel_trial(const std::string& s, AttentionBiasRows& out) {
+  return parse_kernel_trial(s, out, {AttentionBiasRows::kCublasLt, AttentionBiasRows::kKernels});
+}
+
+}  // namespace quill
