@@ -30,7 +30,8 @@ std::vector<int> cta_stage_counts(const std::vector<int>& counts, int tiles_m, i
   const HostGrid g{offset.data(), false, offset.data(), tiles_m, tiles_n};
   const int total = static_cast<int>(counts.size()) * tiles_m * tiles_n;
   std::vector<int> stages;
-  for (int t = cta; t < total; t += grid) stages.push_back(stage_count(tile_at<static_cast<int>(kPingpongTileN)>(g, t)));
+  constexpr int kN = static_cast<int>(kPingpongTileN);
+  for (int t = cta; t < total; t += grid) stages.push_back(stage_count(tile_at<kN>(g, t)));
   return stages;
 }
 
