@@ -199,7 +199,8 @@ int main(int argc, char** argv) {
                [&] { ops::grouped_linear_backward_weight(wg, dg, x, counts_host, dw13, false); });
     measure("backward weight gate/up (cuBLASLt, first write)", f13,
             [&] { ops::grouped_linear_backward_weight(ctx, dg, x, counts_host, dw13, false); });
-    // Each form of the kernel (grouped_wgrad_wg.h: Form; the arms above run the op's, --grouped-wgrad-form), called directly.
+    // Each form of the kernel (grouped_wgrad_wg.h: Form; the arms above run the op's, --grouped-wgrad-form's default),
+    // called directly.
     using cuda::grouped_wgrad::Form;
     for (auto [form, name] : {std::pair{Form::kHalf, "half staging"}, std::pair{Form::kQuarter, "quarter staging"},
                               std::pair{Form::kPingpong, "ping-pong"}}) {
