@@ -6,6 +6,7 @@
 // bench/results/2026-12-07-h100-wgrad-pingpong-attention-ncu/). With the products taking turns (the named barriers
 // 3 and 4) the model passes; without them it finds the same fault, so the test can fail.
 #include "ops/cuda/grouped_wgrad_schedule.h"
+#include "ops/grouped_wgrad_host_grid.h"
 
 #include <gtest/gtest.h>
 
@@ -16,12 +17,7 @@
 namespace quill::cuda::grouped_wgrad {
 namespace {
 
-struct HostGrid {
-  const int* offset;
-  bool two_sources;
-  const int* offset_b;
-  int tiles_m, tiles_n;
-};
+using test::HostGrid;
 
 // One CTA's walk: the stage count of each of its tiles (tile j belongs to warpgroup j % 2).
 std::vector<int> cta_stage_counts(const std::vector<int>& counts, int tiles_m, int tiles_n, int grid, int cta) {

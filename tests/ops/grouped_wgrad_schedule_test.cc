@@ -6,6 +6,7 @@
 // exactly once, each float where TMA's 128-byte swizzle keeps its tile element (derived here from the swizzle's
 // definition, not from swizzle128). Both of the kernel's forms (tile widths 256 and 128).
 #include "ops/cuda/grouped_wgrad_schedule.h"
+#include "ops/grouped_wgrad_host_grid.h"
 
 #include <gtest/gtest.h>
 
@@ -18,12 +19,7 @@
 namespace quill::cuda::grouped_wgrad {
 namespace {
 
-struct HostGrid {
-  const int* offset;
-  bool two_sources;
-  const int* offset_b;
-  int tiles_m, tiles_n;
-};
+using test::HostGrid;
 
 // counts_b: the second source's rows per expert (empty: one source).
 template <int kN>
