@@ -140,6 +140,11 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
                               const MemoryCheck& check, bool count_collectives, const plan::CommModelParams& standin_model) {
   TrainOptions o = options;
   QUILL_CHECK(device == "cpu" || device == "cuda", "--device: '{}' is not cpu or cuda", device);
+  // Contradictory choices first, on any device: a form of quill's kernel that the run would record and never run.
+  QUILL_CHECK(o.grouped_wgrad_form == GroupedWgradForm::kHalf || o.grouped_wgrad_kernel != GroupedGemmKernel::kCublasLt,
+              "--grouped-wgrad-form {} chooses the form of quill's weight-gradient kernel, which --grouped-wgrad-kernel "
+              "cublaslt never runs: give --grouped-wgrad-kernel wgmma or auto, or leave the form at half",
+              kernel_trial_name(o.grouped_wgrad_form));
   QUILL_CHECK(o.grouped_gemm_kernel == GroupedGemmKernel::kAuto || device == "cuda",
               "--grouped-gemm-kernel {}: a GPU kernel choice; the CPU backend has one grouped GEMM (give --device cuda)",
               grouped_gemm_kernel_name(o.grouped_gemm_kernel));

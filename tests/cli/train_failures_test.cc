@@ -219,6 +219,19 @@ TEST(TrainFailures, GpuOnlyKernelChoicesAreRefusedOnTheCpu) {
   }
 }
 
+TEST(TrainFailures, AWeightGradientFormWithoutItsKernelIsRefused) {
+  // A form of quill's kernel with cuBLASLt chosen for the weight gradient would be recorded and never run.
+  const std::string out = temp("form-without-kernel");
+  const CommandResult r =
+      quill(train_flags(2) + " --grouped-wgrad-form pingpong --grouped-wgrad-kernel cublaslt --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--grouped-wgrad-form pingpong chooses the form of quill's weight-gradient kernel, which "
+                          "--grouped-wgrad-kernel cublaslt never runs"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(TrainFailures, TheKernelChoicesAreRecordedInTheSummary) {
   // The CPU's one path under each choice's default name, as a GPU run records the choice it ran (ops/kernel_trials.h).
   const std::string out = temp("kernel-choices");

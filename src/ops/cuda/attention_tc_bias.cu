@@ -8,8 +8,9 @@
 // one (E = 1024); transient, freed when the attention call returns.
 //
 // Each reads or writes the [TH, E] tensor once, so each is bound by that tensor's bytes. Two paths (BiasRowsPath,
-// attention_tc.h): the ops run cuBLASLt's fp32 GEMMs for all three; the kernels below (an experiment, not yet run on
-// a GPU) are called directly by attention_bench and the CudaAttentionBiasRows tests:
+// attention_bias_rows.h), the ops' chosen per run by --attention-bias-rows: cuBLASLt's fp32 GEMMs for all three (the
+// default) or the kernels below for rb and dr (an experiment, not yet run on a GPU; attention_bench and the
+// CudaAttentionBiasRows tests call both paths directly):
 //   rb     [TH, E] = r [TH, R] . table [R, E]      bias_rows_kernel (R <= 16): each thread keeps its four
 //                                                  columns of the table in registers and walks the block's 64
 //                                                  rows, their r staged in shared memory once; 16 FMAs per

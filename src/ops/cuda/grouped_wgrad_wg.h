@@ -32,7 +32,7 @@ constexpr int64_t kTileM = 128, kTileN = 256, kTileRows = 64;
 // - kQuarter (not yet measured): the tile staged in four 64-column quarters through 32 KiB, so four operand stages
 //   fit, at the cost of three old-gradient loads per tile left outside the product instead of one;
 // - kPingpong (not yet measured; grouped_wgrad_pingpong.cu): 128 x 128 tiles, each consumer warpgroup a whole tile
-//   of its own (two m64n128k16 per step), alternate tiles to the two, a producer warp loading five 32 KiB operand
+//   of its own (two m64n128k16 per step), alternate tiles to the two, a producer warpgroup loading five 32 KiB operand
 //   stages and a 32 KiB half-tile staging per warpgroup: one warpgroup's epilogue (the old gradient's loads, the adds,
 //   the stores) runs while the other's product keeps the tensor cores busy.
 // Every form makes the same one addition per element of the same sum (the stages in row order, wgmma's k16 steps),
