@@ -7,7 +7,10 @@
 //   weights: u = logsigmoid of the k chosen routed logits and the S shared logits;
 //            w = softmax(u) * route_scale * global_scale   (so the k + S weights sum to route_scale*gs)
 //   weights_NW [N, k + S]: the k routed weights (in topk_idx order) then the S shared gammas.
-// Backward: dlogits overwritten (zero for unchosen routed experts), dglobal_scale accumulated.
+// Backward: dlogits overwritten (zero for unchosen routed experts), dglobal_scale accumulated. Its topk_idx_Nk is
+// the forward's, checked there (router_forward makes it, router_forward_replay names a bad element): on the GPU the
+// backward does not synchronise to check it again; a row naming an expert outside [0, E) is skipped, its dlogits row
+// untouched and nothing added for it (as the MoE row ops skip a row outside their range). The CPU still names it.
 #pragma once
 
 #include "ops/device_context.h"
