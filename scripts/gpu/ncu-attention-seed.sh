@@ -28,10 +28,14 @@ grep -E "^  [A-Za-z_].*\(|gpu__time_duration|Invocations" "$OUT/ncu-summary.txt"
 for kern in attention_tc_forward_kernel attention_tc_backward_kernel attention_wg_forward_kernel attention_wg_backward_kernel; do
   timeout 150 "$NCU" -k "regex:$kern" -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     "$B/bin/attention_bench" --heads 8:2 > "$OUT/ncu-$kern.txt" 2>&1
   echo "== $kern: ncu rc $?"
   grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc A|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Size|Grid Size|Warp Cycles Per Issued|ERR" \
     "$OUT/ncu-$kern.txt" | head -20
+  # The stall reasons, cycles per issued instruction each (the largest first).
+  grep -E "issue_stalled" "$OUT/ncu-$kern.txt" | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' \
+    | awk '$NF+0 >= 0.1 {print $1, $NF}' | sort -k2 -g -r | head -8
 done
 date -u +%T
 } 2>&1 | tee "$OUT/ncu-attention-seed.txt"

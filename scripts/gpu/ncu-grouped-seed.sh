@@ -22,12 +22,14 @@ echo "quill $(cat "$B/COMMIT"); $(date -u +%FT%TZ)"
 while read -r name kernel skip; do
   timeout 120 "$NCU" -k "regex:$kernel" --launch-skip "$skip" -c 1 --section SpeedOfLight \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     "$B/bin/grouped_bench" "${counts[@]}" > "$OUT/ncu-grouped-$name.txt" 2>&1
   echo "== $name ($kernel, launch $((skip + 1))): ncu rc $?"
   grep -E "grouped_.*kernel|Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\) Throughput|Memory Throughput|Mem Busy|Max Bandwidth|L2 Hit Rate|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|Achieved Occupancy|ERR" \
     "$OUT/ncu-grouped-$name.txt" | head -24
-  # The warp-stall rule's text names the largest stall reason.
-  grep -E -A3 "(Stall|stall).*(cycles|%)" "$OUT/ncu-grouped-$name.txt" | head -10
+  # The stall reasons, cycles per issued instruction each (the largest first).
+  grep -E "issue_stalled" "$OUT/ncu-grouped-$name.txt" | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' \
+    | awk '$NF+0 >= 0.1 {print $1, $NF}' | sort -k2 -g -r | head -8
 done <<'EOF'
 wgrad-acc grouped_wgrad_kernel 13
 wgrad-pingpong-acc grouped_wgrad_pingpong_kernel 13
