@@ -20,6 +20,16 @@
 namespace quill::ops {
 
 void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& index_N, const Tensor& dst_ND);
+// The regrouping's two indexes from the rows received per (source rank s, local expert e), counts_SL I64 [S, L]
+// (the count exchange's output: on a GPU in device memory, so that no host loop and no transfer sit between the
+// counts' arrival and the token exchange; measured at ~50 us of idle GPU per MoE layer and micro-batch on a seed
+// rank, issue 40). Block (s, e) of n rows starts at row `by_source` in the received (source, expert) order and at
+// `by_expert` in (expert, source) order; index_2R I32 [2R], R the counts' sum:
+//   index[by_expert + r] = by_source + r           (to expert order: the rows gather_rows takes, first R)
+//   index[R + by_source + r] = by_expert + r       (to source order, its inverse: the second R)
+// The CPU checks the counts (non-negative, summing to R) and names the first bad one; the GPU does not (its one
+// caller has the same counts on the host and checked them there).
+void regroup_index(const DeviceContext& ctx, const Tensor& counts_SL, const Tensor& index_2R);
 // The index that merges two expert-ordered sources (counts_a_E, counts_b_E: host I64 rows per expert) into one
 // expert order, expert e's rows of a then of b, as gather_rows_from_pair reads it: host I32 [Pa + Pb].
 Tensor expert_merge_index(const Tensor& counts_a_E, const Tensor& counts_b_E);

@@ -46,6 +46,7 @@ struct OpTable {
   decltype(&ops::gather_rows) gather_rows = nullptr;
   decltype(&ops::add_inplace) add_inplace = nullptr;
   decltype(&ops::gather_rows_from_pair) gather_rows_from_pair = nullptr;
+  decltype(&ops::regroup_index) regroup_index = nullptr;
   decltype(&ops::scale_inplace) scale_inplace = nullptr;
   decltype(&ops::scale_by_scalar) scale_by_scalar = nullptr;
   decltype(&ops::scale_by_scalar_backward) scale_by_scalar_backward = nullptr;

@@ -26,42 +26,35 @@ int64_t DispatchPlan::received_rows() const { return std::accumulate(recv_rows.b
 
 namespace {
 
-// A host I64 tensor through a communicator of either device.
-void all_to_all_host(const DeviceContext& ctx, Comm* ep, const Tensor& in, const std::vector<int64_t>& send,
-                     const Tensor& out, const std::vector<int64_t>& recv) {
+// The counts' exchange: a host I64 tensor through a communicator of either device. On a GPU the received counts
+// also stay in device memory (*recv_on_device), where the regroup index is built from them.
+void exchange_counts(const DeviceContext& ctx, Comm* ep, const Tensor& in, const std::vector<int64_t>& send,
+                     const Tensor& out, const std::vector<int64_t>& recv, Tensor* recv_on_device) {
   if (ep->device() == Device::CPU) return ep->all_to_all(in, send, out, recv);
   Tensor din = Tensor::empty(in.shape(), in.dtype(), *ctx.allocator), dout = Tensor::empty(out.shape(), out.dtype(), *ctx.allocator);
   ops::transfer(ctx, in, din);
   ep->all_to_all(din, send, dout, recv);
   ops::transfer(ctx, dout, out);
+  *recv_on_device = dout;
 }
 
-// The regrouping's row indexes (ops::gather_rows): block (source s, local expert e) of n rows starts
-// at row `by_source` in the received (source, expert) order and at `by_expert` in (expert, source)
-// order. to_expert_order[by_expert + r] = by_source + r, and to_source_order the inverse. Both in one
-// host buffer, moved to the device in one transfer (the plan has just synchronised for the counts).
-void build_regroup_index(const DeviceContext& ctx, DispatchPlan& p) {
+// The regrouping's row indexes (ops::regroup_index: to expert order, then to source order), I32 on the context's
+// device, from the received counts: on a GPU the exchange's device copy of them when there is one, so that the
+// index is made on the device in stream order (no host loop and no transfer before the token exchange).
+void build_regroup_index(const DeviceContext& ctx, DispatchPlan& p, const Tensor& recv_host, Tensor recv_on_device) {
   const int64_t R = p.received_rows();
   if (p.ep == 1 || R == 0) return;
   QUILL_CHECK(R < (int64_t{1} << 31), "expert dispatch: {} received rows exceed the I32 row index", R);
-  std::vector<std::vector<int64_t>> by_source(static_cast<size_t>(p.ep), std::vector<int64_t>(p.local_experts));
-  int64_t at = 0;
-  for (int s = 0; s < p.ep; ++s)
-    for (int64_t e = 0; e < p.local_experts; ++e) by_source[s][e] = at, at += p.recv_counts[s][e];
-  Tensor host = Tensor::empty({2 * R}, DType::I32);
-  int32_t* to_expert = host.data_as<int32_t>();
-  int32_t* to_source = to_expert + R;
-  at = 0;
-  for (int64_t e = 0; e < p.local_experts; ++e)
-    for (int s = 0; s < p.ep; ++s)
-      for (int64_t r = 0; r < p.recv_counts[s][e]; ++r, ++at) {
-        to_expert[at] = static_cast<int32_t>(by_source[s][e] + r);
-        to_source[by_source[s][e] + r] = static_cast<int32_t>(at);
-      }
-  Tensor index = host;
-  if (ctx.device != Device::CPU) {
-    index = Tensor::empty({2 * R}, DType::I32, *ctx.allocator);
-    ops::transfer(ctx, host, index);
+  const Shape counts_shape{p.ep, p.local_experts};
+  Tensor index = Tensor::empty({2 * R}, DType::I32, *ctx.allocator);
+  if (ctx.device == Device::CPU) {
+    ops::regroup_index(ctx, recv_host.reshape(counts_shape), index);
+  } else {
+    if (!recv_on_device.defined()) {  // a host communicator beside a GPU context
+      recv_on_device = Tensor::empty(recv_host.shape(), DType::I64, *ctx.allocator);
+      ops::transfer(ctx, recv_host, recv_on_device);
+    }
+    ops::regroup_index(ctx, recv_on_device.reshape(counts_shape), index);
   }
   p.to_expert_order = index.rows(0, R);
   p.to_source_order = index.rows(R, 2 * R);
@@ -88,10 +81,11 @@ DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>&
                                           counts_E.begin() + (q + 1) * p.local_experts, int64_t{0}));
   // Each peer q gets this rank's counts for q's experts; this rank gets every peer's for its own.
   Tensor send = Tensor::empty({p.experts}, DType::I64), recv = Tensor::empty({p.experts}, DType::I64);
+  Tensor recv_on_device;
   std::copy(counts_E.begin(), counts_E.end(), send.data_as<int64_t>());
   if (p.ep > 1) {
     const std::vector<int64_t> n(static_cast<size_t>(p.ep), p.local_experts);
-    ops::collective(ctx, "ep.counts", send, [&] { all_to_all_host(ctx, ep, send, n, recv, n); });
+    ops::collective(ctx, "ep.counts", send, [&] { exchange_counts(ctx, ep, send, n, recv, n, &recv_on_device); });
   } else {
     recv = send;
   }
@@ -102,7 +96,11 @@ DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>&
     p.recv_rows.push_back(std::accumulate(c, c + p.local_experts, int64_t{0}));
     for (int64_t e = 0; e < p.local_experts; ++e) p.local_counts[e] += c[e];
   }
-  build_regroup_index(ctx, p);
+  for (int s = 0; s < p.ep; ++s)
+    for (int64_t e = 0; e < p.local_experts; ++e)
+      QUILL_CHECK(p.recv_counts[s][e] >= 0, "expert dispatch: rank {} says it sends {} rows to local expert {}", s,
+                  p.recv_counts[s][e], e);
+  build_regroup_index(ctx, p, recv, recv_on_device);
   return p;
 }
 

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -140,6 +141,28 @@ TEST(CudaGatherRows, FromPairMatchesCpuBitForBit) {
     check_pair_case(DType::U8, 7, 5, 5, offset, 24);         // 1-byte units
   }
   check_pair_case(DType::BF16, 12288, 12288, 2048, 0, 25);   // a seed rank's pair of micro-batches
+}
+
+// regroup_index on the device against the CPU's, bit for bit: a seed rank's exchange (8 sources x 32 local experts,
+// ~48 rows a block, some empty), more blocks than one launch's grid, and a single source.
+TEST(CudaRegroupIndex, MatchesCpu) {
+  QUILL_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  for (auto [S, L, mean] : {std::tuple{8, 32, 48}, std::tuple{16, 128, 3}, std::tuple{1, 5, 7}}) {
+    SCOPED_TRACE("S=" + std::to_string(S) + " L=" + std::to_string(L));
+    Tensor counts = Tensor::empty({S, L}, DType::I64);
+    int64_t R = 0;
+    for (int64_t i = 0; i < S * L; ++i) R += counts.data_as<int64_t>()[i] = (rng() % 5 == 0) ? 0 : rng() % (2 * mean);
+    Tensor want = Tensor::empty({2 * R}, DType::I32);
+    ops::regroup_index(kCpu, counts, want);
+    Tensor dcounts = test::to_device(counts, DType::I64);
+    auto got = test::poisoned_output({2 * R}, DType::I32);
+    ops::regroup_index(gpu_ctx(), dcounts, got->tensor());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const Tensor host = test::to_host(got->tensor());
+    EXPECT_EQ(std::memcmp(host.data(), want.data(), want.nbytes()), 0) << "the index differs from the CPU's";
+    EXPECT_TRUE(got->guards_intact()) << "wrote outside the index";
+  }
 }
 
 TEST(CudaGatherRows, EmptyAndErrors) {

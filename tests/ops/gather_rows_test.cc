@@ -1,5 +1,5 @@
 // CPU gather_rows and gather_rows_from_pair (ops/cpu/gather_rows.cc): rows copied by index, any dtype; bad
-// indexes and shapes named in the error.
+// indexes and shapes named in the error. regroup_index: the expert exchange's two orders, worked by hand.
 #include "ops/gather_rows.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +56,36 @@ TEST(GatherRows, ErrorsNameTheProblem) {
                      "gather_rows: dst is");
   Tensor i64 = Tensor::zeros({1}, DType::I64);
   test::expect_error([&] { ops::gather_rows(kCpu, src, i64, Tensor::zeros({1, 4}, DType::F32)); }, "index has dtype I64");
+}
+
+Tensor counts_tensor(int64_t S, int64_t L, const std::vector<int64_t>& v) {
+  Tensor t = Tensor::empty({S, L}, DType::I64);
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(int64_t));
+  return t;
+}
+
+// Two sources, two local experts: received rows in source order are s0e0 (2 rows: 0, 1), s0e1 (1: 2), s1e0 (0),
+// s1e1 (3: 3, 4, 5). Expert order: e0's s0 rows (0, 1), then e1's s0 row (2) and s1 rows (3, 4, 5).
+TEST(RegroupIndex, BothOrdersByHand) {
+  Tensor index = Tensor::zeros({12}, DType::I32);
+  ops::regroup_index(kCpu, counts_tensor(2, 2, {2, 1, 0, 3}), index);
+  const std::vector<int32_t> got(index.data_as<int32_t>(), index.data_as<int32_t>() + 12);
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
+  // Three sources, two experts: s0 (1, 1), s1 (2, 0), s2 (0, 1): source order rows s0e0 0, s0e1 1, s1e0 2 3,
+  // s2e1 4; expert order e0: 0 (s0), 2 3 (s1); e1: 1 (s0), 4 (s2).
+  Tensor index3 = Tensor::zeros({10}, DType::I32);
+  ops::regroup_index(kCpu, counts_tensor(3, 2, {1, 1, 2, 0, 0, 1}), index3);
+  const std::vector<int32_t> got3(index3.data_as<int32_t>(), index3.data_as<int32_t>() + 10);
+  EXPECT_EQ(got3, (std::vector<int32_t>{0, 2, 3, 1, 4, /* inverse */ 0, 3, 1, 2, 4}));
+}
+
+TEST(RegroupIndex, ErrorsNameTheProblem) {
+  test::expect_error([&] { ops::regroup_index(kCpu, counts_tensor(1, 2, {2, -1}), Tensor::zeros({2}, DType::I32)); },
+                     "regroup_index: counts[0, 1] is -1, expected >= 0");
+  test::expect_error([&] { ops::regroup_index(kCpu, counts_tensor(1, 2, {2, 1}), Tensor::zeros({4}, DType::I32)); },
+                     "regroup_index: index has 4 entries, expected 2 x 3 (the counts' sum)");
+  test::expect_error([&] { ops::regroup_index(kCpu, Tensor::zeros({2}, DType::I64), Tensor::zeros({0}, DType::I32)); },
+                     "regroup_index: counts must be 2-D [S, L]");
 }
 
 TEST(GatherRowsFromPair, IndexesPastTheFirstSourceReadTheSecond) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ops/convert.h"
 #include "ops/dispatch.h"
@@ -37,6 +38,42 @@ void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& i
   char* dst = static_cast<char*>(dst_ND.data());
   if (row_bytes == 0) return;
   for (int64_t i = 0; i < N; ++i) std::memcpy(dst + i * row_bytes, src + index[i] * row_bytes, row_bytes);
+}
+
+void regroup_index(const DeviceContext& ctx, const Tensor& counts_SL, const Tensor& index_2R) {
+  if (ctx.device == Device::CUDA)
+    return cuda_op(ctx, &OpTable::regroup_index, "regroup_index")(ctx, counts_SL, index_2R);
+  const char* op = "regroup_index";
+  require_cpu(op, ctx);
+  QUILL_CHECK(counts_SL.defined() && counts_SL.ndim() == 2, "{}: counts must be 2-D [S, L], got {}", op,
+              counts_SL.defined() ? counts_SL.describe() : std::string("(undefined)"));
+  require_dtype(op, "counts", counts_SL, DType::I64);
+  QUILL_CHECK(index_2R.defined() && index_2R.ndim() == 1, "{}: index must be 1-D [2R], got {}", op,
+              index_2R.defined() ? index_2R.describe() : std::string("(undefined)"));
+  require_dtype(op, "index", index_2R, DType::I32);
+  const int64_t S = counts_SL.dim(0), L = counts_SL.dim(1);
+  const int64_t* n = counts_SL.data_as<int64_t>();
+  int64_t R = 0;
+  for (int64_t i = 0; i < S * L; ++i) {
+    QUILL_CHECK(n[i] >= 0, "{}: counts[{}, {}] is {}, expected >= 0", op, i / L, i % L, n[i]);
+    R += n[i];
+  }
+  QUILL_CHECK(index_2R.dim(0) == 2 * R, "{}: index has {} entries, expected 2 x {} (the counts' sum)", op,
+              index_2R.dim(0), R);
+  QUILL_CHECK(R < (int64_t{1} << 31), "{}: {} rows exceed the I32 row index", op, R);
+  std::vector<int64_t> by_source(static_cast<size_t>(S * L));
+  int64_t at = 0;
+  for (int64_t i = 0; i < S * L; ++i) by_source[static_cast<size_t>(i)] = at, at += n[i];
+  int32_t* to_expert = index_2R.data_as<int32_t>();
+  int32_t* to_source = to_expert + R;
+  at = 0;
+  for (int64_t e = 0; e < L; ++e)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t r = 0; r < n[s * L + e]; ++r, ++at) {
+        const int64_t from = by_source[static_cast<size_t>(s * L + e)] + r;
+        to_expert[at] = static_cast<int32_t>(from);
+        to_source[from] = static_cast<int32_t>(at);
+      }
 }
 
 Tensor expert_merge_index(const Tensor& counts_a_E, const Tensor& counts_b_E) {

@@ -6,6 +6,7 @@
 // rows of 8 KiB (~200 MB both ways) in one launch where it took 256 cudaMemcpyAsync calls.
 // Indexes are not range-checked here (see the header); a grid of N blocks, N < 2^31.
 // gather_rows_from_pair is the same kernel with the row's source chosen per block: a below R, else b.
+// regroup_index builds the regrouping's two indexes from the received counts on the device (its kernel below).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -34,6 +35,37 @@ __global__ void gather_rows_from_pair_kernel(const Unit* a, int64_t R, const Uni
   const Unit* from = r < R ? a + r * units_per_row : b + (r - R) * units_per_row;
   Unit* to = dst + i * units_per_row;
   for (int64_t u = threadIdx.x; u < units_per_row; u += blockDim.x) to[u] = from[u];
+}
+
+// regroup_index: block b of the grid-stride loop owns block (s, e) = (b / L, b % L) of the counts. Its two starts are
+// sums over the counts before it in each order, summed by the block's threads (S L is the exchange's 8 x 32 at a seed
+// rank: a few hundred reads from L2 per block); then its rows' two entries. Integer sums: the same on every run.
+__global__ void regroup_index_kernel(const int64_t* counts, int S, int L, int64_t R, int32_t* index) {
+  __shared__ int64_t partial[2][kThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int b = blockIdx.x; b < S * L; b += gridDim.x) {
+    const int s = b / L, e = b % L;
+    int64_t by_source = 0, by_expert = 0;
+    for (int i = threadIdx.x; i < S * L; i += blockDim.x) {
+      const int si = i / L, ei = i % L;
+      if (i < b) by_source += counts[i];
+      if (ei < e || (ei == e && si < s)) by_expert += counts[i];
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      by_source += __shfl_xor_sync(0xffffffffu, by_source, o);
+      by_expert += __shfl_xor_sync(0xffffffffu, by_expert, o);
+    }
+    if (lane == 0) partial[0][warp] = by_source, partial[1][warp] = by_expert;
+    __syncthreads();
+    by_source = by_expert = 0;
+    for (int w = 0; w < warps; ++w) by_source += partial[0][w], by_expert += partial[1][w];
+    __syncthreads();  // the partials are read before the next block overwrites them
+    const int64_t n = counts[b];
+    for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
+      index[by_expert + r] = static_cast<int32_t>(by_source + r);
+      index[R + by_source + r] = static_cast<int32_t>(by_expert + r);
+    }
+  }
 }
 
 int threads_for(int64_t units) { return static_cast<int>(std::min<int64_t>(kThreads, ((units + 31) / 32) * 32)); }
@@ -124,6 +156,27 @@ void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const T
     case 2: return launch_pair<uint16_t>(a_RD, b_SD, index_N, dst_ND, row_bytes, stream);
     default: return launch_pair<uint8_t>(a_RD, b_SD, index_N, dst_ND, row_bytes, stream);
   }
+}
+
+void regroup_index(const DeviceContext& ctx, const Tensor& counts_SL, const Tensor& index_2R) {
+  const char* op = "regroup_index";
+  require_on_device(op, "counts", counts_SL);
+  require_on_device(op, "index", index_2R);
+  QUILL_CHECK(counts_SL.ndim() == 2, "{}: counts must be 2-D [S, L], got {}", op, counts_SL.describe());
+  ops_detail::require_dtype(op, "counts", counts_SL, DType::I64);
+  QUILL_CHECK(index_2R.ndim() == 1 && index_2R.dim(0) % 2 == 0, "{}: index must be 1-D [2R], got {}", op,
+              index_2R.describe());
+  ops_detail::require_dtype(op, "index", index_2R, DType::I32);
+  const int64_t SL = counts_SL.numel(), R = index_2R.dim(0) / 2;
+  QUILL_CHECK(SL < (int64_t{1} << 31) && R < (int64_t{1} << 31), "{}: {} blocks of {} rows exceed the I32 index", op,
+              SL, R);
+  if (SL == 0 || R == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(SL, 1024));
+  regroup_index_kernel<<<blocks, kThreads, 0, stream_of(ctx)>>>(counts_SL.data_as<int64_t>(),
+                                                                static_cast<int>(counts_SL.dim(0)),
+                                                                static_cast<int>(counts_SL.dim(1)), R,
+                                                                index_2R.data_as<int32_t>());
+  QUILL_CUDA_CHECK_LAUNCH("regroup_index_kernel");
 }
 
 }  // namespace quill::cuda

@@ -9,5 +9,6 @@ namespace quill::cuda {
 void gather_rows(const DeviceContext& ctx, const Tensor& src_RD, const Tensor& index_N, const Tensor& dst_ND);
 void gather_rows_from_pair(const DeviceContext& ctx, const Tensor& a_RD, const Tensor& b_SD, const Tensor& index_N,
                            const Tensor& dst_ND);
+void regroup_index(const DeviceContext& ctx, const Tensor& counts_SL, const Tensor& index_2R);
 
 }  // namespace quill::cuda

@@ -34,6 +34,7 @@ OpTable make_table() {
   t.copy = &cuda::copy;
   t.gather_rows = &cuda::gather_rows;
   t.gather_rows_from_pair = &cuda::gather_rows_from_pair;
+  t.regroup_index = &cuda::regroup_index;
   t.add_inplace = &cuda::add_inplace;
   t.scale_inplace = &cuda::scale_inplace;
   t.scale_by_scalar = &cuda::scale_by_scalar;

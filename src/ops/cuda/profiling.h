@@ -41,7 +41,7 @@ namespace quill {
   X(adamw_update) X(attention_forward) X(attention_backward) X(get_columns) X(set_columns) X(convert)  \
   X(zero) X(transfer) X(transfer_async) X(wait_transfers) X(transfer_fence) X(wait_transfer_fence)    \
   X(bind_host_thread) X(cross_entropy_forward_backward) X(copy) X(gather_rows) X(add_inplace)           \
-  X(gather_rows_from_pair) X(scale_inplace)                                                             \
+  X(gather_rows_from_pair) X(regroup_index) X(scale_inplace)                                            \
   X(scale_by_scalar) X(scale_by_scalar_backward) X(scale_rows) X(scale_rows_backward) X(sum_squares)    \
   X(embedding_forward) X(embedding_backward) X(linear_forward) X(linear_backward_input)                 \
   X(linear_backward_weight) X(moe_route_plan) X(moe_permute) X(moe_permute_backward) X(moe_unpermute)   \
