@@ -63,14 +63,30 @@ Tensor MoeBlock::forward(const DeviceContext& ctx, const Tensor& x_region, Saved
   ops::get_columns(ctx, s.weights_TW, 0, s.wr_Tk);
   s.slot_rows_Tk = new_tensor(ctx, {T, k_}, DType::I32);
   s.counts_E = Tensor::empty({E_}, DType::I64);  // host: the grouped GEMMs need the group sizes
-  ops::moe_route_plan(ctx, s.topk_Tk, E_, s.slot_rows_Tk, s.counts_E);
+  // Under expert parallelism on a GPU the plan's counts stay on the device for the counts' exchange, and one copy
+  // brings them to the host with the peers' (plan_dispatch_deferred): one synchronisation, after the permutation
+  // is enqueued. Otherwise the plan synchronises for its counts itself.
+  const bool deferred_plan = ep_.active() && ctx.device == Device::CUDA;
+  Tensor plan_2E1;
+  if (deferred_plan) {
+    plan_2E1 = new_tensor(ctx, {2 * E_ + 1}, DType::I64);
+    ops::moe_route_plan(ctx, s.topk_Tk, E_, s.slot_rows_Tk, plan_2E1.rows(0, E_ + 1));
+  } else {
+    ops::moe_route_plan(ctx, s.topk_Tk, E_, s.slot_rows_Tk, s.counts_E);
+  }
   PendingTp shared_y;  // the shared experts' output (its reduction in flight), when computed during the exchange
   {  // To the ranks holding the experts (one rank: the rows stay, the counts are the group sizes).
     Tensor xp_PD = new_activation(ctx, {P, D});
     ops::moe_permute(ctx, x_TD, s.slot_rows_Tk, xp_PD);
     if (ep_.active()) {
-      const int64_t* counts = s.counts_E.data_as<int64_t>();
-      s.dispatch = plan_dispatch(ctx, std::vector<int64_t>(counts, counts + E_), ep_.comm);
+      if (deferred_plan) {
+        int64_t check_word = 0;
+        s.dispatch = plan_dispatch_deferred(ctx, plan_2E1, ep_.comm, s.counts_E, &check_word);
+        ops::moe_route_plan_check(ctx, s.topk_Tk, E_, check_word);
+      } else {
+        const int64_t* counts = s.counts_E.data_as<int64_t>();
+        s.dispatch = plan_dispatch(ctx, std::vector<int64_t>(counts, counts + E_), ep_.comm);
+      }
       s.local_counts_L = Tensor::empty({s.dispatch.local_experts}, DType::I64);
       std::copy(s.dispatch.local_counts.begin(), s.dispatch.local_counts.end(), s.local_counts_L.data_as<int64_t>());
       PendingDispatch pending = start_dispatch_tokens(ctx, s.dispatch, xp_PD, ep_.comm);

@@ -2,7 +2,13 @@
 //
 // moe_route_plan: from topk_idx_Nk [N, k] I32 sorts the N*k (token, slot) assignments by expert, stably
 // by (expert, token, slot): slot_rows_Nk I32 [N, k] holds each assignment's row p in that order, and
-// counts_E I64 [E] (host memory) the rows per expert. The row ops take slot_rows as the plan wrote it (a
+// counts_E I64 [E] (host memory) the rows per expert; an expert outside [0, E) is an error naming
+// [token, slot] (on a GPU after the op's one synchronisation). Or, with counts_E I64 [E + 1] in the context's
+// memory, the check deferred: counts_E[0, E) the counts and counts_E[E] the check word, the smallest assignment
+// (token * k + slot) naming an expert outside [0, E), or kRoutePlanAllInRange; with such an assignment the counts
+// are zero and slot_rows unwritten. On a GPU that form does not synchronise: the expert exchange copies the counts
+// to the host with the ones it receives, in one copy (parallel/expert_dispatch.h), and its caller hands the check
+// word to moe_route_plan_check. The row ops take slot_rows as the plan wrote it (a
 // permutation of [0, N*k): the CPU checks it; on a GPU, where a check would synchronise every call,
 // only that each row is in range).
 // moe_permute: xp_PD[p(t, slot)] = x_ND[t]. moe_permute_backward: dx_ND[t] = sum_slot dxp_PD[p(t, slot)]
@@ -20,6 +26,9 @@ namespace quill::ops {
 
 void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, const Tensor& slot_rows_Nk,
                     const Tensor& counts_E);
+constexpr int64_t kRoutePlanAllInRange = 0xffffffffLL;  // the deferred form's check word: every expert in range
+// Throws moe_route_plan's error for a check word naming a bad assignment (reading its expert from topk_idx_Nk).
+void moe_route_plan_check(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, int64_t check_word);
 void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& slot_rows_Nk, const Tensor& xp_PD);
 void moe_permute_backward(const DeviceContext& ctx, const Tensor& dxp_PD, const Tensor& slot_rows_Nk,
                           const Tensor& dx_ND);

@@ -1,6 +1,8 @@
 #include "parallel/expert_dispatch.h"
 
+#include <algorithm>
 #include <numeric>
+#include <string>
 
 #include "base/error.h"
 #include "base/pass_baton.h"
@@ -68,27 +70,26 @@ std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t d) {
 
 }  // namespace
 
-DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>& counts_E, Comm* ep) {
+namespace {
+
+// The plan's shape and what this rank sends, from its own counts.
+DispatchPlan plan_for(const int64_t* counts_E, int64_t experts, Comm* ep) {
   DispatchPlan p;
   p.ep = ep ? ep->size() : 1;
   p.rank = ep ? ep->rank() : 0;
-  p.experts = static_cast<int64_t>(counts_E.size());
+  p.experts = experts;
   QUILL_CHECK(p.experts % p.ep == 0, "--expert-model-parallel-size {} does not divide the {} routed experts", p.ep,
               p.experts);
   p.local_experts = p.experts / p.ep;
   for (int q = 0; q < p.ep; ++q)
-    p.send_rows.push_back(std::accumulate(counts_E.begin() + q * p.local_experts,
-                                          counts_E.begin() + (q + 1) * p.local_experts, int64_t{0}));
-  // Each peer q gets this rank's counts for q's experts; this rank gets every peer's for its own.
-  Tensor send = Tensor::empty({p.experts}, DType::I64), recv = Tensor::empty({p.experts}, DType::I64);
-  Tensor recv_on_device;
-  std::copy(counts_E.begin(), counts_E.end(), send.data_as<int64_t>());
-  if (p.ep > 1) {
-    const std::vector<int64_t> n(static_cast<size_t>(p.ep), p.local_experts);
-    ops::collective(ctx, "ep.counts", send, [&] { exchange_counts(ctx, ep, send, n, recv, n, &recv_on_device); });
-  } else {
-    recv = send;
-  }
+    p.send_rows.push_back(std::accumulate(counts_E + q * p.local_experts, counts_E + (q + 1) * p.local_experts,
+                                          int64_t{0}));
+  return p;
+}
+
+// What this rank receives, from every peer's counts for its local experts (host I64 [ep x local experts]); then the
+// regroup index (from their device copy when there is one).
+void receive_counts(const DeviceContext& ctx, DispatchPlan& p, const Tensor& recv, const Tensor& recv_on_device) {
   p.local_counts.assign(static_cast<size_t>(p.local_experts), 0);
   for (int s = 0; s < p.ep; ++s) {
     const int64_t* c = recv.data_as<int64_t>() + s * p.local_experts;
@@ -101,6 +102,56 @@ DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>&
       QUILL_CHECK(p.recv_counts[s][e] >= 0, "expert dispatch: rank {} says it sends {} rows to local expert {}", s,
                   p.recv_counts[s][e], e);
   build_regroup_index(ctx, p, recv, recv_on_device);
+}
+
+}  // namespace
+
+DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>& counts_E, Comm* ep) {
+  DispatchPlan p = plan_for(counts_E.data(), static_cast<int64_t>(counts_E.size()), ep);
+  // Each peer q gets this rank's counts for q's experts; this rank gets every peer's for its own.
+  Tensor send = Tensor::empty({p.experts}, DType::I64), recv = Tensor::empty({p.experts}, DType::I64);
+  Tensor recv_on_device;
+  std::copy(counts_E.begin(), counts_E.end(), send.data_as<int64_t>());
+  if (p.ep > 1) {
+    const std::vector<int64_t> n(static_cast<size_t>(p.ep), p.local_experts);
+    ops::collective(ctx, "ep.counts", send, [&] { exchange_counts(ctx, ep, send, n, recv, n, &recv_on_device); });
+  } else {
+    recv = send;
+  }
+  receive_counts(ctx, p, recv, recv_on_device);
+  return p;
+}
+
+DispatchPlan plan_dispatch_deferred(const DeviceContext& ctx, const Tensor& plan_2E1, Comm* ep, const Tensor& counts_E,
+                                    int64_t* check_word) {
+  QUILL_CHECK(plan_2E1.defined() && plan_2E1.ndim() == 1 && plan_2E1.dim(0) % 2 == 1 && plan_2E1.dtype() == DType::I64,
+              "expert dispatch: the deferred route plan must be I64 [2E + 1], got {}",
+              plan_2E1.defined() ? plan_2E1.describe() : std::string("(undefined)"));
+  const int64_t E = plan_2E1.dim(0) / 2;
+  QUILL_CHECK(counts_E.defined() && counts_E.shape() == Shape({E}) && counts_E.dtype() == DType::I64 &&
+                  counts_E.device() == Device::CPU,
+              "expert dispatch: counts_E must be host I64 [{}], got {}", E,
+              counts_E.defined() ? counts_E.describe() : std::string("(undefined)"));
+  Tensor host = Tensor::empty({2 * E + 1}, DType::I64);
+  const int64_t* h = host.data_as<int64_t>();
+  // The exchange where the plan is (on a GPU its device; CPU ranks take this path too), then one copy of all three.
+  const bool device_exchange = ep != nullptr && ep->size() > 1 && ep->device() == plan_2E1.device();
+  if (device_exchange) {
+    const Tensor own = plan_2E1.rows(0, E), received = plan_2E1.rows(E + 1, 2 * E + 1);
+    const int64_t local = E / ep->size();
+    QUILL_CHECK(E % ep->size() == 0, "--expert-model-parallel-size {} does not divide the {} routed experts",
+                ep->size(), E);
+    const std::vector<int64_t> n(static_cast<size_t>(ep->size()), local);
+    ops::collective(ctx, "ep.counts", own, [&] { ep->all_to_all(own, n, received, n); });
+    ops::transfer(ctx, plan_2E1, host);
+  } else {
+    ops::transfer(ctx, plan_2E1.rows(0, E + 1), host.rows(0, E + 1));
+  }
+  *check_word = h[E];
+  std::copy(h, h + E, counts_E.data_as<int64_t>());
+  if (!device_exchange) return plan_dispatch(ctx, std::vector<int64_t>(h, h + E), ep);
+  DispatchPlan p = plan_for(h, E, ep);
+  receive_counts(ctx, p, host.rows(E + 1, 2 * E + 1), plan_2E1.rows(E + 1, 2 * E + 1));
   return p;
 }
 

@@ -62,6 +62,15 @@ struct DispatchPlan {
 // counts_E: this rank's rows per expert (all E experts, in expert order). Throws naming the sizes
 // when ep does not divide E.
 DispatchPlan plan_dispatch(const DeviceContext& ctx, const std::vector<int64_t>& counts_E, Comm* ep);
+// plan_dispatch from the route plan's deferred form (ops::moe_route_plan with its counts I64 [E + 1] in the
+// context's memory: the counts, then the check word), the first E + 1 entries of plan_2E1 (I64 [2E + 1]), whose last
+// E receive the peers' counts. On a GPU the counts' exchange runs on the device and one copy brings the rank's
+// counts, its check word and the received counts to the host: the forward's one synchronisation per MoE layer
+// (there were two, and a host-built regroup index in between). counts_E (host I64 [E]) gets the rank's own counts;
+// *check_word goes to ops::moe_route_plan_check before anything else uses the plan (with a bad assignment the
+// counts are zero: the peers get a well-formed exchange while this rank names the error).
+DispatchPlan plan_dispatch_deferred(const DeviceContext& ctx, const Tensor& plan_2E1, Comm* ep, const Tensor& counts_E,
+                                    int64_t* check_word);
 // xp_PD [P, D]: this rank's rows in expert order (P = its total). Returns [R, D], R = received_rows().
 Tensor dispatch_tokens(const DeviceContext& ctx, const DispatchPlan& plan, const Tensor& xp_PD, Comm* ep);
 // dispatch_tokens in two halves, for compute in between: the all-to-all-v started, then waited for and

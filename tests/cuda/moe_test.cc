@@ -127,6 +127,35 @@ TEST(CudaRoutePlan, ExpertOutsideRangeNamesTokenAndSlot) {
       "moe_route_plan: counts_E has shape");
 }
 
+// The deferred form on the device (counts and check word I64 [E + 1], no synchronisation): the host form's rows and
+// counts, the all-in-range word; with bad experts zero counts and the first bad assignment, named by the check.
+TEST(CudaRoutePlan, TheDeferredFormGivesTheHostFormsPlanAndTheCheckWord) {
+  QUILL_REQUIRE_GPU();
+  const int64_t N = 2048, k = 6, E = 256;  // a seed rank's micro-batch
+  const Tensor topk = random_topk(N, k, all_experts(E), 2300);
+  const Plan ref = cpu_plan(topk, E);
+  const Tensor d_topk = to_device(topk, DType::I32);
+  auto rows = poisoned_output({N, k}, DType::I32);
+  auto counts = poisoned_output({E + 1}, DType::I64);
+  ops::moe_route_plan(test::gpu_ctx(), d_topk, E, rows->tensor(), counts->tensor());
+  EXPECT_EQ(mismatches_i32(to_host(rows->tensor()), ref.slot_rows), 0) << "slot rows differ from the CPU's";
+  const Tensor got = to_host(counts->tensor());
+  for (int64_t e = 0; e < E; ++e) ASSERT_EQ(got.data_as<int64_t>()[e], ref.counts.data_as<int64_t>()[e]) << e;
+  EXPECT_EQ(got.data_as<int64_t>()[E], ops::kRoutePlanAllInRange);
+  EXPECT_TRUE(counts->guards_intact());
+
+  Tensor bad = topk.clone();
+  bad.data_as<int32_t>()[1000] = 300;  // token 166, slot 4
+  bad.data_as<int32_t>()[2000] = -1;
+  const Tensor d_bad = to_device(bad, DType::I32);
+  ops::moe_route_plan(test::gpu_ctx(), d_bad, E, rows->tensor(), counts->tensor());
+  const Tensor got_bad = to_host(counts->tensor());
+  for (int64_t e = 0; e < E; ++e) ASSERT_EQ(got_bad.data_as<int64_t>()[e], 0) << e;
+  EXPECT_EQ(got_bad.data_as<int64_t>()[E], 1000);
+  expect_error([&] { ops::moe_route_plan_check(test::gpu_ctx(), d_bad, E, got_bad.data_as<int64_t>()[E]); },
+               "moe_route_plan: topk_idx_Nk[166, 4] is expert 300, outside [0, 256)");
+}
+
 // ---- permute / unpermute --------------------------------------------------------------------------
 
 // shift: the bf16 tensors start that many bytes past a 16-byte boundary (a row view), which sends

@@ -85,6 +85,26 @@ TEST(MoeTest, RoutePlanRejectsOutOfRangeExperts) {
                "slot_rows_Nk");
 }
 
+// The deferred form (counts I64 [E + 1], the check word last): the same rows and counts, the check word; with a bad
+// expert zero counts, the word naming the first bad assignment and moe_route_plan_check naming it.
+TEST(MoeTest, RoutePlanDeferredFormKeepsTheCheckWord) {
+  const Tensor topk = topk_tensor(4, 2, {2, 0, /**/ 0, 2, /**/ 3, 0, /**/ 2, 3});
+  const Plan p = route_plan(topk, 4);
+  Tensor rows = Tensor::empty({4, 2}, DType::I32), counts = Tensor::empty({5}, DType::I64);
+  ops::moe_route_plan(kCpu, topk, 4, rows, counts);
+  EXPECT_EQ(std::vector<int32_t>(rows.data_as<int32_t>(), rows.data_as<int32_t>() + 8),
+            std::vector<int32_t>(p.slot_rows.data_as<int32_t>(), p.slot_rows.data_as<int32_t>() + 8));
+  EXPECT_EQ(counts_of(counts), (std::vector<int64_t>{3, 0, 3, 2, ops::kRoutePlanAllInRange}));
+  ops::moe_route_plan_check(kCpu, topk, 4, counts.data_as<int64_t>()[4]);
+
+  const Tensor bad = topk_tensor(2, 2, {0, 1, 3, -2});
+  Tensor rows2 = Tensor::empty({2, 2}, DType::I32), counts2 = Tensor::empty({4}, DType::I64);
+  ops::moe_route_plan(kCpu, bad, 3, rows2, counts2);
+  EXPECT_EQ(counts_of(counts2), (std::vector<int64_t>{0, 0, 0, 2}));
+  expect_error([&] { ops::moe_route_plan_check(kCpu, bad, 3, counts2.data_as<int64_t>()[3]); },
+               "moe_route_plan: topk_idx_Nk[1, 0] is expert 3, outside [0, 3)");
+}
+
 // Grouped linear forward and backward against plain per-expert loops, including an empty expert.
 TEST(MoeTest, GroupedLinearMatchesPerExpertLoops) {
   const std::vector<int64_t> counts = {3, 0, 5, 1, 4};

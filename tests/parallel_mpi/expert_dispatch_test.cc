@@ -3,7 +3,8 @@
 // transformation done on one rank; the received rows are grouped by local expert with the GEMM's
 // group sizes; and combine is dispatch's exact adjoint (so each is the other's backward). Edge
 // cases: an expert no rank routes to, a rank that sends nothing to some peer, a rank whose every
-// token goes to the same two experts, ranks of different token counts.
+// token goes to the same two experts, ranks of different token counts. The deferred plan (the route plan's counts
+// exchanged where they are, one copy back) equals the plan from host counts; a bad expert is named after it.
 #include <gtest/gtest.h>
 
 #include "comm/mpi_test_env.h"
@@ -22,6 +23,7 @@ struct Routed {
   Tensor xp;                     // [P, D] in expert order
   std::vector<int64_t> counts;   // per expert
   std::vector<int64_t> expert;   // the expert of each permuted row
+  Tensor topk;                   // [N, k] the routing
 };
 
 Routed route(int rank, uint64_t seed) {
@@ -40,6 +42,7 @@ Routed route(int rank, uint64_t seed) {
   }
   const DeviceContext ctx = DeviceContext::cpu();
   Routed r;
+  r.topk = topk;
   Tensor slot_rows = Tensor::empty({N, kK}, DType::I32), counts = Tensor::empty({kE}, DType::I64);
   ops::moe_route_plan(ctx, topk, kE, slot_rows, counts);
   r.xp = Tensor::empty({N * kK, kD}, DType::F32);
@@ -93,6 +96,66 @@ TEST(ExpertDispatch, DispatchTransformCombineEqualsOneRankAndCombineIsTheAdjoint
   sums.data_as<double>()[1] = dot(r.xp, combine_tokens(ctx, plan, y, &world));
   world.all_reduce(sums, ReduceOp::Sum);
   EXPECT_NEAR(sums.data_as<double>()[0], sums.data_as<double>()[1], 1e-9 * (1 + std::abs(sums.data_as<double>()[0])));
+}
+
+TEST(ExpertDispatch, TheDeferredPlanEqualsThePlanFromHostCounts) {
+  MpiComm& world = mpi_world();
+  const int rank = world.rank();
+  const DeviceContext ctx = DeviceContext::cpu();
+  const Routed r = route(rank, 1);
+  const DispatchPlan want = plan_dispatch(ctx, r.counts, &world);
+  const int64_t N = r.topk.dim(0);
+  Tensor plan = Tensor::empty({2 * kE + 1}, DType::I64), slot_rows = Tensor::empty({N, kK}, DType::I32);
+  Tensor counts = Tensor::empty({kE}, DType::I64);
+  ops::moe_route_plan(ctx, r.topk, kE, slot_rows, plan.rows(0, kE + 1));
+  int64_t check_word = 0;
+  const DispatchPlan got = plan_dispatch_deferred(ctx, plan, &world, counts, &check_word);
+  EXPECT_EQ(check_word, ops::kRoutePlanAllInRange);
+  ops::moe_route_plan_check(ctx, r.topk, kE, check_word);  // nothing to name
+  EXPECT_EQ(std::vector<int64_t>(counts.data_as<int64_t>(), counts.data_as<int64_t>() + kE), r.counts);
+  EXPECT_EQ(got.send_rows, want.send_rows);
+  EXPECT_EQ(got.recv_rows, want.recv_rows);
+  EXPECT_EQ(got.recv_counts, want.recv_counts);
+  EXPECT_EQ(got.local_counts, want.local_counts);
+  ASSERT_EQ(got.to_expert_order.defined(), want.to_expert_order.defined());
+  if (want.to_expert_order.defined()) {
+    const int64_t R = want.received_rows();
+    for (int64_t i = 0; i < R; ++i) {
+      ASSERT_EQ(got.to_expert_order.data_as<int32_t>()[i], want.to_expert_order.data_as<int32_t>()[i]) << i;
+      ASSERT_EQ(got.to_source_order.data_as<int32_t>()[i], want.to_source_order.data_as<int32_t>()[i]) << i;
+    }
+  }
+}
+
+// A rank whose routing names expert 9 of 8: its counts go out as zeros (the exchange stays well-formed for every
+// rank), and the check word names [token, slot] and the expert.
+TEST(ExpertDispatch, TheDeferredPlanNamesABadExpertAfterTheExchange) {
+  MpiComm& world = mpi_world();
+  const int rank = world.rank();
+  const DeviceContext ctx = DeviceContext::cpu();
+  Routed r = route(rank, 2);
+  if (rank == 0) r.topk.data_as<int32_t>()[3] = 9;  // token 1, slot 1
+  const int64_t N = r.topk.dim(0);
+  Tensor plan = Tensor::empty({2 * kE + 1}, DType::I64), slot_rows = Tensor::empty({N, kK}, DType::I32);
+  Tensor counts = Tensor::empty({kE}, DType::I64);
+  ops::moe_route_plan(ctx, r.topk, kE, slot_rows, plan.rows(0, kE + 1));
+  int64_t check_word = 0;
+  const DispatchPlan got = plan_dispatch_deferred(ctx, plan, &world, counts, &check_word);
+  if (rank != 0) {
+    EXPECT_EQ(check_word, ops::kRoutePlanAllInRange);
+    EXPECT_EQ(got.recv_counts[0], std::vector<int64_t>(static_cast<size_t>(got.local_experts), 0)) << "rank 0 sends none";
+    return;
+  }
+  EXPECT_EQ(check_word, 3);
+  EXPECT_EQ(got.send_rows, std::vector<int64_t>(static_cast<size_t>(world.size()), 0));
+  try {
+    ops::moe_route_plan_check(ctx, r.topk, kE, check_word);
+    FAIL() << "a bad expert was not named";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("moe_route_plan: topk_idx_Nk[1, 1] is expert 9, outside [0, 8)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ExpertDispatch, ExpertsThatDoNotDivideAreRefused) {

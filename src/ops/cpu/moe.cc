@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ops/dispatch.h"
+#include "ops/convert.h"
 #include "ops/gather_rows.h"
 
 namespace quill::ops {
@@ -215,14 +216,21 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   QUILL_CHECK(P <= std::numeric_limits<int32_t>::max(), "{}: {} assignments do not fit the I32 slot_rows_Nk", op, P);
   require_shape(op, "slot_rows_Nk", slot_rows_Nk, topk_idx_Nk.shape());
   require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
-  require_shape(op, "counts_E", counts_E, {n_experts});
+  const bool deferred = counts_E.defined() && counts_E.ndim() == 1 && counts_E.dim(0) == n_experts + 1;
+  require_shape(op, "counts_E", counts_E, {deferred ? n_experts + 1 : n_experts});
   require_dtype(op, "counts_E", counts_E, DType::I64);
   QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory", op);
 
   const int32_t* topk = topk_idx_Nk.data_as<int32_t>();
   int64_t* counts = counts_E.data_as<int64_t>();
   std::fill(counts, counts + n_experts, int64_t{0});
+  if (deferred) counts[n_experts] = kRoutePlanAllInRange;
   for (int64_t a = 0; a < P; ++a) {
+    if (deferred && (topk[a] < 0 || topk[a] >= n_experts)) {  // the check word, zero counts, no rows (as the GPU)
+      std::fill(counts, counts + n_experts, int64_t{0});
+      counts[n_experts] = a;
+      return;
+    }
     QUILL_CHECK(topk[a] >= 0 && topk[a] < n_experts, "{}: topk_idx_Nk[{}, {}] is expert {}, outside [0, {})", op,
                 a / topk_idx_Nk.dim(1), a % topk_idx_Nk.dim(1), topk[a], n_experts);
     ++counts[topk[a]];
@@ -235,6 +243,17 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   }
   int32_t* rows = slot_rows_Nk.data_as<int32_t>();
   for (int64_t a = 0; a < P; ++a) rows[a] = static_cast<int32_t>(next[topk[a]]++);
+}
+
+void moe_route_plan_check(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t n_experts, int64_t check_word) {
+  if (check_word == kRoutePlanAllInRange) return;
+  const int64_t k = topk_idx_Nk.dim(1);
+  QUILL_CHECK(check_word >= 0 && check_word < topk_idx_Nk.numel(), "moe_route_plan: check word {} names no assignment",
+              check_word);
+  Tensor expert = Tensor::empty({1}, DType::I32);
+  ops::transfer(ctx, topk_idx_Nk.reshape({topk_idx_Nk.numel()}).rows(check_word, check_word + 1), expert);
+  QUILL_FAIL("moe_route_plan: topk_idx_Nk[{}, {}] is expert {}, outside [0, {})", check_word / k, check_word % k,
+             expert.data_as<int32_t>()[0], n_experts);
 }
 
 void moe_permute(const DeviceContext& ctx, const Tensor& x_ND, const Tensor& slot_rows_Nk, const Tensor& xp_PD) {

@@ -5,7 +5,8 @@
 // An assignment a = token * k + slot; p(a) = slot_rows[a] its row in the order sorted by expert.
 //   moe_route_plan: sorts the assignments stably by (expert, token, slot): slot_rows_Nk the rows, counts_E
 //     the rows per expert. topk_idx_Nk and slot_rows_Nk I32 [N, k] on the device; counts_E I64 [E] in
-//     host memory (one small copy back, which synchronises).
+//     host memory (one small copy back, which synchronises), or I64 [E + 1] on the device with the check
+//     word last (no synchronisation: the caller copies it with what else it needs, ops/moe.h).
 //   moe_permute:            xp[p(t, slot)] = x[t]                                 x_ND, xp_PD BF16
 //   moe_permute_backward:   dx[t] = sum_slot dxp[p(t, slot)]  (overwritten)       dxp_PD, dx_ND BF16
 //   moe_unpermute:          out[t] = sum_slot w[t, slot] * yp[p(t, slot)]         yp_PD, out_ND BF16; w F32
@@ -57,6 +58,7 @@ void require_2d(const char* op, const char* name, const Tensor& t) {
 // ---- route plan -------------------------------------------------------------------------------
 
 constexpr int kPlanChunk = 2048;       // assignments per chunk (one block each)
+static_assert(ops::kRoutePlanAllInRange == UINT_MAX, "the device form's check word is the low word's UINT_MAX");
 constexpr int kPlanBlockThreads = 512;  // threads of the histogram and placement blocks
 
 // hist[c * E + e] = assignments of chunk c routed to expert e; first_bad = the smallest assignment whose
@@ -294,25 +296,36 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   require_shape(op, "slot_rows_Nk", slot_rows_Nk, topk_idx_Nk.shape());
   require_dtype(op, "slot_rows_Nk", slot_rows_Nk, DType::I32);
   require_device(op, "slot_rows_Nk", slot_rows_Nk);
-  require_shape(op, "counts_E", counts_E, {n_experts});
+  // Host counts [E]: synchronise and check here. Device counts [E + 1] (ops/moe.h): the counts and the check word
+  // stay on the device for the caller's one copy.
+  const bool on_device = counts_E.defined() && counts_E.device() == Device::CUDA;
+  require_shape(op, "counts_E", counts_E, {on_device ? n_experts + 1 : n_experts});
   require_dtype(op, "counts_E", counts_E, DType::I64);
-  QUILL_CHECK(counts_E.device() == Device::CPU, "{}: counts_E must be in host memory", op);
-  int64_t* counts = counts_E.data_as<int64_t>();
+  cudaStream_t stream = stream_of(ctx);
   if (P == 0) {
-    std::fill(counts, counts + n_experts, int64_t{0});
+    if (on_device) {
+      const long long none[1] = {ops::kRoutePlanAllInRange};
+      QUILL_CUDA_CHECK(cudaMemsetAsync(counts_E.data(), 0, n_experts * sizeof(long long), stream));
+      QUILL_CUDA_CHECK(cudaMemcpyAsync(counts_E.data_as<int64_t>() + n_experts, none, sizeof(none),
+                                       cudaMemcpyHostToDevice, stream));
+    } else {
+      std::fill(counts_E.data_as<int64_t>(), counts_E.data_as<int64_t>() + n_experts, int64_t{0});
+    }
     return;
   }
-  cudaStream_t stream = stream_of(ctx);
-  // Device scratch: E counts, then the first bad assignment in the low word of one more int64; then the
-  // per-chunk histograms and first rows (int32, chunks x E each).
+  // Device scratch: (host form) E counts, then the first bad assignment in the low word of one more int64; then
+  // the per-chunk histograms and first rows (int32, chunks x E each). The device form's counts and check word are
+  // the output's own: zeroed first (a bad plan exchanges zero counts), the check word's low half all ones.
   const int E = static_cast<int>(n_experts);
   const int chunks = static_cast<int>((P + kPlanChunk - 1) / kPlanChunk);
   const int64_t chunk_ints = static_cast<int64_t>(chunks) * E;
-  Tensor scratch = Tensor::empty({n_experts + 1 + chunk_ints}, DType::I64, *ctx.allocator);
-  long long* d_counts = static_cast<long long*>(scratch.data());
-  unsigned* first_bad = reinterpret_cast<unsigned*>(d_counts + n_experts);
-  int* hist = reinterpret_cast<int*>(d_counts + n_experts + 1);
+  const int64_t own_counts = on_device ? 0 : n_experts + 1;
+  Tensor scratch = Tensor::empty({own_counts + (chunk_ints + 1) / 2 * 2}, DType::I64, *ctx.allocator);
+  long long* d_counts = on_device ? static_cast<long long*>(counts_E.data()) : static_cast<long long*>(scratch.data());
+  unsigned* first_bad = reinterpret_cast<unsigned*>(d_counts + n_experts);  // little-endian: the low word
+  int* hist = reinterpret_cast<int*>(static_cast<long long*>(scratch.data()) + own_counts);
   int* first = hist + chunk_ints;
+  if (on_device) QUILL_CUDA_CHECK(cudaMemsetAsync(d_counts, 0, (n_experts + 1) * sizeof(long long), stream));
   QUILL_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream));
   const size_t smem = E * sizeof(int);
   const int32_t* topk = topk_idx_Nk.data_as<int32_t>();
@@ -323,6 +336,7 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   plan_place_kernel<<<chunks, kPlanBlockThreads, smem, stream>>>(topk, P, E, first, first_bad,
                                                                  slot_rows_Nk.data_as<int32_t>());
   QUILL_CUDA_CHECK_LAUNCH("plan_place_kernel");
+  if (on_device) return;
   std::vector<long long> host(static_cast<size_t>(n_experts + 1));
   QUILL_CUDA_CHECK(cudaMemcpyAsync(host.data(), d_counts, (n_experts + 1) * sizeof(long long), cudaMemcpyDeviceToHost,
                                    stream));
@@ -335,6 +349,7 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
     const int64_t k = topk_idx_Nk.dim(1);
     QUILL_FAIL("{}: topk_idx_Nk[{}, {}] is expert {}, outside [0, {})", op, bad / k, bad % k, expert, n_experts);
   }
+  int64_t* counts = counts_E.data_as<int64_t>();
   for (int64_t e = 0; e < n_experts; ++e) counts[e] = host[static_cast<size_t>(e)];
 }
 
