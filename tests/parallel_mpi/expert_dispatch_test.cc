@@ -98,18 +98,23 @@ TEST(ExpertDispatch, DispatchTransformCombineEqualsOneRankAndCombineIsTheAdjoint
   EXPECT_NEAR(sums.data_as<double>()[0], sums.data_as<double>()[1], 1e-9 * (1 + std::abs(sums.data_as<double>()[0])));
 }
 
+// The route plan's deferred form (counts and check word in one tensor) through plan_dispatch_deferred.
+DispatchPlan deferred_plan(const DeviceContext& ctx, const Tensor& topk, MpiComm& world, const Tensor& counts,
+                           int64_t* check_word) {
+  Tensor plan = Tensor::empty({2 * kE + 1}, DType::I64), slot_rows = Tensor::empty({topk.dim(0), kK}, DType::I32);
+  ops::moe_route_plan(ctx, topk, kE, slot_rows, plan.rows(0, kE + 1));
+  return plan_dispatch_deferred(ctx, plan, &world, counts, check_word);
+}
+
 TEST(ExpertDispatch, TheDeferredPlanEqualsThePlanFromHostCounts) {
   MpiComm& world = mpi_world();
   const int rank = world.rank();
   const DeviceContext ctx = DeviceContext::cpu();
   const Routed r = route(rank, 1);
   const DispatchPlan want = plan_dispatch(ctx, r.counts, &world);
-  const int64_t N = r.topk.dim(0);
-  Tensor plan = Tensor::empty({2 * kE + 1}, DType::I64), slot_rows = Tensor::empty({N, kK}, DType::I32);
   Tensor counts = Tensor::empty({kE}, DType::I64);
-  ops::moe_route_plan(ctx, r.topk, kE, slot_rows, plan.rows(0, kE + 1));
   int64_t check_word = 0;
-  const DispatchPlan got = plan_dispatch_deferred(ctx, plan, &world, counts, &check_word);
+  const DispatchPlan got = deferred_plan(ctx, r.topk, world, counts, &check_word);
   EXPECT_EQ(check_word, ops::kRoutePlanAllInRange);
   ops::moe_route_plan_check(ctx, r.topk, kE, check_word);  // nothing to name
   EXPECT_EQ(std::vector<int64_t>(counts.data_as<int64_t>(), counts.data_as<int64_t>() + kE), r.counts);
@@ -135,12 +140,9 @@ TEST(ExpertDispatch, TheDeferredPlanNamesABadExpertAfterTheExchange) {
   const DeviceContext ctx = DeviceContext::cpu();
   Routed r = route(rank, 2);
   if (rank == 0) r.topk.data_as<int32_t>()[3] = 9;  // token 1, slot 1
-  const int64_t N = r.topk.dim(0);
-  Tensor plan = Tensor::empty({2 * kE + 1}, DType::I64), slot_rows = Tensor::empty({N, kK}, DType::I32);
   Tensor counts = Tensor::empty({kE}, DType::I64);
-  ops::moe_route_plan(ctx, r.topk, kE, slot_rows, plan.rows(0, kE + 1));
   int64_t check_word = 0;
-  const DispatchPlan got = plan_dispatch_deferred(ctx, plan, &world, counts, &check_word);
+  const DispatchPlan got = deferred_plan(ctx, r.topk, world, counts, &check_word);
   if (rank != 0) {
     EXPECT_EQ(check_word, ops::kRoutePlanAllInRange);
     EXPECT_EQ(got.recv_counts[0], std::vector<int64_t>(static_cast<size_t>(got.local_experts), 0)) << "rank 0 sends none";
