@@ -6,7 +6,7 @@
 #      and 768 rows, attention_bench at a TP4 rank's heads;
 #   2. two-arms-call.sh on the seed's first stage (H200: first-bf16sp; H100: first-bf16fu with the weight-gradient
 #      pairs), arm A the defaults, arm B every trial whose tests passed (none left: no race). A failed test of a path
-#      both arms take (the router, the regroup index, the route plan) skips the race.
+#      both arms take (the router, the regroup index, the route plan) skips the race; so does RACE=0 (a short call).
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench attention_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/trials-call.sh")
 # Back: $OUT/forms (tests-shared.log, tests.log, wgrad-form.txt), $OUT/ab (ab.txt and each arm's seed-stages outputs), $OUT/all.tgz.
@@ -28,7 +28,9 @@ OUT=$base/forms TESTS=${TESTS:-'GroupedWgradWgmma.*:CudaAttentionBiasRows.*'} \
 log=$base/forms/tests.log
 failed() { grep -qE "^\[  FAILED  \] $1" "$2"; }
 ran() { grep -qE "^\[ RUN      \] $1" "$log"; }
-if ! grep -qE "^\[  PASSED  \]" "$shared" || grep -qE "^\[  FAILED  \]" "$shared"; then
+if [ "${RACE:-1}" != 1 ]; then
+  echo "RACE=${RACE}: no race" | tee "$base/race-skipped.txt"
+elif ! grep -qE "^\[  PASSED  \]" "$shared" || grep -qE "^\[  FAILED  \]" "$shared"; then
   echo "a path both arms take failed its tests (or they did not run): no race" | tee "$base/race-skipped.txt"
 else
   arm_b=""
