@@ -68,9 +68,11 @@ std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t d) {
   return out;
 }
 
-}  // namespace
-
-namespace {
+// Each rank's experts: E / ep, refused by name when ep does not divide E.
+int64_t local_experts_of(int64_t experts, int ep) {
+  QUILL_CHECK(experts % ep == 0, "--expert-model-parallel-size {} does not divide the {} routed experts", ep, experts);
+  return experts / ep;
+}
 
 // The plan's shape and what this rank sends, from its own counts.
 DispatchPlan plan_for(const int64_t* counts_E, int64_t experts, Comm* ep) {
@@ -78,9 +80,7 @@ DispatchPlan plan_for(const int64_t* counts_E, int64_t experts, Comm* ep) {
   p.ep = ep ? ep->size() : 1;
   p.rank = ep ? ep->rank() : 0;
   p.experts = experts;
-  QUILL_CHECK(p.experts % p.ep == 0, "--expert-model-parallel-size {} does not divide the {} routed experts", p.ep,
-              p.experts);
-  p.local_experts = p.experts / p.ep;
+  p.local_experts = local_experts_of(experts, p.ep);
   for (int q = 0; q < p.ep; ++q)
     p.send_rows.push_back(std::accumulate(counts_E + q * p.local_experts, counts_E + (q + 1) * p.local_experts,
                                           int64_t{0}));
@@ -138,10 +138,7 @@ DispatchPlan plan_dispatch_deferred(const DeviceContext& ctx, const Tensor& plan
   const bool device_exchange = ep != nullptr && ep->size() > 1 && ep->device() == plan_2E1.device();
   if (device_exchange) {
     const Tensor own = plan_2E1.rows(0, E), received = plan_2E1.rows(E + 1, 2 * E + 1);
-    const int64_t local = E / ep->size();
-    QUILL_CHECK(E % ep->size() == 0, "--expert-model-parallel-size {} does not divide the {} routed experts",
-                ep->size(), E);
-    const std::vector<int64_t> n(static_cast<size_t>(ep->size()), local);
+    const std::vector<int64_t> n(static_cast<size_t>(ep->size()), local_experts_of(E, ep->size()));
     ops::collective(ctx, "ep.counts", own, [&] { ep->all_to_all(own, n, received, n); });
     ops::transfer(ctx, plan_2E1, host);
   } else {

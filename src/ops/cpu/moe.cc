@@ -226,13 +226,12 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   std::fill(counts, counts + n_experts, int64_t{0});
   if (deferred) counts[n_experts] = kRoutePlanAllInRange;
   for (int64_t a = 0; a < P; ++a) {
-    if (deferred && (topk[a] < 0 || topk[a] >= n_experts)) {  // the check word, zero counts, no rows (as the GPU)
-      std::fill(counts, counts + n_experts, int64_t{0});
+    if (topk[a] < 0 || topk[a] >= n_experts) {
+      if (!deferred) moe_route_plan_check(ctx, topk_idx_Nk, n_experts, a);  // names it
+      std::fill(counts, counts + n_experts, int64_t{0});  // the check word, zero counts, no rows (as the GPU)
       counts[n_experts] = a;
       return;
     }
-    QUILL_CHECK(topk[a] >= 0 && topk[a] < n_experts, "{}: topk_idx_Nk[{}, {}] is expert {}, outside [0, {})", op,
-                a / topk_idx_Nk.dim(1), a % topk_idx_Nk.dim(1), topk[a], n_experts);
     ++counts[topk[a]];
   }
   // Counting sort: visiting assignments in order keeps (token, slot) order within each expert.

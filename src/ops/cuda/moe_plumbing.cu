@@ -343,12 +343,7 @@ void moe_route_plan(const DeviceContext& ctx, const Tensor& topk_idx_Nk, int64_t
   QUILL_CUDA_CHECK(cudaStreamSynchronize(stream));
   unsigned bad = 0;
   std::memcpy(&bad, &host[static_cast<size_t>(n_experts)], sizeof(bad));
-  if (bad != UINT_MAX) {
-    int32_t expert = 0;
-    QUILL_CUDA_CHECK(cudaMemcpy(&expert, topk_idx_Nk.data_as<int32_t>() + bad, sizeof(expert), cudaMemcpyDeviceToHost));
-    const int64_t k = topk_idx_Nk.dim(1);
-    QUILL_FAIL("{}: topk_idx_Nk[{}, {}] is expert {}, outside [0, {})", op, bad / k, bad % k, expert, n_experts);
-  }
+  ops::moe_route_plan_check(ctx, topk_idx_Nk, n_experts, bad);  // names a bad expert
   int64_t* counts = counts_E.data_as<int64_t>();
   for (int64_t e = 0; e < n_experts; ++e) counts[e] = host[static_cast<size_t>(e)];
 }
