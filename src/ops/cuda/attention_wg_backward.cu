@@ -21,7 +21,7 @@
 //   dQ[:, 64 w ..] = dS K       8 x wgmma.m64n64k16 over all 128 keys, dS and K MN-major
 //   dQ staged in shared memory, added by one bulk reduction after the key tiles below this one
 // The two warpgroups' products interleave on the tensor cores; within one, S^T and dP^T are issued
-// together, and the softmax of S^T runs while dP^T is computed.
+// together, the softmax of S^T runs while dP^T is computed, and dS^T while dV is.
 #include <algorithm>
 
 #include "ops/cuda/attention_dq.cuh"
@@ -308,10 +308,11 @@ struct Consumer {
 #pragma unroll
       for (int n = 0; n < 16; ++n) pf[n / 4][n % 4] = pack_bf16(s[2 * n], s[2 * n + 1]);
       issue_acc_rows(dv, pf, sm.dout(st, 0));
-      wgmma_wait<0>();  // dP^T and dV
+      // dP^T only: dV stays in flight on the tensor cores while dS^T is computed below (FlashAttention-3's order;
+      // waiting for dV here left the tensor cores idle through the dS arithmetic). pf and dv are not touched until
+      // the step's last wait.
+      wgmma_wait<1>();
       fence_regs(dp);
-      fence_regs(dv);
-      fence_regs(pf);
 
       // dS^T = tau P^T (dP^T - D); its bias-row gradient drb[(t H + h) E + t - s], t = t0 + 8 jj + 2 c + e,
       // s = sw + kr: per row sel a base plus (8 jj + e) (H E + 1).
@@ -356,7 +357,9 @@ struct Consumer {
       named_barrier(kBarConsumers, 256);
       float dq[32];
       issue_dq(dq);
-      wgmma_wait<0>();  // dK and dQ
+      wgmma_wait<0>();  // dV, dK and dQ
+      fence_regs(dv);
+      fence_regs(pf);
       fence_regs(dk);
       fence_regs(dq);
       fence_regs(df);
