@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Where the attention backward's time goes, instruction by instruction (issue 42): Nsight Compute's source counters
-# (warp-state samples and executed instructions per SASS instruction) for the two backward kernels at a TP4 rank's
+# (warp-state samples and executed instructions per SASS instruction) for the two backward kernels and the wgmma forward at a TP4 rank's
 # shapes (attention_bench --heads 8:2: T = 8,192, 8 q / 2 kv heads, head dim 128, bias rank 16):
 #   tc-local   attention_tc_backward_kernel, the local layer's first call (mma.sync: what a local layer runs)
 #   wg-global  attention_wg_backward_kernel, the global layer's first call (attention_bench launches it 14 times in
 #              the local layer's "backward wgmma" rows first: one checked call, 3 warm-up, 10 timed)
+#   wg-global-forward  attention_wg_forward_kernel, the global layer's first call (after the local layer's 14)
 # Each: the summary sections, then the source page as CSV (one row per SASS instruction: its text, executed
 # instructions, warp-state samples by reason); scripts/attention-sass-hotspots.py folds it here into the hot regions.
 # Also the kernels' SASS (cuobjdump), to read the loop's instruction count.
@@ -40,6 +41,7 @@ while read -r name kernel skip; do
 done <<'EOF'
 tc-local attention_tc_backward_kernel 0
 wg-global attention_wg_backward_kernel 14
+wg-global-forward attention_wg_forward_kernel 14
 EOF
 date -u +%T
 } 2>&1 | tee "$OUT/ncu-source.txt"
