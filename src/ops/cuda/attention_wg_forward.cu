@@ -17,6 +17,9 @@
 // Loop order per tile j: issue S(j); issue P(j-1) V(j-1); wait S(j); release K(j); softmax(j); wait
 // P(j-1) V(j-1); release V(j-1); rescale O. Pipelines: K, V and each consumer's bias in kStages stages
 // with full (TMA bytes) and empty (consumer warps' arrivals) barriers.
+// The two consumers take turns issuing their products (FlashAttention-3's scheduler barriers: two named
+// barriers, TurnTaking below): consumer 1 issues after consumer 0 has, so one consumer's softmax runs while the
+// tensor cores work on the other's products, instead of both softmaxes at once with the tensor cores idle.
 #include "ops/cuda/attention_dq.cuh"
 #include "ops/cuda/attention_wg.cuh"
 #include "ops/cuda/attention_wg.h"
@@ -31,6 +34,23 @@ constexpr float kLn2 = 0.6931471805599453f;
 // gave the producer's registers to the consumers measured the same (2.81 vs 2.80 ms, global layer, H200) and
 // was deleted with the split P V and 128-key-tile forms (docs/decisions/attention-wgmma.md, "Chosen").
 constexpr int kConsumerWarps = 4 * kConsumers;
+static_assert(kConsumers == 2, "TurnTaking alternates two consumers");
+
+// The consumers' turns at the tensor cores: named barrier 1 + c is consumer c's turn (bar.sync by its 128 threads
+// plus bar.arrive by the other consumer's 128). Consumer 0 opens its own first turn; each consumer passes the turn
+// after issuing a step's products. Both issue n_tiles + 1 groups (S(0); S(j) with P(j-1) V(j-1); P V of the last
+// tile), so consumer 1 does not pass its last turn: every barrier phase then has exactly 256 arrivals and none is
+// left open when the CTA exits.
+struct TurnTaking {
+  int cons;
+  __device__ void open() const {
+    if (cons == 0) named_barrier_arrive(1, 256);
+  }
+  __device__ void wait_turn() const { named_barrier(1 + cons, 256); }
+  __device__ void pass_turn(bool last) const {
+    if (!(last && cons == 1)) named_barrier_arrive(2 - cons, 256);
+  }
+};
 
 // Barrier tags in the hang report (mbar_wait): tag = kind + stage (+ 100 * consumer for the bias).
 enum : int { kTagQ = 0, kTagKFull = 10, kTagKEmpty = 20, kTagVFull = 30, kTagVEmpty = 40, kTagBFull = 50, kTagBEmpty = 60 };
@@ -287,11 +307,15 @@ struct Consumer {
     uint32_t pf[kN / 16][4];
     float corr[2] = {1.0f, 1.0f};
 
+    const TurnTaking turns{cons};
+    turns.open();
     {
       float s[kN / 2];
       const uint32_t bias = acquire_bias(s_begin);
       mbar_wait(sm.k_full(0), 0, kTagKFull);
+      turns.wait_turn();
       issue_qk(s, 0);
+      turns.pass_turn(false);
       wgmma_wait<0>();
       fence_regs(s);
       release(sm.k_empty(0));
@@ -302,12 +326,14 @@ struct Consumer {
       float s[kN / 2];  // a fresh accumulator per tile (the previous one is dead once P is packed)
       const uint32_t bias = acquire_bias(s_begin + j * kN);
       mbar_wait(sm.k_full(st), (j / kKv) & 1, kTagKFull + st);
+      mbar_wait(sm.v_full(pst), ((j - 1) / kKv) & 1, kTagVFull + pst);
+      turns.wait_turn();
       issue_qk(s, st);
       // While S(j) runs: bring O to the running max of tile j-1, then add P(j-1) V(j-1).
 #pragma unroll
       for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
-      mbar_wait(sm.v_full(pst), ((j - 1) / kKv) & 1, kTagVFull + pst);
       issue_pv(o, pf, pst);
+      turns.pass_turn(false);
       wgmma_wait<1>();  // S(j) done; P(j-1) V(j-1) may still run
       fence_regs(s);
       release(sm.k_empty(st));
@@ -326,7 +352,9 @@ struct Consumer {
     for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
     const int lst = (n_tiles - 1) % kKv;
     mbar_wait(sm.v_full(lst), ((n_tiles - 1) / kKv) & 1, kTagVFull + lst);
+    turns.wait_turn();
     issue_pv(o, pf, lst);
+    turns.pass_turn(true);
     wgmma_wait<0>();
     fence_regs(o);
     fence_regs(pf);
