@@ -8,7 +8,8 @@
 // (--heads 8:2: one TP4 rank of the seed's layout; default 32:8, the slice).
 // The first row of each layer is what ops::attention_forward / attention_backward run (the wgmma kernels for a
 // global layer on sm_90, mma.sync for a local one: src/ops/cuda/attention_wg.h). Then both kernels of each
-// direction on their own ("forward mma.sync", "forward wgmma", "backward mma.sync", "backward wgmma"), the wgmma
+// direction on their own ("forward mma.sync", "forward wgmma", "forward wgmma wide" [the form on trial,
+// --attention-forward-form wide], "backward mma.sync", "backward wgmma"), the wgmma
 // rows with their largest differences from the mma.sync ones on the same inputs (a full-size self-check before
 // the figure is believed). --no-wgmma leaves those rows out, --no-wgmma-forward only the forward's.
 #include <cuda_runtime.h>
@@ -158,6 +159,18 @@ int run(int argc, char** argv) {
       });
       std::printf("%-40s T=%lld  forward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: out %.3g, lse %.3g\n",
                   layer.name, static_cast<long long>(T), wg, 4.0 * n * d / wg / 1e9, d_out, d_lse);
+      std::fflush(stdout);
+      // The wide form on trial (--attention-forward-form wide: 128-key tiles, setmaxnreg), checked the same way.
+      options.forward_form = AttentionForwardForm::kWide;
+      options.sync_check = true;
+      cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
+      const double w_out = max_abs_diff(ctx, out_wg, out), w_lse = max_abs_diff(ctx, lse_wg, lse);
+      options.sync_check = false;
+      const double wide = median_ms(stream, [&] {
+        cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
+      });
+      std::printf("%-40s T=%lld  forward wgmma wide %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: out %.3g, lse %.3g\n",
+                  layer.name, static_cast<long long>(T), wide, 4.0 * n * d / wide / 1e9, w_out, w_lse);
       std::fflush(stdout);
     }
     {

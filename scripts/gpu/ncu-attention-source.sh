@@ -5,7 +5,10 @@
 #   tc-local   attention_tc_backward_kernel, the local layer's first call (mma.sync: what a local layer runs)
 #   wg-global  attention_wg_backward_kernel, the global layer's first call (attention_bench launches it 14 times in
 #              the local layer's "backward wgmma" rows first: one checked call, 3 warm-up, 10 timed)
-#   wg-global-forward  attention_wg_forward_kernel, the global layer's first call (after the local layer's 14)
+#   wg-global-forward  attention_wg_forward_kernel, the global layer's first call (after the local layer's 28: 14 each
+#              of its "forward wgmma" and "forward wgmma wide" rows)
+#   wg-global-forward-wide  the wide form's first call on the global layer (after the global layer's 13 routed calls
+#              and 14 of its "forward wgmma" row)
 # Each: the summary sections, then the source page as CSV (one row per SASS instruction: its text, executed
 # instructions, warp-state samples by reason); scripts/attention-sass-hotspots.py folds it here into the hot regions.
 # Also the kernels' SASS (cuobjdump), to read the loop's instruction count.
@@ -41,7 +44,8 @@ while read -r name kernel skip; do
 done <<'EOF'
 tc-local attention_tc_backward_kernel 0
 wg-global attention_wg_backward_kernel 14
-wg-global-forward attention_wg_forward_kernel 14
+wg-global-forward attention_wg_forward_kernel 28
+wg-global-forward-wide attention_wg_forward_kernel 55
 EOF
 date -u +%T
 } 2>&1 | tee "$OUT/ncu-source.txt"

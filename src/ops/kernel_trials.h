@@ -4,7 +4,10 @@
 //   GroupedWgradForm (--grouped-wgrad-form): the form of quill's experts' weight-gradient kernel when it runs
 //     (src/ops/cuda/grouped_wgrad_wg.h: half, the measured default; quarter and pingpong, experiments);
 //   AttentionBiasRows (--attention-bias-rows): how the attention's bias rows and their dr are computed
-//     (src/ops/cuda/attention_bias_rows.h: cublaslt, the default; kernels, an experiment).
+//     (src/ops/cuda/attention_bias_rows.h: cublaslt, the default; kernels, an experiment);
+//   AttentionForwardForm (--attention-forward-form): the Hopper attention forward's key tiles (src/ops/cuda/
+//     attention_wg.h: narrow, 64 keys, the measured default; wide, 128 keys with the producer's registers given to
+//     the consumers, an experiment).
 #pragma once
 
 #include <initializer_list>
@@ -14,6 +17,7 @@ namespace quill {
 
 enum class GroupedWgradForm { kHalf, kQuarter, kPingpong };
 enum class AttentionBiasRows { kCublasLt, kKernels };
+enum class AttentionForwardForm { kNarrow, kWide };
 
 inline const char* kernel_trial_name(GroupedWgradForm f) {
   switch (f) {
@@ -27,6 +31,8 @@ inline const char* kernel_trial_name(GroupedWgradForm f) {
 inline const char* kernel_trial_name(AttentionBiasRows b) {
   return b == AttentionBiasRows::kKernels ? "kernels" : "cublaslt";
 }
+
+inline const char* kernel_trial_name(AttentionForwardForm f) { return f == AttentionForwardForm::kWide ? "wide" : "narrow"; }
 
 // The value named s (kernel_trial_name's spelling); false for anything else.
 template <class Trial>
@@ -43,6 +49,9 @@ inline bool parse_kernel_trial(const std::string& s, GroupedWgradForm& out) {
 }
 inline bool parse_kernel_trial(const std::string& s, AttentionBiasRows& out) {
   return parse_kernel_trial(s, out, {AttentionBiasRows::kCublasLt, AttentionBiasRows::kKernels});
+}
+inline bool parse_kernel_trial(const std::string& s, AttentionForwardForm& out) {
+  return parse_kernel_trial(s, out, {AttentionForwardForm::kNarrow, AttentionForwardForm::kWide});
 }
 
 }  // namespace quill

@@ -143,9 +143,11 @@ struct TrainOptions {
   // --grouped-wgrad-kernel: the routed experts' weight gradient on the GPU by cuBLASLt, by quill's wgmma kernel, or
   // auto (by each call's shape, as measured; the default); CudaBackendOptions::grouped_wgrad_kernel.
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
-  // Kernels on trial (ops/kernel_trials.h), GPU only: --grouped-wgrad-form and --attention-bias-rows.
+  // Kernels on trial (ops/kernel_trials.h), GPU only: --grouped-wgrad-form, --attention-bias-rows and
+  // --attention-forward-form.
   GroupedWgradForm grouped_wgrad_form = GroupedWgradForm::kHalf;
   AttentionBiasRows attention_bias_rows = AttentionBiasRows::kCublasLt;
+  AttentionForwardForm attention_forward_form = AttentionForwardForm::kNarrow;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -6,6 +6,9 @@
 //   WindowOneCopiesValues        out = v exactly: P V, the V descriptor (MN-major), the output store
 //   OneHotValuesShowScores       v = identity rows, so out[t][s] = P(t, s): S = Q K^T and the mask
 //   BiasOnlyShowsTheBand         q = 0 and v = identity: out[t][s] = softmax of the bias alone (TMA band)
+// The forward's two forms (--attention-forward-form, ops/kernel_trials.h: narrow 64-key tiles, the default; wide
+// 128-key tiles with setmaxnreg, an experiment) each take every test: against the CPU, against mma.sync, the
+// diagnostics (a wide form that hangs is caught by the test's timeout: its waits have none, attention_wg_layout.h).
 // Every test skips without a GPU; those that need sm_90 skip on other GPUs.
 // Legend: T positions, H query heads, G kv heads, d head dim, R bias rank, E bias extent.
 #include "ops/cuda/attention_wg.h"
@@ -105,6 +108,17 @@ TEST_P(CudaAttentionWgTest, ForwardMatchesCpu) {
   check_against_cpu(GetParam(), cuda::attn_wg::Options{});
 }
 
+cuda::attn_wg::Options wide_form() {
+  cuda::attn_wg::Options options;
+  options.forward_form = AttentionForwardForm::kWide;
+  return options;
+}
+
+TEST_P(CudaAttentionWgTest, WideFormMatchesCpu) {
+  QUILL_REQUIRE_SM90();
+  check_against_cpu(GetParam(), wide_form());
+}
+
 INSTANTIATE_TEST_SUITE_P(CudaAttentionWg, CudaAttentionWgTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
@@ -127,15 +141,17 @@ TEST(CudaAttentionWg, MatchesTensorCoreForwardOnSliceShapes) {
     Tensor out_tc = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse_tc = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
     cuda::attn_wg::attention_forward_mma_sync(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out_tc, lse_tc);
     const Tensor o_ref = to_host_f32(out_tc), l_ref = to_host_f32(lse_tc);
-    Tensor out = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
-    cuda::attn_wg::Options options;
-    options.sync_check = true;
-    cuda::attn_wg::attention_forward_wgmma(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, options);
-    const Tensor o = to_host_f32(out), l = to_host_f32(lse);
-    expect_close(std::string(layer.name) + " out vs mma.sync", o, o_ref, 1e-2);
-    expect_close(std::string(layer.name) + " lse vs mma.sync", l, l_ref, 1e-4);
-    EXPECT_EQ(test::far_elements(o, o_ref), 0) << layer.name << " out: elements far from mma.sync's";
-    EXPECT_EQ(test::far_elements(l, l_ref), 0) << layer.name << " lse: elements far from mma.sync's";
+    for (cuda::attn_wg::Options options : {cuda::attn_wg::Options{}, wide_form()}) {
+      const std::string what = std::string(layer.name) + " " + kernel_trial_name(options.forward_form);
+      Tensor out = Tensor::empty({T, H, kD}, DType::BF16, *ctx.allocator), lse = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
+      options.sync_check = true;
+      cuda::attn_wg::attention_forward_wgmma(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, p, out, lse, options);
+      const Tensor o = to_host_f32(out), l = to_host_f32(lse);
+      expect_close(what + " out vs mma.sync", o, o_ref, 1e-2);
+      expect_close(what + " lse vs mma.sync", l, l_ref, 1e-4);
+      EXPECT_EQ(test::far_elements(o, o_ref), 0) << what << " out: elements far from mma.sync's";
+      EXPECT_EQ(test::far_elements(l, l_ref), 0) << what << " lse: elements far from mma.sync's";
+    }
   }
 }
 
@@ -147,15 +163,21 @@ Tensor identity_values(int64_t T, int64_t G) {
   return v;
 }
 
-// Runs the kernel on host inputs; compares out with the CPU reference element by element.
+// Runs the kernel (each form) on host inputs; compares out with the CPU reference element by element.
+void run_diagnostic_form(const std::string& name, const Case& c, const Host& in, double abs_tol,
+                         cuda::attn_wg::Options options);
 void run_diagnostic(const std::string& name, const Case& c, const Host& in, double abs_tol) {
+  run_diagnostic_form(name + " narrow", c, in, abs_tol, cuda::attn_wg::Options{});
+  run_diagnostic_form(name + " wide", c, in, abs_tol, wide_form());
+}
+void run_diagnostic_form(const std::string& name, const Case& c, const Host& in, double abs_tol,
+                         cuda::attn_wg::Options options) {
   const AttentionParams p = params_of(c);
   Tensor out_ref = Tensor::empty({c.T, c.H, kD}, DType::F32), lse_ref = Tensor::empty({c.H, c.T}, DType::F32);
   ops::attention_forward(DeviceContext::cpu(), in.q, in.k, in.v, in.r, in.table, p, out_ref, lse_ref);
   const OnGpu dev = upload(in);
   auto out = poisoned_output({c.T, c.H, kD}, DType::BF16);
   auto lse = poisoned_output({c.H, c.T}, DType::F32);
-  cuda::attn_wg::Options options;
   options.sync_check = true;
   cuda::attn_wg::attention_forward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, p, out->tensor(),
                                          lse->tensor(), options);
@@ -175,7 +197,8 @@ TEST(CudaAttentionWg, WindowOneCopiesValues) {
   run_diagnostic("window_one", c, make_inputs(c, 5000), 0.0);
 }
 
-// No bias, causal, T = 128 (two consumer warpgroups, two key tiles): out[t][s] = P(t, s).
+// No bias, causal, T = 128 (two consumer warpgroups, two key tiles of the narrow form, one of the wide):
+// out[t][s] = P(t, s).
 TEST(CudaAttentionWg, OneHotValuesShowScores) {
   QUILL_REQUIRE_SM90();
   const Case c{"one_hot_scores", 128, 2, 1, 0, 4, 0};

@@ -164,8 +164,13 @@ void attention_forward(const DeviceContext& ctx, const Tensor& q_THd, const Tens
   require_device(op, "out_THd", out_THd, {p.T, p.H, p.d}, DType::BF16);
   require_device(op, "lse_HT", lse_HT, {p.H, p.T}, DType::F32);
   if (p.T == 0 || p.H == 0) return;
-  // Global layers on sm_90: the wgmma kernel; local ones: mma.sync (measured, attention_wg.h).
-  if (attn_wg::takes(p)) return attn_wg::attention_forward_wgmma(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT);
+  // Global layers on sm_90: the wgmma kernel, in the run's form (--attention-forward-form); local ones: mma.sync
+  // (measured, attention_wg.h).
+  if (attn_wg::takes(p)) {
+    attn_wg::Options options;
+    options.forward_form = ctx.cuda->attention_forward_form;
+    return attn_wg::attention_forward_wgmma(ctx, q_THd, k_TGd, v_TGd, r_THR, table_RE, params, out_THd, lse_HT, options);
+  }
   if (attn_tc::takes(p)) return attn_tc::forward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, out_THd, lse_HT);
   const cudaStream_t stream = stream_of(ctx);
   switch (head_dim_pad(p.d)) {

@@ -76,6 +76,14 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, int tag
   }
 }
 
+// The same wait without the timeout, for kernels that take registers by setmaxnreg: ptxas 13.0 does not honour
+// setmaxnreg in a kernel that can trap (docs/decisions/attention-wgmma.md), so a pipeline bug there hangs until the
+// caller's timeout, as in CUTLASS's kernels.
+__device__ __forceinline__ void mbar_wait_untimed(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
 // ---- TMA (cp.async.bulk.tensor), completion counted on an mbarrier in bytes ----
 
 // An mbarrier arrival that adds `bytes` to the phase's transaction count, and TMA tensor loads counted on an

@@ -11,11 +11,15 @@
 #pragma once
 
 #include "ops/attention.h"
+#include "ops/kernel_trials.h"
 
 namespace quill::cuda::attn_wg {
 
 struct Options {
   bool sync_check = false;  // synchronise after the kernel and name it in the error (tests, self-checks)
+  // The forward's key tiles (--attention-forward-form, ops/kernel_trials.h): the ops pass the run's choice
+  // (CudaBackendOptions::attention_forward_form); tests and attention_bench name one.
+  AttentionForwardForm forward_form = AttentionForwardForm::kNarrow;
 };
 
 // True when the current device can run this path (compute capability 9.0).

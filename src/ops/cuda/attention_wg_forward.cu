@@ -41,6 +41,16 @@ static_assert(kConsumers == 2, "TurnTaking alternates two consumers");
 // after issuing a step's products. Both issue n_tiles + 1 groups (S(0); S(j) with P(j-1) V(j-1); P V of the last
 // tile), so consumer 1 does not pass its last turn: every barrier phase then has exactly 256 arrivals and none is
 // left open when the CTA exits.
+// A wait on an mbarrier: timed (it traps after ~4 s, attention_wg.cuh) unless geometry G takes registers by
+// setmaxnreg, which a kernel that can trap does not get.
+template <class G>
+__device__ __forceinline__ void wait_bar(uint32_t bar, uint32_t parity, int tag) {
+  if constexpr (G::kTimedWaits)
+    mbar_wait(bar, parity, tag);
+  else
+    mbar_wait_untimed(bar, parity);
+}
+
 struct TurnTaking {
   int cons;
   __device__ void open() const {
@@ -101,7 +111,7 @@ struct Loader {
   // K or V of key tile j: per head-dim half, kN / 64 boxes of 64 key rows.
   __device__ __forceinline__ void rows(const CUtensorMap* map, uint32_t full, uint32_t empty, uint32_t dst, int j, int tag) {
     const int st = j % G::kKvStages;
-    mbar_wait(empty, ((j / G::kKvStages) & 1) ^ 1, tag + st);
+    wait_bar<G>(empty, ((j / G::kKvStages) & 1) ^ 1, tag + st);
     mbar_arrive_expect_tx(full, G::kKvTileBytes);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
@@ -123,7 +133,7 @@ struct Loader {
     const uint32_t bph = (nb / G::kBiasStages) & 1;
 #pragma unroll
     for (int cons = 0; cons < kConsumers; ++cons) {
-      mbar_wait(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
+      wait_bar<G>(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
       mbar_arrive_expect_tx(sm.b_full(cons, bst), G::kBiasBytes);
 #pragma unroll
       for (int box = 0; box < G::kN / kBiasCols; ++box) {
@@ -175,7 +185,7 @@ struct Consumer {
   // Q stays in shared memory for the whole CTA (S = Q K^T reads it through a descriptor): keeping its
   // fragments in registers (32 per thread) pushed the consumer past ptxas's budget (spills, serialised
   // wgmma; docs/decisions/attention-wgmma.md).
-  __device__ void wait_q() { mbar_wait(sm.q_full(), 0, kTagQ); }
+  __device__ void wait_q() { wait_bar<G>(sm.q_full(), 0, kTagQ); }
 
   // Issues S = Q K^T for the key tile in stage st (one commit group).
   __device__ void issue_qk(float (&s)[kN / 2], int st) {
@@ -223,7 +233,7 @@ struct Consumer {
   __device__ uint32_t acquire_bias(int s0) {
     if (!(p.has_bias && cta_tile_has_bias<kN>(t0, s0, p.E))) return 0;
     const int bst = nb % G::kBiasStages;
-    mbar_wait(sm.b_full(cons, bst), (nb / G::kBiasStages) & 1, kTagBFull + bst + 100 * cons);
+    wait_bar<G>(sm.b_full(cons, bst), (nb / G::kBiasStages) & 1, kTagBFull + bst + 100 * cons);
     return sm.bias(cons, bst);
   }
 
@@ -312,7 +322,7 @@ struct Consumer {
     {
       float s[kN / 2];
       const uint32_t bias = acquire_bias(s_begin);
-      mbar_wait(sm.k_full(0), 0, kTagKFull);
+      wait_bar<G>(sm.k_full(0), 0, kTagKFull);
       turns.wait_turn();
       issue_qk(s, 0);
       turns.pass_turn(false);
@@ -325,8 +335,8 @@ struct Consumer {
       const int st = j % kKv, pst = (j - 1) % kKv;
       float s[kN / 2];  // a fresh accumulator per tile (the previous one is dead once P is packed)
       const uint32_t bias = acquire_bias(s_begin + j * kN);
-      mbar_wait(sm.k_full(st), (j / kKv) & 1, kTagKFull + st);
-      mbar_wait(sm.v_full(pst), ((j - 1) / kKv) & 1, kTagVFull + pst);
+      wait_bar<G>(sm.k_full(st), (j / kKv) & 1, kTagKFull + st);
+      wait_bar<G>(sm.v_full(pst), ((j - 1) / kKv) & 1, kTagVFull + pst);
       turns.wait_turn();
       issue_qk(s, st);
       // While S(j) runs: bring O to the running max of tile j-1, then add P(j-1) V(j-1).
@@ -351,7 +361,7 @@ struct Consumer {
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
     const int lst = (n_tiles - 1) % kKv;
-    mbar_wait(sm.v_full(lst), ((n_tiles - 1) / kKv) & 1, kTagVFull + lst);
+    wait_bar<G>(sm.v_full(lst), ((n_tiles - 1) / kKv) & 1, kTagVFull + lst);
     turns.wait_turn();
     issue_pv(o, pf, lst);
     turns.pass_turn(true);
@@ -417,23 +427,32 @@ __global__ void __launch_bounds__(G::kThreads, 1)
   __syncthreads();  // the last CTA-wide barrier: the producer's idle warps exit below
 
   if (wg == 0) {
+    if constexpr (G::kProducerRegisters > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(G::kProducerRegisters));
     if (threadIdx.x == 0) load.produce();
     return;
   }
+  if constexpr (G::kConsumerRegisters > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(G::kConsumerRegisters));
   Consumer<G> c(sm, p, wg - 1, t0, threadIdx.x % 128);
   c.run(s_begin, n_tiles, h, out, lse);
 }
 
-}  // namespace
-
-void launch_forward_kernel(const LaunchArgs& a, cudaStream_t stream) {
-  using G = FwdGeometry;
+template <class G>
+void launch_geometry(const LaunchArgs& a, cudaStream_t stream) {
   const void* kernel = reinterpret_cast<const void*>(&attention_wg_forward_kernel<G>);
   attn::set_smem("attention_forward_wgmma", kernel, G::kSmemBytes);
   const dim3 grid((a.p.T + kBlockM - 1) / kBlockM, a.p.H);
   attention_wg_forward_kernel<G><<<grid, G::kThreads, G::kSmemBytes, stream>>>(a.q_map, a.k_map, a.v_map, a.b_map, a.p,
                                                                                a.out, a.lse);
   QUILL_CUDA_CHECK_LAUNCH("attention_wg_forward_kernel");
+}
+
+}  // namespace
+
+void launch_forward_kernel(const LaunchArgs& a, cudaStream_t stream, AttentionForwardForm form) {
+  if (form == AttentionForwardForm::kWide)
+    launch_geometry<FwdGeometryWide>(a, stream);
+  else
+    launch_geometry<FwdGeometry>(a, stream);
 }
 
 }  // namespace quill::cuda::attn_wg

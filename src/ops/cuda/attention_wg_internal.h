@@ -28,7 +28,8 @@ struct LaunchArgs {
   float* lse;
 };
 
-void launch_forward_kernel(const LaunchArgs& args, cudaStream_t stream);
+// form: the key tiles (ops/kernel_trials.h: narrow 64 keys, the default; wide 128, an experiment).
+void launch_forward_kernel(const LaunchArgs& args, cudaStream_t stream, AttentionForwardForm form);
 
 // True when ops::attention_forward and attention_backward run this path for p: head dim 128, a global
 // (unwindowed) layer, an sm_90 device (the measured choice, attention_wg.h).

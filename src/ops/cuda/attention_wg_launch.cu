@@ -49,7 +49,7 @@ void attention_forward_wgmma(const DeviceContext& ctx, const Tensor& q_THd, cons
   args.out = out_THd.data_as<__nv_bfloat16>();
   args.lse = lse_HT.data_as<float>();
   const cudaStream_t stream = stream_of(ctx);
-  launch_forward_kernel(args, stream);
+  launch_forward_kernel(args, stream, options.forward_form);
   if (options.sync_check) {
     const cudaError_t err = cudaStreamSynchronize(stream);
     QUILL_CHECK(err == cudaSuccess, "{}: the kernel failed: {}", op, cudaGetErrorString(err));

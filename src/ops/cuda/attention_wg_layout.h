@@ -135,10 +135,16 @@ QUILL_WG_HD constexpr bool cta_tile_has_bias(int t0, int s0, int E) { return E >
 // kN keys per tile; K and V tiles [head-dim half][kN rows of 128 bytes] (so a half is kN / 64 TMA boxes and
 // the rows run on at 128 bytes: the K-major B of S = Q K^T over kN rows, and V's MN-major LBO is a half);
 // kKvStages stages of K and V; kBiasStages stages of each consumer's bias (kN / 32 band boxes); a producer
-// warpgroup and kConsumers consumer warpgroups. (A 128-key form without the producer warpgroup measured
-// slower and was deleted: docs/decisions/attention-wgmma.md.)
-struct FwdGeometry {
-  static constexpr int kN = kBlockN, kKvStages = kStages, kBiasStages = kStages;
+// warpgroup and kConsumers consumer warpgroups. kProducerRegisters / kConsumerRegisters: the registers each gets
+// by setmaxnreg (0: none; the launch's 168 each), balanced so that 128 x producer + 256 x consumer <= 65,536.
+// kTimedWaits: the mbarrier waits trap after ~4 s (a hang becomes an error); off where setmaxnreg is used,
+// because ptxas 13.0 does not honour setmaxnreg in a kernel that can trap (docs/decisions/attention-wgmma.md).
+// (A 128-key form without the producer warpgroup measured slower and was deleted: same note.)
+template <int N, int KvStages, int BiasStages, int ProducerRegisters, int ConsumerRegisters>
+struct FwdGeometryT {
+  static constexpr int kN = N, kKvStages = KvStages, kBiasStages = BiasStages;
+  static constexpr int kProducerRegisters = ProducerRegisters, kConsumerRegisters = ConsumerRegisters;
+  static constexpr bool kTimedWaits = ConsumerRegisters == 0;
   static constexpr int kThreads = 128 * (kConsumers + 1);
   static constexpr int kHalfBytes = kN * kRowBytes;           // one head-dim half of a K or V tile
   static constexpr int kKvTileBytes = 2 * kHalfBytes;
@@ -151,7 +157,16 @@ struct FwdGeometry {
   // q_full, k_full/empty, v_full/empty [stage], bias_full/empty [consumer][stage]: 8 bytes each.
   static constexpr int kBarrierCount = 1 + 4 * kKvStages + 2 * kConsumers * kBiasStages;
   static constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;  // + alignment slack
+  static_assert(kProducerRegisters * 128 + kConsumerRegisters * 128 * kConsumers <= 65536,
+                "setmaxnreg: the warpgroups' registers exceed the multiprocessor's");
+  static_assert((kProducerRegisters == 0) == (kConsumerRegisters == 0), "setmaxnreg for both roles or neither");
 };
+// The narrow form (the default, measured): 64-key tiles, three stages, no setmaxnreg.
+using FwdGeometry = FwdGeometryT<kBlockN, kStages, kStages, 0, 0>;
+// The wide form (an experiment, --attention-forward-form wide): FlashAttention-3's 128-key tiles for head dim 128,
+// two K / V stages and one bias stage per consumer (230,504 bytes), the consumers at 240 registers (S 64 + the two
+// packed P 64 + O 64 at the peak) and the producer, one thread issuing TMA, at 24.
+using FwdGeometryWide = FwdGeometryT<128, 2, 1, 24, 240>;
 
 // ---- Shared memory of the forward kernel (byte offsets from a 1024-byte-aligned base) ----
 constexpr int kSmemQ = 0;                                                  // [consumer][half] boxes
@@ -166,6 +181,9 @@ constexpr int kSmemLimit = 232448;  // sm_90 opt-in maximum per block (227 KiB)
 static_assert(kSmemBytes <= kSmemLimit, "attention_wg: shared memory over the sm_90 limit");
 static_assert(FwdGeometry::kSmemBytes == kSmemBytes && FwdGeometry::kSmemBias == kSmemBias && FwdGeometry::kSmemV == kSmemV,
               "the kernel's geometry is the plan above");
+static_assert(FwdGeometryWide::kSmemBytes <= kSmemLimit && FwdGeometryWide::kSmemBias % 1024 == 0 &&
+                  FwdGeometryWide::kSmemV % 1024 == 0,
+              "attention_wg: the wide form's shared memory");
 static_assert(kSmemK % 1024 == 0 && kSmemV % 1024 == 0 && kSmemBias % 1024 == 0 && kBoxBytes % 1024 == 0,
               "attention_wg: every swizzled box must start on a 1024-byte boundary");
 
