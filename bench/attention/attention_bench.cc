@@ -9,7 +9,8 @@
 // The first row of each layer is what ops::attention_forward / attention_backward run (the wgmma kernels for a
 // global layer on sm_90, mma.sync for a local one: src/ops/cuda/attention_wg.h). Then both kernels of each
 // direction on their own ("forward mma.sync", "forward wgmma", "forward wgmma wide" [the form on trial,
-// --attention-forward-form wide], "backward mma.sync", "backward wgmma"), the wgmma
+// --attention-forward-form wide], "backward mma.sync", "backward wgmma", "backward wgmma producer" [the form on trial,
+// --attention-backward-form producer]), the wgmma
 // rows with their largest differences from the mma.sync ones on the same inputs (a full-size self-check before
 // the figure is believed). --no-wgmma leaves those rows out, --no-wgmma-forward only the forward's.
 #include <cuda_runtime.h>
@@ -196,6 +197,24 @@ int run(int argc, char** argv) {
       std::printf("%-40s T=%lld  backward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: dq %.3g, dk %.3g, dv %.3g, "
                   "dr %.3g\n",
                   layer.name, static_cast<long long>(T), wg, 10.0 * n * d / wg / 1e9, e_q, e_k, e_v, e_r);
+      std::fflush(stdout);
+      // The producer form on trial (--attention-backward-form producer): the same bits as the row above (checked).
+      Tensor dq_p = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), dk_p = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator),
+             dv_p = Tensor::empty({T, G, d}, DType::BF16, *ctx.allocator), dr_p = Tensor::empty({T, H, R}, DType::BF16, *ctx.allocator);
+      options.backward_form = AttentionBackwardForm::kProducer;
+      options.sync_check = true;
+      cuda::attn_wg::attention_backward_wgmma(ctx, q, k, v, r, table, p, out, lse, dout, dq_p, dk_p, dv_p, dr_p, dtable,
+                                              options);
+      const double p_q = max_abs_diff(ctx, dq_p, dq_wg), p_k = max_abs_diff(ctx, dk_p, dk_wg),
+                   p_v = max_abs_diff(ctx, dv_p, dv_wg), p_r = max_abs_diff(ctx, dr_p, dr_wg);
+      options.sync_check = false;
+      const double prod = median_ms(stream, [&] {
+        cuda::attn_wg::attention_backward_wgmma(ctx, q, k, v, r, table, p, out, lse, dout, dq_p, dk_p, dv_p, dr_p, dtable,
+                                                options);
+      });
+      std::printf("%-40s T=%lld  backward wgmma producer %8.3f ms %7.1f TFLOP/s   max |diff| vs the row above: dq %.3g, "
+                  "dk %.3g, dv %.3g, dr %.3g\n",
+                  layer.name, static_cast<long long>(T), prod, 10.0 * n * d / prod / 1e9, p_q, p_k, p_v, p_r);
       std::fflush(stdout);
     }
   }

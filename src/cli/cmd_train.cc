@@ -304,6 +304,11 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
                   "on trial (GPU only): the Hopper attention forward's key tiles, narrow (64 keys, default, measured) "
                   "or wide (128 keys, an experiment; docs/decisions/attention-wgmma.md)")
       ->check(CLI::IsMember({"narrow", "wide"}));
+  static std::string backward_form = "consumers";
+  cmd->add_option("--attention-backward-form", backward_form,
+                  "on trial (GPU only): who loads and adds dQ in the Hopper attention backward, consumers (default, "
+                  "measured) or a producer warpgroup (an experiment; docs/decisions/attention-wgmma.md)")
+      ->check(CLI::IsMember({"consumers", "producer"}));
   cmd->add_option("--moe-idle-expert-warning-steps", o.moe_idle_expert_warning_steps,
                   "warn when an expert of a MoE layer receives no token for N steps in a row (default 10; 0: never)");
   cmd->add_option("--replay-routing", o.replay_routing_file,
@@ -402,6 +407,7 @@ void add_train_command(CLI::App& app, Runner& run, const std::vector<std::string
       parse_kernel_trial(wgrad_form, o.grouped_wgrad_form);             // (likewise)
       parse_kernel_trial(bias_rows, o.attention_bias_rows);
       parse_kernel_trial(forward_form, o.attention_forward_form);
+      parse_kernel_trial(backward_form, o.attention_backward_form);
       QUILL_CHECK(o.moe_idle_expert_warning_steps >= 0, "--moe-idle-expert-warning-steps {}: give 0 (never warn) or a number "
                   "of steps", o.moe_idle_expert_warning_steps);
       // A recorded routing hands out the peers' counts call by call; the recompute's exchanges would take

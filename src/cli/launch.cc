@@ -52,6 +52,7 @@ CudaBackendOptions cuda_backend_options(const TrainOptions& o) {
   options.grouped_wgrad_form = o.grouped_wgrad_form;
   options.attention_bias_rows = o.attention_bias_rows;
   options.attention_forward_form = o.attention_forward_form;
+  options.attention_backward_form = o.attention_backward_form;
   const char* v = std::getenv("QUILL_POISON_DEVICE_MEMORY");
   if (v == nullptr || *v == '\0') return options;
   char* end = nullptr;
@@ -163,6 +164,9 @@ TrainResult train_with_layout(const TrainOptions& options, const std::string& de
   QUILL_CHECK(o.attention_forward_form == AttentionForwardForm::kNarrow || device == "cuda",
               "--attention-forward-form {}: a GPU kernel on trial; the CPU backend has one attention (give --device cuda)",
               kernel_trial_name(o.attention_forward_form));
+  QUILL_CHECK(o.attention_backward_form == AttentionBackwardForm::kConsumers || device == "cuda",
+              "--attention-backward-form {}: a GPU kernel on trial; the CPU backend has one attention (give --device cuda)",
+              kernel_trial_name(o.attention_backward_form));
   QUILL_CHECK(o.comm_backend == "auto" || o.comm_backend == "nccl" || o.comm_backend == "mpi",
               "--comm: '{}' is not auto, nccl or mpi", o.comm_backend);
   LayoutSpec spec = flags;

@@ -7,7 +7,9 @@
 //     (src/ops/cuda/attention_bias_rows.h: cublaslt, the default; kernels, an experiment);
 //   AttentionForwardForm (--attention-forward-form): the Hopper attention forward's key tiles (src/ops/cuda/
 //     attention_wg.h: narrow, 64 keys, the measured default; wide, 128 keys with the producer's registers given to
-//     the consumers, an experiment).
+//     the consumers, an experiment);
+//   AttentionBackwardForm (--attention-backward-form): who loads and adds dQ in the Hopper attention backward
+//     (src/ops/cuda/attention_wg.h: consumers, the measured default; producer, a third warpgroup, an experiment).
 #pragma once
 
 #include <initializer_list>
@@ -18,6 +20,7 @@ namespace quill {
 enum class GroupedWgradForm { kHalf, kQuarter, kPingpong };
 enum class AttentionBiasRows { kCublasLt, kKernels };
 enum class AttentionForwardForm { kNarrow, kWide };
+enum class AttentionBackwardForm { kConsumers, kProducer };
 
 inline const char* kernel_trial_name(GroupedWgradForm f) {
   switch (f) {
@@ -33,6 +36,9 @@ inline const char* kernel_trial_name(AttentionBiasRows b) {
 }
 
 inline const char* kernel_trial_name(AttentionForwardForm f) { return f == AttentionForwardForm::kWide ? "wide" : "narrow"; }
+inline const char* kernel_trial_name(AttentionBackwardForm f) {
+  return f == AttentionBackwardForm::kProducer ? "producer" : "consumers";
+}
 
 // The value named s (kernel_trial_name's spelling); false for anything else.
 template <class Trial>
@@ -52,6 +58,9 @@ inline bool parse_kernel_trial(const std::string& s, AttentionBiasRows& out) {
 }
 inline bool parse_kernel_trial(const std::string& s, AttentionForwardForm& out) {
   return parse_kernel_trial(s, out, {AttentionForwardForm::kNarrow, AttentionForwardForm::kWide});
+}
+inline bool parse_kernel_trial(const std::string& s, AttentionBackwardForm& out) {
+  return parse_kernel_trial(s, out, {AttentionBackwardForm::kConsumers, AttentionBackwardForm::kProducer});
 }
 
 }  // namespace quill

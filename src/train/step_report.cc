@@ -95,6 +95,7 @@ std::string summary_json(const TrainResult& r) {
   j["grouped_wgrad_form"] = r.grouped_wgrad_form;
   j["attention_bias_rows"] = r.attention_bias_rows;
   j["attention_forward_form"] = r.attention_forward_form;
+  j["attention_backward_form"] = r.attention_backward_form;
   j["overlap_grad_reduce"] = r.ddp.overlap_grad_reduce;
   j["overlap_param_gather"] = r.ddp.overlap_param_gather;
   j["tp_comm_overlap"] = r.tp_comm_overlap;

@@ -143,11 +143,12 @@ struct TrainOptions {
   // --grouped-wgrad-kernel: the routed experts' weight gradient on the GPU by cuBLASLt, by quill's wgmma kernel, or
   // auto (by each call's shape, as measured; the default); CudaBackendOptions::grouped_wgrad_kernel.
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
-  // Kernels on trial (ops/kernel_trials.h), GPU only: --grouped-wgrad-form, --attention-bias-rows and
-  // --attention-forward-form.
+  // Kernels on trial (ops/kernel_trials.h), GPU only: --grouped-wgrad-form, --attention-bias-rows,
+  // --attention-forward-form and --attention-backward-form.
   GroupedWgradForm grouped_wgrad_form = GroupedWgradForm::kHalf;
   AttentionBiasRows attention_bias_rows = AttentionBiasRows::kCublasLt;
   AttentionForwardForm attention_forward_form = AttentionForwardForm::kNarrow;
+  AttentionBackwardForm attention_backward_form = AttentionBackwardForm::kConsumers;
   // A warning when an expert of a MoE layer receives no token for this many steps in a row (0: never).
   int64_t moe_idle_expert_warning_steps = 10;
   // Measurement (bench/slice): steps before warmup_steps are left out of the summary's median and

@@ -332,6 +332,7 @@ TrainResult run_training(const TrainOptions& o, const DeviceContext& device_ctx,
   result.grouped_wgrad_form = kernel_trial_name(o.grouped_wgrad_form);
   result.attention_bias_rows = kernel_trial_name(o.attention_bias_rows);
   result.attention_forward_form = kernel_trial_name(o.attention_forward_form);
+  result.attention_backward_form = kernel_trial_name(o.attention_backward_form);
   result.ddp = o.adam.ddp;
   result.tp_comm_overlap = o.tp_comm_overlap;
   result.moe_shared_expert_overlap = o.moe_shared_expert_overlap;

@@ -71,6 +71,7 @@ struct TrainResult {
   std::string grouped_wgrad_form = "half";        // TrainOptions::grouped_wgrad_form (ops/kernel_trials.h)
   std::string attention_bias_rows = "cublaslt";   // TrainOptions::attention_bias_rows
   std::string attention_forward_form = "narrow";  // TrainOptions::attention_forward_form
+  std::string attention_backward_form = "consumers";  // TrainOptions::attention_backward_form
   DdpConfig ddp;  // the overlap flags, and the bucket size in elements as used (the default resolved)
   bool tp_comm_overlap = false, moe_shared_expert_overlap = false, delay_wgrad_compute = false;  // as run
   bool overlap_moe_ep_comm = false;

@@ -211,7 +211,8 @@ TEST(TrainFailures, GpuOnlyKernelChoicesAreRefusedOnTheCpu) {
            {"--grouped-wgrad-kernel cublaslt", "--grouped-wgrad-kernel cublaslt: a GPU kernel"},
            {"--grouped-wgrad-form pingpong", "--grouped-wgrad-form pingpong: a GPU kernel on trial"},
            {"--attention-bias-rows kernels", "--attention-bias-rows kernels: a GPU kernel on trial"},
-           {"--attention-forward-form wide", "--attention-forward-form wide: a GPU kernel on trial"}}) {
+           {"--attention-forward-form wide", "--attention-forward-form wide: a GPU kernel on trial"},
+           {"--attention-backward-form producer", "--attention-backward-form producer: a GPU kernel on trial"}}) {
     const std::string out = temp("gpu-only");
     const CommandResult r = quill(train_flags(2) + " " + flag + " --out " + out);
     EXPECT_EQ(r.status, 1) << flag;
@@ -243,6 +244,7 @@ TEST(TrainFailures, TheKernelChoicesAreRecordedInTheSummary) {
   EXPECT_EQ(summary["grouped_wgrad_form"], "half");
   EXPECT_EQ(summary["attention_bias_rows"], "cublaslt");
   EXPECT_EQ(summary["attention_forward_form"], "narrow");
+  EXPECT_EQ(summary["attention_backward_form"], "consumers");
 }
 
 TEST(TrainFailures, AnUnwritableSaveOutOrTensorBoardDirIsRefusedBeforeTraining) {

@@ -3,8 +3,10 @@
 // plus GQA ratios, partial key tiles (T not a multiple of 128), windows and E beyond T, with the same
 // tolerances as tests/cuda/attention_test.cc; against the mma.sync backward on the slice's shapes and a TP4
 // rank's; and bit for bit against itself (its dQ additions go in a fixed order). Grouped queries (H > G) take the
-// path of per-query-head fp32 partials summed after (ops/attention_head_split.h), H == G the direct one. Skips
-// without an sm_90 GPU.
+// path of per-query-head fp32 partials summed after (ops/attention_head_split.h), H == G the direct one. The producer
+// form on trial (--attention-backward-form producer: a third warpgroup loads Q and dO and adds dQ) gives the
+// consumers' form's bits on every case, since its dQ additions go in the same order. Skips without an sm_90 GPU (a
+// producer form that hangs is caught by the test's timeout: its waits have none).
 // Legend: T positions, H query heads, G kv heads, R bias rank, E bias extent.
 #include <gtest/gtest.h>
 
@@ -78,7 +80,7 @@ Grads cpu_grads(const Problem& pr) {
 
 // The wgmma backward (wgmma = true) or the mma.sync backward on the GPU; outputs poisoned
 // and guarded, dtable accumulated into the prior (the increment is returned).
-Grads gpu_grads(const Problem& pr, bool wgmma) {
+Grads gpu_grads(const Problem& pr, bool wgmma, cuda::attn_wg::Options options = {}) {
   const Case& c = pr.c;
   const test::AttentionOnGpu dev = test::upload(pr.in);
   const Tensor out_d = to_device(pr.out, DType::BF16), lse_d = to_device(pr.lse, DType::F32),
@@ -89,7 +91,6 @@ Grads gpu_grads(const Problem& pr, bool wgmma) {
   auto dr = poisoned_output({c.T, c.H, c.R}, DType::BF16);
   auto dtable = test::to_guarded_device(pr.dtable_prior, DType::F32);
   if (wgmma) {
-    cuda::attn_wg::Options options;
     options.sync_check = true;
     cuda::attn_wg::attention_backward_wgmma(test::gpu_ctx(), dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out_d, lse_d,
                                             dout_d, dq->tensor(), dk->tensor(), dv->tensor(), dr->tensor(),
@@ -127,6 +128,46 @@ TEST_P(CudaAttentionWgBackwardTest, MatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(CudaAttentionWgBackward, CudaAttentionWgBackwardTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+cuda::attn_wg::Options producer_form() {
+  cuda::attn_wg::Options options;
+  options.backward_form = AttentionBackwardForm::kProducer;
+  return options;
+}
+
+bool same_grads(const Grads& a, const Grads& b) {
+  using test::same_bits;
+  return same_bits(a.dq, b.dq) && same_bits(a.dk, b.dk) && same_bits(a.dv, b.dv) && same_bits(a.dr, b.dr) &&
+         same_bits(a.dtable, b.dtable);
+}
+
+// The producer form adds the same dQ blocks in the same order and computes the rest as the consumers' form does.
+TEST_P(CudaAttentionWgBackwardTest, TheProducerFormGivesTheConsumersFormsBits) {
+  QUILL_REQUIRE_SM90();
+  const Problem pr = make_problem(GetParam(), 2000);
+  EXPECT_TRUE(same_grads(gpu_grads(pr, true, producer_form()), gpu_grads(pr, true))) << GetParam().name;
+}
+
+// A TP4 rank's layers at full length (8 q / 2 kv heads: the per-query-head partials; the local layer's window over
+// several key tiles), where many CTAs wait for each other's dQ turns.
+TEST(CudaAttentionWgBackward, TheProducerFormGivesTheConsumersFormsBitsAtATp4RanksShape) {
+  QUILL_REQUIRE_SM90();
+  for (const Case& c : {Case{"tp4_global", 8192, 8, 2, 16, 1024, 0, true, 4096.0},
+                        Case{"tp4_local", 8192, 8, 2, 16, 512, 512, false}}) {
+    Problem pr{c, params_of(c), test::attention_inputs(c.T, c.H, c.G, kD, c.R, c.E, 7100), {}, {}, {}, {}};
+    pr.p.scale = 1.0 / static_cast<double>(kD);
+    const test::AttentionOnGpu dev = test::upload(pr.in);
+    const DeviceContext ctx = test::gpu_ctx();
+    Tensor out = Tensor::empty({c.T, c.H, kD}, DType::BF16, *ctx.allocator),
+           lse = Tensor::empty({c.H, c.T}, DType::F32, *ctx.allocator);
+    ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out, lse);
+    pr.out = to_host_f32(out);
+    pr.lse = to_host_f32(lse);
+    pr.dout = round_bf16(random_tensor({c.T, c.H, kD}, DType::F32, 7199));
+    pr.dtable_prior = Tensor::zeros({c.R, c.E}, DType::F32);
+    EXPECT_TRUE(same_grads(gpu_grads(pr, true, producer_form()), gpu_grads(pr, true))) << c.name;
+  }
+}
 
 // Two runs give the same bits (issue 24): the dQ additions of the key tiles go in a fixed order.
 TEST(CudaAttentionWgBackward, SameBitsEveryRun) {

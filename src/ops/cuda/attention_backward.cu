@@ -351,9 +351,12 @@ void attention_backward(const DeviceContext& ctx, const Tensor& q_THd, const Ten
   // D[h, t] = dout . out, fp32.
   const Tensor D = output_gradient_dots(ctx, p, dout_THd, out_THd);
   if (attn_tc::takes(p)) {
-    if (attn_wg::takes(p))  // global layers on sm_90 (measured, attention_wg.h)
+    if (attn_wg::takes(p)) {  // global layers on sm_90 (measured, attention_wg.h), in the run's form
+      attn_wg::Options options;
+      options.backward_form = ctx.cuda->attention_backward_form;
       return attn_wg::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
-                               dv_TGd, dr_THR, dtable_RE, attn_wg::Options{});
+                               dv_TGd, dr_THR, dtable_RE, options);
+    }
     return attn_tc::backward(ctx, p, q_THd, k_TGd, v_TGd, r_THR, table_RE, lse_HT, D, dout_THd, dq_THd, dk_TGd,
                              dv_TGd, dr_THR, dtable_RE);
   }

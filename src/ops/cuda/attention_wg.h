@@ -20,6 +20,9 @@ struct Options {
   // The forward's key tiles (--attention-forward-form, ops/kernel_trials.h): the ops pass the run's choice
   // (CudaBackendOptions::attention_forward_form); tests and attention_bench name one.
   AttentionForwardForm forward_form = AttentionForwardForm::kNarrow;
+  // The backward's form (--attention-backward-form): the consumers load and add dQ themselves, or a producer
+  // warpgroup does (attention_wg_backward.cu).
+  AttentionBackwardForm backward_form = AttentionBackwardForm::kConsumers;
 };
 
 // True when the current device can run this path (compute capability 9.0).

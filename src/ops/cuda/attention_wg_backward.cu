@@ -22,6 +22,12 @@
 //   dQ staged in shared memory, added by one bulk reduction after the key tiles below this one
 // The two warpgroups' products interleave on the tensor cores; within one, S^T and dP^T are issued
 // together, the softmax of S^T runs while dP^T is computed, and dS^T while dV is.
+// The producer form (an experiment, --attention-backward-form producer; ops/kernel_trials.h): a third warpgroup of
+// 384 threads takes thread 0's duties, FlashAttention-3's way: one thread streams Q and dO, another adds the staged
+// dQ blocks in their fixed order (waiting for its turn, reducing, passing the turn as soon as the reduction has
+// landed), so no consumer waits on another CTA; the consumers take 240 registers by setmaxnreg (the producer 24) and
+// wait without the trap (which keeps ptxas from honouring setmaxnreg: attention_wg_layout.h). The same additions in
+// the same order: the same bits as the consumers' form.
 #include <algorithm>
 
 #include "ops/cuda/attention_dq.cuh"
@@ -62,6 +68,8 @@ static_assert(kKeys == attention_head_split::kKeysPerCta, "attention_head_split.
 
 struct Smem {
   uint32_t base;
+  __device__ uint32_t dq_full(int w) const { return bar(1 + 2 * bwd::kStages + w); }
+  __device__ uint32_t dq_empty(int w) const { return bar(1 + 2 * bwd::kStages + kConsumerWgs + w); }
   __device__ uint32_t k(int w, int half) const { return base + bwd::kSmemK + (2 * w + half) * kBoxBytes; }
   __device__ uint32_t v(int w, int half) const { return base + bwd::kSmemV + (2 * w + half) * kBoxBytes; }
   __device__ uint32_t q(int st, int half) const { return base + bwd::kSmemQ + (2 * st + half) * kBoxBytes; }
@@ -99,6 +107,20 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+// The producer form's registers (128 x 24 + 256 x 240 <= 65,536) and threads.
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+constexpr int kProducerFormThreads = bwd::kThreads + 128;
+static_assert(kProducerRegisters * 128 + kConsumerRegisters * bwd::kThreads <= 65536, "setmaxnreg: over the register file");
+
+// A wait on an mbarrier: timed (it traps after ~4 s) in the consumers' form, untimed in the producer form (setmaxnreg).
+template <bool kProducer>
+__device__ __forceinline__ void wait_bar(uint32_t bar, uint32_t parity, int tag) {
+  if constexpr (kProducer)
+    mbar_wait_untimed(bar, parity);
+  else
+    mbar_wait(bar, parity, tag);
+}
+
 // The step order of a CTA (query head `head`): query tiles from the last down to the diagonal. Every key tile walks
 // the query tiles in the same order, so a CTA reaches each query tile one step after the key tile below it, which
 // adds into that dQ block first: the ordered additions wait about one step.
@@ -112,8 +134,10 @@ struct Schedule {
   __device__ int t0(int it) const { return first_query(s0) + (n_qt - 1 - it) * kQueries; }
 };
 
-// The loads, issued by thread 0: K and V once; per step Q and dO into stage it % kStages (after both
-// warpgroups released the step that used it before).
+// The loads, issued by thread 0 (the producer form: K, V and the first Q and dO by thread 0, the rest by the
+// producer's first thread): K and V once; per step Q and dO into stage it % kStages (after both warpgroups released
+// the step that used it before).
+template <bool kProducer>
 struct Loader {
   const Smem& sm;
   const BwdArgs& a;
@@ -132,7 +156,7 @@ struct Loader {
   __device__ void queries(int it) const {
     if (it >= sc.n_steps) return;
     const int h = sc.head, t0 = sc.t0(it), st = it % bwd::kStages;
-    mbar_wait(sm.q_empty(st), ((it / bwd::kStages) & 1) ^ 1, 0);
+    wait_bar<kProducer>(sm.q_empty(st), ((it / bwd::kStages) & 1) ^ 1, 0);
     mbar_arrive_expect_tx(sm.q_full(st), 4 * kBoxBytes);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -142,20 +166,21 @@ struct Loader {
   }
 };
 
+template <bool kProducer>
 struct Consumer {
   Smem sm;
   const BwdArgs& a;
   const Schedule& sc;
-  const Loader& load;  // used by thread 0 of warpgroup 0 only
+  const Loader<kProducer>& load;  // used by thread 0 of warpgroup 0 only (the consumers' form)
   float* bias_rows;  // this warpgroup's staged bias (generic pointer, for attn_tc::load_bias_tile_async)
   int w, tid, lane, warp, g, c, sw;
   bool loader;
 
   __device__ Consumer(const Smem& sm_, unsigned char* smem_base, const BwdArgs& a_, const Schedule& sc_,
-                      const Loader& load_, int w_, int tid_)
+                      const Loader<kProducer>& load_, int w_, int tid_)
       : sm(sm_), a(a_), sc(sc_), load(load_), w(w_), tid(tid_) {
     bias_rows = reinterpret_cast<float*>(smem_base + bwd::kSmemBias + w * kBiasWgBytes);
-    loader = w == 0 && tid == 0;
+    loader = !kProducer && w == 0 && tid == 0;
     lane = tid & 31;
     warp = tid >> 5;
     g = lane >> 2;
@@ -256,7 +281,7 @@ struct Consumer {
     load_bias(0);
     copies_landed(0, 0);
     named_barrier(2 + w, 128);
-    mbar_wait(sm.kv_full(), 0, 2);
+    wait_bar<kProducer>(sm.kv_full(), 0, 2);
 
     for (int it = 0; it < sc.n_steps; ++it) {
       // Every shared-memory address and fragment coordinate below derives from these; making them opaque
@@ -268,7 +293,7 @@ struct Consumer {
       load_rows(it + 1, buf ^ 1);  // lands during this step's products
       const bool has_bias = this->has_bias(it);
       const bool full = pair_fully_allowed(t0, sw, a.p.T, a.p.window);
-      mbar_wait(sm.q_full(st), (it / bwd::kStages) & 1, 4);
+      wait_bar<kProducer>(sm.q_full(st), (it / bwd::kStages) & 1, 4);
 
       float s[32], dp[32];
       issue_keys_by_queries(s, sm.k(w, 0), sm.q(st, 0));
@@ -365,10 +390,13 @@ struct Consumer {
       fence_regs(df);
       release(sm.q_empty(st));
 
-      // dQ: the previous reduction has landed (its counter advanced), the staging block is free.
-      if (tid == 0 && pending != nullptr) release_turn(pending);
+      // dQ: the previous reduction has landed (its counter advanced), the staging block is free (the producer
+      // form: its dQ writer has read the block).
+      if (!kProducer && tid == 0 && pending != nullptr) release_turn(pending);
       copies_landed(it + 1, buf ^ 1);  // the next step's rows and bias
       named_barrier(2 + w, 128);
+      if constexpr (kProducer)
+        if (it > 0) mbar_wait_untimed(sm.dq_empty(w), (it - 1) & 1);
       const uint32_t stage = sm.dq_stage(w);
       // attention_dq.cuh's unit permutation: pair (jj, sel) of row r = 16 warp + g + 8 sel, column 8 jj + 2 c, at
       // float r * 64 + 4 ((2 jj + c / 2) ^ g) + 2 (c % 2) = one XOR with 32 jj of a per-row base (checked against
@@ -382,7 +410,8 @@ struct Consumer {
       }
       fence_proxy_async_smem();
       named_barrier(2 + w, 128);
-      if (tid == 0) {
+      if (kProducer && tid == 0) mbar_arrive(sm.dq_full(w));  // to the dQ writer (DqWriter)
+      if (!kProducer && tid == 0) {
         const int qt = t0 / kQueries;
         int* order = a.dq_order + ((static_cast<int64_t>(h) * (t_pad / kQueries) + qt) * 2 + w);
         const int before = additions_before(sc.s0 / kKeys, t0, a.p.window);
@@ -397,7 +426,7 @@ struct Consumer {
         pending = order;
       }
     }
-    if (tid == 0 && pending != nullptr) release_turn(pending);
+    if (!kProducer && tid == 0 && pending != nullptr) release_turn(pending);
 
     // dk = scale * dK, dv = dV, bf16. Element i: key row 16 warp + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 c + (i % 2).
     // Grouped queries: this head's dK and dV as fp32 partials, summed and scaled by sum_head_partials_kernel.
@@ -433,18 +462,58 @@ struct Consumer {
   }
 };
 
-__global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel(const __grid_constant__ BwdArgs a) {
+// The producer form's dQ writer (one thread): per step and warpgroup, once the warpgroup has staged its block
+// (dq_full), waits for the block's turn (the key tiles below this one have added), adds it by one bulk reduction,
+// frees the staging once the reduction has read it (dq_empty), and passes the turn once it has landed.
+struct DqWriter {
+  const Smem& sm;
+  const BwdArgs& a;
+  const Schedule& sc;
+
+  __device__ void run() const {
+    const int64_t t_pad = (a.p.T + kQueries - 1) / kQueries * kQueries;
+    for (int it = 0; it < sc.n_steps; ++it) {
+      const int t0 = sc.t0(it), qt = t0 / kQueries;
+      const int before = additions_before(sc.s0 / kKeys, t0, a.p.window);
+#pragma unroll 1
+      for (int w = 0; w < kConsumerWgs; ++w) {
+        mbar_wait_untimed(sm.dq_full(w), it & 1);
+        int* order = a.dq_order + ((static_cast<int64_t>(sc.head) * (t_pad / kQueries) + qt) * 2 + w);
+        while (!a.unordered && load_acquire(order) != before) {
+        }
+        fence_proxy_async_global();
+        float* dst = a.dq_acc + ((static_cast<int64_t>(sc.head) * 2 + w) * t_pad + t0) * 64;
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                     "r"(sm.dq_stage(w)), "r"(kDqStageBytes)
+                     : "memory");
+        bulk_commit();
+        bulk_wait_read();
+        mbar_arrive(sm.dq_empty(w));
+        int* turn = order;
+        release_turn(turn);  // the reduction has landed: the next key tile may add
+      }
+    }
+  }
+};
+
+template <bool kProducer>
+__global__ void __launch_bounds__(kProducer ? kProducerFormThreads : bwd::kThreads, 1)
+    attention_wg_backward_kernel(const __grid_constant__ BwdArgs a) {
   extern __shared__ unsigned char smem_raw[];
   const Smem sm{(smem_u32(smem_raw) + 1023u) & ~1023u};
   // Lowest key tile first (the CTAs with the most steps); query heads fastest. The ordered dQ additions go lowest
   // key tile first too, so a CTA only ever waits for CTAs launched before it.
   const Schedule sc(a.p, static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.x));
-  const Loader load{sm, a, sc};
+  const Loader<kProducer> load{sm, a, sc};
   if (threadIdx.x == 0) {
     mbar_init(sm.kv_full(), 1);
     for (int st = 0; st < bwd::kStages; ++st) {
       mbar_init(sm.q_full(st), 1);
       mbar_init(sm.q_empty(st), kConsumerWarps);
+    }
+    for (int w = 0; w < kConsumerWgs; ++w) {
+      mbar_init(sm.dq_full(w), 1);
+      mbar_init(sm.dq_empty(w), 1);
     }
     mbar_init_fence();
     tma_prefetch_descriptor(&a.q_map);
@@ -455,7 +524,20 @@ __global__ void __launch_bounds__(bwd::kThreads, 1) attention_wg_backward_kernel
     load.queries(0);
   }
   __syncthreads();
-  Consumer cons(sm, smem_raw + (sm.base - smem_u32(smem_raw)), a, sc, load, static_cast<int>(threadIdx.x) / 128, static_cast<int>(threadIdx.x) % 128);
+  if constexpr (kProducer) {
+    if (threadIdx.x >= bwd::kThreads) {  // the producer warpgroup: warp 0 loads, warp 1 writes dQ, the rest exit
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegisters));
+      const int pw = (static_cast<int>(threadIdx.x) - bwd::kThreads) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+      if (pw == 0 && lane == 0)
+        for (int it = 1; it < sc.n_steps; ++it) load.queries(it);
+      else if (pw == 1 && lane == 0)
+        DqWriter{sm, a, sc}.run();
+      return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegisters));
+  }
+  Consumer<kProducer> cons(sm, smem_raw + (sm.base - smem_u32(smem_raw)), a, sc, load, static_cast<int>(threadIdx.x) / 128,
+                           static_cast<int>(threadIdx.x) % 128);
   cons.run();
 }
 
@@ -541,10 +623,16 @@ void backward(const DeviceContext& ctx, const attn::Problem& p, const Tensor& q_
     a.dv_part = dv_part.data_as<float>();
   }
 
-  const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel);
-  attn::set_smem(op, kernel, bwd::kSmemBytes);
   const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>((p.T + kKeys - 1) / kKeys));
-  attention_wg_backward_kernel<<<grid, bwd::kThreads, bwd::kSmemBytes, stream>>>(a);
+  if (options.backward_form == AttentionBackwardForm::kProducer) {
+    const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel<true>);
+    attn::set_smem(op, kernel, bwd::kSmemBytes);
+    attention_wg_backward_kernel<true><<<grid, kProducerFormThreads, bwd::kSmemBytes, stream>>>(a);
+  } else {
+    const void* kernel = reinterpret_cast<const void*>(&attention_wg_backward_kernel<false>);
+    attn::set_smem(op, kernel, bwd::kSmemBytes);
+    attention_wg_backward_kernel<false><<<grid, bwd::kThreads, bwd::kSmemBytes, stream>>>(a);
+  }
   QUILL_CUDA_CHECK_LAUNCH("attention_wg_backward_kernel");
   if (options.sync_check) {
     const cudaError_t err = cudaStreamSynchronize(stream);

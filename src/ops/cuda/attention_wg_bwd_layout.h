@@ -51,9 +51,9 @@ constexpr int kSmemDqStage = kSmemDs + kConsumerWgs * kBoxBytes;
 // loaded during this one): lse log2 e, D, tau, tau scale log2 e, tau log2 e.
 constexpr int kSmemRows = kSmemDqStage + kConsumerWgs * kDqStageBytes;
 constexpr int kRowsBytes = kConsumerWgs * 2 * kRowFloats * kQueries * 4;
-// Barriers: kv_full, q_full[stage], q_empty[stage].
+// Barriers: kv_full, q_full[stage], q_empty[stage]; the producer form's dq_full[warpgroup], dq_empty[warpgroup].
 constexpr int kSmemBarriers = kSmemRows + kRowsBytes;
-constexpr int kBarrierCount = 1 + 2 * kStages;
+constexpr int kBarrierCount = 1 + 2 * kStages + 2 * kConsumerWgs;
 constexpr int kSmemBytes = kSmemBarriers + 8 * kBarrierCount + 1024;  // + alignment slack
 static_assert(kSmemBytes <= kSmemLimit, "attention_wg backward: shared memory over the sm_90 limit");
 static_assert(kSmemV % 1024 == 0 && kSmemQ % 1024 == 0 && kSmemDo % 1024 == 0 && kSmemBias % 1024 == 0 &&

@@ -104,6 +104,7 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   resources_->grouped_wgrad_form = options.grouped_wgrad_form;
   resources_->attention_bias_rows = options.attention_bias_rows;
   resources_->attention_forward_form = options.attention_forward_form;
+  resources_->attention_backward_form = options.attention_backward_form;
   QUILL_CUDA_CHECK(cudaSetDevice(device));
   // A forced kernel that cannot run here would fall back call by call without a word: refuse it once, up front.
   QUILL_CHECK(options.grouped_gemm_kernel != GroupedGemmKernel::kWgmma || cuda::attn_wg::device_supported(),

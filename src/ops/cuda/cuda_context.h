@@ -40,12 +40,13 @@ struct CudaBackendOptions {
   // stored by TMA (grouped_wgrad_wg.h), or auto, each call by its shape as measured (--grouped-wgrad-kernel;
   // docs/decisions/grouped-wgrad.md). cuBLASLt by default until the kernel's present form has run its tests on a GPU.
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
-  // Kernels on trial (ops/kernel_trials.h; --grouped-wgrad-form, --attention-bias-rows, --attention-forward-form):
-  // the form of quill's weight-gradient kernel where it runs, the attention bias rows' path and the Hopper attention
-  // forward's key tiles. The defaults are the measured ones.
+  // Kernels on trial (ops/kernel_trials.h; --grouped-wgrad-form, --attention-bias-rows, --attention-forward-form,
+  // --attention-backward-form): the form of quill's weight-gradient kernel where it runs, the attention bias rows'
+  // path, the Hopper attention forward's key tiles and its backward's form. The defaults are the measured ones.
   GroupedWgradForm grouped_wgrad_form = GroupedWgradForm::kHalf;
   AttentionBiasRows attention_bias_rows = AttentionBiasRows::kCublasLt;
   AttentionForwardForm attention_forward_form = AttentionForwardForm::kNarrow;
+  AttentionBackwardForm attention_backward_form = AttentionBackwardForm::kConsumers;
 };
 
 // Owns the resources behind a DeviceContext for one GPU.

@@ -40,11 +40,12 @@ struct CudaResources {
   GroupedGemmKernel grouped_gemm_kernel = GroupedGemmKernel::kAuto;
   // CudaBackendOptions::grouped_wgrad_kernel (read by grouped_linear_backward_weight: grouped_wgrad_wg.h).
   GroupedGemmKernel grouped_wgrad_kernel = GroupedGemmKernel::kAuto;
-  // The kernels on trial (ops/kernel_trials.h): CudaBackendOptions::grouped_wgrad_form, attention_bias_rows and
-  // attention_forward_form.
+  // The kernels on trial (ops/kernel_trials.h): CudaBackendOptions::grouped_wgrad_form, attention_bias_rows,
+  // attention_forward_form and attention_backward_form.
   GroupedWgradForm grouped_wgrad_form = GroupedWgradForm::kHalf;
   AttentionBiasRows attention_bias_rows = AttentionBiasRows::kCublasLt;
   AttentionForwardForm attention_forward_form = AttentionForwardForm::kNarrow;
+  AttentionBackwardForm attention_backward_form = AttentionBackwardForm::kConsumers;
   // Where the context's NCCL communicators tell its profiler about their operations.
   std::shared_ptr<CommTimeline> comm_timeline = std::make_shared<CommTimeline>();
 };
