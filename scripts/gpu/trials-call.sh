@@ -5,7 +5,8 @@
 #      gathers), then wgrad-form-call.sh with TESTS (the weight-gradient forms, the bias rows), grouped_bench at 384
 #      and 768 rows, attention_bench at a TP4 rank's heads;
 #   2. two-arms-call.sh on the seed's first stage (H200: first-bf16sp; H100: first-bf16fu with the weight-gradient
-#      pairs), arm A the defaults, arm B every trial whose tests passed (none left: no race). A failed test of a path
+#      pairs), arm A the defaults, arm B every trial whose tests passed (none left: no race): the weight gradient's
+#      ping-pong form, the bias-row kernels, the wide attention forward, the attention backward's producer form. A failed test of a path
 #      both arms take (the router, the regroup index, the route plan) skips the race; so does RACE=0 (a short call).
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench attention_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/trials-call.sh")
@@ -23,13 +24,16 @@ shared=$base/forms/tests-shared.log
 timeout 150 "$B/bin/cuda_tests" --gtest_filter="${SHARED_TESTS:-CudaRouter*:CudaRegroupIndex.*:CudaGatherRows.*:*CudaRoutePlan*}" \
   > "$shared" 2>&1
 echo "shared tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$shared" | head -5 | tr '\n' ' ')"
-OUT=$base/forms TESTS=${TESTS:-'GroupedWgradWgmma.*:CudaAttentionBiasRows.*'} \
+OUT=$base/forms TESTS=${TESTS:-'GroupedWgradWgmma.*:CudaAttentionBiasRows.*:*CudaAttentionWg*'} \
   WGRAD_ROWS=${WGRAD_ROWS:-'384 768'} ATTENTION_HEADS=${ATTENTION_HEADS:-8:2} bash "$dir/wgrad-form-call.sh"
 log=$base/forms/tests.log
 failed() { grep -qE "^\[  FAILED  \] $1" "$2"; }
-ran() { grep -qE "^\[ RUN      \] $1" "$log"; }
+ran() { grep -qE "^\[       OK \] $1" "$log"; }  # ran and passed (at least one of the tests named)
 if [ "${RACE:-1}" != 1 ]; then
   echo "RACE=${RACE}: no race" | tee "$base/race-skipped.txt"
+elif ! grep -qE "^\[==========\] .* ran\." "$log"; then
+  # The untimed waits of the attention forms hang instead of trapping: a killed test run names no failure.
+  echo "the trials' tests did not finish (a hang, or the time ran out): no race" | tee "$base/race-skipped.txt"
 elif ! grep -qE "^\[  PASSED  \]" "$shared" || grep -qE "^\[  FAILED  \]" "$shared"; then
   echo "a path both arms take failed its tests (or they did not run): no race" | tee "$base/race-skipped.txt"
 else
@@ -37,6 +41,12 @@ else
   ran 'GroupedWgradWgmma.ThePingpongFormGivesTheHalfStagingsBits' && ! failed 'GroupedWgradWgmma.ThePingpong' "$log" \
     && arm_b="$arm_b --grouped-wgrad-form pingpong"
   ran 'CudaAttentionBiasRows' && ! failed 'CudaAttentionBiasRows' "$log" && arm_b="$arm_b --attention-bias-rows kernels"
+  # The attention forms: every test of the form passed (the forward's wide rows run with each CudaAttentionWg test).
+  ran 'CudaAttentionWg/CudaAttentionWgTest.WideFormMatchesCpu' && ! failed 'CudaAttentionWg' "$log" \
+    && arm_b="$arm_b --attention-forward-form wide"
+  ran 'CudaAttentionWgBackward.TheProducerFormGivesTheConsumersFormsBitsAtATp4RanksShape' \
+    && ! failed '.*TheProducerForm' "$log" && ! failed 'CudaAttentionWgBackward' "$log" \
+    && arm_b="$arm_b --attention-backward-form producer"
   if nvidia-smi | grep -q H200; then c=first-bf16sp; x=''; else c=first-bf16fu; x='--moe-expert-wgrad-micro-batches 2'; fi
   OUT=$base/ab ARM_B="$arm_b" CASES=${CASES:-$c} CASE_TIMEOUT=${CASE_TIMEOUT:-110} TRAIN_EXTRA="$x" \
     timeout "${RACE_TIMEOUT:-330}" bash "$dir/two-arms-call.sh"

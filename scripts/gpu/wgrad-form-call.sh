@@ -20,7 +20,7 @@ mkdir -p "$OUT"
 {
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 echo "quill $(cat "$B/COMMIT" 2>/dev/null); $(date -u +%FT%TZ)"
-timeout 200 "$B/bin/cuda_tests" --gtest_filter="${TESTS:-GroupedWgradWgmma.*:CudaLoopbackMover.*}" > "$OUT/tests.log" 2>&1
+timeout "${TESTS_TIMEOUT:-260}" "$B/bin/cuda_tests" --gtest_filter="${TESTS:-GroupedWgradWgmma.*:CudaLoopbackMover.*}" > "$OUT/tests.log" 2>&1
 echo "cuda_tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|Failure|rel L2" "$OUT/tests.log" | head -40
 for rows in ${WGRAD_ROWS:-384 768}; do
