@@ -3,8 +3,11 @@
 # (warp-state samples and executed instructions per SASS instruction) for the two backward kernels and the wgmma forward at a TP4 rank's
 # shapes (attention_bench --heads 8:2: T = 8,192, 8 q / 2 kv heads, head dim 128, bias rank 16):
 #   tc-local   attention_tc_backward_kernel, the local layer's first call (mma.sync: what a local layer runs)
-#   wg-global  attention_wg_backward_kernel, the global layer's first call (attention_bench launches it 14 times in
-#              the local layer's "backward wgmma" rows first: one checked call, 3 warm-up, 10 timed)
+#   wg-global  attention_wg_backward_kernel, the global layer's first call (attention_bench launches it 28 times in
+#              the local layer's "backward wgmma" and "backward wgmma producer" rows first: one checked call, 3
+#              warm-up, 10 timed each)
+#   wg-global-producer  the producer form's first call on the global layer (after the global layer's 26 routed calls,
+#              the table trained and frozen, and 14 of its "backward wgmma" row)
 #   wg-global-forward  attention_wg_forward_kernel, the global layer's first call (after the local layer's 28: 14 each
 #              of its "forward wgmma" and "forward wgmma wide" rows)
 #   wg-global-forward-wide  the wide form's first call on the global layer (after the global layer's 13 routed calls
@@ -43,7 +46,8 @@ while read -r name kernel skip; do
   echo "sass lines: $(zcat "$OUT/$name.sass.gz" | wc -l)"
 done <<'EOF'
 tc-local attention_tc_backward_kernel 0
-wg-global attention_wg_backward_kernel 14
+wg-global attention_wg_backward_kernel 28
+wg-global-producer attention_wg_backward_kernel 68
 wg-global-forward attention_wg_forward_kernel 28
 wg-global-forward-wide attention_wg_forward_kernel 55
 EOF
