@@ -150,29 +150,23 @@ int run(int argc, char** argv) {
       std::printf("%-40s T=%lld  forward mma.sync %8.3f ms %7.1f TFLOP/s\n", layer.name, static_cast<long long>(T), mma,
                   4.0 * n * d / mma / 1e9);
       Tensor out_wg = Tensor::empty({T, H, d}, DType::BF16, *ctx.allocator), lse_wg = Tensor::empty({H, T}, DType::F32, *ctx.allocator);
-      cuda::attn_wg::Options options;
-      options.sync_check = true;  // the first call names a failing kernel
-      cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
-      const double d_out = max_abs_diff(ctx, out_wg, out), d_lse = max_abs_diff(ctx, lse_wg, lse);
-      options.sync_check = false;
-      const double wg = median_ms(stream, [&] {
+      // Each form of the wgmma forward (the wide one on trial: --attention-forward-form wide), checked against
+      // mma.sync's outputs first (the checked call names a failing kernel), then timed.
+      for (const AttentionForwardForm form : {AttentionForwardForm::kNarrow, AttentionForwardForm::kWide}) {
+        cuda::attn_wg::Options options;
+        options.forward_form = form;
+        options.sync_check = true;
         cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
-      });
-      std::printf("%-40s T=%lld  forward wgmma %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: out %.3g, lse %.3g\n",
-                  layer.name, static_cast<long long>(T), wg, 4.0 * n * d / wg / 1e9, d_out, d_lse);
-      std::fflush(stdout);
-      // The wide form on trial (--attention-forward-form wide: 128-key tiles, setmaxnreg), checked the same way.
-      options.forward_form = AttentionForwardForm::kWide;
-      options.sync_check = true;
-      cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
-      const double w_out = max_abs_diff(ctx, out_wg, out), w_lse = max_abs_diff(ctx, lse_wg, lse);
-      options.sync_check = false;
-      const double wide = median_ms(stream, [&] {
-        cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
-      });
-      std::printf("%-40s T=%lld  forward wgmma wide %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: out %.3g, lse %.3g\n",
-                  layer.name, static_cast<long long>(T), wide, 4.0 * n * d / wide / 1e9, w_out, w_lse);
-      std::fflush(stdout);
+        const double d_out = max_abs_diff(ctx, out_wg, out), d_lse = max_abs_diff(ctx, lse_wg, lse);
+        options.sync_check = false;
+        const double wg = median_ms(stream, [&] {
+          cuda::attn_wg::attention_forward_wgmma(ctx, q, k, v, r, table, p, out_wg, lse_wg, options);
+        });
+        std::printf("%-40s T=%lld  forward wgmma%s %8.3f ms %7.1f TFLOP/s   max |diff| vs mma.sync: out %.3g, lse %.3g\n",
+                    layer.name, static_cast<long long>(T), form == AttentionForwardForm::kWide ? " wide" : "", wg,
+                    4.0 * n * d / wg / 1e9, d_out, d_lse);
+        std::fflush(stdout);
+      }
     }
     {
       // The mma.sync backward's outputs are the reference (ops::attention_backward may route to either).

@@ -129,6 +129,23 @@ TEST_P(CudaAttentionWgBackwardTest, MatchesCpu) {
 INSTANTIATE_TEST_SUITE_P(CudaAttentionWgBackward, CudaAttentionWgBackwardTest, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+// A full-size problem (the CPU reference would take minutes): the model's scale, out and lse from the GPU forward
+// (the model's path), dout random, no prior dtable.
+Problem full_size_problem(const Case& c, uint64_t seed) {
+  Problem pr{c, params_of(c), test::attention_inputs(c.T, c.H, c.G, kD, c.R, c.E, seed), {}, {}, {}, {}};
+  pr.p.scale = 1.0 / static_cast<double>(kD);  // the model's scale
+  const test::AttentionOnGpu dev = test::upload(pr.in);
+  const DeviceContext ctx = test::gpu_ctx();
+  Tensor out = Tensor::empty({c.T, c.H, kD}, DType::BF16, *ctx.allocator),
+         lse = Tensor::empty({c.H, c.T}, DType::F32, *ctx.allocator);
+  ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out, lse);
+  pr.out = to_host_f32(out);
+  pr.lse = to_host_f32(lse);
+  pr.dout = round_bf16(random_tensor({c.T, c.H, kD}, DType::F32, seed + 99));
+  pr.dtable_prior = Tensor::zeros({c.R, c.E}, DType::F32);
+  return pr;
+}
+
 cuda::attn_wg::Options producer_form() {
   cuda::attn_wg::Options options;
   options.backward_form = AttentionBackwardForm::kProducer;
@@ -154,17 +171,7 @@ TEST(CudaAttentionWgBackward, TheProducerFormGivesTheConsumersFormsBitsAtATp4Ran
   QUILL_REQUIRE_SM90();
   for (const Case& c : {Case{"tp4_global", 8192, 8, 2, 16, 1024, 0, true, 4096.0},
                         Case{"tp4_local", 8192, 8, 2, 16, 512, 512, false}}) {
-    Problem pr{c, params_of(c), test::attention_inputs(c.T, c.H, c.G, kD, c.R, c.E, 7100), {}, {}, {}, {}};
-    pr.p.scale = 1.0 / static_cast<double>(kD);
-    const test::AttentionOnGpu dev = test::upload(pr.in);
-    const DeviceContext ctx = test::gpu_ctx();
-    Tensor out = Tensor::empty({c.T, c.H, kD}, DType::BF16, *ctx.allocator),
-           lse = Tensor::empty({c.H, c.T}, DType::F32, *ctx.allocator);
-    ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out, lse);
-    pr.out = to_host_f32(out);
-    pr.lse = to_host_f32(lse);
-    pr.dout = round_bf16(random_tensor({c.T, c.H, kD}, DType::F32, 7199));
-    pr.dtable_prior = Tensor::zeros({c.R, c.E}, DType::F32);
+    const Problem pr = full_size_problem(c, 7100);
     EXPECT_TRUE(same_grads(gpu_grads(pr, true, producer_form()), gpu_grads(pr, true))) << c.name;
   }
 }
@@ -173,11 +180,7 @@ TEST(CudaAttentionWgBackward, TheProducerFormGivesTheConsumersFormsBitsAtATp4Ran
 TEST(CudaAttentionWgBackward, SameBitsEveryRun) {
   QUILL_REQUIRE_SM90();
   const Problem pr = make_problem({"global_T2048", 2048, 8, 2, 16, 1024, 0, true, 300.0}, 3000);
-  const Grads a = gpu_grads(pr, true), b = gpu_grads(pr, true);
-  using test::same_bits;
-  EXPECT_TRUE(same_bits(a.dq, b.dq) && same_bits(a.dk, b.dk) && same_bits(a.dv, b.dv) && same_bits(a.dr, b.dr) &&
-              same_bits(a.dtable, b.dtable))
-      << "two runs of the wgmma backward differ";
+  EXPECT_TRUE(same_grads(gpu_grads(pr, true), gpu_grads(pr, true))) << "two runs of the wgmma backward differ";
 }
 
 // The slice's layers (T = 8,192, 32 q / 8 kv heads, R = 16): against the mma.sync backward on the GPU
@@ -189,18 +192,7 @@ TEST(CudaAttentionWgBackward, MatchesTensorCoreBackwardOnSliceShapes) {
                          {"global", 8192, 32, 8, 16, 1024, 0, true, 4096.0},
                          {"global_tp4_rank", 8192, 8, 2, 16, 1024, 0, true, 4096.0}};
   for (const Case& c : layers) {
-    // The GPU forward's out and lse (the model's path), so the CPU forward is not needed either.
-    Problem pr{c, params_of(c), test::attention_inputs(c.T, c.H, c.G, kD, c.R, c.E, 7000), {}, {}, {}, {}};
-    pr.p.scale = 1.0 / static_cast<double>(kD);  // the model's scale
-    const test::AttentionOnGpu dev = test::upload(pr.in);
-    const DeviceContext ctx = test::gpu_ctx();
-    Tensor out = Tensor::empty({c.T, c.H, kD}, DType::BF16, *ctx.allocator),
-           lse = Tensor::empty({c.H, c.T}, DType::F32, *ctx.allocator);
-    ops::attention_forward(ctx, dev.q, dev.k, dev.v, dev.r, dev.table, pr.p, out, lse);
-    pr.out = to_host_f32(out);
-    pr.lse = to_host_f32(lse);
-    pr.dout = round_bf16(random_tensor({c.T, c.H, kD}, DType::F32, 7099));
-    pr.dtable_prior = Tensor::zeros({c.R, c.E}, DType::F32);
+    const Problem pr = full_size_problem(c, 7000);
     expect_grads_close(c.name + " vs mma.sync", gpu_grads(pr, true), gpu_grads(pr, false), 1e-2, 1e-2);
   }
 }
