@@ -33,9 +33,21 @@ int launcher_rank() {
 
 namespace {
 
+// Polls `request` until it completes or `wait_s` passes; true when it completed.
+bool wait_for(MPI_Request& request, double wait_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return done != 0;
+}
+
 // The line for `message` (see report_error), or "" when rank 0 prints the job's line; `finalize` is set
-// when every rank initialised MPI here and they should finalise together once the line is out.
-std::string report_line(const std::string& message, double wait_s, bool& finalize) {
+// when every rank initialised MPI here and they should finalise together once the line is out; `agreed` when
+// every rank failed alike (rank 0 prints the job's line).
+std::string report_line(const std::string& message, double wait_s, bool& finalize, bool& agreed) {
   const std::string plain = "quill: error: " + message;
   if (!launched_by_mpi()) return plain;
   int initialized = 0, finalized = 0;
@@ -59,15 +71,9 @@ std::string report_line(const std::string& message, double wait_s, bool& finaliz
   MPI_Request request;
   if (MPI_Iallgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, MPI_COMM_WORLD, &request) != MPI_SUCCESS)
     return own;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
-  int done = 0;
-  while (!done && std::chrono::steady_clock::now() < deadline) {
-    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return own;
-    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
   // Not every rank reached this in time (one still trains, hangs or died): the error is this rank's own.
   // The request is left pending; the process ends without finalising MPI.
-  if (!done) return own;
+  if (!wait_for(request, wait_s)) return own;
   bool same = true, all_before_startup = true;
   for (int r = 0; r < size; ++r) {
     same = same && all[2 * static_cast<size_t>(r)] == mine[0];
@@ -78,18 +84,30 @@ std::string report_line(const std::string& message, double wait_s, bool& finaliz
   // never complete, and the process ends without finalising.
   finalize = all_before_startup;
   if (!same) return own;
+  agreed = true;
   return rank == 0 ? plain : "";
 }
 
 }  // namespace
 
 void report_error(const std::string& message, double wait_s) {
-  bool finalize = false;
-  const std::string line = report_line(message, wait_s, finalize);
+  bool finalize = false, agreed = false;
+  const std::string line = report_line(message, wait_s, finalize, agreed);
   if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
-  // After the line: a rank that finalises and exits first makes the launcher end the job, and rank 0 must
-  // not still be about to print (the CI once lost the line that way). MPI_Finalize waits for every rank.
-  if (finalize) MPI_Finalize();
+  std::fflush(stderr);
+  // After the line: a rank that exits first makes the launcher end the job, and rank 0 must not still be about
+  // to print (the CI lost the line that way, before the job's start-up and after it). MPI_Finalize waits for
+  // every rank; without it (an error after start-up) the ranks meet once rank 0 has printed, and the others then
+  // leave rank 0 a moment to exit first, so the launcher forwards its line before it aborts the job.
+  if (finalize) {
+    MPI_Finalize();
+  } else if (agreed) {
+    MPI_Request request;
+    const bool met = MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS && wait_for(request, wait_s);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (met && rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
 }
 
 }  // namespace quill
