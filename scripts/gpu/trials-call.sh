@@ -8,6 +8,9 @@
 #      pairs), arm A the defaults, arm B every trial whose tests passed (none left: no race): the weight gradient's
 #      ping-pong form, the bias-row kernels, the wide attention forward, the attention backward's producer form. A failed test of a path
 #      both arms take (the router, the regroup index, the route plan) skips the race; so does RACE=0 (a short call).
+# Time: the tests and benchmarks take ~5 minutes since the attention forms joined (both forms of every attention
+# test, two attention_bench builds), the race ~5.5: give RACE=0 and race in a second call (two-arms-call.sh with the
+# ARM_B this script would build) when the call limit is 10 minutes.
 #   here:   scripts/gpu-bundle.sh build build/gpu-bundle cuda_tests quill grouped_bench attention_bench
 #   device: run(carry=["build/gpu-bundle.tgz"], command="tar -xzf build/gpu-bundle.tgz -C build && bash scripts/gpu/trials-call.sh")
 # Back: $OUT/forms (tests-shared.log, tests.log, wgrad-form.txt), $OUT/ab (ab.txt and each arm's seed-stages outputs), $OUT/all.tgz.
