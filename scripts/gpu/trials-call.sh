@@ -32,6 +32,18 @@ OUT=$base/forms TESTS=${TESTS:-'GroupedWgradWgmma.*:CudaAttentionBiasRows.*:*Cud
 log=$base/forms/tests.log
 failed() { grep -qE "^\[  FAILED  \] $1" "$2"; }
 ran() { grep -qE "^\[       OK \] $1" "$log"; }  # ran and passed (at least one of the tests named)
+# Arm B: every trial whose tests ran and passed (printed even without a race, for a race in another call).
+arm_b=""
+ran 'GroupedWgradWgmma.ThePingpongFormGivesTheHalfStagingsBits' && ! failed 'GroupedWgradWgmma.ThePingpong' "$log" \
+  && arm_b="$arm_b --grouped-wgrad-form pingpong"
+ran 'CudaAttentionBiasRows' && ! failed 'CudaAttentionBiasRows' "$log" && arm_b="$arm_b --attention-bias-rows kernels"
+# The attention forms: every test of the form passed (the forward's wide rows run with each CudaAttentionWg test).
+ran 'CudaAttentionWg/CudaAttentionWgTest.WideFormMatchesCpu' && ! failed 'CudaAttentionWg[/.]' "$log" \
+  && arm_b="$arm_b --attention-forward-form wide"
+ran 'CudaAttentionWgBackward.TheProducerFormGivesTheConsumersFormsBitsAtATp4RanksShape' \
+  && ! failed '.*TheProducerForm' "$log" && ! failed 'CudaAttentionWgBackward' "$log" \
+  && arm_b="$arm_b --attention-backward-form producer"
+echo "ARM_B='$arm_b'" | tee "$base/arm-b.txt"
 if [ "${RACE:-1}" != 1 ]; then
   echo "RACE=${RACE}: no race" | tee "$base/race-skipped.txt"
 elif ! grep -qE "^\[==========\] .* ran\." "$log"; then
@@ -40,16 +52,6 @@ elif ! grep -qE "^\[==========\] .* ran\." "$log"; then
 elif ! grep -qE "^\[  PASSED  \]" "$shared" || grep -qE "^\[  FAILED  \]" "$shared"; then
   echo "a path both arms take failed its tests (or they did not run): no race" | tee "$base/race-skipped.txt"
 else
-  arm_b=""
-  ran 'GroupedWgradWgmma.ThePingpongFormGivesTheHalfStagingsBits' && ! failed 'GroupedWgradWgmma.ThePingpong' "$log" \
-    && arm_b="$arm_b --grouped-wgrad-form pingpong"
-  ran 'CudaAttentionBiasRows' && ! failed 'CudaAttentionBiasRows' "$log" && arm_b="$arm_b --attention-bias-rows kernels"
-  # The attention forms: every test of the form passed (the forward's wide rows run with each CudaAttentionWg test).
-  ran 'CudaAttentionWg/CudaAttentionWgTest.WideFormMatchesCpu' && ! failed 'CudaAttentionWg[/.]' "$log" \
-    && arm_b="$arm_b --attention-forward-form wide"
-  ran 'CudaAttentionWgBackward.TheProducerFormGivesTheConsumersFormsBitsAtATp4RanksShape' \
-    && ! failed '.*TheProducerForm' "$log" && ! failed 'CudaAttentionWgBackward' "$log" \
-    && arm_b="$arm_b --attention-backward-form producer"
   if nvidia-smi | grep -q H200; then c=first-bf16sp; x=''; else c=first-bf16fu; x='--moe-expert-wgrad-micro-batches 2'; fi
   OUT=$base/ab ARM_B="$arm_b" CASES=${CASES:-$c} CASE_TIMEOUT=${CASE_TIMEOUT:-110} TRAIN_EXTRA="$x" \
     timeout "${RACE_TIMEOUT:-330}" bash "$dir/two-arms-call.sh"
