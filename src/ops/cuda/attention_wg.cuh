@@ -83,6 +83,14 @@ __device__ __forceinline__ void mbar_wait_untimed(uint32_t bar, uint32_t parity)
   while (!mbar_try_wait(bar, parity)) {
   }
 }
+// mbar_wait when kTimed, else mbar_wait_untimed: the waits of a kernel form that takes registers by setmaxnreg.
+template <bool kTimed>
+__device__ __forceinline__ void mbar_wait_as(uint32_t bar, uint32_t parity, int tag) {
+  if constexpr (kTimed)
+    mbar_wait(bar, parity, tag);
+  else
+    mbar_wait_untimed(bar, parity);
+}
 
 // ---- TMA (cp.async.bulk.tensor), completion counted on an mbarrier in bytes ----
 

@@ -112,15 +112,6 @@ constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
 constexpr int kProducerFormThreads = bwd::kThreads + 128;
 static_assert(kProducerRegisters * 128 + kConsumerRegisters * bwd::kThreads <= 65536, "setmaxnreg: over the register file");
 
-// A wait on an mbarrier: timed (it traps after ~4 s) in the consumers' form, untimed in the producer form (setmaxnreg).
-template <bool kProducer>
-__device__ __forceinline__ void wait_bar(uint32_t bar, uint32_t parity, int tag) {
-  if constexpr (kProducer)
-    mbar_wait_untimed(bar, parity);
-  else
-    mbar_wait(bar, parity, tag);
-}
-
 // The step order of a CTA (query head `head`): query tiles from the last down to the diagonal. Every key tile walks
 // the query tiles in the same order, so a CTA reaches each query tile one step after the key tile below it, which
 // adds into that dQ block first: the ordered additions wait about one step.
@@ -156,7 +147,7 @@ struct Loader {
   __device__ void queries(int it) const {
     if (it >= sc.n_steps) return;
     const int h = sc.head, t0 = sc.t0(it), st = it % bwd::kStages;
-    wait_bar<kProducer>(sm.q_empty(st), ((it / bwd::kStages) & 1) ^ 1, 0);
+    mbar_wait_as<!kProducer>(sm.q_empty(st), ((it / bwd::kStages) & 1) ^ 1, 0);
     mbar_arrive_expect_tx(sm.q_full(st), 4 * kBoxBytes);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -281,7 +272,7 @@ struct Consumer {
     load_bias(0);
     copies_landed(0, 0);
     named_barrier(2 + w, 128);
-    wait_bar<kProducer>(sm.kv_full(), 0, 2);
+    mbar_wait_as<!kProducer>(sm.kv_full(), 0, 2);
 
     for (int it = 0; it < sc.n_steps; ++it) {
       // Every shared-memory address and fragment coordinate below derives from these; making them opaque
@@ -293,7 +284,7 @@ struct Consumer {
       load_rows(it + 1, buf ^ 1);  // lands during this step's products
       const bool has_bias = this->has_bias(it);
       const bool full = pair_fully_allowed(t0, sw, a.p.T, a.p.window);
-      wait_bar<kProducer>(sm.q_full(st), (it / bwd::kStages) & 1, 4);
+      mbar_wait_as<!kProducer>(sm.q_full(st), (it / bwd::kStages) & 1, 4);
 
       float s[32], dp[32];
       issue_keys_by_queries(s, sm.k(w, 0), sm.q(st, 0));

@@ -30,9 +30,9 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-// No setmaxnreg: ptxas fits the consumer in 160 registers without it (no spills, -Xptxas -v); the form that
-// gave the producer's registers to the consumers measured the same (2.81 vs 2.80 ms, global layer, H200) and
-// was deleted with the split P V and 128-key-tile forms (docs/decisions/attention-wgmma.md, "Chosen").
+// The narrow form (FwdGeometry) takes no setmaxnreg: ptxas fits its consumer in the launch's 168 registers (no spills). The wide
+// form (FwdGeometryWide, on trial) gives the consumers 240 by setmaxnreg and so waits without the trap
+// (attention_wg_layout.h; docs/decisions/attention-wgmma.md).
 constexpr int kConsumerWarps = 4 * kConsumers;
 static_assert(kConsumers == 2, "TurnTaking alternates two consumers");
 
@@ -41,16 +41,6 @@ static_assert(kConsumers == 2, "TurnTaking alternates two consumers");
 // after issuing a step's products. Both issue n_tiles + 1 groups (S(0); S(j) with P(j-1) V(j-1); P V of the last
 // tile), so consumer 1 does not pass its last turn: every barrier phase then has exactly 256 arrivals and none is
 // left open when the CTA exits.
-// A wait on an mbarrier: timed (it traps after ~4 s, attention_wg.cuh) unless geometry G takes registers by
-// setmaxnreg, which a kernel that can trap does not get.
-template <class G>
-__device__ __forceinline__ void wait_bar(uint32_t bar, uint32_t parity, int tag) {
-  if constexpr (G::kTimedWaits)
-    mbar_wait(bar, parity, tag);
-  else
-    mbar_wait_untimed(bar, parity);
-}
-
 struct TurnTaking {
   int cons;
   __device__ void open() const {
@@ -111,7 +101,7 @@ struct Loader {
   // K or V of key tile j: per head-dim half, kN / 64 boxes of 64 key rows.
   __device__ __forceinline__ void rows(const CUtensorMap* map, uint32_t full, uint32_t empty, uint32_t dst, int j, int tag) {
     const int st = j % G::kKvStages;
-    wait_bar<G>(empty, ((j / G::kKvStages) & 1) ^ 1, tag + st);
+    mbar_wait_as<G::kTimedWaits>(empty, ((j / G::kKvStages) & 1) ^ 1, tag + st);
     mbar_arrive_expect_tx(full, G::kKvTileBytes);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
@@ -133,7 +123,7 @@ struct Loader {
     const uint32_t bph = (nb / G::kBiasStages) & 1;
 #pragma unroll
     for (int cons = 0; cons < kConsumers; ++cons) {
-      wait_bar<G>(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
+      mbar_wait_as<G::kTimedWaits>(sm.b_empty(cons, bst), bph ^ 1, kTagBEmpty + bst + 100 * cons);
       mbar_arrive_expect_tx(sm.b_full(cons, bst), G::kBiasBytes);
 #pragma unroll
       for (int box = 0; box < G::kN / kBiasCols; ++box) {
@@ -185,7 +175,7 @@ struct Consumer {
   // Q stays in shared memory for the whole CTA (S = Q K^T reads it through a descriptor): keeping its
   // fragments in registers (32 per thread) pushed the consumer past ptxas's budget (spills, serialised
   // wgmma; docs/decisions/attention-wgmma.md).
-  __device__ void wait_q() { wait_bar<G>(sm.q_full(), 0, kTagQ); }
+  __device__ void wait_q() { mbar_wait_as<G::kTimedWaits>(sm.q_full(), 0, kTagQ); }
 
   // Issues S = Q K^T for the key tile in stage st (one commit group).
   __device__ void issue_qk(float (&s)[kN / 2], int st) {
@@ -233,7 +223,7 @@ struct Consumer {
   __device__ uint32_t acquire_bias(int s0) {
     if (!(p.has_bias && cta_tile_has_bias<kN>(t0, s0, p.E))) return 0;
     const int bst = nb % G::kBiasStages;
-    wait_bar<G>(sm.b_full(cons, bst), (nb / G::kBiasStages) & 1, kTagBFull + bst + 100 * cons);
+    mbar_wait_as<G::kTimedWaits>(sm.b_full(cons, bst), (nb / G::kBiasStages) & 1, kTagBFull + bst + 100 * cons);
     return sm.bias(cons, bst);
   }
 
@@ -322,7 +312,7 @@ struct Consumer {
     {
       float s[kN / 2];
       const uint32_t bias = acquire_bias(s_begin);
-      wait_bar<G>(sm.k_full(0), 0, kTagKFull);
+      mbar_wait_as<G::kTimedWaits>(sm.k_full(0), 0, kTagKFull);
       turns.wait_turn();
       issue_qk(s, 0);
       turns.pass_turn(false);
@@ -335,8 +325,8 @@ struct Consumer {
       const int st = j % kKv, pst = (j - 1) % kKv;
       float s[kN / 2];  // a fresh accumulator per tile (the previous one is dead once P is packed)
       const uint32_t bias = acquire_bias(s_begin + j * kN);
-      wait_bar<G>(sm.k_full(st), (j / kKv) & 1, kTagKFull + st);
-      wait_bar<G>(sm.v_full(pst), ((j - 1) / kKv) & 1, kTagVFull + pst);
+      mbar_wait_as<G::kTimedWaits>(sm.k_full(st), (j / kKv) & 1, kTagKFull + st);
+      mbar_wait_as<G::kTimedWaits>(sm.v_full(pst), ((j - 1) / kKv) & 1, kTagVFull + pst);
       turns.wait_turn();
       issue_qk(s, st);
       // While S(j) runs: bring O to the running max of tile j-1, then add P(j-1) V(j-1).
@@ -361,7 +351,7 @@ struct Consumer {
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] *= corr[(i >> 1) & 1];
     const int lst = (n_tiles - 1) % kKv;
-    wait_bar<G>(sm.v_full(lst), ((n_tiles - 1) / kKv) & 1, kTagVFull + lst);
+    mbar_wait_as<G::kTimedWaits>(sm.v_full(lst), ((n_tiles - 1) / kKv) & 1, kTagVFull + lst);
     turns.wait_turn();
     issue_pv(o, pf, lst);
     turns.pass_turn(true);
