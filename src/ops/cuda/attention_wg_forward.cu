@@ -30,9 +30,9 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-// The narrow form (FwdGeometry) takes no setmaxnreg: ptxas fits its consumer in the launch's 168 registers (no spills). The wide
-// form (FwdGeometryWide, on trial) gives the consumers 240 by setmaxnreg and so waits without the trap
-// (attention_wg_layout.h; docs/decisions/attention-wgmma.md).
+// The narrow form (FwdGeometry) takes no setmaxnreg: ptxas fits its consumer in the launch's 168 registers (no
+// spills). The wide form (FwdGeometryWide, on trial) gives the consumers 240 by setmaxnreg and so waits without
+// the trap (attention_wg_layout.h; docs/decisions/attention-wgmma.md).
 constexpr int kConsumerWarps = 4 * kConsumers;
 static_assert(kConsumers == 2, "TurnTaking alternates two consumers");
 
