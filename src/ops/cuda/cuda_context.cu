@@ -7,6 +7,7 @@
 #include "ops/op_table.h"
 
 #include <atomic>
+#include <utility>
 
 namespace quill {
 
@@ -110,6 +111,13 @@ CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
   QUILL_CHECK(options.grouped_gemm_kernel != GroupedGemmKernel::kWgmma || cuda::attn_wg::device_supported(),
               "--grouped-gemm-kernel wgmma: device {} is not a compute capability 9.0 GPU (the kernel needs sm_90a's "
               "wgmma and TMA); give auto or cublaslt", device);
+  for (const auto& [on_trial, flag] : {std::pair{options.attention_forward_form != AttentionForwardForm::kNarrow,
+                                                 "--attention-forward-form"},
+                                       std::pair{options.attention_backward_form != AttentionBackwardForm::kConsumers,
+                                                 "--attention-backward-form"}})
+    QUILL_CHECK(!on_trial || cuda::attn_wg::device_supported(),
+                "{}: the form on trial is one of the Hopper attention kernels, which device {} (not a compute "
+                "capability 9.0 GPU) never runs; leave the flag out", flag, device);
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->stream, cudaStreamNonBlocking));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->comm_stream, cudaStreamNonBlocking));
   QUILL_CUDA_CHECK(cudaStreamCreateWithFlags(&resources_->copy_stream, cudaStreamNonBlocking));
