@@ -9,6 +9,8 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "ops/convert.h"
+#include "ops/grouped_gemm_kernel.h"
+#include "ops/kernel_trials.h"
 #include "parallel/host_reduce.h"
 
 namespace quill {
@@ -68,6 +70,14 @@ std::vector<AgreementField> agreement_fields(const TrainOptions& o, const Inklin
       {"--overlap-moe-expert-parallel-comm", o.overlap_moe_ep_comm ? "on" : "off"},
       {"--recompute-granularity/--recompute-modules", o.recompute.describe()},
       {"--fp8-recipe", o.fp8.describe()},
+      // The GPU kernels each rank runs: the forms give other float bits, and the summary records one rank's.
+      {"--attention-dq-order", o.attention_dq_arrival_order ? "arrival" : "fixed"},
+      {"--grouped-gemm-kernel", grouped_gemm_kernel_name(o.grouped_gemm_kernel)},
+      {"--grouped-wgrad-kernel", grouped_gemm_kernel_name(o.grouped_wgrad_kernel)},
+      {"--grouped-wgrad-form", kernel_trial_name(o.grouped_wgrad_form)},
+      {"--attention-bias-rows", kernel_trial_name(o.attention_bias_rows)},
+      {"--attention-forward-form", kernel_trial_name(o.attention_forward_form)},
+      {"--attention-backward-form", kernel_trial_name(o.attention_backward_form)},
       {"--load", o.resume_dir.empty() ? "none" : "a checkpoint"},
       {"--ckpt-step", std::to_string(o.ckpt_step)},
       {"--start-fresh-if-no-checkpoint", o.start_fresh_if_no_checkpoint ? "yes" : "no"},

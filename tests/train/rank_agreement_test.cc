@@ -59,6 +59,18 @@ TEST(RankAgreement, FieldsCoverConfigRowsSeedAndTheNumerics) {
   other.moe_expert_wgrad_micro_batches = 2;
   EXPECT_NE(value(agreement_fields(other, config, rows), "--moe-expert-wgrad-micro-batches"),
             value(base, "--moe-expert-wgrad-micro-batches"));
+  // A rank running another form of a GPU kernel would compute other bits than the summary says.
+  other = o;
+  other.attention_forward_form = AttentionForwardForm::kWide;
+  EXPECT_NE(value(agreement_fields(other, config, rows), "--attention-forward-form"),
+            value(base, "--attention-forward-form"));
+  other = o;
+  other.attention_backward_form = AttentionBackwardForm::kProducer;
+  EXPECT_NE(value(agreement_fields(other, config, rows), "--attention-backward-form"),
+            value(base, "--attention-backward-form"));
+  for (const char* name : {"--attention-dq-order", "--grouped-gemm-kernel", "--grouped-wgrad-kernel",
+                           "--grouped-wgrad-form", "--attention-bias-rows"})
+    value(base, name);
   InklingConfig theta = config;
   theta.rms_norm_eps *= 2;
   EXPECT_NE(value(agreement_fields(o, theta, rows), "config"), value(base, "config"));
